@@ -1,0 +1,1 @@
+"""odradek broker: partition logs, replication and the data-plane services."""

@@ -1,0 +1,1 @@
+"""The partition log: segments, indexes, checkpoints, recovery and retention."""

@@ -1,0 +1,1 @@
+"""Chaos harness: fault injection, workloads and the no-loss checker."""

@@ -1,0 +1,1 @@
+"""odradek client: producer, consumer, admin, the record format and the CLI."""

@@ -1,0 +1,1 @@
+"""The odradek command-line interface."""

@@ -1,0 +1,112 @@
+"""Typed errors shared by client and broker.
+
+Each exception carries an ``ErrorCode`` from the wire protocol (proto/common.proto), so the broker can put it in
+a response and the client can raise the same type from a response without parsing any message text.
+"""
+
+from __future__ import annotations
+
+from odradek.proto import common_pb2
+
+ErrorCode = common_pb2.ErrorCode
+
+# Errors a client may retry after refreshing metadata or backing off (Kafka's RetriableException set).
+RETRIABLE_CODES: frozenset[int] = frozenset(
+    {
+        ErrorCode.CORRUPT_MESSAGE,  # retriable in Kafka: the batch may have been damaged in transit
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.NOT_CONTROLLER,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.OFFSET_NOT_AVAILABLE,
+        ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+        ErrorCode.UNSTABLE_OFFSET_COMMIT,
+        ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+    }
+)
+
+
+class OdradekError(Exception):
+    """Base of all odradek errors; ``code`` is the wire ErrorCode."""
+
+    code: int = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str = "", code: int | None = None) -> None:
+        if code is not None:
+            self.code = code
+        super().__init__(message or ErrorCode.Name(self.code))
+
+    @property
+    def code_name(self) -> str:
+        return ErrorCode.Name(self.code)
+
+    @property
+    def retriable(self) -> bool:
+        return self.code in RETRIABLE_CODES
+
+
+class CorruptRecordError(OdradekError):
+    """A batch failed validation: bad length, magic, CRC, record count or offset deltas."""
+
+    code = ErrorCode.CORRUPT_MESSAGE
+
+
+class RecordTooLargeError(OdradekError):
+    """A batch or record exceeds ``message.max.bytes`` (or ``max.request.size`` on the client)."""
+
+    code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class OffsetOutOfRangeError(OdradekError):
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class UnknownTopicOrPartitionError(OdradekError):
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class NotLeaderOrFollowerError(OdradekError):
+    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class StorageError(OdradekError):
+    """The partition's storage failed (I/O error, or a corrupt batch found in the middle of a segment)."""
+
+    code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class InvalidRequestError(OdradekError):
+    code = ErrorCode.INVALID_REQUEST
+
+
+_BY_CODE: dict[int, type[OdradekError]] = {
+    cls.code: cls
+    for cls in (
+        CorruptRecordError,
+        RecordTooLargeError,
+        OffsetOutOfRangeError,
+        UnknownTopicOrPartitionError,
+        NotLeaderOrFollowerError,
+        StorageError,
+        InvalidRequestError,
+    )
+}
+
+
+def error_for_code(code: int, message: str = "") -> OdradekError:
+    """Build the typed exception for a wire error code (a generic OdradekError for codes without a class)."""
+    cls = _BY_CODE.get(code)
+    return cls(message) if cls else OdradekError(message, code=code)

@@ -1,0 +1,1 @@
+"""Kafka v2 RecordBatch format: encoding, decoding, compression and validation."""

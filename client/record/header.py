@@ -1,0 +1,196 @@
+"""The v2 RecordBatch header (Kafka magic 2): layout, parsing and header-only validation.
+
+This is the one place that knows the header's byte layout. The broker validates and appends batches with these
+functions alone, without decoding records (DESIGN.md §2)::
+
+    offset  size  field
+    0       8     base_offset
+    8       4     batch_length            (bytes after this field)
+    12      4     partition_leader_epoch
+    16      1     magic (2)
+    17      4     crc (CRC32C over attributes .. end of batch)
+    21      2     attributes
+    23      4     last_offset_delta
+    27      8     base_timestamp
+    35      8     max_timestamp
+    43      8     producer_id
+    51      2     producer_epoch
+    53      4     base_sequence
+    57      4     records_count
+    61            records
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from odradek.client.errors import CorruptRecordError, RecordTooLargeError
+
+MAGIC = 2
+HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # base_offset + batch_length: the bytes not counted in batch_length
+CRC_START = 21  # the CRC covers attributes .. end
+PARTITION_LEADER_EPOCH_OFFSET = 12
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+# Smallest encoding of one record: length, attributes, timestamp delta, offset delta, key length, value length,
+# header count, one byte each.
+MIN_RECORD_SIZE = 7
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
+# attributes bits
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08  # 0 = CreateTime, 1 = LogAppendTime
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
+DELETE_HORIZON_FLAG = 0x40
+
+# compression codes, as in Kafka
+COMPRESSION_NONE = 0
+COMPRESSION_GZIP = 1
+COMPRESSION_SNAPPY = 2
+COMPRESSION_LZ4 = 3
+COMPRESSION_ZSTD = 4
+COMPRESSION_CODES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_BASE_OFFSET = struct.Struct(">q")
+_LENGTH_AT = struct.Struct(">qi")  # base_offset, batch_length
+_EPOCH = struct.Struct(">i")
+_PREFIX = struct.Struct(">qii")
+PREFIX_SIZE = 16
+
+
+class BatchHeader(NamedTuple):
+    """A parsed batch header plus its position in the buffer it was read from."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+    position: int = 0
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch occupies, headers included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def is_log_append_time(self) -> bool:
+        return bool(self.attributes & TIMESTAMP_TYPE_MASK)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG)
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+
+def parse_header(buf: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
+    """Parse the header at ``position``; the caller has checked that HEADER_SIZE bytes are there."""
+    return BatchHeader(*_HEADER.unpack_from(buf, position), position)
+
+
+def batch_size_at(buf: bytes | bytearray | memoryview, position: int) -> int:
+    """Total size of the batch at ``position`` from its length field (no validation)."""
+    return _LENGTH_AT.unpack_from(buf, position)[1] + LOG_OVERHEAD
+
+
+def validate_batch(
+    buf: bytes | bytearray | memoryview, position: int = 0, max_batch_size: int | None = None
+) -> BatchHeader:
+    """Validate one batch's header and CRC without decoding its records; return the parsed header.
+
+    Raises CorruptRecordError for a length running past the buffer, a wrong magic, a bad CRC, or a record count
+    inconsistent with the offset deltas or the bytes present, and RecordTooLargeError above ``max_batch_size``.
+    """
+    available = len(buf) - position
+    if available < HEADER_SIZE:
+        raise CorruptRecordError(f"truncated batch header at byte {position}: {available} bytes")
+    header = parse_header(buf, position)
+    size = header.batch_length + LOG_OVERHEAD
+    if header.batch_length < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(f"batch length {header.batch_length} below the header size")
+    if max_batch_size is not None and size > max_batch_size:
+        raise RecordTooLargeError(f"batch of {size} bytes exceeds the limit of {max_batch_size}")
+    if size > available:
+        raise CorruptRecordError(f"batch length {header.batch_length} runs past the buffer ({available} bytes)")
+    if header.magic != MAGIC:
+        raise CorruptRecordError(f"unsupported magic {header.magic}, expected {MAGIC}")
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    if crc32c(view[position + CRC_START : position + size]) != header.crc:
+        raise CorruptRecordError("batch CRC mismatch")
+    count = header.records_count
+    if count < 0 or (count == 0 and not header.is_control and header.last_offset_delta < 0):
+        raise CorruptRecordError(f"invalid record count {count}")
+    if count > 0 and header.last_offset_delta < count - 1:
+        raise CorruptRecordError(f"record count {count} exceeds last offset delta {header.last_offset_delta}")
+    if header.compression == COMPRESSION_NONE and count * MIN_RECORD_SIZE > size - HEADER_SIZE:
+        raise CorruptRecordError(f"record count {count} does not fit in {size - HEADER_SIZE} record bytes")
+    return header
+
+
+def iter_batches(
+    buf: bytes | bytearray | memoryview, max_batch_size: int | None = None
+) -> list[BatchHeader]:
+    """Validate every batch in ``buf``, which must hold whole batches only; return their headers in order."""
+    headers = []
+    position = 0
+    end = len(buf)
+    while position < end:
+        header = validate_batch(buf, position, max_batch_size)
+        headers.append(header)
+        position += header.size
+    if not headers:
+        raise CorruptRecordError("no record batch in the request")
+    return headers
+
+
+def header_prefix(base_offset: int, batch_length: int, partition_leader_epoch: int) -> bytes:
+    """The first 16 bytes of a batch as the log stores it: none of them is covered by the CRC, so the log can
+    assign offsets and stamp the leader epoch by writing this prefix followed by the batch's remaining bytes."""
+    return _PREFIX.pack(base_offset, batch_length, partition_leader_epoch)
+
+
+def set_base_offset(buf: bytearray | memoryview, position: int, base_offset: int) -> None:
+    _BASE_OFFSET.pack_into(buf, position, base_offset)
+
+
+def set_partition_leader_epoch(buf: bytearray | memoryview, position: int, epoch: int) -> None:
+    """Stamp the leader epoch (also outside the CRC), as the leader does on append."""
+    _EPOCH.pack_into(buf, position + PARTITION_LEADER_EPOCH_OFFSET, epoch)

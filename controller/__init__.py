@@ -1,0 +1,1 @@
+"""odradek controller: the Raft metadata quorum and cluster control."""
