@@ -165,9 +165,7 @@ def validate_batch(
     return header
 
 
-def iter_batches(
-    buf: bytes | bytearray | memoryview, max_batch_size: int | None = None
-) -> list[BatchHeader]:
+def iter_batches(buf: bytes | bytearray | memoryview, max_batch_size: int | None = None) -> list[BatchHeader]:
     """Validate every batch in ``buf``, which must hold whole batches only; return their headers in order."""
     headers = []
     position = 0
