@@ -1,0 +1,415 @@
+"""An immutable metadata image and the delta that folds metadata records into the next image.
+
+The image is what every node knows about the cluster at one metadata-log offset. Records are applied through a
+``MetadataDelta`` (as Kafka's MetadataDelta) so that a batch of records copies only the topics and brokers it
+touches; an image is never mutated, so readers on other tasks can hold one without locks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from odradek.proto import metadata_pb2 as md
+
+NO_LEADER = -1
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    incarnation_id: bytes
+    epoch: int
+    host: str
+    port: int
+    rack: str = ""
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+    log_dirs: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        """May lead and be in ISRs: registered, unfenced, not shutting down."""
+        return not self.fenced and not self.in_controlled_shutdown
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    topic_id: bytes
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+    eligible_leader_replicas: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: bytes
+    partitions: Mapping[int, PartitionState]
+
+
+def _frozen(mapping: dict) -> Mapping:
+    return MappingProxyType(mapping)
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    """Cluster metadata at ``offset`` (the last applied metadata-log offset, -1 for the empty image)."""
+
+    offset: int = -1
+    epoch: int = -1
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _frozen({}))
+    topics: Mapping[bytes, TopicImage] = field(default_factory=lambda: _frozen({}))
+    topic_ids: Mapping[str, bytes] = field(default_factory=lambda: _frozen({}))
+    # (resource type, resource name) -> {config name: value}
+    configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _frozen({}))
+    # quota entity key (user, client_id as stored) -> {quota key: value}
+    client_quotas: Mapping[tuple, Mapping[str, float]] = field(default_factory=lambda: _frozen({}))
+    next_producer_id: int = 0
+
+    def topic(self, name: str) -> TopicImage | None:
+        topic_id = self.topic_ids.get(name)
+        return self.topics.get(topic_id) if topic_id is not None else None
+
+    def partition(self, name: str, partition: int) -> PartitionState | None:
+        topic = self.topic(name)
+        return topic.partitions.get(partition) if topic else None
+
+    def topic_configs(self, name: str) -> Mapping[str, str]:
+        return self.configs.get((TOPIC_RESOURCE, name), _frozen({}))
+
+    def active_brokers(self) -> list[BrokerRegistration]:
+        return [b for b in self.brokers.values() if b.active]
+
+    def to_records(self) -> list[md.MetadataRecord]:
+        """Records that rebuild this image from empty (the content of a snapshot)."""
+        out: list[md.MetadataRecord] = []
+        for b in self.brokers.values():
+            out.append(
+                md.MetadataRecord(
+                    register_broker=md.RegisterBrokerRecord(
+                        broker_id=b.broker_id,
+                        incarnation_id=b.incarnation_id,
+                        broker_epoch=b.epoch,
+                        endpoint=md.BrokerEndpoint(host=b.host, port=b.port),
+                        rack=b.rack,
+                        fenced=b.fenced,
+                        log_dirs=b.log_dirs,
+                    )
+                )
+            )
+            if b.in_controlled_shutdown:
+                out.append(
+                    md.MetadataRecord(
+                        broker_registration_change=md.BrokerRegistrationChangeRecord(
+                            broker_id=b.broker_id, broker_epoch=b.epoch, in_controlled_shutdown=True
+                        )
+                    )
+                )
+        for t in self.topics.values():
+            out.append(md.MetadataRecord(topic=md.TopicRecord(name=t.name, topic_id=t.topic_id)))
+            for p in t.partitions.values():
+                out.append(md.MetadataRecord(partition=partition_record(p)))
+        for (rtype, rname), entries in self.configs.items():
+            for name, value in entries.items():
+                out.append(
+                    md.MetadataRecord(
+                        config=md.ConfigRecord(resource_type=rtype, resource_name=rname, name=name, value=value)
+                    )
+                )
+        for entity, values in self.client_quotas.items():
+            for key, value in values.items():
+                out.append(md.MetadataRecord(client_quota=quota_record(entity, key, value)))
+        if self.next_producer_id:
+            out.append(md.MetadataRecord(producer_ids=md.ProducerIdsRecord(next_producer_id=self.next_producer_id)))
+        return out
+
+
+def partition_record(p: PartitionState) -> md.PartitionRecord:
+    return md.PartitionRecord(
+        topic_id=p.topic_id,
+        partition=p.partition,
+        replicas=p.replicas,
+        isr=p.isr,
+        leader=p.leader,
+        leader_epoch=p.leader_epoch,
+        partition_epoch=p.partition_epoch,
+        adding_replicas=p.adding_replicas,
+        removing_replicas=p.removing_replicas,
+        eligible_leader_replicas=p.eligible_leader_replicas,
+        last_known_elr=p.last_known_elr,
+    )
+
+
+def quota_entity(r: md.ClientQuotaRecord) -> tuple:
+    """A hashable quota entity: (user or None, user_default, client_id or None, client_id_default)."""
+    return (
+        r.user if r.has_user else None,
+        r.user_default,
+        r.client_id if r.has_client_id else None,
+        r.client_id_default,
+    )
+
+
+def quota_record(entity: tuple, key: str, value: float, remove: bool = False) -> md.ClientQuotaRecord:
+    user, user_default, client_id, client_default = entity
+    return md.ClientQuotaRecord(
+        user=user or "",
+        has_user=user is not None,
+        user_default=user_default,
+        client_id=client_id or "",
+        has_client_id=client_id is not None,
+        client_id_default=client_default,
+        key=key,
+        value=value,
+        remove=remove,
+    )
+
+
+class MetadataDelta:
+    """Accumulates records on top of a base image; ``image()`` produces the next image.
+
+    Also records which topics and brokers changed, so brokers can act on just those (become leader/follower).
+    """
+
+    def __init__(self, base: MetadataImage) -> None:
+        self.base = base
+        self._brokers: dict[int, BrokerRegistration] | None = None
+        self._topics: dict[bytes, TopicImage] | None = None
+        self._topic_ids: dict[str, bytes] | None = None
+        self._partitions: dict[bytes, dict[int, PartitionState]] = {}
+        self._configs: dict[tuple[int, str], dict[str, str]] = {}
+        self._configs_all: dict[tuple[int, str], Mapping[str, str]] | None = None
+        self._quotas: dict[tuple, dict[str, float]] | None = None
+        self._next_producer_id = base.next_producer_id
+        self._offset = base.offset
+        self._epoch = base.epoch
+        self.changed_topics: set[bytes] = set()
+        self.deleted_topics: dict[bytes, TopicImage] = {}
+        self.changed_brokers: set[int] = set()
+
+    # -- copy-on-write accessors --
+    def brokers(self) -> dict[int, BrokerRegistration]:
+        if self._brokers is None:
+            self._brokers = dict(self.base.brokers)
+        return self._brokers
+
+    def topics(self) -> dict[bytes, TopicImage]:
+        if self._topics is None:
+            self._topics = dict(self.base.topics)
+        return self._topics
+
+    def topic_ids(self) -> dict[str, bytes]:
+        if self._topic_ids is None:
+            self._topic_ids = dict(self.base.topic_ids)
+        return self._topic_ids
+
+    def partitions(self, topic_id: bytes) -> dict[int, PartitionState]:
+        parts = self._partitions.get(topic_id)
+        if parts is None:
+            topic = self.topics().get(topic_id)
+            parts = dict(topic.partitions) if topic else {}
+            self._partitions[topic_id] = parts
+        return parts
+
+    def configs(self, key: tuple[int, str]) -> dict[str, str]:
+        entries = self._configs.get(key)
+        if entries is None:
+            if self._configs_all is None:
+                self._configs_all = dict(self.base.configs)
+            entries = dict(self._configs_all.get(key, {}))
+            self._configs[key] = entries
+        return entries
+
+    def current_partition(self, topic_id: bytes, partition: int) -> PartitionState | None:
+        return self.partitions(topic_id).get(partition)
+
+    # -- records --
+    def replay(self, record: md.MetadataRecord, offset: int | None = None, epoch: int | None = None) -> None:
+        kind = record.WhichOneof("record")
+        if kind is None:
+            raise ValueError("empty metadata record")
+        getattr(self, "_replay_" + kind)(getattr(record, kind))
+        if offset is not None:
+            self._offset = offset
+        if epoch is not None:
+            self._epoch = epoch
+
+    def set_position(self, offset: int, epoch: int) -> None:
+        """The metadata-log position the next image reflects (the last applied offset and its epoch)."""
+        self._offset, self._epoch = offset, epoch
+
+    def replay_all(self, records: Iterable[md.MetadataRecord]) -> None:
+        for record in records:
+            self.replay(record)
+
+    def _replay_register_broker(self, r: md.RegisterBrokerRecord) -> None:
+        self.brokers()[r.broker_id] = BrokerRegistration(
+            broker_id=r.broker_id,
+            incarnation_id=r.incarnation_id,
+            epoch=r.broker_epoch,
+            host=r.endpoint.host,
+            port=r.endpoint.port,
+            rack=r.rack,
+            fenced=r.fenced,
+            log_dirs=tuple(r.log_dirs),
+        )
+        self.changed_brokers.add(r.broker_id)
+
+    def _update_broker(self, broker_id: int, epoch: int, **changes) -> None:
+        brokers = self.brokers()
+        current = brokers.get(broker_id)
+        if current is None or current.epoch != epoch:
+            return  # a record for a superseded registration: nothing to change
+        brokers[broker_id] = dataclasses.replace(current, **changes)
+        self.changed_brokers.add(broker_id)
+
+    def _replay_unregister_broker(self, r: md.UnregisterBrokerRecord) -> None:
+        brokers = self.brokers()
+        current = brokers.get(r.broker_id)
+        if current is not None and current.epoch == r.broker_epoch:
+            del brokers[r.broker_id]
+            self.changed_brokers.add(r.broker_id)
+
+    def _replay_fence_broker(self, r: md.FenceBrokerRecord) -> None:
+        self._update_broker(r.broker_id, r.broker_epoch, fenced=True)
+
+    def _replay_unfence_broker(self, r: md.UnfenceBrokerRecord) -> None:
+        self._update_broker(r.broker_id, r.broker_epoch, fenced=False, in_controlled_shutdown=False)
+
+    def _replay_broker_registration_change(self, r: md.BrokerRegistrationChangeRecord) -> None:
+        self._update_broker(r.broker_id, r.broker_epoch, in_controlled_shutdown=r.in_controlled_shutdown)
+
+    def _replay_topic(self, r: md.TopicRecord) -> None:
+        self.topics()[r.topic_id] = TopicImage(r.name, r.topic_id, _frozen({}))
+        self.topic_ids()[r.name] = r.topic_id
+        self._partitions[r.topic_id] = {}
+        self.changed_topics.add(r.topic_id)
+
+    def _replay_partition(self, r: md.PartitionRecord) -> None:
+        self.partitions(r.topic_id)[r.partition] = PartitionState(
+            topic_id=r.topic_id,
+            partition=r.partition,
+            replicas=tuple(r.replicas),
+            isr=tuple(r.isr),
+            leader=r.leader,
+            leader_epoch=r.leader_epoch,
+            partition_epoch=r.partition_epoch,
+            adding_replicas=tuple(r.adding_replicas),
+            removing_replicas=tuple(r.removing_replicas),
+            eligible_leader_replicas=tuple(r.eligible_leader_replicas),
+            last_known_elr=tuple(r.last_known_elr),
+        )
+        self.changed_topics.add(r.topic_id)
+
+    def _replay_partition_change(self, r: md.PartitionChangeRecord) -> None:
+        parts = self.partitions(r.topic_id)
+        current = parts.get(r.partition)
+        if current is None:
+            raise ValueError(f"partition change for unknown partition {r.partition}")
+        changes: dict = {"partition_epoch": current.partition_epoch + 1}
+        if r.HasField("leader") and r.leader != current.leader:
+            changes["leader"] = r.leader
+            changes["leader_epoch"] = current.leader_epoch + 1
+        if r.isr_changed:
+            changes["isr"] = tuple(r.isr)
+        if r.replicas_changed:
+            changes["replicas"] = tuple(r.replicas)
+            changes["adding_replicas"] = tuple(r.adding_replicas)
+            changes["removing_replicas"] = tuple(r.removing_replicas)
+        if r.elr_changed:
+            changes["eligible_leader_replicas"] = tuple(r.eligible_leader_replicas)
+            changes["last_known_elr"] = tuple(r.last_known_elr)
+        parts[r.partition] = dataclasses.replace(current, **changes)
+        self.changed_topics.add(r.topic_id)
+
+    def _replay_config(self, r: md.ConfigRecord) -> None:
+        entries = self.configs((r.resource_type, r.resource_name))
+        if r.HasField("value"):
+            entries[r.name] = r.value
+        else:
+            entries.pop(r.name, None)
+
+    def _replay_client_quota(self, r: md.ClientQuotaRecord) -> None:
+        if self._quotas is None:
+            self._quotas = {k: dict(v) for k, v in self.base.client_quotas.items()}
+        entity = quota_entity(r)
+        values = self._quotas.setdefault(entity, {})
+        if r.remove:
+            values.pop(r.key, None)
+            if not values:
+                del self._quotas[entity]
+        else:
+            values[r.key] = r.value
+
+    def _replay_producer_ids(self, r: md.ProducerIdsRecord) -> None:
+        self._next_producer_id = max(self._next_producer_id, r.next_producer_id)
+
+    def _replay_remove_topic(self, r: md.RemoveTopicRecord) -> None:
+        topic = self.topics().pop(r.topic_id, None)
+        if topic is None:
+            return
+        self.topic_ids().pop(topic.name, None)
+        self._partitions.pop(r.topic_id, None)
+        self.changed_topics.discard(r.topic_id)
+        self.deleted_topics[r.topic_id] = topic
+        self._configs[(TOPIC_RESOURCE, topic.name)] = {}
+
+    def _replay_leader_change(self, r: md.LeaderChangeRecord) -> None:
+        """Raft bookkeeping; it changes nothing in the image."""
+
+    def image(self) -> MetadataImage:
+        base = self.base
+        topics = base.topics
+        if self._topics is not None or self._partitions:
+            topics_dict = self.topics()
+            for topic_id, parts in self._partitions.items():
+                topic = topics_dict.get(topic_id)
+                if topic is not None:
+                    topics_dict[topic_id] = TopicImage(topic.name, topic_id, _frozen(parts))
+            topics = _frozen(topics_dict)
+        configs = base.configs
+        if self._configs:
+            merged = dict(self._configs_all if self._configs_all is not None else base.configs)
+            for key, entries in self._configs.items():
+                if entries:
+                    merged[key] = _frozen(entries)
+                else:
+                    merged.pop(key, None)
+            configs = _frozen(merged)
+        return MetadataImage(
+            offset=self._offset,
+            epoch=self._epoch,
+            brokers=_frozen(self._brokers) if self._brokers is not None else base.brokers,
+            topics=topics,
+            topic_ids=_frozen(self._topic_ids) if self._topic_ids is not None else base.topic_ids,
+            configs=configs,
+            client_quotas=(
+                _frozen({k: _frozen(v) for k, v in self._quotas.items()})
+                if self._quotas is not None
+                else base.client_quotas
+            ),
+            next_producer_id=self._next_producer_id,
+        )
+
+
+def image_from_records(records: Iterable[md.MetadataRecord], offset: int = -1, epoch: int = -1) -> MetadataImage:
+    delta = MetadataDelta(MetadataImage())
+    delta.replay_all(records)
+    delta.set_position(offset, epoch)
+    return delta.image()

@@ -1,0 +1,175 @@
+"""Topic creation and deletion: validation against the current image, and the metadata records they write."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from odradek.client.errors import ErrorCode
+from odradek.controller.metadata.image import TOPIC_RESOURCE, MetadataImage
+from odradek.controller.placement import BrokerSlot, PlacementError, assign_replicas
+from odradek.proto import metadata_pb2 as md
+
+MAX_NAME_LENGTH = 249
+_LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+def _int(lo: int) -> Callable[[str], bool]:
+    def check(v: str) -> bool:
+        try:
+            return int(v) >= lo
+        except ValueError:
+            return False
+
+    return check
+
+
+def _bool(v: str) -> bool:
+    return v in ("true", "false")
+
+
+def _ratio(v: str) -> bool:
+    try:
+        return 0.0 <= float(v) <= 1.0
+    except ValueError:
+        return False
+
+
+def _one_of(*allowed: str) -> Callable[[str], bool]:
+    return lambda v: v in allowed
+
+
+def _policy(v: str) -> bool:
+    parts = [p.strip() for p in v.split(",")]
+    return bool(parts) and all(p in ("compact", "delete") for p in parts)
+
+
+# Topic-level configs (Kafka names) and their value checks.
+TOPIC_CONFIGS: dict[str, Callable[[str], bool]] = {
+    "cleanup.policy": _policy,
+    "compression.type": _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+    "delete.retention.ms": _int(0),
+    "file.delete.delay.ms": _int(0),
+    "flush.messages": _int(1),
+    "flush.ms": _int(0),
+    "index.interval.bytes": _int(0),
+    "max.compaction.lag.ms": _int(1),
+    "max.message.bytes": _int(0),
+    "message.timestamp.type": _one_of("CreateTime", "LogAppendTime"),
+    "min.cleanable.dirty.ratio": _ratio,
+    "min.compaction.lag.ms": _int(0),
+    "min.insync.replicas": _int(1),
+    "retention.bytes": _int(-1),
+    "retention.ms": _int(-1),
+    "segment.bytes": _int(14),
+    "segment.index.bytes": _int(8),
+    "segment.ms": _int(1),
+    "unclean.leader.election.enable": _bool,
+}
+
+
+def validate_topic_name(name: str) -> str | None:
+    """An error message for an illegal topic name, or None (Kafka's rules)."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return f"topic name cannot be '{name}'"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"topic name is longer than {MAX_NAME_LENGTH} characters"
+    if not _LEGAL_NAME.match(name):
+        return f"topic name '{name}' has characters other than ASCII letters, digits, '.', '_' and '-'"
+    return None
+
+
+def validate_configs(configs: dict[str, str]) -> str | None:
+    for name, value in configs.items():
+        check = TOPIC_CONFIGS.get(name)
+        if check is None:
+            return f"unknown topic config '{name}'"
+        if not check(value):
+            return f"invalid value '{value}' for topic config '{name}'"
+    return None
+
+
+@dataclass
+class TopicRequest:
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class TopicOutcome:
+    name: str
+    error: int = ErrorCode.NONE
+    message: str = ""
+    topic_id: bytes = b""
+    records: list[md.MetadataRecord] = field(default_factory=list)
+
+
+def create_topic(
+    image: MetadataImage, request: TopicRequest, new_id: Callable[[], bytes] | None = None
+) -> TopicOutcome:
+    """Validate one creation against ``image`` and build its records (topic, partitions, configs)."""
+    out = TopicOutcome(request.name)
+    problem = validate_topic_name(request.name)
+    if problem:
+        out.error, out.message = ErrorCode.INVALID_TOPIC_EXCEPTION, problem
+        return out
+    if image.topic(request.name) is not None:
+        out.error, out.message = ErrorCode.TOPIC_ALREADY_EXISTS, f"topic '{request.name}' already exists"
+        return out
+    if request.partitions < 1:
+        out.error, out.message = ErrorCode.INVALID_PARTITIONS, "the number of partitions must be at least 1"
+        return out
+    if request.replication_factor < 1:
+        out.error, out.message = ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be at least 1"
+        return out
+    problem = validate_configs(request.configs)
+    if problem:
+        out.error, out.message = ErrorCode.INVALID_CONFIG, problem
+        return out
+    slots = [BrokerSlot(b.broker_id, b.rack) for b in image.active_brokers()]
+    try:
+        assignment = assign_replicas(request.name, request.partitions, request.replication_factor, slots)
+    except PlacementError as e:
+        out.error, out.message = ErrorCode.INVALID_REPLICATION_FACTOR, str(e)
+        return out
+    topic_id = (new_id or (lambda: uuid.uuid4().bytes))()
+    out.topic_id = topic_id
+    out.records.append(md.MetadataRecord(topic=md.TopicRecord(name=request.name, topic_id=topic_id)))
+    for partition, replicas in enumerate(assignment):
+        out.records.append(
+            md.MetadataRecord(
+                partition=md.PartitionRecord(
+                    topic_id=topic_id,
+                    partition=partition,
+                    replicas=replicas,
+                    isr=replicas,
+                    leader=replicas[0],
+                    leader_epoch=0,
+                    partition_epoch=0,
+                )
+            )
+        )
+    for name, value in sorted(request.configs.items()):
+        out.records.append(
+            md.MetadataRecord(
+                config=md.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=request.name, name=name, value=value)
+            )
+        )
+    return out
+
+
+def delete_topic(image: MetadataImage, name: str) -> TopicOutcome:
+    out = TopicOutcome(name)
+    topic = image.topic(name)
+    if topic is None:
+        out.error, out.message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic '{name}'"
+        return out
+    out.topic_id = topic.topic_id
+    out.records.append(md.MetadataRecord(remove_topic=md.RemoveTopicRecord(topic_id=topic.topic_id)))
+    return out
