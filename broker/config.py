@@ -1,0 +1,237 @@
+"""Node configuration: one TOML file per node with Kafka's property names (DESIGN.md §11).
+
+Keys may be written quoted (``"node.id" = 1``), dotted (``node.id = 1``) or as tables (``[node] id = 1``): all
+flatten to Kafka's dotted names. Unknown names and bad values fail at start with a one-line error.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A node configuration problem, worded for the operator."""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Voter:
+    node_id: int
+    host: str
+    port: int
+
+
+def _listeners(value: str) -> dict[str, Endpoint]:
+    out = {}
+    for item in filter(None, (v.strip() for v in value.split(","))):
+        name, sep, address = item.partition("://")
+        host, colon, port = address.rpartition(":")
+        if not sep or not colon or not port.isdigit():
+            raise ConfigError(f"listener '{item}' is not NAME://host:port")
+        out[name.upper()] = Endpoint(name.upper(), host or "0.0.0.0", int(port))
+    return out
+
+
+def parse_voters(value: str) -> list[Voter]:
+    """``1@host:port,2@host:port`` (Kafka's controller.quorum.voters)."""
+    voters = []
+    for item in filter(None, (v.strip() for v in value.split(","))):
+        node, at, address = item.partition("@")
+        host, colon, port = address.rpartition(":")
+        if not at or not node.isdigit() or not colon or not port.isdigit():
+            raise ConfigError(f"voter '{item}' is not id@host:port")
+        voters.append(Voter(int(node), host, int(port)))
+    if len({v.node_id for v in voters}) != len(voters):
+        raise ConfigError("controller.quorum.voters lists a node id twice")
+    return voters
+
+
+def _roles(value: str) -> frozenset[str]:
+    roles = frozenset(r.strip() for r in value.split(",") if r.strip())
+    if not roles or not roles <= {"broker", "controller"}:
+        raise ConfigError(f"process.roles must be broker, controller or both, not '{value}'")
+    return roles
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ConfigError(f"expected an integer, got {value!r}")
+    return int(value)
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("true", "false"):
+        return str(value).lower() == "true"
+    raise ConfigError(f"expected true or false, got {value!r}")
+
+
+def _csv(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+# name -> (parser, default). None as default = required where the role needs it.
+SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
+    "process.roles": (_roles, None),
+    "node.id": (_int, None),
+    "controller.quorum.voters": (parse_voters, None),
+    "listeners": (_listeners, "PLAINTEXT://127.0.0.1:9092"),
+    "advertised.listeners": (_listeners, ""),
+    "controller.listener.names": (_csv, "CONTROLLER"),
+    "log.dirs": (_csv, "/var/lib/odradek/data"),
+    "metadata.log.dir": (str, ""),
+    "broker.rack": (str, ""),
+    "metrics.port": (_int, 0),
+    # controller quorum (KIP-595 names)
+    "controller.quorum.election.timeout.ms": (_int, 1000),
+    "controller.quorum.fetch.timeout.ms": (_int, 2000),
+    "controller.quorum.election.backoff.max.ms": (_int, 1000),
+    "metadata.log.max.snapshot.interval.records": (_int, 20000),
+    # broker lifecycle
+    "broker.heartbeat.interval.ms": (_int, 2000),
+    "broker.session.timeout.ms": (_int, 9000),
+    # topic defaults
+    "num.partitions": (_int, 1),
+    "default.replication.factor": (_int, 1),
+    "min.insync.replicas": (_int, 1),
+    "unclean.leader.election.enable": (_bool, False),
+    "auto.leader.rebalance.enable": (_bool, True),
+    "leader.imbalance.check.interval.seconds": (_int, 300),
+    # replication
+    "replica.lag.time.max.ms": (_int, 30000),
+    "replica.fetch.max.bytes": (_int, 1048576),
+    "replica.fetch.wait.max.ms": (_int, 500),
+    "num.replica.fetchers": (_int, 1),
+    # log defaults (topic configs without the "log." prefix override these)
+    "message.max.bytes": (_int, 1048588),
+    "log.segment.bytes": (_int, 1073741824),
+    "log.roll.ms": (_int, 7 * 24 * 3600 * 1000),
+    "log.retention.ms": (_int, 7 * 24 * 3600 * 1000),
+    "log.retention.bytes": (_int, -1),
+    "log.retention.check.interval.ms": (_int, 300000),
+    "log.flush.interval.messages": (_int, 2**63 - 1),
+    "log.flush.interval.ms": (_int, 2**63 - 1),
+    "log.index.size.max.bytes": (_int, 10485760),
+    "log.index.interval.bytes": (_int, 4096),
+    "log.cleanup.policy": (str, "delete"),
+    "log.max.open.files": (_int, 4096),
+    "fetch.max.bytes": (_int, 57671680),
+    "socket.request.max.bytes": (_int, 104857600),
+}
+
+
+def flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+class NodeConfig:
+    """Parsed, validated node properties; attribute access by Kafka name via ``config[name]``."""
+
+    def __init__(self, properties: Mapping[str, Any]) -> None:
+        props = flatten(properties)
+        unknown = sorted(set(props) - set(SCHEMA))
+        if unknown:
+            raise ConfigError(f"unknown config '{unknown[0]}'")
+        self._values: dict[str, Any] = {}
+        for name, (parse, default) in SCHEMA.items():
+            raw = props.get(name, default)
+            if raw is None:
+                self._values[name] = None
+                continue
+            try:
+                self._values[name] = parse(raw)
+            except (TypeError, ValueError) as e:
+                raise ConfigError(f"invalid value {raw!r} for '{name}': {e}") from None
+        self._check()
+
+    @classmethod
+    def load(cls, path: str | Path) -> NodeConfig:
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} not found") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"config file {path} is not valid TOML: {e}") from None
+        return cls(data)
+
+    def _check(self) -> None:
+        for required in ("process.roles", "node.id", "controller.quorum.voters"):
+            if self._values[required] is None:
+                raise ConfigError(f"'{required}' is required")
+        if self.is_controller and self.node_id not in {v.node_id for v in self.voters}:
+            raise ConfigError(f"controller node {self.node_id} is not in controller.quorum.voters")
+        if self.is_controller and self.controller_listener is None:
+            raise ConfigError("a controller needs a CONTROLLER listener in 'listeners'")
+        if self.is_broker and self.broker_listener is None:
+            raise ConfigError("a broker needs a non-controller listener in 'listeners'")
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    @property
+    def node_id(self) -> int:
+        return self._values["node.id"]
+
+    @property
+    def roles(self) -> frozenset[str]:
+        return self._values["process.roles"]
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
+
+    @property
+    def voters(self) -> list[Voter]:
+        return self._values["controller.quorum.voters"]
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return self._values["log.dirs"]
+
+    @property
+    def metadata_log_dir(self) -> str:
+        return self._values["metadata.log.dir"] or self.log_dirs[0]
+
+    @property
+    def controller_listener(self) -> Endpoint | None:
+        names = set(self._values["controller.listener.names"])
+        return next((e for n, e in self._values["listeners"].items() if n in names), None)
+
+    @property
+    def broker_listener(self) -> Endpoint | None:
+        names = set(self._values["controller.listener.names"])
+        return next((e for n, e in self._values["listeners"].items() if n not in names), None)
+
+    @property
+    def advertised_broker_listener(self) -> Endpoint | None:
+        names = set(self._values["controller.listener.names"])
+        advertised = self._values["advertised.listeners"]
+        found = next((e for n, e in advertised.items() if n not in names), None)
+        return found or self.broker_listener

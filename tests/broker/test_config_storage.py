@@ -1,0 +1,67 @@
+from pathlib import Path
+
+import pytest
+
+from odradek.broker.config import ConfigError, NodeConfig
+from odradek.broker.storage import StorageFormatError, format_storage, verify_storage
+
+
+def node(tmp_path: Path, **extra) -> NodeConfig:
+    props = {
+        "process.roles": "broker,controller",
+        "node.id": 1,
+        "controller.quorum.voters": "1@127.0.0.1:19091",
+        "listeners": "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19091",
+        "log.dirs": str(tmp_path / "data"),
+    }
+    props.update(extra)
+    return NodeConfig(props)
+
+
+def test_toml_forms_flatten_to_kafka_names(tmp_path: Path) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text(
+        'process.roles = "broker"\n"node.id" = 4\ncontroller.quorum.voters = "1@h:1"\n'
+        '[broker]\nrack = "r1"\nsession.timeout.ms = 6000\n'
+    )
+    config = NodeConfig.load(path)
+    assert config.roles == {"broker"} and config.node_id == 4
+    assert config["broker.rack"] == "r1" and config["broker.session.timeout.ms"] == 6000
+    assert str(config.broker_listener) == "127.0.0.1:9092" and config.controller_listener is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"no.such.key": 1}, "unknown config 'no.such.key'"),
+        ({"node.id": "x"}, "'node.id'"),
+        ({"node.id": True}, "'node.id'"),
+        ({"process.roles": "leader"}, "process.roles"),
+        ({"controller.quorum.voters": "1@nohost"}, "id@host:port"),
+        ({"controller.quorum.voters": "2@h:1"}, "not in controller.quorum.voters"),
+        ({"listeners": "PLAINTEXT://127.0.0.1:1"}, "CONTROLLER listener"),
+        ({"unclean.leader.election.enable": "maybe"}, "true or false"),
+    ],
+)
+def test_bad_configs_fail_with_one_line(tmp_path: Path, extra: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as e:
+        node(tmp_path, **extra)
+    assert "\n" not in str(e.value)
+
+
+def test_format_then_verify_and_refuse_other_cluster(tmp_path: Path) -> None:
+    config = node(tmp_path)
+    with pytest.raises(StorageFormatError, match="not formatted"):
+        verify_storage(config)
+    assert format_storage(config, "alpha") == [tmp_path / "data"]
+    assert verify_storage(config) == "alpha"
+    with pytest.raises(StorageFormatError, match="already formatted"):
+        format_storage(config, "alpha")
+    assert format_storage(config, "alpha", ignore_formatted=True) == []
+    with pytest.raises(StorageFormatError, match="cluster alpha"):
+        format_storage(config, "beta")
+    other_node = node(tmp_path, **{"node.id": 2, "controller.quorum.voters": "2@127.0.0.1:19091"})
+    with pytest.raises(StorageFormatError, match="belongs to node 1"):
+        verify_storage(other_node)
+    with pytest.raises(StorageFormatError, match="cluster id"):
+        format_storage(node(tmp_path / "x"), "bad id!")
