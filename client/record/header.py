@@ -28,6 +28,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from odradek.client.errors import CorruptRecordError, RecordTooLargeError
+from odradek.client.record.varint import read_zigzag
 
 MAGIC = 2
 HEADER_SIZE = 61
@@ -38,6 +39,7 @@ MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 # Smallest encoding of one record: length, attributes, timestamp delta, offset delta, key length, value length,
 # header count, one byte each.
 MIN_RECORD_SIZE = 7
+_MIN_RECORD_BODY = MIN_RECORD_SIZE - 1  # the same, without the length prefix
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -192,3 +194,65 @@ def set_base_offset(buf: bytearray | memoryview, position: int, base_offset: int
 def set_partition_leader_epoch(buf: bytearray | memoryview, position: int, epoch: int) -> None:
     """Stamp the leader epoch (also outside the CRC), as the leader does on append."""
     _EPOCH.pack_into(buf, position + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+def _length_steps() -> list[list[int | None]]:
+    """``_STEPS[b0][b1]``: how far a record whose length varint starts with bytes b0, b1 reaches past its own start
+    (prefix size + length), for one- and two-byte varints (records under 8 KiB); None for longer varints, and a
+    huge step, so that the walk fails, for a length below the smallest record. About 0.8 MB, built once."""
+    bad = 1 << 62
+
+    def step(length: int, prefix: int) -> int:
+        return bad if length < _MIN_RECORD_BODY else prefix + length
+
+    rows: list[list[int | None]] = [[bad if b0 & 1 else step(b0 >> 1, 1)] * 256 for b0 in range(0x80)]
+    for b0 in range(0x80, 0x100):
+        if b0 & 1:
+            row: list[int | None] = [bad] * 0x80
+        else:
+            row = [step(((b0 & 0x7F) | (b1 << 7)) >> 1, 2) for b1 in range(0x80)]
+        rows.append(row + [None] * 0x80)
+    return rows
+
+
+_STEPS = _length_steps()
+
+
+def check_record_count(buf: bytes | bytearray | memoryview, header: BatchHeader) -> None:
+    """Check that the length prefixes of an uncompressed batch's records tile its records section exactly with
+    ``records_count`` records, reading nothing but those prefixes; raise CorruptRecordError if they do not.
+
+    Call it after ``validate_batch``. A compressed batch is not checked: its records are inside the compressed
+    stream, and the broker does not decompress. One table lookup per record (~50 ns, ~7 µs for a 16 KiB batch of
+    100-byte records); records of 8 KiB and more take a slower loop.
+    """
+    if header.attributes & COMPRESSION_MASK:
+        return
+    start = header.position + HEADER_SIZE
+    end = header.position + header.batch_length + LOG_OVERHEAD
+    pos = start
+    steps = _STEPS
+    try:
+        for _ in range(header.records_count):
+            pos += steps[buf[pos]][buf[pos + 1]]  # type: ignore[operator]
+    except IndexError:
+        pos = -1
+    except TypeError:  # a length varint of three or more bytes: walk again, decoding every varint
+        pos = _walk_lengths(buf, start, end, header.records_count)
+    if pos != end:
+        raise CorruptRecordError(f"the {header.records_count} records do not fill the batch's record bytes")
+
+
+def _walk_lengths(buf: bytes | bytearray | memoryview, pos: int, end: int, count: int) -> int:
+    """Where ``count`` records starting at ``pos`` end, decoding each length varint; -1 if they cannot."""
+    try:
+        for _ in range(count):
+            if pos >= end:
+                return -1
+            z, pos = read_zigzag(buf, pos)
+            if z & 1 or z >> 1 < _MIN_RECORD_BODY:
+                return -1
+            pos += z >> 1
+    except (IndexError, CorruptRecordError):
+        return -1
+    return pos
