@@ -231,3 +231,9 @@ class MetadataSnapshot(_message.Message):
     cluster_id: str
     records: _containers.RepeatedCompositeFieldContainer[MetadataRecord]
     def __init__(self, end_offset: _Optional[int] = ..., epoch: _Optional[int] = ..., cluster_id: _Optional[str] = ..., records: _Optional[_Iterable[_Union[MetadataRecord, _Mapping]]] = ...) -> None: ...
+
+class MetadataBatch(_message.Message):
+    __slots__ = ("records",)
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[MetadataRecord]
+    def __init__(self, records: _Optional[_Iterable[_Union[MetadataRecord, _Mapping]]] = ...) -> None: ...

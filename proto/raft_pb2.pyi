@@ -84,14 +84,16 @@ class EndQuorumEpochResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
 
 class RaftEntry(_message.Message):
-    __slots__ = ("offset", "epoch", "data")
+    __slots__ = ("offset", "epoch", "data", "control")
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    CONTROL_FIELD_NUMBER: _ClassVar[int]
     offset: int
     epoch: int
     data: bytes
-    def __init__(self, offset: _Optional[int] = ..., epoch: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+    control: bool
+    def __init__(self, offset: _Optional[int] = ..., epoch: _Optional[int] = ..., data: _Optional[bytes] = ..., control: _Optional[bool] = ...) -> None: ...
 
 class SnapshotId(_message.Message):
     __slots__ = ("end_offset", "epoch")
@@ -102,7 +104,7 @@ class SnapshotId(_message.Message):
     def __init__(self, end_offset: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class RaftFetchRequest(_message.Message):
-    __slots__ = ("cluster_id", "replica_id", "leader_epoch", "fetch_offset", "last_fetched_epoch", "max_wait_ms", "max_bytes")
+    __slots__ = ("cluster_id", "replica_id", "leader_epoch", "fetch_offset", "last_fetched_epoch", "max_wait_ms", "max_bytes", "high_watermark")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +112,7 @@ class RaftFetchRequest(_message.Message):
     LAST_FETCHED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     replica_id: int
     leader_epoch: int
@@ -117,7 +120,8 @@ class RaftFetchRequest(_message.Message):
     last_fetched_epoch: int
     max_wait_ms: int
     max_bytes: int
-    def __init__(self, cluster_id: _Optional[str] = ..., replica_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+    high_watermark: int
+    def __init__(self, cluster_id: _Optional[str] = ..., replica_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., max_bytes: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
 
 class RaftFetchResponse(_message.Message):
     __slots__ = ("error", "leader_id", "leader_epoch", "high_watermark", "log_start_offset", "diverging_epoch", "snapshot_id", "entries")

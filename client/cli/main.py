@@ -19,9 +19,9 @@ Handler = Callable[[argparse.Namespace], int | None]
 
 
 def _command_modules():
-    from odradek.client.cli import demo, server
+    from odradek.client.cli import cluster, dev, server, topic
 
-    return [server, demo]
+    return [server, dev, cluster, topic]
 
 
 def build_parser() -> argparse.ArgumentParser:

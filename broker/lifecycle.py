@@ -1,0 +1,158 @@
+"""The broker side of the lifecycle: register with the active controller, heartbeat, shut down in a controlled way.
+
+A broker registers once per process (a fresh incarnation id tells a restart from a duplicate node id), then
+heartbeats every ``broker.heartbeat.interval.ms`` reporting how far it has applied the metadata log; the
+controller unfences it once it has caught up and fences it when heartbeats stop. On a graceful stop the
+broker asks for controlled shutdown, which moves its leaderships away before it goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+
+import grpc
+
+from odradek.client.connection import ChannelPool
+from odradek.client.errors import ErrorCode
+from odradek.proto import common_pb2, controller_pb2_grpc
+from odradek.proto import controller_pb2 as cpb
+
+log = logging.getLogger(__name__)
+
+
+class BrokerLifecycleManager:
+    def __init__(
+        self,
+        broker_id: int,
+        cluster_id: str,
+        host: str,
+        port: int,
+        rack: str,
+        log_dirs: list[str],
+        voters: dict[int, str],
+        leader_hint: Callable[[], int | None],
+        metadata_offset: Callable[[], int],
+        heartbeat_interval_ms: int,
+    ) -> None:
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.listener = common_pb2.Node(node_id=broker_id, host=host, port=port, rack=rack)
+        self.rack = rack
+        self.log_dirs = log_dirs
+        self.voters = voters
+        self.leader_hint = leader_hint
+        self.metadata_offset = metadata_offset
+        self.interval = heartbeat_interval_ms / 1000
+        self.incarnation_id = uuid.uuid4().bytes
+        self.broker_epoch = -1
+        self.fenced = True
+        self.registered = asyncio.Event()
+        self._pool = ChannelPool()
+        self._task: asyncio.Task | None = None
+        self._next_voter = 0
+        self._controller: int | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="broker-lifecycle")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self._pool.close()
+
+    def _target(self) -> tuple[int, str]:
+        """The controller to talk to: the last one that answered, else the known leader, else the next voter."""
+        for candidate in (self._controller, self.leader_hint()):
+            if candidate is not None and candidate in self.voters:
+                return candidate, self.voters[candidate]
+        ids = sorted(self.voters)
+        node = ids[self._next_voter % len(ids)]
+        self._next_voter += 1
+        return node, self.voters[node]
+
+    def _redirect(self, leader_id: int) -> None:
+        self._controller = leader_id if leader_id in self.voters else None
+
+    async def _call(self, method: str, request):
+        node, address = self._target()
+        stub = controller_pb2_grpc.ControllerStub(self._pool.get(address))
+        try:
+            response = await getattr(stub, method)(request, timeout=max(2.0, self.interval * 2))
+        except grpc.aio.AioRpcError as e:
+            log.debug("%s to controller %d failed: %s", method, node, e.code().name)
+            self._controller = None
+            return None
+        if response.error == ErrorCode.NOT_CONTROLLER:
+            self._redirect(response.leader_id)
+            return None
+        self._controller = node
+        return response
+
+    async def _register(self) -> None:
+        request = cpb.BrokerRegistrationRequest(
+            broker_id=self.broker_id,
+            cluster_id=self.cluster_id,
+            incarnation_id=self.incarnation_id,
+            listener=self.listener,
+            rack=self.rack,
+            log_dirs=self.log_dirs,
+        )
+        while True:
+            response = await self._call("RegisterBroker", request)
+            if response is not None:
+                if response.error == ErrorCode.NONE:
+                    self.broker_epoch = response.broker_epoch
+                    self.registered.set()
+                    log.info("broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
+                    return
+                log.warning("registration refused: %s %s", ErrorCode.Name(response.error), response.error_message)
+            await asyncio.sleep(min(self.interval, 0.5))
+
+    async def heartbeat(self, want_shutdown: bool = False) -> cpb.BrokerHeartbeatResponse | None:
+        request = cpb.BrokerHeartbeatRequest(
+            broker_id=self.broker_id,
+            broker_epoch=self.broker_epoch,
+            current_metadata_offset=self.metadata_offset(),
+            want_shutdown_now=want_shutdown,
+        )
+        response = await self._call("BrokerHeartbeat", request)
+        if response is not None and response.error == ErrorCode.NONE:
+            if self.fenced != response.is_fenced:
+                log.info("broker %d is now %s", self.broker_id, "fenced" if response.is_fenced else "unfenced")
+            self.fenced = response.is_fenced
+        return response
+
+    async def _run(self) -> None:
+        await self._register()
+        while True:
+            response = await self.heartbeat()
+            if response is not None and response.error in (
+                ErrorCode.STALE_BROKER_EPOCH,
+                ErrorCode.BROKER_ID_NOT_REGISTERED,
+            ):
+                self.registered.clear()
+                await self._register()
+                continue
+            # A fenced broker that is catching up heartbeats faster so it is unfenced promptly.
+            await asyncio.sleep(self.interval if not self.fenced else min(self.interval, 0.25))
+
+    async def controlled_shutdown(self, timeout: float) -> bool:
+        """Ask the controller to move leadership away; True once it agrees the broker may stop."""
+        if not self.registered.is_set():
+            return True
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            response = await self.heartbeat(want_shutdown=True)
+            if response is not None and response.error == ErrorCode.NONE and response.should_shut_down:
+                return True
+            await asyncio.sleep(0.2)
+        return False

@@ -1,0 +1,141 @@
+"""``odradek server``: one process with the controller role, the broker role, or both (combined mode).
+
+Both roles share one Raft driver and one metadata image: a controller is a voter of the metadata quorum, a
+broker-only node follows the committed metadata log as an observer. Each role serves on its own listener:
+``CONTROLLER`` carries Raft, Controller and Admin; the broker listener carries Admin (and the data plane).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from pathlib import Path
+
+import grpc
+
+from odradek.broker.config import NodeConfig
+from odradek.broker.lifecycle import BrokerLifecycleManager
+from odradek.broker.storage import verify_storage
+from odradek.client.connection import channel_options
+from odradek.controller.active import ActiveController
+from odradek.controller.brokers import BrokerLifecycle
+from odradek.controller.metadata.state_machine import MetadataStateMachine
+from odradek.controller.quorum.driver import RaftDriver, RaftService
+from odradek.controller.services import AdminService, ControllerService
+from odradek.proto import admin_pb2_grpc, controller_pb2_grpc, raft_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+RAFT_DIR = "__raft"
+
+
+class Node:
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.cluster_id = verify_storage(config)
+        c = config
+        self.voters = {v.node_id: f"{v.host}:{v.port}" for v in c.voters}
+        self.sm = MetadataStateMachine(self.cluster_id, c["metadata.log.max.snapshot.interval.records"])
+        self.driver = RaftDriver(
+            c.node_id,
+            self.voters,
+            self.cluster_id,
+            Path(c.metadata_log_dir) / RAFT_DIR,
+            self.sm,
+            election_timeout_ms=c["controller.quorum.election.timeout.ms"],
+            fetch_timeout_ms=c["controller.quorum.fetch.timeout.ms"],
+        )
+        self.controller: ActiveController | None = None
+        self.broker_lifecycle: BrokerLifecycleManager | None = None
+        self.servers: list[grpc.aio.Server] = []
+        self.admin: AdminService | None = None
+        self._stopped = asyncio.Event()
+
+    def _unclean_allowed(self, topic: str) -> bool:
+        value = self.sm.image.topic_configs(topic).get("unclean.leader.election.enable")
+        return value == "true" if value is not None else self.config["unclean.leader.election.enable"]
+
+    def _server(self, endpoint) -> grpc.aio.Server:
+        server = grpc.aio.server(options=channel_options(self.config["socket.request.max.bytes"]))
+        bound = server.add_insecure_port(f"{endpoint.host}:{endpoint.port}")
+        if bound == 0:
+            raise OSError(f"cannot listen on {endpoint.host}:{endpoint.port}")
+        self.servers.append(server)
+        return server
+
+    async def start(self) -> None:
+        c = self.config
+        defaults = {
+            "num.partitions": c["num.partitions"],
+            "default.replication.factor": c["default.replication.factor"],
+        }
+        if c.is_controller:
+            lifecycle = BrokerLifecycle(self.cluster_id, c["broker.session.timeout.ms"], self._unclean_allowed)
+            self.controller = ActiveController(self.driver, self.sm, lifecycle)
+        self.admin = AdminService(self.sm, self.driver, self.voters, defaults, self.controller)
+        if c.is_controller:
+            server = self._server(c.controller_listener)
+            raft_pb2_grpc.add_RaftServicer_to_server(RaftService(self.driver), server)
+            controller_pb2_grpc.add_ControllerServicer_to_server(ControllerService(self.controller), server)
+            admin_pb2_grpc.add_AdminServicer_to_server(self.admin, server)
+        if c.is_broker:
+            server = self._server(c.broker_listener)
+            admin_pb2_grpc.add_AdminServicer_to_server(self.admin, server)
+            advertised = c.advertised_broker_listener
+            self.broker_lifecycle = BrokerLifecycleManager(
+                broker_id=c.node_id,
+                cluster_id=self.cluster_id,
+                host=advertised.host,
+                port=advertised.port,
+                rack=c["broker.rack"],
+                log_dirs=c.log_dirs,
+                voters=self.voters,
+                leader_hint=lambda: self.sm.leader.leader_id,
+                metadata_offset=lambda: self.sm.image.offset,
+                heartbeat_interval_ms=c["broker.heartbeat.interval.ms"],
+            )
+        for server in self.servers:
+            await server.start()
+        await self.driver.start()
+        if self.controller is not None:
+            self.controller.start()
+        if self.broker_lifecycle is not None:
+            self.broker_lifecycle.start()
+        log.info("node %d started with roles %s", c.node_id, ",".join(sorted(c.roles)))
+
+    async def stop(self) -> None:
+        """Graceful stop: controlled shutdown of the broker role, then resignation of a leading controller."""
+        if self.broker_lifecycle is not None:
+            done = await self.broker_lifecycle.controlled_shutdown(timeout=10)
+            log.info("controlled shutdown %s", "completed" if done else "timed out")
+            await self.broker_lifecycle.stop()
+        if self.controller is not None:
+            await self.controller.stop()
+        await self.driver.stop(graceful=True)
+        await asyncio.gather(*(s.stop(grace=1.0) for s in self.servers))
+        if self.admin is not None:
+            await self.admin.close()
+        self._stopped.set()
+
+    async def run_until_signalled(self) -> None:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await self.start()
+        await stop.wait()
+        log.info("node %d stopping", self.config.node_id)
+        await self.stop()
+
+
+def run(config: NodeConfig) -> None:
+    """Run a node until SIGTERM/SIGINT, on uvloop (DESIGN.md §2)."""
+    import uvloop
+
+    logging.basicConfig(
+        level=logging.INFO,
+        format=f"%(asctime)s node-{config.node_id} %(levelname)s %(name)s: %(message)s",
+    )
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(Node(config).run_until_signalled())

@@ -1,0 +1,77 @@
+"""``odradek cluster info|quorum`` and ``odradek broker list``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from odradek.client.admin import AsyncAdmin
+from odradek.client.cli.common import add_command
+from odradek.client.cli.output import emit, table
+from odradek.client.cli.profile import admin_servers
+
+T = TypeVar("T")
+
+
+def with_admin(args: argparse.Namespace, action: Callable[[AsyncAdmin], Awaitable[T]]) -> T:
+    """Run one admin action against the cluster the arguments (or the profile) point at."""
+
+    async def run() -> T:
+        config = {"bootstrap.servers": admin_servers(args.bootstrap_servers), "request.timeout.ms": args.timeout_ms}
+        async with AsyncAdmin(config) as admin:
+            return await action(admin)
+
+    return asyncio.run(run())
+
+
+def admin_command(sub: argparse._SubParsersAction, name: str, handler, text: str) -> argparse.ArgumentParser:
+    parser = add_command(sub, name, handler, text)
+    parser.add_argument("--bootstrap-servers", "-X", help="host:port,... of any nodes (default: the dev profile)")
+    parser.add_argument("--timeout-ms", type=int, default=15000)
+    return parser
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    cluster = sub.add_parser("cluster", help="cluster-wide information").add_subparsers(
+        dest="cluster_command", required=True, metavar="COMMAND"
+    )
+    admin_command(cluster, "info", _info, "cluster id, active controller and brokers")
+    admin_command(cluster, "quorum", _quorum, "the controller quorum: leader, epoch, high watermark, replicas")
+    broker = sub.add_parser("broker", help="brokers").add_subparsers(
+        dest="broker_command", required=True, metavar="COMMAND"
+    )
+    admin_command(broker, "list", _brokers, "registered brokers with address, rack, fencing and epoch")
+
+
+def _info(args: argparse.Namespace) -> None:
+    info = with_admin(args, lambda a: a.describe_cluster())
+    data = info.to_dict()
+    human = (
+        f"cluster id: {info.cluster_id}\ncontroller leader: {info.controller_leader}\n"
+        f"bootstrap servers: {info.bootstrap_servers}\n\n" + table(data["brokers"])
+    )
+    emit(data, args.format, human=human)
+
+
+def _quorum(args: argparse.Namespace) -> None:
+    quorum = with_admin(args, lambda a: a.describe_quorum())
+    data = quorum.to_dict()
+    now = int(time.time() * 1000)
+    for group in ("voters", "observers"):
+        for r in data[group]:
+            r["last_fetch_ms"] = max(0, now - r["last_fetch_ms"]) if r["last_fetch_ms"] > 0 else -1
+    rows = [{"role": "voter", **r} for r in data["voters"]] + [{"role": "observer", **r} for r in data["observers"]]
+    human = (
+        f"leader: {quorum.leader_id}  epoch: {quorum.leader_epoch}  high watermark: {quorum.high_watermark}\n\n"
+        + table(rows, ["node_id", "role", "log_end_offset", "lag", "last_fetch_ms"])
+    )
+    emit(data, args.format, human=human)
+
+
+def _brokers(args: argparse.Namespace) -> None:
+    info = with_admin(args, lambda a: a.describe_cluster())
+    rows = info.to_dict()["brokers"]
+    emit(rows, args.format, human=table(rows, ["node_id", "host", "port", "rack", "fenced", "epoch"]))

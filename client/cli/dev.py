@@ -1,0 +1,136 @@
+"""``odradek dev up|down|status|kill|start``: run a local multi-node cluster on 127.0.0.1."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import signal
+import tomllib
+from pathlib import Path
+
+from odradek.client.cli.common import CommandError, add_command
+from odradek.client.cli.dev_cluster import DevCluster
+from odradek.client.cli.output import emit, table
+from odradek.client.cli.profile import home, load_profile, save_profile
+
+SIGNALS = {"KILL": signal.SIGKILL, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT, "TERM": signal.SIGTERM}
+
+
+def default_dir() -> Path:
+    return home() / "dev"
+
+
+def _dir(args: argparse.Namespace) -> Path:
+    if args.dir:
+        return Path(args.dir)
+    return Path(load_profile().get("dev_dir") or default_dir())
+
+
+def _overrides(pairs: list[str]) -> dict:
+    out = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq:
+            raise CommandError(f"--set {pair!r} is not key=value")
+        try:
+            out[key] = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key] = value
+    return out
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    dev = sub.add_parser("dev", help="a local multi-node cluster").add_subparsers(
+        dest="dev_command", required=True, metavar="COMMAND"
+    )
+    up = add_command(dev, "up", _up, "start a local cluster in the background and wait until it is ready")
+    up.add_argument("--controllers", type=int, default=3)
+    up.add_argument("--brokers", type=int, default=3)
+    up.add_argument("--combined", action="store_true", help="each node is controller and broker (--controllers N)")
+    up.add_argument("--dir", help="where node configs, data and logs go (default $ODRADEK_HOME/dev)")
+    up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config for every node")
+    up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness")
+    for name, handler, text in (
+        ("down", _down, "stop every node (SIGTERM, then SIGKILL)"),
+        ("status", _status, "show each node's process state"),
+    ):
+        p = add_command(dev, name, handler, text)
+        p.add_argument("--dir")
+        if name == "down":
+            p.add_argument("--purge", action="store_true", help="also delete the cluster's directory")
+    kill = add_command(dev, "kill", _kill, "send a signal to one node (default KILL)")
+    kill.add_argument("node", type=int)
+    kill.add_argument("--signal", choices=sorted(SIGNALS), default="KILL")
+    kill.add_argument("--dir")
+    start = add_command(dev, "start", _start, "start a stopped node again")
+    start.add_argument("node", type=int)
+    start.add_argument("--dir")
+    start.add_argument("--wait", action="store_true", help="wait until the cluster is ready again")
+
+
+def _up(args: argparse.Namespace) -> None:
+    directory = Path(args.dir) if args.dir else default_dir()
+    if not args.dir and directory.exists() and not (directory / "cluster.json").exists():
+        shutil.rmtree(directory)
+    if not args.dir and (directory / "cluster.json").exists():
+        old = DevCluster.load(directory)
+        if not any(s["state"] != "stopped" for s in old.status()):
+            shutil.rmtree(directory)  # the default dev dir holds a stopped cluster: start afresh
+    cluster = DevCluster.create(directory, args.controllers, args.brokers, args.combined, _overrides(args.set))
+    cluster.start_all()
+    save_profile(
+        {
+            "bootstrap_servers": cluster.bootstrap_servers,
+            "controllers": cluster.controller_servers,
+            "dev_dir": str(cluster.directory),
+        }
+    )
+    try:
+        asyncio.run(cluster.wait_ready(args.timeout))
+    except CommandError:
+        cluster.stop_all(timeout=5)
+        raise
+    data = {
+        "cluster_id": cluster.cluster_id,
+        "dir": str(cluster.directory),
+        "bootstrap_servers": cluster.bootstrap_servers,
+        "controllers": cluster.controller_servers,
+        "nodes": cluster.status(),
+    }
+    human = (
+        f"cluster {cluster.cluster_id} is up in {cluster.directory}\n"
+        f"bootstrap servers: {cluster.bootstrap_servers}\n"
+        f"controllers: {cluster.controller_servers}\n"
+    )
+    emit(data, args.format, human=human)
+
+
+def _down(args: argparse.Namespace) -> None:
+    cluster = DevCluster.load(_dir(args))
+    cluster.stop_all()
+    if args.purge:
+        shutil.rmtree(cluster.directory)
+    emit({"stopped": [n.node_id for n in cluster.nodes], "purged": args.purge}, args.format, human="cluster stopped")
+
+
+def _status(args: argparse.Namespace) -> None:
+    rows = DevCluster.load(_dir(args)).status()
+    emit(rows, args.format, human=table(rows, ["node_id", "roles", "pid", "state", "broker", "controller"]))
+
+
+def _kill(args: argparse.Namespace) -> None:
+    node = DevCluster.load(_dir(args)).signal(args.node, SIGNALS[args.signal])
+    emit(
+        {"node_id": node.node_id, "pid": node.pid, "signal": args.signal},
+        args.format,
+        human=f"sent SIG{args.signal} to node {node.node_id} (pid {node.pid})",
+    )
+
+
+def _start(args: argparse.Namespace) -> None:
+    cluster = DevCluster.load(_dir(args))
+    node = cluster.start(args.node)
+    if args.wait:
+        asyncio.run(cluster.wait_ready())
+    emit({"node_id": node.node_id, "pid": node.pid}, args.format, human=f"started node {node.node_id} (pid {node.pid})")

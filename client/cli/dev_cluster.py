@@ -1,0 +1,259 @@
+"""A local multi-node cluster of real processes on 127.0.0.1, for development, demos and tests.
+
+``DevCluster.create`` writes one TOML config per node, formats storage with a fresh cluster id and records the
+layout in ``cluster.json``; nodes run as detached ``odradek server`` processes (they outlive the CLI), each
+logging to ``node-<id>/node.log``. The same state file lets later commands stop, kill, pause or restart nodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from odradek.broker.config import NodeConfig
+from odradek.broker.storage import format_storage
+from odradek.client.admin import AsyncAdmin
+from odradek.client.cli.common import CommandError
+from odradek.client.cli.server import random_cluster_id, tuned_environment
+from odradek.client.errors import OdradekError
+
+STATE_FILE = "cluster.json"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class DevNode:
+    node_id: int
+    roles: list[str]
+    config: str
+    broker_port: int = 0
+    controller_port: int = 0
+    pid: int = 0
+
+    @property
+    def directory(self) -> Path:
+        return Path(self.config).parent
+
+    @property
+    def log_file(self) -> Path:
+        return self.directory / "node.log"
+
+
+def process_state(pid: int) -> str:
+    """running, paused or stopped (zombies count as stopped)."""
+    if pid <= 0:
+        return "stopped"
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "stopped"
+    state = stat.rpartition(")")[2].split()[0]
+    if state in ("Z", "X"):
+        return "stopped"
+    return "paused" if state in ("T", "t") else "running"
+
+
+@dataclass
+class DevCluster:
+    directory: Path
+    cluster_id: str
+    nodes: list[DevNode] = field(default_factory=list)
+
+    # ---- layout ----
+
+    @classmethod
+    def create(
+        cls,
+        directory: Path,
+        controllers: int = 3,
+        brokers: int = 3,
+        combined: bool = False,
+        overrides: dict[str, Any] | None = None,
+    ) -> DevCluster:
+        if controllers < 1:
+            raise CommandError("a cluster needs at least one controller")
+        if (directory / STATE_FILE).exists():
+            existing = cls.load(directory)
+            if any(process_state(n.pid) != "stopped" for n in existing.nodes):
+                raise CommandError(f"a dev cluster is already running in {directory} ('odradek dev down' first)")
+        directory.mkdir(parents=True, exist_ok=True)
+        cluster = cls(directory.resolve(), random_cluster_id())
+        if combined:
+            specs = [(i, ["broker", "controller"]) for i in range(1, controllers + 1)]
+        else:
+            specs = [(i, ["controller"]) for i in range(1, controllers + 1)]
+            specs += [(controllers + i, ["broker"]) for i in range(1, brokers + 1)]
+        for node_id, roles in specs:
+            node_dir = cluster.directory / f"node-{node_id}"
+            if node_dir.exists():
+                raise CommandError(f"{node_dir} exists: remove it or choose another --dir")
+            cluster.nodes.append(
+                DevNode(
+                    node_id,
+                    roles,
+                    str(node_dir / "node.toml"),
+                    broker_port=free_port() if "broker" in roles else 0,
+                    controller_port=free_port() if "controller" in roles else 0,
+                )
+            )
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in cluster.nodes if n.controller_port)
+        for n in cluster.nodes:
+            listeners = []
+            if n.broker_port:
+                listeners.append(f"PLAINTEXT://127.0.0.1:{n.broker_port}")
+            if n.controller_port:
+                listeners.append(f"CONTROLLER://127.0.0.1:{n.controller_port}")
+            props: dict[str, Any] = {
+                "process.roles": ",".join(n.roles),
+                "node.id": n.node_id,
+                "controller.quorum.voters": voters,
+                "listeners": ",".join(listeners),
+                "log.dirs": str(n.directory / "data"),
+                "default.replication.factor": min(3, brokers if not combined else controllers),
+            }
+            props.update(overrides or {})
+            n.directory.mkdir(parents=True)
+            Path(n.config).write_text(tomli_w.dumps({k: props[k] for k in sorted(props)}))
+            format_storage(NodeConfig.load(n.config), cluster.cluster_id)
+        cluster.save()
+        return cluster
+
+    @classmethod
+    def load(cls, directory: Path) -> DevCluster:
+        path = directory / STATE_FILE
+        if not path.exists():
+            raise CommandError(f"no dev cluster in {directory}")
+        data = json.loads(path.read_text())
+        return cls(Path(data["directory"]), data["cluster_id"], [DevNode(**n) for n in data["nodes"]])
+
+    def save(self) -> None:
+        data = {
+            "directory": str(self.directory),
+            "cluster_id": self.cluster_id,
+            "nodes": [asdict(n) for n in self.nodes],
+        }
+        tmp = self.directory / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2))
+        os.replace(tmp, self.directory / STATE_FILE)
+
+    def node(self, node_id: int) -> DevNode:
+        for n in self.nodes:
+            if n.node_id == node_id:
+                return n
+        raise CommandError(
+            f"no node {node_id} in the dev cluster (nodes: {', '.join(str(n.node_id) for n in self.nodes)})"
+        )
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{n.broker_port}" for n in self.nodes if n.broker_port)
+
+    @property
+    def controller_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{n.controller_port}" for n in self.nodes if n.controller_port)
+
+    @property
+    def admin_servers(self) -> str:
+        return ",".join(s for s in (self.bootstrap_servers, self.controller_servers) if s)
+
+    # ---- processes ----
+
+    def start(self, node_id: int) -> DevNode:
+        n = self.node(node_id)
+        if process_state(n.pid) != "stopped":
+            raise CommandError(f"node {node_id} is already running (pid {n.pid})")
+        with open(n.log_file, "ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "odradek.client.cli.main", "server", "--config", n.config],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=tuned_environment(),
+                cwd=n.directory,
+            )
+        n.pid = proc.pid
+        self.save()
+        return n
+
+    def start_all(self) -> None:
+        for n in self.nodes:
+            if process_state(n.pid) == "stopped":
+                self.start(n.node_id)
+
+    def signal(self, node_id: int, sig: signal.Signals) -> DevNode:
+        n = self.node(node_id)
+        if process_state(n.pid) == "stopped":
+            raise CommandError(f"node {node_id} is not running")
+        os.kill(n.pid, sig)
+        return n
+
+    def stop_all(self, timeout: float = 20.0) -> None:
+        """SIGTERM everything (resuming paused nodes), then SIGKILL what is still alive after ``timeout``."""
+        for n in self.nodes:
+            if process_state(n.pid) != "stopped":
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(n.pid, signal.SIGCONT)
+                    os.kill(n.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(process_state(n.pid) != "stopped" for n in self.nodes):
+            time.sleep(0.1)
+        for n in self.nodes:
+            if process_state(n.pid) != "stopped":
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(n.pid, signal.SIGKILL)
+        for n in self.nodes:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(n.pid, os.WNOHANG)
+
+    def status(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "node_id": n.node_id,
+                "roles": n.roles,
+                "pid": n.pid,
+                "state": process_state(n.pid),
+                "broker": f"127.0.0.1:{n.broker_port}" if n.broker_port else None,
+                "controller": f"127.0.0.1:{n.controller_port}" if n.controller_port else None,
+                "log": str(n.log_file),
+            }
+            for n in self.nodes
+        ]
+
+    async def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until a controller leads and every running broker is registered and unfenced."""
+        running = {n.node_id for n in self.nodes if "broker" in n.roles and process_state(n.pid) == "running"}
+        deadline = time.monotonic() + timeout
+        last = "no answer"
+        async with AsyncAdmin({"bootstrap.servers": self.admin_servers, "request.timeout.ms": 2000}) as admin:
+            while time.monotonic() < deadline:
+                try:
+                    info = await admin.describe_cluster()
+                    unfenced = {b.node_id for b in info.brokers if not b.fenced}
+                    if info.controller_leader >= 0 and running <= unfenced:
+                        return
+                    last = f"controller leader {info.controller_leader}, unfenced brokers {sorted(unfenced)}"
+                except OdradekError as e:
+                    last = str(e)
+                dead = [n.node_id for n in self.nodes if n.pid and process_state(n.pid) == "stopped"]
+                if dead and time.monotonic() > deadline - timeout + 3:
+                    last += f"; nodes {dead} exited (see their node.log)"
+                await asyncio.sleep(0.2)
+        raise CommandError(f"cluster not ready after {timeout:.0f}s: {last}")

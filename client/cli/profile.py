@@ -1,0 +1,66 @@
+"""Where the CLI finds a cluster: ``--bootstrap-servers``, else ``$ODRADEK_BOOTSTRAP_SERVERS``, else the profile
+saved by ``odradek dev up`` in ``$ODRADEK_HOME/profile.json`` (default ``~/.odradek``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from odradek.client.cli.common import CommandError
+
+
+def home() -> Path:
+    return Path(os.environ.get("ODRADEK_HOME") or Path.home() / ".odradek")
+
+
+def profile_path() -> Path:
+    return home() / "profile.json"
+
+
+def save_profile(profile: dict[str, Any]) -> None:
+    path = profile_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(profile, indent=2))
+    os.replace(tmp, path)
+
+
+def load_profile() -> dict[str, Any]:
+    path = profile_path()
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise CommandError(f"profile {path} is not valid JSON: {e}") from None
+
+
+def admin_servers(explicit: str | None) -> str:
+    """Addresses for admin requests: any node will do, so brokers and controllers both."""
+    if explicit:
+        return explicit
+    if os.environ.get("ODRADEK_BOOTSTRAP_SERVERS"):
+        return os.environ["ODRADEK_BOOTSTRAP_SERVERS"]
+    profile = load_profile()
+    servers = [s for s in (profile.get("bootstrap_servers", ""), profile.get("controllers", "")) if s]
+    if not servers:
+        raise CommandError(
+            "no cluster: pass --bootstrap-servers, set ODRADEK_BOOTSTRAP_SERVERS, or run 'odradek dev up'"
+        )
+    return ",".join(servers)
+
+
+def bootstrap_servers(explicit: str | None) -> str:
+    """Broker addresses for producers and consumers."""
+    if explicit:
+        return explicit
+    if os.environ.get("ODRADEK_BOOTSTRAP_SERVERS"):
+        return os.environ["ODRADEK_BOOTSTRAP_SERVERS"]
+    servers = load_profile().get("bootstrap_servers")
+    if not servers:
+        raise CommandError(
+            "no cluster: pass --bootstrap-servers, set ODRADEK_BOOTSTRAP_SERVERS, or run 'odradek dev up'"
+        )
+    return servers

@@ -1,0 +1,60 @@
+"""``odradek topic create|list|describe|delete``."""
+
+from __future__ import annotations
+
+import argparse
+
+from odradek.client.cli.cluster import admin_command, with_admin
+from odradek.client.cli.common import CommandError
+from odradek.client.cli.output import emit, table
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    topic = sub.add_parser("topic", help="topics").add_subparsers(
+        dest="topic_command", required=True, metavar="COMMAND"
+    )
+    create = admin_command(topic, "create", _create, "create a topic")
+    create.add_argument("name")
+    create.add_argument("--partitions", "-p", type=int, default=-1, help="default: the cluster's num.partitions")
+    create.add_argument("--replication-factor", "-r", type=int, default=-1, help="default: default.replication.factor")
+    create.add_argument("-c", "--config", action="append", default=[], metavar="KEY=VALUE", help="topic config")
+    lst = admin_command(topic, "list", _list, "list topics")
+    lst.add_argument("--internal", action="store_true", help="include internal topics")
+    describe = admin_command(topic, "describe", _describe, "a topic's configs and partitions")
+    describe.add_argument("name")
+    delete = admin_command(topic, "delete", _delete, "delete a topic")
+    delete.add_argument("name")
+
+
+def _configs(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key:
+            raise CommandError(f"config {pair!r} is not key=value")
+        out[key] = value
+    return out
+
+
+def _create(args: argparse.Namespace) -> None:
+    configs = _configs(args.config)
+    topic_id = with_admin(args, lambda a: a.create_topic(args.name, args.partitions, args.replication_factor, configs))
+    emit({"name": args.name, "topic_id": topic_id}, args.format, human=f"created topic {args.name}")
+
+
+def _list(args: argparse.Namespace) -> None:
+    names = with_admin(args, lambda a: a.list_topics(include_internal=args.internal))
+    emit(names, args.format, human="\n".join(names) if names else "(no topics)")
+
+
+def _describe(args: argparse.Namespace) -> None:
+    info = with_admin(args, lambda a: a.describe_topic(args.name))
+    data = info.to_dict()
+    configs = ", ".join(f"{k}={v}" for k, v in info.configs.items()) or "(defaults)"
+    human = f"topic: {info.name}\nconfigs: {configs}\n\n" + table(data["partitions"])
+    emit(data, args.format, human=human)
+
+
+def _delete(args: argparse.Namespace) -> None:
+    with_admin(args, lambda a: a.delete_topic(args.name))
+    emit({"name": args.name, "deleted": True}, args.format, human=f"deleted topic {args.name}")

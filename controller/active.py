@@ -1,0 +1,132 @@
+"""The active controller: turns requests into metadata records and commits them through Raft.
+
+Only the Raft leader acts, and only once everything before its epoch is committed and applied, so its image is
+the whole log. Writes are serialized and each waits for its commit before the next is decided: metadata
+changes are rare, and this keeps every decision based on an image that includes all earlier ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from odradek.client.errors import ErrorCode, OdradekError
+from odradek.controller.brokers import BrokerLifecycle
+from odradek.controller.metadata.image import MetadataImage
+from odradek.controller.metadata.state_machine import MetadataStateMachine, encode_batch
+from odradek.controller.quorum.driver import RaftDriver
+from odradek.controller.raft import LeaderAndEpoch, NotLeaderError, Role
+from odradek.proto import metadata_pb2 as md
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class NotControllerError(OdradekError):
+    code = ErrorCode.NOT_CONTROLLER
+
+    def __init__(self, leader_id: int | None) -> None:
+        super().__init__(f"not the active controller (leader: {leader_id})")
+        self.leader_id = leader_id
+
+
+class ActiveController:
+    def __init__(
+        self,
+        driver: RaftDriver,
+        state_machine: MetadataStateMachine,
+        lifecycle: BrokerLifecycle,
+        session_check_ms: int = 250,
+    ) -> None:
+        self.driver = driver
+        self.sm = state_machine
+        self.lifecycle = lifecycle
+        self.session_check_ms = session_check_ms
+        self._lock = asyncio.Lock()
+        self._active = asyncio.Event()
+        self._epoch_start: int | None = None
+        self._task: asyncio.Task | None = None
+        state_machine.on_leader_change(self._leader_changed)
+        state_machine.on_change(lambda image, delta: self._maybe_activate())
+
+    @property
+    def is_active(self) -> bool:
+        return self._active.is_set()
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.sm.image
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._session_loop(), name="controller-sessions")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def _leader_changed(self, leader: LeaderAndEpoch) -> None:
+        if leader.role is Role.LEADER:
+            # The epoch's first entry was appended with this change; everything up to it must be applied first.
+            self._epoch_start = self.driver.node.log.end_offset
+            self._maybe_activate()
+        else:
+            self._epoch_start = None
+            self._active.clear()
+
+    def _maybe_activate(self) -> None:
+        if self._epoch_start is None or self._active.is_set():
+            return
+        if self.driver.node.high_watermark >= self._epoch_start:
+            self.lifecycle.became_active(self.sm.image, now_ms())
+            self._active.set()
+            log.info("node %d is the active controller (epoch %d)", self.driver.node_id, self.driver.node.epoch)
+
+    async def wait_active(self, timeout: float) -> None:
+        """Wait briefly for a just-elected leader to catch up; raise NotControllerError if this is not it."""
+        if self._active.is_set():
+            return
+        if self.driver.leader.role is not Role.LEADER:
+            raise NotControllerError(self.driver.leader.leader_id)
+        try:
+            await asyncio.wait_for(self._active.wait(), timeout)
+        except TimeoutError:
+            raise NotControllerError(self.driver.leader.leader_id) from None
+
+    async def write(
+        self, decide: Callable[[MetadataImage, int], tuple[list[md.MetadataRecord], T]], timeout: float = 10.0
+    ) -> T:
+        """Decide records from the current image (and the next log offset) and commit them; return the result."""
+        await self.wait_active(timeout)
+        async with self._lock:
+            if not self._active.is_set():
+                raise NotControllerError(self.driver.leader.leader_id)
+            records, result = decide(self.sm.image, self.driver.node.log.end_offset)
+            if records:
+                try:
+                    await self.driver.propose_and_wait([encode_batch(records)], timeout)
+                except NotLeaderError as e:
+                    raise NotControllerError(e.leader_id) from None
+                except TimeoutError:
+                    raise OdradekError("metadata commit timed out", code=ErrorCode.REQUEST_TIMED_OUT) from None
+            return result
+
+    async def _session_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.session_check_ms / 1000)
+            if not self._active.is_set():
+                continue
+            try:
+                await self.write(lambda image, _offset: (self.lifecycle.expire_sessions(image, now_ms()), None), 5.0)
+            except OdradekError as e:
+                log.debug("session check skipped: %s", e)
+            except Exception:
+                log.exception("session check failed")

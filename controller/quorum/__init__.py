@@ -1,0 +1,1 @@
+"""The asyncio/gRPC shell around the Raft core: disk persistence, transport, and the driver loop."""

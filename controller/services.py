@@ -1,0 +1,271 @@
+"""gRPC services backed by the metadata quorum: ``Controller`` (on controllers) and ``Admin`` (on every node).
+
+Any node answers admin reads from its own metadata image. Writes, and the quorum description, need the active
+controller: a node that is not it forwards the request there (Kafka's request forwarding), so clients can
+bootstrap from any node.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from odradek.client.connection import ChannelPool
+from odradek.client.errors import ErrorCode, OdradekError
+from odradek.controller.active import ActiveController, now_ms
+from odradek.controller.metadata.image import MetadataImage
+from odradek.controller.metadata.state_machine import MetadataStateMachine
+from odradek.controller.quorum.driver import RaftDriver
+from odradek.controller.raft import Role
+from odradek.controller.topics import TopicRequest, create_topic, delete_topic
+from odradek.proto import admin_pb2 as apb
+from odradek.proto import admin_pb2_grpc, common_pb2, controller_pb2_grpc
+from odradek.proto import controller_pb2 as cpb
+
+INTERNAL_PREFIX = "__"
+
+
+class ControllerService(controller_pb2_grpc.ControllerServicer):
+    def __init__(self, controller: ActiveController) -> None:
+        self.controller = controller
+
+    def _leader(self) -> int:
+        leader = self.controller.driver.leader.leader_id
+        return -1 if leader is None else leader
+
+    async def RegisterBroker(self, request, context):
+        def decide(image: MetadataImage, next_offset: int):
+            d = self.controller.lifecycle.register(
+                image,
+                broker_id=request.broker_id,
+                cluster_id=request.cluster_id,
+                incarnation_id=request.incarnation_id,
+                host=request.listener.host,
+                port=request.listener.port,
+                rack=request.rack,
+                log_dirs=list(request.log_dirs),
+                next_offset=next_offset,
+                now_ms=now_ms(),
+            )
+            return (d.records if d.error == ErrorCode.NONE else []), d
+
+        try:
+            d = await self.controller.write(decide)
+        except OdradekError as e:
+            return cpb.BrokerRegistrationResponse(error=e.code, leader_id=self._leader(), error_message=str(e))
+        return cpb.BrokerRegistrationResponse(
+            error=d.error, broker_epoch=d.broker_epoch, leader_id=self._leader(), error_message=d.message
+        )
+
+    async def BrokerHeartbeat(self, request, context):
+        def decide(image: MetadataImage, _next_offset: int):
+            d = self.controller.lifecycle.heartbeat(
+                image,
+                broker_id=request.broker_id,
+                broker_epoch=request.broker_epoch,
+                metadata_offset=request.current_metadata_offset,
+                want_fence=request.want_fence,
+                want_shutdown=request.want_shutdown_now,
+                now_ms=now_ms(),
+            )
+            return (d.records if d.error == ErrorCode.NONE else []), d
+
+        try:
+            d = await self.controller.write(decide)
+        except OdradekError as e:
+            return cpb.BrokerHeartbeatResponse(error=e.code, leader_id=self._leader())
+        if d.records:  # the answer reflects the committed change
+            d.is_fenced = self.controller.image.brokers[request.broker_id].fenced
+        return cpb.BrokerHeartbeatResponse(
+            error=d.error,
+            is_caught_up=d.is_caught_up,
+            is_fenced=d.is_fenced,
+            should_shut_down=d.should_shut_down,
+            leader_id=self._leader(),
+        )
+
+
+def topic_description(image: MetadataImage, name: str) -> apb.TopicDescription:
+    topic = image.topic(name)
+    if topic is None:
+        return apb.TopicDescription(
+            name=name, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"unknown topic '{name}'"
+        )
+    return apb.TopicDescription(
+        name=name,
+        topic_id=topic.topic_id,
+        is_internal=name.startswith(INTERNAL_PREFIX),
+        configs=[apb.ConfigEntry(name=k, value=v) for k, v in sorted(image.topic_configs(name).items())],
+        partitions=[
+            apb.PartitionDescription(
+                partition=p.partition,
+                leader=p.leader,
+                leader_epoch=p.leader_epoch,
+                partition_epoch=p.partition_epoch,
+                replicas=p.replicas,
+                isr=p.isr,
+                eligible_leader_replicas=p.eligible_leader_replicas,
+                log_start_offset=-1,
+                high_watermark=-1,
+                under_replicated=p.under_replicated,
+                adding_replicas=p.adding_replicas,
+                removing_replicas=p.removing_replicas,
+            )
+            for p in sorted(topic.partitions.values(), key=lambda p: p.partition)
+        ],
+    )
+
+
+class AdminService(admin_pb2_grpc.AdminServicer):
+    """Admin on any node. ``controller`` is set on controllers; brokers forward writes to the active one."""
+
+    def __init__(
+        self,
+        state_machine: MetadataStateMachine,
+        driver: RaftDriver,
+        voters: dict[int, str],
+        defaults: dict[str, int],
+        controller: ActiveController | None = None,
+    ) -> None:
+        self.sm = state_machine
+        self.driver = driver
+        self.voters = voters
+        self.defaults = defaults
+        self.controller = controller
+        self._pool = ChannelPool()
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    def _leader_address(self) -> str | None:
+        leader = self.sm.leader.leader_id
+        return self.voters.get(leader) if leader is not None else None
+
+    async def _forward(self, call: Callable[[admin_pb2_grpc.AdminStub], Awaitable[Any]], empty: Any) -> Any:
+        """Send to the active controller; answer NOT_CONTROLLER (retriable) when none is known or reachable."""
+        address = self._leader_address()
+        if address is None:
+            empty.error = ErrorCode.NOT_CONTROLLER
+            return empty
+        try:
+            return await call(admin_pb2_grpc.AdminStub(self._pool.get(address)))
+        except grpc.aio.AioRpcError:
+            empty.error = ErrorCode.NOT_CONTROLLER
+            return empty
+
+    def _local_controller(self) -> ActiveController | None:
+        c = self.controller
+        return c if c is not None and self.driver.leader.role is Role.LEADER else None
+
+    async def DescribeCluster(self, request, context):
+        image = self.sm.image
+        leader = self.sm.leader.leader_id
+        return apb.DescribeClusterResponse(
+            cluster_id=self.sm.cluster_id,
+            controller_id=-1 if leader is None else leader,
+            brokers=[
+                apb.BrokerInfo(
+                    node_id=b.broker_id,
+                    host=b.host,
+                    port=b.port,
+                    rack=b.rack,
+                    fenced=b.fenced,
+                    epoch=b.epoch,
+                    in_controlled_shutdown=b.in_controlled_shutdown,
+                )
+                for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
+            ],
+            controllers=[
+                common_pb2.Node(node_id=i, host=a.rpartition(":")[0], port=int(a.rpartition(":")[2]))
+                for i, a in sorted(self.voters.items())
+            ],
+        )
+
+    async def DescribeQuorum(self, request, context):
+        if self.driver.leader.role is not Role.LEADER:
+            return await self._forward(lambda s: s.DescribeQuorum(request, timeout=5), apb.DescribeQuorumResponse())
+        node = self.driver.node
+        tick_ms = self.driver.tick_ms
+        wall = int(time.time() * 1000)
+
+        def state(node_id: int, end_offset: int, last_tick: int) -> apb.ReplicaState:
+            ago = max(0, (node.now - last_tick) * tick_ms)
+            return apb.ReplicaState(node_id=node_id, log_end_offset=end_offset, last_fetch_timestamp_ms=wall - ago)
+
+        replicas = node.replica_states()
+        voters = [state(node.node_id, node.log.end_offset, node.now)]
+        voters += [state(r.node_id, r.end_offset, r.last_fetch_tick) for r in replicas if r.voter]
+        observers = [state(r.node_id, r.end_offset, r.last_fetch_tick) for r in replicas if not r.voter]
+        return apb.DescribeQuorumResponse(
+            leader_id=node.node_id,
+            leader_epoch=node.epoch,
+            high_watermark=node.high_watermark,
+            voters=voters,
+            observers=observers,
+        )
+
+    async def CreateTopics(self, request, context):
+        controller = self._local_controller()
+        if controller is None:
+            return await self._forward(
+                lambda s: s.CreateTopics(request, timeout=request.timeout_ms / 1000 or 30),
+                apb.CreateTopicsResponse(
+                    topics=[apb.TopicResult(name=t.name, error=ErrorCode.NOT_CONTROLLER) for t in request.topics]
+                ),
+            )
+        results = []
+        for t in request.topics:
+            topic_request = TopicRequest(
+                name=t.name,
+                partitions=t.num_partitions if t.num_partitions > 0 else self.defaults["num.partitions"],
+                replication_factor=(
+                    t.replication_factor if t.replication_factor > 0 else self.defaults["default.replication.factor"]
+                ),
+                configs={c.name: c.value for c in t.configs},
+            )
+
+            def decide(image: MetadataImage, _offset: int, topic_request=topic_request):
+                out = create_topic(image, topic_request)
+                return ([] if request.validate_only else out.records), out
+
+            try:
+                out = await controller.write(decide)
+                results.append(
+                    apb.TopicResult(name=t.name, error=out.error, error_message=out.message, topic_id=out.topic_id)
+                )
+            except OdradekError as e:
+                results.append(apb.TopicResult(name=t.name, error=e.code, error_message=str(e)))
+        return apb.CreateTopicsResponse(topics=results)
+
+    async def DeleteTopics(self, request, context):
+        controller = self._local_controller()
+        if controller is None:
+            return await self._forward(
+                lambda s: s.DeleteTopics(request, timeout=request.timeout_ms / 1000 or 30),
+                apb.DeleteTopicsResponse(
+                    topics=[apb.TopicResult(name=n, error=ErrorCode.NOT_CONTROLLER) for n in request.names]
+                ),
+            )
+        results = []
+        for name in request.names:
+
+            def decide(image: MetadataImage, _offset: int, name=name):
+                out = delete_topic(image, name)
+                return out.records, out
+
+            try:
+                out = await controller.write(decide)
+                results.append(apb.TopicResult(name=name, error=out.error, error_message=out.message))
+            except OdradekError as e:
+                results.append(apb.TopicResult(name=name, error=e.code, error_message=str(e)))
+        return apb.DeleteTopicsResponse(topics=results)
+
+    async def DescribeTopics(self, request, context):
+        image = self.sm.image
+        names = list(request.names) or sorted(
+            n for n in image.topic_ids if request.include_internal or not n.startswith(INTERNAL_PREFIX)
+        )
+        return apb.DescribeTopicsResponse(topics=[topic_description(image, n) for n in names])
