@@ -77,7 +77,7 @@ class RaftDriver:
         tick_ms: int = 50,
         election_timeout_ms: int = 1000,
         fetch_timeout_ms: int = 2000,
-        fetch_max_wait_ms: int = 500,
+        fetch_max_wait_ms: int = 200,
         max_fetch_bytes: int = 1 << 20,
         rng: random.Random | None = None,
     ) -> None:
@@ -90,7 +90,8 @@ class RaftDriver:
         self.config = RaftConfig(
             election_timeout_ticks=max(2, election_timeout_ms // tick_ms),
             fetch_timeout_ticks=max(4, fetch_timeout_ms // tick_ms),
-            request_timeout_ticks=max(2, 200 // tick_ms),
+            # A long-polled fetch must not count as lost while the leader holds it: wait + a round trip.
+            request_timeout_ticks=max(2, (fetch_max_wait_ms + 300) // tick_ms),
             election_backoff_ticks=max(1, 100 // tick_ms),
             max_fetch_bytes=max_fetch_bytes,
             fetch_max_wait_ms=fetch_max_wait_ms,

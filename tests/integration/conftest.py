@@ -1,0 +1,59 @@
+"""Real clusters of ``odradek server`` processes on 127.0.0.1 for integration tests."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from odradek.client.admin import Admin
+from odradek.client.cli.dev_cluster import DevCluster
+
+# Short timeouts so failure detection fits in a test, still well above a loaded 2-core machine's hiccups.
+FAST = {
+    "broker.heartbeat.interval.ms": 500,
+    "broker.session.timeout.ms": 3000,
+}
+
+
+def start_cluster(directory: Path, controllers: int = 3, brokers: int = 3, **overrides) -> DevCluster:
+    cluster = DevCluster.create(directory, controllers, brokers, overrides={**FAST, **overrides})
+    cluster.start_all()
+    try:
+        asyncio.run(cluster.wait_ready(60))
+    except Exception:
+        cluster.stop_all(timeout=5)
+        raise
+    return cluster
+
+
+def wait_for(condition: Callable[[], object], timeout: float, interval: float = 0.1, what: str = "condition"):
+    """Poll until ``condition()`` is truthy; return its value, or fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = condition()
+            if value:
+                return value
+        except Exception as e:  # the cluster may be mid-failover: keep polling
+            last_error = e
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout}s waiting for {what} (last error: {last_error})")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    c = start_cluster(tmp_path_factory.mktemp("cluster"))
+    yield c
+    c.stop_all(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def admin(cluster: DevCluster) -> Iterator[Admin]:
+    a = Admin({"bootstrap.servers": cluster.admin_servers, "request.timeout.ms": 10000})
+    yield a
+    a.close()
