@@ -1,0 +1,135 @@
+"""The ``odradek`` command line against a real local cluster: JSON shapes, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def odradek(home: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ODRADEK_HOME": str(home)}
+    env.pop("ODRADEK_BOOTSTRAP_SERVERS", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "odradek.client.cli.main", *args], capture_output=True, text=True, env=env, timeout=120
+    )
+    if check and result.returncode != 0:
+        pytest.fail(f"odradek {' '.join(args)} failed: {result.stderr}")
+    return result
+
+
+def as_json(home: Path, *args: str):
+    return json.loads(odradek(home, *args, "--format", "json").stdout)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    home = tmp_path_factory.mktemp("home")
+    up = as_json(home, "dev", "up", "--controllers", "3", "--brokers", "3", "--set", "broker.session.timeout.ms=3000")
+    assert len(up["nodes"]) == 6
+    yield home
+    odradek(home, "dev", "down", "--purge", check=False)
+
+
+def test_cluster_info_and_broker_list_shapes(home: Path) -> None:
+    info = as_json(home, "cluster", "info")
+    assert set(info) == {"cluster_id", "controller_leader", "bootstrap_servers", "brokers"}
+    assert info["controller_leader"] in (1, 2, 3)
+    assert len(info["bootstrap_servers"].split(",")) == 3
+    brokers = as_json(home, "broker", "list")
+    assert [b["node_id"] for b in brokers] == [4, 5, 6]
+    assert all(set(b) == {"node_id", "host", "port", "rack", "fenced", "epoch"} for b in brokers)
+    assert not any(b["fenced"] for b in brokers)
+
+
+def test_cluster_quorum_shape(home: Path) -> None:
+    quorum = as_json(home, "cluster", "quorum")
+    assert set(quorum) == {"leader_id", "leader_epoch", "high_watermark", "voters", "observers"}
+    assert sorted(v["node_id"] for v in quorum["voters"]) == [1, 2, 3]
+    for replica in quorum["voters"] + quorum["observers"]:
+        assert set(replica) == {"node_id", "log_end_offset", "lag", "last_fetch_ms"}
+    human = odradek(home, "cluster", "quorum").stdout
+    assert f"leader: {quorum['leader_id']}" in human
+
+
+def test_topic_lifecycle(home: Path) -> None:
+    created = as_json(
+        home,
+        "topic",
+        "create",
+        "clicks",
+        "--partitions",
+        "4",
+        "--replication-factor",
+        "3",
+        "-c",
+        "cleanup.policy=compact",
+    )
+    assert created["name"] == "clicks"
+    assert "clicks" in as_json(home, "topic", "list")
+    described = as_json(home, "topic", "describe", "clicks")
+    assert described["name"] == "clicks" and described["configs"] == {"cleanup.policy": "compact"}
+    assert [p["partition"] for p in described["partitions"]] == [0, 1, 2, 3]
+    for p in described["partitions"]:
+        assert set(p) >= {
+            "partition",
+            "leader",
+            "leader_epoch",
+            "replicas",
+            "isr",
+            "log_start_offset",
+            "high_watermark",
+            "under_replicated",
+        }
+        assert len(p["replicas"]) == 3 and p["leader"] == p["replicas"][0]
+    odradek(home, "topic", "delete", "clicks")
+    assert "clicks" not in as_json(home, "topic", "list")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("topic", "create", "dup"), None),
+        (("topic", "create", "dup"), "TOPIC_ALREADY_EXISTS"),
+        (("topic", "describe", "nope"), "UNKNOWN_TOPIC_OR_PARTITION"),
+        (("topic", "create", "bad name"), "INVALID_TOPIC_EXCEPTION"),
+        (("topic", "create", "wide", "-r", "9"), "INVALID_REPLICATION_FACTOR"),
+        (("topic", "create", "cfg", "-c", "nonsense"), "not key=value"),
+        (("dev", "kill", "42"), "no node 42"),
+    ],
+)
+def test_failures_exit_non_zero_with_one_line(home: Path, args: tuple[str, ...], expected: str | None) -> None:
+    result = odradek(home, *args, check=False)
+    if expected is None:
+        assert result.returncode == 0
+        return
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0]
+
+
+def test_dev_kill_status_and_start(home: Path) -> None:
+    odradek(home, "dev", "kill", "6", "--signal", "STOP")
+    assert {n["node_id"]: n["state"] for n in as_json(home, "dev", "status")}[6] == "paused"
+    odradek(home, "dev", "kill", "6", "--signal", "CONT")
+    odradek(home, "dev", "kill", "6")
+    deadline = time.monotonic() + 10
+    while {n["node_id"]: n["state"] for n in as_json(home, "dev", "status")}[6] != "stopped":
+        assert time.monotonic() < deadline, "node 6 still running 10 s after SIGKILL"
+        time.sleep(0.1)
+    odradek(home, "dev", "start", "6", "--wait")
+    assert {n["node_id"]: n["state"] for n in as_json(home, "dev", "status")}[6] == "running"
+    assert not any(b["fenced"] for b in as_json(home, "broker", "list"))
+
+
+def test_no_cluster_is_a_clear_error(tmp_path: Path) -> None:
+    result = odradek(tmp_path, "cluster", "info", check=False)
+    assert result.returncode != 0 and "no cluster" in result.stderr
