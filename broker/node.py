@@ -15,7 +15,11 @@ from pathlib import Path
 import grpc
 
 from odradek.broker.config import NodeConfig
+from odradek.broker.dataplane import BrokerService
 from odradek.broker.lifecycle import BrokerLifecycleManager
+from odradek.broker.log.config import LogManagerConfig
+from odradek.broker.log.manager import LogManager
+from odradek.broker.replica_manager import ReplicaManager, broker_log_config
 from odradek.broker.storage import verify_storage
 from odradek.client.connection import channel_options
 from odradek.controller.active import ActiveController
@@ -23,7 +27,7 @@ from odradek.controller.brokers import BrokerLifecycle
 from odradek.controller.metadata.state_machine import MetadataStateMachine
 from odradek.controller.quorum.driver import RaftDriver, RaftService
 from odradek.controller.services import AdminService, ControllerService
-from odradek.proto import admin_pb2_grpc, controller_pb2_grpc, raft_pb2_grpc
+from odradek.proto import admin_pb2_grpc, broker_pb2_grpc, controller_pb2_grpc, raft_pb2_grpc
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +52,9 @@ class Node:
         )
         self.controller: ActiveController | None = None
         self.broker_lifecycle: BrokerLifecycleManager | None = None
+        self.logs: LogManager | None = None
+        self.replicas: ReplicaManager | None = None
+        self._log_task: asyncio.Task | None = None
         self.servers: list[grpc.aio.Server] = []
         self.admin: AdminService | None = None
         self._stopped = asyncio.Event()
@@ -80,8 +87,24 @@ class Node:
             controller_pb2_grpc.add_ControllerServicer_to_server(ControllerService(self.controller), server)
             admin_pb2_grpc.add_AdminServicer_to_server(self.admin, server)
         if c.is_broker:
+            base = broker_log_config(c)
+            self.logs = LogManager(
+                c.log_dirs,
+                base,
+                LogManagerConfig.from_properties(
+                    {
+                        "log.retention.check.interval.ms": c["log.retention.check.interval.ms"],
+                        "log.max.open.fds": c["log.max.open.files"],
+                    }
+                ),
+            )
+            self.replicas = ReplicaManager(c.node_id, self.logs, base)
+            self.sm.on_change(self.replicas.apply)
             server = self._server(c.broker_listener)
             admin_pb2_grpc.add_AdminServicer_to_server(self.admin, server)
+            service = BrokerService(c.node_id, self.cluster_id, self.replicas, c["message.max.bytes"])
+            service.controller_id = lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id
+            broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
             advertised = c.advertised_broker_listener
             self.broker_lifecycle = BrokerLifecycleManager(
                 broker_id=c.node_id,
@@ -102,7 +125,18 @@ class Node:
             self.controller.start()
         if self.broker_lifecycle is not None:
             self.broker_lifecycle.start()
+        if self.logs is not None:
+            self._log_task = asyncio.create_task(self._log_maintenance(), name="log-maintenance")
         log.info("node %d started with roles %s", c.node_id, ",".join(sorted(c.roles)))
+
+    async def _log_maintenance(self) -> None:
+        """Flush policy, retention and checkpoints, off the event loop (they may fsync)."""
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                await asyncio.to_thread(self.logs.tick)
+            except Exception:
+                log.exception("log maintenance failed")
 
     async def stop(self) -> None:
         """Graceful stop: controlled shutdown of the broker role, then resignation of a leading controller."""
@@ -114,6 +148,11 @@ class Node:
             await self.controller.stop()
         await self.driver.stop(graceful=True)
         await asyncio.gather(*(s.stop(grace=1.0) for s in self.servers))
+        if self._log_task is not None:
+            self._log_task.cancel()
+            await asyncio.gather(self._log_task, return_exceptions=True)
+        if self.logs is not None:
+            self.logs.close()
         if self.admin is not None:
             await self.admin.close()
         self._stopped.set()

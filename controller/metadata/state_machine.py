@@ -45,7 +45,12 @@ class MetadataStateMachine:
     def load_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
         snapshot = md.MetadataSnapshot.FromString(data)
         image = image_from_records(snapshot.records, offset=snapshot_id.end_offset - 1, epoch=snapshot_id.epoch)
-        self._publish(image, MetadataDelta(self.image))
+        # Listeners see a snapshot as a change of every topic in it and a deletion of every topic not in it.
+        delta = MetadataDelta(self.image)
+        delta.changed_topics = set(image.topics)
+        delta.changed_brokers = set(image.brokers) | set(self.image.brokers)
+        delta.deleted_topics = {tid: t for tid, t in self.image.topics.items() if tid not in image.topics}
+        self._publish(image, delta)
         self._since_snapshot = 0
 
     def apply(self, entries: list[Entry]) -> None:

@@ -1,0 +1,257 @@
+"""The ``Broker`` gRPC service's data plane: Metadata, Produce, Fetch and ListOffsets.
+
+Requests carry many partitions each (DESIGN.md §2: a Python gRPC server pays ~0.3 ms of CPU per RPC whatever its
+size, so the clients batch). Every partition gets its own typed error; a partition this broker does not lead
+answers NOT_LEADER_OR_FOLLOWER with the current leader from the metadata image, so clients can re-route without
+a metadata round trip. Fetches long-poll in a purgatory: a fetch that finds less than ``min_bytes`` parks a
+future on each of its partitions and is completed by the next append or by ``max_wait_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from odradek.broker.partition import Partition
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.client.errors import ErrorCode, InvalidRequestError, OdradekError
+from odradek.controller.metadata.image import MetadataImage
+from odradek.proto import broker_pb2 as pb
+from odradek.proto import broker_pb2_grpc, common_pb2
+
+log = logging.getLogger(__name__)
+
+EARLIEST, LATEST = -2, -1
+CONSUMER_REPLICA_ID = -1
+
+
+def _leader_hint(image: MetadataImage, topic: str, partition: int) -> common_pb2.LeaderHint | None:
+    state = image.partition(topic, partition)
+    if state is None:
+        return None
+    return common_pb2.LeaderHint(leader_id=state.leader, leader_epoch=state.leader_epoch)
+
+
+class BrokerService(broker_pb2_grpc.BrokerServicer):
+    def __init__(self, broker_id: int, cluster_id: str, replicas: ReplicaManager, message_max_bytes: int) -> None:
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.replicas = replicas
+        self.message_max_bytes = message_max_bytes
+        self.controller_id = lambda: -1
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.replicas.image
+
+    # ---- Metadata ----
+
+    async def Metadata(self, request, context):
+        image = self.image
+        brokers = [
+            common_pb2.Node(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+            for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
+            if not b.fenced
+        ]
+        live = {b.node_id for b in brokers}
+        names = sorted(image.topic_ids) if request.all_topics or not request.topics else list(request.topics)
+        topics = []
+        for name in names:
+            topic = image.topic(name)
+            if topic is None:
+                topics.append(pb.TopicMetadata(name=name, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            partitions = []
+            for p in sorted(topic.partitions.values(), key=lambda p: p.partition):
+                offline = [r for r in p.replicas if r not in live]
+                partitions.append(
+                    pb.PartitionMetadata(
+                        partition=p.partition,
+                        error=ErrorCode.NONE if p.leader in live else ErrorCode.LEADER_NOT_AVAILABLE,
+                        leader=p.leader if p.leader in live else -1,
+                        leader_epoch=p.leader_epoch,
+                        replicas=p.replicas,
+                        isr=p.isr,
+                        offline_replicas=offline,
+                    )
+                )
+            topics.append(
+                pb.TopicMetadata(
+                    name=name, topic_id=topic.topic_id, is_internal=name.startswith("__"), partitions=partitions
+                )
+            )
+        return pb.MetadataResponse(
+            brokers=brokers,
+            cluster_id=self.cluster_id,
+            controller_id=self.controller_id(),
+            topics=topics,
+            metadata_offset=image.offset,
+        )
+
+    # ---- Produce ----
+
+    def _partition_error(self, topic: str, partition: int, e: OdradekError) -> pb.ProducePartitionResponse:
+        response = pb.ProducePartitionResponse(
+            partition=partition, error=e.code, base_offset=-1, log_append_time_ms=-1, error_message=str(e)
+        )
+        if e.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+            hint = _leader_hint(self.image, topic, partition)
+            if hint is not None:
+                response.current_leader.CopyFrom(hint)
+        return response
+
+    async def Produce(self, request, context):
+        if request.acks not in (0, 1, -1):
+            return pb.ProduceResponse(
+                topics=[
+                    pb.ProduceTopicResponse(
+                        name=t.name,
+                        partitions=[
+                            pb.ProducePartitionResponse(
+                                partition=p.partition, error=ErrorCode.INVALID_REQUIRED_ACKS, base_offset=-1
+                            )
+                            for p in t.partitions
+                        ],
+                    )
+                    for t in request.topics
+                ]
+            )
+        get = self.replicas.get
+        max_bytes = self.message_max_bytes
+        topics = []
+        for t in request.topics:
+            results = []
+            for p in t.partitions:
+                try:
+                    partition = get(t.name, p.partition)
+                    info = partition.append_as_leader(p.records, max_bytes)
+                    results.append(
+                        pb.ProducePartitionResponse(
+                            partition=p.partition,
+                            base_offset=info.first_offset,
+                            log_append_time_ms=-1,
+                            log_start_offset=info.log_start_offset,
+                        )
+                    )
+                except OdradekError as e:
+                    results.append(self._partition_error(t.name, p.partition, e))
+            topics.append(pb.ProduceTopicResponse(name=t.name, partitions=results))
+        return pb.ProduceResponse(topics=topics)
+
+    # ---- Fetch ----
+
+    def _read(self, request) -> tuple[pb.FetchResponse, int, list[Partition]]:
+        """One pass over the requested partitions: the response, bytes found, and partitions to wait on."""
+        get = self.replicas.get
+        remaining = request.max_bytes if request.max_bytes > 0 else 1 << 62
+        total = 0
+        waiting: list[Partition] = []
+        topics = []
+        for t in request.topics:
+            results = []
+            for fp in t.partitions:
+                try:
+                    partition = get(t.name, fp.partition)
+                    data = partition.read(
+                        fp.fetch_offset, min(fp.partition_max_bytes, remaining), fp.current_leader_epoch
+                    )
+                except OdradekError as e:
+                    r = pb.FetchPartitionResponse(
+                        partition=fp.partition,
+                        error=e.code,
+                        high_watermark=-1,
+                        last_stable_offset=-1,
+                        log_start_offset=-1,
+                    )
+                    if e.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+                        hint = _leader_hint(self.image, t.name, fp.partition)
+                        if hint is not None:
+                            r.current_leader.CopyFrom(hint)
+                    results.append(r)
+                    total += 1  # an error is worth answering now
+                    continue
+                size = len(data.records)
+                total += size
+                remaining = max(1, remaining - size)
+                if not size:
+                    waiting.append(partition)
+                results.append(
+                    pb.FetchPartitionResponse(
+                        partition=fp.partition,
+                        high_watermark=data.high_watermark,
+                        last_stable_offset=data.high_watermark,
+                        log_start_offset=data.log_start_offset,
+                        log_end_offset=data.log_end_offset,
+                        records=bytes(data.records),
+                    )
+                )
+            topics.append(pb.FetchTopicResponse(name=t.name, partitions=results))
+        return pb.FetchResponse(topics=topics), total, waiting
+
+    async def Fetch(self, request, context):
+        response, total, waiting = self._read(request)
+        min_bytes = max(1, request.min_bytes)
+        if total >= min_bytes or request.max_wait_ms <= 0 or not waiting:
+            return response
+        loop = asyncio.get_running_loop()
+        deadline = time.monotonic() + request.max_wait_ms / 1000
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return response
+            future = loop.create_future()
+            for partition in waiting:
+                partition.add_waiter(future)
+            try:
+                await asyncio.wait_for(future, remaining)
+            except TimeoutError:
+                return self._read(request)[0]
+            finally:
+                for partition in waiting:
+                    partition.remove_waiter(future)
+            response, total, waiting = self._read(request)
+            if total >= min_bytes or not waiting:
+                return response
+
+    # ---- ListOffsets ----
+
+    async def ListOffsets(self, request, context):
+        topics = []
+        for t in request.topics:
+            results = []
+            for lp in t.partitions:
+                try:
+                    partition = self.replicas.get(t.name, lp.partition)
+                    partition.check_leader(lp.current_leader_epoch)
+                    offset, timestamp = self._offset_for(partition, lp.timestamp)
+                    results.append(
+                        pb.ListOffsetsPartitionResponse(
+                            partition=lp.partition,
+                            offset=offset,
+                            timestamp=timestamp,
+                            leader_epoch=partition.leader_epoch,
+                        )
+                    )
+                except OdradekError as e:
+                    r = pb.ListOffsetsPartitionResponse(partition=lp.partition, error=e.code, offset=-1, timestamp=-1)
+                    hint = _leader_hint(self.image, t.name, lp.partition)
+                    if hint is not None and e.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                        r.current_leader.CopyFrom(hint)
+                    results.append(r)
+            topics.append(pb.ListOffsetsTopicResponse(name=t.name, partitions=results))
+        return pb.ListOffsetsResponse(topics=topics)
+
+    @staticmethod
+    def _offset_for(partition: Partition, timestamp: int) -> tuple[int, int]:
+        log_ = partition.log
+        if timestamp == EARLIEST:
+            return log_.log_start_offset, -1
+        if timestamp == LATEST:
+            return log_.high_watermark, -1
+        if timestamp < 0:
+            raise InvalidRequestError(f"unsupported ListOffsets timestamp {timestamp}")
+        found = log_.offset_for_timestamp(timestamp)
+        if found is None or found >= log_.high_watermark:
+            return -1, -1
+        return found, timestamp
