@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 
+from odradek.broker.metrics import NodeMetrics
 from odradek.broker.partition import Partition
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.client.errors import ErrorCode, InvalidRequestError, OdradekError
@@ -34,7 +35,15 @@ def _leader_hint(image: MetadataImage, topic: str, partition: int) -> common_pb2
 
 
 class BrokerService(broker_pb2_grpc.BrokerServicer):
-    def __init__(self, broker_id: int, cluster_id: str, replicas: ReplicaManager, message_max_bytes: int) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        cluster_id: str,
+        replicas: ReplicaManager,
+        message_max_bytes: int,
+        metrics: NodeMetrics | None = None,
+    ) -> None:
+        self.metrics = metrics or NodeMetrics(broker_id)
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.replicas = replicas
@@ -122,10 +131,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         topics = []
         for t in request.topics:
             results = []
+            appended = records = 0
             for p in t.partitions:
                 try:
                     partition = get(t.name, p.partition)
                     info = partition.append_as_leader(p.records, max_bytes)
+                    appended += info.size
+                    records += info.record_count
                     results.append(
                         pb.ProducePartitionResponse(
                             partition=p.partition,
@@ -137,16 +149,21 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 except OdradekError as e:
                     results.append(self._partition_error(t.name, p.partition, e))
             topics.append(pb.ProduceTopicResponse(name=t.name, partitions=results))
+            if appended:
+                self.metrics.bytes_in.labels(t.name).inc(appended)
+                self.metrics.messages_in.labels(t.name).inc(records)
         return pb.ProduceResponse(topics=topics)
 
     # ---- Fetch ----
 
-    def _read(self, request) -> tuple[pb.FetchResponse, int, list[Partition]]:
-        """One pass over the requested partitions: the response, bytes found, and partitions to wait on."""
+    def _read(self, request) -> tuple[pb.FetchResponse, int, list[Partition], dict[str, int]]:
+        """One pass over the requested partitions: the response, bytes found, partitions to wait on, and record
+        bytes per topic (counted as bytes out only for the pass whose answer is sent)."""
         get = self.replicas.get
         remaining = request.max_bytes if request.max_bytes > 0 else 1 << 62
         total = 0
         waiting: list[Partition] = []
+        sizes: dict[str, int] = {}
         topics = []
         for t in request.topics:
             results = []
@@ -174,7 +191,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 size = len(data.records)
                 total += size
                 remaining = max(1, remaining - size)
-                if not size:
+                if size:
+                    sizes[t.name] = sizes.get(t.name, 0) + size
+                else:
                     waiting.append(partition)
                 results.append(
                     pb.FetchPartitionResponse(
@@ -187,32 +206,39 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     )
                 )
             topics.append(pb.FetchTopicResponse(name=t.name, partitions=results))
-        return pb.FetchResponse(topics=topics), total, waiting
+        return pb.FetchResponse(topics=topics), total, waiting, sizes
 
     async def Fetch(self, request, context):
-        response, total, waiting = self._read(request)
+        response, sizes = await self._fetch(request)
+        for topic, size in sizes.items():
+            self.metrics.bytes_out.labels(topic).inc(size)
+        return response
+
+    async def _fetch(self, request) -> tuple[pb.FetchResponse, dict[str, int]]:
+        response, total, waiting, sizes = self._read(request)
         min_bytes = max(1, request.min_bytes)
         if total >= min_bytes or request.max_wait_ms <= 0 or not waiting:
-            return response
+            return response, sizes
         loop = asyncio.get_running_loop()
         deadline = time.monotonic() + request.max_wait_ms / 1000
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return response
+                return response, sizes
             future = loop.create_future()
             for partition in waiting:
                 partition.add_waiter(future)
             try:
                 await asyncio.wait_for(future, remaining)
             except TimeoutError:
-                return self._read(request)[0]
+                response, _, _, sizes = self._read(request)
+                return response, sizes
             finally:
                 for partition in waiting:
                     partition.remove_waiter(future)
-            response, total, waiting = self._read(request)
+            response, total, waiting, sizes = self._read(request)
             if total >= min_bytes or not waiting:
-                return response
+                return response, sizes
 
     # ---- ListOffsets ----
 

@@ -19,6 +19,7 @@ from odradek.broker.dataplane import BrokerService
 from odradek.broker.lifecycle import BrokerLifecycleManager
 from odradek.broker.log.config import LogManagerConfig
 from odradek.broker.log.manager import LogManager
+from odradek.broker.metrics import NodeMetrics, gauge
 from odradek.broker.replica_manager import ReplicaManager, broker_log_config
 from odradek.broker.storage import verify_storage
 from odradek.client.connection import channel_options
@@ -56,6 +57,8 @@ class Node:
         self.replicas: ReplicaManager | None = None
         self._log_task: asyncio.Task | None = None
         self.servers: list[grpc.aio.Server] = []
+        self.metrics = NodeMetrics(c.node_id)
+        self.metrics.add_collector(self._collect)
         self.admin: AdminService | None = None
         self._stopped = asyncio.Event()
 
@@ -64,7 +67,10 @@ class Node:
         return value == "true" if value is not None else self.config["unclean.leader.election.enable"]
 
     def _server(self, endpoint) -> grpc.aio.Server:
-        server = grpc.aio.server(options=channel_options(self.config["socket.request.max.bytes"]))
+        server = grpc.aio.server(
+            options=channel_options(self.config["socket.request.max.bytes"]),
+            interceptors=[self.metrics.interceptor()],
+        )
         bound = server.add_insecure_port(f"{endpoint.host}:{endpoint.port}")
         if bound == 0:
             raise OSError(f"cannot listen on {endpoint.host}:{endpoint.port}")
@@ -102,7 +108,7 @@ class Node:
             self.sm.on_change(self.replicas.apply)
             server = self._server(c.broker_listener)
             admin_pb2_grpc.add_AdminServicer_to_server(self.admin, server)
-            service = BrokerService(c.node_id, self.cluster_id, self.replicas, c["message.max.bytes"])
+            service = BrokerService(c.node_id, self.cluster_id, self.replicas, c["message.max.bytes"], self.metrics)
             service.controller_id = lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id
             broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
             advertised = c.advertised_broker_listener
@@ -120,6 +126,7 @@ class Node:
             )
         for server in self.servers:
             await server.start()
+        self.metrics.serve(c["metrics.port"])
         await self.driver.start()
         if self.controller is not None:
             self.controller.start()
@@ -128,6 +135,44 @@ class Node:
         if self.logs is not None:
             self._log_task = asyncio.create_task(self._log_maintenance(), name="log-maintenance")
         log.info("node %d started with roles %s", c.node_id, ",".join(sorted(c.roles)))
+
+    def _collect(self):
+        """State gauges, read at scrape time."""
+        node = self.driver.node
+        if node is not None:
+            for name, doc, value in (
+                ("odradek_raft_epoch", "current Raft epoch (term)", node.epoch),
+                ("odradek_raft_high_watermark", "committed metadata log offset", node.high_watermark),
+                ("odradek_raft_log_end_offset", "metadata log end offset", node.log.end_offset),
+                ("odradek_raft_is_leader", "1 on the active controller", int(node.leader_id == node.node_id)),
+                ("odradek_metadata_applied_offset", "metadata offset applied to the image", self.sm.image.offset),
+            ):
+                g = gauge(name, doc)
+                g.add_metric([], value)
+                yield g
+        if self.replicas is not None:
+            partitions = list(self.replicas.partitions.values())
+            for name, doc, value in (
+                ("odradek_partitions", "partition replicas hosted", len(partitions)),
+                ("odradek_leader_partitions", "partitions led", sum(p.is_leader for p in partitions)),
+                (
+                    "odradek_under_replicated_partitions",
+                    "led partitions whose ISR is smaller than the replica set",
+                    sum(p.is_leader and len(p.isr) < len(p.replicas) for p in partitions),
+                ),
+                ("odradek_fetch_purgatory_size", "parked fetch waiters", sum(p.waiter_count for p in partitions)),
+            ):
+                g = gauge(name, doc)
+                g.add_metric([], value)
+                yield g
+            leo = gauge("odradek_log_end_offset", "log end offset", ["topic", "partition"])
+            hw = gauge("odradek_high_watermark", "high watermark", ["topic", "partition"])
+            for p in partitions:
+                labels = [p.topic, str(p.partition)]
+                leo.add_metric(labels, p.log.log_end_offset)
+                hw.add_metric(labels, p.log.high_watermark)
+            yield leo
+            yield hw
 
     async def _log_maintenance(self) -> None:
         """Flush policy, retention and checkpoints, off the event loop (they may fsync)."""

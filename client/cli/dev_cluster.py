@@ -45,6 +45,7 @@ class DevNode:
     config: str
     broker_port: int = 0
     controller_port: int = 0
+    metrics_port: int = 0
     pid: int = 0
 
     @property
@@ -111,6 +112,7 @@ class DevCluster:
                     str(node_dir / "node.toml"),
                     broker_port=free_port() if "broker" in roles else 0,
                     controller_port=free_port() if "controller" in roles else 0,
+                    metrics_port=free_port(),
                 )
             )
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in cluster.nodes if n.controller_port)
@@ -126,6 +128,7 @@ class DevCluster:
                 "controller.quorum.voters": voters,
                 "listeners": ",".join(listeners),
                 "log.dirs": str(n.directory / "data"),
+                "metrics.port": n.metrics_port,
                 "default.replication.factor": min(3, brokers if not combined else controllers),
             }
             props.update(overrides or {})
@@ -232,6 +235,7 @@ class DevCluster:
                 "state": process_state(n.pid),
                 "broker": f"127.0.0.1:{n.broker_port}" if n.broker_port else None,
                 "controller": f"127.0.0.1:{n.controller_port}" if n.controller_port else None,
+                "metrics": f"http://127.0.0.1:{n.metrics_port}/metrics" if n.metrics_port else None,
                 "log": str(n.log_file),
             }
             for n in self.nodes

@@ -1,0 +1,96 @@
+"""Prometheus metrics of a node, served on ``metrics.port`` (0 = off).
+
+Request counts and latencies come from a gRPC server interceptor (per API method); byte counters are bumped by
+the data plane per request and topic; everything that is state (partitions, leaders, log end offsets, purgatory,
+Raft) is read at scrape time by a collector, so the hot paths pay nothing for it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import grpc
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class NodeMetrics:
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "odradek_requests", "RPCs handled, by API and outcome", ["api", "outcome"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "odradek_request_latency_seconds",
+            "RPC handling time by API",
+            ["api"],
+            registry=self.registry,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.bytes_in = Counter(
+            "odradek_bytes_in", "record bytes appended, by topic", ["topic"], registry=self.registry
+        )
+        self.bytes_out = Counter(
+            "odradek_bytes_out", "record bytes fetched, by topic", ["topic"], registry=self.registry
+        )
+        self.messages_in = Counter(
+            "odradek_messages_in", "records appended, by topic", ["topic"], registry=self.registry
+        )
+
+    def add_collector(self, collect: Callable[[], Iterator[GaugeMetricFamily]]) -> None:
+        self.registry.register(_FunctionCollector(collect))
+
+    def serve(self, port: int, host: str = "0.0.0.0") -> None:
+        if port > 0:
+            start_http_server(port, host, registry=self.registry)
+
+    def interceptor(self) -> grpc.aio.ServerInterceptor:
+        return _MetricsInterceptor(self)
+
+
+class _FunctionCollector(Collector):
+    def __init__(self, collect: Callable[[], Iterator[GaugeMetricFamily]]) -> None:
+        self._collect = collect
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield from self._collect()
+
+
+class _MetricsInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(self, metrics: NodeMetrics) -> None:
+        self.metrics = metrics
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        api = handler_call_details.method.rsplit("/", 1)[-1]
+        inner = handler.unary_unary
+        latency = self.metrics.latency.labels(api)
+        ok = self.metrics.requests.labels(api, "ok")
+        failed = self.metrics.requests.labels(api, "error")
+
+        async def timed(request, context):
+            start = time.perf_counter()
+            try:
+                response = await inner(request, context)
+            except BaseException:
+                failed.inc()
+                raise
+            finally:
+                latency.observe(time.perf_counter() - start)
+            ok.inc()
+            return response
+
+        return grpc.unary_unary_rpc_method_handler(
+            timed, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
+        )
+
+
+def gauge(name: str, documentation: str, labels: list[str] | None = None) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, labels=labels)
