@@ -1,1 +1,15 @@
 """The partition log: segments, indexes, checkpoints, recovery and retention."""
+
+from odradek.broker.log.config import LogConfig, LogManagerConfig
+from odradek.broker.log.log import AppendInfo, FetchData, Log, UnexpectedAppendOffsetError
+from odradek.broker.log.manager import LogManager
+
+__all__ = [
+    "AppendInfo",
+    "FetchData",
+    "Log",
+    "LogConfig",
+    "LogManager",
+    "LogManagerConfig",
+    "UnexpectedAppendOffsetError",
+]

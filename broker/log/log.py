@@ -1,0 +1,677 @@
+"""The partition log: an ordered list of segments, the last one active, plus the offsets that frame it.
+
+Offsets: ``log_start_offset`` <= ``high_watermark`` <= ``log_end_offset`` (LEO, the next offset to assign); the
+``recovery_point`` is the offset below which everything has been fsynced.
+
+Threading: each Log has one reentrant lock taken by every public method, so any thread may call any method.
+Validation (CRC) of appended batches runs before the lock is taken, and ``flush`` fsyncs duplicated fds without it,
+so a flush running in a worker thread does not stall appends and reads on the event loop.
+
+Recovery (``Log.open``), deciding between a torn tail and corruption:
+
+* Segments whose offsets lie below the recovery point were fsynced; they are loaded with a cheap consistency
+  check of their indexes (the last index entry must point at a batch with that base offset), and rebuilt only if
+  that fails. After an unclean shutdown every segment from the one holding the recovery point on is scanned:
+  each batch's header, CRC and offsets are validated and both indexes are rebuilt.
+* A bad batch in any segment but the last is corruption: a roll fsyncs the old segment before the first write to
+  the new one, so a sealed segment cannot have a torn tail.
+* A bad batch in the last segment is a torn tail, and the segment is truncated before it, only if it starts at or
+  above the recovery point (nothing fsynced is damaged) and no valid batch follows it anywhere in the file (a
+  torn write leaves a partial batch, zeros or garbage at the end, never an intact batch after the damage).
+  Otherwise it is corruption.
+* Corruption marks the log failed with CorruptRecordError (CORRUPT_MESSAGE): every operation raises it until an
+  operator intervenes (or replication rebuilds the replica); data is never silently skipped.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import logging
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from odradek.broker.log.checkpoint import fsync_dir, remove_stale_tmp
+from odradek.broker.log.config import LogConfig
+from odradek.broker.log.epoch_cache import FILE_NAME as EPOCH_FILE
+from odradek.broker.log.epoch_cache import LeaderEpochCache
+from odradek.broker.log.handles import SegmentHandles
+from odradek.broker.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    MAX_RELATIVE_OFFSET,
+    TIME_INDEX_SUFFIX,
+    Invalid,
+    LogSegment,
+)
+from odradek.client.errors import (
+    CorruptRecordError,
+    ErrorCode,
+    InvalidRequestError,
+    OdradekError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageError,
+)
+from odradek.client.record.header import LOG_OVERHEAD, PREFIX_SIZE, BatchHeader, header_prefix, validate_batch
+
+logger = logging.getLogger(__name__)
+
+_BASE_OFFSET = struct.Struct(">q")
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class UnexpectedAppendOffsetError(InvalidRequestError):
+    """A follower append whose offsets do not continue the log (Kafka's UnexpectedAppendOffsetException)."""
+
+
+class AppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    record_count: int
+    batch_count: int
+    size: int
+    log_start_offset: int
+
+
+class FetchData(NamedTuple):
+    """Whole batches plus the partition's offsets, read under one lock hold so they agree.
+
+    ``records`` is bytes, or a memoryview over a larger read when cut at ``max_bytes`` (no copy).
+    ``first_offset`` is the first batch's base offset (it may precede the requested offset, as in Kafka);
+    ``next_offset`` is where the next read continues. Both equal the requested offset when nothing is returned.
+    """
+
+    records: bytes | memoryview
+    first_offset: int
+    next_offset: int
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class Log:
+    """One partition replica's log. Create with ``Log.open``."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        handles: SegmentHandles | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.dir = Path(directory)
+        topic, _, partition = self.dir.name.rpartition("-")
+        self.topic = topic
+        self.partition = int(partition) if partition.isdigit() else -1
+        self.config = config
+        self._handles = SegmentHandles() if handles is None else handles
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._epochs: LeaderEpochCache
+        self._log_start = 0
+        self._hw = 0
+        self._recovery_point = 0
+        self._appended_messages = 0
+        self._flushed_messages = 0
+        self._last_flush_ms = clock()
+        self._truncations = 0  # bumped by truncation so a flush that raced with one does not move the recovery point
+        self._closed = False
+        self.failure: OdradekError | None = None
+
+    def __repr__(self) -> str:
+        return f"Log({self.dir.name}, start={self._log_start}, end={self.log_end_offset})"
+
+    # -- opening and recovery ----------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path | str,
+        config: LogConfig | None = None,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+        clean_shutdown: bool = False,
+        handles: SegmentHandles | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> Log:
+        """Open (creating if needed) the log in ``directory``, recovering it unless ``clean_shutdown``.
+
+        The offsets come from the log dir's checkpoints (manager.py). A log that fails to load is returned in the
+        failed state (``failure`` set, every operation raising it) so the broker can report it offline.
+        """
+        log = cls(Path(directory), config or LogConfig(), handles, clock)
+        with log._lock:
+            try:
+                log._load(recovery_point, log_start_offset, high_watermark, clean_shutdown)
+            except OdradekError as e:
+                log._fail(e)
+            except OSError as e:
+                log._fail(StorageError(f"{log.dir}: {e}"))
+        return log
+
+    def _load(self, recovery_point: int, log_start_offset: int, high_watermark: int, clean: bool) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        remove_stale_tmp(self.dir)
+        self._remove_leftovers()
+        self._epochs = LeaderEpochCache(self.dir / EPOCH_FILE)
+        bases = sorted(int(p.name[: -len(LOG_SUFFIX)]) for p in self.dir.glob("*" + LOG_SUFFIX))
+        now = self._clock()
+        self._segments = [LogSegment(self.dir, b, self.config, self._handles, self._lock, now) for b in bases]
+        self._bases = bases
+        if bases:
+            self._load_segments(recovery_point, clean)
+        else:
+            self._add_segment(log_start_offset)
+        leo = self.log_end_offset
+        self._log_start = max(log_start_offset, self._bases[0])
+        if self._log_start > leo:  # the tail holding the log start was torn off: nothing below it may come back
+            self._truncate_fully(self._log_start)
+            leo = self._log_start
+        self._epochs.truncate_from_end(leo)
+        self._epochs.truncate_from_start(self._log_start)
+        self._hw = min(max(high_watermark, self._log_start), leo)
+        self._recovery_point = leo if clean else min(recovery_point, leo)
+
+    def _load_segments(self, recovery_point: int, clean: bool) -> None:
+        """Load trusted segments, recover the others (all from the one holding the recovery point if unclean)."""
+        segments, bases = self._segments, self._bases
+        first_recovered = len(bases) if clean else max(0, bisect.bisect_right(bases, recovery_point) - 1)
+        for i, seg in enumerate(segments):
+            last = i == len(segments) - 1
+            if i < first_recovered and seg.load():
+                if last:
+                    seg.activate()
+                continue
+            invalid = seg.recover(seg.base_offset, self._epochs)
+            if invalid is not None:
+                self._judge(seg, invalid, last, recovery_point)
+            if not last:
+                if seg.end_offset() > bases[i + 1]:
+                    raise CorruptRecordError(f"{seg.log_path}: batches run past the next segment's base offset")
+                seg.seal()
+
+    def _judge(self, seg: LogSegment, invalid: Invalid, last: bool, recovery_point: int) -> None:
+        """Truncate a torn tail, or raise CorruptRecordError (see the module docstring)."""
+        where = f"{seg.log_path}: invalid batch at byte {invalid.position} ({invalid.reason})"
+        if not last:
+            raise CorruptRecordError(f"{where} in a sealed segment")
+        if invalid.expected_offset < recovery_point:
+            raise CorruptRecordError(f"{where} below the recovery point {recovery_point}")
+        following = seg.find_valid_batch(invalid.position, invalid.expected_offset)
+        if following is not None:
+            raise CorruptRecordError(f"{where}, followed by a valid batch at byte {following}")
+        logger.warning("%s: torn tail, truncating %s to %d bytes", where, seg.log_path.name, invalid.position)
+        seg.truncate_bytes(invalid.position)
+
+    def _remove_leftovers(self) -> None:
+        """Indexes whose log a crash deleted first (segments are deleted log file first)."""
+        logs = {p.name[: -len(LOG_SUFFIX)] for p in self.dir.glob("*" + LOG_SUFFIX)}
+        for path in self.dir.iterdir():
+            name = path.name
+            if any(name.endswith(s) and name[: -len(s)] not in logs for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+                path.unlink(missing_ok=True)
+
+    # -- state ---------------------------------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        segments = self._segments  # one read: a failing log swaps in an empty list
+        return segments[-1].end_offset() if segments else self._log_start
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        """Set by replication; clamped to [log start offset, log end offset] as Kafka does."""
+        with self._lock:
+            self._hw = min(max(offset, self._log_start), self.log_end_offset)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        with self._lock:
+            self._check_usable()
+            return self._epochs.latest_epoch
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def num_segments(self) -> int:
+        return len(self._segments)
+
+    @property
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._bases)
+
+    @property
+    def offline(self) -> bool:
+        return self.failure is not None
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply a topic config change (segment.index.bytes applies to segments created from now on)."""
+        with self._lock:
+            self.config = config
+            for seg in self._segments:
+                seg.config = config
+
+    def _check_usable(self) -> None:
+        if self.failure is not None:
+            raise type(self.failure)(str(self.failure))
+        if self._closed:
+            raise StorageError(f"{self.dir.name}: log is closed")
+
+    def _fail(self, error: OdradekError) -> OdradekError:
+        """Take the log offline: no more I/O on it (a disk error or corrupt data makes any further write unsafe)."""
+        if self.failure is None:
+            self.failure = error
+            logger.error("%s: log offline: %s", self.dir, error)
+            for seg in self._segments:
+                with contextlib.suppress(OSError):
+                    seg.close()
+            self._segments, self._bases = [], []
+        return error
+
+    # -- appends -------------------------------------------------------------------------------------------------
+
+    def append_as_leader(
+        self, buf: bytes | bytearray | memoryview, leader_epoch: int, max_batch_size: int | None = None
+    ) -> AppendInfo:
+        """Validate the producer's batches, assign offsets from the log end offset, stamp ``leader_epoch``, append.
+
+        All batches are validated (header, CRC, size <= ``max_batch_size``, default max.message.bytes) before
+        anything is written: an invalid one raises CorruptRecordError / RecordTooLargeError and leaves the log as
+        it was. Offsets and epoch live outside the CRC, so each batch is written as a new 16-byte prefix plus a
+        view of the rest of the caller's buffer: one pwritev, no payload copy.
+        """
+        view = memoryview(buf)
+        headers = self._validate(view, self.config.max_message_bytes if max_batch_size is None else max_batch_size)
+        with self._lock:
+            if self.failure is not None or self._closed:
+                self._check_usable()
+            if leader_epoch != self._epochs.latest_epoch:
+                self._start_epoch(leader_epoch)
+            seg = self._segments[-1]
+            first = offset = seg.next_offset
+            iov: list[bytes | memoryview] = []
+            max_ts, max_ts_offset, records = -1, first, 0
+            for h in headers:
+                p = h.position
+                iov.append(header_prefix(offset, h.batch_length, leader_epoch))
+                iov.append(view[p + PREFIX_SIZE : p + h.batch_length + LOG_OVERHEAD])
+                if h.max_timestamp > max_ts:
+                    max_ts, max_ts_offset = h.max_timestamp, offset
+                records += h.records_count
+                offset += h.last_offset_delta + 1
+            size = len(view)
+            self._write(seg, iov, size, headers, first, offset - 1, max_ts, records)
+            return AppendInfo(first, offset - 1, max_ts, max_ts_offset, records, len(headers), size, self._log_start)
+
+    def _start_epoch(self, leader_epoch: int) -> None:
+        """The first append of a new leader epoch starts it at the log end offset. Lock held."""
+        latest = self._epochs.latest_epoch
+        if latest is not None and leader_epoch < latest:
+            raise OdradekError(
+                f"leader epoch {leader_epoch} is older than the log's {latest}", code=ErrorCode.FENCED_LEADER_EPOCH
+            )
+        self._epochs.assign(leader_epoch, self.log_end_offset)
+
+    def append_as_follower(self, buf: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append batches copied from the leader, offsets and epochs as they are.
+
+        The first batch must start at or after the log end offset and offsets must increase from batch to batch
+        (gaps are allowed: compaction leaves them). New epochs in the batch headers enter the epoch cache.
+        """
+        view = memoryview(buf)
+        headers = self._validate(view, None)
+        first, last = headers[0].base_offset, headers[-1].last_offset
+        if last - first > MAX_RELATIVE_OFFSET:
+            raise InvalidRequestError(f"batches span {last - first} offsets, more than a segment can index")
+        with self._lock:
+            self._check_usable()
+            expected = self.log_end_offset
+            max_ts, max_ts_offset, records = -1, first, 0
+            for h in headers:
+                if h.base_offset < expected:
+                    raise UnexpectedAppendOffsetError(
+                        f"{self.dir.name}: batch at offset {h.base_offset} does not follow offset {expected - 1}"
+                    )
+                expected = h.next_offset
+                if h.max_timestamp > max_ts:
+                    max_ts, max_ts_offset = h.max_timestamp, h.base_offset
+                records += h.records_count
+            for h in headers:
+                latest = self._epochs.latest_epoch
+                if h.partition_leader_epoch > (-1 if latest is None else latest):
+                    self._epochs.assign(h.partition_leader_epoch, h.base_offset)
+            self._write(self._segments[-1], [view], len(view), headers, None, last, max_ts, records)
+            return AppendInfo(first, last, max_ts, max_ts_offset, records, len(headers), len(view), self._log_start)
+
+    def _validate(self, view: memoryview, max_batch_size: int | None) -> list[BatchHeader]:
+        """Every batch's header and CRC (header.validate_batch), before anything is written."""
+        headers = []
+        position, end = 0, len(view)
+        while position < end:
+            h = validate_batch(view, position, max_batch_size)
+            if h.last_offset_delta < 0:
+                raise CorruptRecordError(f"batch with last offset delta {h.last_offset_delta} holds no offset")
+            headers.append(h)
+            position += h.batch_length + LOG_OVERHEAD
+        if not headers:
+            raise CorruptRecordError("no record batch to append")
+        if end > self.config.segment_bytes:
+            raise RecordTooLargeError(f"{end} bytes of batches exceed segment.bytes {self.config.segment_bytes}")
+        return headers
+
+    def _write(
+        self,
+        seg: LogSegment,
+        iov: list,
+        size: int,
+        headers: list[BatchHeader],
+        first: int | None,
+        last_offset: int,
+        max_ts: int,
+        records: int,
+    ) -> None:
+        """Roll if needed, append to the active segment ``seg``, apply the flush.messages policy. Lock held."""
+        config, n = self.config, len(headers)
+        oi, ti, rolling = seg.offset_index, seg.time_index, seg.rolling_base_timestamp
+        try:
+            # Roll a non-empty segment on segment.bytes, a full index, or segment.ms (measured as Kafka does: from
+            # the first batch's timestamp to the new batch's when both have one, else by the wall clock from the
+            # segment's creation); roll even an empty one when offsets would not fit its 32-bit relative index.
+            if (
+                seg.size
+                and (
+                    seg.size + size > config.segment_bytes
+                    or oi.entries + n > oi.max_entries
+                    or ti.entries + n >= ti.max_entries
+                    or (max_ts - rolling if rolling >= 0 and max_ts >= 0 else self._clock() - seg.created_ms)
+                    > config.segment_ms
+                )
+            ) or last_offset - seg.base_offset > MAX_RELATIVE_OFFSET:
+                seg = self._roll(headers[0].base_offset if first is None else first)
+            seg.append(iov, size, headers, first)
+        except OSError as e:
+            raise self._fail(StorageError(f"{self.dir.name}: append failed: {e}")) from e
+        self._appended_messages += records
+        if self._appended_messages - self._flushed_messages >= self.config.flush_messages:
+            self.flush()
+
+    def _roll(self, base_offset: int) -> LogSegment:
+        """Seal the active segment (fsync: see the recovery rules) and start one at ``base_offset``. Lock held."""
+        old = self._segments[-1]
+        if not old.size and old.base_offset == base_offset:
+            return old
+        old.seal()
+        self._sync_segments(self._recovery_point, old.base_offset)
+        seg = self._add_segment(base_offset)
+        self._recovery_point = max(self._recovery_point, base_offset)
+        return seg
+
+    def _add_segment(self, base_offset: int) -> LogSegment:
+        seg = LogSegment(self.dir, base_offset, self.config, self._handles, self._lock, self._clock())
+        seg.create()
+        fsync_dir(self.dir)
+        self._segments.append(seg)
+        self._bases.append(base_offset)
+        return seg
+
+    def _sync_segments(self, from_offset: int, to_offset: int) -> None:
+        """fsync the segments holding offsets in [from_offset, to_offset). Lock held."""
+        start = max(0, bisect.bisect_right(self._bases, from_offset) - 1)
+        for seg in self._segments[start:]:
+            if seg.base_offset >= to_offset:
+                break
+            fd = seg.dup_fd()
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    # -- reads ----------------------------------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True) -> FetchData:
+        """Whole batches from the one holding ``offset``, at most ``max_bytes`` (but at least one batch if
+        ``min_one_batch``), all ending below ``max_offset`` (the high watermark or last stable offset for
+        consumers; None for followers). Reads one segment; the caller reads again from ``next_offset``.
+
+        Raises OffsetOutOfRangeError outside [log start offset, log end offset].
+        """
+        with self._lock:
+            self._check_usable()
+            leo = self.log_end_offset
+            if offset < self._log_start or offset > leo:
+                raise OffsetOutOfRangeError(f"{self.dir.name}: offset {offset} outside [{self._log_start}, {leo}]")
+            upper = leo if max_offset is None else min(max_offset, leo)
+            if offset < upper:
+                i = bisect.bisect_right(self._bases, offset) - 1
+                try:
+                    for seg in self._segments[i:]:
+                        found = seg.read(offset, max_bytes, max_offset, min_one_batch)
+                        if found is not None:
+                            data, next_offset = found
+                            if data:
+                                first = _BASE_OFFSET.unpack_from(data)[0]
+                                return FetchData(data, first, next_offset, self._hw, self._log_start, leo)
+                            break
+                except OSError as e:
+                    raise self._fail(StorageError(f"{self.dir.name}: read failed: {e}")) from e
+                except CorruptRecordError as e:  # a bad batch length met while walking headers
+                    raise self._fail(e) from None
+            return FetchData(b"", offset, offset, self._hw, self._log_start, leo)
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """The base offset of the first batch whose max timestamp is >= ``timestamp`` (None if there is none).
+
+        Batch granularity: the records of that batch before the first one at ``timestamp`` are included, as the
+        broker never decodes records; a consumer skips them by timestamp.
+        """
+        with self._lock:
+            self._check_usable()
+            try:
+                for seg in self._segments:
+                    found = seg.find_timestamp(timestamp)
+                    if found is not None:
+                        return max(found, self._log_start)
+            except OSError as e:
+                raise self._fail(StorageError(f"{self.dir.name}: read failed: {e}")) from e
+            except CorruptRecordError as e:
+                raise self._fail(e) from None
+            return None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetsForLeaderEpoch: see LeaderEpochCache.end_offset_for."""
+        with self._lock:
+            self._check_usable()
+            return self._epochs.end_offset_for(epoch, self.log_end_offset)
+
+    def epoch_entries(self) -> list[tuple[int, int]]:
+        with self._lock:
+            return [tuple(e) for e in self._epochs.entries]
+
+    # -- truncation, log start, retention ------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch whose last offset is >= ``offset`` (follower divergence). Whole batches only, so
+        the log end offset becomes the end of the last batch kept (<= ``offset``). True if anything changed."""
+        with self._lock:
+            self._check_usable()
+            if offset < 0:
+                raise InvalidRequestError(f"cannot truncate to offset {offset}")
+            if offset >= self.log_end_offset:
+                return False
+            self._truncations += 1
+            try:
+                if offset < self._bases[0]:
+                    self._truncate_fully(offset)
+                    return True
+                i = bisect.bisect_right(self._bases, offset) - 1
+                for seg in reversed(self._segments[i + 1 :]):  # newest first: a crash leaves a valid prefix
+                    seg.delete()
+                del self._segments[i + 1 :], self._bases[i + 1 :]
+                self._segments[i].truncate_to(offset)
+            except OSError as e:
+                raise self._fail(StorageError(f"{self.dir.name}: truncation failed: {e}")) from e
+            except CorruptRecordError as e:
+                raise self._fail(e) from None
+            leo = self.log_end_offset
+            self._epochs.truncate_from_end(leo)
+            self._log_start = min(self._log_start, leo)
+            self._hw = min(self._hw, leo)
+            self._recovery_point = min(self._recovery_point, leo)
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete everything and restart empty at ``offset`` (a follower far behind the leader's log start)."""
+        with self._lock:
+            self._check_usable()
+            self._truncations += 1
+            try:
+                self._truncate_fully(offset)
+            except OSError as e:
+                raise self._fail(StorageError(f"{self.dir.name}: truncation failed: {e}")) from e
+
+    def _truncate_fully(self, offset: int) -> None:
+        for seg in reversed(self._segments):
+            seg.delete()
+        self._segments, self._bases = [], []
+        self._add_segment(offset)
+        self._epochs.clear()
+        self._log_start = self._hw = self._recovery_point = offset
+
+    def increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start offset up (DeleteRecords); segments below it go at the next retention pass."""
+        with self._lock:
+            self._check_usable()
+            if offset > self._hw:
+                raise OffsetOutOfRangeError(f"log start offset {offset} above the high watermark {self._hw}")
+            if offset <= self._log_start:
+                return False
+            self._log_start = offset
+            self._epochs.truncate_from_start(offset)
+            return True
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Delete whole leading segments past retention.ms (by max timestamp) or retention.bytes, or below the
+        log start offset; never the active segment nor one with offsets at or above the high watermark.
+        Advances the log start offset; returns the number of segments deleted."""
+        with self._lock:
+            self._check_usable()
+            now = self._clock() if now_ms is None else now_ms
+            retention_ms, retention_bytes = self.config.retention_ms, self.config.retention_bytes
+            total = self.size_in_bytes
+            deleted = 0
+            try:
+                while len(self._segments) > 1 and self._bases[1] <= self._hw:
+                    seg = self._segments[0]
+                    if not (
+                        self._bases[1] <= self._log_start
+                        or (retention_bytes >= 0 and total - seg.size >= retention_bytes)
+                        or (retention_ms >= 0 and now - self._largest_timestamp(seg) > retention_ms)
+                    ):
+                        break
+                    seg.delete()
+                    del self._segments[0], self._bases[0]
+                    total -= seg.size
+                    deleted += 1
+                    self._log_start = max(self._log_start, self._bases[0])
+            except OSError as e:
+                raise self._fail(StorageError(f"{self.dir.name}: retention failed: {e}")) from e
+            if deleted:
+                self._epochs.truncate_from_start(self._log_start)
+            return deleted
+
+    @staticmethod
+    def _largest_timestamp(seg: LogSegment) -> int:
+        return seg.max_timestamp if seg.max_timestamp >= 0 else seg.last_modified_ms()
+
+    # -- durability and shutdown --------------------------------------------------------------------------------
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync everything below ``up_to`` (default: the log end offset) and advance the recovery point.
+
+        The fsyncs run on duplicated fds without the lock, so appends and reads continue meanwhile."""
+        with self._lock:
+            self._check_usable()
+            leo = self.log_end_offset
+            target = leo if up_to is None else min(up_to, leo)
+            if target <= self._recovery_point:
+                return
+            start = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
+            fds: list[int] = []
+            try:
+                fds.extend(seg.dup_fd() for seg in self._segments[start:] if seg.base_offset < target)
+            except OSError as e:
+                for fd in fds:
+                    os.close(fd)
+                raise self._fail(StorageError(f"{self.dir.name}: flush failed: {e}")) from e
+            generation, appended = self._truncations, self._appended_messages
+        try:
+            for fd in fds:
+                os.fsync(fd)
+        except OSError as e:
+            with self._lock:
+                raise self._fail(StorageError(f"{self.dir.name}: fsync failed: {e}")) from e
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self._lock:
+            if self._truncations == generation:
+                self._recovery_point = max(self._recovery_point, target)
+            self._flushed_messages = max(self._flushed_messages, appended)
+            self._last_flush_ms = self._clock()
+
+    def flush_if_due(self, now_ms: int) -> bool:
+        """Apply the flush.ms policy; True if it flushed."""
+        with self._lock:
+            if self.failure is not None or self._closed or now_ms - self._last_flush_ms < self.config.flush_ms:
+                return False
+            if self._appended_messages == self._flushed_messages and self.log_end_offset <= self._recovery_point:
+                return False
+        self.flush()
+        return True
+
+    def close(self) -> None:
+        """Flush and seal the active segment (final index entries, trimmed index files) and release all handles."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self.failure is None:
+                    self._segments[-1].seal()
+                    self._sync_segments(self._recovery_point, self._bases[-1])
+                    self._recovery_point = self.log_end_offset
+            except OSError as e:
+                self._fail(StorageError(f"{self.dir.name}: close failed: {e}"))
+            finally:
+                self._closed = True
+                for seg in self._segments:
+                    with contextlib.suppress(OSError):
+                        seg.close()

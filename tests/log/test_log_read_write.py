@@ -1,0 +1,184 @@
+import itertools
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from log_batches import make_batch, split_batches
+
+from odradek.broker.log.config import LogConfig
+from odradek.broker.log.log import Log, UnexpectedAppendOffsetError
+from odradek.client.errors import CorruptRecordError, OffsetOutOfRangeError
+from odradek.client.record.header import PREFIX_SIZE, parse_header, validate_batch
+
+
+def fill(log: Log, n: int, seed: int = 1, epoch: int = 0) -> list[tuple[int, int, bytes]]:
+    """Append ``n`` random batches as leader; (first offset, last offset, batch as sent) each."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        values = [rng.randbytes(rng.randint(0, 300)) for _ in range(rng.randint(1, 6))]
+        batch = make_batch(values, timestamp=10_000 + 10 * i)
+        info = log.append_as_leader(batch, epoch)
+        out.append((info.first_offset, info.last_offset, batch))
+    return out
+
+
+def read_all(log: Log, max_bytes: int, start: int = 0, max_offset: int | None = None) -> list[bytes]:
+    batches, offset = [], start
+    while True:
+        data = log.read(offset, max_bytes, max_offset)
+        if not data.records:
+            return batches
+        batches.extend(split_batches(bytes(data.records)))
+        offset = data.next_offset
+
+
+def test_round_trip_across_many_segments(open_log: Callable[..., Log], tmp_path: Path, small_config: LogConfig) -> None:
+    log = open_log(tmp_path / "t-0", small_config)
+    sent = fill(log, 400)
+    assert log.num_segments > 10
+    assert sent[0][0] == 0 and all(b[0] == a[1] + 1 for a, b in itertools.pairwise(sent))
+    assert log.log_end_offset == sent[-1][1] + 1
+    for max_bytes in (1, 700, 5000, 1 << 20):
+        stored = read_all(log, max_bytes)
+        assert len(stored) == len(sent)
+        for (first, last, original), batch in zip(sent, stored):
+            h = validate_batch(batch)
+            assert (h.base_offset, h.last_offset, h.partition_leader_epoch) == (first, last, 0)
+            assert batch[PREFIX_SIZE:] == original[PREFIX_SIZE:]  # only offset and epoch were rewritten
+    log.close()
+
+
+def test_read_from_the_middle_of_a_batch_returns_the_containing_batch(
+    open_log: Callable[..., Log], tmp_path: Path, small_config: LogConfig
+) -> None:
+    log = open_log(tmp_path / "t-0", small_config)
+    sent = fill(log, 200)
+    rng = random.Random(3)
+    for _ in range(300):
+        offset = rng.randrange(log.log_end_offset)
+        data = log.read(offset, 1)  # min_one_batch: exactly the one batch
+        h = parse_header(data.records)
+        assert h.base_offset <= offset <= h.last_offset
+        assert data.first_offset == h.base_offset and data.next_offset == h.next_offset
+        assert len(data.records) == h.size
+        assert (h.base_offset, h.last_offset) in {(f, la) for f, la, _ in sent}
+
+
+def test_max_bytes_returns_whole_batches_within_the_limit(
+    open_log: Callable[..., Log], tmp_path: Path, small_config: LogConfig
+) -> None:
+    log = open_log(tmp_path / "t-0", small_config)
+    fill(log, 100)
+    rng = random.Random(4)
+    for _ in range(200):
+        offset, max_bytes = rng.randrange(log.log_end_offset), rng.randint(1, 3000)
+        data = log.read(offset, max_bytes)
+        batches = split_batches(bytes(data.records))
+        assert batches, "min_one_batch returns at least one batch"
+        assert len(data.records) <= max_bytes or len(batches) == 1
+        assert sum(map(len, batches)) == len(data.records)
+        assert data.next_offset == parse_header(batches[-1]).next_offset
+        if len(data.records) > max_bytes:
+            assert log.read(offset, max_bytes, min_one_batch=False).records == b""
+
+
+def test_max_offset_is_an_exclusive_upper_bound(
+    open_log: Callable[..., Log], tmp_path: Path, small_config: LogConfig
+) -> None:
+    log = open_log(tmp_path / "t-0", small_config)
+    sent = fill(log, 80)
+    for first, last, _ in sent[::7]:
+        for max_offset in (first, first + 1, last + 1):
+            batches = read_all(log, 1 << 20, max_offset=max_offset)
+            assert all(parse_header(b).last_offset < max_offset for b in batches)
+            expected = [s for s in sent if s[1] < max_offset]
+            assert len(batches) == len(expected)
+    assert log.read(10, 1 << 20, max_offset=10).records == b""
+    data = log.read(0, 1 << 20, max_offset=0)
+    assert (data.records, data.next_offset) == (b"", 0)
+
+
+def test_read_outside_the_log_is_out_of_range(
+    open_log: Callable[..., Log], tmp_path: Path, small_config: LogConfig
+) -> None:
+    log = open_log(tmp_path / "t-0", small_config)
+    fill(log, 5)
+    with pytest.raises(OffsetOutOfRangeError) as e:
+        log.read(log.log_end_offset + 1, 100)
+    assert e.value.code_name == "OFFSET_OUT_OF_RANGE"
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(-1, 100)
+    at_end = log.read(log.log_end_offset, 100)
+    assert at_end.records == b"" and at_end.next_offset == log.log_end_offset
+
+
+def test_read_reports_the_partition_offsets(
+    open_log: Callable[..., Log], tmp_path: Path, small_config: LogConfig
+) -> None:
+    log = open_log(tmp_path / "t-0", small_config)
+    fill(log, 5)
+    log.high_watermark = 7
+    data = log.read(0, 100)
+    assert (data.high_watermark, data.log_start_offset, data.log_end_offset) == (7, 0, log.log_end_offset)
+
+
+def test_offset_for_timestamp(open_log: Callable[..., Log], tmp_path: Path, small_config: LogConfig) -> None:
+    log = open_log(tmp_path / "t-0", small_config)
+    rng = random.Random(5)
+    stamps = []
+    for i in range(150):
+        ts = 1000 + 10 * i + rng.randint(-40, 40)  # mostly increasing, with out-of-order producers
+        n = rng.randint(1, 4)
+        info = log.append_as_leader(make_batch(n, timestamp=ts), 0)
+        stamps.append((info.first_offset, ts + n - 1))
+
+    def expected(target: int) -> int | None:
+        return next((first for first, max_ts in stamps if max_ts >= target), None)
+
+    targets = [0, 999, 1000, 1500, 2000, 2480, 2600, 10**9, *(rng.randint(900, 2600) for _ in range(100))]
+    for target in targets:
+        assert log.offset_for_timestamp(target) == expected(target), target
+    log.close()
+    for clean in (True, False):  # the time index survives reopening, or is rebuilt by recovery
+        log = open_log(tmp_path / "t-0", small_config, clean_shutdown=clean)
+        for target in targets:
+            assert log.offset_for_timestamp(target) == expected(target), target
+        log.close()
+
+
+def test_follower_append_keeps_offsets_and_rejects_going_back(
+    open_log: Callable[..., Log], tmp_path: Path, small_config: LogConfig
+) -> None:
+    log = open_log(tmp_path / "t-0", small_config)
+    info = log.append_as_follower(make_batch(3, base_offset=0, epoch=4) + make_batch(2, base_offset=3, epoch=4))
+    assert (info.first_offset, info.last_offset, info.batch_count) == (0, 4, 2)
+    # a gap (left by compaction on the leader) is fine
+    log.append_as_follower(make_batch(1, base_offset=9, epoch=6))
+    assert log.log_end_offset == 10
+    assert log.epoch_entries() == [(4, 0), (6, 9)]
+    for bad in (make_batch(1, base_offset=9), make_batch(2, base_offset=10) + make_batch(1, base_offset=11)):
+        with pytest.raises(UnexpectedAppendOffsetError):
+            log.append_as_follower(bad)
+    assert log.log_end_offset == 10
+    assert [parse_header(b).base_offset for b in read_all(log, 1 << 20)] == [0, 3, 9]
+    assert log.read(5, 1).first_offset == 9  # an offset in the gap reads the next batch
+
+
+def test_append_info(open_log: Callable[..., Log], tmp_path: Path, small_config: LogConfig) -> None:
+    log = open_log(tmp_path / "t-0", small_config)
+    log.append_as_leader(make_batch(2), 0)
+    buf = make_batch(3, timestamp=500) + make_batch(4, timestamp=900) + make_batch(1, timestamp=100)
+    info = log.append_as_leader(buf, 0)
+    assert info.first_offset == 2 and info.last_offset == 9
+    assert (info.max_timestamp, info.offset_of_max_timestamp) == (903, 5)
+    assert (info.record_count, info.batch_count, info.size) == (8, 3, len(buf))
+
+
+def test_empty_buffer_is_rejected(open_log: Callable[..., Log], tmp_path: Path, small_config: LogConfig) -> None:
+    log = open_log(tmp_path / "t-0", small_config)
+    with pytest.raises(CorruptRecordError):
+        log.append_as_leader(b"", 0)
+    with pytest.raises(CorruptRecordError):
+        log.append_as_follower(b"")
