@@ -193,6 +193,18 @@ def test_stale_broker_epoch_and_non_voter_vote_are_rejected(cluster: DevCluster,
             timeout=5,
         )
         assert vote.error == ErrorCode.INCONSISTENT_VOTER_SET and not vote.vote_granted
+        stale = raft_pb2_grpc.RaftStub(channel).Fetch(
+            raft_pb2.RaftFetchRequest(
+                cluster_id=cluster.cluster_id,
+                replica_id=99,
+                leader_epoch=quorum.leader_epoch - 1,
+                fetch_offset=0,
+                last_fetched_epoch=0,
+            ),
+            timeout=5,
+        )
+        assert stale.error == ErrorCode.FENCED_LEADER_EPOCH and not stale.entries
+        assert stale.leader_id == quorum.leader_id and stale.leader_epoch == quorum.leader_epoch
     finally:
         channel.close()
     after = admin.describe_quorum()
