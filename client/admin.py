@@ -18,10 +18,12 @@ from odradek.client.background import BackgroundLoop
 from odradek.client.connection import ChannelPool, parse_servers
 from odradek.client.errors import ErrorCode, OdradekError, error_for_code
 from odradek.proto import admin_pb2 as pb
-from odradek.proto import admin_pb2_grpc
+from odradek.proto import admin_pb2_grpc, broker_pb2_grpc
+from odradek.proto import broker_pb2 as bpb
 
 T = TypeVar("T")
 
+EARLIEST, LATEST = -2, -1
 _RETRY_ON_NODE = {ErrorCode.NOT_CONTROLLER, ErrorCode.COORDINATOR_NOT_AVAILABLE}
 
 
@@ -210,6 +212,7 @@ class AsyncAdmin:
         r = await self._call(lambda s: s.DescribeTopics(request, timeout=self._rpc_timeout()))
         t = r.topics[0]
         self._check(t.error, t.error_message)
+        offsets = await self._partition_offsets(t.name, {p.partition: p.leader for p in t.partitions})
         return TopicInfo(
             name=t.name,
             topic_id=t.topic_id.hex(),
@@ -221,13 +224,48 @@ class AsyncAdmin:
                     leader_epoch=p.leader_epoch,
                     replicas=list(p.replicas),
                     isr=list(p.isr),
-                    log_start_offset=p.log_start_offset,
-                    high_watermark=p.high_watermark,
+                    log_start_offset=offsets.get(p.partition, (-1, -1))[0],
+                    high_watermark=offsets.get(p.partition, (-1, -1))[1],
                     under_replicated=p.under_replicated,
                 )
                 for p in sorted(t.partitions, key=lambda p: p.partition)
             ],
         )
+
+    async def _partition_offsets(self, topic: str, leaders: dict[int, int]) -> dict[int, tuple[int, int]]:
+        """(log start offset, high watermark) per partition, asked of each partition's leader (-1 if unknown)."""
+        brokers = {b.node_id: f"{b.host}:{b.port}" for b in (await self.describe_cluster()).brokers if not b.fenced}
+        by_leader: dict[int, list[int]] = {}
+        for partition, leader in leaders.items():
+            if leader in brokers:
+                by_leader.setdefault(leader, []).append(partition)
+
+        async def ask(leader: int, partitions: list[int]) -> dict[int, tuple[int, int]]:
+            request = bpb.ListOffsetsRequest(
+                topics=[
+                    bpb.ListOffsetsTopic(
+                        name=topic,
+                        partitions=[
+                            bpb.ListOffsetsPartition(partition=p, timestamp=ts, current_leader_epoch=-1)
+                            for p in partitions
+                            for ts in (EARLIEST, LATEST)
+                        ],
+                    )
+                ]
+            )
+            try:
+                r = await broker_pb2_grpc.BrokerStub(self._pool.get(brokers[leader])).ListOffsets(
+                    request, timeout=self._rpc_timeout()
+                )
+            except grpc.aio.AioRpcError:
+                return {}
+            found: dict[int, list[int]] = {}
+            for answer in r.topics[0].partitions:
+                found.setdefault(answer.partition, []).append(answer.offset if answer.error == ErrorCode.NONE else -1)
+            return {p: (v[0], v[1]) for p, v in found.items() if len(v) == 2}
+
+        results = await asyncio.gather(*(ask(leader, parts) for leader, parts in by_leader.items()))
+        return {p: v for result in results for p, v in result.items()}
 
 
 class Admin:
