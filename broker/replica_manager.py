@@ -14,7 +14,7 @@ from odradek.broker.config import NodeConfig
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.manager import LogManager
 from odradek.broker.partition import Partition
-from odradek.client.errors import UnknownTopicOrPartitionError
+from odradek.client.errors import NotLeaderOrFollowerError, UnknownTopicOrPartitionError
 from odradek.controller.metadata.image import MetadataDelta, MetadataImage
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,9 @@ class ReplicaManager:
     def get(self, topic: str, partition: int) -> Partition:
         p = self.partitions.get((topic, partition))
         if p is None:
-            raise UnknownTopicOrPartitionError(f"broker {self.broker_id} hosts no replica of {topic}-{partition}")
+            if self.image.partition(topic, partition) is not None:
+                raise NotLeaderOrFollowerError(f"broker {self.broker_id} hosts no replica of {topic}-{partition}")
+            raise UnknownTopicOrPartitionError(f"unknown topic or partition {topic}-{partition}")
         return p
 
     def leader_count(self) -> int:
