@@ -1,1 +1,18 @@
 """odradek client: producer, consumer, admin, the record format and the CLI."""
+
+from odradek.client.admin import Admin, AsyncAdmin
+from odradek.client.consumer import AsyncConsumer, Consumer
+from odradek.client.producer import AsyncProducer, Producer
+from odradek.client.structs import ConsumerRecord, RecordMetadata, TopicPartition
+
+__all__ = [
+    "Admin",
+    "AsyncAdmin",
+    "AsyncConsumer",
+    "AsyncProducer",
+    "Consumer",
+    "ConsumerRecord",
+    "Producer",
+    "RecordMetadata",
+    "TopicPartition",
+]

@@ -92,6 +92,59 @@ class InvalidRequestError(OdradekError):
     code = ErrorCode.INVALID_REQUEST
 
 
+class NoOffsetForPartitionError(OffsetOutOfRangeError):
+    """A consumer has no position for a partition and ``auto.offset.reset`` is ``none``."""
+
+
+class LeaderNotAvailableError(OdradekError):
+    code = ErrorCode.LEADER_NOT_AVAILABLE
+
+
+class FencedLeaderEpochError(OdradekError):
+    """The request carried an older leader epoch than the broker's: the client's metadata is stale."""
+
+    code = ErrorCode.FENCED_LEADER_EPOCH
+
+
+class UnknownLeaderEpochError(OdradekError):
+    """The request carried a newer leader epoch than the broker knows: the broker's metadata is behind."""
+
+    code = ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+class NotEnoughReplicasError(OdradekError):
+    code = ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+class NotEnoughReplicasAfterAppendError(OdradekError):
+    code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+class NetworkError(OdradekError):
+    """A node could not be reached, or the connection failed mid-request."""
+
+    code = ErrorCode.NETWORK_EXCEPTION
+
+
+class RequestTimedOutError(OdradekError, TimeoutError):
+    """The broker, or the RPC deadline (``request.timeout.ms``), timed the request out."""
+
+    code = ErrorCode.REQUEST_TIMED_OUT
+
+
+class ClientTimeoutError(OdradekError, TimeoutError):
+    """The client gave up waiting on its own: ``max.block.ms`` (metadata, buffer memory), ``delivery.timeout.ms``,
+    or a caller's timeout. Kafka's TimeoutException; never sent on the wire, so not in ``error_for_code``."""
+
+    code = ErrorCode.REQUEST_TIMED_OUT
+
+
+class ConfigError(OdradekError, ValueError):
+    """A client configuration is unknown, malformed or inconsistent."""
+
+    code = ErrorCode.INVALID_CONFIG
+
+
 _BY_CODE: dict[int, type[OdradekError]] = {
     cls.code: cls
     for cls in (
@@ -102,6 +155,13 @@ _BY_CODE: dict[int, type[OdradekError]] = {
         NotLeaderOrFollowerError,
         StorageError,
         InvalidRequestError,
+        LeaderNotAvailableError,
+        FencedLeaderEpochError,
+        UnknownLeaderEpochError,
+        NotEnoughReplicasError,
+        NotEnoughReplicasAfterAppendError,
+        NetworkError,
+        RequestTimedOutError,
     )
 }
 

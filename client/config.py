@@ -1,0 +1,154 @@
+"""Producer and consumer configuration: Kafka's property names and defaults, validated up front.
+
+Each option is a dataclass field whose Kafka name is the field name with dots (``linger_ms`` <- ``linger.ms``), so
+the name, default and parser live in one place. Values may be Python values or the strings a properties file or
+CLI flag gives (``"5"``, ``"true"``, ``"all"``). Anything unknown, malformed or inconsistent raises
+``ConfigError`` naming the key, so a typo fails at construction instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Self
+
+from odradek.client.connection import parse_servers
+from odradek.client.errors import ConfigError
+from odradek.client.record.header import COMPRESSION_CODES
+
+INT32_MAX = 2**31 - 1
+Parser = Callable[[str, Any], Any]
+
+
+def _int(minimum: int = 0, maximum: int = INT32_MAX) -> Parser:
+    def parse(name: str, value: Any) -> int:
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
+            raise ConfigError(f"{name} must be an integer in [{minimum}, {maximum}], got {value!r}")
+        return value
+
+    return parse
+
+
+def _bool(name: str, value: Any) -> bool:
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
+def _choice(*choices: str) -> Parser:
+    def parse(name: str, value: Any) -> str:
+        if not isinstance(value, str) or value.lower() not in choices:
+            raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+        return value.lower()
+
+    return parse
+
+
+def _string(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{name} must be a string, got {value!r}")
+    return value
+
+
+def _optional_string(name: str, value: Any) -> str | None:
+    return None if value is None else _string(name, value)
+
+
+def _servers(name: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, str | list | tuple):
+        raise ConfigError(f"{name} must be 'host:port,...' or a list of them, got {value!r}")
+    try:
+        return tuple(parse_servers(list(value) if isinstance(value, tuple) else value))
+    except ValueError as e:
+        raise ConfigError(f"{name}: {e}") from None
+
+
+def _acks(name: str, value: Any) -> int:
+    """0, 1, or all (-1), as an int: the value the Produce request carries."""
+    acks = {"all": -1, "-1": -1, "0": 0, "1": 1}.get(value.lower()) if isinstance(value, str) else value
+    if acks not in (-1, 0, 1) or isinstance(acks, bool):
+        raise ConfigError(f"{name} must be 0, 1 or all (-1), got {value!r}")
+    return acks
+
+
+def option(default: Any, parse: Parser) -> Any:
+    return field(default=default, metadata={"parse": parse})
+
+
+def required(parse: Parser) -> Any:
+    return field(metadata={"parse": parse})
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientConfig:
+    """Options every client has."""
+
+    KIND = "client"
+
+    bootstrap_servers: tuple[str, ...] = required(_servers)
+    client_id: str = option("", _string)
+    request_timeout_ms: int = option(30_000, _int(1))
+    metadata_max_age_ms: int = option(300_000, _int(0))
+    retry_backoff_ms: int = option(100, _int(0))
+
+    @classmethod
+    def from_mapping(cls, config: Mapping[str, Any]) -> Self:
+        """Parse Kafka-named options; raise ConfigError for unknown keys, bad values or missing required ones."""
+        known = {f.name.replace("_", "."): f for f in fields(cls)}
+        for key in config:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), list(known), n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                raise ConfigError(f"unknown {cls.KIND} config '{key}'{hint}")
+        values = {}
+        for name, f in known.items():
+            if name in config:
+                values[f.name] = f.metadata["parse"](name, config[name])
+            elif f.default is MISSING:
+                raise ConfigError(f"{name} is required")
+        return cls(**values)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProducerConfig(ClientConfig):
+    KIND = "producer"
+
+    acks: int = option(-1, _acks)
+    linger_ms: int = option(5, _int(0))
+    batch_size: int = option(16_384, _int(0))
+    compression_type: str = option("none", _choice(*COMPRESSION_CODES))
+    buffer_memory: int = option(32 * 1024 * 1024, _int(1, 2**62))
+    max_block_ms: int = option(60_000, _int(0))
+    max_in_flight_requests_per_connection: int = option(5, _int(1))
+    retries: int = option(INT32_MAX, _int(0))
+    delivery_timeout_ms: int = option(120_000, _int(1))
+    max_request_size: int = option(1_048_576, _int(1))
+    partitioner_ignore_keys: bool = option(False, _bool)
+
+    def __post_init__(self) -> None:
+        # Kafka's rule: a batch must be able to linger and then wait a full request timeout before it expires.
+        if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
+            raise ConfigError(
+                f"delivery.timeout.ms ({self.delivery_timeout_ms}) must be at least linger.ms + request.timeout.ms "
+                f"({self.linger_ms + self.request_timeout_ms})"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConsumerConfig(ClientConfig):
+    KIND = "consumer"
+
+    group_id: str | None = option(None, _optional_string)  # accepted for forward compatibility; no groups yet
+    auto_offset_reset: str = option("latest", _choice("latest", "earliest", "none"))
+    fetch_min_bytes: int = option(1, _int(0))
+    fetch_max_bytes: int = option(52_428_800, _int(0))
+    fetch_max_wait_ms: int = option(500, _int(0))
+    max_partition_fetch_bytes: int = option(1_048_576, _int(0))
+    max_poll_records: int = option(500, _int(1))
+    isolation_level: str = option("read_uncommitted", _choice("read_uncommitted", "read_committed"))
+    check_crcs: bool = option(True, _bool)

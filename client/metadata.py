@@ -1,0 +1,239 @@
+"""The client's view of the cluster: brokers, and each partition's leader and leader epoch.
+
+Producer and consumer send every partition's requests straight to its leader (DESIGN.md §6), so they read this
+cache on every batch and refresh it when it proves wrong: after NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
+FENCED_LEADER_EPOCH or a connection error (``request_refresh``), and every ``metadata.max.age.ms``. Concurrent
+refreshes share one ``Metadata`` RPC, and a leader hint carried by a response moves a partition without any.
+Leader epochs only move forward, so a lagging broker's older answer cannot undo a newer leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
+
+import grpc
+
+from odradek.client.config import ClientConfig
+from odradek.client.connection import ChannelPool
+from odradek.client.errors import (
+    ClientTimeoutError,
+    ErrorCode,
+    NetworkError,
+    OdradekError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+)
+from odradek.proto import broker_pb2 as pb
+from odradek.proto import broker_pb2_grpc, common_pb2
+
+log = logging.getLogger(__name__)
+
+NO_LEADER = -1
+
+
+class PartitionLeader(NamedTuple):
+    leader: int  # node id, NO_LEADER when offline or on a broker we do not know
+    epoch: int
+
+
+def rpc_error(address: str, e: grpc.aio.AioRpcError) -> OdradekError:
+    """The typed error for a failed RPC: a deadline is a timeout, anything else a network failure (both
+    retriable)."""
+    message = f"{address}: {e.details() or e.code().name}"
+    if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return RequestTimedOutError(message)
+    return NetworkError(message)
+
+
+class Metadata:
+    """Must be created on the event loop it is used from; ``partition_counts`` may be read from any thread."""
+
+    def __init__(self, config: ClientConfig, pool: ChannelPool) -> None:
+        self._bootstrap = list(config.bootstrap_servers)
+        self._pool = pool
+        self._timeout = config.request_timeout_ms / 1000
+        self._max_age = config.metadata_max_age_ms / 1000
+        self._backoff = config.retry_backoff_ms / 1000
+        self.brokers: dict[int, str] = {}
+        # Updated in place, never replaced: the producer's send() reads it from the caller's thread.
+        self.partition_counts: dict[str, int] = {}
+        self._leaders: dict[str, list[PartitionLeader]] = {}
+        self._topic_ids: dict[str, bytes] = {}
+        self._topic_errors: dict[str, int] = {}
+        self._wanted: set[str] = set()
+        self._stubs: dict[str, broker_pb2_grpc.BrokerStub] = {}
+        self._listeners: list[Callable[[], None]] = []
+        self._inflight: asyncio.Future[None] | None = None
+        self._updated = 0.0
+        self._attempted = 0.0
+        self._needed = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._maintain())
+
+    # ---- reading ----
+
+    def leader(self, topic: str, partition: int) -> int:
+        leaders = self._leaders.get(topic)
+        return leaders[partition].leader if leaders is not None and partition < len(leaders) else NO_LEADER
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        leaders = self._leaders.get(topic)
+        return leaders[partition].epoch if leaders is not None and partition < len(leaders) else -1
+
+    def available_partitions(self, topic: str) -> list[int]:
+        """Partitions with a reachable leader: where records without a key should go."""
+        return [p for p, leader in enumerate(self._leaders.get(topic, ())) if leader.leader != NO_LEADER]
+
+    def stub(self, node_id: int) -> broker_pb2_grpc.BrokerStub | None:
+        address = self.brokers.get(node_id)
+        return None if address is None else self._stub(address)
+
+    def _stub(self, address: str) -> broker_pb2_grpc.BrokerStub:
+        stub = self._stubs.get(address)
+        if stub is None:
+            stub = self._stubs[address] = broker_pb2_grpc.BrokerStub(self._pool.get(address))
+        return stub
+
+    def on_update(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (on the loop) after every refresh and leader hint, e.g. to re-route waiting batches."""
+        self._listeners.append(callback)
+
+    # ---- refreshing ----
+
+    def add_topics(self, topics: Iterable[str]) -> None:
+        """Topics this client uses: each refresh asks for them. A new one triggers a refresh."""
+        new = set(topics) - self._wanted
+        if new:
+            self._wanted |= new
+            self.request_refresh()
+
+    def request_refresh(self) -> None:
+        """Refresh soon (at most once per ``retry.backoff.ms``), without waiting for it."""
+        self._needed.set()
+
+    async def refresh(self) -> None:
+        """Fetch metadata now; concurrent callers share the RPC in flight. Raises the last node's error if no node
+        answers."""
+        if self._inflight is None:
+            self._inflight = asyncio.ensure_future(self._fetch())
+            self._inflight.add_done_callback(self._refreshed)
+        await asyncio.shield(self._inflight)
+
+    def _refreshed(self, future: asyncio.Future[None]) -> None:
+        self._inflight = None
+        if not future.cancelled() and future.exception() is not None:
+            log.debug("metadata refresh failed: %s", future.exception())
+
+    async def wait_for_topic(self, topic: str, timeout: float) -> int:
+        """The topic's partition count, refreshing until it is known; after ``timeout`` seconds raise
+        UnknownTopicOrPartitionError if the cluster says it does not exist, else ClientTimeoutError."""
+        self.add_topics((topic,))
+        deadline = time.monotonic() + timeout
+        while (count := self.partition_counts.get(topic)) is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                message = f"topic '{topic}' not present in metadata after {timeout * 1000:.0f} ms"
+                if self._topic_errors.get(topic) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    raise UnknownTopicOrPartitionError(message)
+                raise ClientTimeoutError(message)
+            with contextlib.suppress(OdradekError, TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await self.refresh()
+            if topic not in self.partition_counts:
+                await asyncio.sleep(min(self._backoff, max(0.0, deadline - time.monotonic())))
+        return count
+
+    def apply_leader_hint(self, topic: str, partition: int, hint: common_pb2.LeaderHint) -> None:
+        """Move a partition to the leader a NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH response named, if it is
+        newer than ours and on a broker we know; otherwise fall back to a refresh."""
+        leaders = self._leaders.get(topic)
+        if leaders is None or partition >= len(leaders) or hint.leader_id not in self.brokers:
+            self.request_refresh()
+            return
+        if hint.leader_epoch > leaders[partition].epoch:
+            leaders[partition] = PartitionLeader(hint.leader_id, hint.leader_epoch)
+            self._notify()
+
+    async def close(self) -> None:
+        for task in (self._task, self._inflight):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, OdradekError):
+                    await task
+
+    async def _maintain(self) -> None:
+        """Refresh when asked (no more often than ``retry.backoff.ms``) and when the cache is older than
+        ``metadata.max.age.ms``; retry failed refreshes after the backoff."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, self._updated + self._max_age - time.monotonic())):
+                    await self._needed.wait()
+            self._needed.clear()
+            delay = self._attempted + self._backoff - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            try:
+                await self.refresh()
+            except OdradekError:
+                self._needed.set()
+            except Exception:
+                log.exception("metadata refresh failed")
+                self._needed.set()
+
+    def _candidates(self) -> list[str]:
+        """Known brokers first (they reflect the cluster now), then the bootstrap list; each in random order to
+        spread the load."""
+        known = list(self.brokers.values())
+        random.shuffle(known)
+        bootstrap = [a for a in self._bootstrap if a not in known]
+        random.shuffle(bootstrap)
+        return known + bootstrap
+
+    async def _fetch(self) -> None:
+        self._attempted = time.monotonic()
+        request = pb.MetadataRequest(topics=sorted(self._wanted))
+        error: OdradekError = NetworkError("no bootstrap server")
+        for address in self._candidates():
+            try:
+                response = await self._stub(address).Metadata(request, timeout=self._timeout)
+            except grpc.aio.AioRpcError as e:
+                error = rpc_error(address, e)
+                continue
+            self._apply(response)
+            return
+        raise error
+
+    def _apply(self, response: pb.MetadataResponse) -> None:
+        brokers = {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}
+        if brokers:
+            self.brokers = brokers
+        for t in response.topics:
+            if not t.partitions:  # an error, or a topic still being created
+                self._topic_errors[t.name] = t.error
+                if t.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:  # deleted, or never existed
+                    self._leaders.pop(t.name, None)
+                    self.partition_counts.pop(t.name, None)
+                continue
+            self._topic_errors.pop(t.name, None)
+            # Same topic id: keep any partition whose cached epoch is newer (a hint, or a fresher broker's answer).
+            old = self._leaders.get(t.name) if self._topic_ids.get(t.name) == t.topic_id else None
+            leaders = [PartitionLeader(NO_LEADER, -1)] * (max(p.partition for p in t.partitions) + 1)
+            for p in t.partitions:
+                leader = PartitionLeader(p.leader if p.leader in self.brokers else NO_LEADER, p.leader_epoch)
+                if old is not None and p.partition < len(old) and old[p.partition].epoch > p.leader_epoch:
+                    leader = old[p.partition]
+                leaders[p.partition] = leader
+            self._leaders[t.name] = leaders
+            self._topic_ids[t.name] = t.topic_id
+            self.partition_counts[t.name] = len(leaders)
+        self._updated = time.monotonic()
+        self._notify()
+
+    def _notify(self) -> None:
+        for callback in self._listeners:
+            callback()

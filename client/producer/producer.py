@@ -1,0 +1,361 @@
+"""The producer: ``AsyncProducer`` and the synchronous ``Producer`` facade.
+
+``send()`` is the hot path (≈1 µs of Python per record): validate, pick the partition, append under the
+accumulator's lock, return a two-slot future. It never awaits. When it needs something that is not there yet,
+metadata for a new topic or buffer memory, the sync facade blocks the caller's thread up to ``max.block.ms``, like
+Kafka's ``KafkaProducer.send``; code on the event loop cannot block, so there the record is deferred instead: it
+gets a ``DeferredRecordFuture`` and is appended, in order with the records sent after it, as soon as the metadata
+or memory arrives (and fails with ClientTimeoutError after ``max.block.ms``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple, cast
+
+from odradek.client.background import BackgroundLoop
+from odradek.client.config import ProducerConfig
+from odradek.client.connection import DEFAULT_MAX_MESSAGE_BYTES, ChannelPool
+from odradek.client.errors import ClientTimeoutError, RecordTooLargeError, UnknownTopicOrPartitionError
+from odradek.client.metadata import Metadata
+from odradek.client.producer.accumulator import RecordAccumulator
+from odradek.client.producer.batch import DeferredRecordFuture, Headers, RecordFuture
+from odradek.client.producer.partitioner import StickyPartitioner, murmur2
+from odradek.client.producer.sender import Sender
+from odradek.client.record.header import HEADER_SIZE
+from odradek.client.structs import RecordMetadata
+
+# Estimated framing of one record: length, attributes, timestamp and offset deltas, key and value lengths and the
+# header count take 8-12 bytes for records below 8 KiB. Used for batch.size and memory accounting only.
+RECORD_OVERHEAD = 12
+HEADER_OVERHEAD = 6  # per header: name and value lengths
+
+DeliveryFuture = RecordFuture | DeferredRecordFuture
+Value = bytes | str | None
+
+_time_ns = time.time_ns
+
+
+class _Blocked(Exception):
+    """``send()`` needs metadata or buffer memory and must not block for it."""
+
+
+class _Deferred(NamedTuple):
+    args: tuple[Any, ...]
+    future: DeferredRecordFuture
+    deadline: float
+
+
+def _to_bytes(value: Any, what: str) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    raise TypeError(f"{what} must be bytes, str or None, not {type(value).__name__}")
+
+
+def _headers(headers: Iterable[tuple[str, Value]]) -> tuple[Headers | None, int]:
+    """Validated headers (values as bytes) and their estimated encoded size."""
+    checked: Headers = []
+    size = 0
+    for name, value in headers:
+        if not isinstance(name, str):
+            raise TypeError(f"header name must be str, not {type(name).__name__}")
+        value = _to_bytes(value, f"header {name!r}")
+        checked.append((name, value))
+        size += len(name.encode()) + (len(value) if value else 0) + HEADER_OVERHEAD
+    return checked or None, size
+
+
+class AsyncProducer:
+    """Create inside a running event loop; ``send`` from that loop's thread, everything else awaited."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        cfg = ProducerConfig.from_mapping(config)
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError("create AsyncProducer inside a running event loop (or use Producer)") from None
+        self._loop_thread = threading.get_ident()
+        self._pool = ChannelPool(max(DEFAULT_MAX_MESSAGE_BYTES, cfg.max_request_size + 65_536))
+        self._metadata = Metadata(cfg, self._pool)
+        self._accumulator = RecordAccumulator(cfg, self._wake_sender)
+        self._sender = Sender(cfg, self._metadata, self._accumulator)
+        self._counts = self._metadata.partition_counts
+        self._sticky = StickyPartitioner()
+        self._sticky_current = self._sticky.current
+        self._ignore_keys = cfg.partitioner_ignore_keys
+        self._batch_size = cfg.batch_size
+        self._max_record = min(cfg.max_request_size, cfg.buffer_memory) - HEADER_SIZE
+        self._max_block = cfg.max_block_ms / 1000
+        self._may_block = False  # the sync facade sets it: its callers' threads may wait
+        self._deferred: deque[_Deferred] = deque()
+        self._replaying = False
+        self._replay: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def __aenter__(self) -> AsyncProducer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _wake_sender(self) -> None:
+        self._loop.call_soon_threadsafe(self._sender.wakeup)
+
+    def send(
+        self,
+        topic: str,
+        value: Value,
+        key: Value = None,
+        partition: int | None = None,
+        headers: Iterable[tuple[str, Value]] | None = None,
+        timestamp: int | None = None,
+    ) -> DeliveryFuture:
+        """Queue a record and return its delivery future (awaitable, or ``.result(timeout)``).
+
+        ``value``, ``key`` and header values are bytes, str (sent as UTF-8) or None; ``timestamp`` is in ms (now
+        if None). Without ``partition``, a key picks the partition as Kafka does and key-less records stick to one.
+        Raises TypeError/ValueError for bad arguments, RecordTooLargeError for a record above max.request.size or
+        buffer.memory, UnknownTopicOrPartitionError for a partition the topic lacks: all before anything is sent.
+        """
+        if value.__class__ is bytes:
+            size = len(value) + RECORD_OVERHEAD
+        else:
+            value = _to_bytes(value, "value")
+            size = RECORD_OVERHEAD if value is None else len(value) + RECORD_OVERHEAD
+        if key is not None:
+            if key.__class__ is not bytes:
+                key = _to_bytes(key, "key")
+            size += len(key)
+        if headers is not None:
+            headers, header_size = _headers(headers)
+            size += header_size
+        if timestamp is None:
+            timestamp = _time_ns() // 1_000_000
+        elif timestamp.__class__ is not int or timestamp < 0:
+            raise ValueError(f"timestamp must be a non-negative int (ms), not {timestamp!r}")
+        if size > self._max_record:
+            raise RecordTooLargeError(
+                f"the record is about {size + HEADER_SIZE} bytes as a batch, above max.request.size or buffer.memory"
+            )
+        try:
+            if self._deferred and not self._replaying:
+                raise _Blocked  # records deferred before this one go first
+            count = self._counts.get(topic)
+            if count is None:
+                count = self._wait_for_topic(topic)
+            accumulator = self._accumulator
+            if partition is None:
+                if key is None or self._ignore_keys:
+                    partition = self._sticky_current.get(topic)
+                    if partition is not None:
+                        future = accumulator.try_append(topic, partition, key, value, headers, timestamp, size)
+                        if future is not None:
+                            return future
+                    # No open batch on the sticky partition (it filled, or was sent): move on (KIP-480).
+                    partition = self._sticky.next(topic, count, self._metadata.available_partitions(topic), partition)
+                else:
+                    partition = (murmur2(key) & 0x7FFFFFFF) % count
+            elif partition.__class__ is not int or not 0 <= partition < count:
+                raise UnknownTopicOrPartitionError(f"partition {partition!r} of {topic}: it has {count} partitions")
+            future = accumulator.try_append(topic, partition, key, value, headers, timestamp, size)
+            if future is not None:
+                return future
+            reserved = max(self._batch_size, size + HEADER_SIZE)
+            if not accumulator.try_reserve(reserved):
+                if not self._can_block():
+                    raise _Blocked
+                accumulator.reserve(reserved, self._max_block)
+            return accumulator.append_new(topic, partition, key, value, headers, timestamp, size, reserved)
+        except _Blocked:
+            if self._replaying:
+                raise
+            return self._defer((topic, value, key, partition, headers, timestamp))
+
+    def _can_block(self) -> bool:
+        return self._may_block and threading.get_ident() != self._loop_thread
+
+    def _wait_for_topic(self, topic: str) -> int:
+        if self._closed:
+            raise RuntimeError("the producer is closed")
+        if not self._can_block():
+            raise _Blocked
+        wait = self._metadata.wait_for_topic(topic, self._max_block)
+        return asyncio.run_coroutine_threadsafe(wait, self._loop).result()
+
+    # ---- deferred records ----
+
+    def _defer(self, args: tuple[Any, ...]) -> DeferredRecordFuture:
+        if self._closed:
+            raise RuntimeError("the producer is closed")
+        future = DeferredRecordFuture()
+        self._deferred.append(_Deferred(args, future, time.monotonic() + self._max_block))
+        if threading.get_ident() == self._loop_thread:
+            self._start_replay()
+        else:
+            self._loop.call_soon_threadsafe(self._start_replay)
+        return future
+
+    def _start_replay(self) -> None:
+        if self._replay is None or self._replay.done():
+            self._replay = self._loop.create_task(self._replay_deferred())
+
+    async def _replay_deferred(self) -> None:
+        deferred = self._deferred
+        while deferred:
+            entry = deferred[0]
+            try:
+                future = await self._send_deferred(entry)
+            except Exception as e:
+                entry.future.set_exception(e)
+            else:
+                entry.future.follow(future)
+            deferred.popleft()
+
+    async def _send_deferred(self, entry: _Deferred) -> RecordFuture:
+        topic = entry.args[0]
+        while True:
+            self._replaying = True
+            try:
+                return cast(RecordFuture, self.send(*entry.args))  # never deferred again while replaying
+            except _Blocked:
+                pass
+            finally:
+                self._replaying = False
+            remaining = entry.deadline - time.monotonic()
+            if topic not in self._counts:
+                await self._metadata.wait_for_topic(topic, max(0.0, remaining))
+                continue
+            try:
+                async with asyncio.timeout(max(0.0, remaining)):
+                    await self._accumulator.memory_freed()
+            except TimeoutError:
+                raise ClientTimeoutError(
+                    f"failed to allocate buffer.memory within max.block.ms ({self._max_block * 1000:.0f} ms)"
+                ) from None
+
+    # ---- the rest of the API ----
+
+    async def send_and_wait(
+        self,
+        topic: str,
+        value: Value,
+        key: Value = None,
+        partition: int | None = None,
+        headers: Iterable[tuple[str, Value]] | None = None,
+        timestamp: int | None = None,
+    ) -> RecordMetadata:
+        return await self.send(topic, value, key, partition, headers, timestamp)
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued now, without waiting for linger.ms, and wait until it is delivered or failed."""
+        try:
+            async with asyncio.timeout(timeout):
+                while self._deferred:
+                    self._start_replay()
+                    await asyncio.shield(self._replay)  # type: ignore[arg-type]
+                batches = self._accumulator.begin_flush()
+                try:
+                    for batch in batches:
+                        await batch.wait()
+                finally:
+                    self._accumulator.end_flush()
+        except TimeoutError:
+            raise ClientTimeoutError(f"flush did not complete within {timeout} s") from None
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partitions, waiting up to max.block.ms for its metadata."""
+        count = await self._metadata.wait_for_topic(topic, self._max_block)
+        return list(range(count))
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Deliver what was sent (waiting up to ``timeout`` seconds, forever if None), then stop; records still
+        undelivered fail with ClientTimeoutError."""
+        if self._closed:
+            return
+        with contextlib.suppress(ClientTimeoutError):
+            await self.flush(timeout)
+        self._closed = True
+        self._counts = {}  # every later send() takes the slow path, which refuses
+        if self._replay is not None:
+            self._replay.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._replay
+        while self._deferred:
+            self._deferred.popleft().future.set_exception(ClientTimeoutError("producer closed before sending"))
+        await self._sender.stop()
+        await self._metadata.close()
+        await self._pool.close()
+
+
+class Producer:
+    """Synchronous facade: the same API, blocking where Kafka's does (``send`` for metadata and memory, up to
+    max.block.ms). The async core runs on a background loop; ``send`` appends from the caller's thread and is the
+    core's own method, so it costs no thread hop. Callbacks run on the background loop's thread."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self._loop = BackgroundLoop("odradek-producer")
+        try:
+            self._core = self._loop.run(self._create(config))
+        except BaseException:
+            self._loop.stop()
+            raise
+        self.send = self._core.send
+        self._closed = False
+
+    @staticmethod
+    async def _create(config: Mapping[str, Any]) -> AsyncProducer:
+        core = AsyncProducer(config)
+        core._may_block = True
+        return core
+
+    def send(
+        self,
+        topic: str,
+        value: Value,
+        key: Value = None,
+        partition: int | None = None,
+        headers: Iterable[tuple[str, Value]] | None = None,
+        timestamp: int | None = None,
+    ) -> DeliveryFuture:
+        """As ``AsyncProducer.send`` (replaced per instance by the core's bound method)."""
+        return self._core.send(topic, value, key, partition, headers, timestamp)
+
+    def send_and_wait(
+        self,
+        topic: str,
+        value: Value,
+        key: Value = None,
+        partition: int | None = None,
+        headers: Iterable[tuple[str, Value]] | None = None,
+        timestamp: int | None = None,
+        timeout: float | None = None,
+    ) -> RecordMetadata:
+        return self.send(topic, value, key, partition, headers, timestamp).result(timeout)
+
+    def flush(self, timeout: float | None = None) -> None:
+        self._loop.run(self._core.flush(timeout))
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return self._loop.run(self._core.partitions_for(topic))
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._loop.run(self._core.close(timeout))
+        finally:
+            self._loop.stop()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

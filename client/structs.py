@@ -1,0 +1,36 @@
+"""The small value types of the client API: partitions, delivery reports and consumed records."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+CREATE_TIME = 0  # ConsumerRecord.timestamp_type: the producer's timestamp
+LOG_APPEND_TIME = 1  # the broker's append time (topic config message.timestamp.type=LogAppendTime)
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class RecordMetadata(NamedTuple):
+    """Where a produced record landed. ``offset`` is -1 with acks=0, as in Kafka; ``timestamp`` is the record's
+    own, or the broker's append time for LogAppendTime topics."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class ConsumerRecord(NamedTuple):
+    """One consumed record; ``key``/``value`` None is a null, ``headers`` keep their order."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
