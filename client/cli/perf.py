@@ -11,7 +11,7 @@ import time
 from odradek.client.cli.common import CommandError
 from odradek.client.cli.data import data_command
 from odradek.client.cli.profile import bootstrap_servers
-from odradek.client.consumer import AsyncConsumer
+from odradek.client.consumer import Consumer
 from odradek.client.producer import AsyncProducer
 from odradek.client.structs import TopicPartition
 
@@ -140,7 +140,7 @@ async def _produce_async(args: argparse.Namespace) -> dict:
 
 
 def _consume(args: argparse.Namespace) -> None:
-    result = asyncio.run(_consume_async(args))
+    result = _consume_sync(args)
     if args.format == "json":
         print(json.dumps(result))
     else:
@@ -150,17 +150,19 @@ def _consume(args: argparse.Namespace) -> None:
         )
 
 
-async def _consume_async(args: argparse.Namespace) -> dict:
+def _consume_sync(args: argparse.Namespace) -> dict:
+    """The synchronous consumer: fetching and decoding run on its background loop while this thread counts, as
+    an application thread would process records."""
     config = {"bootstrap.servers": bootstrap_servers(args.bootstrap_servers), "auto.offset.reset": "earliest"}
     clock = time.perf_counter
-    async with AsyncConsumer(config) as consumer:
-        tps = [TopicPartition(args.topic, p) for p in await consumer.partitions_for(args.topic)]
+    with Consumer(config) as consumer:
+        tps = [TopicPartition(args.topic, p) for p in consumer.partitions_for(args.topic)]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
         count = size = 0
         start = last = last_report = clock()
         while count < args.num_records:
-            records = await consumer.poll(timeout_ms=500)
+            records = consumer.poll(timeout_ms=500)
             now = clock()
             if not records:
                 if (now - last) * 1000 > args.timeout_ms:
