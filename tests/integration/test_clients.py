@@ -1,0 +1,88 @@
+"""Producer and consumer against real brokers: codecs, ordering, metadata, and following leadership changes."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from odradek.client import Admin, Consumer, Producer, TopicPartition
+from odradek.client.errors import RecordTooLargeError, UnknownTopicOrPartitionError
+
+from .conftest import start_cluster, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def consume_all(servers: str, tp: TopicPartition, count: int, timeout: float = 20.0) -> list:
+    out = []
+    with Consumer({"bootstrap.servers": servers, "auto.offset.reset": "earliest"}) as consumer:
+        consumer.assign([tp])
+        deadline = time.monotonic() + timeout
+        while len(out) < count and time.monotonic() < deadline:
+            out.extend(consumer.poll(timeout_ms=200))
+    return out
+
+
+def test_every_codec_round_trips_in_order_with_keys_headers_timestamps(cluster, admin: Admin) -> None:
+    servers = cluster.bootstrap_servers
+    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+        topic = f"codec-{codec}"
+        admin.create_topic(topic, 1, 3)
+        sent = [
+            (f"k{i}".encode() if i % 3 else None, f"value-{codec}-{i}".encode() * (i % 5 + 1), 1_700_000_000_000 + i)
+            for i in range(300)
+        ]
+        with Producer({"bootstrap.servers": servers, "compression.type": codec, "linger.ms": 2}) as producer:
+            futures = [
+                producer.send(topic, value, key=key, headers=[("n", str(i).encode()), ("empty", None)], timestamp=ts)
+                for i, (key, value, ts) in enumerate(sent)
+            ]
+            producer.flush()
+            offsets = [f.result(10).offset for f in futures]
+        assert offsets == list(range(300))
+        got = consume_all(servers, TopicPartition(topic, 0), 300)
+        assert [(r.key, r.value, r.timestamp) for r in got] == sent
+        assert [r.offset for r in got] == list(range(300))
+        assert all(r.headers == (("n", str(i).encode()), ("empty", None)) for i, r in enumerate(got))
+
+
+def test_client_errors_are_typed_before_sending(cluster, admin: Admin) -> None:
+    admin.create_topic("small", 2, 1)
+    config = {"bootstrap.servers": cluster.bootstrap_servers, "max.request.size": 10_000, "max.block.ms": 2000}
+    with Producer(config) as producer:
+        with pytest.raises(RecordTooLargeError):
+            producer.send("small", b"x" * 20_000)
+        with pytest.raises(UnknownTopicOrPartitionError):
+            producer.send("small", b"x", partition=7)
+        with pytest.raises(Exception) as unknown:
+            producer.send("no-such-topic", b"x").result(5)
+        assert "no-such-topic" in str(unknown.value) or "UNKNOWN_TOPIC" in str(unknown.value)
+
+
+def test_clients_follow_a_leader_change_without_manual_steps(tmp_path: Path) -> None:
+    cluster = start_cluster(tmp_path, controllers=1, brokers=2)
+    try:
+        servers = cluster.bootstrap_servers
+        with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
+            admin.create_topic("moving", 1, 2)
+            old_leader = admin.describe_topic("moving").partitions[0].leader
+        config = {"bootstrap.servers": servers, "linger.ms": 1, "retry.backoff.ms": 100, "delivery.timeout.ms": 60000}
+        with Producer(config) as producer:
+            producer.send("moving", b"before").result(10)
+            cluster.signal(old_leader, signal.SIGKILL)
+            # Sent while the leader is dead: the producer retries until the controller has moved leadership.
+            after = [producer.send("moving", f"after-{i}".encode()) for i in range(50)]
+            producer.flush(30)
+            assert all(f.exception(1) is None for f in after)
+        with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
+            new_leader = wait_for(
+                lambda: (p := admin.describe_topic("moving").partitions[0]).leader not in (-1, old_leader) and p, 10
+            ).leader
+        assert new_leader != old_leader
+        got = consume_all(servers, TopicPartition("moving", 0), 50)
+        assert [r.value for r in got][-50:] == [f"after-{i}".encode() for i in range(50)]
+    finally:
+        cluster.stop_all(timeout=10)
