@@ -133,3 +133,45 @@ def test_dev_kill_status_and_start(home: Path) -> None:
 def test_no_cluster_is_a_clear_error(tmp_path: Path) -> None:
     result = odradek(tmp_path, "cluster", "info", check=False)
     assert result.returncode != 0 and "no cluster" in result.stderr
+
+
+def test_produce_from_stdin_and_consume_as_json(home: Path) -> None:
+    odradek(home, "topic", "create", "lines", "-p", "1", "-r", "2")
+    env = {**os.environ, "ODRADEK_HOME": str(home)}
+    produced = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "odradek.client.cli.main",
+            "produce",
+            "lines",
+            "--key-separator",
+            ":",
+            "--format",
+            "json",
+        ],
+        input="a:one\nb:two\nthree\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert produced.returncode == 0, produced.stderr
+    assert json.loads(produced.stdout)["records"] == 3
+    out = odradek(home, "consume", "lines", "--num", "3", "--format", "json").stdout.splitlines()
+    records = [json.loads(line) for line in out]
+    assert [(r["key"], r["value"], r["offset"]) for r in records] == [
+        ("a", "one", 0),
+        ("b", "two", 1),
+        (None, "three", 2),
+    ]
+    assert all(set(r) == {"topic", "partition", "offset", "timestamp", "key", "value", "headers"} for r in records)
+
+
+def test_perf_produce_and_consume_report_figures(home: Path) -> None:
+    odradek(home, "topic", "create", "perf", "-p", "2", "-r", "1")
+    result = as_json(home, "perf", "produce", "--topic", "perf", "--num-records", "20000", "--record-size", "100")
+    assert result["records"] == 20000 and result["records_per_sec"] > 0
+    assert 0 < result["p50_ms"] <= result["p99_ms"] <= result["max_latency_ms"]
+    consumed = as_json(home, "perf", "consume", "--topic", "perf", "--num-records", "20000")
+    assert consumed["records"] >= 20000 and consumed["mb_per_sec"] > 0
