@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import time
 
 from odradek.client.cli.common import add_command
 from odradek.client.cli.dev import default_dir
@@ -21,6 +22,27 @@ def _step(title: str, *args: str) -> None:
     result = subprocess.run([sys.executable, "-m", "odradek.client.cli.main", *args])
     if result.returncode != 0:
         raise SystemExit(result.returncode)
+
+
+def _sample(servers: str) -> None:
+    """Produce ten keyed records through the client API and read them back from the partitions' leaders."""
+    from odradek.client import Consumer, Producer, TopicPartition
+
+    print("\n# producing 10 keyed records with odradek.client.Producer (routed to each partition's leader)")
+    with Producer({"bootstrap.servers": servers, "linger.ms": 1}) as producer:
+        sent = [producer.send("demo", f"event {i}", key=f"user-{i % 4}").result(30) for i in range(10)]
+        partitions = producer.partitions_for("demo")
+    for m in sent:
+        print(f"  sent to partition {m.partition} at offset {m.offset}")
+    print("# reading them back with odradek.client.Consumer")
+    with Consumer({"bootstrap.servers": servers, "auto.offset.reset": "earliest"}) as consumer:
+        consumer.assign([TopicPartition("demo", p) for p in partitions])
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < len(sent) and time.monotonic() < deadline:
+            got.extend(consumer.poll(timeout_ms=200))
+    for r in sorted(got, key=lambda r: (r.partition, r.offset))[-10:]:
+        print(f"  partition {r.partition} offset {r.offset} key={r.key.decode()} value={r.value.decode()}")
 
 
 def _demo(args: argparse.Namespace) -> None:
@@ -41,7 +63,8 @@ def _demo(args: argparse.Namespace) -> None:
     ).stdout.split()
     if "demo" not in topics:
         _step("a replicated topic", "topic", "create", "demo", "--partitions", "6", "--replication-factor", "3")
-    _step("its partitions: leaders spread over the brokers", "topic", "describe", "demo")
+    _sample(DevCluster.load(directory).bootstrap_servers)
+    _step("its partitions: leaders spread over the brokers, offsets after the sample", "topic", "describe", "demo")
     print(
         "\nThe cluster keeps running. Try: odradek dev kill 1 && odradek cluster quorum   "
         "(a new controller leader is elected)\nStop it with: odradek dev down",
