@@ -22,6 +22,12 @@ import struct
 from pathlib import Path
 from typing import ClassVar
 
+# Advice for the active segment's mappings. Appends store into their sparse pages in order, the first store to each
+# page faulting it in; with the default advice every such fault also reads ahead (zero-fills) the holes around it:
+# ~150 us per page on the benchmark VM, ~0.3 us per 16 KiB append on average, against ~25-60 us without. Lookups
+# bisect, so random is the right advice for them too.
+_MADV_RANDOM = getattr(mmap, "MADV_RANDOM", None)
+
 
 class CorruptIndexError(Exception):
     """An index file is unusable; the segment rebuilds it from its log."""
@@ -105,6 +111,8 @@ class _Index:
                 length = max(self.entries, self.max_entries) if self.writable else self.entries
                 access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
                 mm = self.mm = mmap.mmap(fd, length * self.entry.size, access=access)
+                if self.writable and _MADV_RANDOM is not None:
+                    mm.madvise(_MADV_RANDOM)
             finally:
                 os.close(fd)
         return mm

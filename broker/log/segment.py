@@ -26,6 +26,7 @@ from odradek.client.record.header import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
+    AppendBatch,
     BatchHeader,
     batch_size_at,
     parse_header,
@@ -221,7 +222,7 @@ class LogSegment:
                 latest = epochs.latest_epoch
                 if h.partition_leader_epoch > (-1 if latest is None else latest):
                     epochs.assign(h.partition_leader_epoch, h.base_offset)
-                self._index((h,), None, position + p)
+                self._index((h.append_batch,), None, position + p)
                 expected = h.next_offset
                 p += h.size
             position += p
@@ -252,10 +253,10 @@ class LogSegment:
 
     # -- appends ----------------------------------------------------------------------------------------------
 
-    def append(self, buffers: list, total: int, headers: Sequence[BatchHeader], first_offset: int | None) -> None:
-        """Write ``buffers`` (``total`` bytes, the batches of ``headers``) at the end with one pwritev, then index
-        them. ``first_offset`` is the offset assigned to the first batch (leader); None keeps the headers' offsets
-        (follower)."""
+    def append(self, buffers: list, total: int, batches: Sequence[AppendBatch], first_offset: int | None) -> None:
+        """Write ``buffers`` (``total`` bytes, the ``batches``) at the end with one pwritev, then index them.
+        ``first_offset`` is the offset assigned to the first batch (leader); None keeps the batches' own base
+        offsets (follower)."""
         fd = self._fd if self._handles.mru is self else self._file()
         position = self.size
         end = position + total
@@ -264,10 +265,10 @@ class LogSegment:
         if len(buffers) > _IOV_MAX or os.pwritev(fd, buffers, position) != total:
             _pwritev_all(fd, buffers, position, total)  # rewrites any part already written: same bytes, same place
         if position == 0:
-            self.rolling_base_timestamp = headers[0].max_timestamp
-        self._index(headers, first_offset, position)
+            self.rolling_base_timestamp = batches[0][3]
+        self._index(batches, first_offset, position)
 
-    def _index(self, headers: Sequence[BatchHeader], first_offset: int | None, position: int) -> None:
+    def _index(self, batches: Sequence[AppendBatch], first_offset: int | None, position: int) -> None:
         """Account batches written at ``position``: size, next offset, max timestamp, and an index entry each
         time more than ``index.interval.bytes`` were written since the last one (``first_offset`` as in append).
         One call per append, with the loop state in locals: this is the per-batch cost of the append path."""
@@ -275,11 +276,11 @@ class LogSegment:
         oi, ti = self.offset_index, self.time_index
         since, max_ts, max_ts_offset = self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp
         base = first_offset
-        for h in headers:
+        for batch_base, size, delta, batch_max_ts, _, _ in batches:
             if first_offset is None:
-                base = h.base_offset
-            if h.max_timestamp > max_ts:
-                max_ts, max_ts_offset = h.max_timestamp, base
+                base = batch_base
+            if batch_max_ts > max_ts:
+                max_ts, max_ts_offset = batch_max_ts, base
             if since > interval and oi.entries < oi.max_entries and ti.entries + 1 < ti.max_entries:
                 # OffsetIndex.append and TimeIndex.maybe_append, inlined
                 _OFFSET_ENTRY.pack_into(oi.mm or oi.view(), oi.entries << 3, base - self.base_offset, position)
@@ -289,10 +290,9 @@ class LogSegment:
                     ti.entries += 1
                     ti.last_timestamp = max_ts
                 since = 0
-            size = h.batch_length + LOG_OVERHEAD
             since += size
             position += size
-            base += h.last_offset_delta + 1
+            base += delta + 1
         self.size = position
         self.next_offset = base
         self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp = since, max_ts, max_ts_offset
