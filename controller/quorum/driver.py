@@ -27,6 +27,7 @@ from typing import Protocol
 import grpc
 
 from odradek.client.connection import ChannelPool
+from odradek.client.errors import ErrorCode
 from odradek.controller.quorum import codec
 from odradek.controller.quorum.files import QuorumStateFile, SnapshotStore
 from odradek.controller.quorum.log_store import MetadataLogStore
@@ -48,6 +49,8 @@ from odradek.controller.raft.snapshot import SnapshotId
 from odradek.proto import raft_pb2_grpc
 
 log = logging.getLogger(__name__)
+
+INCONSISTENT_CLUSTER_ID = ErrorCode.INCONSISTENT_CLUSTER_ID
 
 RESPONSES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse, FetchResponse, FetchSnapshotResponse)
 
@@ -341,36 +344,42 @@ class RaftDriver:
 
 
 class RaftService(raft_pb2_grpc.RaftServicer):
-    """The ``Raft`` gRPC service of a controller: turns RPCs into core messages and back."""
+    """The ``Raft`` gRPC service of a controller: turns RPCs into core messages and back.
+
+    A request naming another cluster is answered INCONSISTENT_CLUSTER_ID without reaching the core.
+    """
 
     def __init__(self, driver: RaftDriver) -> None:
         self.driver = driver
 
+    def _foreign(self, request) -> bool:
+        return bool(request.cluster_id) and request.cluster_id != self.driver.cluster_id
+
     async def Vote(self, request, context):
         d = self.driver
-        if request.cluster_id and request.cluster_id != d.cluster_id:
-            return codec.pb.VoteResponse(error=codec.common_pb2.ErrorCode.INCONSISTENT_CLUSTER_ID, voter_id=d.node_id)
+        if self._foreign(request):
+            return codec.pb.VoteResponse(error=INCONSISTENT_CLUSTER_ID, voter_id=d.node_id)
         reply = await d.answer(codec.vote_from(request, d.node_id), VoteResponse, request.candidate_id, 5.0)
         return codec.vote_response(reply)
 
     async def BeginQuorumEpoch(self, request, context):
         d = self.driver
-        if request.cluster_id and request.cluster_id != d.cluster_id:
-            return codec.pb.BeginQuorumEpochResponse(error=codec.common_pb2.ErrorCode.INCONSISTENT_CLUSTER_ID)
+        if self._foreign(request):
+            return codec.pb.BeginQuorumEpochResponse(error=INCONSISTENT_CLUSTER_ID)
         reply = await d.answer(codec.begin_from(request, d.node_id), BeginQuorumEpochResponse, request.leader_id, 5.0)
         return codec.begin_response(reply)
 
     async def EndQuorumEpoch(self, request, context):
         d = self.driver
-        if request.cluster_id and request.cluster_id != d.cluster_id:
-            return codec.pb.EndQuorumEpochResponse(error=codec.common_pb2.ErrorCode.INCONSISTENT_CLUSTER_ID)
+        if self._foreign(request):
+            return codec.pb.EndQuorumEpochResponse(error=INCONSISTENT_CLUSTER_ID)
         reply = await d.answer(codec.end_from(request, d.node_id), EndQuorumEpochResponse, request.leader_id, 5.0)
         return codec.end_response(reply)
 
     async def Fetch(self, request, context):
         d = self.driver
-        if request.cluster_id and request.cluster_id != d.cluster_id:
-            return codec.pb.RaftFetchResponse(error=codec.common_pb2.ErrorCode.INCONSISTENT_CLUSTER_ID)
+        if self._foreign(request):
+            return codec.pb.RaftFetchResponse(error=INCONSISTENT_CLUSTER_ID)
         cid = d.next_correlation()
         timeout = request.max_wait_ms / 1000 + 5.0
         reply = await d.answer(codec.fetch_from(request, d.node_id, cid), FetchResponse, cid, timeout)
@@ -378,8 +387,8 @@ class RaftService(raft_pb2_grpc.RaftServicer):
 
     async def FetchSnapshot(self, request, context):
         d = self.driver
-        if request.cluster_id and request.cluster_id != d.cluster_id:
-            return codec.pb.FetchSnapshotResponse(error=codec.common_pb2.ErrorCode.INCONSISTENT_CLUSTER_ID)
+        if self._foreign(request):
+            return codec.pb.FetchSnapshotResponse(error=INCONSISTENT_CLUSTER_ID)
         cid = d.next_correlation()
         reply = await d.answer(codec.snapshot_from(request, d.node_id, cid), FetchSnapshotResponse, cid, 10.0)
         return codec.snapshot_response(reply)

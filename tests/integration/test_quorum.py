@@ -205,6 +205,11 @@ def test_stale_broker_epoch_and_non_voter_vote_are_rejected(cluster: DevCluster,
         )
         assert stale.error == ErrorCode.FENCED_LEADER_EPOCH and not stale.entries
         assert stale.leader_id == quorum.leader_id and stale.leader_epoch == quorum.leader_epoch
+        foreign = raft_pb2_grpc.RaftStub(channel).Fetch(
+            raft_pb2.RaftFetchRequest(cluster_id="another-cluster", replica_id=99, leader_epoch=quorum.leader_epoch),
+            timeout=5,
+        )
+        assert foreign.error == ErrorCode.INCONSISTENT_CLUSTER_ID and not foreign.entries
     finally:
         channel.close()
     after = admin.describe_quorum()
