@@ -100,113 +100,106 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     # ---- Produce ----
 
-    def _partition_error(self, topic: str, partition: int, e: OdradekError) -> pb.ProducePartitionResponse:
-        response = pb.ProducePartitionResponse(
-            partition=partition, error=e.code, base_offset=-1, log_append_time_ms=-1, error_message=str(e)
-        )
+    def _partition_error(self, response: pb.ProducePartitionResponse, topic: str, e: OdradekError) -> None:
+        """Fill ``response`` (its partition already set) with ``e`` and, where the client must re-route, the
+        leader hint."""
+        response.error = e.code
+        response.base_offset = -1
+        response.log_append_time_ms = -1
+        response.error_message = str(e)
         if e.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
-            hint = _leader_hint(self.image, topic, partition)
+            hint = _leader_hint(self.image, topic, response.partition)
             if hint is not None:
                 response.current_leader.CopyFrom(hint)
-        return response
 
     async def Produce(self, request, context):
+        # Responses are built in place (``add``) rather than from lists of messages: upb deep-copies every
+        # message passed to a constructor, once per nesting level.
+        response = pb.ProduceResponse()
         if request.acks not in (0, 1, -1):
-            return pb.ProduceResponse(
-                topics=[
-                    pb.ProduceTopicResponse(
-                        name=t.name,
-                        partitions=[
-                            pb.ProducePartitionResponse(
-                                partition=p.partition, error=ErrorCode.INVALID_REQUIRED_ACKS, base_offset=-1
-                            )
-                            for p in t.partitions
-                        ],
-                    )
-                    for t in request.topics
-                ]
-            )
+            for t in request.topics:
+                add = response.topics.add(name=t.name).partitions.add
+                for p in t.partitions:
+                    add(partition=p.partition, error=ErrorCode.INVALID_REQUIRED_ACKS, base_offset=-1)
+            return response
         get = self.replicas.get
         max_bytes = self.message_max_bytes
-        topics = []
         for t in request.topics:
-            results = []
+            name = t.name
+            add = response.topics.add(name=name).partitions.add
             appended = records = 0
             for p in t.partitions:
+                index = p.partition
                 try:
-                    partition = get(t.name, p.partition)
-                    info = partition.append_as_leader(p.records, max_bytes)
-                    appended += info.size
-                    records += info.record_count
-                    results.append(
-                        pb.ProducePartitionResponse(
-                            partition=p.partition,
-                            base_offset=info.first_offset,
-                            log_append_time_ms=-1,
-                            log_start_offset=info.log_start_offset,
-                        )
-                    )
+                    info = get(name, index).append_as_leader(p.records, max_bytes)
                 except OdradekError as e:
-                    results.append(self._partition_error(t.name, p.partition, e))
-            topics.append(pb.ProduceTopicResponse(name=t.name, partitions=results))
+                    self._partition_error(add(partition=index), name, e)
+                    continue
+                appended += info.size
+                records += info.record_count
+                add(
+                    partition=index,
+                    base_offset=info.first_offset,
+                    log_append_time_ms=-1,
+                    log_start_offset=info.log_start_offset,
+                )
             if appended:
-                self.metrics.bytes_in.labels(t.name).inc(appended)
-                self.metrics.messages_in.labels(t.name).inc(records)
-        return pb.ProduceResponse(topics=topics)
+                self.metrics.bytes_in.labels(name).inc(appended)
+                self.metrics.messages_in.labels(name).inc(records)
+        return response
 
     # ---- Fetch ----
 
     def _read(self, request) -> tuple[pb.FetchResponse, int, list[Partition], dict[str, int]]:
         """One pass over the requested partitions: the response, bytes found, partitions to wait on, and record
-        bytes per topic (counted as bytes out only for the pass whose answer is sent)."""
+        bytes per topic (counted as bytes out only for the pass whose answer is sent).
+
+        The response is built in place (``add``): upb deep-copies messages passed to a constructor, which for
+        lists of partition responses meant copying every record payload once per nesting level."""
         get = self.replicas.get
         remaining = request.max_bytes if request.max_bytes > 0 else 1 << 62
         total = 0
         waiting: list[Partition] = []
         sizes: dict[str, int] = {}
-        topics = []
+        response = pb.FetchResponse()
         for t in request.topics:
-            results = []
+            name = t.name
+            add = response.topics.add(name=name).partitions.add
             for fp in t.partitions:
+                index = fp.partition
                 try:
-                    partition = get(t.name, fp.partition)
+                    partition = get(name, index)
                     data = partition.read(
                         fp.fetch_offset, min(fp.partition_max_bytes, remaining), fp.current_leader_epoch
                     )
                 except OdradekError as e:
-                    r = pb.FetchPartitionResponse(
-                        partition=fp.partition,
-                        error=e.code,
-                        high_watermark=-1,
-                        last_stable_offset=-1,
-                        log_start_offset=-1,
+                    r = add(
+                        partition=index, error=e.code, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1
                     )
                     if e.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
-                        hint = _leader_hint(self.image, t.name, fp.partition)
+                        hint = _leader_hint(self.image, name, index)
                         if hint is not None:
                             r.current_leader.CopyFrom(hint)
-                    results.append(r)
                     total += 1  # an error is worth answering now
                     continue
-                size = len(data.records)
+                records = data.records
+                size = len(records)
                 total += size
                 remaining = max(1, remaining - size)
                 if size:
-                    sizes[t.name] = sizes.get(t.name, 0) + size
+                    sizes[name] = sizes.get(name, 0) + size
                 else:
                     waiting.append(partition)
-                results.append(
-                    pb.FetchPartitionResponse(
-                        partition=fp.partition,
-                        high_watermark=data.high_watermark,
-                        last_stable_offset=data.high_watermark,
-                        log_start_offset=data.log_start_offset,
-                        log_end_offset=data.log_end_offset,
-                        records=bytes(data.records),
-                    )
+                add(
+                    partition=index,
+                    high_watermark=data.high_watermark,
+                    last_stable_offset=data.high_watermark,
+                    log_start_offset=data.log_start_offset,
+                    log_end_offset=data.log_end_offset,
+                    # upb takes only bytes; bytes() of a bytes object is that object, so only a view is copied.
+                    records=bytes(records),
                 )
-            topics.append(pb.FetchTopicResponse(name=t.name, partitions=results))
-        return pb.FetchResponse(topics=topics), total, waiting, sizes
+        return response, total, waiting, sizes
 
     async def Fetch(self, request, context):
         response, sizes = await self._fetch(request)

@@ -268,4 +268,13 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         names = list(request.names) or sorted(
             n for n in image.topic_ids if request.include_internal or not n.startswith(INTERNAL_PREFIX)
         )
+        if request.names and self._local_controller() is None and any(image.topic(n) is None for n in names):
+            # A topic unknown here may be committed but not yet applied on this node: the active controller has
+            # every committed write, so a client can describe a topic right after creating it.
+            address = self._leader_address()
+            if address is not None:
+                try:
+                    return await admin_pb2_grpc.AdminStub(self._pool.get(address)).DescribeTopics(request, timeout=5)
+                except grpc.aio.AioRpcError:
+                    pass  # answer from this node's image
         return apb.DescribeTopicsResponse(topics=[topic_description(image, n) for n in names])
