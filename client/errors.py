@@ -120,6 +120,12 @@ class NotEnoughReplicasAfterAppendError(OdradekError):
     code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
+class InvalidUpdateVersionError(OdradekError):
+    """An AlterPartition carried a partition epoch other than the controller's: the leader's view is stale."""
+
+    code = ErrorCode.INVALID_UPDATE_VERSION
+
+
 class NetworkError(OdradekError):
     """A node could not be reached, or the connection failed mid-request."""
 
@@ -160,6 +166,7 @@ _BY_CODE: dict[int, type[OdradekError]] = {
         UnknownLeaderEpochError,
         NotEnoughReplicasError,
         NotEnoughReplicasAfterAppendError,
+        InvalidUpdateVersionError,
         NetworkError,
         RequestTimedOutError,
     )

@@ -2,7 +2,9 @@
 
 Only the Raft leader acts, and only once everything before its epoch is committed and applied, so its image is
 the whole log. Writes are serialized and each waits for its commit before the next is decided: metadata
-changes are rare, and this keeps every decision based on an image that includes all earlier ones.
+changes are rare, and this keeps every decision based on an image that includes all earlier ones. Besides
+requests, two timers write: session expiry (fencing silent brokers) and, when enabled, the automatic
+preferred-leader rebalance (``leader.imbalance.check.interval.seconds``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TypeVar
 
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.controller.brokers import BrokerLifecycle
+from odradek.controller.elections import rebalance_leaders
 from odradek.controller.metadata.image import MetadataImage
 from odradek.controller.metadata.state_machine import MetadataStateMachine, encode_batch
 from odradek.controller.quorum.driver import RaftDriver
@@ -45,15 +48,21 @@ class ActiveController:
         state_machine: MetadataStateMachine,
         lifecycle: BrokerLifecycle,
         session_check_ms: int = 250,
+        *,
+        rebalance_interval_s: float | None = None,
+        imbalance_percentage: int = 10,
     ) -> None:
+        """``rebalance_interval_s`` None disables the automatic preferred-leader rebalance."""
         self.driver = driver
         self.sm = state_machine
         self.lifecycle = lifecycle
         self.session_check_ms = session_check_ms
+        self.rebalance_interval_s = rebalance_interval_s
+        self.imbalance_percentage = imbalance_percentage
         self._lock = asyncio.Lock()
         self._active = asyncio.Event()
         self._epoch_start: int | None = None
-        self._task: asyncio.Task | None = None
+        self._tasks: list[asyncio.Task] = []
         state_machine.on_leader_change(self._leader_changed)
         state_machine.on_change(lambda image, delta: self._maybe_activate())
 
@@ -66,12 +75,15 @@ class ActiveController:
         return self.sm.image
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._session_loop(), name="controller-sessions")
+        self._tasks.append(asyncio.create_task(self._session_loop(), name="controller-sessions"))
+        if self.rebalance_interval_s is not None:
+            self._tasks.append(asyncio.create_task(self._rebalance_loop(), name="controller-leader-rebalance"))
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
 
     def _leader_changed(self, leader: LeaderAndEpoch) -> None:
         if leader.role is Role.LEADER:
@@ -119,14 +131,29 @@ class ActiveController:
                     raise OdradekError("metadata commit timed out", code=ErrorCode.REQUEST_TIMED_OUT) from None
             return result
 
-    async def _session_loop(self) -> None:
+    async def _periodic(self, interval_s: float, what: str, decide: Callable[[MetadataImage], list]) -> None:
+        """Every ``interval_s``, while active, commit what ``decide`` returns for the current image."""
         while True:
-            await asyncio.sleep(self.session_check_ms / 1000)
+            await asyncio.sleep(interval_s)
             if not self._active.is_set():
                 continue
             try:
-                await self.write(lambda image, _offset: (self.lifecycle.expire_sessions(image, now_ms()), None), 5.0)
+                await self.write(lambda image, _offset: (decide(image), None), 5.0)
             except OdradekError as e:
-                log.debug("session check skipped: %s", e)
+                log.debug("%s skipped: %s", what, e)
             except Exception:
-                log.exception("session check failed")
+                log.exception("%s failed", what)
+
+    async def _session_loop(self) -> None:
+        await self._periodic(
+            self.session_check_ms / 1000, "session check", lambda image: self.lifecycle.expire_sessions(image, now_ms())
+        )
+
+    async def _rebalance_loop(self) -> None:
+        def decide(image: MetadataImage) -> list[md.MetadataRecord]:
+            records = rebalance_leaders(image, self.imbalance_percentage)
+            if records:
+                log.info("leader rebalance: electing preferred leaders for %d partitions", len(records))
+            return records
+
+        await self._periodic(self.rebalance_interval_s, "leader rebalance", decide)

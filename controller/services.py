@@ -16,10 +16,13 @@ import grpc
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.controller.active import ActiveController, now_ms
-from odradek.controller.metadata.image import MetadataImage
+from odradek.controller.elections import PartitionOutcome, elect_leaders
+from odradek.controller.isr import IsrItem, alter_partition
+from odradek.controller.metadata.image import MetadataImage, PartitionState
 from odradek.controller.metadata.state_machine import MetadataStateMachine
 from odradek.controller.quorum.driver import RaftDriver
 from odradek.controller.raft import Role
+from odradek.controller.reassignment import ReassignmentRequest, alter_reassignments
 from odradek.controller.topics import TopicRequest, create_topic, delete_topic
 from odradek.proto import admin_pb2 as apb
 from odradek.proto import admin_pb2_grpc, common_pb2, controller_pb2_grpc
@@ -87,6 +90,50 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             leader_id=self._leader(),
         )
 
+    async def AlterPartition(self, request, context):
+        items = [
+            IsrItem(t.name, item.partition, item.leader_epoch, item.partition_epoch, tuple(item.new_isr))
+            for t in request.topics
+            for item in t.partitions
+        ]
+
+        def decide(image: MetadataImage, _next_offset: int):
+            return alter_partition(image, request.broker_id, request.broker_epoch, items)
+
+        try:
+            out = await self.controller.write(decide)
+        except OdradekError as e:
+            return cpb.AlterPartitionResponse(error=e.code)
+        by_topic: dict[str, cpb.AlterPartitionTopicResponse] = {}
+        for r in out.partitions:
+            topic = by_topic.setdefault(r.topic, cpb.AlterPartitionTopicResponse(name=r.topic))
+            topic.partitions.append(
+                cpb.AlterPartitionItemResponse(
+                    partition=r.partition,
+                    error=r.error,
+                    leader=r.leader,
+                    leader_epoch=r.leader_epoch,
+                    isr=r.isr,
+                    partition_epoch=r.partition_epoch,
+                )
+            )
+        return cpb.AlterPartitionResponse(error=out.error, topics=list(by_topic.values()))
+
+
+def under_replicated(p: PartitionState) -> bool:
+    """Some replica that is to stay out of sync. During a reassignment the replicas being added are still
+    catching up by design; they are not counted (as Kafka's describe counts the replication factor)."""
+    return any(r not in p.isr for r in p.replicas if r not in p.adding_replicas)
+
+
+def _election_results(outcomes: list[PartitionOutcome]) -> list[apb.ElectionResult]:
+    return [
+        apb.ElectionResult(
+            topic=o.topic, partition=o.partition, error=o.error, error_message=o.message, leader=o.leader
+        )
+        for o in outcomes
+    ]
+
 
 def topic_description(image: MetadataImage, name: str) -> apb.TopicDescription:
     topic = image.topic(name)
@@ -110,7 +157,7 @@ def topic_description(image: MetadataImage, name: str) -> apb.TopicDescription:
                 eligible_leader_replicas=p.eligible_leader_replicas,
                 log_start_offset=-1,
                 high_watermark=-1,
-                under_replicated=p.under_replicated,
+                under_replicated=under_replicated(p),
                 adding_replicas=p.adding_replicas,
                 removing_replicas=p.removing_replicas,
             )
@@ -278,3 +325,37 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                 except grpc.aio.AioRpcError:
                     pass  # answer from this node's image
         return apb.DescribeTopicsResponse(topics=[topic_description(image, n) for n in names])
+
+    async def ElectLeaders(self, request, context):
+        controller = self._local_controller()
+        if controller is None:
+            return await self._forward(
+                lambda s: s.ElectLeaders(request, timeout=30), apb.ElectLeadersResponse(error=ErrorCode.NOT_CONTROLLER)
+            )
+        if request.election_type not in (apb.PREFERRED, apb.UNCLEAN):
+            return apb.ElectLeadersResponse(error=ErrorCode.INVALID_REQUEST)
+        partitions = [(r.topic, r.partition) for r in request.partitions] or None
+        unclean = request.election_type == apb.UNCLEAN
+        try:
+            outcomes = await controller.write(lambda image, _offset: elect_leaders(image, partitions, unclean=unclean))
+        except OdradekError as e:
+            return apb.ElectLeadersResponse(error=e.code)
+        return apb.ElectLeadersResponse(results=_election_results(outcomes))
+
+    async def AlterPartitionReassignments(self, request, context):
+        controller = self._local_controller()
+        if controller is None:
+            return await self._forward(
+                lambda s: s.AlterPartitionReassignments(request, timeout=30),
+                apb.AlterPartitionReassignmentsResponse(error=ErrorCode.NOT_CONTROLLER),
+            )
+        # On the wire an empty replica list cancels (proto3 cannot tell it from an absent one).
+        requests = [ReassignmentRequest(r.topic, r.partition, tuple(r.replicas) or None) for r in request.reassignments]
+        unclean_allowed = controller.lifecycle.unclean_allowed
+        try:
+            outcomes = await controller.write(
+                lambda image, _offset: alter_reassignments(image, requests, unclean_allowed)
+            )
+        except OdradekError as e:
+            return apb.AlterPartitionReassignmentsResponse(error=e.code)
+        return apb.AlterPartitionReassignmentsResponse(results=_election_results(outcomes))

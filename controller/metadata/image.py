@@ -339,6 +339,10 @@ class MetadataDelta:
         self.changed_topics.add(r.topic_id)
 
     def _replay_config(self, r: md.ConfigRecord) -> None:
+        if r.resource_type == TOPIC_RESOURCE:
+            topic_id = self.topic_ids().get(r.resource_name)
+            if topic_id is not None:  # hosts of the topic's partitions re-read its configs
+                self.changed_topics.add(topic_id)
         entries = self.configs((r.resource_type, r.resource_name))
         if r.HasField("value"):
             entries[r.name] = r.value
