@@ -1,14 +1,16 @@
-"""The admin client: cluster, quorum, brokers and topics (``AsyncAdmin``, and ``Admin`` for synchronous code).
+"""The admin client: cluster, quorum, brokers, topics, leadership and reassignments (``AsyncAdmin``, and
+``Admin`` for synchronous code).
 
 Requests go to any reachable node from ``bootstrap.servers``; nodes forward metadata writes to the active
-controller, so the client needs no controller address. Failures surface as typed ``OdradekError``s.
+controller, so the client needs no controller address. A whole-request failure surfaces as a typed
+``OdradekError``; per-partition outcomes of batch requests (elections, reassignments) come back as results.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
@@ -17,6 +19,7 @@ import grpc
 from odradek.client.background import BackgroundLoop
 from odradek.client.connection import ChannelPool, parse_servers
 from odradek.client.errors import ErrorCode, OdradekError, error_for_code
+from odradek.client.health import ClusterHealth, compute_health
 from odradek.proto import admin_pb2 as pb
 from odradek.proto import admin_pb2_grpc, broker_pb2_grpc
 from odradek.proto import broker_pb2 as bpb
@@ -25,6 +28,7 @@ T = TypeVar("T")
 
 EARLIEST, LATEST = -2, -1
 _RETRY_ON_NODE = {ErrorCode.NOT_CONTROLLER, ErrorCode.COORDINATOR_NOT_AVAILABLE}
+ELECTION_TYPES = {"preferred": pb.PREFERRED, "unclean": pb.UNCLEAN}
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,9 @@ class PartitionInfo:
     log_start_offset: int
     high_watermark: int
     under_replicated: bool
+    adding_replicas: list[int] = field(default_factory=list)  # non-empty while a reassignment is in progress
+    removing_replicas: list[int] = field(default_factory=list)
+    offline: bool = False  # no leader, or its leader is fenced
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,88 @@ class TopicInfo:
         d = asdict(self)
         d.pop("topic_id")
         return d
+
+
+@dataclass(frozen=True)
+class ElectionResult:
+    """One partition's outcome of ``elect_leaders``: ``error`` is the ErrorCode name, None on success
+    (ELECTION_NOT_NEEDED means the preferred leader already leads: not a failure)."""
+
+    topic: str
+    partition: int
+    leader: int
+    error: str | None
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition, "leader": self.leader, "error": self.error}
+
+
+@dataclass(frozen=True)
+class ReassignmentResult:
+    """One partition's outcome of ``alter_partition_reassignments``: ``error`` is the ErrorCode name or None."""
+
+    topic: str
+    partition: int
+    error: str | None
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition, "error": self.error}
+
+
+def _code_name(code: int) -> str | None:
+    if code == ErrorCode.NONE:
+        return None
+    try:
+        return ErrorCode.Name(code)
+    except ValueError:
+        return str(code)
+
+
+def _request_error(response: Any) -> int:
+    """The error that concerns the node rather than the request: the response's own code, or NOT_CONTROLLER when
+    every per-item result carries it (a forwarding node that found no active controller answers that way)."""
+    error = getattr(response, "error", ErrorCode.NONE)
+    if error != ErrorCode.NONE:
+        return error
+    for name in ("topics", "results"):
+        items = getattr(response, name, None)
+        if items and all(getattr(i, "error", ErrorCode.NONE) == ErrorCode.NOT_CONTROLLER for i in items):
+            return ErrorCode.NOT_CONTROLLER
+    return ErrorCode.NONE
+
+
+def _partition_info(
+    p: pb.PartitionDescription, available: set[int], offsets: Mapping[int, tuple[int, int]]
+) -> PartitionInfo:
+    log_start, high_watermark = offsets.get(p.partition, (-1, -1))
+    return PartitionInfo(
+        partition=p.partition,
+        leader=p.leader,
+        leader_epoch=p.leader_epoch,
+        replicas=list(p.replicas),
+        isr=list(p.isr),
+        log_start_offset=log_start,
+        high_watermark=high_watermark,
+        under_replicated=p.under_replicated,
+        adding_replicas=list(p.adding_replicas),
+        removing_replicas=list(p.removing_replicas),
+        offline=p.leader not in available,
+    )
+
+
+def _topic_info(
+    t: pb.TopicDescription, available: set[int], offsets: Mapping[int, tuple[int, int]] | None = None
+) -> TopicInfo:
+    return TopicInfo(
+        name=t.name,
+        topic_id=t.topic_id.hex(),
+        configs={c.name: c.value for c in t.configs},
+        partitions=[
+            _partition_info(p, available, offsets or {}) for p in sorted(t.partitions, key=lambda p: p.partition)
+        ],
+    )
 
 
 def _replica(r: pb.ReplicaState, high_watermark: int) -> ReplicaDescription:
@@ -109,6 +198,7 @@ class AsyncAdmin:
         self._pool = ChannelPool()
         self._order = list(self._servers)
         random.shuffle(self._order)
+        self._first = 0  # index in _order of the node that answered last: try it first next time
 
     async def close(self) -> None:
         await self._pool.close()
@@ -120,20 +210,30 @@ class AsyncAdmin:
         await self.close()
 
     async def _call(self, invoke: Callable[[admin_pb2_grpc.AdminStub], Awaitable[T]]) -> T:
-        """Try nodes in turn until one answers (and is not redirecting us); raise the last failure."""
+        """Try nodes in turn until one answers (and is not redirecting us); raise the last failure.
+
+        Starts from the node that answered last, so one unresponsive (e.g. paused) node costs one RPC timeout
+        per admin client rather than per call. UNIMPLEMENTED fails at once: every node runs the same code."""
         deadline = asyncio.get_running_loop().time() + self._timeout
         last: Exception | None = None
         attempt = 0
         while asyncio.get_running_loop().time() < deadline:
-            address = self._order[attempt % len(self._order)]
+            index = (self._first + attempt) % len(self._order)
+            address = self._order[index]
             attempt += 1
             try:
                 response = await invoke(admin_pb2_grpc.AdminStub(self._pool.get(address)))
             except grpc.aio.AioRpcError as e:
+                if e.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    raise OdradekError(
+                        f"{address} does not implement this request ({e.details() or 'UNIMPLEMENTED'})",
+                        code=ErrorCode.UNSUPPORTED_VERSION,
+                    ) from None
                 last = OdradekError(f"{address}: {e.details() or e.code().name}", code=ErrorCode.NETWORK_EXCEPTION)
             else:
-                error = getattr(response, "error", ErrorCode.NONE)
+                error = _request_error(response)
                 if error not in _RETRY_ON_NODE:
+                    self._first = index
                     return response
                 last = error_for_code(error, f"{address} could not serve the request")
             if attempt % len(self._order) == 0:
@@ -208,33 +308,91 @@ class AsyncAdmin:
         return sorted(t.name for t in r.topics if t.error == ErrorCode.NONE)
 
     async def describe_topic(self, name: str) -> TopicInfo:
-        request = pb.DescribeTopicsRequest(names=[name], include_internal=True, include_offsets=True)
-        r = await self._call(lambda s: s.DescribeTopics(request, timeout=self._rpc_timeout()))
-        t = r.topics[0]
-        self._check(t.error, t.error_message)
-        offsets = await self._partition_offsets(t.name, {p.partition: p.leader for p in t.partitions})
-        return TopicInfo(
-            name=t.name,
-            topic_id=t.topic_id.hex(),
-            configs={c.name: c.value for c in t.configs},
-            partitions=[
-                PartitionInfo(
-                    partition=p.partition,
-                    leader=p.leader,
-                    leader_epoch=p.leader_epoch,
-                    replicas=list(p.replicas),
-                    isr=list(p.isr),
-                    log_start_offset=offsets.get(p.partition, (-1, -1))[0],
-                    high_watermark=offsets.get(p.partition, (-1, -1))[1],
-                    under_replicated=p.under_replicated,
-                )
-                for p in sorted(t.partitions, key=lambda p: p.partition)
-            ],
-        )
+        """One topic with each partition's log start offset and high watermark (asked of its leader)."""
+        cluster, topics = await self._describe_topics([name], include_internal=True)
+        brokers = {b.node_id: f"{b.host}:{b.port}" for b in cluster.brokers if not b.fenced}
+        t = topics[0]
+        offsets = await self._partition_offsets(t.name, {p.partition: p.leader for p in t.partitions}, brokers)
+        return _topic_info(t, set(brokers), offsets)
 
-    async def _partition_offsets(self, topic: str, leaders: dict[int, int]) -> dict[int, tuple[int, int]]:
+    async def describe_topics(
+        self, names: Sequence[str] | None = None, include_internal: bool = True
+    ) -> list[TopicInfo]:
+        """Topics from metadata alone (``log_start_offset``/``high_watermark`` are -1): all of them when ``names``
+        is None, skipping any deleted meanwhile; a named topic that does not exist raises its typed error."""
+        if names is not None and not names:
+            return []
+        cluster, topics = await self._describe_topics(names, include_internal)
+        available = {b.node_id for b in cluster.brokers if not b.fenced}
+        return [_topic_info(t, available) for t in topics]
+
+    async def _describe_topics(
+        self, names: Sequence[str] | None, include_internal: bool
+    ) -> tuple[ClusterDescription, list[pb.TopicDescription]]:
+        """The cluster (to tell fenced leaders) and the topics' descriptions, asked concurrently."""
+        request = pb.DescribeTopicsRequest(names=list(names or ()), include_internal=include_internal)
+        cluster, r = await asyncio.gather(
+            self.describe_cluster(),
+            self._call(lambda s: s.DescribeTopics(request, timeout=self._rpc_timeout())),
+        )
+        topics = []
+        for t in r.topics:
+            if t.error != ErrorCode.NONE:
+                if names:
+                    self._check(t.error, t.error_message)
+                continue
+            topics.append(t)
+        return cluster, sorted(topics, key=lambda t: t.name)
+
+    async def cluster_health(self) -> ClusterHealth:
+        """Fenced brokers and offline, leaderless, under-replicated and under-min-ISR partitions, from metadata."""
+        cluster, topics = await self._describe_topics(None, include_internal=True)
+        available = {b.node_id for b in cluster.brokers if not b.fenced}
+        return compute_health(cluster, [_topic_info(t, available) for t in topics])
+
+    async def elect_leaders(
+        self, election_type: str = "preferred", partitions: Iterable[tuple[str, int]] | None = None
+    ) -> list[ElectionResult]:
+        """Move leadership to each partition's preferred (first) replica, or with ``"unclean"`` elect any live
+        replica for leaderless partitions (may lose committed records). ``partitions`` None means all of them.
+
+        Per-partition failures (including ELECTION_NOT_NEEDED) are results; a whole-request failure raises."""
+        if election_type not in ELECTION_TYPES:
+            raise ValueError(f"election_type must be one of {', '.join(ELECTION_TYPES)}, not {election_type!r}")
+        refs = None if partitions is None else [pb.PartitionRef(topic=t, partition=p) for t, p in partitions]
+        if refs is not None and not refs:
+            return []  # an empty list on the wire would mean every partition
+        request = pb.ElectLeadersRequest(election_type=ELECTION_TYPES[election_type], partitions=refs or [])
+        r = await self._call(lambda s: s.ElectLeaders(request, timeout=self._timeout))
+        self._check(r.error)
+        results = [
+            ElectionResult(x.topic, x.partition, x.leader, _code_name(x.error), x.error_message) for x in r.results
+        ]
+        return sorted(results, key=lambda x: (x.topic, x.partition))
+
+    async def alter_partition_reassignments(
+        self, reassignments: Mapping[tuple[str, int], Sequence[int] | None]
+    ) -> list[ReassignmentResult]:
+        """Start moving each partition to the given replicas (the first becomes the preferred leader), or cancel
+        its pending reassignment with None or []. Completion is asynchronous: ``describe_topics`` shows
+        ``adding_replicas``/``removing_replicas`` until the new replicas have caught up and joined the ISR."""
+        if not reassignments:
+            return []
+        request = pb.AlterPartitionReassignmentsRequest(
+            reassignments=[
+                pb.Reassignment(topic=t, partition=p, replicas=list(replicas or ()))
+                for (t, p), replicas in reassignments.items()
+            ]
+        )
+        r = await self._call(lambda s: s.AlterPartitionReassignments(request, timeout=self._timeout))
+        self._check(r.error)
+        results = [ReassignmentResult(x.topic, x.partition, _code_name(x.error), x.error_message) for x in r.results]
+        return sorted(results, key=lambda x: (x.topic, x.partition))
+
+    async def _partition_offsets(
+        self, topic: str, leaders: dict[int, int], brokers: Mapping[int, str]
+    ) -> dict[int, tuple[int, int]]:
         """(log start offset, high watermark) per partition, asked of each partition's leader (-1 if unknown)."""
-        brokers = {b.node_id: f"{b.host}:{b.port}" for b in (await self.describe_cluster()).brokers if not b.fenced}
         by_leader: dict[int, list[int]] = {}
         for partition, leader in leaders.items():
             if leader in brokers:

@@ -1,4 +1,4 @@
-"""``odradek cluster info|quorum`` and ``odradek broker list``."""
+"""``odradek cluster info|quorum|health`` and ``odradek broker list``."""
 
 from __future__ import annotations
 
@@ -40,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     admin_command(cluster, "info", _info, "cluster id, active controller and brokers")
     admin_command(cluster, "quorum", _quorum, "the controller quorum: leader, epoch, high watermark, replicas")
+    from odradek.client.cli import health  # imported here: health.py builds on this module's helpers
+
+    health.register_cluster_commands(cluster)
     broker = sub.add_parser("broker", help="brokers").add_subparsers(
         dest="broker_command", required=True, metavar="COMMAND"
     )

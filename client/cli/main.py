@@ -19,9 +19,9 @@ Handler = Callable[[argparse.Namespace], int | None]
 
 
 def _command_modules():
-    from odradek.client.cli import cluster, data, demo, dev, perf, server, topic
+    from odradek.client.cli import cluster, data, demo, dev, leader, partition, perf, server, topic
 
-    return [server, dev, cluster, topic, data, perf, demo]
+    return [server, dev, cluster, topic, leader, partition, data, perf, demo]
 
 
 def build_parser() -> argparse.ArgumentParser:
