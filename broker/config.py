@@ -113,10 +113,14 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "unclean.leader.election.enable": (_bool, False),
     "auto.leader.rebalance.enable": (_bool, True),
     "leader.imbalance.check.interval.seconds": (_int, 300),
+    "leader.imbalance.per.broker.percentage": (_int, 10),
     # replication
     "replica.lag.time.max.ms": (_int, 30000),
     "replica.fetch.max.bytes": (_int, 1048576),
     "replica.fetch.wait.max.ms": (_int, 500),
+    "replica.fetch.min.bytes": (_int, 1),
+    "replica.fetch.response.max.bytes": (_int, 10485760),
+    "replica.fetch.backoff.ms": (_int, 1000),
     "num.replica.fetchers": (_int, 1),
     # log defaults (topic configs without the "log." prefix override these)
     "message.max.bytes": (_int, 1048588),

@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from odradek.broker.metrics import NodeMetrics
 from odradek.broker.partition import Partition
-from odradek.broker.replica_manager import ReplicaManager
-from odradek.client.errors import ErrorCode, InvalidRequestError, OdradekError
+from odradek.broker.replica_manager import ReplicaManager, monotonic_ms
+from odradek.client.errors import ErrorCode, InvalidRequestError, NotLeaderOrFollowerError, OdradekError
 from odradek.controller.metadata.image import MetadataImage
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import broker_pb2_grpc, common_pb2
@@ -49,6 +50,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self.replicas = replicas
         self.message_max_bytes = message_max_bytes
         self.controller_id = lambda: -1
+        # False while this broker cannot know it still leads: no controller session for a whole session timeout
+        # (e.g. the process was paused). Writes are refused then; the controller has fenced it or soon will.
+        self.session_valid: Callable[[], bool] = lambda: True
 
     @property
     def image(self) -> MetadataImage:
@@ -124,6 +128,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             return response
         get = self.replicas.get
         max_bytes = self.message_max_bytes
+        acks = request.acks
+        lost_session = not self.session_valid()
+        waits: list[tuple[pb.ProducePartitionResponse, str, asyncio.Future]] = []
         for t in request.topics:
             name = t.name
             add = response.topics.add(name=name).partitions.add
@@ -131,22 +138,46 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             for p in t.partitions:
                 index = p.partition
                 try:
-                    info = get(name, index).append_as_leader(p.records, max_bytes)
+                    if lost_session:
+                        raise NotLeaderOrFollowerError(f"broker {self.broker_id} has no controller session")
+                    partition = get(name, index)
+                    info = partition.append_as_leader(p.records, max_bytes, acks)
                 except OdradekError as e:
                     self._partition_error(add(partition=index), name, e)
                     continue
                 appended += info.size
                 records += info.record_count
-                add(
+                r = add(
                     partition=index,
                     base_offset=info.first_offset,
                     log_append_time_ms=-1,
                     log_start_offset=info.log_start_offset,
                 )
+                if acks == -1:
+                    waits.append((r, name, partition.wait_for_commit(info.last_offset + 1)))
             if appended:
                 self.metrics.bytes_in.labels(name).inc(appended)
                 self.metrics.messages_in.labels(name).inc(records)
+        if waits:
+            await self._wait_for_commit(waits, request.timeout_ms)
         return response
+
+    async def _wait_for_commit(
+        self, waits: list[tuple[pb.ProducePartitionResponse, str, asyncio.Future]], timeout_ms: int
+    ) -> None:
+        """acks=all: hold the answer until every batch is below its partition's high watermark (the produce
+        purgatory); a batch not committed in ``timeout_ms`` answers REQUEST_TIMED_OUT."""
+        futures = [f for _, _, f in waits]
+        await asyncio.wait(futures, timeout=(timeout_ms if timeout_ms > 0 else 30000) / 1000)
+        for r, topic, future in waits:
+            if not future.done():
+                future.cancel()
+                code, message = ErrorCode.REQUEST_TIMED_OUT, "not replicated to the ISR in time"
+            else:
+                code, message = future.result(), ""
+            if code != ErrorCode.NONE:
+                e = OdradekError(message or ErrorCode.Name(code), code=code)
+                self._partition_error(r, topic, e)
 
     # ---- Fetch ----
 
@@ -162,6 +193,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         waiting: list[Partition] = []
         sizes: dict[str, int] = {}
         response = pb.FetchResponse()
+        if request.replica_id >= 0:
+            return self._read_for_follower(request, response)
         for t in request.topics:
             name = t.name
             add = response.topics.add(name=name).partitions.add
@@ -201,6 +234,65 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 )
         return response, total, waiting, sizes
 
+    def _read_for_follower(self, request, response) -> tuple[pb.FetchResponse, int, list[Partition], dict[str, int]]:
+        """A follower's fetch: records up to the log end offset, divergence answers, and its progress recorded
+        (which may move the high watermark and the ISR)."""
+        replica = request.replica_id
+        registered = self.image.brokers.get(replica)
+        if registered is None or request.replica_epoch < registered.epoch:
+            response.error = ErrorCode.STALE_BROKER_EPOCH
+            return response, 1, [], {}
+        get = self.replicas.get
+        remaining = request.max_bytes if request.max_bytes > 0 else 1 << 62
+        total = 0
+        waiting: list[Partition] = []
+        now = monotonic_ms()
+        for t in request.topics:
+            name = t.name
+            add = response.topics.add(name=name).partitions.add
+            for fp in t.partitions:
+                index = fp.partition
+                try:
+                    partition = get(name, index)
+                    read = partition.read_for_follower(
+                        replica,
+                        fp.fetch_offset,
+                        fp.last_fetched_epoch,
+                        min(fp.partition_max_bytes, remaining),
+                        fp.current_leader_epoch,
+                        now,
+                    )
+                except OdradekError as e:
+                    r = add(partition=index, error=e.code, high_watermark=-1, last_stable_offset=-1)
+                    if e.code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                        p = self.replicas.partitions.get((name, index))
+                        if p is not None:
+                            r.log_start_offset = p.log.log_start_offset
+                            r.log_end_offset = p.log.log_end_offset
+                    total += 1
+                    continue
+                r = add(
+                    partition=index,
+                    high_watermark=read.high_watermark,
+                    last_stable_offset=read.high_watermark,
+                    log_start_offset=read.log_start_offset,
+                    log_end_offset=read.log_end_offset,
+                )
+                if read.diverging is not None:
+                    r.diverging_epoch.epoch = read.diverging.epoch
+                    r.diverging_epoch.end_offset = read.diverging.end_offset
+                    total += 1
+                    continue
+                records = read.data.records
+                size = len(records)
+                if size:
+                    r.records = bytes(records)
+                    total += size
+                    remaining = max(1, remaining - size)
+                else:
+                    waiting.append(partition)
+        return response, total, waiting, {}
+
     async def Fetch(self, request, context):
         response, sizes = await self._fetch(request)
         for topic, size in sizes.items():
@@ -219,8 +311,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             if remaining <= 0:
                 return response, sizes
             future = loop.create_future()
+            replica = request.replica_id >= 0
             for partition in waiting:
-                partition.add_waiter(future)
+                partition.add_waiter(future, replica)
             try:
                 await asyncio.wait_for(future, remaining)
             except TimeoutError:
@@ -228,7 +321,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 return response, sizes
             finally:
                 for partition in waiting:
-                    partition.remove_waiter(future)
+                    partition.remove_waiter(future, replica)
             response, total, waiting, sizes = self._read(request)
             if total >= min_bytes or not waiting:
                 return response, sizes

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable
 
@@ -36,6 +37,7 @@ class BrokerLifecycleManager:
         leader_hint: Callable[[], int | None],
         metadata_offset: Callable[[], int],
         heartbeat_interval_ms: int,
+        session_timeout_ms: int = 9000,
     ) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
@@ -49,6 +51,8 @@ class BrokerLifecycleManager:
         self.incarnation_id = uuid.uuid4().bytes
         self.broker_epoch = -1
         self.fenced = True
+        self.session_timeout = session_timeout_ms / 1000
+        self.session_renewed = time.monotonic()  # send time of the last heartbeat the controller answered
         self.registered = asyncio.Event()
         self._pool = ChannelPool()
         self._task: asyncio.Task | None = None
@@ -77,7 +81,8 @@ class BrokerLifecycleManager:
     def _redirect(self, leader_id: int) -> None:
         self._controller = leader_id if leader_id in self.voters else None
 
-    async def _call(self, method: str, request):
+    async def call(self, method: str, request):
+        """Send to the active controller (following redirects next time); None when it could not answer."""
         node, address = self._target()
         stub = controller_pb2_grpc.ControllerStub(self._pool.get(address))
         try:
@@ -102,7 +107,7 @@ class BrokerLifecycleManager:
             log_dirs=self.log_dirs,
         )
         while True:
-            response = await self._call("RegisterBroker", request)
+            response = await self.call("RegisterBroker", request)
             if response is not None:
                 if response.error == ErrorCode.NONE:
                     self.broker_epoch = response.broker_epoch
@@ -119,12 +124,18 @@ class BrokerLifecycleManager:
             current_metadata_offset=self.metadata_offset(),
             want_shutdown_now=want_shutdown,
         )
-        response = await self._call("BrokerHeartbeat", request)
+        sent = time.monotonic()
+        response = await self.call("BrokerHeartbeat", request)
         if response is not None and response.error == ErrorCode.NONE:
+            self.session_renewed = sent
             if self.fenced != response.is_fenced:
                 log.info("broker %d is now %s", self.broker_id, "fenced" if response.is_fenced else "unfenced")
             self.fenced = response.is_fenced
         return response
+
+    def session_valid(self) -> bool:
+        """Whether the controller has heard from this broker within a session timeout (else it may be fenced)."""
+        return time.monotonic() - self.session_renewed < self.session_timeout
 
     async def _run(self) -> None:
         await self._register()

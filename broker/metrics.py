@@ -41,6 +41,12 @@ class NodeMetrics:
         self.messages_in = Counter(
             "odradek_messages_in", "records appended, by topic", ["topic"], registry=self.registry
         )
+        self.isr_shrinks = Counter(
+            "odradek_isr_shrinks", "committed ISR shrinks of partitions this broker leads", registry=self.registry
+        )
+        self.isr_expands = Counter(
+            "odradek_isr_expands", "committed ISR expansions of partitions this broker leads", registry=self.registry
+        )
 
     def add_collector(self, collect: Callable[[], Iterator[GaugeMetricFamily]]) -> None:
         self.registry.register(_FunctionCollector(collect))

@@ -16,6 +16,8 @@ import grpc
 
 from odradek.broker.config import NodeConfig
 from odradek.broker.dataplane import BrokerService
+from odradek.broker.fetcher import FetcherConfig, ReplicaFetcherManager
+from odradek.broker.isr_changes import IsrChangeSender
 from odradek.broker.lifecycle import BrokerLifecycleManager
 from odradek.broker.log.config import LogManagerConfig
 from odradek.broker.log.manager import LogManager
@@ -56,6 +58,9 @@ class Node:
         self.logs: LogManager | None = None
         self.replicas: ReplicaManager | None = None
         self._log_task: asyncio.Task | None = None
+        self._lag_task: asyncio.Task | None = None
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.isr_changes: IsrChangeSender | None = None
         self.servers: list[grpc.aio.Server] = []
         self.metrics = NodeMetrics(c.node_id)
         self.metrics.add_collector(self._collect)
@@ -85,7 +90,14 @@ class Node:
         }
         if c.is_controller:
             lifecycle = BrokerLifecycle(self.cluster_id, c["broker.session.timeout.ms"], self._unclean_allowed)
-            self.controller = ActiveController(self.driver, self.sm, lifecycle)
+            rebalance = c["leader.imbalance.check.interval.seconds"] if c["auto.leader.rebalance.enable"] else None
+            self.controller = ActiveController(
+                self.driver,
+                self.sm,
+                lifecycle,
+                rebalance_interval_s=rebalance,
+                imbalance_percentage=c["leader.imbalance.per.broker.percentage"],
+            )
         self.admin = AdminService(self.sm, self.driver, self.voters, defaults, self.controller)
         if c.is_controller:
             server = self._server(c.controller_listener)
@@ -104,15 +116,8 @@ class Node:
                     }
                 ),
             )
-            self.replicas = ReplicaManager(c.node_id, self.logs, base)
-            self.sm.on_change(self.replicas.apply)
-            server = self._server(c.broker_listener)
-            admin_pb2_grpc.add_AdminServicer_to_server(self.admin, server)
-            service = BrokerService(c.node_id, self.cluster_id, self.replicas, c["message.max.bytes"], self.metrics)
-            service.controller_id = lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id
-            broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
             advertised = c.advertised_broker_listener
-            self.broker_lifecycle = BrokerLifecycleManager(
+            lifecycle_manager = self.broker_lifecycle = BrokerLifecycleManager(
                 broker_id=c.node_id,
                 cluster_id=self.cluster_id,
                 host=advertised.host,
@@ -123,7 +128,39 @@ class Node:
                 leader_hint=lambda: self.sm.leader.leader_id,
                 metadata_offset=lambda: self.sm.image.offset,
                 heartbeat_interval_ms=c["broker.heartbeat.interval.ms"],
+                session_timeout_ms=c["broker.session.timeout.ms"],
             )
+            self.fetchers = ReplicaFetcherManager(
+                c.node_id,
+                lambda: lifecycle_manager.broker_epoch,
+                lambda: self.sm.image,
+                FetcherConfig(
+                    max_wait_ms=c["replica.fetch.wait.max.ms"],
+                    min_bytes=c["replica.fetch.min.bytes"],
+                    partition_max_bytes=c["replica.fetch.max.bytes"],
+                    response_max_bytes=c["replica.fetch.response.max.bytes"],
+                    backoff_ms=c["replica.fetch.backoff.ms"],
+                ),
+            )
+            self.isr_changes = IsrChangeSender(
+                c.node_id, lambda: lifecycle_manager.broker_epoch, lifecycle_manager.call
+            )
+            self.replicas = ReplicaManager(
+                c.node_id,
+                self.logs,
+                base,
+                min_isr_default=c["min.insync.replicas"],
+                fetchers=self.fetchers,
+                isr_changes=self.isr_changes.submit,
+                metrics=self.metrics,
+            )
+            self.sm.on_change(self.replicas.apply)
+            server = self._server(c.broker_listener)
+            admin_pb2_grpc.add_AdminServicer_to_server(self.admin, server)
+            service = BrokerService(c.node_id, self.cluster_id, self.replicas, c["message.max.bytes"], self.metrics)
+            service.controller_id = lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id
+            service.session_valid = lifecycle_manager.session_valid
+            broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
         for server in self.servers:
             await server.start()
         self.metrics.serve(c["metrics.port"])
@@ -132,6 +169,8 @@ class Node:
             self.controller.start()
         if self.broker_lifecycle is not None:
             self.broker_lifecycle.start()
+            self.isr_changes.start()
+            self._lag_task = asyncio.create_task(self._lag_checks(), name="isr-lag-checks")
         if self.logs is not None:
             self._log_task = asyncio.create_task(self._log_maintenance(), name="log-maintenance")
         log.info("node %d started with roles %s", c.node_id, ",".join(sorted(c.roles)))
@@ -174,6 +213,16 @@ class Node:
             yield leo
             yield hw
 
+    async def _lag_checks(self) -> None:
+        """Leaders drop followers that fell behind for ``replica.lag.time.max.ms`` (checked at a quarter of it)."""
+        lag_max = self.config["replica.lag.time.max.ms"]
+        while True:
+            await asyncio.sleep(max(0.05, lag_max / 4000))
+            try:
+                self.replicas.check_lagging(lag_max)
+            except Exception:
+                log.exception("ISR lag check failed")
+
     async def _log_maintenance(self) -> None:
         """Flush policy, retention and checkpoints, off the event loop (they may fsync)."""
         while True:
@@ -188,6 +237,11 @@ class Node:
         if self.broker_lifecycle is not None:
             done = await self.broker_lifecycle.controlled_shutdown(timeout=10)
             log.info("controlled shutdown %s", "completed" if done else "timed out")
+            for task in (self._lag_task,):
+                if task is not None:
+                    task.cancel()
+            await self.isr_changes.stop()
+            await self.fetchers.close()
             await self.broker_lifecycle.stop()
         if self.controller is not None:
             await self.controller.stop()

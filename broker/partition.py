@@ -1,100 +1,317 @@
-"""One partition replica on this broker: its log, its role and leader epoch, and the offsets readers may see.
+"""One partition replica on this broker: its log, its role at its leader epoch, and the purgatories around it.
 
-A leader appends producer batches stamped with its leader epoch and exposes records below the high watermark.
-Until followers replicate (the replication issue), the ISR of a partition this broker leads is the leader
-alone as far as the data path is concerned, so the high watermark follows the leader's log end offset.
+The replication rules live in the sans-I/O ``LeaderState`` (replication.py); this shell applies its answers to
+the log (high watermark) and to the futures parked on the partition:
+
+- consumer fetches, woken when the high watermark moves (only records below it are visible);
+- follower fetches, woken by every local append (followers read up to the log end offset);
+- ``acks=all`` produces, completed once the high watermark covers their batch.
+
+A follower applies what its fetcher brings (``apply_fetched``): it truncates where the leader says its log
+diverges (leader-epoch truncation, never to the high watermark), appends, and takes the leader's high watermark
+as far as its own log reaches.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import logging
+from collections.abc import Callable
+from typing import NamedTuple
 
 from odradek.broker.log.log import AppendInfo, FetchData, Log
-from odradek.client.errors import ErrorCode, NotLeaderOrFollowerError, OdradekError
+from odradek.broker.replication import IsrChange, LeaderState, Progress
+from odradek.client.errors import (
+    ErrorCode,
+    FencedLeaderEpochError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    UnknownLeaderEpochError,
+)
+from odradek.controller.metadata.image import NO_LEADER, PartitionState
+
+log = logging.getLogger(__name__)
+
+UNDEFINED_EPOCH = -1
 
 
-class FencedLeaderEpochError(OdradekError):
-    code = ErrorCode.FENCED_LEADER_EPOCH
+class Divergence(NamedTuple):
+    """The leader's answer to a follower whose log diverges: its end offset for the largest epoch <= the
+    follower's last fetched epoch."""
+
+    epoch: int
+    end_offset: int
 
 
-class UnknownLeaderEpochError(OdradekError):
-    code = ErrorCode.UNKNOWN_LEADER_EPOCH
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderHint:
-    leader_id: int
-    leader_epoch: int
+class FollowerRead(NamedTuple):
+    data: FetchData | None
+    diverging: Divergence | None
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
 
 
 class Partition:
-    def __init__(self, topic: str, partition: int, log: Log, broker_id: int) -> None:
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        log: Log,
+        broker_id: int,
+        request_isr_change: Callable[[Partition, IsrChange], None] = lambda p, c: None,
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self.log = log
         self.broker_id = broker_id
-        self.leader_id = -1
+        self.request_isr_change = request_isr_change
+        self.leader_id = NO_LEADER
         self.leader_epoch = -1
         self.partition_epoch = -1
         self.replicas: tuple[int, ...] = ()
         self.isr: tuple[int, ...] = ()
-        # Futures of parked fetches (the fetch purgatory), completed when new data becomes visible.
-        self._waiters: list[asyncio.Future] = []
+        self.min_isr = 1
+        self.leader_state: LeaderState | None = None
+        self._waiters: list[asyncio.Future] = []  # consumer fetches
+        self._replica_waiters: list[asyncio.Future] = []  # follower fetches
+        self._acks: list[tuple[int, asyncio.Future]] = []  # (offset the HW must reach, future) of acks=all
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic}-{self.partition}, leader={self.leader_id}@{self.leader_epoch})"
 
     @property
     def is_leader(self) -> bool:
-        return self.leader_id == self.broker_id
+        return self.leader_state is not None
 
-    def hint(self) -> LeaderHint:
-        return LeaderHint(self.leader_id, self.leader_epoch)
+    @property
+    def is_follower(self) -> bool:
+        return self.leader_state is None and self.leader_id not in (NO_LEADER, self.broker_id)
 
-    def update(self, leader: int, leader_epoch: int, partition_epoch: int, replicas, isr) -> None:
-        """Apply the partition's state from the metadata image (leader epochs only move forward)."""
-        if leader_epoch < self.leader_epoch:
-            return
-        self.leader_id = leader
-        self.leader_epoch = leader_epoch
-        self.partition_epoch = partition_epoch
-        self.replicas = tuple(replicas)
-        self.isr = tuple(isr)
-        if self.is_leader:
-            self.log.high_watermark = self.log.log_end_offset
+    # -- metadata ------------------------------------------------------------------------------------------------
 
-    def check_leader(self, client_epoch: int = -1) -> None:
-        """Raise the typed error a client must see when this replica cannot serve as leader at its epoch."""
+    def update(self, state: PartitionState, min_isr: int, now_ms: int) -> bool:
+        """Apply the committed partition state; True when the role or leader changed (a new leader epoch)."""
+        if min_isr != self.min_isr:
+            self.min_isr = min_isr
+            if self.leader_state is not None:
+                self._apply(self.leader_state.set_min_isr(min_isr, self.log.log_end_offset))
+        if state.leader_epoch < self.leader_epoch or (
+            state.leader_epoch == self.leader_epoch and state.partition_epoch <= self.partition_epoch
+        ):
+            return False
+        new_epoch = state.leader_epoch > self.leader_epoch
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.replicas = state.replicas
+        self.isr = state.isr
+        self.partition_epoch = state.partition_epoch
+        if new_epoch:
+            self._become(now_ms)
+            return True
+        if self.leader_state is not None:
+            self._apply(
+                self.leader_state.on_metadata(
+                    state.partition_epoch, state.replicas, state.isr, self.log.log_end_offset, now_ms
+                )
+            )
+            if len(self.isr) < self.min_isr:
+                self._fail_acks(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+        return False
+
+    def _become(self, now_ms: int) -> None:
+        if self.leader_id == self.broker_id:
+            self.log.start_leader_epoch(self.leader_epoch)
+            self.leader_state = LeaderState(
+                self.broker_id,
+                self.leader_epoch,
+                self.partition_epoch,
+                self.replicas,
+                self.isr,
+                epoch_start_offset=self.log.log_end_offset,
+                high_watermark=self.log.high_watermark,
+                min_isr=self.min_isr,
+                now_ms=now_ms,
+            )
+            log.info("%s: leader at epoch %d, ISR %s", self, self.leader_epoch, list(self.isr))
+        else:
+            self.leader_state = None
+            self._fail_acks(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        # Parked fetches re-check against the new role and answer with its error or data.
+        self._wake(self._waiters)
+        self._wake(self._replica_waiters)
+
+    # -- leader --------------------------------------------------------------------------------------------------
+
+    def check_leader(self, client_epoch: int = -1) -> LeaderState:
+        """The leader state, or the typed error a client must see when this replica cannot serve as leader."""
         if client_epoch >= 0:
             if client_epoch < self.leader_epoch:
                 raise FencedLeaderEpochError(f"leader epoch {client_epoch} is older than {self.leader_epoch}")
             if client_epoch > self.leader_epoch:
                 raise UnknownLeaderEpochError(f"leader epoch {client_epoch} is newer than {self.leader_epoch}")
-        if not self.is_leader:
+        state = self.leader_state
+        if state is None:
             raise NotLeaderOrFollowerError(f"broker {self.broker_id} does not lead {self.topic}-{self.partition}")
+        return state
 
-    def append_as_leader(self, records: bytes, max_message_bytes: int) -> AppendInfo:
-        self.check_leader()
+    def append_as_leader(self, records: bytes, max_message_bytes: int, acks: int = 1) -> AppendInfo:
+        state = self.check_leader()
+        if acks == -1 and len(self.isr) < self.min_isr:
+            raise NotEnoughReplicasError(
+                f"{self.topic}-{self.partition}: ISR {list(self.isr)} is smaller than min.insync.replicas "
+                f"{self.min_isr}"
+            )
         info = self.log.append_as_leader(records, self.leader_epoch, max_message_bytes)
-        self.log.high_watermark = self.log.log_end_offset
-        self._wake()
+        self._wake(self._replica_waiters)
+        self._apply(state.on_append(self.log.log_end_offset))
         return info
 
+    def wait_for_commit(self, offset: int) -> asyncio.Future:
+        """A future of the error code for an acks=all batch ending before ``offset``: NONE once the high watermark
+        reaches it, or why it never will at this epoch."""
+        future = asyncio.get_running_loop().create_future()
+        if self.log.high_watermark >= offset:
+            future.set_result(ErrorCode.NONE)
+        elif self.leader_state is None:
+            future.set_result(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        else:
+            self._acks.append((offset, future))
+        return future
+
     def read(self, offset: int, max_bytes: int, client_epoch: int = -1) -> FetchData:
+        """A consumer read: whole batches below the high watermark."""
         self.check_leader(client_epoch)
         return self.log.read(offset, max_bytes, max_offset=self.log.high_watermark)
 
-    def add_waiter(self, future: asyncio.Future) -> None:
-        self._waiters.append(future)
+    def read_for_follower(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        last_fetched_epoch: int,
+        max_bytes: int,
+        client_epoch: int,
+        now_ms: int,
+    ) -> FollowerRead:
+        """A follower's fetch: check its log against ours, record its progress, read up to the log end offset."""
+        state = self.check_leader(client_epoch)
+        if replica_id not in self.replicas:
+            raise NotLeaderOrFollowerError(f"broker {replica_id} is not a replica of {self.topic}-{self.partition}")
+        log_ = self.log
+        if last_fetched_epoch != UNDEFINED_EPOCH:
+            epoch, end = log_.end_offset_for_epoch(last_fetched_epoch)
+            if epoch == UNDEFINED_EPOCH:
+                epoch, end = last_fetched_epoch, log_.log_start_offset
+            if epoch != last_fetched_epoch or end < fetch_offset:
+                return FollowerRead(
+                    None,
+                    Divergence(epoch, end),
+                    log_.high_watermark,
+                    log_.log_start_offset,
+                    log_.log_end_offset,
+                )
+        leo = log_.log_end_offset
+        if fetch_offset > leo or fetch_offset < log_.log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"fetch offset {fetch_offset} outside [{log_.log_start_offset}, {leo}] of {self.topic}-{self.partition}"
+            )
+        self._apply(state.on_follower_fetch(replica_id, fetch_offset, leo, now_ms))
+        data = log_.read(fetch_offset, max_bytes)
+        return FollowerRead(data, None, log_.high_watermark, log_.log_start_offset, leo)
 
-    def remove_waiter(self, future: asyncio.Future) -> None:
-        if future in self._waiters:
-            self._waiters.remove(future)
+    def check_lagging(self, now_ms: int, lag_max_ms: int) -> None:
+        if self.leader_state is not None:
+            self._apply(self.leader_state.check_lagging(self.log.log_end_offset, now_ms, lag_max_ms))
+
+    def isr_change_failed(self, change: IsrChange) -> None:
+        if self.leader_state is not None and self.leader_state.pending == change:
+            self.leader_state.on_change_failed()
+
+    def follower_lag(self) -> dict[int, int]:
+        return {} if self.leader_state is None else self.leader_state.follower_lag(self.log.log_end_offset)
+
+    def _apply(self, progress: Progress) -> None:
+        if progress.high_watermark is not None:
+            self.log.high_watermark = progress.high_watermark
+            self._wake(self._waiters)
+            self._complete_acks()
+        if progress.isr_change is not None:
+            self.request_isr_change(self, progress.isr_change)
+
+    def _complete_acks(self) -> None:
+        hw = self.log.high_watermark
+        if not self._acks:
+            return
+        waiting = []
+        for offset, future in self._acks:
+            if offset <= hw:
+                if not future.done():
+                    future.set_result(ErrorCode.NONE)
+            else:
+                waiting.append((offset, future))
+        self._acks = waiting
+
+    def _fail_acks(self, code: int) -> None:
+        acks, self._acks = self._acks, []
+        for _, future in acks:
+            if not future.done():
+                future.set_result(code)
+
+    # -- follower ------------------------------------------------------------------------------------------------
+
+    def fetch_position(self) -> tuple[int, int]:
+        """(fetch offset, last fetched epoch) for the next fetch from the leader."""
+        epoch = self.log.latest_epoch
+        return self.log.log_end_offset, UNDEFINED_EPOCH if epoch is None else epoch
+
+    def truncate_to_leader(self, diverging: Divergence) -> int:
+        """Truncate where the leader says the logs diverge: to the smaller of the leader's end offset for the
+        epoch and our own end offset for it. Returns the new log end offset."""
+        local_epoch, local_end = self.log.end_offset_for_epoch(diverging.epoch)
+        target = diverging.end_offset if local_epoch == UNDEFINED_EPOCH else min(diverging.end_offset, local_end)
+        if target < self.log.log_start_offset:
+            self.log.truncate_fully_and_start_at(max(target, 0))
+        elif self.log.truncate_to(target):
+            log.info("%s: truncated to %d (diverged at epoch %d)", self, target, diverging.epoch)
+        return self.log.log_end_offset
+
+    def append_as_follower(self, records: bytes, leader_high_watermark: int) -> AppendInfo | None:
+        info = self.log.append_as_follower(records) if records else None
+        self.log.high_watermark = min(leader_high_watermark, self.log.log_end_offset)
+        return info
+
+    def reset_to_leader_start(self, leader_log_start: int) -> None:
+        """Our fetch offset is below the leader's log start (retention deleted it there): start over there."""
+        log.info("%s: restarting the log at the leader's log start %d", self, leader_log_start)
+        self.log.truncate_fully_and_start_at(leader_log_start)
+
+    # -- purgatory -----------------------------------------------------------------------------------------------
+
+    def add_waiter(self, future: asyncio.Future, replica: bool = False) -> None:
+        (self._replica_waiters if replica else self._waiters).append(future)
+
+    def remove_waiter(self, future: asyncio.Future, replica: bool = False) -> None:
+        waiters = self._replica_waiters if replica else self._waiters
+        if future in waiters:
+            waiters.remove(future)
 
     @property
     def waiter_count(self) -> int:
-        return len(self._waiters)
+        return len(self._waiters) + len(self._replica_waiters) + len(self._acks)
 
-    def _wake(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        for future in waiters:
+    def close(self) -> None:
+        """The replica is going away (deleted or moved): release everything parked on it."""
+        self.leader_state = None
+        self._fail_acks(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self._wake(self._waiters)
+        self._wake(self._replica_waiters)
+
+    @staticmethod
+    def _wake(waiters: list[asyncio.Future]) -> None:
+        if not waiters:
+            return
+        pending = waiters[:]
+        waiters.clear()
+        for future in pending:
             if not future.done():
                 future.set_result(None)

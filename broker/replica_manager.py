@@ -1,19 +1,23 @@
 """The broker's partitions: which replicas it hosts and leads, kept in step with the metadata image.
 
-On every new metadata image the broker creates logs for partitions assigned to it, applies leader and epoch
-changes, and deletes logs of topics removed or partitions moved elsewhere (as Kafka's ReplicaManager applies
-metadata deltas).
+On every new metadata image the broker creates logs for partitions assigned to it, applies leader, epoch and ISR
+changes (a partition it now follows goes to the fetcher of its leader), and deletes logs of topics removed or
+partitions moved elsewhere (as Kafka's ReplicaManager applies metadata deltas).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 
 from odradek.broker.config import NodeConfig
+from odradek.broker.fetcher import ReplicaFetcherManager
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.manager import LogManager
+from odradek.broker.metrics import NodeMetrics
 from odradek.broker.partition import Partition
+from odradek.broker.replication import IsrChange
 from odradek.client.errors import NotLeaderOrFollowerError, UnknownTopicOrPartitionError
 from odradek.controller.metadata.image import MetadataDelta, MetadataImage
 
@@ -44,10 +48,26 @@ def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, logs: LogManager, base_config: LogConfig) -> None:
+    """Hosted partitions and their roles; hands followed partitions to the fetchers and ISR changes to the
+    controller sender."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        logs: LogManager,
+        base_config: LogConfig,
+        min_isr_default: int = 1,
+        fetchers: ReplicaFetcherManager | None = None,
+        isr_changes: Callable[[Partition, IsrChange], None] = lambda p, c: None,
+        metrics: NodeMetrics | None = None,
+    ) -> None:
         self.broker_id = broker_id
         self.logs = logs
         self.base_config = base_config
+        self.min_isr_default = min_isr_default
+        self.fetchers = fetchers
+        self.isr_changes = isr_changes
+        self.metrics = metrics
         self.image = MetadataImage()
         self.partitions: dict[tuple[str, int], Partition] = {}
 
@@ -62,9 +82,14 @@ class ReplicaManager:
     def leader_count(self) -> int:
         return sum(1 for p in self.partitions.values() if p.is_leader)
 
+    def min_isr(self, configs: Mapping[str, str]) -> int:
+        value = configs.get("min.insync.replicas")
+        return int(value) if value is not None else self.min_isr_default
+
     def apply(self, image: MetadataImage, delta: MetadataDelta) -> None:
         """Bring hosted partitions in line with ``image`` (called for every committed metadata change)."""
         self.image = image
+        now = monotonic_ms()
         for topic in delta.deleted_topics.values():
             for pid in topic.partitions:
                 self._remove(topic.name, pid)
@@ -72,7 +97,9 @@ class ReplicaManager:
             topic = image.topics.get(topic_id)
             if topic is None:
                 continue
-            config = topic_log_config(self.base_config, image.topic_configs(topic.name))
+            configs = image.topic_configs(topic.name)
+            config = topic_log_config(self.base_config, configs)
+            min_isr = self.min_isr(configs)
             for state in topic.partitions.values():
                 key = (topic.name, state.partition)
                 if self.broker_id not in state.replicas:
@@ -80,15 +107,49 @@ class ReplicaManager:
                     continue
                 p = self.partitions.get(key)
                 if p is None:
-                    p = Partition(
-                        topic.name, state.partition, self.logs.get_or_create_log(*key, config), self.broker_id
-                    )
+                    log_ = self.logs.get_or_create_log(*key, config)
+                    p = Partition(topic.name, state.partition, log_, self.broker_id, self.isr_changes)
                     self.partitions[key] = p
                 else:
                     p.log.update_config(config)
-                p.update(state.leader, state.leader_epoch, state.partition_epoch, state.replicas, state.isr)
+                before = p.isr if p.is_leader else None
+                p.update(state, min_isr, now)
+                self._count_isr_change(before, p)
+                self._follow(key, p)
+
+    def _count_isr_change(self, before: tuple[int, ...] | None, p: Partition) -> None:
+        if self.metrics is None or before is None or not p.is_leader or before == p.isr:
+            return
+        if set(p.isr) - set(before):
+            self.metrics.isr_expands.inc()
+        if set(before) - set(p.isr):
+            self.metrics.isr_shrinks.inc()
+
+    def _follow(self, key: tuple[str, int], p: Partition) -> None:
+        if self.fetchers is None:
+            return
+        if p.is_follower:
+            self.fetchers.assign(p)
+        else:
+            self.fetchers.remove(key)
+
+    def check_lagging(self, lag_max_ms: int) -> None:
+        """Periodic: leaders ask to drop followers that stopped keeping up."""
+        now = monotonic_ms()
+        for p in self.partitions.values():
+            if p.is_leader:
+                p.check_lagging(now, lag_max_ms)
 
     def _remove(self, topic: str, partition: int) -> None:
-        if self.partitions.pop((topic, partition), None) is not None or self.logs.get_log(topic, partition):
+        p = self.partitions.pop((topic, partition), None)
+        if p is not None:
+            p.close()
+            if self.fetchers is not None:
+                self.fetchers.remove((topic, partition))
+        if p is not None or self.logs.get_log(topic, partition):
             self.logs.delete_log(topic, partition)
             log.info("removed replica %s-%d", topic, partition)
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000

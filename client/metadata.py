@@ -35,6 +35,8 @@ from odradek.proto import broker_pb2_grpc, common_pb2
 log = logging.getLogger(__name__)
 
 NO_LEADER = -1
+# A metadata request unanswered this long makes the refresh ask the next node as well (see Metadata._fetch).
+HEDGE_S = 0.25
 
 
 class PartitionLeader(NamedTuple):
@@ -198,14 +200,32 @@ class Metadata:
         self._attempted = time.monotonic()
         request = pb.MetadataRequest(topics=sorted(self._wanted))
         error: OdradekError = NetworkError("no bootstrap server")
-        for address in self._candidates():
-            try:
-                response = await self._stub(address).Metadata(request, timeout=self._timeout)
-            except grpc.aio.AioRpcError as e:
-                error = rpc_error(address, e)
-                continue
-            self._apply(response)
-            return
+        # Hedged: a node that has not answered within HEDGE_S (paused, overloaded, half-dead) does not hold the
+        # refresh for a whole request timeout; the next one is asked too and the first answer wins.
+        pending: dict[asyncio.Future, str] = {}
+        candidates = self._candidates()
+        try:
+            while candidates or pending:
+                if candidates:
+                    address = candidates.pop(0)
+                    pending[asyncio.ensure_future(self._stub(address).Metadata(request, timeout=self._timeout))] = (
+                        address
+                    )
+                done, _ = await asyncio.wait(
+                    pending, timeout=HEDGE_S if candidates else None, return_when=asyncio.FIRST_COMPLETED
+                )
+                for future in done:
+                    address = pending.pop(future)
+                    try:
+                        response = future.result()
+                    except grpc.aio.AioRpcError as e:
+                        error = rpc_error(address, e)
+                        continue
+                    self._apply(response)
+                    return
+        finally:
+            for future in pending:
+                future.cancel()
         raise error
 
     def _apply(self, response: pb.MetadataResponse) -> None:

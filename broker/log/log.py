@@ -353,6 +353,14 @@ class Log:
             info = (first, offset - 1, max_ts, max_ts_offset, records, len(batches), size, self._log_start)
             return _append_info(info)
 
+    def start_leader_epoch(self, leader_epoch: int) -> None:
+        """This replica became leader at ``leader_epoch``: the epoch starts at the log end offset now, before any
+        append, so a follower's divergence check against this log sees it."""
+        with self._lock:
+            self._check_usable()
+            if leader_epoch != self._epochs.latest_epoch:
+                self._start_epoch(leader_epoch)
+
     def _start_epoch(self, leader_epoch: int) -> None:
         """The first append of a new leader epoch starts it at the log end offset. Lock held."""
         latest = self._epochs.latest_epoch

@@ -1,0 +1,219 @@
+"""Follower fetchers: one task per leader broker, pulling every partition this broker follows from that leader.
+
+Each round is one Fetch RPC carrying all of the leader's partitions (DESIGN.md §2: few, large RPCs) with this
+broker's replica id and epoch, each partition's fetch offset (our log end offset) and last fetched epoch. The
+leader long-polls until it has new data. Per partition the answer is applied by ``Partition``: truncate on a
+diverging epoch, append, take the high watermark. A partition whose leader or epoch changed leaves its fetcher
+at once and joins the new leader's (``assign``); one the leader refuses (not leader, epoch mismatch) waits for
+the metadata that will say who leads now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+
+from odradek.broker.partition import Divergence, Partition
+from odradek.client.connection import ChannelPool
+from odradek.client.errors import ErrorCode, OdradekError
+from odradek.controller.metadata.image import MetadataImage
+from odradek.proto import broker_pb2 as pb
+from odradek.proto import broker_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+
+# Errors after which the partition waits for new metadata instead of fetching again from this leader.
+_WAIT_FOR_METADATA = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherConfig:
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    partition_max_bytes: int = 1048576
+    response_max_bytes: int = 10485760
+    backoff_ms: int = 1000
+
+
+class LeaderFetcher:
+    """Fetches from one leader broker for as long as this broker follows some partition there."""
+
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.partitions: dict[Key, Partition] = {}
+        self.parked: set[Key] = set()  # refused by the leader: wait for metadata
+        self._changed = asyncio.Event()
+        self._task = asyncio.create_task(self._run(), name=f"fetcher-{leader_id}")
+
+    def add(self, p: Partition) -> None:
+        key = (p.topic, p.partition)
+        self.partitions[key] = p
+        self.parked.discard(key)
+        self._changed.set()
+
+    def remove(self, key: Key) -> None:
+        self.partitions.pop(key, None)
+        self.parked.discard(key)
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+    def _request(self) -> pb.FetchRequest | None:
+        config = self.manager.config
+        topics: dict[str, list[pb.FetchPartition]] = {}
+        for key, p in self.partitions.items():
+            if key in self.parked:
+                continue
+            offset, epoch = p.fetch_position()
+            topics.setdefault(key[0], []).append(
+                pb.FetchPartition(
+                    partition=key[1],
+                    current_leader_epoch=p.leader_epoch,
+                    fetch_offset=offset,
+                    last_fetched_epoch=epoch,
+                    log_start_offset=p.log.log_start_offset,
+                    partition_max_bytes=config.partition_max_bytes,
+                )
+            )
+        if not topics:
+            return None
+        return pb.FetchRequest(
+            replica_id=self.manager.broker_id,
+            replica_epoch=self.manager.broker_epoch(),
+            max_wait_ms=config.max_wait_ms,
+            min_bytes=config.min_bytes,
+            max_bytes=config.response_max_bytes,
+            topics=[pb.FetchTopic(name=name, partitions=parts) for name, parts in topics.items()],
+        )
+
+    async def _run(self) -> None:
+        backoff = self.manager.config.backoff_ms / 1000
+        while True:
+            request = self._request()
+            address = self.manager.address_of(self.leader_id)
+            if request is None or address is None:
+                self._changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), backoff)
+                continue
+            stub = broker_pb2_grpc.BrokerStub(self.manager.pool.get(address))
+            timeout = self.manager.config.max_wait_ms / 1000 + 10
+            try:
+                response = await stub.Fetch(request, timeout=timeout)
+            except grpc.aio.AioRpcError as e:
+                log.debug("fetch from broker %d failed: %s", self.leader_id, e.code().name)
+                await asyncio.sleep(backoff)
+                continue
+            if response.error != ErrorCode.NONE:
+                log.warning("broker %d refused our fetch: %s", self.leader_id, ErrorCode.Name(response.error))
+                await asyncio.sleep(backoff)
+                continue
+            self._apply(response)
+
+    def _apply(self, response: pb.FetchResponse) -> None:
+        for t in response.topics:
+            for r in t.partitions:
+                key = (t.name, r.partition)
+                p = self.partitions.get(key)
+                if p is None:
+                    continue  # moved to another leader while the fetch was out
+                try:
+                    self._apply_partition(key, p, r)
+                except OdradekError as e:
+                    log.warning("%s: cannot apply fetched data: %s", p, e)
+                    self.parked.add(key)
+                    self.manager.retry_later(key, p)
+
+    def _apply_partition(self, key: Key, p: Partition, r: pb.FetchPartitionResponse) -> None:
+        if r.error == ErrorCode.NONE:
+            if r.HasField("diverging_epoch"):
+                p.truncate_to_leader(Divergence(r.diverging_epoch.epoch, r.diverging_epoch.end_offset))
+                return
+            p.append_as_follower(r.records, r.high_watermark)
+            self.manager.lag[key] = max(0, r.log_end_offset - p.log.log_end_offset)
+        elif r.error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if p.log.log_end_offset < r.log_start_offset:
+                p.reset_to_leader_start(r.log_start_offset)
+            else:  # ahead of the leader without a divergence answer: keep what the leader has
+                p.truncate_to_leader(Divergence(-1, r.log_end_offset))
+        elif r.error in _WAIT_FOR_METADATA:
+            log.debug("%s: leader %d answered %s", p, self.leader_id, ErrorCode.Name(r.error))
+            self.parked.add(key)
+        else:
+            log.warning("%s: fetch error %s from broker %d", p, ErrorCode.Name(r.error), self.leader_id)
+            self.parked.add(key)
+            self.manager.retry_later(key, p)
+
+
+class ReplicaFetcherManager:
+    def __init__(
+        self,
+        broker_id: int,
+        broker_epoch: Callable[[], int],
+        image: Callable[[], MetadataImage],
+        config: FetcherConfig,
+    ) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.image = image
+        self.config = config
+        self.pool = ChannelPool()
+        self.fetchers: dict[int, LeaderFetcher] = {}
+        self._following: dict[Key, tuple[int, int]] = {}  # key -> (leader id, leader epoch)
+        self.lag: dict[Key, int] = {}
+
+    def address_of(self, broker_id: int) -> str | None:
+        b = self.image().brokers.get(broker_id)
+        return None if b is None else f"{b.host}:{b.port}"
+
+    def assign(self, p: Partition) -> None:
+        """Fetch ``p`` from its current leader (idempotent; a new leader or epoch restarts it)."""
+        key = (p.topic, p.partition)
+        target = (p.leader_id, p.leader_epoch)
+        current = self._following.get(key)
+        if current == target:
+            return
+        self.remove(key)
+        self._following[key] = target
+        fetcher = self.fetchers.get(p.leader_id)
+        if fetcher is None:
+            fetcher = self.fetchers[p.leader_id] = LeaderFetcher(self, p.leader_id)
+        fetcher.add(p)
+
+    def remove(self, key: Key) -> None:
+        current = self._following.pop(key, None)
+        self.lag.pop(key, None)
+        if current is not None and (fetcher := self.fetchers.get(current[0])) is not None:
+            fetcher.remove(key)
+
+    def retry_later(self, key: Key, p: Partition) -> None:
+        """Unpark a partition after the backoff (errors that new metadata would not settle)."""
+
+        def unpark() -> None:
+            current = self._following.get(key)
+            if current is not None and (fetcher := self.fetchers.get(current[0])) is not None:
+                fetcher.add(p)
+
+        asyncio.get_running_loop().call_later(self.config.backoff_ms / 1000, unpark)
+
+    async def close(self) -> None:
+        fetchers, self.fetchers = list(self.fetchers.values()), {}
+        await asyncio.gather(*(f.stop() for f in fetchers))
+        self._following.clear()
+        await self.pool.close()

@@ -1,0 +1,181 @@
+"""The leader's replication state of one partition: follower progress, the ISR and the high watermark.
+
+Sans-I/O (DESIGN.md §4): the partition shell feeds it events (a local append, a follower fetch, a committed
+metadata change, a periodic lag check) with the time and the leader's log end offset, and gets back the new high
+watermark and ISR changes to ask the controller for. Rules, as Kafka's leader keeps them:
+
+- A follower's log end offset is the offset it fetches from. It is *caught up* at a fetch that reaches the
+  leader's log end offset of that moment; a fetch that reaches the leader's log end offset of the follower's
+  previous fetch proves it was caught up then (so a follower that keeps pace with a steady stream of appends
+  is not declared lagging just because new records keep arriving).
+- High watermark = min log end offset over the *maximal* ISR: the committed ISR plus a pending expansion
+  (conservative while the change is in flight: a member being removed still counts until the removal commits,
+  and one being added counts as soon as it is asked for). It never moves backwards, and (KIP-966) it does not
+  move at all while the committed ISR is smaller than ``min.insync.replicas`` (capped at the replica count):
+  a record that was never on enough replicas is never shown to consumers, whatever acks its producer used.
+- Shrink: an ISR follower not caught up for ``replica.lag.time.max.ms``. Expand: a follower whose log end
+  offset reached both the high watermark and the start of the current leader epoch. One change is in flight
+  at a time; it takes effect only when the controller commits it and the metadata reaches this broker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+UNKNOWN_OFFSET = -1
+
+
+@dataclass(slots=True)
+class FollowerState:
+    log_end_offset: int = UNKNOWN_OFFSET
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    last_fetch_leader_leo: int = UNKNOWN_OFFSET
+
+
+@dataclass(frozen=True, slots=True)
+class IsrChange:
+    """An AlterPartition item: the ISR the leader wants, at the epochs it holds."""
+
+    new_isr: tuple[int, ...]
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """What one event changed: the new high watermark (None if unchanged) and an ISR change to request."""
+
+    high_watermark: int | None = None
+    isr_change: IsrChange | None = None
+
+
+NO_PROGRESS = Progress()
+
+
+class LeaderState:
+    def __init__(
+        self,
+        broker_id: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        replicas: tuple[int, ...],
+        isr: tuple[int, ...],
+        epoch_start_offset: int,
+        high_watermark: int,
+        min_isr: int,
+        now_ms: int,
+    ) -> None:
+        self.broker_id = broker_id
+        self.min_isr = min_isr
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.replicas = replicas
+        self.isr = isr
+        self.epoch_start_offset = epoch_start_offset
+        self.high_watermark = high_watermark
+        self.pending: IsrChange | None = None
+        # ISR members start caught up as of the epoch start, so a new leader does not drop them at once.
+        self.followers = {
+            r: FollowerState(last_caught_up_ms=now_ms if r in isr else 0) for r in replicas if r != broker_id
+        }
+
+    # -- views ---------------------------------------------------------------------------------------------------
+
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        members = set(self.isr)
+        if self.pending is not None:
+            members.update(self.pending.new_isr)
+        return frozenset(members)
+
+    def follower_lag(self, leader_leo: int) -> dict[int, int]:
+        """Offsets each follower is behind (its log end offset unknown = the whole log)."""
+        return {r: leader_leo - max(f.log_end_offset, 0) for r, f in self.followers.items()}
+
+    # -- events --------------------------------------------------------------------------------------------------
+
+    def on_append(self, leader_leo: int) -> Progress:
+        return self._progress(leader_leo, None)
+
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, leader_leo: int, now_ms: int) -> Progress:
+        """A follower fetched from ``fetch_offset``: everything before it is on the follower's log."""
+        f = self.followers.get(replica_id)
+        if f is None:
+            return NO_PROGRESS
+        f.log_end_offset = fetch_offset
+        if fetch_offset >= leader_leo:
+            f.last_caught_up_ms = now_ms
+        elif fetch_offset >= f.last_fetch_leader_leo >= 0:
+            f.last_caught_up_ms = max(f.last_caught_up_ms, f.last_fetch_ms)
+        f.last_fetch_ms = now_ms
+        f.last_fetch_leader_leo = leader_leo
+        change = None
+        if self.pending is None and replica_id not in self.isr and self._may_join(f):
+            change = self._request(tuple(r for r in self.replicas if r in self.isr or r == replica_id))
+        return self._progress(leader_leo, change)
+
+    def check_lagging(self, leader_leo: int, now_ms: int, lag_max_ms: int) -> Progress:
+        """Periodic: ask to drop ISR followers not caught up within ``lag_max_ms``."""
+        if self.pending is not None:
+            return NO_PROGRESS
+        lagging = {
+            r
+            for r in self.isr
+            if r != self.broker_id
+            and (f := self.followers.get(r)) is not None
+            and f.log_end_offset < leader_leo
+            and now_ms - f.last_caught_up_ms > lag_max_ms
+        }
+        if not lagging:
+            return NO_PROGRESS
+        return self._progress(leader_leo, self._request(tuple(r for r in self.isr if r not in lagging)))
+
+    def on_metadata(
+        self, partition_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...], leader_leo: int, now_ms: int
+    ) -> Progress:
+        """A committed change at the same leader epoch (ISR or replica set); a pending request is settled by it."""
+        if partition_epoch <= self.partition_epoch:
+            return NO_PROGRESS
+        self.partition_epoch = partition_epoch
+        self.isr = isr
+        self.pending = None
+        if replicas != self.replicas:
+            self.replicas = replicas
+            old = self.followers
+            self.followers = {
+                r: old.get(r) or FollowerState(last_caught_up_ms=now_ms if r in isr else 0)
+                for r in replicas
+                if r != self.broker_id
+            }
+        return self._progress(leader_leo, None)
+
+    def set_min_isr(self, min_isr: int, leader_leo: int) -> Progress:
+        self.min_isr = min_isr
+        return self._progress(leader_leo, None)
+
+    def on_change_failed(self) -> None:
+        """The controller refused or lost the request: allow a new one (the next event decides again)."""
+        self.pending = None
+
+    # -- internals -----------------------------------------------------------------------------------------------
+
+    def _may_join(self, f: FollowerState) -> bool:
+        return f.log_end_offset >= self.high_watermark and f.log_end_offset >= self.epoch_start_offset
+
+    def _request(self, new_isr: tuple[int, ...]) -> IsrChange:
+        self.pending = IsrChange(new_isr, self.leader_epoch, self.partition_epoch)
+        return self.pending
+
+    def _progress(self, leader_leo: int, change: IsrChange | None) -> Progress:
+        if len(self.isr) < min(self.min_isr, len(self.replicas)):
+            return Progress(None, change) if change is not None else NO_PROGRESS
+        hw = leader_leo
+        for r in self.maximal_isr:
+            if r != self.broker_id:
+                f = self.followers.get(r)
+                hw = min(hw, f.log_end_offset if f is not None else UNKNOWN_OFFSET)
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+            return Progress(hw, change)
+        return Progress(None, change) if change is not None else NO_PROGRESS
