@@ -127,15 +127,17 @@ class BrokerLifecycleManager:
         sent = time.monotonic()
         response = await self.call("BrokerHeartbeat", request)
         if response is not None and response.error == ErrorCode.NONE:
-            self.session_renewed = sent
+            if not response.is_fenced:
+                self.session_renewed = sent
             if self.fenced != response.is_fenced:
                 log.info("broker %d is now %s", self.broker_id, "fenced" if response.is_fenced else "unfenced")
             self.fenced = response.is_fenced
         return response
 
     def session_valid(self) -> bool:
-        """Whether the controller has heard from this broker within a session timeout (else it may be fenced)."""
-        return time.monotonic() - self.session_renewed < self.session_timeout
+        """Whether this broker may act as a leader: unfenced at its last heartbeat, and heard by the controller
+        within a session timeout (else the controller may have fenced it meanwhile, e.g. while it was paused)."""
+        return not self.fenced and time.monotonic() - self.session_renewed < self.session_timeout
 
     async def _run(self) -> None:
         await self._register()
