@@ -178,6 +178,25 @@ class Node:
     def _collect(self):
         """State gauges, read at scrape time."""
         node = self.driver.node
+        if self.controller is not None and self.controller.is_active:
+            image = self.sm.image
+            live = {b.broker_id for b in image.active_brokers()}
+            states = [p for t in image.topics.values() for p in t.partitions.values()]
+            for name, doc, value in (
+                (
+                    "odradek_offline_partitions",
+                    "partitions without a live leader",
+                    sum(p.leader not in live for p in states),
+                ),
+                (
+                    "odradek_cluster_under_replicated_partitions",
+                    "partitions with ISR < replicas",
+                    sum(p.under_replicated for p in states),
+                ),
+            ):
+                g = gauge(name, doc)
+                g.add_metric([], value)
+                yield g
         if node is not None:
             for name, doc, value in (
                 ("odradek_raft_epoch", "current Raft epoch (term)", node.epoch),
@@ -199,11 +218,30 @@ class Node:
                     "led partitions whose ISR is smaller than the replica set",
                     sum(p.is_leader and len(p.isr) < len(p.replicas) for p in partitions),
                 ),
+                (
+                    "odradek_under_min_isr_partitions",
+                    "led partitions whose ISR is smaller than min.insync.replicas (acks=all writes are refused)",
+                    sum(p.is_leader and len(p.isr) < p.min_isr for p in partitions),
+                ),
                 ("odradek_fetch_purgatory_size", "parked fetch waiters", sum(p.waiter_count for p in partitions)),
+                (
+                    "odradek_produce_purgatory_size",
+                    "acks=all produces waiting for the high watermark",
+                    sum(p.acks_waiter_count for p in partitions),
+                ),
             ):
                 g = gauge(name, doc)
                 g.add_metric([], value)
                 yield g
+            lag = gauge(
+                "odradek_follower_lag", "offsets a follower is behind its leader", ["topic", "partition", "replica"]
+            )
+            for p in partitions:
+                for replica, behind in p.follower_lag().items():
+                    lag.add_metric([p.topic, str(p.partition), str(replica)], behind)
+            for (topic, index), behind in self.fetchers.lag.items():
+                lag.add_metric([topic, str(index), str(self.config.node_id)], behind)
+            yield lag
             leo = gauge("odradek_log_end_offset", "log end offset", ["topic", "partition"])
             hw = gauge("odradek_high_watermark", "high watermark", ["topic", "partition"])
             for p in partitions:

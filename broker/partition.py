@@ -297,7 +297,13 @@ class Partition:
 
     @property
     def waiter_count(self) -> int:
-        return len(self._waiters) + len(self._replica_waiters) + len(self._acks)
+        """Parked fetches (consumers and followers)."""
+        return len(self._waiters) + len(self._replica_waiters)
+
+    @property
+    def acks_waiter_count(self) -> int:
+        """Parked acks=all produces."""
+        return len(self._acks)
 
     def close(self) -> None:
         """The replica is going away (deleted or moved): release everything parked on it."""

@@ -62,11 +62,24 @@ def _demo(args: argparse.Namespace) -> None:
         [sys.executable, "-m", "odradek.client.cli.main", "topic", "list"], capture_output=True, text=True
     ).stdout.split()
     if "demo" not in topics:
-        _step("a replicated topic", "topic", "create", "demo", "--partitions", "6", "--replication-factor", "3")
+        _step(
+            "a replicated topic: 3 replicas, acks=all writes need 2 in sync",
+            "topic",
+            "create",
+            "demo",
+            "--partitions",
+            "6",
+            "--replication-factor",
+            "3",
+            "-c",
+            "min.insync.replicas=2",
+        )
     _sample(DevCluster.load(directory).bootstrap_servers)
     _step("its partitions: leaders spread over the brokers, offsets after the sample", "topic", "describe", "demo")
+    _step("replication health: no under-replicated or offline partitions", "cluster", "health")
     print(
         "\nThe cluster keeps running. Try: odradek dev kill 1 && odradek cluster quorum   "
-        "(a new controller leader is elected)\nStop it with: odradek dev down",
+        "(a new controller leader is elected),\nor odradek dev kill 4 && odradek cluster health   "
+        "(broker 4's partitions get new leaders from their ISR)\nStop it with: odradek dev down",
         flush=True,
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -140,6 +141,17 @@ def replica_logs_identical(cluster: DevCluster, topic: str, brokers: list[int], 
         assert contents[b] == first, f"broker {b}'s log differs from broker {brokers[0]}'s"
 
 
+def scrape(cluster: DevCluster, node_id: int) -> dict[str, float]:
+    """The node's unlabelled Prometheus samples."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{cluster.node(node_id).metrics_port}/metrics", timeout=5).read()
+    samples = {}
+    for line in text.decode().splitlines():
+        name, _, value = line.partition(" ")
+        if line and not line.startswith("#") and "{" not in name:
+            samples[name] = float(value)
+    return samples
+
+
 def _failover(rcluster: DevCluster, sig: signal.Signals, tmp_path: Path) -> None:
     admin = Admin({"bootstrap.servers": rcluster.admin_servers, "request.timeout.ms": 10000})
     topic = "chaos"
@@ -224,6 +236,13 @@ def test_two_of_three_down_refuses_acks_all_and_shows_nothing(rcluster: DevClust
     for b in followers:
         rcluster.signal(b, signal.SIGKILL)
     wait_for(lambda: describe(admin, topic).isr == [d.leader], 15, what="the ISR down to the leader")
+    metrics = wait_for(
+        lambda: (m := scrape(rcluster, d.leader))["odradek_under_min_isr_partitions"] >= 1 and m,
+        10,
+        what="the leader's metrics to show the shrunk ISR",
+    )
+    assert metrics["odradek_under_replicated_partitions"] >= 1
+    assert metrics["odradek_isr_shrinks_total"] >= 1
     refused = []
     config = {"bootstrap.servers": servers, "acks": "all", "retries": 0, "linger.ms": 0, "request.timeout.ms": 5000}
     with Producer(config) as producer:

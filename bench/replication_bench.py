@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Produce throughput with replication: ``odradek perf produce`` (100-byte records) against a local cluster of
+3 controllers and 3 brokers, for RF=3 with acks=all (min.insync.replicas=2), RF=3 with acks=1, and the RF=1
+baselines, on 1 and 3 partitions.
+
+Configurations run in interleaved rounds so that a noisy neighbour slows all of them; each figure is the median
+of the rounds, and the ratio column compares it with RF=1 acks=1 on the same partition count, measured in the
+same run. All six server processes, the client and its perf loop share this machine's cores. Runs in about 90 s.
+
+    python bench/replication_bench.py [--records N] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from odradek.client.admin import Admin
+from odradek.client.cli.dev_cluster import DevCluster
+
+CONFIGS = [  # (label, replication factor, acks)
+    ("RF=1 acks=1", 1, "1"),
+    ("RF=1 acks=all", 1, "all"),
+    ("RF=3 acks=1", 3, "1"),
+    ("RF=3 acks=all", 3, "all"),
+]
+
+
+def perf(servers: str, topic: str, acks: str, records: int) -> float:
+    out = subprocess.run(
+        [sys.executable, "-m", "odradek.client.cli.main", "perf", "produce", "--format", "json"]
+        + ["-X", servers, "--topic", topic, "--num-records", str(records), "--record-size", "100", "--acks", acks],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])["records_per_sec"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=500_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
+        cluster = DevCluster.create(Path(tmp), 3, 3)
+        cluster.start_all()
+        try:
+            asyncio.run(cluster.wait_ready(60))
+            admin = Admin({"bootstrap.servers": cluster.admin_servers})
+            topics = {}
+            for partitions in (1, 3):
+                for rf in (1, 3):
+                    name = f"bench-p{partitions}-rf{rf}"
+                    admin.create_topic(name, partitions, rf, {"min.insync.replicas": "2"} if rf == 3 else {})
+                    topics[partitions, rf] = name
+            admin.close()
+            results: dict[tuple[int, str], list[float]] = {}
+            for _ in range(args.rounds):
+                for partitions in (1, 3):
+                    for label, rf, acks in CONFIGS:
+                        rate = perf(cluster.bootstrap_servers, topics[partitions, rf], acks, args.records)
+                        results.setdefault((partitions, label), []).append(rate)
+        finally:
+            cluster.stop_all(timeout=20)
+    print(f"perf produce, 100-byte records, {args.records} per run, median of {args.rounds} interleaved rounds")
+    print(f"{'partitions':>10}  {'config':<14} {'records/s':>12} {'vs RF=1 acks=1':>15}")
+    for partitions in (1, 3):
+        base = statistics.median(results[partitions, CONFIGS[0][0]])
+        for label, _, _ in CONFIGS:
+            rate = statistics.median(results[partitions, label])
+            print(f"{partitions:>10}  {label:<14} {rate:>12,.0f} {rate / base:>15.2f}")
+
+
+if __name__ == "__main__":
+    main()
