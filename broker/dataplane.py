@@ -4,7 +4,9 @@ Requests carry many partitions each (DESIGN.md §2: a Python gRPC server pays ~0
 size, so the clients batch). Every partition gets its own typed error; a partition this broker does not lead
 answers NOT_LEADER_OR_FOLLOWER with the current leader from the metadata image, so clients can re-route without
 a metadata round trip. Fetches long-poll in a purgatory: a fetch that finds less than ``min_bytes`` parks a
-future on each of its partitions and is completed by the next append or by ``max_wait_ms``.
+future on each of its partitions and is completed when the high watermark moves (consumers) or by the next append
+(followers, whose fetches with ``replica_id`` >= 0 read up to the log end offset and report their progress), or by
+``max_wait_ms``. ``acks=all`` produces wait in the same way until the high watermark covers their batches.
 """
 
 from __future__ import annotations
