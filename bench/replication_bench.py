@@ -34,8 +34,10 @@ CONFIGS = [  # (label, replication factor, acks)
 
 def perf(servers: str, topic: str, acks: str, records: int) -> float:
     out = subprocess.run(
-        [sys.executable, "-m", "odradek.client.cli.main", "perf", "produce", "--format", "json"]
-        + ["-X", servers, "--topic", topic, "--num-records", str(records), "--record-size", "100", "--acks", acks],
+        [
+            *(sys.executable, "-m", "odradek.client.cli.main", "perf", "produce", "--format", "json", "-X", servers),
+            *("--topic", topic, "--num-records", str(records), "--record-size", "100", "--acks", acks),
+        ],
         capture_output=True,
         text=True,
         timeout=300,

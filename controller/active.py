@@ -131,14 +131,14 @@ class ActiveController:
                     raise OdradekError("metadata commit timed out", code=ErrorCode.REQUEST_TIMED_OUT) from None
             return result
 
-    async def _periodic(self, interval_s: float, what: str, decide: Callable[[MetadataImage], list]) -> None:
+    async def _periodic(self, interval_s: float, what: str, decide: Callable[[MetadataImage, int], list]) -> None:
         """Every ``interval_s``, while active, commit what ``decide`` returns for the current image."""
         while True:
             await asyncio.sleep(interval_s)
             if not self._active.is_set():
                 continue
             try:
-                await self.write(lambda image, _offset: (decide(image), None), 5.0)
+                await self.write(lambda image, offset: (decide(image, offset), None), 5.0)
             except OdradekError as e:
                 log.debug("%s skipped: %s", what, e)
             except Exception:
@@ -146,11 +146,13 @@ class ActiveController:
 
     async def _session_loop(self) -> None:
         await self._periodic(
-            self.session_check_ms / 1000, "session check", lambda image: self.lifecycle.expire_sessions(image, now_ms())
+            self.session_check_ms / 1000,
+            "session check",
+            lambda image, offset: self.lifecycle.expire_sessions(image, now_ms(), offset),
         )
 
     async def _rebalance_loop(self) -> None:
-        def decide(image: MetadataImage) -> list[md.MetadataRecord]:
+        def decide(image: MetadataImage, _offset: int) -> list[md.MetadataRecord]:
             records = rebalance_leaders(image, self.imbalance_percentage)
             if records:
                 log.info("leader rebalance: electing preferred leaders for %d partitions", len(records))

@@ -45,10 +45,15 @@ class BrokerLifecycle:
         self.session_timeout_ms = session_timeout_ms
         self.unclean_allowed = unclean_allowed
         self._last_seen: dict[int, int] = {}
+        # Offset of the record that fenced each broker: it is unfenced only once its metadata has reached it, so a
+        # broker resuming from a pause never acts again on the partition leaderships it lost meanwhile.
+        self._fenced_at: dict[int, int] = {}
 
     def became_active(self, image: MetadataImage, now_ms: int) -> None:
-        """A new active controller: every registered broker starts a fresh session."""
+        """A new active controller: every registered broker starts a fresh session; a fenced one must catch up
+        with everything committed so far (where its fence record is, this controller does not know)."""
         self._last_seen = {broker_id: now_ms for broker_id in image.brokers}
+        self._fenced_at = {b.broker_id: image.offset for b in image.brokers.values() if b.fenced}
 
     def _session_alive(self, broker_id: int, now_ms: int) -> bool:
         seen = self._last_seen.get(broker_id)
@@ -97,6 +102,7 @@ class BrokerLifecycle:
             # The old incarnation is gone (session over or no session): its partitions move before it returns.
             records += _partition_records(changes_after_broker_loss(image, {broker_id}, self.unclean_allowed))
         self._last_seen[broker_id] = now_ms
+        self._fenced_at.pop(broker_id, None)  # a new registration: catching up to it is enough
         return Decision(records=records, broker_epoch=next_offset)
 
     def heartbeat(
@@ -109,6 +115,7 @@ class BrokerLifecycle:
         want_fence: bool,
         want_shutdown: bool,
         now_ms: int,
+        next_offset: int = -1,
     ) -> Decision:
         current = image.brokers.get(broker_id)
         if current is None:
@@ -119,7 +126,7 @@ class BrokerLifecycle:
                 message=f"broker epoch {broker_epoch} is not the current {current.epoch}",
             )
         self._last_seen[broker_id] = now_ms
-        caught_up = metadata_offset >= current.epoch
+        caught_up = metadata_offset >= max(current.epoch, self._fenced_at.get(broker_id, -1))
         decision = Decision(broker_epoch=current.epoch, is_caught_up=caught_up, is_fenced=current.fenced)
         if want_shutdown:
             return self._controlled_shutdown(image, broker_id, decision)
@@ -134,6 +141,7 @@ class BrokerLifecycle:
             ]
             decision.is_fenced = False
         elif not current.fenced and want_fence:
+            self._fenced_at[broker_id] = next_offset
             decision.records = self._fence(image, broker_id)
             decision.is_fenced = True
         return decision
@@ -161,13 +169,16 @@ class BrokerLifecycle:
         fence = md.MetadataRecord(fence_broker=md.FenceBrokerRecord(broker_id=broker_id, broker_epoch=epoch))
         return [fence, *_partition_records(changes_after_broker_loss(image, {broker_id}, self.unclean_allowed))]
 
-    def expire_sessions(self, image: MetadataImage, now_ms: int) -> list[md.MetadataRecord]:
-        """Fence every unfenced broker whose session ran out, moving its leaderships in the same batch."""
+    def expire_sessions(self, image: MetadataImage, now_ms: int, next_offset: int) -> list[md.MetadataRecord]:
+        """Fence every unfenced broker whose session ran out, moving its leaderships in the same batch (committed at
+        ``next_offset``)."""
         expired = {
             b.broker_id for b in image.brokers.values() if not b.fenced and not self._session_alive(b.broker_id, now_ms)
         }
         if not expired:
             return []
+        for b in expired:
+            self._fenced_at[b] = next_offset
         records = [
             md.MetadataRecord(fence_broker=md.FenceBrokerRecord(broker_id=b, broker_epoch=image.brokers[b].epoch))
             for b in sorted(expired)

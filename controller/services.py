@@ -64,9 +64,10 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         )
 
     async def BrokerHeartbeat(self, request, context):
-        def decide(image: MetadataImage, _next_offset: int):
+        def decide(image: MetadataImage, next_offset: int):
             d = self.controller.lifecycle.heartbeat(
                 image,
+                next_offset=next_offset,
                 broker_id=request.broker_id,
                 broker_epoch=request.broker_epoch,
                 metadata_offset=request.current_metadata_offset,

@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 CONSUMER_REPLICA_ID = -1
 PREFETCH_DEPTH = 1  # fetch a partition again while this many of its responses are still buffered
+# Past the long-poll wait, how often an unanswered fetch looks for a leader change (see _await_unless_deposed).
+STALL_S = 0.5
 # Errors after which the partition's leader must be looked up again before fetching it.
 LEADER_ERRORS = frozenset(
     {
@@ -383,7 +385,8 @@ class Fetcher:
             if stub is None:
                 self._metadata.request_refresh()
             else:
-                response = await stub.Fetch(self._request(partitions), timeout=self._timeout + self._max_wait_ms / 1000)
+                call = stub.Fetch(self._request(partitions), timeout=self._timeout + self._max_wait_ms / 1000)
+                response = await self._await_unless_deposed(call, node, partitions)
         except grpc.aio.AioRpcError as e:
             log.debug("fetch from broker %d failed: %s", node, rpc_error(self._metadata.brokers.get(node, ""), e))
             self._metadata.request_refresh()
@@ -402,6 +405,24 @@ class Fetcher:
                     self._handle(node, response, partitions)
             self._wake.set()
             self.data_ready.set()
+
+    async def _await_unless_deposed(
+        self, call: grpc.aio.UnaryUnaryCall, node: int, partitions: list[tuple[PartitionState, int, int]]
+    ) -> pb.FetchResponse | None:
+        """The fetch's answer; but past the long-poll wait plus STALL_S, refresh metadata every STALL_S, and give
+        up (None) once every partition has another leader: a paused old leader would hold them for a whole
+        request timeout."""
+        task = asyncio.ensure_future(call)
+        limit = self._max_wait_ms / 1000 + STALL_S
+        while True:
+            try:
+                return await asyncio.wait_for(asyncio.shield(task), limit)
+            except TimeoutError:
+                if all(self._metadata.leader(s.tp.topic, s.tp.partition) != node for s, _, _ in partitions):
+                    task.cancel()
+                    return None
+                self._metadata.request_refresh()
+                limit = STALL_S
 
     def _handle(self, node: int, response: pb.FetchResponse, partitions: list[tuple[PartitionState, int, int]]) -> None:
         """Apply a Fetch response (under the lock)."""

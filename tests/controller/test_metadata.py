@@ -147,8 +147,8 @@ def test_session_expiry_fences_and_moves_all_leaders_in_one_batch() -> None:
             want_shutdown=False,
             now_ms=8000,
         )
-    assert life.expire_sessions(image, now_ms=8999) == []
-    records = life.expire_sessions(image, now_ms=9000)
+    assert life.expire_sessions(image, now_ms=8999, next_offset=500) == []
+    records = life.expire_sessions(image, now_ms=9000, next_offset=500)
     image = apply(image, records)
     assert image.brokers[1].fenced and not image.brokers[2].fenced
     for p in image.topic("t").partitions.values():
@@ -163,7 +163,7 @@ def test_session_expiry_fences_and_moves_all_leaders_in_one_batch() -> None:
 def test_last_replica_standing_keeps_the_isr_and_goes_offline_until_it_returns() -> None:
     image, life = cluster(1)
     image = apply(image, create_topic(image, TopicRequest("solo", 1, 1)).records)
-    image = apply(image, life.expire_sessions(image, now_ms=10_000))
+    image = apply(image, life.expire_sessions(image, now_ms=10_000, next_offset=500))
     p = image.partition("solo", 0)
     assert p.leader == NO_LEADER and p.isr == (1,)
     d = life.heartbeat(
@@ -177,6 +177,32 @@ def test_last_replica_standing_keeps_the_isr_and_goes_offline_until_it_returns()
     )
     image = apply(image, d.records)
     assert image.partition("solo", 0).leader == 1
+
+
+def test_a_fenced_broker_is_unfenced_only_after_its_metadata_reached_the_fence() -> None:
+    """A broker resuming from a pause must not be unfenced while its metadata still shows its old leaderships."""
+    image, life = cluster()
+    image = apply(image, create_topic(image, TopicRequest("t", 3, 3)).records)
+    image = apply(image, life.expire_sessions(image, now_ms=10_000, next_offset=700))
+    assert image.brokers[1].fenced
+
+    def beat(offset: int):
+        return life.heartbeat(
+            image,
+            broker_id=1,
+            broker_epoch=10,
+            metadata_offset=offset,
+            want_fence=False,
+            want_shutdown=False,
+            now_ms=10_001,
+            next_offset=800,
+        )
+
+    stale = beat(699)  # caught up with its registration (10), not with the fence at 700
+    assert stale.records == [] and stale.is_fenced and not stale.is_caught_up
+    current = beat(700)
+    assert current.is_caught_up and not current.is_fenced
+    assert not apply(image, current.records).brokers[1].fenced
 
 
 def test_controlled_shutdown_moves_leadership_before_allowing_shutdown() -> None:

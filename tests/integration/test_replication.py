@@ -85,6 +85,31 @@ class ContinuousProducer:
         return out
 
 
+class ContinuousConsumer:
+    """Polls the topic from a thread, from the start, until stopped; keeps the values read."""
+
+    def __init__(self, servers: str, topic: str) -> None:
+        self.consumer = Consumer({"bootstrap.servers": servers, "auto.offset.reset": "earliest"})
+        self.consumer.assign([TopicPartition(topic, 0)])
+        self.values: list[bytes] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + 90
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            self.values.extend(r.value for r in self.consumer.poll(timeout_ms=100))
+
+    def __enter__(self) -> ContinuousConsumer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.consumer.close()
+
+
 def wait_acked_progress(p: ContinuousProducer, timeout: float) -> float:
     """Seconds until a record sent from now on is acknowledged."""
     start = time.monotonic()
@@ -111,7 +136,7 @@ def check_acked(values: list[bytes], acked: list[int]) -> dict[str, int]:
     order: list[int] = []
     duplicates = 0
     for v in values:
-        if v == b"probe":
+        if not v.isdigit():  # the probe, or an acks=1 record
             continue
         n = int(v)
         if n in seen:
@@ -157,11 +182,28 @@ def _failover(rcluster: DevCluster, sig: signal.Signals, tmp_path: Path) -> None
     topic = "chaos"
     admin.create_topic(topic, 1, 3, TOPIC_CONFIG)
     wait_for(lambda: describe(admin, topic).leader > 0, 10, what="a leader")
-    with ContinuousProducer(rcluster.bootstrap_servers, topic) as producer:
+    with (
+        ContinuousProducer(rcluster.bootstrap_servers, topic) as producer,
+        ContinuousConsumer(rcluster.bootstrap_servers, topic) as consumer,
+    ):
         wait_for(lambda: len(producer.acked()) > 500, 20, what="records acknowledged before the fault")
         old = describe(admin, topic)
+        followers = [r for r in old.replicas if r != old.leader]
+        if sig is signal.SIGKILL:
+            # Give the leader a tail its followers never fetch (well within replica.lag.time.max.ms, so the ISR
+            # stays whole): after the kill the new leader lacks it, and the old leader must truncate it away.
+            # (acks=1 writes: acks=all ones would wait for the paused followers, one request at a time).
+            for b in followers:
+                rcluster.signal(b, signal.SIGSTOP)
+            with Producer({"bootstrap.servers": rcluster.bootstrap_servers, "acks": "1", "linger.ms": 0}) as tail:
+                for i in range(5):
+                    tail.send(topic, b"tail-%d" % i).result(5)
+                    time.sleep(0.05)
         rcluster.signal(old.leader, sig)
         killed_at = time.monotonic()
+        if sig is signal.SIGKILL:
+            for b in followers:
+                rcluster.signal(b, signal.SIGCONT)
         new_leader = wait_for(
             lambda: (d := describe(admin, topic)).leader not in (-1, old.leader) and d.leader,
             8,
@@ -170,6 +212,9 @@ def _failover(rcluster: DevCluster, sig: signal.Signals, tmp_path: Path) -> None
         probe = wait_acked_progress(producer, 10)
         failover = time.monotonic() - killed_at
         assert failover < 5.0, f"new leader served acks=all {failover:.1f}s after the fault"
+        # A consumer that was reading from the old leader moves on to the new one promptly too.
+        wait_for(lambda: b"probe" in consumer.values, 5, what="the consumer to read from the new leader")
+        consumer_failover = time.monotonic() - killed_at
         assert new_leader in old.isr
         if sig is signal.SIGSTOP:
             rcluster.signal(old.leader, signal.SIGCONT)
@@ -183,7 +228,9 @@ def _failover(rcluster: DevCluster, sig: signal.Signals, tmp_path: Path) -> None
     values = read_all(rcluster.bootstrap_servers, topic, d.high_watermark)
     report = check_acked(values, producer.acked())
     report["old_leader_truncations"] = rcluster.node(old.leader).log_file.read_text().count("truncated to")
-    print(f"\n{sig.name}: failover {failover:.2f}s (probe {probe:.2f}s), {report}")
+    if sig is signal.SIGKILL:
+        assert report["old_leader_truncations"] >= 1, "the restarted leader did not truncate its divergent tail"
+    print(f"\n{sig.name}: failover {failover:.2f}s (probe {probe:.2f}s, consumer {consumer_failover:.2f}s), {report}")
     assert d.high_watermark == len(values)
     admin.close()
     rcluster.stop_all(timeout=20)
