@@ -135,6 +135,7 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "log.index.interval.bytes": (_int, 4096),
     "log.cleanup.policy": (str, "delete"),
     "log.max.open.files": (_int, 4096),
+    "producer.id.expiration.ms": (_int, 86_400_000),
     "fetch.max.bytes": (_int, 57671680),
     "socket.request.max.bytes": (_int, 104857600),
 }

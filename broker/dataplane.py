@@ -1,4 +1,4 @@
-"""The ``Broker`` gRPC service's data plane: Metadata, Produce, Fetch and ListOffsets.
+"""The ``Broker`` gRPC service's data plane: Metadata, Produce, Fetch, ListOffsets and InitProducerId.
 
 Requests carry many partitions each (DESIGN.md §2: a Python gRPC server pays ~0.3 ms of CPU per RPC whatever its
 size, so the clients batch). Every partition gets its own typed error; a partition this broker does not lead
@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from odradek.broker.metrics import NodeMetrics
 from odradek.broker.partition import Partition
+from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager, monotonic_ms
 from odradek.client.errors import ErrorCode, InvalidRequestError, NotLeaderOrFollowerError, OdradekError
 from odradek.controller.metadata.image import MetadataImage
@@ -28,6 +29,9 @@ log = logging.getLogger(__name__)
 
 EARLIEST, LATEST = -2, -1
 CONSUMER_REPLICA_ID = -1
+NO_PRODUCER_ID = NO_PRODUCER_EPOCH = -1
+# As Kafka: an epoch is bumped only below int16 max - 1; past that the producer gets a fresh id at epoch 0.
+MAX_PRODUCER_EPOCH = 32766
 
 
 def _leader_hint(image: MetadataImage, topic: str, partition: int) -> common_pb2.LeaderHint | None:
@@ -55,6 +59,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         # False while this broker cannot know it still leads: no controller session for a whole session timeout
         # (e.g. the process was paused). Writes are refused then; the controller has fenced it or soon will.
         self.session_valid: Callable[[], bool] = lambda: True
+        # Set by the node (it needs the controller connection); without it InitProducerId is refused.
+        self.producer_ids: ProducerIdManager | None = None
 
     @property
     def image(self) -> MetadataImage:
@@ -369,3 +375,32 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         if found is None or found >= log_.high_watermark:
             return -1, -1
         return found, timestamp
+
+    # ---- Producer ids ----
+
+    async def InitProducerId(self, request, context):
+        """Idempotent producers only (empty ``transactional_id``): a new id at epoch 0, or, for a producer that
+        hit an unrecoverable sequence error (KIP-360), its id at the next epoch, so it can restart its sequences
+        without the partitions mistaking its new batches for duplicates or gaps."""
+
+        def error(code: int) -> pb.InitProducerIdResponse:
+            return pb.InitProducerIdResponse(error=code, producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH)
+
+        if request.transactional_id:
+            return error(ErrorCode.UNSUPPORTED_VERSION)  # transactions are not implemented yet
+        pid, epoch = request.producer_id, request.producer_epoch
+        # Kafka refuses an id without an epoch and vice versa; here producer_id -1 alone asks for a new id, as
+        # proto3 cannot tell an epoch left unset from epoch 0 (and a new id is always a safe answer).
+        if pid < NO_PRODUCER_ID or (pid != NO_PRODUCER_ID and not 0 <= epoch <= 32767):
+            return error(ErrorCode.INVALID_REQUEST)
+        # An id above every allocated block was never handed out: bumping it would let a client squat on an id
+        # another producer will get, so it gets a fresh one instead (the metadata of this broker may lag another
+        # broker's newest block; a fresh id is always a valid answer to a bump).
+        if pid != NO_PRODUCER_ID and epoch < MAX_PRODUCER_EPOCH and pid < self.image.next_producer_id:
+            return pb.InitProducerIdResponse(producer_id=pid, producer_epoch=epoch + 1)
+        if self.producer_ids is None:
+            return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        try:
+            return pb.InitProducerIdResponse(producer_id=await self.producer_ids.next_id(), producer_epoch=0)
+        except OdradekError as e:
+            return error(e.code)

@@ -92,7 +92,8 @@ class BrokerLifecycleManager:
             self._controller = None
             return None
         if response.error == ErrorCode.NOT_CONTROLLER:
-            self._redirect(response.leader_id)
+            # Not every response names the leader (AlterPartition, AllocateProducerIds): then ask the known one.
+            self._redirect(response.leader_id if "leader_id" in type(response).DESCRIPTOR.fields_by_name else -1)
             return None
         self._controller = node
         return response

@@ -22,6 +22,7 @@ from odradek.broker.lifecycle import BrokerLifecycleManager
 from odradek.broker.log.config import LogManagerConfig
 from odradek.broker.log.manager import LogManager
 from odradek.broker.metrics import NodeMetrics, gauge
+from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager, broker_log_config
 from odradek.broker.storage import verify_storage
 from odradek.client.connection import channel_options
@@ -160,6 +161,9 @@ class Node:
             service = BrokerService(c.node_id, self.cluster_id, self.replicas, c["message.max.bytes"], self.metrics)
             service.controller_id = lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id
             service.session_valid = lifecycle_manager.session_valid
+            service.producer_ids = ProducerIdManager(
+                c.node_id, lambda: lifecycle_manager.broker_epoch, lifecycle_manager.call
+            )
             broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
         for server in self.servers:
             await server.start()

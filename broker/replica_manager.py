@@ -34,6 +34,7 @@ BROKER_LOG_DEFAULTS = {
     "log.index.size.max.bytes": "segment.index.bytes",
     "log.index.interval.bytes": "index.interval.bytes",
     "message.max.bytes": "max.message.bytes",
+    "producer.id.expiration.ms": "producer.id.expiration.ms",
 }
 _LOG_CONFIG_NAMES = set(LogConfig._NAMES)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Self
 
 from odradek.client.connection import parse_servers
@@ -129,6 +129,33 @@ class ProducerConfig(ClientConfig):
     delivery_timeout_ms: int = option(120_000, _int(1))
     max_request_size: int = option(1_048_576, _int(1))
     partitioner_ignore_keys: bool = option(False, _bool)
+    enable_idempotence: bool = option(True, _bool)
+
+    @classmethod
+    def from_mapping(cls, config: Mapping[str, Any]) -> Self:
+        """As Kafka (3.0+): idempotence is on by default; settings it cannot work with (acks other than all,
+        retries 0, more than 5 requests in flight) are an error if it was asked for, and turn it off if it was
+        only the default."""
+        parsed = super().from_mapping(config)
+        if not parsed.enable_idempotence:
+            return parsed
+        conflicts = [
+            text
+            for text, bad in (
+                ("acks must be all", parsed.acks != -1),
+                ("retries must be above 0", parsed.retries == 0),
+                (
+                    "max.in.flight.requests.per.connection must be at most 5",
+                    parsed.max_in_flight_requests_per_connection > 5,
+                ),
+            )
+            if bad
+        ]
+        if not conflicts:
+            return parsed
+        if "enable.idempotence" in config:
+            raise ConfigError(f"enable.idempotence=true needs: {'; '.join(conflicts)}")
+        return replace(parsed, enable_idempotence=False)
 
     def __post_init__(self) -> None:
         # Kafka's rule: a batch must be able to linger and then wait a full request timeout before it expires.

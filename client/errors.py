@@ -151,6 +151,24 @@ class ConfigError(OdradekError, ValueError):
     code = ErrorCode.INVALID_CONFIG
 
 
+class OutOfOrderSequenceError(OdradekError):
+    """A batch does not continue its producer's sequence (a gap, or a new epoch not starting at 0)."""
+
+    code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(OdradekError):
+    """A batch carries an older producer epoch than the partition has seen: a fenced (zombie) producer."""
+
+    code = ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+class InvalidRecordError(OdradekError):
+    """A batch the broker refuses as a whole (e.g. an idempotent batch sharing its partition's records)."""
+
+    code = ErrorCode.INVALID_RECORD
+
+
 _BY_CODE: dict[int, type[OdradekError]] = {
     cls.code: cls
     for cls in (
@@ -167,6 +185,9 @@ _BY_CODE: dict[int, type[OdradekError]] = {
         NotEnoughReplicasError,
         NotEnoughReplicasAfterAppendError,
         InvalidUpdateVersionError,
+        OutOfOrderSequenceError,
+        InvalidProducerEpochError,
+        InvalidRecordError,
         NetworkError,
         RequestTimedOutError,
     )

@@ -20,6 +20,7 @@ from odradek.controller.elections import PartitionOutcome, elect_leaders
 from odradek.controller.isr import IsrItem, alter_partition
 from odradek.controller.metadata.image import MetadataImage, PartitionState
 from odradek.controller.metadata.state_machine import MetadataStateMachine
+from odradek.controller.producer_ids import allocate_producer_ids
 from odradek.controller.quorum.driver import RaftDriver
 from odradek.controller.raft import Role
 from odradek.controller.reassignment import ReassignmentRequest, alter_reassignments
@@ -119,6 +120,18 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
                 )
             )
         return cpb.AlterPartitionResponse(error=out.error, topics=list(by_topic.values()))
+
+    async def AllocateProducerIds(self, request, context):
+        def decide(image: MetadataImage, _next_offset: int):
+            return allocate_producer_ids(image, request.broker_id, request.broker_epoch)
+
+        try:
+            block = await self.controller.write(decide)
+        except OdradekError as e:
+            return cpb.AllocateProducerIdsResponse(error=e.code, producer_id_start=-1)
+        return cpb.AllocateProducerIdsResponse(
+            error=block.error, producer_id_start=block.start, producer_id_len=block.length
+        )
 
 
 def under_replicated(p: PartitionState) -> bool:

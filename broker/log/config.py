@@ -22,6 +22,7 @@ class LogConfig:
     retention_ms: int = 7 * 24 * 3600 * 1000  # -1: keep forever
     retention_bytes: int = -1  # -1: no size limit
     max_message_bytes: int = 1024 * 1024 + 12
+    producer_id_expiration_ms: int = 86_400_000  # a broker setting, not a topic config
     # Reserve disk blocks ahead of the write position (fallocate with KEEP_SIZE, in PREALLOCATE_BYTES steps). Unlike
     # Kafka's whole-segment `preallocate`, the file size stays the data size, so it is on by default: on ext4 it
     # makes each append ~20% cheaper because the write no longer allocates blocks.
@@ -39,6 +40,7 @@ class LogConfig:
         "max.message.bytes": "max_message_bytes",
         "message.max.bytes": "max_message_bytes",  # the broker-level name of the same limit
         "preallocate": "preallocate",
+        "producer.id.expiration.ms": "producer_id_expiration_ms",
     }
 
     def __post_init__(self) -> None:

@@ -42,6 +42,7 @@ from odradek.broker.log.config import LogConfig
 from odradek.broker.log.epoch_cache import FILE_NAME as EPOCH_FILE
 from odradek.broker.log.epoch_cache import LeaderEpochCache
 from odradek.broker.log.handles import SegmentHandles
+from odradek.broker.log.producer_state import ProducerStateManager, increment_sequence
 from odradek.broker.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -53,14 +54,17 @@ from odradek.broker.log.segment import (
 from odradek.client.errors import (
     CorruptRecordError,
     ErrorCode,
+    InvalidRecordError,
     InvalidRequestError,
     OdradekError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
 )
+from odradek.client.record.batch import read_batches
 from odradek.client.record.header import (
     LOG_OVERHEAD,
+    NO_PRODUCER_ID,
     PREFIX,
     PREFIX_SIZE,
     AppendBatch,
@@ -135,6 +139,7 @@ class Log:
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._epochs: LeaderEpochCache
+        self._producers: ProducerStateManager
         self._log_start = 0
         self._hw = 0
         self._recovery_point = 0
@@ -183,6 +188,7 @@ class Log:
         remove_stale_tmp(self.dir)
         self._remove_leftovers()
         self._epochs = LeaderEpochCache(self.dir / EPOCH_FILE)
+        self._producers = ProducerStateManager(self.dir, self.config.producer_id_expiration_ms)
         bases = sorted(int(p.name[: -len(LOG_SUFFIX)]) for p in self.dir.glob("*" + LOG_SUFFIX))
         now = self._clock()
         self._segments = [LogSegment(self.dir, b, self.config, self._handles, self._lock, now) for b in bases]
@@ -200,6 +206,33 @@ class Log:
         self._epochs.truncate_from_start(self._log_start)
         self._hw = min(max(high_watermark, self._log_start), leo)
         self._recovery_point = leo if clean else min(recovery_point, leo)
+        self._rebuild_producer_state()
+
+    def _rebuild_producer_state(self) -> None:
+        """Producer state from the latest usable snapshot plus the batches after it (producer_state.py). Lock
+        held."""
+        producers = self._producers
+        leo = self.log_end_offset
+        offset = producers.load(self._log_start, leo)
+        while offset < leo:
+            data = self.read(offset, 1 << 20)
+            if not data.records:
+                break
+            for batch in read_batches(data.records, validate=False):
+                h = batch.header
+                if h.producer_id != NO_PRODUCER_ID and h.base_offset >= offset:
+                    producers.update(
+                        h.producer_id,
+                        h.producer_epoch,
+                        h.base_sequence,
+                        h.last_sequence,
+                        h.base_offset,
+                        h.last_offset,
+                        h.max_timestamp,
+                    )
+            offset = data.next_offset
+        producers.map_end_offset = leo
+        producers.remove_expired(self._clock())
 
     def _load_segments(self, recovery_point: int, clean: bool) -> None:
         """Load trusted segments, recover the others (all from the one holding the recovery point if unclean)."""
@@ -332,16 +365,23 @@ class Log:
         size = len(view)
         if size > config.segment_bytes:
             raise RecordTooLargeError(f"{size} bytes of batches exceed segment.bytes {config.segment_bytes}")
+        idempotent = batches[0][6] != NO_PRODUCER_ID or (
+            len(batches) > 1 and any(b[6] != NO_PRODUCER_ID for b in batches)
+        )
         with self._lock:
             if self.failure is not None or self._closed:
                 self._check_usable()
+            if idempotent:
+                duplicate = self._check_producer(batches)
+                if duplicate is not None:
+                    return duplicate
             if leader_epoch != self._epochs.latest_epoch:
                 self._start_epoch(leader_epoch)
             seg = self._segments[-1]
             first = offset = seg.next_offset
             iov: list[bytes | memoryview] = []
             max_ts, max_ts_offset, records, position = -1, first, 0, 0
-            for _, batch_size, delta, batch_max_ts, count, _ in batches:
+            for _, batch_size, delta, batch_max_ts, count, _, _, _, _ in batches:
                 rest = view[position + PREFIX_SIZE : position + batch_size]
                 iov += _pack_prefix(offset, batch_size - LOG_OVERHEAD, leader_epoch), rest
                 if batch_max_ts > max_ts:
@@ -350,8 +390,27 @@ class Log:
                 offset += delta + 1
                 position += batch_size
             self._write(seg, iov, size, batches, first, offset - 1, max_ts, records)
+            if idempotent:
+                _, _, delta, batch_max_ts, _, _, pid, producer_epoch, seq = batches[0]
+                self._producers.update(
+                    pid, producer_epoch, seq, increment_sequence(seq, delta), first, offset - 1, batch_max_ts
+                )
             info = (first, offset - 1, max_ts, max_ts_offset, records, len(batches), size, self._log_start)
             return _append_info(info)
+
+    def _check_producer(self, batches: list[AppendBatch]) -> AppendInfo | None:
+        """Validate an idempotent producer's batch against its sequence (producer_state.py); for a retried
+        duplicate, the AppendInfo of the original (no records appended: ``batch_count`` 0). Lock held."""
+        if len(batches) != 1:
+            raise InvalidRecordError("an idempotent producer's batch must be the only one in its partition's records")
+        _, _, delta, _, _, _, pid, producer_epoch, seq = batches[0]
+        if seq < 0 or producer_epoch < 0:
+            raise InvalidRecordError(f"batch of producer {pid} has no sequence number or epoch")
+        duplicate = self._producers.check(pid, producer_epoch, seq, increment_sequence(seq, delta))
+        if duplicate is None:
+            return None
+        first, last = duplicate.first_offset, duplicate.last_offset
+        return _append_info((first, last, duplicate.timestamp, first, 0, 0, 0, self._log_start))
 
     def start_leader_epoch(self, leader_epoch: int) -> None:
         """This replica became leader at ``leader_epoch``: the epoch starts at the log end offset now, before any
@@ -388,7 +447,7 @@ class Log:
             self._check_usable()
             expected = self.log_end_offset
             max_ts, max_ts_offset, records = -1, first, 0
-            for base, _, delta, batch_max_ts, count, _ in batches:
+            for base, _, delta, batch_max_ts, count, _, _, _, _ in batches:
                 if base < expected:
                     raise UnexpectedAppendOffsetError(
                         f"{self.dir.name}: batch at offset {base} does not follow offset {expected - 1}"
@@ -397,11 +456,15 @@ class Log:
                 if batch_max_ts > max_ts:
                     max_ts, max_ts_offset = batch_max_ts, base
                 records += count
-            for base, _, _, _, _, epoch in batches:
+            for base, _, _, _, _, epoch, _, _, _ in batches:
                 latest = self._epochs.latest_epoch
                 if epoch > (-1 if latest is None else latest):
                     self._epochs.assign(epoch, base)
             self._write(self._segments[-1], [view], size, batches, None, last, max_ts, records)
+            update = self._producers.update
+            for base, _, delta, batch_max_ts, _, _, pid, producer_epoch, seq in batches:
+                if pid != NO_PRODUCER_ID:
+                    update(pid, producer_epoch, seq, increment_sequence(seq, delta), base, base + delta, batch_max_ts)
             info = (first, last, max_ts, max_ts_offset, records, len(batches), size, self._log_start)
             return _append_info(info)
 
@@ -448,6 +511,8 @@ class Log:
             return old
         old.seal()
         self._sync_segments(self._recovery_point, old.base_offset)
+        self._producers.map_end_offset = base_offset
+        self._producers.take_snapshot()  # bounds the replay on open to the segments from here
         seg = self._add_segment(base_offset)
         self._recovery_point = max(self._recovery_point, base_offset)
         return seg
@@ -563,6 +628,8 @@ class Log:
             self._log_start = min(self._log_start, leo)
             self._hw = min(self._hw, leo)
             self._recovery_point = min(self._recovery_point, leo)
+            self._producers.truncate(leo)
+            self._rebuild_producer_state()
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -582,6 +649,9 @@ class Log:
         self._add_segment(offset)
         self._epochs.clear()
         self._log_start = self._hw = self._recovery_point = offset
+        self._producers.truncate(offset)
+        self._producers.load(offset, offset)
+        self._producers.map_end_offset = offset
 
     def increment_log_start_offset(self, offset: int) -> bool:
         """Move the log start offset up (DeleteRecords); segments below it go at the next retention pass."""
@@ -623,6 +693,8 @@ class Log:
                 raise self._fail(StorageError(f"{self.dir.name}: retention failed: {e}")) from e
             if deleted:
                 self._epochs.truncate_from_start(self._log_start)
+                self._producers.delete_snapshots_below(self._log_start)
+            self._producers.remove_expired(now)
             return deleted
 
     @staticmethod
@@ -685,6 +757,8 @@ class Log:
                     self._segments[-1].seal()
                     self._sync_segments(self._recovery_point, self._bases[-1])
                     self._recovery_point = self.log_end_offset
+                    self._producers.map_end_offset = self._recovery_point
+                    self._producers.take_snapshot()  # a clean restart replays nothing
             except OSError as e:
                 self._fail(StorageError(f"{self.dir.name}: close failed: {e}"))
             finally:

@@ -276,7 +276,7 @@ class LogSegment:
         oi, ti = self.offset_index, self.time_index
         since, max_ts, max_ts_offset = self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp
         base = first_offset
-        for batch_base, size, delta, batch_max_ts, _, _ in batches:
+        for batch_base, size, delta, batch_max_ts, _, _, _, _, _ in batches:
             if first_offset is None:
                 base = batch_base
             if batch_max_ts > max_ts:

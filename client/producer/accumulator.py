@@ -218,6 +218,7 @@ class RecordAccumulator:
         can_send: Callable[[int, bool], bool],
         max_bytes: int,
         muted: Collection[TopicPartition] = (),
+        one_per_partition: bool = False,
     ) -> tuple[dict[int, list[ProducerBatch]], list[ProducerBatch], float, bool]:
         """Take the batches to send now, grouped by leader. Returns them, the batches that expired
         (``delivery.timeout.ms``), when the next waiting batch becomes sendable, and whether a sendable batch has
@@ -229,7 +230,9 @@ class RecordAccumulator:
         sender pipelines full batches further than lingered, small ones, so that at a moderate rate records
         gather behind the requests in flight instead of each making its own RPC. As in Kafka, a leader with one
         sendable partition gets the waiting batches of all its partitions in the same request, up to
-        ``max_bytes`` (at least one batch). ``muted`` partitions (a request of theirs is in flight) wait."""
+        ``max_bytes`` (at least one batch). ``muted`` partitions (a request of theirs is in flight) wait. With
+        ``one_per_partition`` (the idempotent producer: the broker deduplicates one batch per partition and request)
+        a request takes at most one batch of each partition."""
         by_node: dict[int, list[ProducerBatch]] = {}
         sizes: dict[int, int] = {}
         expired: list[ProducerBatch] = []
@@ -272,6 +275,8 @@ class RecordAccumulator:
                 while queue and queue[0].retry_at <= now and (not batches or size + queue[0].size <= max_bytes):
                     size += queue[0].size
                     batches.append(self._pop(queue))
+                    if one_per_partition:
+                        break
                 sizes[leader] = size
         return by_node, expired, next_ready, unknown_leader
 

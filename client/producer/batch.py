@@ -38,6 +38,7 @@ class ProducerBatch:
         "_waiters",
         "attempts",
         "base_offset",
+        "base_sequence",
         "callbacks",
         "closed",
         "created",
@@ -48,6 +49,8 @@ class ProducerBatch:
         "keys",
         "log_append_time",
         "partition",
+        "producer_epoch",
+        "producer_id",
         "reserved",
         "retry_at",
         "size",
@@ -70,6 +73,10 @@ class ProducerBatch:
         self.attempts = 0
         self.retry_at = 0.0
         self.encoded: bytes | None = None
+        # Set once, by the idempotent producer when the batch is first drained (idempotence.py).
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = -1
         self.base_offset = -1
         self.log_append_time = -1
         self.error: BaseException | None = None
@@ -96,6 +103,9 @@ class ProducerBatch:
                 first if timestamps.count(first) == len(timestamps) else timestamps,
                 self.headers,
                 compression=compression,
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                base_sequence=self.base_sequence,
             )
         return self.encoded
 

@@ -12,7 +12,9 @@ leader hint from the response, or a metadata refresh). A batch fails for good on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import random
 import time
 
 import grpc
@@ -28,6 +30,7 @@ from odradek.client.errors import (
 from odradek.client.metadata import Metadata, rpc_error
 from odradek.client.producer.accumulator import RecordAccumulator
 from odradek.client.producer.batch import ProducerBatch
+from odradek.client.producer.idempotence import ProducerIdentity
 from odradek.client.structs import TopicPartition
 from odradek.proto import broker_pb2 as pb
 
@@ -72,6 +75,8 @@ class Sender:
         self._muted: set[TopicPartition] = set()
         self._throttled: dict[int, float] = {}  # node -> monotonic time its throttle ends
         self._requests: set[asyncio.Task[None]] = set()
+        self._identity = ProducerIdentity() if config.enable_idempotence else None
+        self._init_task: asyncio.Task[None] | None = None
         self._calls: dict[grpc.aio.UnaryUnaryCall, tuple[int, list[ProducerBatch], float]] = {}
         self._abandoned: set[grpc.aio.UnaryUnaryCall] = set()
         self._watchdog: asyncio.Task[None] | None = None
@@ -88,8 +93,9 @@ class Sender:
 
     async def stop(self) -> None:
         """Stop sending: cancel requests in flight and fail every batch not yet delivered."""
-        if self._watchdog is not None:
-            self._watchdog.cancel()
+        for task in (self._watchdog, self._init_task):
+            if task is not None:
+                task.cancel()
         self._task.cancel()
         for task in list(self._requests):
             task.cancel()
@@ -131,15 +137,23 @@ class Sender:
         accumulator = self._accumulator
         accumulator.wakeup_pending = False
         now = time.monotonic()
+        identity = self._identity
+        if identity is not None and (not identity.ready or identity.needs_new_id):
+            if self._init_task is None:
+                self._init_task = self._loop.create_task(self._init_producer_id())
+            return float("inf")  # woken when the producer id arrives
         while True:
             by_node, expired, next_ready, unknown_leader = accumulator.drain(
-                now, self._metadata.leader, self._can_send, self._max_request_size, self._muted
+                now, self._metadata.leader, self._can_send, self._max_request_size, self._muted, identity is not None
             )
             for batch in expired:
                 self._fail(batch, ClientTimeoutError(self._expiry_message(batch, now)))
             if unknown_leader:
                 self._metadata.request_refresh()
             for node, batches in by_node.items():
+                if identity is not None:
+                    for batch in batches:
+                        identity.assign(batch)
                 self._in_flight[node] = self._in_flight.get(node, 0) + 1
                 self._muted.update(TopicPartition(b.topic, b.partition) for b in batches)
                 task = self._loop.create_task(self._produce(node, batches))
@@ -147,6 +161,35 @@ class Sender:
                 task.add_done_callback(self._requests.discard)
             if not by_node:
                 return min([next_ready, *(t for t in self._throttled.values() if t > now)])
+
+    async def _init_producer_id(self) -> None:
+        """Get a producer id (or, past the largest epoch, a new one) from any broker; retry until one answers."""
+        identity = self._identity
+        assert identity is not None
+        try:
+            while True:
+                nodes = list(self._metadata.brokers)
+                stub = self._metadata.stub(random.choice(nodes)) if nodes else None
+                if stub is None:
+                    with contextlib.suppress(OdradekError):
+                        await self._metadata.refresh()
+                else:
+                    try:
+                        response = await stub.InitProducerId(
+                            pb.InitProducerIdRequest(producer_id=-1, producer_epoch=-1), timeout=self._timeout_ms / 1000
+                        )
+                    except grpc.aio.AioRpcError as e:
+                        log.debug("InitProducerId failed: %s", e.code().name)
+                    else:
+                        if response.error == ErrorCode.NONE:
+                            identity.reset(response.producer_id, response.producer_epoch)
+                            log.debug("producer id %d epoch %d", response.producer_id, response.producer_epoch)
+                            return
+                        log.debug("InitProducerId refused: %s", ErrorCode.Name(response.error))
+                await asyncio.sleep(self._backoff)
+        finally:
+            self._init_task = None
+            self.wakeup()
 
     def _expiry_message(self, batch: ProducerBatch, now: float) -> str:
         return (
@@ -287,5 +330,7 @@ class Sender:
             self._accumulator.reenqueue(retry)
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        if self._identity is not None:
+            self._identity.bump_epoch(batch)  # the broker's view of its sequence is unknown now
         batch.fail(error)
         self._accumulator.release(batch)

@@ -70,13 +70,14 @@ _EPOCH = struct.Struct(">i")
 # header_prefix; the log packs with it directly, saving a call per batch).
 PREFIX = struct.Struct(">qii")
 PREFIX_SIZE = 16
-# The fields an append needs, in one unpack (base_timestamp and the producer fields skipped): base_offset,
-# batch_length, partition_leader_epoch, magic, crc, attributes, last_offset_delta, max_timestamp, records_count.
-_APPEND_FIELDS = struct.Struct(">qiibIhi8xq14xi")
+# The fields an append needs, in one unpack (base_timestamp skipped): base_offset, batch_length,
+# partition_leader_epoch, magic, crc, attributes, last_offset_delta, max_timestamp, producer_id, producer_epoch,
+# base_sequence, records_count.
+_APPEND_FIELDS = struct.Struct(">qiibIhi8xqqhii")
 
-AppendBatch = tuple[int, int, int, int, int, int]
-"""One batch as ``validate_for_append`` returns it:
-(base_offset, size, last_offset_delta, max_timestamp, records_count, partition_leader_epoch)."""
+AppendBatch = tuple[int, int, int, int, int, int, int, int, int]
+"""One batch as ``validate_for_append`` returns it: (base_offset, size, last_offset_delta, max_timestamp,
+records_count, partition_leader_epoch, producer_id, producer_epoch, base_sequence)."""
 
 
 class BatchHeader(NamedTuple):
@@ -136,6 +137,9 @@ class BatchHeader(NamedTuple):
             self.max_timestamp,
             self.records_count,
             self.partition_leader_epoch,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
         )
 
     @property
@@ -208,7 +212,7 @@ def validate_for_append(
     position, end = 0, len(view)
     while position < end:
         try:
-            base, length, epoch, magic, crc, attributes, delta, max_ts, count = unpack(view, position)
+            base, length, epoch, magic, crc, attributes, delta, max_ts, pid, pepoch, seq, count = unpack(view, position)
         except struct.error:  # fewer than HEADER_SIZE bytes left
             _reject(view, position, max_batch_size)
         size = length + LOG_OVERHEAD
@@ -231,7 +235,7 @@ def validate_for_append(
             )
         ):
             _reject(view, position, max_batch_size)
-        batches.append((base, size, delta, max_ts, count, epoch))
+        batches.append((base, size, delta, max_ts, count, epoch, pid, pepoch, seq))
         position = batch_end
     if not batches:
         raise CorruptRecordError("no record batch to append")

@@ -52,6 +52,7 @@ class FakeCluster:
         self.fetch_errors: dict[tuple[str, int], deque[int]] = {}
         self.requests: Counter[tuple[int, str]] = Counter()  # (node, rpc) -> count
         self.produce_delay = 0.0  # seconds each Produce takes before answering
+        self.next_producer_id = 999
         self.produce_in_flight: Counter[int] = Counter()  # per node, and per (topic, partition) below
         self.max_produce_in_flight: Counter[int] = Counter()
         self.partition_in_flight: Counter[tuple[str, int]] = Counter()
@@ -203,6 +204,13 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
             controller_id=0,
             topics=topics,
         )
+
+    async def InitProducerId(self, request, context):
+        cluster = self.cluster
+        cluster.requests[self.node, "InitProducerId"] += 1
+        with cluster.lock:
+            cluster.next_producer_id += 1
+            return pb.InitProducerIdResponse(producer_id=cluster.next_producer_id, producer_epoch=0)
 
     async def Produce(self, request, context):
         cluster = self.cluster

@@ -203,6 +203,7 @@ async def test_in_flight_requests_are_bounded_per_broker_and_one_per_partition(c
     overrides = {"linger.ms": 0, "batch.size": 200, "max.in.flight.requests.per.connection": 2}
     async with AsyncProducer(config(cluster, **overrides)) as producer:
         await producer.partitions_for("wide")
+        await producer.send("wide", b"warm-up", partition=1)  # the producer id is fetched before the first batch
         futures = []
         for i in range(80):
             futures.append(producer.send("wide", b"%d" % i + b"x" * 150, partition=(i % 4) * 3))

@@ -228,6 +228,7 @@ def _failover(rcluster: DevCluster, sig: signal.Signals, tmp_path: Path) -> None
     values = read_all(rcluster.bootstrap_servers, topic, d.high_watermark)
     report = check_acked(values, producer.acked())
     report["old_leader_truncations"] = rcluster.node(old.leader).log_file.read_text().count("truncated to")
+    assert report["duplicates"] == 0, "the idempotent producer's retries were appended twice"
     if sig is signal.SIGKILL:
         assert report["old_leader_truncations"] >= 1, "the restarted leader did not truncate its divergent tail"
     print(f"\n{sig.name}: failover {failover:.2f}s (probe {probe:.2f}s, consumer {consumer_failover:.2f}s), {report}")

@@ -140,10 +140,7 @@ def reference(buf: bytes, max_batch_size: int, check_records: bool) -> tuple[str
             raise CorruptRecordError("no record batch to append")
     except OdradekError as e:
         return type(e).__name__, str(e)
-    return "ok", [
-        (h.base_offset, h.size, h.last_offset_delta, h.max_timestamp, h.records_count, h.partition_leader_epoch)
-        for h in headers
-    ]
+    return "ok", [h.append_batch for h in headers]
 
 
 def fast(buf: bytes, max_batch_size: int, check_records: bool) -> tuple[str, object]:

@@ -1,0 +1,309 @@
+"""Per-partition producer state for the idempotent producer (Kafka's ProducerStateManager, DESIGN.md §8).
+
+For each producer id the partition keeps the producer epoch and the sequence and offset ranges of its last five
+batches. The leader ``check``s a client batch against it before appending: a retry of one of those five batches is
+a duplicate, acknowledged with its original offsets and not appended again (a producer has at most five requests
+in flight, so a retry can only be one of them); otherwise the batch must continue the producer's sequence, or
+start at 0 in a new epoch, and an older epoch is fenced. Every replica ``update``s the state after each append of
+a batch with a producer id, so a new leader already has it.
+
+The state is derived from the log: ``update`` for each batch in order rebuilds it. Snapshots bound that replay.
+``take_snapshot`` writes the whole state, named by ``map_end_offset``; on open and after a truncation the caller
+(the Log) does::
+
+    start = state.load(log_start_offset, log_end_offset)   # latest usable snapshot, or nothing
+    for batch in the log's batches from ``start`` to its end:
+        if batch.producer_id != NO_PRODUCER_ID:
+            state.update(...)
+    state.map_end_offset = log_end_offset
+
+Snapshot file ``<offset as 20 digits>.snapshot`` in the partition directory, big-endian::
+
+    0   2  version (1)
+    2   4  CRC32C of every byte after this field
+    6   8  offset (the file name's, repeated so a misnamed file is caught)
+    14  4  producer count
+    then per producer:  8 producer id, 2 epoch, 8 last timestamp, 1 batch count (1..5)
+    then per batch:     4 first sequence, 4 last sequence, 8 first offset, 8 last offset, 8 timestamp
+
+All five batches are kept (Kafka's snapshot keeps only the last), so duplicate detection survives a restart. A
+snapshot that fails any check (torn, bit-flipped, unknown version) is deleted and an older one used: a snapshot is
+only a cache of the log, so losing one costs replay time, never data.
+
+Not thread-safe: the owning Log's lock guards it. File errors (OSError) propagate to the caller.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import struct
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from crc32c import crc32c
+
+from odradek.broker.log.checkpoint import fsync_dir, write_atomic
+from odradek.client.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+
+logger = logging.getLogger(__name__)
+
+MAX_RETAINED_BATCHES = 5  # Kafka's limit on in-flight requests per connection for an idempotent producer
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+_OFFSET_DIGITS = 20
+
+_VERSION_CRC = struct.Struct(">hI")
+_BODY_HEAD = struct.Struct(">qi")  # offset, producer count
+_ENTRY = struct.Struct(">qhqB")  # producer id, epoch, last timestamp, batch count
+_BATCH = struct.Struct(">iiqqq")  # first seq, last seq, first offset, last offset, timestamp
+
+
+class _CorruptSnapshot(Exception):
+    pass
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """Sequence numbers are non-negative int32s that wrap to 0 after 2**31 - 1, as in Kafka."""
+    return (sequence + increment) & 0x7FFFFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    """One appended batch: its sequence range (``last_seq = first_seq + record count - 1``, wrapping) and offsets."""
+
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    """A producer's current epoch and its last MAX_RETAINED_BATCHES batches, oldest first."""
+
+    producer_id: int
+    epoch: int
+    batches: deque[BatchMetadata]
+    last_timestamp: int
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset
+
+
+class ProducerStateManager:
+    """The producer state of one partition replica, plus its snapshot files in ``directory``.
+
+    ``expiration_ms`` is Kafka's ``producer.id.expiration.ms``: how long a silent producer's state is kept.
+    """
+
+    def __init__(self, directory: Path, expiration_ms: int = 86_400_000) -> None:
+        self.directory = directory
+        self.expiration_ms = expiration_ms
+        self._producers: dict[int, ProducerEntry] = {}
+        self._map_end_offset = 0
+
+    def __len__(self) -> int:
+        return len(self._producers)
+
+    @property
+    def producers(self) -> Mapping[int, ProducerEntry]:
+        """A read-only view by producer id (the entries are live: do not mutate them)."""
+        return MappingProxyType(self._producers)
+
+    @property
+    def map_end_offset(self) -> int:
+        """The log offset below which every batch has been applied; the next snapshot is named by it.
+
+        ``update`` advances it past each producer batch; the Log sets it to its log end offset after batches without
+        a producer id and after replay, so that snapshots are named by the log end."""
+        return self._map_end_offset
+
+    @map_end_offset.setter
+    def map_end_offset(self, offset: int) -> None:
+        self._map_end_offset = offset
+
+    # -- the data path ---------------------------------------------------------------------------------------------
+
+    def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        """Validate a client batch before the leader appends it; the state is not changed.
+
+        Returns the retained batch it duplicates (same epoch and sequence range), which the caller acknowledges
+        with that batch's offsets instead of appending, or None for a new, valid batch. Raises
+        InvalidProducerEpochError for an epoch older than the producer's, and OutOfOrderSequenceError for a new
+        epoch not starting at sequence 0 or a same-epoch batch that does not follow the last one. A producer with
+        no state (new, expired, or truncated away) may start at any sequence (KIP-360): the broker cannot tell a
+        gap from a producer whose earlier batches it no longer remembers.
+        """
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return None
+        if epoch == entry.epoch:
+            for batch in entry.batches:
+                if batch.first_seq == first_seq and batch.last_seq == last_seq:
+                    return batch
+            expected = increment_sequence(entry.last_seq, 1)
+            if first_seq != expected:
+                raise OutOfOrderSequenceError(
+                    f"producer {producer_id} epoch {epoch}: sequence {first_seq}, expected {expected}"
+                )
+        elif epoch < entry.epoch:
+            raise InvalidProducerEpochError(f"producer {producer_id}: epoch {epoch} is older than {entry.epoch}")
+        elif first_seq != 0:
+            raise OutOfOrderSequenceError(
+                f"producer {producer_id}: new epoch {epoch} must start at sequence 0, not {first_seq}"
+            )
+        return None
+
+    def update(
+        self,
+        producer_id: int,
+        epoch: int,
+        first_seq: int,
+        last_seq: int,
+        first_offset: int,
+        last_offset: int,
+        timestamp: int,
+    ) -> None:
+        """Record a batch the log has appended (leader, follower and replay alike; no validation: the log is the
+        truth). Any epoch other than the producer's current one replaces it and forgets the retained batches, whose
+        sequences belong to the old epoch. ``timestamp`` is the batch's max timestamp, which drives expiry."""
+        batch = BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp)
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            batches = deque((batch,), maxlen=MAX_RETAINED_BATCHES)
+            self._producers[producer_id] = ProducerEntry(producer_id, epoch, batches, timestamp)
+        else:
+            if epoch != entry.epoch:
+                entry.epoch = epoch
+                entry.batches.clear()
+            entry.batches.append(batch)
+            entry.last_timestamp = timestamp
+        self._map_end_offset = last_offset + 1
+
+    def remove_expired(self, now_ms: int) -> int:
+        """Forget producers silent for ``expiration_ms`` or more (Kafka's rule); return how many were removed.
+
+        Without this the state of every producer that ever wrote would live forever. A producer that comes back
+        is unknown and may continue from any sequence."""
+        expired = [pid for pid, e in self._producers.items() if now_ms - e.last_timestamp >= self.expiration_ms]
+        for pid in expired:
+            del self._producers[pid]
+        return len(expired)
+
+    # -- snapshots -------------------------------------------------------------------------------------------------
+
+    def snapshot_offsets(self) -> list[int]:
+        """Offsets of the snapshot files in the directory, ascending."""
+        offsets = []
+        for path in self.directory.iterdir():
+            stem = path.name[: -len(SNAPSHOT_SUFFIX)]
+            if path.name.endswith(SNAPSHOT_SUFFIX) and len(stem) == _OFFSET_DIGITS and stem.isdigit():
+                offsets.append(int(stem))
+        return sorted(offsets)
+
+    def take_snapshot(self) -> Path:
+        """Write the whole state as the snapshot at ``map_end_offset`` (atomically, replacing one there)."""
+        path = self._path(self._map_end_offset)
+        write_atomic(path, self._encode())
+        return path
+
+    def load(self, log_start_offset: int, log_end_offset: int) -> int:
+        """Replace the in-memory state with the latest valid snapshot at or below ``log_end_offset``; return the
+        offset the caller replays batches from (see the module docstring), also the new ``map_end_offset``.
+
+        Snapshots above the log end describe batches the log no longer has and are deleted, as are corrupt ones.
+        Producers whose batches all lie below ``log_start_offset`` are dropped: retention removed their data. The
+        replay starts at the snapshot's offset, or at the log start if there is no snapshot or it lies below."""
+        offsets = self.snapshot_offsets()
+        keep = bisect.bisect_right(offsets, log_end_offset)
+        doomed = offsets[keep:]
+        producers: dict[int, ProducerEntry] = {}
+        snapshot_offset = log_start_offset
+        for offset in reversed(offsets[:keep]):
+            try:
+                producers = self._decode(offset, self._path(offset).read_bytes())
+            except _CorruptSnapshot as e:
+                logger.warning("%s: ignoring corrupt producer snapshot (%s)", self._path(offset), e)
+                doomed.append(offset)
+                continue
+            snapshot_offset = offset
+            break
+        self._delete(doomed)
+        self._producers = {pid: e for pid, e in producers.items() if e.last_offset >= log_start_offset}
+        self._map_end_offset = max(snapshot_offset, log_start_offset)
+        return self._map_end_offset
+
+    def truncate(self, offset: int) -> None:
+        """The log was truncated to ``offset``: delete the snapshots above it and clear the in-memory state, which
+        may hold batches that are gone. The caller must then ``load`` and replay (module docstring) before using
+        the state. Until then it is empty with ``map_end_offset`` 0, which is true of any log."""
+        self._delete([o for o in self.snapshot_offsets() if o > offset])
+        self._producers = {}
+        self._map_end_offset = 0
+
+    def delete_snapshots_below(self, offset: int) -> None:
+        """Retention moved the log start to ``offset``: delete older snapshots but the newest at or below it, which
+        a load would still start from."""
+        offsets = self.snapshot_offsets()
+        self._delete(offsets[: max(bisect.bisect_right(offsets, offset) - 1, 0)])
+
+    def _path(self, offset: int) -> Path:
+        return self.directory / f"{offset:0{_OFFSET_DIGITS}d}{SNAPSHOT_SUFFIX}"
+
+    def _delete(self, offsets: list[int]) -> None:
+        """Delete snapshots durably: one reappearing after a crash could describe batches a truncation removed."""
+        for offset in offsets:
+            self._path(offset).unlink(missing_ok=True)
+        if offsets:
+            fsync_dir(self.directory)
+
+    def _encode(self) -> bytes:
+        parts = [_BODY_HEAD.pack(self._map_end_offset, len(self._producers))]
+        for entry in self._producers.values():
+            parts.append(_ENTRY.pack(entry.producer_id, entry.epoch, entry.last_timestamp, len(entry.batches)))
+            parts.extend(
+                _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp) for b in entry.batches
+            )
+        body = b"".join(parts)
+        return _VERSION_CRC.pack(SNAPSHOT_VERSION, crc32c(body)) + body
+
+    @staticmethod
+    def _decode(offset: int, data: bytes) -> dict[int, ProducerEntry]:
+        try:
+            version, crc = _VERSION_CRC.unpack_from(data)
+            if version != SNAPSHOT_VERSION:
+                raise _CorruptSnapshot(f"unknown version {version}")
+            view = memoryview(data)[_VERSION_CRC.size :]
+            if crc32c(view) != crc:
+                raise _CorruptSnapshot("CRC mismatch")
+            stored_offset, count = _BODY_HEAD.unpack_from(view)
+            if stored_offset != offset:
+                raise _CorruptSnapshot(f"holds offset {stored_offset}")
+            position = _BODY_HEAD.size
+            producers: dict[int, ProducerEntry] = {}
+            for _ in range(count):
+                pid, epoch, last_timestamp, n = _ENTRY.unpack_from(view, position)
+                position += _ENTRY.size
+                if not 0 < n <= MAX_RETAINED_BATCHES:
+                    raise _CorruptSnapshot(f"producer {pid} with {n} batches")
+                batches = deque(
+                    (BatchMetadata(*_BATCH.unpack_from(view, position + i * _BATCH.size)) for i in range(n)),
+                    maxlen=MAX_RETAINED_BATCHES,
+                )
+                position += n * _BATCH.size
+                producers[pid] = ProducerEntry(pid, epoch, batches, last_timestamp)
+        except struct.error as e:
+            raise _CorruptSnapshot(f"truncated ({e})") from None
+        if position != len(view):
+            raise _CorruptSnapshot(f"{len(view) - position} trailing bytes")
+        return producers
