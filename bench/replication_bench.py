@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Produce throughput with replication: ``odradek perf produce`` (100-byte records) against a local cluster of
-3 controllers and 3 brokers, for RF=3 with acks=all (min.insync.replicas=2), RF=3 with acks=1, and the RF=1
-baselines, on 1 and 3 partitions.
+3 controllers and 3 brokers, for RF=3 with acks=all (min.insync.replicas=2) with the idempotent producer (the
+default) and without it, RF=3 with acks=1, and the RF=1 baselines, on 1 and 3 partitions.
 
 Configurations run in interleaved rounds so that a noisy neighbour slows all of them; each figure is the median
 of the rounds, and the ratio column compares it with RF=1 acks=1 on the same partition count, measured in the
@@ -24,19 +24,21 @@ from pathlib import Path
 from odradek.client.admin import Admin
 from odradek.client.cli.dev_cluster import DevCluster
 
-CONFIGS = [  # (label, replication factor, acks)
-    ("RF=1 acks=1", 1, "1"),
-    ("RF=1 acks=all", 1, "all"),
-    ("RF=3 acks=1", 3, "1"),
-    ("RF=3 acks=all", 3, "all"),
+CONFIGS = [  # (label, replication factor, acks, enable.idempotence)
+    ("RF=1 acks=1", 1, "1", "false"),
+    ("RF=1 acks=all", 1, "all", "true"),
+    ("RF=3 acks=1", 3, "1", "false"),
+    ("RF=3 acks=all", 3, "all", "true"),
+    ("RF=3 acks=all, no idempotence", 3, "all", "false"),
 ]
 
 
-def perf(servers: str, topic: str, acks: str, records: int) -> float:
+def perf(servers: str, topic: str, acks: str, idempotence: str, records: int) -> float:
     out = subprocess.run(
         [
             *(sys.executable, "-m", "odradek.client.cli.main", "perf", "produce", "--format", "json", "-X", servers),
             *("--topic", topic, "--num-records", str(records), "--record-size", "100", "--acks", acks),
+            *("-P", f"enable.idempotence={idempotence}"),
         ],
         capture_output=True,
         text=True,
@@ -67,18 +69,20 @@ def main() -> None:
             results: dict[tuple[int, str], list[float]] = {}
             for _ in range(args.rounds):
                 for partitions in (1, 3):
-                    for label, rf, acks in CONFIGS:
-                        rate = perf(cluster.bootstrap_servers, topics[partitions, rf], acks, args.records)
+                    for label, rf, acks, idempotence in CONFIGS:
+                        rate = perf(cluster.bootstrap_servers, topics[partitions, rf], acks, idempotence, args.records)
                         results.setdefault((partitions, label), []).append(rate)
         finally:
             cluster.stop_all(timeout=20)
     print(f"perf produce, 100-byte records, {args.records} per run, median of {args.rounds} interleaved rounds")
-    print(f"{'partitions':>10}  {'config':<14} {'records/s':>12} {'vs RF=1 acks=1':>15}")
+    print(f"{'partitions':>10}  {'config':<30} {'records/s':>12} {'vs RF=1 acks=1':>15}")
     for partitions in (1, 3):
         base = statistics.median(results[partitions, CONFIGS[0][0]])
-        for label, _, _ in CONFIGS:
+        for label, *_ in CONFIGS:
             rate = statistics.median(results[partitions, label])
-            print(f"{partitions:>10}  {label:<14} {rate:>12,.0f} {rate / base:>15.2f}")
+            print(f"{partitions:>10}  {label:<30} {rate:>12,.0f} {rate / base:>15.2f}")
+        on, off = (statistics.median(results[partitions, label]) for label in (CONFIGS[3][0], CONFIGS[4][0]))
+        print(f"{partitions:>10}  idempotence on / off at RF=3 acks=all: {on / off:.2f}")
 
 
 if __name__ == "__main__":
