@@ -209,15 +209,18 @@ class DevCluster:
         return n
 
     def stop_all(self, timeout: float = 20.0) -> None:
-        """SIGTERM everything (resuming paused nodes), then SIGKILL what is still alive after ``timeout``."""
-        for n in self.nodes:
-            if process_state(n.pid) != "stopped":
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(n.pid, signal.SIGCONT)
-                    os.kill(n.pid, signal.SIGTERM)
+        """SIGTERM everything (resuming paused nodes), brokers first so that their controlled shutdown still finds
+        a controller, then SIGKILL what is still alive after ``timeout``."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and any(process_state(n.pid) != "stopped" for n in self.nodes):
-            time.sleep(0.1)
+        brokers = [n for n in self.nodes if "controller" not in n.roles]
+        for group in (brokers, self.nodes):
+            for n in group:
+                if process_state(n.pid) != "stopped":
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(n.pid, signal.SIGCONT)
+                        os.kill(n.pid, signal.SIGTERM)
+            while time.monotonic() < deadline and any(process_state(n.pid) != "stopped" for n in group):
+                time.sleep(0.1)
         for n in self.nodes:
             if process_state(n.pid) != "stopped":
                 with contextlib.suppress(ProcessLookupError):

@@ -1,0 +1,171 @@
+"""The history of a chaos run: every send, outcome, read and fault, in the order the workers observed them.
+
+The checker judges a run only from this record, so it must hold everything needed to tell a broken log from a
+slow or failed client: sends before their outcome, the offset an ack claimed, whether an error was definite, each
+consumer read with its offset, the explicit position resets of consumers, and a final read of every partition.
+
+Values are text: a workload writes unique strings such as ``"p3-000123"`` (producer 3's 123rd write) and decodes
+the bytes it reads back (UTF-8 with ``surrogateescape`` keeps arbitrary bytes round-trippable through JSON).
+Timestamps are ``time.monotonic()`` seconds; they are for humans reading the history and for merging per-process
+files, while the checker relies on the order of events within one worker.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """``process`` names the worker that recorded the event (producer, consumer or nemesis id)."""
+
+    process: str
+    time: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True, slots=True)
+class Send(Event):
+    """A produce call, recorded before it is made. A producer's sends to one partition are sequenced: their
+    order here is the order the log must keep for the acknowledged ones."""
+
+    value: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ack(Event):
+    """The broker acknowledged ``value`` (acks=all) at ``offset``: it must survive any fault from now on."""
+
+    value: str
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class SendError(Event):
+    """A produce that failed. Most errors are indeterminate (a timeout may hide a successful append);
+    ``definite`` marks errors that prove nothing was appended, such as NOT_ENOUGH_REPLICAS before the append."""
+
+    value: str
+    topic: str
+    partition: int
+    error: str
+    definite: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Observed(Event):
+    consumer: str
+    topic: str
+    partition: int
+    offset: int
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class Read(_Observed):
+    """A record a consumer received while the run was under way (only records below the high watermark)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FinalRead(_Observed):
+    """A record of the final pass that reads every partition from its log start to its end after the faults heal:
+    the log's contents that every earlier observation is compared against."""
+
+
+@dataclass(frozen=True, slots=True)
+class Seek(Event):
+    """A consumer's position was reset (seek, restart, rebalance): its next read of the partition may go back as
+    far as ``offset`` without being a non-monotonic read."""
+
+    consumer: str
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fault(Event):
+    """A fault the nemesis injected, e.g. ``Fault("kill", "broker-2", process="nemesis")``."""
+
+    kind: str
+    target: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Heal(Event):
+    """The end of a fault (restart, resume, network healed)."""
+
+    kind: str
+    target: str
+    detail: str = ""
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    "send": Send,
+    "ack": Ack,
+    "send_error": SendError,
+    "read": Read,
+    "final_read": FinalRead,
+    "seek": Seek,
+    "fault": Fault,
+    "heal": Heal,
+}
+_TYPE_NAMES = {cls: name for name, cls in EVENT_TYPES.items()}
+_FIELDS = {cls: tuple(f.name for f in fields(cls)) for cls in EVENT_TYPES.values()}
+
+
+def to_json_line(event: Event) -> str:
+    """One event as a JSON object (without newline); ``type`` names its class."""
+    cls = type(event)
+    record: dict[str, object] = {"type": _TYPE_NAMES[cls]}
+    for name in _FIELDS[cls]:
+        record[name] = getattr(event, name)
+    return json.dumps(record, separators=(",", ":"))
+
+
+def from_json_line(line: str) -> Event:
+    record = json.loads(line)
+    return EVENT_TYPES[record.pop("type")](**record)
+
+
+class History:
+    """An append-only list of events that producers, consumers and the nemesis record into from their own threads."""
+
+    def __init__(self, events: Iterable[Event] = ()) -> None:
+        self._lock = threading.Lock()
+        self._events: list[Event] = list(events)
+
+    def append(self, event: Event) -> None:
+        with self._lock:
+            self._events.append(event)
+
+    def events(self) -> list[Event]:
+        """A snapshot: recording may go on while the caller iterates."""
+        with self._lock:
+            return list(self._events)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.events())
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def write_jsonl(self, path: str | Path) -> None:
+        with open(path, "w", encoding="utf-8") as out:
+            for event in self.events():
+                out.write(to_json_line(event))
+                out.write("\n")
+
+    @classmethod
+    def read_jsonl(cls, path: str | Path) -> History:
+        with open(path, encoding="utf-8") as lines:
+            return cls(from_json_line(line) for line in lines if line.strip())
