@@ -42,7 +42,7 @@ from odradek.broker.log.config import LogConfig
 from odradek.broker.log.epoch_cache import FILE_NAME as EPOCH_FILE
 from odradek.broker.log.epoch_cache import LeaderEpochCache
 from odradek.broker.log.handles import SegmentHandles
-from odradek.broker.log.producer_state import ProducerStateManager, increment_sequence
+from odradek.broker.log.producer_state import MAX_RETAINED_BATCHES, ProducerStateManager, increment_sequence
 from odradek.broker.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -58,6 +58,7 @@ from odradek.client.errors import (
     InvalidRequestError,
     OdradekError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
     RecordTooLargeError,
     StorageError,
 )
@@ -391,26 +392,45 @@ class Log:
                 position += batch_size
             self._write(seg, iov, size, batches, first, offset - 1, max_ts, records)
             if idempotent:
-                _, _, delta, batch_max_ts, _, _, pid, producer_epoch, seq = batches[0]
-                self._producers.update(
-                    pid, producer_epoch, seq, increment_sequence(seq, delta), first, offset - 1, batch_max_ts
-                )
+                self._update_producers(batches, first)
             info = (first, offset - 1, max_ts, max_ts_offset, records, len(batches), size, self._log_start)
             return _append_info(info)
 
     def _check_producer(self, batches: list[AppendBatch]) -> AppendInfo | None:
-        """Validate an idempotent producer's batch against its sequence (producer_state.py); for a retried
-        duplicate, the AppendInfo of the original (no records appended: ``batch_count`` 0). Lock held."""
-        if len(batches) != 1:
-            raise InvalidRecordError("an idempotent producer's batch must be the only one in its partition's records")
+        """Validate an idempotent producer's batches against its sequence (producer_state.py); for a retried
+        duplicate, the AppendInfo of the original (no records appended: ``batch_count`` 0). Lock held.
+
+        Several batches of one producer may come together if they continue each other's sequence, at most as
+        many as the producer state remembers (so a retry of any of them is still recognised). A duplicate must
+        come alone: its original offsets are the answer, and batches after it would not follow them."""
+        if len(batches) > MAX_RETAINED_BATCHES:
+            raise InvalidRecordError(
+                f"more than {MAX_RETAINED_BATCHES} idempotent batches of a partition in one request"
+            )
         _, _, delta, _, _, _, pid, producer_epoch, seq = batches[0]
         if seq < 0 or producer_epoch < 0:
             raise InvalidRecordError(f"batch of producer {pid} has no sequence number or epoch")
-        duplicate = self._producers.check(pid, producer_epoch, seq, increment_sequence(seq, delta))
-        if duplicate is None:
-            return None
-        first, last = duplicate.first_offset, duplicate.last_offset
-        return _append_info((first, last, duplicate.timestamp, first, 0, 0, 0, self._log_start))
+        last = increment_sequence(seq, delta)
+        duplicate = self._producers.check(pid, producer_epoch, seq, last)
+        if duplicate is not None:
+            if len(batches) > 1:
+                raise InvalidRecordError("a retried idempotent batch must be sent alone")
+            first, end = duplicate.first_offset, duplicate.last_offset
+            return _append_info((first, end, duplicate.timestamp, first, 0, 0, 0, self._log_start))
+        for _, _, delta, _, _, _, next_pid, next_epoch, next_seq in batches[1:]:
+            if (next_pid, next_epoch) != (pid, producer_epoch):
+                raise InvalidRecordError("idempotent batches of different producers in one partition's records")
+            if next_seq != increment_sequence(last, 1):
+                raise OutOfOrderSequenceError(f"producer {pid}: sequence {next_seq} does not follow {last}")
+            last = increment_sequence(next_seq, delta)
+        return None
+
+    def _update_producers(self, batches: list[AppendBatch], first_offset: int) -> None:
+        """Record appended idempotent batches (offsets assigned from ``first_offset``) in the producer state."""
+        update, offset = self._producers.update, first_offset
+        for _, _, delta, batch_max_ts, _, _, pid, producer_epoch, seq in batches:
+            update(pid, producer_epoch, seq, increment_sequence(seq, delta), offset, offset + delta, batch_max_ts)
+            offset += delta + 1
 
     def start_leader_epoch(self, leader_epoch: int) -> None:
         """This replica became leader at ``leader_epoch``: the epoch starts at the log end offset now, before any

@@ -1,10 +1,10 @@
 """Per-partition producer state for the idempotent producer (Kafka's ProducerStateManager, DESIGN.md §8).
 
-For each producer id the partition keeps the producer epoch and the sequence and offset ranges of its last five
-batches. The leader ``check``s a client batch against it before appending: a retry of one of those five batches is
-a duplicate, acknowledged with its original offsets and not appended again (a producer has at most five requests
-in flight, so a retry can only be one of them); otherwise the batch must continue the producer's sequence, or
-start at 0 in a new epoch, and an older epoch is fenced. Every replica ``update``s the state after each append of
+For each producer id the partition keeps the producer epoch and the sequence and offset ranges of its last
+MAX_RETAINED_BATCHES batches. The leader ``check``s a client batch against it before appending: a retry of one of
+those batches is a duplicate, acknowledged with its original offsets and not appended again (a producer has at most
+one request of that many batches per partition in flight, so a retry can only be one of them); otherwise the batch
+must continue the producer's sequence, or start at 0 in a new epoch, and an older epoch is fenced. Every replica ``update``s the state after each append of
 a batch with a producer id, so a new leader already has it.
 
 The state is derived from the log: ``update`` for each batch in order rebuilds it. Snapshots bound that replay.
@@ -23,10 +23,10 @@ Snapshot file ``<offset as 20 digits>.snapshot`` in the partition directory, big
     2   4  CRC32C of every byte after this field
     6   8  offset (the file name's, repeated so a misnamed file is caught)
     14  4  producer count
-    then per producer:  8 producer id, 2 epoch, 8 last timestamp, 1 batch count (1..5)
+    then per producer:  8 producer id, 2 epoch, 8 last timestamp, 1 batch count (1..MAX_RETAINED_BATCHES)
     then per batch:     4 first sequence, 4 last sequence, 8 first offset, 8 last offset, 8 timestamp
 
-All five batches are kept (Kafka's snapshot keeps only the last), so duplicate detection survives a restart. A
+All retained batches are kept (Kafka's snapshot keeps only the last), so duplicate detection survives a restart. A
 snapshot that fails any check (torn, bit-flipped, unknown version) is deleted and an older one used: a snapshot is
 only a cache of the log, so losing one costs replay time, never data.
 
@@ -51,7 +51,10 @@ from odradek.client.errors import InvalidProducerEpochError, OutOfOrderSequenceE
 
 logger = logging.getLogger(__name__)
 
-MAX_RETAINED_BATCHES = 5  # Kafka's limit on in-flight requests per connection for an idempotent producer
+# Kafka keeps 5 (its idempotent producer has at most 5 requests in flight, one batch per partition each); odradek's
+# producer has one request in flight per partition carrying up to this many of its batches (IDEMPOTENT_BATCHES in
+# client/producer/accumulator.py), so a retry of any of them is recognised.
+MAX_RETAINED_BATCHES = 8
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
 _OFFSET_DIGITS = 20

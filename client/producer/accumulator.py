@@ -22,6 +22,11 @@ from odradek.client.errors import ClientTimeoutError
 from odradek.client.producer.batch import Headers, ProducerBatch, RecordFuture
 from odradek.client.structs import TopicPartition
 
+# Batches of one partition an idempotent producer sends in one request: the broker remembers the last eight batches
+# of each producer (MAX_RETAINED_BATCHES in broker/log/producer_state.py), so a retry of any of them is still
+# recognised as a duplicate.
+IDEMPOTENT_BATCHES = 8
+
 _new = object.__new__
 
 
@@ -218,7 +223,7 @@ class RecordAccumulator:
         can_send: Callable[[int, bool], bool],
         max_bytes: int,
         muted: Collection[TopicPartition] = (),
-        one_per_partition: bool = False,
+        idempotent: bool = False,
     ) -> tuple[dict[int, list[ProducerBatch]], list[ProducerBatch], float, bool]:
         """Take the batches to send now, grouped by leader. Returns them, the batches that expired
         (``delivery.timeout.ms``), when the next waiting batch becomes sendable, and whether a sendable batch has
@@ -230,9 +235,10 @@ class RecordAccumulator:
         sender pipelines full batches further than lingered, small ones, so that at a moderate rate records
         gather behind the requests in flight instead of each making its own RPC. As in Kafka, a leader with one
         sendable partition gets the waiting batches of all its partitions in the same request, up to
-        ``max_bytes`` (at least one batch). ``muted`` partitions (a request of theirs is in flight) wait. With
-        ``one_per_partition`` (the idempotent producer: the broker deduplicates one batch per partition and request)
-        a request takes at most one batch of each partition."""
+        ``max_bytes`` (at least one batch). ``muted`` partitions (a request of theirs is in flight) wait. For the
+        ``idempotent`` producer a request takes at most IDEMPOTENT_BATCHES of a partition (the broker remembers that
+        many per producer, so a retry of any of them is recognised), and a retried batch goes alone (a duplicate is
+        answered with its original offsets, which batches after it would not follow)."""
         by_node: dict[int, list[ProducerBatch]] = {}
         sizes: dict[int, int] = {}
         expired: list[ProducerBatch] = []
@@ -272,10 +278,15 @@ class RecordAccumulator:
                 if batches is None:
                     batches = by_node[leader] = []
                 size = sizes.get(leader, 0)
+                taken = 0
                 while queue and queue[0].retry_at <= now and (not batches or size + queue[0].size <= max_bytes):
+                    retry = queue[0].attempts > 0
+                    if idempotent and taken and (retry or taken == IDEMPOTENT_BATCHES):
+                        break
                     size += queue[0].size
                     batches.append(self._pop(queue))
-                    if one_per_partition:
+                    taken += 1
+                    if idempotent and retry:
                         break
                 sizes[leader] = size
         return by_node, expired, next_ready, unknown_leader

@@ -222,6 +222,7 @@ async def test_small_requests_pipeline_less_deep_than_full_ones(cluster: FakeClu
     cluster.produce_delay = 0.05
     async with AsyncProducer(config(cluster, **{"linger.ms": 0})) as producer:
         await producer.partitions_for("wide")
+        await producer.send("wide", b"warm-up", partition=1)  # broker 1's; the producer id comes first
         trickle = []
         for i in range(10):  # each record lingers out alone, on its own partition
             trickle.append(producer.send("wide", b"x", partition=3 * i))
@@ -232,6 +233,8 @@ async def test_small_requests_pipeline_less_deep_than_full_ones(cluster: FakeClu
     overrides = {"linger.ms": 60_000, "batch.size": 1000, "max.request.size": 1200}
     async with AsyncProducer(config(cluster, **overrides)) as producer:
         await producer.partitions_for("wide")
+        producer.send("wide", b"warm-up", partition=1)
+        await producer.flush()
         cluster.max_produce_in_flight.clear()
         for i in range(20):
             producer.send("wide", b"x" * 600, partition=3 * (i % 10))

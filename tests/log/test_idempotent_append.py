@@ -10,6 +10,7 @@ import pytest
 
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.log import Log
+from odradek.broker.log.producer_state import MAX_RETAINED_BATCHES
 from odradek.client.errors import InvalidProducerEpochError, InvalidRecordError, OutOfOrderSequenceError
 from odradek.client.record.builder import encode_batch
 
@@ -46,9 +47,24 @@ def test_sequence_gaps_old_epochs_and_shared_records_are_refused_without_appendi
     log.append_as_leader(batch(0, epoch=1), 0)  # a bumped epoch starts again at 0
     with pytest.raises(InvalidProducerEpochError):
         log.append_as_leader(batch(2, epoch=0), 0)
-    with pytest.raises(InvalidRecordError):
-        log.append_as_leader(batch(2, epoch=1) + batch(4, epoch=1), 0)
     assert log.log_end_offset == 4
+
+
+def test_several_batches_of_a_producer_append_together_when_their_sequences_chain(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    together = log.append_as_leader(batch(0) + batch(2) + batch(4), 0)
+    assert (together.first_offset, together.last_offset, together.batch_count) == (0, 5, 3)
+    # Each is remembered on its own: a retry of the middle one (sent alone) gets its original offsets.
+    assert log.append_as_leader(batch(2), 0).first_offset == 2
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_as_leader(batch(6) + batch(9), 0)  # a gap inside the request
+    with pytest.raises(InvalidRecordError):
+        log.append_as_leader(batch(4) + batch(6), 0)  # a duplicate must come alone
+    with pytest.raises(InvalidRecordError):  # more than are remembered
+        log.append_as_leader(b"".join(batch(seq) for seq in range(6, 6 + 2 * (MAX_RETAINED_BATCHES + 1), 2)), 0)
+    with pytest.raises(InvalidRecordError):
+        log.append_as_leader(batch(6) + batch(0, pid=PID + 1), 0)
+    assert log.log_end_offset == 6
 
 
 def test_state_survives_clean_and_unclean_restarts(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from odradek.broker.log.producer_state import (
+    MAX_RETAINED_BATCHES,
     BatchMetadata,
     ProducerEntry,
     ProducerStateManager,
@@ -28,47 +29,47 @@ def append(
 
 
 def six_batches(state: ProducerStateManager) -> list[BatchMetadata]:
-    """Producer PID, epoch 0: six batches of 10 records, sequences 0-59 at offsets 0-59."""
-    return [append(state, PID, 0, 10 * i, 10, 10 * i, T0 + i) for i in range(6)]
+    """Producer PID, epoch 0: one more batch of 10 records than are retained, from sequence 0 at offset 0."""
+    return [append(state, PID, 0, 10 * i, 10, 10 * i, T0 + i) for i in range(MAX_RETAINED_BATCHES + 1)]
 
 
 def snapshot_state(state: ProducerStateManager) -> dict[int, ProducerEntry]:
     return copy.deepcopy(dict(state.producers))
 
 
-def test_duplicates_of_the_last_five_batches_only(tmp_path: Path) -> None:
+def test_duplicates_of_the_retained_batches_only(tmp_path: Path) -> None:
     state = ProducerStateManager(tmp_path)
     batches = six_batches(state)
     for b in batches[1:]:
         assert state.check(PID, 0, b.first_seq, b.last_seq) == b
     assert list(state.producers[PID].batches) == batches[1:]
-    # the sixth most recent is forgotten: a retry of it is no longer a duplicate but out of sequence
+    # the oldest is forgotten: a retry of it is no longer a duplicate but out of sequence
     with pytest.raises(OutOfOrderSequenceError):
         state.check(PID, 0, batches[0].first_seq, batches[0].last_seq)
 
 
 def test_duplicate_needs_the_same_epoch_and_range(tmp_path: Path) -> None:
     state = ProducerStateManager(tmp_path)
-    six_batches(state)
+    last = six_batches(state)[-1]
     with pytest.raises(OutOfOrderSequenceError):
-        state.check(PID, 0, 50, 55)  # same first sequence, different last
+        state.check(PID, 0, last.first_seq, last.first_seq + 5)  # same first sequence, different last
     with pytest.raises(OutOfOrderSequenceError):
-        state.check(PID, 1, 50, 59)  # a new epoch must start at 0, whatever was retained
+        state.check(PID, 1, last.first_seq, last.last_seq)  # a new epoch must start at 0, whatever was retained
 
 
 def test_in_sequence_batches_are_accepted(tmp_path: Path) -> None:
     state = ProducerStateManager(tmp_path)
-    six_batches(state)
-    assert state.check(PID, 0, 60, 60) is None
-    append(state, PID, 0, 60, 1, 60)
-    assert state.producers[PID].last_seq == 60
-    assert state.map_end_offset == 61
+    end = six_batches(state)[-1].last_seq + 1
+    assert state.check(PID, 0, end, end) is None
+    append(state, PID, 0, end, 1, end)
+    assert state.producers[PID].last_seq == end
+    assert state.map_end_offset == end + 1
 
 
-@pytest.mark.parametrize("first_seq", [59, 61, 100, 0])
-def test_gap_or_overlap_is_out_of_order(tmp_path: Path, first_seq: int) -> None:
+@pytest.mark.parametrize("shift", [-1, 1, 40, -(10 * MAX_RETAINED_BATCHES + 10)])
+def test_gap_or_overlap_is_out_of_order(tmp_path: Path, shift: int) -> None:
     state = ProducerStateManager(tmp_path)
-    six_batches(state)
+    first_seq = six_batches(state)[-1].last_seq + 1 + shift
     with pytest.raises(OutOfOrderSequenceError) as e:
         state.check(PID, 0, first_seq, first_seq + 9)
     assert e.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
@@ -121,12 +122,13 @@ def test_sequence_wraps_around_int32(tmp_path: Path) -> None:
 
 def test_check_does_not_mutate(tmp_path: Path) -> None:
     state = ProducerStateManager(tmp_path)
-    six_batches(state)
+    last = six_batches(state)[-1]
     before, end = snapshot_state(state), state.map_end_offset
-    state.check(PID, 0, 60, 69)  # valid new batch
-    state.check(PID, 0, 50, 59)  # duplicate
+    nxt = last.last_seq + 1
+    state.check(PID, 0, nxt, nxt + 9)  # valid new batch
+    state.check(PID, 0, last.first_seq, last.last_seq)  # duplicate
     state.check(PID + 1, 0, 7, 7)  # unknown producer
-    for args in [(PID, 0, 70, 79), (PID, 1, 5, 5), (PID, -1, 0, 0)]:
+    for args in [(PID, 0, nxt + 10, nxt + 19), (PID, 1, 5, 5), (PID, -1, 0, 0)]:
         with pytest.raises((OutOfOrderSequenceError, InvalidProducerEpochError)):
             state.check(*args)
     assert snapshot_state(state) == before and state.map_end_offset == end
@@ -167,8 +169,8 @@ def test_snapshot_round_trip(tmp_path: Path) -> None:
     assert loaded.load(0, 100) == 100
     assert loaded.map_end_offset == 100
     assert dict(loaded.producers) == dict(state.producers)
-    assert list(loaded.producers[1].batches) == list(state.producers[1].batches)[-5:]
-    # duplicate detection survives the restart for all five batches
+    assert list(loaded.producers[1].batches) == list(state.producers[1].batches)[-MAX_RETAINED_BATCHES:]
+    # duplicate detection survives the restart for all retained batches
     for b in loaded.producers[1].batches:
         assert loaded.check(1, 0, b.first_seq, b.last_seq) == b
     assert loaded.check(3, 0, 5, 5) is None  # the wrapped sequence continues
