@@ -4,8 +4,8 @@ For each producer id the partition keeps the producer epoch and the sequence and
 MAX_RETAINED_BATCHES batches. The leader ``check``s a client batch against it before appending: a retry of one of
 those batches is a duplicate, acknowledged with its original offsets and not appended again (a producer has at most
 one request of that many batches per partition in flight, so a retry can only be one of them); otherwise the batch
-must continue the producer's sequence, or start at 0 in a new epoch, and an older epoch is fenced. Every replica ``update``s the state after each append of
-a batch with a producer id, so a new leader already has it.
+must continue the producer's sequence, or start at 0 in a new epoch, and an older epoch is fenced. Every replica
+``update``s the state after each append of a batch with a producer id, so a new leader already has it.
 
 The state is derived from the log: ``update`` for each batch in order rebuilds it. Snapshots bound that replay.
 ``take_snapshot`` writes the whole state, named by ``map_end_offset``; on open and after a truncation the caller

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,8 @@ class DevNode:
     controller_port: int = 0
     metrics_port: int = 0
     pid: int = 0
+    host: str = "127.0.0.1"
+    netns: str = ""  # a network namespace to run in (the chaos harness's hosts), "" for this one
 
     @property
     def directory(self) -> Path:
@@ -87,7 +90,10 @@ class DevCluster:
         brokers: int = 3,
         combined: bool = False,
         overrides: dict[str, Any] | None = None,
+        hosts: Callable[[int], tuple[str, str]] | None = None,
     ) -> DevCluster:
+        """Configs and formatted storage for the nodes (ids: controllers 1..N, then brokers). ``hosts`` maps a node
+        id to the (address, network namespace) it runs at; by default every node is on 127.0.0.1 here."""
         if controllers < 1:
             raise CommandError("a cluster needs at least one controller")
         if (directory / STATE_FILE).exists():
@@ -105,6 +111,7 @@ class DevCluster:
             node_dir = cluster.directory / f"node-{node_id}"
             if node_dir.exists():
                 raise CommandError(f"{node_dir} exists: remove it or choose another --dir")
+            host, netns = hosts(node_id) if hosts is not None else ("127.0.0.1", "")
             cluster.nodes.append(
                 DevNode(
                     node_id,
@@ -113,15 +120,17 @@ class DevCluster:
                     broker_port=free_port() if "broker" in roles else 0,
                     controller_port=free_port() if "controller" in roles else 0,
                     metrics_port=free_port(),
+                    host=host,
+                    netns=netns,
                 )
             )
-        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in cluster.nodes if n.controller_port)
+        voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in cluster.nodes if n.controller_port)
         for n in cluster.nodes:
             listeners = []
             if n.broker_port:
-                listeners.append(f"PLAINTEXT://127.0.0.1:{n.broker_port}")
+                listeners.append(f"PLAINTEXT://{n.host}:{n.broker_port}")
             if n.controller_port:
-                listeners.append(f"CONTROLLER://127.0.0.1:{n.controller_port}")
+                listeners.append(f"CONTROLLER://{n.host}:{n.controller_port}")
             props: dict[str, Any] = {
                 "process.roles": ",".join(n.roles),
                 "node.id": n.node_id,
@@ -166,11 +175,11 @@ class DevCluster:
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(f"127.0.0.1:{n.broker_port}" for n in self.nodes if n.broker_port)
+        return ",".join(f"{n.host}:{n.broker_port}" for n in self.nodes if n.broker_port)
 
     @property
     def controller_servers(self) -> str:
-        return ",".join(f"127.0.0.1:{n.controller_port}" for n in self.nodes if n.controller_port)
+        return ",".join(f"{n.host}:{n.controller_port}" for n in self.nodes if n.controller_port)
 
     @property
     def admin_servers(self) -> str:
@@ -183,8 +192,9 @@ class DevCluster:
         if process_state(n.pid) != "stopped":
             raise CommandError(f"node {node_id} is already running (pid {n.pid})")
         with open(n.log_file, "ab") as out:
+            netns = ["ip", "netns", "exec", n.netns] if n.netns else []  # execs in place: the pid is the server's
             proc = subprocess.Popen(
-                [sys.executable, "-m", "odradek.client.cli.main", "server", "--config", n.config],
+                [*netns, sys.executable, "-m", "odradek.client.cli.main", "server", "--config", n.config],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
