@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from odradek.client.admin import Admin
@@ -48,6 +49,19 @@ def perf(servers: str, topic: str, acks: str, idempotence: str, records: int) ->
     return json.loads(out.stdout.strip().splitlines()[-1])["records_per_sec"]
 
 
+def settle(admin: Admin, topic: str, timeout: float = 20.0) -> None:
+    """Wait until the followers have caught up with the last run (an acks=1 run ends before they have, and the
+    next run would pay for their catching up)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        marks = [(p.high_watermark, len(p.isr)) for p in admin.describe_topic(topic).partitions]
+        if marks == last:
+            return
+        last = marks
+        time.sleep(0.5)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=500_000)
@@ -65,13 +79,15 @@ def main() -> None:
                     name = f"bench-p{partitions}-rf{rf}"
                     admin.create_topic(name, partitions, rf, {"min.insync.replicas": "2"} if rf == 3 else {})
                     topics[partitions, rf] = name
-            admin.close()
             results: dict[tuple[int, str], list[float]] = {}
-            for _ in range(args.rounds):
+            for round_ in range(args.rounds):
                 for partitions in (1, 3):
-                    for label, rf, acks, idempotence in CONFIGS:
+                    # Alternate the order, so no configuration always follows the same one.
+                    for label, rf, acks, idempotence in CONFIGS[:: 1 if round_ % 2 == 0 else -1]:
                         rate = perf(cluster.bootstrap_servers, topics[partitions, rf], acks, idempotence, args.records)
                         results.setdefault((partitions, label), []).append(rate)
+                        settle(admin, topics[partitions, rf])
+            admin.close()
         finally:
             cluster.stop_all(timeout=20)
     print(f"perf produce, 100-byte records, {args.records} per run, median of {args.rounds} interleaved rounds")

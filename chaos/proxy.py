@@ -1,0 +1,383 @@
+"""Fault-injecting TCP proxy on 127.0.0.1: the fallback where network namespaces cannot be created.
+
+Every directed link "node a talks to node b" is one listening port of the proxy, forwarding to b's real address.
+A connection is attributed to a link by the port it arrived on, since on loopback the source address tells nothing.
+Faults act on links: a blocked pair stalls (``mode="drop"``) or resets (``mode="reject"``) the connections of both
+its links; delays hold every forwarded chunk back, in order.
+
+Limits compared with :class:`~odradek.chaos.netns.NetnsNetwork`, which the run report must mention:
+
+* Every process binds its own real port on 127.0.0.1, and only traffic routed through proxy ports is faulted. The
+  cluster config must give each node the proxy address of each peer (``address(src, dst)``), which differs per
+  source; addresses a node advertises itself (metadata, redirects to a leader) bypass the proxy unless they too
+  are proxy addresses, and a node that connects to a peer's real port is never partitioned.
+* "drop" cannot make connects time out: the proxy's listening socket completes the handshake, so a connect succeeds
+  and then nothing moves (stalled connections are held, and their data is delivered after heal, as TCP would
+  retransmit it). "reject" resets connections instead of refusing them.
+* No packet loss or bandwidth limit (TCP never shows loss to applications, only delay, so use ``delay``), and delay
+  is applied per chunk read, not per packet.
+* Each proxied connection is two TCP connections: the peer sees the proxy's address, keepalives and socket options
+  end at the proxy, and a half-closed or reset side is passed on only as the proxy observes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import socket
+import struct
+import threading
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, TypeVar
+
+from .netns import NotSupported, fault_pairs
+
+__all__ = ["FaultProxy", "NotSupported"]
+
+Node = Hashable
+Address = tuple[str, int]
+T = TypeVar("T")
+
+
+def _reset(writer: asyncio.StreamWriter) -> None:
+    """Close with RST (SO_LINGER 0), as a rejecting firewall or a crashed peer would."""
+    sock = writer.get_extra_info("socket")
+    with contextlib.suppress(OSError, AttributeError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
+@dataclass(eq=False)
+class _Link:
+    src: Node
+    dst: Node
+    target: Address
+    open: asyncio.Event
+    server: asyncio.Server | None = None
+    address: Address = ("", 0)  # where the proxy listens for this link
+    writers: set[asyncio.StreamWriter] = field(default_factory=set)
+
+
+class FaultProxy:
+    """Links between named nodes through one asyncio loop in a daemon thread; public methods are thread-safe."""
+
+    mechanism: ClassVar[str] = "proxy"
+
+    def __init__(self, host: str = "127.0.0.1", *, mode: Literal["drop", "reject"] = "drop") -> None:
+        if mode not in ("drop", "reject"):
+            raise ValueError(f"unknown mode {mode!r}")
+        self.host = host
+        self.mode = mode
+        self.exempt: set[Node] = set()  # clients: never cut by isolate/partition/bridge (Jepsen's control node)
+        self._links: list[_Link] = []
+        self._link_faults: list[dict[str, Any]] = []
+        self._blocked: set[tuple[Node, Node]] = set()
+        self._global_delay = (0.0, 0.0)  # (delay, jitter) in seconds, every link
+        self._node_delay: dict[Node, tuple[float, float]] = {}
+        self._lock = threading.RLock()
+        self._closed = False
+        self._stopping = False
+        self._tasks: set[asyncio.Task[None]] = set()  # connection handlers, cancelled by close()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy", daemon=True)
+        self._thread.start()
+
+    def _call(self, fn: Callable[[], Awaitable[T]], timeout: float = 10.0) -> T:
+        if self._closed:
+            raise RuntimeError("proxy is closed")
+
+        async def run() -> T:
+            return await fn()
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout)
+
+    # ----------------------------------------------------------------------------------------------- links
+
+    def add_link(self, src: Node, dst: Node, target: Address, port: int = 0) -> Address:
+        """Listen for src's connections to dst (at ``target``); returns the address src must be configured with."""
+        if src == dst:
+            raise ValueError("a link needs two different nodes")
+
+        async def start() -> Address:
+            link = _Link(src, dst, target, asyncio.Event())
+            link.server = await asyncio.start_server(
+                lambda r, w: self._serve(link, r, w), self.host, port, reuse_address=True
+            )
+            link.address = link.server.sockets[0].getsockname()[:2]
+            with self._lock:
+                self._links.append(link)
+                self._apply_blocked()  # a new node may fall under an active isolate/partition
+            return link.address
+
+        return self._call(start)
+
+    def mesh(self, targets: Mapping[Node, Address], clients: Iterable[Node] = ()) -> dict[tuple[Node, Node], Address]:
+        """Links between all pairs of ``targets`` plus from each client to each node; clients are exempt from faults.
+
+        Returns {(src, dst): proxy address}: node src's config lists peer dst at that address.
+        """
+        out = {(a, b): self.add_link(a, b, targets[b]) for a in targets for b in targets if a != b}
+        for c in clients:
+            self.exempt.add(c)
+            out.update({(c, b): self.add_link(c, b, targets[b]) for b in targets})
+        return out
+
+    def address(self, src: Node, dst: Node, target: Address | None = None) -> Address:
+        """The proxy address of link src→dst (``target`` picks one if the pair has several)."""
+        found = [
+            link
+            for link in self.links
+            if link.src == src and link.dst == dst and (target is None or link.target == target)
+        ]
+        if len(found) != 1:
+            raise KeyError(f"{len(found)} links {src!r}->{dst!r} (target {target!r})")
+        return found[0].address
+
+    @property
+    def links(self) -> list[_Link]:
+        with self._lock:
+            return list(self._links)
+
+    @property
+    def nodes(self) -> list[Node]:
+        """Nodes that faults apply to: every link end except the exempt clients, in order of appearance."""
+        seen: dict[Node, None] = {}
+        for link in self.links:
+            seen.setdefault(link.src)
+            seen.setdefault(link.dst)
+        return [n for n in seen if n not in self.exempt]
+
+    # ----------------------------------------------------------------------------------------------- forwarding
+
+    async def _serve(self, link: _Link, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._stopping or (self.mode == "reject" and not link.open.is_set()):
+            _reset(writer)
+            return
+        link.writers.add(writer)
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        upstream: asyncio.StreamWriter | None = None
+        clean = False
+        try:
+            await link.open.wait()  # "drop": a connection made during a partition waits for the heal
+            up_reader, upstream = await asyncio.open_connection(*link.target)
+            link.writers.add(upstream)
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self._pipe(link, reader, upstream))
+                tg.create_task(self._pipe(link, up_reader, writer))
+            clean = True  # both directions ended with EOF
+        except (OSError, ExceptionGroup):
+            pass  # one side failed or was reset (target down included): reset the other one too
+        except asyncio.CancelledError:
+            pass  # close(): end normally, since 3.11's stream callback logs a cancelled client task as an error
+        finally:
+            self._tasks.discard(task)
+            for w in (writer, upstream):
+                if w is not None:
+                    link.writers.discard(w)
+                    if clean:
+                        w.close()
+                    elif not w.transport.is_closing():
+                        _reset(w)
+
+    async def _pipe(self, link: _Link, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        """Copy one direction; a chunk is held back by the link's delay and by blocks, never reordered or lost."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue(maxsize=64)
+
+        async def pump_in() -> None:
+            last_due = 0.0
+            while True:
+                await link.open.wait()
+                data = await src.read(65536)
+                delay, jitter = self._link_delay(link)
+                last_due = max(last_due, loop.time() + max(0.0, delay + random.uniform(-jitter, jitter)))
+                await queue.put((last_due, data))
+                if not data:
+                    return
+
+        async def pump_out() -> None:
+            while True:
+                due, data = await queue.get()
+                await asyncio.sleep(max(0.0, due - loop.time()))
+                await link.open.wait()
+                if not data:
+                    if dst.can_write_eof():
+                        dst.write_eof()
+                    return
+                dst.write(data)
+                await dst.drain()
+
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(pump_in())
+            tg.create_task(pump_out())
+
+    def _link_delay(self, link: _Link) -> tuple[float, float]:
+        d, j = self._global_delay
+        for node in (link.src, link.dst):
+            nd, nj = self._node_delay.get(node, (0.0, 0.0))
+            d, j = d + nd, j + nj
+        return d, j
+
+    def _update_gate(self, link: _Link) -> None:
+        """Runs in the loop: open or close a link's gate to match the blocked pairs."""
+        if (link.src, link.dst) in self._blocked or (link.dst, link.src) in self._blocked:
+            link.open.clear()
+            if self.mode == "reject":
+                for w in list(link.writers):
+                    _reset(w)
+        else:
+            link.open.set()
+
+    # ----------------------------------------------------------------------------------------------- faults
+
+    @property
+    def faults(self) -> list[dict[str, Any]]:
+        """Active faults, in the order applied, as plain dicts for the run report."""
+        with self._lock:
+            out = [dict(f) for f in self._link_faults]
+            if self._global_delay != (0.0, 0.0):
+                d, j = self._global_delay
+                out.append({"kind": "delay", "delay_ms": d * 1000, "jitter_ms": j * 1000})
+            for node, (d, j) in self._node_delay.items():
+                out.append({"kind": "slow", "host": node, "delay_ms": d * 1000, "jitter_ms": j * 1000})
+            return out
+
+    @property
+    def blocked(self) -> list[tuple[Node, Node]]:
+        with self._lock:
+            return sorted(self._blocked, key=repr)
+
+    def block(self, a: Node, b: Node) -> None:
+        """a and b cannot reach each other (both link directions)."""
+        if a == b:
+            raise ValueError("a node cannot be cut from itself")
+        self._add_link_fault({"kind": "block", "a": a, "b": b})
+
+    def isolate(self, node: Node) -> None:
+        """node reaches no other node and no node reaches it (clients still do)."""
+        self._add_link_fault({"kind": "isolate", "host": node})
+
+    def partition(self, groups: Sequence[Sequence[Node]]) -> None:
+        """Nodes reach only nodes of their own group; a node in no group is a group of its own."""
+        flat = [n for g in groups for n in g]
+        if len(flat) != len(set(flat)):
+            raise ValueError(f"a node is in two groups: {groups!r}")
+        self._add_link_fault({"kind": "partition", "groups": [list(g) for g in groups]})
+
+    def bridge(self, left: Sequence[Node], middle: Node, right: Sequence[Node]) -> None:
+        """left and right cannot talk to each other, but all of them reach middle (Jepsen's bridge)."""
+        if set(left) & set(right) or middle in left or middle in right:
+            raise ValueError(f"bridge groups overlap: {left} {middle} {right}")
+        self._add_link_fault({"kind": "bridge", "left": list(left), "middle": middle, "right": list(right)})
+
+    def delay(self, ms: float, jitter_ms: float = 0) -> None:
+        """Every link holds data back ``ms`` (± jitter) per direction, on top of per-node :meth:`slow`."""
+        if ms < 0 or jitter_ms < 0:
+            raise ValueError("delay and jitter must be >= 0")
+        with self._lock:
+            self._global_delay = (ms / 1000, jitter_ms / 1000)
+
+    def slow(
+        self, node: Node, delay_ms: float = 0, jitter_ms: float = 0, loss_pct: float = 0, rate_kbit: int | None = None
+    ) -> None:
+        """Same signature as the netns one: node's links get the delay (both ends slow: the sum), per direction."""
+        if loss_pct or rate_kbit:
+            raise NotSupported("the TCP proxy cannot drop packets or limit bandwidth; use delay instead")
+        if delay_ms < 0 or jitter_ms < 0:
+            raise ValueError("delay and jitter must be >= 0")
+        with self._lock:
+            self._node_delay[node] = (delay_ms / 1000, jitter_ms / 1000)
+
+    def heal(self, *, links: bool = True, slow: bool = True) -> None:
+        """Remove faults (all by default); stalled connections resume. Idempotent."""
+        with self._lock:
+            if links:
+                self._link_faults.clear()
+            if slow:
+                self._global_delay = (0.0, 0.0)
+                self._node_delay.clear()
+        if links and not self._closed:
+            self._sync_blocked()
+
+    def _add_link_fault(self, fault: dict[str, Any]) -> None:
+        with self._lock:
+            if fault not in self._link_faults:
+                self._link_faults.append(fault)
+        self._sync_blocked()
+
+    def _sync_blocked(self) -> None:
+        async def apply() -> None:
+            with self._lock:
+                self._apply_blocked()
+
+        self._call(apply)
+
+    def _apply_blocked(self) -> None:
+        """In the loop, under the lock: recompute the blocked pairs and open or close every link's gate."""
+        nodes = self.nodes
+        want: set[tuple[Node, Node]] = set()
+        for fault in self._link_faults:
+            want |= fault_pairs(fault, nodes)
+        self._blocked = want
+        for link in self._links:
+            self._update_gate(link)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "mechanism": self.mechanism,
+            "mode": self.mode,
+            "links": [
+                {"src": link.src, "dst": link.dst, "listen": link.address, "target": link.target} for link in self.links
+            ],
+            "faults": self.faults,
+        }
+
+    # ----------------------------------------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        """Stop listening, reset all proxied connections, stop the loop thread. Idempotent."""
+        if self._closed:
+            return
+
+        async def shutdown() -> None:
+            self._stopping = True  # connections accepted from now on are reset at once
+            loop = asyncio.get_running_loop()
+            for link in self._links:
+                # Stop accepting but close the servers only at the end: 3.11 leaks a socket accepted just before
+                # Server.close() (its transport cannot attach to a closed server).
+                for sock in link.server.sockets if link.server is not None else ():
+                    loop.remove_reader(sock.fileno())
+            current = asyncio.current_task()
+            for _ in range(100):  # tasks accepting a connection must run (to wrap its socket), only ours are cancelled
+                for link in self._links:
+                    for w in list(link.writers):
+                        _reset(w)
+                for t in self._tasks:
+                    t.cancel()
+                pending = [t for t in asyncio.all_tasks() if t is not current]
+                if not pending:
+                    break
+                await asyncio.wait(pending, timeout=0.05)
+            for link in self._links:
+                if link.server is not None:
+                    link.server.close()
+            for _ in range(3):  # aborted transports close their sockets in callbacks: let them run before stop
+                await asyncio.sleep(0)
+
+        with contextlib.suppress(Exception):
+            self._call(shutdown)
+        self._closed = True
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    def __enter__(self) -> FaultProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
