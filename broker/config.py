@@ -86,6 +86,12 @@ def _csv(value: Any) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
+def _bug(value: Any) -> str:
+    if value not in ("", "ack-before-replication"):
+        raise ConfigError(f"unknown unsafe.testing.bug {value!r}")
+    return str(value)
+
+
 # name -> (parser, default). None as default = required where the role needs it.
 SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "process.roles": (_roles, None),
@@ -136,6 +142,9 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "log.cleanup.policy": (str, "delete"),
     "log.max.open.files": (_int, 4096),
     "producer.id.expiration.ms": (_int, 86_400_000),
+    # A deliberate bug for proving the chaos checker (chaos/): "ack-before-replication" answers acks=all produces
+    # as soon as the leader has appended. Never set it outside such a test.
+    "unsafe.testing.bug": (_bug, ""),
     "fetch.max.bytes": (_int, 57671680),
     "socket.request.max.bytes": (_int, 104857600),
 }

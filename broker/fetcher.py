@@ -4,8 +4,8 @@ Each round is one Fetch RPC carrying all of the leader's partitions (DESIGN.md Â
 broker's replica id and epoch, each partition's fetch offset (our log end offset) and last fetched epoch. The
 leader long-polls until it has new data. Per partition the answer is applied by ``Partition``: truncate on a
 diverging epoch, append, take the high watermark. A partition whose leader or epoch changed leaves its fetcher
-at once and joins the new leader's (``assign``); one the leader refuses (not leader, epoch mismatch) waits for
-the metadata that will say who leads now.
+at once and joins the new leader's (``assign``); one the leader refuses (not leader, epoch mismatch) pauses for
+``replica.fetch.backoff.ms`` or until new metadata moves it, whichever comes first.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
 
-# Errors after which the partition waits for new metadata instead of fetching again from this leader.
-_WAIT_FOR_METADATA = frozenset(
+# Errors that mean the leader and this follower are at different metadata versions, settled within moments.
+_METADATA_LAG = frozenset(
     {
         ErrorCode.NOT_LEADER_OR_FOLLOWER,
         ErrorCode.FENCED_LEADER_EPOCH,
@@ -124,7 +124,11 @@ class LeaderFetcher:
                 log.warning("broker %d refused our fetch: %s", self.leader_id, ErrorCode.Name(response.error))
                 await asyncio.sleep(backoff)
                 continue
-            self._apply(response)
+            try:
+                self._apply(response)
+            except Exception:  # a bug here must not stop replication from this leader for good
+                log.exception("applying a fetch from broker %d failed", self.leader_id)
+                await asyncio.sleep(backoff)
 
     def _apply(self, response: pb.FetchResponse) -> None:
         for t in response.topics:
@@ -152,11 +156,12 @@ class LeaderFetcher:
                 p.reset_to_leader_start(r.log_start_offset)
             else:  # ahead of the leader without a divergence answer: keep what the leader has
                 p.truncate_to_leader(Divergence(-1, r.log_end_offset))
-        elif r.error in _WAIT_FOR_METADATA:
-            log.debug("%s: leader %d answered %s", p, self.leader_id, ErrorCode.Name(r.error))
-            self.parked.add(key)
         else:
-            log.warning("%s: fetch error %s from broker %d", p, ErrorCode.Name(r.error), self.leader_id)
+            # Typically one of us has not applied the latest metadata yet (NOT_LEADER_OR_FOLLOWER, a leader epoch
+            # mismatch, a partition not created yet): new metadata moves the partition (``assign``), and if none
+            # comes because we are the ones ahead, the retry after the backoff finds the leader caught up.
+            level = logging.DEBUG if r.error in _METADATA_LAG else logging.WARNING
+            log.log(level, "%s: broker %d answered %s", p, self.leader_id, ErrorCode.Name(r.error))
             self.parked.add(key)
             self.manager.retry_later(key, p)
 

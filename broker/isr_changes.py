@@ -68,39 +68,48 @@ class IsrChangeSender:
         )
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             await self._wake.wait()
             self._wake.clear()
-            batch, self._queue = self._queue, {}
-            items = [(p, c) for p, c in batch.values() if p.leader_state is not None and p.leader_state.pending == c]
-            if not items:
-                continue
-            response = await self.call("AlterPartition", self._request(items))
-            if response is None or response.error in RETRY_CODES:
-                self._requeue(items)
+            try:
+                await self._send_queued()
+            except Exception:  # a bug here must not stop ISR changes for good
+                log.exception("sending ISR changes failed")
                 await asyncio.sleep(self.backoff)
-                continue
-            if response.error != ErrorCode.NONE:
-                log.warning("AlterPartition refused: %s", ErrorCode.Name(response.error))
-                for p, c in items:
-                    loop.call_later(self.backoff, p.isr_change_failed, c)
-                continue
-            by_key = {(p.topic, p.partition): (p, c) for p, c in items}
-            retry = []
-            for t in response.topics:
-                for r in t.partitions:
-                    p, c = by_key.get((t.name, r.partition), (None, None))
-                    if p is None or r.error == ErrorCode.NONE:
-                        continue
-                    if r.error in RETRY_CODES:
-                        retry.append((p, c))
-                        continue
-                    log.info("%s: ISR change refused: %s", p, ErrorCode.Name(r.error))
-                    loop.call_later(self.backoff, p.isr_change_failed, c)
-            if retry:
-                self._requeue(retry)
-                await asyncio.sleep(self.backoff)
+                self._wake.set()
+
+    async def _send_queued(self) -> None:
+        """One AlterPartition for everything queued (requeueing what should be retried)."""
+        loop = asyncio.get_running_loop()
+        batch, self._queue = self._queue, {}
+        items = [(p, c) for p, c in batch.values() if p.leader_state is not None and p.leader_state.pending == c]
+        if not items:
+            return
+        response = await self.call("AlterPartition", self._request(items))
+        if response is None or response.error in RETRY_CODES:
+            self._requeue(items)
+            await asyncio.sleep(self.backoff)
+            return
+        if response.error != ErrorCode.NONE:
+            log.warning("AlterPartition refused: %s", ErrorCode.Name(response.error))
+            for p, c in items:
+                loop.call_later(self.backoff, p.isr_change_failed, c)
+            return
+        by_key = {(p.topic, p.partition): (p, c) for p, c in items}
+        retry = []
+        for t in response.topics:
+            for r in t.partitions:
+                p, c = by_key.get((t.name, r.partition), (None, None))
+                if p is None or r.error == ErrorCode.NONE:
+                    continue
+                if r.error in RETRY_CODES:
+                    retry.append((p, c))
+                    continue
+                log.info("%s: ISR change refused: %s", p, ErrorCode.Name(r.error))
+                loop.call_later(self.backoff, p.isr_change_failed, c)
+        if retry:
+            self._requeue(retry)
+            await asyncio.sleep(self.backoff)
 
     def _requeue(self, items: list[tuple[Partition, IsrChange]]) -> None:
         for p, c in items:

@@ -154,6 +154,7 @@ class Node:
                 fetchers=self.fetchers,
                 isr_changes=self.isr_changes.submit,
                 metrics=self.metrics,
+                unsafe_bug=c["unsafe.testing.bug"],
             )
             self.sm.on_change(self.replicas.apply)
             server = self._server(c.broker_listener)
@@ -178,6 +179,10 @@ class Node:
         if self.logs is not None:
             self._log_task = asyncio.create_task(self._log_maintenance(), name="log-maintenance")
         log.info("node %d started with roles %s", c.node_id, ",".join(sorted(c.roles)))
+        if c["unsafe.testing.bug"]:
+            log.warning(
+                "UNSAFE: running with the injected bug %r (for testing the chaos checker)", c["unsafe.testing.bug"]
+            )
 
     def _collect(self):
         """State gauges, read at scrape time."""

@@ -73,6 +73,7 @@ class Partition:
         self.isr: tuple[int, ...] = ()
         self.min_isr = 1
         self.leader_state: LeaderState | None = None
+        self.ack_before_replication = False  # the chaos checker's injected bug (unsafe.testing.bug)
         self._waiters: list[asyncio.Future] = []  # consumer fetches
         self._replica_waiters: list[asyncio.Future] = []  # follower fetches
         self._acks: list[tuple[int, asyncio.Future]] = []  # (offset the HW must reach, future) of acks=all
@@ -137,6 +138,7 @@ class Partition:
         else:
             self.leader_state = None
             self._fail_acks(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            log.info("%s: following at epoch %d", self, self.leader_epoch)
         # Parked fetches re-check against the new role and answer with its error or data.
         self._wake(self._waiters)
         self._wake(self._replica_waiters)
@@ -171,7 +173,7 @@ class Partition:
         """A future of the error code for an acks=all batch ending before ``offset``: NONE once the high watermark
         reaches it, or why it never will at this epoch."""
         future = asyncio.get_running_loop().create_future()
-        if self.log.high_watermark >= offset:
+        if self.log.high_watermark >= offset or self.ack_before_replication:
             future.set_result(ErrorCode.NONE)
         elif self.leader_state is None:
             future.set_result(ErrorCode.NOT_LEADER_OR_FOLLOWER)

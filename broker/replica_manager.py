@@ -61,8 +61,10 @@ class ReplicaManager:
         fetchers: ReplicaFetcherManager | None = None,
         isr_changes: Callable[[Partition, IsrChange], None] = lambda p, c: None,
         metrics: NodeMetrics | None = None,
+        unsafe_bug: str = "",
     ) -> None:
         self.broker_id = broker_id
+        self.unsafe_bug = unsafe_bug
         self.logs = logs
         self.base_config = base_config
         self.min_isr_default = min_isr_default
@@ -110,6 +112,7 @@ class ReplicaManager:
                 if p is None:
                     log_ = self.logs.get_or_create_log(*key, config)
                     p = Partition(topic.name, state.partition, log_, self.broker_id, self.isr_changes)
+                    p.ack_before_replication = self.unsafe_bug == "ack-before-replication"
                     self.partitions[key] = p
                 else:
                     p.log.update_config(config)

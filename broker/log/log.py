@@ -628,6 +628,9 @@ class Log:
             if offset < 0:
                 raise InvalidRequestError(f"cannot truncate to offset {offset}")
             if offset >= self.log_end_offset:
+                # No batch to remove, but an epoch that starts at the end (a leader that never wrote in it) may
+                # be what diverges: forget it, or the follower would send it again forever.
+                self._epochs.truncate_from_end(offset)
                 return False
             self._truncations += 1
             try:

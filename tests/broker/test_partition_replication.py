@@ -627,3 +627,21 @@ async def test_stale_partition_state_is_ignored(cluster: Cluster) -> None:
     assert cluster[1].isr == (1, 2)
     assert cluster[1].update(PartitionState(TOPIC_ID, 0, (1, 2, 3), (1, 2), 2, 3, 7), 1, 0) is True
     assert cluster[1].is_follower
+
+
+async def test_a_leader_that_never_wrote_in_its_epoch_converges_as_a_follower(cluster: Cluster) -> None:
+    """Found by the chaos harness: becoming leader starts the epoch at the log end even if nothing is written
+    in it; as a follower later, that empty epoch must be dropped on divergence, not sent forever."""
+    b1, b2, b3 = cluster[1], cluster[2], cluster[3]
+    cluster.publish(1, 0, 0, (1, 2, 3))
+    for i in range(3):
+        b1.append_as_leader(batch(f"a{i}"), MAX_BYTES)
+    cluster.catch_up(1, (2, 3))
+    cluster.publish(2, 1, 1, (1, 2, 3), to=(2,))  # 2 leads epoch 1 alone (cut off), writes nothing
+    assert b2.log.epoch_entries()[-1] == (1, b2.log.log_end_offset)
+    cluster.publish(3, 2, 2, (1, 3))  # meanwhile 3 was elected at epoch 2 and writes
+    b3.append_as_leader(batch("c"), MAX_BYTES)
+    for _ in range(4):
+        cluster.fetch(2, 3)
+    assert b2.fetch_position()[1] == 2  # past the divergence, following epoch 2
+    assert dump(b2.log) == dump(b3.log)

@@ -1,0 +1,210 @@
+"""``odradek chaos run``: a cluster, a workload, a nemesis and the checker, from set-up to clean-up.
+
+Nodes run as separate hosts in network namespaces this run creates (``chaos/netns.py``) when the machine allows
+it; the runner itself stays in its own namespace, attached to the hosts' bridge by a link no fault cuts (as
+Jepsen's control node), so clients and the nemesis always reach every node. Without namespaces the nodes run on
+127.0.0.1 and only process faults are possible; the report says which was used. Everything created (namespaces,
+processes, the run's directory unless ``keep``) is removed at the end, also after a failure.
+
+After the faults: heal everything, restart stopped nodes, wait until every partition's ISR is whole again, stop
+the workload (its producers flush), read everything back, check the history (chaos/checker.py), and check that
+every node's metadata image agrees with the active controller's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from odradek.chaos.checker import Report, check
+from odradek.chaos.history import History
+from odradek.chaos.nemesis import NETWORK_FAULTS, Nemesis, schedule
+from odradek.chaos.netns import NetnsNetwork
+from odradek.chaos.workload import Workload
+from odradek.client import Admin
+from odradek.client.cli.dev_cluster import DevCluster, process_state
+
+# Failure detection fast enough for many faults a minute, still above a loaded 2-core machine's hiccups.
+NODE_SETTINGS = {
+    "broker.heartbeat.interval.ms": 500,
+    "broker.session.timeout.ms": 3000,
+    "replica.lag.time.max.ms": 3000,
+    "replica.fetch.backoff.ms": 200,
+    "replica.fetch.wait.max.ms": 200,
+}
+
+
+@dataclass
+class RunOptions:
+    duration: float = 60.0
+    faults: list[str] = field(default_factory=lambda: ["kill", "pause", "kill-leader", "pause-leader"])
+    seed: int = 1
+    interval: float = 3.0  # one fault per interval
+    partitions: int = 6
+    producers: int = 2
+    consumers: int = 2
+    rate: float = 200.0  # writes per second per producer
+    controllers: int = 3
+    brokers: int = 3
+    directory: Path | None = None
+    keep: bool = False
+    bug: str = ""  # unsafe.testing.bug for every node: proves the checker catches a broken cluster
+    history_path: Path | None = None
+
+
+@dataclass
+class RunResult:
+    report: Report
+    mechanism: str
+    faults_injected: int
+    metadata_consistent: bool
+    metadata_detail: str
+    directory: Path
+
+    @property
+    def ok(self) -> bool:
+        return self.report.ok and self.metadata_consistent
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "mechanism": self.mechanism,
+            "faults_injected": self.faults_injected,
+            "metadata_consistent": self.metadata_consistent,
+            "metadata_detail": self.metadata_detail,
+            "report": self.report.to_dict(),
+        }
+
+
+def run(options: RunOptions, log=print) -> RunResult:
+    network_faults = [f for f in options.faults if f in NETWORK_FAULTS]
+    use_netns = NetnsNetwork.available()
+    if network_faults and not use_netns:
+        raise RuntimeError(f"faults {network_faults} need network namespaces, which this machine does not allow")
+    directory = Path(options.directory or tempfile.mkdtemp(prefix="odradek-chaos-"))
+    nodes = options.controllers + options.brokers
+    net = NetnsNetwork(hosts=nodes, attach_root=True) if use_netns else None
+    mechanism = "netns" if net is not None else "loopback (process faults only)"
+    log(f"chaos run: seed {options.seed}, {options.duration:.0f}s, faults {','.join(options.faults)}, {mechanism}")
+    overrides: dict[str, Any] = dict(NODE_SETTINGS)
+    if options.bug:
+        overrides["unsafe.testing.bug"] = options.bug
+    cluster: DevCluster | None = None
+    try:
+        hosts = (lambda node_id: (net.host_ip(node_id - 1), net.host_ns(node_id - 1))) if net is not None else None
+        cluster = DevCluster.create(
+            directory / "cluster", options.controllers, options.brokers, overrides=overrides, hosts=hosts
+        )
+        cluster.start_all()
+        asyncio.run(cluster.wait_ready(60))
+        topic = "chaos"
+        with Admin({"bootstrap.servers": cluster.admin_servers, "request.timeout.ms": 10000}) as admin:
+            admin.create_topic(topic, options.partitions, min(3, options.brokers), {"min.insync.replicas": "2"})
+            _wait(lambda: all(p.leader > 0 for p in admin.describe_topic(topic).partitions), 30, "topic leaders")
+        steps = schedule(options.seed, options.duration, options.faults, options.interval)
+        log(f"schedule ({len(steps)} faults):")
+        for s in steps:
+            log(f"  {s.at:7.2f}s {s.kind} for {s.duration}s")
+        history = History()
+        workload = Workload(
+            cluster.bootstrap_servers,
+            topic,
+            options.partitions,
+            history,
+            options.producers,
+            options.consumers,
+            options.rate,
+            max_seconds=options.duration + 300,
+        )
+        nemesis = Nemesis(cluster, history, topic, net, log)
+        workload.start()
+        stop = threading.Event()
+        log("faults:")
+        try:
+            nemesis.run(steps, stop)
+        finally:
+            nemesis.close()
+        log("healing")
+        if net is not None:
+            net.heal()
+        for n in cluster.nodes:
+            if process_state(n.pid) == "paused":
+                cluster.signal(n.node_id, signal.SIGCONT)
+            elif process_state(n.pid) == "stopped":
+                cluster.start(n.node_id)
+        asyncio.run(cluster.wait_ready(60))
+        with Admin({"bootstrap.servers": cluster.admin_servers, "request.timeout.ms": 10000}) as admin:
+            try:
+                _wait(
+                    lambda: all(len(p.isr) == len(p.replicas) for p in admin.describe_topic(topic).partitions),
+                    90,
+                    "every ISR whole again",
+                )
+            except TimeoutError as e:
+                state = [(p.partition, p.leader, p.leader_epoch, p.isr) for p in admin.describe_topic(topic).partitions]
+                raise TimeoutError(f"{e}: (partition, leader, epoch, ISR) {state}") from None
+        workload.stop()
+        workload.final_read()
+        consistent, detail = metadata_agrees(cluster)
+        if options.history_path is not None:
+            history.write_jsonl(options.history_path)
+        report = check(history)
+        return RunResult(report, mechanism, nemesis.injected, consistent, detail, directory)
+    finally:
+        if cluster is not None:
+            cluster.stop_all(timeout=20)
+        if net is not None:
+            net.close()
+        if not options.keep:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def metadata_agrees(cluster: DevCluster) -> tuple[bool, str]:
+    """Every node's own image (its admin answers from it) describes the same topics and brokers, once each has
+    caught up with the log; compared for up to 30 s, as a lagging observer may need a moment."""
+    addresses = [
+        f"{n.host}:{n.broker_port or n.controller_port}" for n in cluster.nodes if n.broker_port or n.controller_port
+    ]
+    deadline = time.monotonic() + 30
+    detail = ""
+    while time.monotonic() < deadline:
+        views = {}
+        for address in addresses:
+            with Admin({"bootstrap.servers": address, "request.timeout.ms": 5000}) as admin:
+                topics = sorted(
+                    (
+                        t.name,
+                        [
+                            (p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr))
+                            for p in t.partitions
+                        ],
+                    )
+                    for t in admin.describe_topics()
+                )
+                brokers = sorted((b.node_id, b.fenced) for b in admin.describe_cluster().brokers)
+                views[address] = json.dumps([topics, brokers])
+        if len(set(views.values())) == 1:
+            return True, f"{len(views)} nodes agree"
+        detail = f"{len(set(views.values()))} different views among {len(views)} nodes"
+        time.sleep(1)
+    return False, detail
+
+
+def _wait(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except Exception:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")

@@ -1,0 +1,141 @@
+"""The chaos workload: producers writing unique, sequenced values with acks=all, consumers reading concurrently,
+and a final pass reading everything, all recorded in a History for the checker.
+
+Value ``p<i>-<n>`` is producer i's n-th write; it goes to partition n % partitions, so each producer's writes to
+one partition are sequenced by n. Every send is recorded before it is handed to the producer and every outcome
+when its future completes (errors are indeterminate: after retries a failed write may still have been appended).
+Loops are bounded in time and count and stop by themselves.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from odradek.chaos.history import Ack, FinalRead, History, Read, Seek, Send, SendError
+from odradek.client import Admin, Consumer, Producer, TopicPartition
+from odradek.client.producer.batch import RecordFuture
+
+MAX_WRITES_PER_PRODUCER = 1_000_000
+
+
+def _text(value: bytes | None) -> str:
+    return "" if value is None else value.decode("utf-8", "surrogateescape")
+
+
+class Workload:
+    def __init__(
+        self,
+        servers: str,
+        topic: str,
+        partitions: int,
+        history: History,
+        producers: int = 2,
+        consumers: int = 2,
+        rate: float = 300.0,
+        max_seconds: float = 3600.0,
+    ) -> None:
+        self.servers = servers
+        self.topic = topic
+        self.partitions = partitions
+        self.history = history
+        self.rate = rate  # writes per second per producer
+        self.deadline = time.monotonic() + max_seconds
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._produce, args=(i,), name=f"chaos-producer-{i}", daemon=True)
+            for i in range(producers)
+        ] + [
+            threading.Thread(target=self._consume, args=(i,), name=f"chaos-consumer-{i}", daemon=True)
+            for i in range(consumers)
+        ]
+        self.sent = 0
+
+    def start(self) -> None:
+        for t in self._threads:
+            t.start()
+
+    def stop(self, timeout: float = 120.0) -> None:
+        """Stop sending, wait for every outcome (the producers flush), stop the consumers."""
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout)
+
+    def _produce(self, index: int) -> None:
+        name = f"p{index}"
+        config = {
+            "bootstrap.servers": self.servers,
+            "acks": "all",
+            "linger.ms": 2,
+            "request.timeout.ms": 5000,
+            "delivery.timeout.ms": 60000,
+            "client.id": name,
+        }
+        interval = 1.0 / self.rate
+        with Producer(config) as producer:
+            n = 0
+            next_at = time.monotonic()
+            while not self._stop.is_set() and time.monotonic() < self.deadline and n < MAX_WRITES_PER_PRODUCER:
+                value, partition = f"{name}-{n:07d}", n % self.partitions
+                self.history.append(Send(value, self.topic, partition, process=name))
+                try:
+                    future = producer.send(self.topic, value.encode(), partition=partition)
+                except Exception as e:  # e.g. max.block.ms while no leader is known: the write never started
+                    self.history.append(SendError(value, self.topic, partition, repr(e), True, process=name))
+                else:
+                    future.add_done_callback(self._outcome(name, value, partition))
+                n += 1
+                self.sent += 1
+                next_at += interval
+                delay = next_at - time.monotonic()
+                if delay > 0:
+                    self._stop.wait(delay)
+                else:
+                    next_at = time.monotonic()
+            producer.flush(90)
+
+    def _outcome(self, name: str, value: str, partition: int):
+        def record(future: RecordFuture) -> None:
+            error = future.exception(0)
+            if error is None:
+                self.history.append(Ack(value, self.topic, partition, future.result(0).offset, process=name))
+            else:
+                self.history.append(SendError(value, self.topic, partition, repr(error), process=name))
+
+        return record
+
+    def _consume(self, index: int) -> None:
+        name = f"c{index}"
+        config = {"bootstrap.servers": self.servers, "auto.offset.reset": "earliest", "client.id": name}
+        while not self._stop.is_set() and time.monotonic() < self.deadline:
+            try:
+                with Consumer(config) as consumer:
+                    consumer.assign([TopicPartition(self.topic, p) for p in range(self.partitions)])
+                    for p in range(self.partitions):  # a new consumer starts over: its reads restart at 0
+                        self.history.append(Seek(name, self.topic, p, 0, process=name))
+                    while not self._stop.is_set() and time.monotonic() < self.deadline:
+                        for r in consumer.poll(timeout_ms=200):
+                            self.history.append(
+                                Read(name, r.topic, r.partition, r.offset, _text(r.value), process=name)
+                            )
+                return
+            except Exception:  # a poll error mid-failover: a new consumer continues from the start
+                time.sleep(0.5)
+
+    def final_read(self, timeout: float = 120.0) -> None:
+        """Read every partition from its log start to its high watermark."""
+        with Admin({"bootstrap.servers": self.servers, "request.timeout.ms": 10000}) as admin:
+            ends = {p.partition: p.high_watermark for p in admin.describe_topic(self.topic).partitions}
+        config = {"bootstrap.servers": self.servers, "auto.offset.reset": "earliest", "client.id": "final"}
+        with Consumer(config) as consumer:
+            tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
+            consumer.assign(tps)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                for r in consumer.poll(timeout_ms=200):
+                    self.history.append(
+                        FinalRead("final", r.topic, r.partition, r.offset, _text(r.value), process="final")
+                    )
+                if all(consumer.position(tp) >= ends[tp.partition] for tp in tps):
+                    return
+        raise TimeoutError(f"final read did not reach the high watermarks {ends} in {timeout:.0f}s")
