@@ -6,9 +6,10 @@ Jepsen's control node), so clients and the nemesis always reach every node. With
 127.0.0.1 and only process faults are possible; the report says which was used. Everything created (namespaces,
 processes, the run's directory unless ``keep``) is removed at the end, also after a failure.
 
-After the faults: heal everything, restart stopped nodes, wait until every partition's ISR is whole again, stop
-the workload (its producers flush), read everything back, check the history (chaos/checker.py), and check that
-every node's metadata image agrees with the active controller's.
+Meanwhile a metadata churn creates and deletes small topics, so the faults hit controller writes too. After the
+faults: heal everything, restart stopped nodes, wait until every partition's ISR is whole again, stop the workload
+(its producers flush), read everything back, check the history (chaos/checker.py), and check that every node's
+metadata image agrees with the others.
 """
 
 from __future__ import annotations
@@ -127,11 +128,16 @@ def run(options: RunOptions, log=print) -> RunResult:
         nemesis = Nemesis(cluster, history, topic, net, log)
         workload.start()
         stop = threading.Event()
+        churn = MetadataChurn(cluster.admin_servers, stop)
+        churn.start()
         log("faults:")
         try:
             nemesis.run(steps, stop)
         finally:
+            stop.set()
             nemesis.close()
+            churn.join()
+        log(f"metadata churn: {churn.created} topics created, {churn.deleted} deleted, {churn.failed} attempts failed")
         log("healing")
         if net is not None:
             net.heal()
@@ -165,6 +171,33 @@ def run(options: RunOptions, log=print) -> RunResult:
             net.close()
         if not options.keep:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+class MetadataChurn(threading.Thread):
+    """Creates and deletes small topics while the faults run, so controller failovers and partitions hit
+    metadata writes too; failures are expected mid-fault and only counted. The final metadata check compares the
+    result on every node."""
+
+    def __init__(self, servers: str, stop: threading.Event) -> None:
+        super().__init__(name="chaos-metadata-churn", daemon=True)
+        self.servers = servers
+        self.stop_event = stop
+        self.created = self.deleted = self.failed = 0
+
+    def run(self) -> None:
+        with Admin({"bootstrap.servers": self.servers, "request.timeout.ms": 3000}) as admin:
+            n = 0
+            while not self.stop_event.wait(2.0):
+                name = f"churn-{n}"
+                try:
+                    admin.create_topic(name, 1, 3)
+                    self.created += 1
+                    if n % 2:  # every other one is deleted again
+                        admin.delete_topic(name)
+                        self.deleted += 1
+                except Exception:
+                    self.failed += 1
+                n += 1
 
 
 def metadata_agrees(cluster: DevCluster) -> tuple[bool, str]:

@@ -68,3 +68,19 @@ def test_the_checker_catches_acks_before_replication(tmp_path: Path) -> None:
         for line in subprocess.run(["pgrep", "-af", str(directory)], capture_output=True, text=True).stdout.splitlines()
     ]
     assert all(process_state(pid) == "stopped" for pid in pids)
+
+
+def test_a_failed_run_still_removes_everything_it_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from odradek.chaos import workload
+
+    def broken_final_read(self, timeout: float = 120.0) -> None:
+        raise RuntimeError("injected failure")
+
+    monkeypatch.setattr(workload.Workload, "final_read", broken_final_read)
+    before = namespaces()
+    directory = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="injected failure"):
+        run(RunOptions(duration=4, interval=2, faults=["partition"], directory=directory), log=print)
+    assert not leftovers(before, directory)
+    out = subprocess.run(["pgrep", "-f", str(directory)], capture_output=True, text=True).stdout
+    assert not out.split()
