@@ -32,12 +32,13 @@ def test_short_run_with_twenty_faults_finds_no_violation(tmp_path: Path) -> None
     before = namespaces()
     directory = tmp_path / "run"
     faults = ["kill-leader", "pause-leader", "kill", "pause", "kill-controller", "partition", "isolate-kill-leader"]
-    options = RunOptions(duration=50, interval=2.3, faults=faults, seed=20261123, directory=directory)
+    options = RunOptions(duration=56, interval=2.3, faults=faults, seed=20261123, directory=directory)
     result = run(options, log=print)
     print(result.report.summary_table())
     kinds = {f["kind"] for f in result.report.to_dict()["faults"]}
     assert result.faults_injected >= 20
-    assert {"partition", "kill-leader"} <= kinds or {"partition", "isolate-kill-leader"} <= kinds
+    assert "partition" in kinds
+    assert kinds & {"kill-leader", "isolate-kill-leader"} and kinds & {"pause", "pause-leader"}
     assert result.mechanism == "netns"
     assert result.report.totals["acked"] > 1000
     assert result.report.ok, result.report.summary_table()
