@@ -1,0 +1,256 @@
+"""Options of the ``odradek`` Spark data source, parsed and validated once on the driver.
+
+The names, defaults and rules are those of Spark's own Kafka source, so a query can switch between
+``format("kafka")`` and ``format("odradek")`` by changing the format and the servers option only. Like Spark's,
+option names are case-insensitive and unknown options are ignored. Every error is an :class:`OptionError` whose
+message starts with the offending option's name, because Spark shows the message and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal
+
+from odradek.client.connection import parse_servers
+from odradek.client.offsets import EARLIEST, LATEST
+from odradek.client.structs import TopicPartition
+
+__all__ = [
+    "EARLIEST",
+    "INTERNAL_PREFIX",
+    "LATEST",
+    "OffsetSpec",
+    "OptionError",
+    "SourceOptions",
+    "parse_assign",
+    "parse_offsets_json",
+    "serialize_offsets_json",
+    "topics_for",
+]
+
+INTERNAL_PREFIX = "__"  # topics the broker marks internal; pattern subscriptions skip them, as Kafka's do
+
+OffsetSpec = Literal["earliest", "latest"] | Mapping[TopicPartition, int]
+"""Where reading starts or ends: a whole-source keyword, or an offset per partition (-2 earliest, -1 latest)."""
+
+_STRATEGIES = ("assign", "subscribe", "subscribePattern")
+_INT = re.compile(r"[+-]?\d+")
+
+
+class OptionError(ValueError):
+    """A source option is missing, malformed, or conflicts with another; the message starts with its name."""
+
+    def __init__(self, option: str, detail: str) -> None:
+        super().__init__(f"{option}: {detail}")
+        self.option = option
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """The validated options. Exactly one of ``subscribe``, ``subscribe_pattern`` and ``assign`` is set.
+
+    Offset maps are read-only views; the dataclass is frozen but, holding mappings, not hashable.
+    """
+
+    bootstrap_servers: tuple[str, ...]
+    subscribe: tuple[str, ...] | None = None
+    subscribe_pattern: str | None = None
+    assign: tuple[TopicPartition, ...] | None = None
+    starting_offsets: OffsetSpec = "latest"
+    ending_offsets: OffsetSpec | None = None  # batch only
+    max_offsets_per_trigger: int | None = None
+    fail_on_data_loss: bool = True
+    min_partitions: int | None = None
+    include_headers: bool = False
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, batch: bool) -> SourceOptions:
+        """Validate Spark's option map; ``batch`` selects Spark's batch rules (``read``) over streaming ones."""
+        opts = {k.lower(): v for k, v in options.items()}
+
+        def get(name: str) -> str | None:
+            value = opts.get(name.lower())
+            return None if value is None else str(value)
+
+        servers = _bootstrap(get("bootstrap.servers"), get("kafka.bootstrap.servers"))
+
+        given = [name for name in _STRATEGIES if get(name) is not None]
+        if not given:
+            raise OptionError("subscribe/subscribePattern/assign", "exactly one must be specified, got none")
+        if len(given) > 1:
+            raise OptionError("/".join(given), "only one of subscribe, subscribePattern and assign may be specified")
+        subscribe = pattern = assign = None
+        if (value := get("subscribe")) is not None:
+            subscribe = tuple(dict.fromkeys(t.strip() for t in value.split(",") if t.strip()))
+            if not subscribe:
+                raise OptionError("subscribe", f"no topics to subscribe to in {value!r}")
+        elif (value := get("subscribePattern")) is not None:
+            pattern = value.strip()
+            if not pattern:
+                raise OptionError("subscribePattern", "pattern to subscribe to is empty")
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise OptionError("subscribePattern", f"invalid regex {pattern!r}: {e}") from None
+        else:
+            assign = parse_assign(get("assign") or "")
+
+        starting = _offset_spec("startingOffsets", get("startingOffsets"), "earliest" if batch else "latest")
+        ending: OffsetSpec | None = None
+        if batch:
+            ending = _offset_spec("endingOffsets", get("endingOffsets"), "latest")
+            # A batch must have fixed bounds: it cannot start at "latest" nor end at "earliest" (as in Spark).
+            _forbid("startingOffsets", starting, "latest", LATEST)
+            _forbid("endingOffsets", ending, "earliest", EARLIEST)
+        elif get("endingOffsets") is not None:
+            raise OptionError("endingOffsets", "is not valid in streaming queries")
+        if assign is not None:
+            for name, spec in (("startingOffsets", starting), ("endingOffsets", ending)):
+                if isinstance(spec, Mapping) and set(spec) != set(assign):
+                    raise OptionError(
+                        name,
+                        f"must give an offset for exactly the assigned partitions {_names(assign)}, "
+                        f"got {_names(spec)}; use -2 for earliest, -1 for latest",
+                    )
+
+        return cls(
+            bootstrap_servers=servers,
+            subscribe=subscribe,
+            subscribe_pattern=pattern,
+            assign=assign,
+            starting_offsets=starting,
+            ending_offsets=ending,
+            max_offsets_per_trigger=_positive_int("maxOffsetsPerTrigger", get("maxOffsetsPerTrigger")),
+            fail_on_data_loss=_bool("failOnDataLoss", get("failOnDataLoss"), True),
+            min_partitions=_positive_int("minPartitions", get("minPartitions")),
+            include_headers=_bool("includeHeaders", get("includeHeaders"), False),
+        )
+
+
+def topics_for(options: SourceOptions, all_topics: list[str]) -> list[str]:
+    """The topics to read now, given the cluster's topics; re-resolved per batch so new matches are picked up.
+
+    ``subscribe`` keeps its order and skips topics that do not exist yet (a consumer subscription does too);
+    ``subscribePattern`` must match the whole name and never selects internal topics; ``assign`` is returned as
+    given, so a missing assigned topic fails loudly when its partitions are looked up.
+    """
+    if options.subscribe is not None:
+        existing = set(all_topics)
+        return [t for t in options.subscribe if t in existing]
+    if options.subscribe_pattern is not None:
+        regex = re.compile(options.subscribe_pattern)
+        return sorted(t for t in set(all_topics) if not t.startswith(INTERNAL_PREFIX) and regex.fullmatch(t))
+    assert options.assign is not None
+    return sorted({tp.topic for tp in options.assign})
+
+
+def parse_offsets_json(text: str, option: str = "startingOffsets") -> dict[TopicPartition, int]:
+    """``{"topic": {"0": 23, "1": -2}}`` -> offsets; -2 and -1 stand for earliest and latest, as in Spark."""
+    data = _json_object(option, text)
+    offsets: dict[TopicPartition, int] = {}
+    for topic, partitions in data.items():
+        if not topic or not isinstance(partitions, dict):
+            raise OptionError(option, f'expected {{"topic": {{"partition": offset}}}}, got {text!r}')
+        for key, offset in partitions.items():
+            if not (isinstance(key, str) and key.isdigit()) or not _is_int(offset) or offset < EARLIEST:
+                raise OptionError(
+                    option,
+                    f"bad entry {key!r}: {offset!r} for topic {topic!r}: partitions are non-negative "
+                    f"integers, offsets are >= 0, or -2 (earliest) / -1 (latest)",
+                )
+            offsets[TopicPartition(topic, int(key))] = offset
+    if not offsets:
+        raise OptionError(option, f"no partitions in {text!r}")
+    return offsets
+
+
+def serialize_offsets_json(offsets: Mapping[TopicPartition, int]) -> str:
+    """Offsets -> Spark's JSON, topics and partitions in order, so equal maps give equal checkpoint strings."""
+    data: dict[str, dict[str, int]] = {}
+    for tp in sorted(offsets):
+        data.setdefault(tp.topic, {})[str(tp.partition)] = offsets[tp]
+    return json.dumps(data, separators=(",", ":"))
+
+
+def parse_assign(text: str) -> tuple[TopicPartition, ...]:
+    """``{"topic": [0, 1]}`` -> sorted, de-duplicated partitions."""
+    data = _json_object("assign", text)
+    partitions: set[TopicPartition] = set()
+    for topic, numbers in data.items():
+        if not topic or not isinstance(numbers, list) or not all(_is_int(p) and p >= 0 for p in numbers):
+            raise OptionError("assign", f'expected {{"topic": [partition, ...]}}, got {text!r}')
+        partitions.update(TopicPartition(topic, p) for p in numbers)
+    if not partitions:
+        raise OptionError("assign", f"no partitions to assign in {text!r}")
+    return tuple(sorted(partitions))
+
+
+def _bootstrap(plain: str | None, prefixed: str | None) -> tuple[str, ...]:
+    if plain is None and prefixed is None:
+        raise OptionError("bootstrap.servers", "required (Spark's spelling kafka.bootstrap.servers also works)")
+    if plain is not None and prefixed is not None and plain.strip() != prefixed.strip():
+        raise OptionError("bootstrap.servers", f"{plain!r} conflicts with kafka.bootstrap.servers {prefixed!r}")
+    value = plain if plain is not None else prefixed
+    try:
+        return tuple(parse_servers(value or ""))
+    except ValueError as e:
+        raise OptionError("bootstrap.servers", str(e)) from None
+
+
+def _offset_spec(option: str, value: str | None, default: Literal["earliest", "latest"]) -> OffsetSpec:
+    if value is None:
+        return default
+    keyword = value.strip().lower()
+    if keyword in ("earliest", "latest"):
+        return keyword  # type: ignore[return-value]
+    if not value.strip().startswith("{"):
+        raise OptionError(option, f"expected earliest, latest or a JSON map of offsets, got {value!r}")
+    return MappingProxyType(parse_offsets_json(value, option))
+
+
+def _forbid(option: str, spec: OffsetSpec, keyword: str, sentinel: int) -> None:
+    if spec == keyword:
+        raise OptionError(option, f"can't be {keyword} for batch queries")
+    if isinstance(spec, Mapping):
+        bad = sorted(tp for tp, offset in spec.items() if offset == sentinel)
+        if bad:
+            raise OptionError(option, f"can't be {keyword} ({sentinel}) for batch queries, for {_names(bad)}")
+
+
+def _positive_int(option: str, value: str | None) -> int | None:
+    if value is None:
+        return None
+    if not _INT.fullmatch(value.strip()) or int(value) <= 0:
+        raise OptionError(option, f"must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _bool(option: str, value: str | None, default: bool) -> bool:
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise OptionError(option, f"must be true or false, got {value!r}")
+    return lowered == "true"
+
+
+def _json_object(option: str, text: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise OptionError(option, f"malformed JSON {text!r}: {e}") from None
+    if not isinstance(data, dict):
+        raise OptionError(option, f"expected a JSON object, got {text!r}")
+    return data
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _names(partitions: Iterable[TopicPartition]) -> str:
+    return "[" + ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(partitions)) + "]"
