@@ -130,7 +130,8 @@ def _kill(args: argparse.Namespace) -> None:
 
 def _start(args: argparse.Namespace) -> None:
     cluster = DevCluster.load(_dir(args))
+    before = asyncio.run(cluster.broker_epochs()) if args.wait else {}
     node = cluster.start(args.node)
     if args.wait:
-        asyncio.run(cluster.wait_ready())
+        asyncio.run(cluster.wait_ready(newer_than={args.node: before[args.node]} if args.node in before else None))
     emit({"node_id": node.node_id, "pid": node.pid}, args.format, human=f"started node {node.node_id} (pid {node.pid})")

@@ -254,8 +254,19 @@ class DevCluster:
             for n in self.nodes
         ]
 
-    async def wait_ready(self, timeout: float = 60.0) -> None:
-        """Until a controller leads and every running broker is registered and unfenced."""
+    async def broker_epochs(self) -> dict[int, int]:
+        """Registered brokers' epochs now ({} if the cluster does not answer): a restarted broker is ready only
+        once it has registered anew, with a newer epoch (``wait_ready``)."""
+        try:
+            async with AsyncAdmin({"bootstrap.servers": self.admin_servers, "request.timeout.ms": 2000}) as admin:
+                return {b.node_id: b.epoch for b in (await admin.describe_cluster()).brokers}
+        except OdradekError:
+            return {}
+
+    async def wait_ready(self, timeout: float = 60.0, newer_than: dict[int, int] | None = None) -> None:
+        """Until a controller leads and every running broker is registered and unfenced (with an epoch above
+        ``newer_than``'s for brokers just restarted: the old incarnation's registration does not count)."""
+        newer_than = newer_than or {}
         running = {n.node_id for n in self.nodes if "broker" in n.roles and process_state(n.pid) == "running"}
         deadline = time.monotonic() + timeout
         last = "no answer"
@@ -263,7 +274,9 @@ class DevCluster:
             while time.monotonic() < deadline:
                 try:
                     info = await admin.describe_cluster()
-                    unfenced = {b.node_id for b in info.brokers if not b.fenced}
+                    unfenced = {
+                        b.node_id for b in info.brokers if not b.fenced and b.epoch > newer_than.get(b.node_id, -1)
+                    }
                     if info.controller_leader >= 0 and running <= unfenced:
                         return
                     last = f"controller leader {info.controller_leader}, unfenced brokers {sorted(unfenced)}"
