@@ -195,14 +195,14 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
         The response is built in place (``add``): upb deep-copies messages passed to a constructor, which for
         lists of partition responses meant copying every record payload once per nesting level."""
+        response = pb.FetchResponse()
+        if request.replica_id >= 0:
+            return self._read_for_follower(request, response)
         get = self.replicas.get
         remaining = request.max_bytes if request.max_bytes > 0 else 1 << 62
         total = 0
         waiting: list[Partition] = []
         sizes: dict[str, int] = {}
-        response = pb.FetchResponse()
-        if request.replica_id >= 0:
-            return self._read_for_follower(request, response)
         for t in request.topics:
             name = t.name
             add = response.topics.add(name=name).partitions.add

@@ -49,7 +49,6 @@ class Workload:
             threading.Thread(target=self._consume, args=(i,), name=f"chaos-consumer-{i}", daemon=True)
             for i in range(consumers)
         ]
-        self.sent = 0
 
     def start(self) -> None:
         for t in self._threads:
@@ -85,7 +84,6 @@ class Workload:
                 else:
                     future.add_done_callback(self._outcome(name, value, partition))
                 n += 1
-                self.sent += 1
                 next_at += interval
                 delay = next_at - time.monotonic()
                 if delay > 0:
