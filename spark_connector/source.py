@@ -11,18 +11,21 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from odradek.client import Admin, Consumer, TopicPartition
+from odradek.client.errors import OffsetOutOfRangeError
 from odradek.spark_connector.options import (
     SourceOptions,
     parse_offsets_json,
     serialize_offsets_json,
     topics_for,
 )
-from odradek.spark_connector.planning import OffsetRange, data_loss, plan_ranges
+from odradek.spark_connector.planning import DataLoss, OffsetRange, cap_offsets, data_loss, plan_ranges
+from odradek.spark_connector.record_batches import to_record_batch
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +34,16 @@ SCHEMA = (
     "timestampType int, headers array<struct<key: string, value: binary>>"
 )
 READ_TIMEOUT_S = 120.0
+READ_BATCH_ROWS = 10_000  # rows per Arrow batch an executor hands to Spark
 
 
 class RangePartition(InputPartition):
-    def __init__(self, servers: str, r: OffsetRange, include_headers: bool) -> None:
+    def __init__(self, servers: str, r: OffsetRange, include_headers: bool, fail_on_data_loss: bool) -> None:
         super().__init__(None)
         self.servers = servers
         self.range = r
         self.include_headers = include_headers
+        self.fail_on_data_loss = fail_on_data_loss
 
 
 class OdradekDataSource(DataSource):
@@ -57,22 +62,35 @@ class OdradekDataSource(DataSource):
 
 
 class _Offsets:
-    """The driver's view of the cluster for one source: partitions and their earliest/latest offsets."""
+    """The driver's view of the cluster for one source: partitions and their earliest/latest offsets.
+
+    The clients are opened on first use and kept: a streaming query asks for offsets every trigger.
+    """
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self.servers = ",".join(options.bootstrap_servers)
+        self._admin: Admin | None = None
+        self._consumer: Consumer | None = None
 
     def partitions(self) -> list[TopicPartition]:
         if self.options.assign is not None:
             return list(self.options.assign)
-        with Admin({"bootstrap.servers": self.servers}) as admin:
-            names = topics_for(self.options, admin.list_topics())
-            return [TopicPartition(name, p.partition) for name in names for p in admin.describe_topic(name).partitions]
+        if self._admin is None:
+            self._admin = Admin({"bootstrap.servers": self.servers})
+        names = topics_for(self.options, self._admin.list_topics())
+        return [TopicPartition(n, p.partition) for n in names for p in self._admin.describe_topic(n).partitions]
 
     def bounds(self, partitions: list[TopicPartition]) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
-        with Consumer({"bootstrap.servers": self.servers}) as consumer:
-            return consumer.beginning_offsets(partitions), consumer.end_offsets(partitions)
+        if self._consumer is None:
+            self._consumer = Consumer({"bootstrap.servers": self.servers})
+        return self._consumer.beginning_offsets(partitions), self._consumer.end_offsets(partitions)
+
+    def close(self) -> None:
+        for client in (self._admin, self._consumer):
+            if client is not None:
+                client.close()
+        self._admin = self._consumer = None
 
     def resolve(self, spec, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         """An offsets option ("earliest", "latest" or a map with -2/-1) as concrete offsets."""
@@ -88,8 +106,10 @@ class _Offsets:
         return chosen
 
     def ranges(self, start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]) -> list[RangePartition]:
+        """The input partitions from ``start`` to ``end``, after the data-loss check (failOnDataLoss)."""
         earliest, _ = self.bounds(list(end))
-        losses = data_loss({tp: start.get(tp, earliest[tp]) for tp in end}, earliest)
+        gone = {tp: offset for tp, offset in start.items() if tp not in end}  # deleted since the last batch
+        losses = data_loss({**gone, **{tp: start.get(tp, earliest[tp]) for tp in end}}, earliest)
         if losses:
             message = "; ".join(loss.message for loss in losses)
             if self.options.fail_on_data_loss:
@@ -97,7 +117,8 @@ class _Offsets:
             log.warning("skipping lost offsets: %s", message)
         begin = {tp: max(start.get(tp, earliest[tp]), earliest[tp]) for tp in end}
         planned, _ = plan_ranges(begin, dict(end), self.options.min_partitions, None)
-        return [RangePartition(self.servers, r, self.options.include_headers) for r in planned]
+        o = self.options
+        return [RangePartition(self.servers, r, o.include_headers, o.fail_on_data_loss) for r in planned]
 
 
 class BatchReader(DataSourceReader):
@@ -106,38 +127,74 @@ class BatchReader(DataSourceReader):
 
     def partitions(self) -> list[RangePartition]:
         o = self.offsets
-        tps = o.partitions()
-        start = o.resolve(o.options.starting_offsets, tps)
-        end = o.resolve(o.options.ending_offsets or "latest", tps)
-        return o.ranges(start, end)
+        try:
+            tps = o.partitions()
+            start = o.resolve(o.options.starting_offsets, tps)
+            end = o.resolve(o.options.ending_offsets or "latest", tps)
+            return o.ranges(start, end)
+        finally:
+            o.close()
 
-    def read(self, partition: RangePartition) -> Iterator[tuple]:
+    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
         return read_range(partition)
 
 
-class StreamReader(DataSourceStreamReader):
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches from the checkpointed offsets to the high watermarks, capped by maxOffsetsPerTrigger.
+
+    The cap goes through Spark's read-limit API (``getDefaultReadLimit`` / ``latestOffset(start, limit)``), so
+    Spark can also lift it, as it does for the last batch of a query stopping. With ``availableNow`` the target is
+    fixed when the query starts: later records, and partitions created later, wait for the next run.
+    """
+
     def __init__(self, options: SourceOptions) -> None:
         self.offsets = _Offsets(options)
+        self._target: dict[TopicPartition, int] | None = None
+        self._latest: dict[TopicPartition, int] | None = None
 
     def initialOffset(self) -> dict:
         o = self.offsets
         return _to_json_map(o.resolve(o.options.starting_offsets, o.partitions()))
 
-    def latestOffset(self) -> dict:
+    def getDefaultReadLimit(self) -> ReadLimit:
+        cap = self.offsets.options.max_offsets_per_trigger
+        return ReadAllAvailable() if cap is None else ReadMaxRows(cap)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        o = self.offsets
+        self._target = o.bounds(o.partitions())[1]
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         o = self.offsets
         tps = o.partitions()
-        _, latest = o.bounds(tps)
-        return _to_json_map(latest)
+        if self._target is not None:
+            tps = [tp for tp in tps if tp in self._target]
+        earliest, latest = o.bounds(tps)
+        if self._target is not None:
+            latest = {tp: min(offset, self._target[tp]) for tp, offset in latest.items()}
+        self._latest = latest
+        if not isinstance(limit, ReadMaxRows):
+            return _to_json_map(latest)
+        previous = _from_json_map(start)
+        begin = {tp: max(previous.get(tp, earliest[tp]), earliest[tp]) for tp in latest}
+        # Partitions whose log went below the checkpoint (data loss) keep their end; partitions() reports them.
+        capped = cap_offsets(begin, {tp: max(latest[tp], begin[tp]) for tp in latest}, limit.max_rows)
+        return _to_json_map({tp: capped[tp] if latest[tp] >= begin[tp] else latest[tp] for tp in latest})
+
+    def reportLatestOffset(self) -> dict | None:
+        return None if self._latest is None else _to_json_map(self._latest)
 
     def partitions(self, start: dict, end: dict) -> list[RangePartition]:
-        o = self.offsets
-        return o.ranges(_from_json_map(start), _from_json_map(end))
+        return self.offsets.ranges(_from_json_map(start), _from_json_map(end))
 
-    def read(self, partition: RangePartition) -> Iterator[tuple]:
+    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
         return read_range(partition)
 
     def commit(self, end: dict) -> None:
         """Offsets live in Spark's checkpoint; nothing to commit to the cluster."""
+
+    def stop(self) -> None:
+        self.offsets.close()
 
 
 def _to_json_map(offsets: Mapping[TopicPartition, int]) -> dict:
@@ -148,34 +205,54 @@ def _from_json_map(value: dict) -> dict[TopicPartition, int]:
     return parse_offsets_json(value["offsets"])
 
 
-def read_range(p: RangePartition) -> Iterator[tuple]:
-    """The records of one range, as rows of SCHEMA, read from the partition leader."""
+def read_range(p: RangePartition) -> Iterator[pa.RecordBatch]:
+    """The records of one range as Arrow batches of SCHEMA, read from the partition leader.
+
+    Offsets deleted by retention between planning and reading fail the task with failOnDataLoss, and are
+    skipped with a warning without it, as in Spark's Kafka source.
+    """
     r = p.range
     tp = TopicPartition(r.topic, r.partition)
     deadline = time.monotonic() + READ_TIMEOUT_S
-    with Consumer({"bootstrap.servers": p.servers, "auto.offset.reset": "none"}) as consumer:
+    config = {"bootstrap.servers": p.servers, "auto.offset.reset": "none", "max.poll.records": READ_BATCH_ROWS}
+    with Consumer(config) as consumer:
         consumer.assign([tp])
         consumer.seek(tp, r.start)
         position = r.start
         while position < r.end:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{r.topic}-{r.partition}: offsets {position}..{r.end} not read in time")
-            for rec in consumer.poll(timeout_ms=500):
-                if rec.offset >= r.end:
+            try:
+                records = consumer.poll(timeout_ms=500)
+            except OffsetOutOfRangeError:
+                skip_to = _lost_range(consumer, tp, position, r.end, p.fail_on_data_loss)
+                if skip_to >= r.end:
                     return
-                position = rec.offset + 1
-                headers = [(k, v) for k, v in rec.headers] if p.include_headers else None
-                yield (
-                    rec.key,
-                    rec.value,
-                    rec.topic,
-                    rec.partition,
-                    rec.offset,
-                    datetime.fromtimestamp(rec.timestamp / 1000, UTC),
-                    rec.timestamp_type,
-                    headers,
-                )
+                consumer.seek(tp, skip_to)
+                position = skip_to
+                continue
+            if records and records[-1].offset >= r.end:
+                records = [rec for rec in records if rec.offset < r.end]
+            if records:
+                position = records[-1].offset + 1
+                yield to_record_batch(records, p.include_headers)
             position = max(position, consumer.position(tp))
+
+
+def _lost_range(consumer: Consumer, tp: TopicPartition, position: int, end: int, fail: bool) -> int:
+    """Where reading resumes after ``position`` turned out of range (retention deleted it, or the log was
+    truncated below it); raises instead with failOnDataLoss."""
+    earliest = consumer.beginning_offsets([tp])[tp]
+    if position < earliest:
+        message = DataLoss(tp.topic, tp.partition, position, earliest).message
+        resume = earliest
+    else:
+        message = f"offsets {position}..{end} of {tp.topic}-{tp.partition} are no longer in the log (truncated)"
+        resume = end
+    if fail:
+        raise RuntimeError(f"failOnDataLoss: {message}")
+    log.warning("skipping lost offsets: %s", message)
+    return resume
 
 
 def register(spark) -> None:

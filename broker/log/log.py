@@ -365,7 +365,7 @@ class Log:
         batches = validate_for_append(buf, view, limit, True)
         size = len(view)
         if size > config.segment_bytes:
-            raise RecordTooLargeError(f"{size} bytes of batches exceed segment.bytes {config.segment_bytes}")
+            return self._append_in_parts(view, batches, lambda part: self.append_as_leader(part, leader_epoch, limit))
         idempotent = batches[0][6] != NO_PRODUCER_ID or (
             len(batches) > 1 and any(b[6] != NO_PRODUCER_ID for b in batches)
         )
@@ -449,6 +449,40 @@ class Log:
             )
         self._epochs.assign(leader_epoch, self.log_end_offset)
 
+    def _append_in_parts(
+        self, view: memoryview, batches: list, append: Callable[[memoryview], AppendInfo]
+    ) -> AppendInfo:
+        """Append batches that together exceed segment.bytes as runs that each fit in one segment (a follower's
+        fetch or a producer's request may carry more than a small segment holds); only a single batch larger
+        than a segment is refused. Each run is one ordinary append, so a segment never splits a batch."""
+        limit = self.config.segment_bytes
+        runs: list[tuple[int, int]] = []
+        start = position = 0
+        for batch in batches:
+            size = batch[1]
+            if size > limit:
+                raise RecordTooLargeError(f"a {size}-byte batch exceeds segment.bytes {limit}")
+            if position + size - start > limit:
+                runs.append((start, position))
+                start = position
+            position += size
+        runs.append((start, position))
+        infos = [append(view[a:b]) for a, b in runs]
+        first, last = infos[0], infos[-1]
+        best = max(infos, key=lambda i: i.max_timestamp)
+        return _append_info(
+            (
+                first.first_offset,
+                last.last_offset,
+                best.max_timestamp,
+                best.offset_of_max_timestamp,
+                sum(i.record_count for i in infos),
+                sum(i.batch_count for i in infos),
+                sum(i.size for i in infos),
+                last.log_start_offset,
+            )
+        )
+
     def append_as_follower(self, buf: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches copied from the leader, offsets and epochs as they are.
 
@@ -459,7 +493,7 @@ class Log:
         batches = validate_for_append(buf, view, _NO_LIMIT, False)
         size = len(view)
         if size > self.config.segment_bytes:
-            raise RecordTooLargeError(f"{size} bytes of batches exceed segment.bytes {self.config.segment_bytes}")
+            return self._append_in_parts(view, batches, self.append_as_follower)
         first, last = batches[0][0], batches[-1][0] + batches[-1][2]
         if last - first > MAX_RELATIVE_OFFSET:
             raise InvalidRequestError(f"batches span {last - first} offsets, more than a segment can index")

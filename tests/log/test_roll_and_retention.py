@@ -22,10 +22,24 @@ def test_roll_by_size(open_log: Callable[..., Log], tmp_path: Path) -> None:
     assert log.recovery_point == 20
 
 
-def test_a_request_larger_than_a_segment_is_rejected(open_log: Callable[..., Log], tmp_path: Path) -> None:
+def test_a_request_larger_than_a_segment_spans_segments(open_log: Callable[..., Log], tmp_path: Path) -> None:
+    leader = open_log(tmp_path / "t-0", LogConfig(segment_bytes=2000))
+    info = leader.append_as_leader(batch_of_size(900) * 5, 0, max_batch_size=10_000)
+    assert (info.first_offset, info.last_offset, info.batch_count, info.size) == (0, 4, 5, 4500)
+    assert leader.segment_base_offsets == [0, 2, 4]  # two batches per segment, never one split
+    follower = open_log(tmp_path / "t-1", LogConfig(segment_bytes=2000))
+    fetched, offset = b"", 0
+    while offset < leader.log_end_offset:  # a read stops at a segment's end
+        data = leader.read(offset, 100_000)
+        fetched, offset = fetched + bytes(data.records), data.next_offset
+    follower.append_as_follower(fetched)  # what a fetch of more than a segment carries
+    assert follower.log_end_offset == 5 and follower.segment_base_offsets == [0, 2, 4]
+
+
+def test_a_batch_larger_than_a_segment_is_rejected(open_log: Callable[..., Log], tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0", LogConfig(segment_bytes=2000))
-    with pytest.raises(RecordTooLargeError):
-        log.append_as_leader(batch_of_size(1500) * 2, 0, max_batch_size=10_000)
+    with pytest.raises(RecordTooLargeError, match=r"exceeds segment\.bytes"):
+        log.append_as_leader(batch_of_size(1000) + batch_of_size(2500), 0, max_batch_size=10_000)
     assert log.log_end_offset == 0
 
 

@@ -1,20 +1,24 @@
 """``format("odradek")`` in real Spark (local[2], driver on 127.0.0.1, UI off) against a real replicated cluster:
-availableNow ingest into Parquet, incremental and idempotent across restarts, and bad options failing at query
-start with the option named."""
+availableNow ingest into Parquet, incremental and idempotent across restarts; maxOffsetsPerTrigger admission
+control; a processing-time query that outlives a leader kill; failOnDataLoss after retention; and bad options
+failing at query start with the option named."""
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from odradek.client import Admin, Producer
+from odradek.client import Admin, Consumer, Producer, TopicPartition
 from odradek.client.cli.dev_cluster import DevCluster
 
-from ..integration.conftest import start_cluster
+from ..integration.conftest import start_cluster, wait_for
 
 pyspark = pytest.importorskip("pyspark")
 pytestmark = pytest.mark.integration
@@ -22,7 +26,10 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
-    c = start_cluster(tmp_path_factory.mktemp("spark-cluster"), controllers=1, brokers=3)
+    # Retention runs every half second so the data-loss test can age records out.
+    c = start_cluster(
+        tmp_path_factory.mktemp("spark-cluster"), controllers=1, brokers=3, **{"log.retention.check.interval.ms": 500}
+    )
     yield c
     c.stop_all(timeout=10)
 
@@ -89,6 +96,126 @@ def test_available_now_ingest_is_exactly_once_across_runs(cluster: DevCluster, s
     assert {r.topic for r in third} == {"ingest"}
 
 
+def ingest(spark, servers: str, topic: str, out: Path, checkpoint: Path, **options: str):
+    """An availableNow query from ``topic`` into Parquet; returns it after it ended (or raised)."""
+    reader = spark.readStream.format("odradek").option("bootstrap.servers", servers).option("subscribe", topic)
+    for k, v in {"startingOffsets": "earliest", **options}.items():
+        reader = reader.option(k, v)
+    query = (
+        reader.load()
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(180)
+    return query
+
+
+def test_max_offsets_per_trigger_caps_every_micro_batch(cluster: DevCluster, spark, tmp_path: Path) -> None:
+    servers = cluster.bootstrap_servers
+    with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
+        admin.create_topic("capped", 3, 3, {"min.insync.replicas": "2"})
+    acked = produce(servers, "capped", [b"c-%d" % i for i in range(1000)])
+    query = ingest(spark, servers, "capped", tmp_path / "out", tmp_path / "cp", maxOffsetsPerTrigger="300")
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert sizes == [300, 300, 300, 100]  # availableNow still honours the cap, over several batches
+    rows = spark.read.parquet(str(tmp_path / "out")).select("value", "partition", "offset").collect()
+    assert {r.value: (r.partition, r.offset) for r in rows} == acked and len(rows) == 1000
+
+
+def test_processing_time_query_keeps_every_acked_record_through_a_leader_kill(
+    cluster: DevCluster, spark, tmp_path: Path
+) -> None:
+    servers = cluster.bootstrap_servers
+    with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
+        admin.create_topic("failover", 2, 3, {"min.insync.replicas": "2"})
+        leader = admin.describe_topic("failover").partitions[0].leader
+    out = tmp_path / "out"
+    query = (
+        spark.readStream.format("odradek")
+        .option("bootstrap.servers", servers)
+        .option("subscribe", "failover")
+        .option("startingOffsets", "earliest")
+        .load()
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    acked: dict[bytes, tuple[int, int]] = {}
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def load() -> None:  # bounded: at most 6000 records or 60 s, acks=all
+        deadline = time.monotonic() + 60
+        with Producer({"bootstrap.servers": servers, "linger.ms": 5}) as producer:
+            for i in range(6000):
+                if stop.is_set() or time.monotonic() > deadline:
+                    break
+                value = b"f-%d" % i
+                producer.send("failover", value).add_done_callback(lambda f, v=value: record(v, f))
+                time.sleep(0.002)
+            producer.flush(60)
+
+    def record(value: bytes, future) -> None:
+        if future.exception() is None:
+            acked[value] = (future.result().partition, future.result().offset)
+        else:
+            errors.append(future.exception())
+
+    try:
+        producer = threading.Thread(target=load)
+        producer.start()
+        wait_for(lambda: len(acked) > 1000, 60, what="acknowledged records before the kill")
+        cluster.signal(leader, signal.SIGKILL)
+        wait_for(lambda: len(acked) > 3000, 90, what="writes to continue on the new leaders")
+        cluster.start(leader)
+        producer.join(120)
+        assert not producer.is_alive() and not errors
+
+        def caught_up() -> bool:
+            return out.exists() and spark.read.parquet(str(out)).count() >= len(acked)
+
+        wait_for(caught_up, 120, interval=1.0, what="the query to read every acknowledged record")
+    finally:
+        stop.set()
+        query.stop()
+        asyncio_wait_ready(cluster)
+    assert query.exception() is None
+    rows = spark.read.parquet(str(out)).select("value", "partition", "offset").collect()
+    seen = [r.value for r in rows]
+    assert len(seen) == len(set(seen))  # exactly once
+    got = {r.value: (r.partition, r.offset) for r in rows}
+    assert {v: got.get(v) for v in acked} == acked  # every acknowledged record, at its acknowledged offset
+
+
+def test_fail_on_data_loss_after_retention(cluster: DevCluster, spark, tmp_path: Path) -> None:
+    servers = cluster.bootstrap_servers
+    with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
+        admin.create_topic("aging", 1, 3, {"segment.bytes": "20000", "retention.bytes": "40000"})
+    out, checkpoint = tmp_path / "out", tmp_path / "cp"
+    acked = produce(servers, "aging", [b"a-%04d" % i for i in range(20)])
+    ingest(spark, servers, "aging", out, checkpoint)
+    acked |= produce(servers, "aging", [b"b-%04d" % i + b"." * 100 for i in range(1500)])
+    tp = TopicPartition("aging", 0)
+    with Consumer({"bootstrap.servers": servers}) as consumer:
+        wait_for(lambda: consumer.beginning_offsets([tp])[tp] > 20, 30, what="retention to delete offset 20")
+
+    with pytest.raises(Exception, match=r"failOnDataLoss: offset 20 of aging-0 is gone, the earliest available is"):
+        ingest(spark, servers, "aging", out, checkpoint)
+
+    ingest(spark, servers, "aging", out, checkpoint, failOnDataLoss="false")
+    rows = spark.read.parquet(str(out)).select("value", "partition", "offset").collect()
+    offsets = sorted(r.offset for r in rows)
+    resumed = offsets[20]
+    assert offsets == list(range(20)) + list(range(resumed, 1520))  # the lost offsets skipped, nothing else
+    assert resumed > 20
+    assert all(acked[r.value] == (r.partition, r.offset) for r in rows)
+
+
 @pytest.mark.parametrize(
     ("options", "named"),
     [
@@ -103,3 +230,10 @@ def test_bad_options_fail_at_query_start_naming_the_option(spark, options: dict,
         reader = reader.option(k, v)
     with pytest.raises(Exception, match=named):
         reader.load().writeStream.format("noop").start().awaitTermination(30)
+
+
+def asyncio_wait_ready(cluster: DevCluster) -> None:
+    """Every broker back and unfenced, so the next test starts from a whole cluster."""
+    import asyncio
+
+    asyncio.run(cluster.wait_ready(60))
