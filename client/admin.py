@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
@@ -345,10 +346,12 @@ class AsyncAdmin:
         return cluster, sorted(topics, key=lambda t: t.name)
 
     async def cluster_health(self) -> ClusterHealth:
-        """Fenced brokers and offline, leaderless, under-replicated and under-min-ISR partitions, from metadata."""
+        """Fenced brokers, controllers not following the leader, and offline, leaderless, under-replicated and
+        under-min-ISR partitions."""
         cluster, topics = await self._describe_topics(None, include_internal=True)
+        quorum = await self.describe_quorum()
         available = {b.node_id for b in cluster.brokers if not b.fenced}
-        return compute_health(cluster, [_topic_info(t, available) for t in topics])
+        return compute_health(cluster, [_topic_info(t, available) for t in topics], quorum, int(time.time() * 1000))
 
     async def elect_leaders(
         self, election_type: str = "preferred", partitions: Iterable[tuple[str, int]] | None = None

@@ -36,6 +36,7 @@ def render_health(health: ClusterHealth) -> str:
     lines = [
         f"healthy: {'yes' if data['healthy'] else 'no'}",
         f"controller: {controller}",
+        f"unavailable controllers: {', '.join(str(c) for c in data['unavailable_controllers']) or '-'}",
         f"unavailable brokers: {', '.join(str(b) for b in data['unavailable_brokers']) or '-'}",
         f"leaderless partitions: {data['leaderless_count']}",
         f"offline partitions ({len(data['offline_partitions'])}): {_partitions(data['offline_partitions'])}",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +29,7 @@ from odradek.client.cli import topic as topic_cli
 from odradek.client.cli.main import build_parser
 from odradek.client.connection import channel_options
 from odradek.client.errors import ErrorCode, OdradekError, UnknownTopicOrPartitionError
-from odradek.client.health import compute_health, min_insync_replicas
+from odradek.client.health import VOTER_STALE_MS, compute_health, min_insync_replicas
 from odradek.client.structs import TopicPartition
 from odradek.proto import admin_pb2 as pb
 from odradek.proto import admin_pb2_grpc
@@ -77,6 +78,7 @@ def test_a_fully_replicated_cluster_is_healthy() -> None:
         "offline_partitions": [],
         "under_replicated_partitions": [],
         "under_min_isr_partitions": [],
+        "unavailable_controllers": [],
     }
 
 
@@ -160,6 +162,16 @@ class FakeAdmin(admin_pb2_grpc.AdminServicer):
     elect_error: int = ErrorCode.NONE
     requests: list[Any] = field(default_factory=list)
     fenced: set[int] = field(default_factory=set)
+    voter_fetch_age_ms: dict[int, int] = field(default_factory=lambda: {2: 100, 3: 100})
+
+    async def DescribeQuorum(self, request, context):
+        now = int(time.time() * 1000)
+        voters = [pb.ReplicaState(node_id=1, log_end_offset=10, last_fetch_timestamp_ms=now)]
+        voters += [
+            pb.ReplicaState(node_id=n, log_end_offset=10, last_fetch_timestamp_ms=now - age)
+            for n, age in self.voter_fetch_age_ms.items()
+        ]
+        return pb.DescribeQuorumResponse(leader_id=1, leader_epoch=3, high_watermark=10, voters=voters)
 
     def _redirect(self) -> bool:
         if self.not_controller > 0:
@@ -311,6 +323,17 @@ async def test_cluster_health_covers_internal_topics_and_fenced_brokers(fake) ->
     assert h.under_replicated_partitions == [TopicPartition("t", 1)]
     assert h.under_min_isr_partitions == [TopicPartition("t", 1)]
     assert not h.healthy
+
+
+async def test_a_controller_that_stopped_fetching_is_unavailable(fake) -> None:
+    servicer, admin = fake
+    servicer.fenced = set()
+    h = await admin.cluster_health()
+    assert h.unavailable_controllers == []
+    servicer.voter_fetch_age_ms = {2: 100, 3: VOTER_STALE_MS + 2000}
+    h = await admin.cluster_health()
+    assert h.unavailable_controllers == [3] and not h.healthy
+    assert h.to_dict()["unavailable_controllers"] == [3]
 
 
 async def test_describe_topics_marks_offline_and_raises_for_unknown_names(fake) -> None:

@@ -32,6 +32,7 @@ HEALTH_KEYS = {
     "offline_partitions",
     "under_replicated_partitions",
     "under_min_isr_partitions",
+    "unavailable_controllers",
 }
 
 
@@ -85,6 +86,7 @@ def test_health_of_a_fresh_cluster(cluster: DevCluster, rf3: str) -> None:
     assert set(health) == HEALTH_KEYS
     assert health["healthy"] is True and health["controller_id"] in (1, 2, 3)
     assert health["unavailable_brokers"] == [] and health["offline_partitions"] == []
+    assert health["unavailable_controllers"] == []
     assert health["leaderless_count"] == health["under_replicated_count"] == health["under_min_isr_count"] == 0
     human = odradek(cluster, "cluster", "health", "--exit-code")
     assert human.returncode == 0 and "healthy: yes" in human.stdout
@@ -131,6 +133,24 @@ def test_health_reports_a_paused_broker_then_recovers(cluster: DevCluster, rf3: 
     finally:
         cluster.signal(victim, signal.SIGCONT)
     wait_for(lambda: healthy(cluster), 40, interval=0.5, what=f"broker {victim} back in every ISR")
+
+
+def test_health_reports_a_paused_controller_then_recovers(cluster: DevCluster, rf3: str) -> None:
+    leader = as_json(cluster, "cluster", "quorum")["leader_id"]
+    victim = next(n.node_id for n in cluster.nodes if n.controller_port and n.node_id != leader)
+    cluster.signal(victim, signal.SIGSTOP)
+    try:
+        health = wait_for(
+            lambda: (h := as_json(cluster, "cluster", "health", without=victim))["unavailable_controllers"] and h,
+            20,
+            interval=0.5,
+            what=f"controller {victim} reported as not following",
+        )
+        assert health["unavailable_controllers"] == [victim] and health["healthy"] is False
+        assert health["unavailable_brokers"] == []  # the quorum still has its majority
+    finally:
+        cluster.signal(victim, signal.SIGCONT)
+    wait_for(lambda: healthy(cluster), 30, interval=0.5, what=f"controller {victim} following again")
 
 
 def test_preferred_election_restores_leadership(cluster: DevCluster, admin: Admin, rf3: str) -> None:
