@@ -19,9 +19,9 @@ Handler = Callable[[argparse.Namespace], int | None]
 
 
 def _command_modules():
-    from odradek.client.cli import chaos, cluster, data, demo, dev, leader, partition, perf, server, topic
+    from odradek.client.cli import chaos, cluster, data, demo, deploy, dev, leader, partition, perf, server, topic
 
-    return [server, dev, cluster, topic, leader, partition, data, perf, chaos, demo]
+    return [server, dev, cluster, topic, leader, partition, data, perf, chaos, deploy, demo]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -34,8 +34,10 @@ def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = Non
     return "\n".join(lines)
 
 
-def emit(data: Any, fmt: str, human: str | None = None, out: TextIO = sys.stdout) -> None:
-    """Print ``data`` as JSON, or ``human`` (defaulting to a table of ``data``) for people."""
+def emit(data: Any, fmt: str, human: str | None = None, out: TextIO | None = None) -> None:
+    """Print ``data`` as JSON, or ``human`` (defaulting to a table of ``data``) for people. ``out`` defaults to the
+    current ``sys.stdout`` (looked up per call, so redirections such as pytest's capture apply)."""
+    out = out or sys.stdout
     if fmt == "json":
         out.write(to_json(data) + "\n")
     elif human is not None:

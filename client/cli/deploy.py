@@ -1,0 +1,54 @@
+"""``odradek deploy config``: node configs from a cluster description (``odradek.deploy.cluster``, docs/deploy.md).
+
+Writes every node's ``node-<id>.toml`` into a directory, or one node's config (``--node-id``) into the directory
+or straight to the file a node runs from (``--output /etc/odradek/node.toml``). Warnings about a legal but
+unlikely layout (an even number of controllers, say) go to stderr and do not fail the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from odradek.client.cli.common import CommandError, add_command
+from odradek.client.cli.output import emit
+from odradek.deploy.cluster import (
+    ClusterSpecError,
+    cluster_warnings,
+    config_name,
+    load_cluster,
+    write_config,
+    write_configs,
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    deploy = sub.add_parser("deploy", help="deployment on VMs, one node per VM").add_subparsers(
+        dest="deploy_command", required=True, metavar="COMMAND"
+    )
+    config = add_command(deploy, "config", _config, "write node configs from a cluster description")
+    config.add_argument("--cluster", required=True, help="the cluster description (TOML)")
+    target = config.add_mutually_exclusive_group(required=True)
+    target.add_argument("--out", help="directory to write node-<id>.toml into")
+    target.add_argument("--output", help="file to write the --node-id node's config to")
+    config.add_argument("--node-id", type=int, help="write only this node's config")
+
+
+def _config(args: argparse.Namespace) -> None:
+    if args.output and args.node_id is None:
+        raise CommandError("--output needs --node-id (it writes one node's config)")
+    try:
+        spec = load_cluster(args.cluster)
+        if args.node_id is None:
+            written = write_configs(spec, args.out)
+        else:
+            path = Path(args.output) if args.output else Path(args.out) / config_name(args.node_id)
+            written = {args.node_id: write_config(spec, args.node_id, path)}
+    except ClusterSpecError as e:
+        raise CommandError(str(e)) from None
+    for warning in cluster_warnings(spec):
+        print(f"warning: {warning}", file=sys.stderr)
+    configs = {str(node_id): str(path.resolve()) for node_id, path in written.items()}
+    human = "\n".join(f"node {node_id}: {path}" for node_id, path in configs.items())
+    emit({"configs": configs}, args.format, human=human)
