@@ -47,14 +47,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         broker_id: int,
         cluster_id: str,
         replicas: ReplicaManager,
-        message_max_bytes: int,
         metrics: NodeMetrics | None = None,
     ) -> None:
         self.metrics = metrics or NodeMetrics(broker_id)
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.replicas = replicas
-        self.message_max_bytes = message_max_bytes
         self.controller_id = lambda: -1
         # False while this broker cannot know it still leads: no controller session for a whole session timeout
         # (e.g. the process was paused). Writes are refused then; the controller has fenced it or soon will.
@@ -135,7 +133,6 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     add(partition=p.partition, error=ErrorCode.INVALID_REQUIRED_ACKS, base_offset=-1)
             return response
         get = self.replicas.get
-        max_bytes = self.message_max_bytes
         acks = request.acks
         lost_session = not self.session_valid()
         waits: list[tuple[pb.ProducePartitionResponse, str, asyncio.Future]] = []
@@ -149,7 +146,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     if lost_session:
                         raise NotLeaderOrFollowerError(f"broker {self.broker_id} has no controller session")
                     partition = get(name, index)
-                    info = partition.append_as_leader(p.records, max_bytes, acks)
+                    info = partition.append_as_leader(p.records, acks=acks)
                 except OdradekError as e:
                     self._partition_error(add(partition=index), name, e)
                     continue
@@ -323,7 +320,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             for partition in waiting:
                 partition.add_waiter(future, replica)
             try:
-                await asyncio.wait_for(future, remaining)
+                async with asyncio.timeout(remaining):
+                    await future
             except TimeoutError:
                 response, _, _, sizes = self._read(request)
                 return response, sizes

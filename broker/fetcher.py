@@ -110,7 +110,8 @@ class LeaderFetcher:
             if request is None or address is None:
                 self._changed.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), backoff)
+                    async with asyncio.timeout(backoff):  # not wait_for: in 3.11 it can swallow a cancel
+                        await self._changed.wait()
                 continue
             stub = broker_pb2_grpc.BrokerStub(self.manager.pool.get(address))
             timeout = self.manager.config.max_wait_ms / 1000 + 10

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Awaitable
 from pathlib import Path
 
 import grpc
@@ -34,6 +35,8 @@ from odradek.controller.services import AdminService, ControllerService
 from odradek.proto import admin_pb2_grpc, broker_pb2_grpc, controller_pb2_grpc, raft_pb2_grpc
 
 log = logging.getLogger(__name__)
+
+STOP_STEP_TIMEOUT_S = 10.0
 
 RAFT_DIR = "__raft"
 
@@ -159,7 +162,7 @@ class Node:
             self.sm.on_change(self.replicas.apply)
             server = self._server(c.broker_listener)
             admin_pb2_grpc.add_AdminServicer_to_server(self.admin, server)
-            service = BrokerService(c.node_id, self.cluster_id, self.replicas, c["message.max.bytes"], self.metrics)
+            service = BrokerService(c.node_id, self.cluster_id, self.replicas, self.metrics)
             service.controller_id = lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id
             service.session_valid = lifecycle_manager.session_valid
             service.producer_ids = ProducerIdManager(
@@ -287,20 +290,21 @@ class Node:
             for task in (self._lag_task,):
                 if task is not None:
                     task.cancel()
-            await self.isr_changes.stop()
-            await self.fetchers.close()
-            await self.broker_lifecycle.stop()
+            await _step("isr", self.isr_changes.stop())
+            await _step("fetchers", self.fetchers.close())
+            await _step("lifecycle", self.broker_lifecycle.stop())
         if self.controller is not None:
-            await self.controller.stop()
-        await self.driver.stop(graceful=True)
-        await asyncio.gather(*(s.stop(grace=1.0) for s in self.servers))
+            await _step("controller", self.controller.stop())
+        await _step("driver", self.driver.stop(graceful=True))
+        await _step("servers", asyncio.gather(*(s.stop(grace=1.0) for s in self.servers)))
         if self._log_task is not None:
             self._log_task.cancel()
             await asyncio.gather(self._log_task, return_exceptions=True)
         if self.logs is not None:
             self.logs.close()
         if self.admin is not None:
-            await self.admin.close()
+            await _step("admin", self.admin.close())
+        log.info("node %d stopped", self.config.node_id)
         self._stopped.set()
 
     async def run_until_signalled(self) -> None:
@@ -312,6 +316,16 @@ class Node:
         await stop.wait()
         log.info("node %d stopping", self.config.node_id)
         await self.stop()
+
+
+async def _step(name: str, aw: Awaitable[object], timeout: float = STOP_STEP_TIMEOUT_S) -> None:
+    """One step of a graceful stop. A step that hangs is logged and skipped, so the node still closes its logs and
+    exits before the service manager's SIGKILL (TimeoutStopSec)."""
+    try:
+        async with asyncio.timeout(timeout):
+            await aw
+    except TimeoutError:
+        log.warning("stop: %s did not finish within %.0f s; going on", name, timeout)
 
 
 def run(config: NodeConfig) -> None:

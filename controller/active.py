@@ -109,7 +109,8 @@ class ActiveController:
         if self.driver.leader.role is not Role.LEADER:
             raise NotControllerError(self.driver.leader.leader_id)
         try:
-            await asyncio.wait_for(self._active.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._active.wait()
         except TimeoutError:
             raise NotControllerError(self.driver.leader.leader_id) from None
 

@@ -416,7 +416,8 @@ class Fetcher:
         limit = self._max_wait_ms / 1000 + STALL_S
         while True:
             try:
-                return await asyncio.wait_for(asyncio.shield(task), limit)
+                async with asyncio.timeout(limit):
+                    return await asyncio.shield(task)
             except TimeoutError:
                 if all(self._metadata.leader(s.tp.topic, s.tp.partition) != node for s, _, _ in partitions):
                     task.cancel()

@@ -184,7 +184,8 @@ class RaftDriver:
         future = asyncio.get_running_loop().create_future()
         self._commit_waiters[offset] = future
         try:
-            await asyncio.wait_for(future, timeout)
+            async with asyncio.timeout(timeout):
+                await future
         finally:
             self._commit_waiters.pop(offset, None)
         return offset
@@ -332,7 +333,8 @@ class RaftDriver:
         waiters.append(future)
         try:
             self.step(message)
-            return await asyncio.wait_for(future, timeout)
+            async with asyncio.timeout(timeout):
+                return await future
         finally:
             if future in waiters:
                 waiters.remove(future)
