@@ -157,7 +157,9 @@ class Partition:
             raise NotLeaderOrFollowerError(f"broker {self.broker_id} does not lead {self.topic}-{self.partition}")
         return state
 
-    def append_as_leader(self, records: bytes, max_message_bytes: int, acks: int = 1) -> AppendInfo:
+    def append_as_leader(self, records: bytes, max_message_bytes: int | None = None, acks: int = 1) -> AppendInfo:
+        """Append a producer's batches; each must fit ``max_message_bytes``, by default the topic's
+        max.message.bytes (the broker's message.max.bytes unless the topic overrides it)."""
         state = self.check_leader()
         if acks == -1 and len(self.isr) < self.min_isr:
             raise NotEnoughReplicasError(

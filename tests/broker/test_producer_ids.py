@@ -219,7 +219,7 @@ async def test_the_broker_epoch_is_read_for_every_request() -> None:
 
 def service(next_producer_id: int, controller: FakeController | None = None) -> BrokerService:
     replicas = SimpleNamespace(image=MetadataImage(next_producer_id=next_producer_id))
-    s = BrokerService(1, "cluster", replicas, 1 << 20)  # type: ignore[arg-type]
+    s = BrokerService(1, "cluster", replicas)  # type: ignore[arg-type]
     if controller is not None:
         s.producer_ids = manager(controller)
     return s

@@ -30,6 +30,7 @@ def plane(
     cluster = start_cluster(tmp_path_factory.mktemp("plane"), controllers=1, brokers=2, **{"message.max.bytes": 65536})
     with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
         admin.create_topic("data", 2, 1)
+        admin.create_topic("small", 1, 1, {"max.message.bytes": "2000"})
     channels = {n.node_id: grpc.insecure_channel(f"127.0.0.1:{n.broker_port}") for n in cluster.nodes if n.broker_port}
     stubs = {node: broker_pb2_grpc.BrokerStub(ch) for node, ch in channels.items()}
     yield cluster, stubs
@@ -155,3 +156,18 @@ def test_bad_requests_get_typed_errors_and_leave_the_log_unchanged(plane) -> Non
     assert fetch(stub, 0, 0, epoch=epoch + 1).error == ErrorCode.UNKNOWN_LEADER_EPOCH
     missing = stub.Metadata(pb.MetadataRequest(topics=["nope"]), timeout=5).topics[0]
     assert missing.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_topic_max_message_bytes_overrides_the_broker_limit(plane) -> None:
+    cluster, stubs = plane
+    with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
+        leader = admin.describe_topic("small").partitions[0].leader
+    request = pb.ProduceRequest(
+        acks=1,
+        timeout_ms=5000,
+        topics=[pb.ProduceTopic(name="small", partitions=[pb.ProducePartition(partition=0, records=b"")])],
+    )
+    for size, expected in ((5000, ErrorCode.MESSAGE_TOO_LARGE), (500, ErrorCode.NONE)):
+        request.topics[0].partitions[0].records = encode_batch([bytes(size)])
+        assert stubs[leader].Produce(request, timeout=10).topics[0].partitions[0].error == expected
+    assert produce(stubs[leaders(stubs[leader])[0][0]], 0, encode_batch([bytes(5000)])).error == ErrorCode.NONE
