@@ -13,7 +13,14 @@ import time
 from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from odradek.client import Admin, Consumer, TopicPartition
@@ -26,6 +33,7 @@ from odradek.spark_connector.options import (
 )
 from odradek.spark_connector.planning import DataLoss, OffsetRange, cap_offsets, data_loss, plan_ranges
 from odradek.spark_connector.record_batches import to_record_batch
+from odradek.spark_connector.writer import batch_writer, stream_writer
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +67,12 @@ class OdradekDataSource(DataSource):
 
     def streamReader(self, schema) -> DataSourceStreamReader:
         return StreamReader(SourceOptions.parse(self.options, batch=False))
+
+    def writer(self, schema, overwrite: bool) -> DataSourceWriter:
+        return batch_writer(self.options, schema, overwrite)
+
+    def streamWriter(self, schema, overwrite: bool) -> DataSourceStreamWriter:
+        return stream_writer(self.options, schema, overwrite)
 
 
 class _Offsets:

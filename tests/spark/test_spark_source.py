@@ -216,6 +216,26 @@ def test_fail_on_data_loss_after_retention(cluster: DevCluster, spark, tmp_path:
     assert all(acked[r.value] == (r.partition, r.offset) for r in rows)
 
 
+def test_the_ingest_example_runs_as_documented(cluster: DevCluster, spark, tmp_path: Path, capsys) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "spark_ingest.py"
+    spec = importlib.util.spec_from_file_location("spark_ingest", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
+        admin.create_topic("example", 2, 3)
+    acked = produce(cluster.bootstrap_servers, "example", [b"e-%d" % i for i in range(300)])
+    args = ["--bootstrap-servers", cluster.bootstrap_servers, "--topic", "example", "--once"]
+    args += ["--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "cp")]
+    assert example.main(args) == 0
+    assert example.main(args) == 0  # nothing new: nothing added
+    assert "ingested 300 records" in capsys.readouterr().out
+    rows = spark.read.parquet(str(tmp_path / "out")).select("value", "partition", "offset", "date").collect()
+    assert {r.value: (r.partition, r.offset) for r in rows} == acked and len(rows) == 300
+    assert all(r.date is not None for r in rows)
+
+
 @pytest.mark.parametrize(
     ("options", "named"),
     [

@@ -1,0 +1,194 @@
+"""``df.write`` / ``df.writeStream`` with ``format("odradek")``: Spark's Kafka sink, on the odradek producer.
+
+Each task opens one producer (acks=all, idempotence on by default), sends its rows, flushes, and succeeds only if
+every record was acknowledged; otherwise it raises, so Spark retries the task or fails the job.
+
+Delivery guarantee: **at-least-once**. A task that succeeded has had every row acknowledged by all in-sync
+replicas. Rows are not written in a transaction: a record is readable as soon as it is committed, and nothing is
+taken back when a task, job or micro-batch fails. A retried task attempt, a speculative duplicate attempt, or a
+micro-batch that is run again after a restart (its commit never reached the checkpoint) sends its rows again, so
+the log can hold a row more than once. Idempotence removes duplicates only within one producer session, that is
+one task attempt (the producer's own retries after a timeout or a leader change); it cannot recognise a row a
+previous attempt sent. With idempotence on, rows a task attempt sends to one partition keep the task's order.
+Readers that need each row once must de-duplicate, for example on a unique key or header.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+from pyspark import TaskContext
+from pyspark.sql import Row
+from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from odradek.client import Producer
+from odradek.client.errors import OdradekError
+from odradek.client.producer.producer import DeliveryFuture
+from odradek.spark_connector.options import OptionError
+from odradek.spark_connector.sink_options import Columns, SinkOptions
+
+__all__ = ["BatchWriter", "SinkCommitMessage", "SinkWriteError", "StreamWriter", "batch_writer", "stream_writer"]
+
+log = logging.getLogger(__name__)
+
+CHECK_EVERY = 8192
+"""Rows between looks at the delivery futures: often enough that a failure stops a task early and delivered
+batches are released, rarely enough that looking costs nothing per row."""
+
+
+class SinkWriteError(RuntimeError):
+    """A task could not write its rows: a row was invalid or a record was not acknowledged."""
+
+
+@dataclass
+class SinkCommitMessage(WriterCommitMessage):
+    """What one task wrote: every one of ``records`` was acknowledged by all in-sync replicas."""
+
+    records: int
+    seconds: float
+
+
+def batch_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> BatchWriter:
+    """``df.write``: Spark's Python data sources accept only mode append and overwrite; a log is only appended to."""
+    if overwrite:
+        raise OptionError("mode", "overwrite is not supported: records are appended to a log; use mode('append')")
+    sink = SinkOptions.parse(options)
+    return BatchWriter(sink, Columns.of(schema, sink.topic))
+
+
+def stream_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> StreamWriter:
+    """``df.writeStream``: ``overwrite`` (complete output mode) appends the whole result table at every trigger,
+    as Spark's Kafka sink does."""
+    sink = SinkOptions.parse(options)
+    return StreamWriter(sink, Columns.of(schema, sink.topic))
+
+
+class BatchWriter(DataSourceWriter):
+    def __init__(self, options: SinkOptions, columns: Columns) -> None:
+        self.options = options
+        self.columns = columns
+
+    def write(self, iterator: Iterator[Row]) -> SinkCommitMessage:
+        return write_task(self.options, self.columns, iterator)
+
+    def commit(self, messages: list[SinkCommitMessage | None]) -> None:
+        log.info("odradek sink: job wrote %s", _summary(messages))
+
+    def abort(self, messages: list[SinkCommitMessage | None]) -> None:
+        log.warning("odradek sink: job aborted; %s", _aborted(messages))
+
+
+class StreamWriter(DataSourceStreamWriter):
+    def __init__(self, options: SinkOptions, columns: Columns) -> None:
+        self.options = options
+        self.columns = columns
+
+    def write(self, iterator: Iterator[Row]) -> SinkCommitMessage:
+        return write_task(self.options, self.columns, iterator)
+
+    def commit(self, messages: list[SinkCommitMessage | None], batchId: int) -> None:
+        log.info("odradek sink: micro-batch %d wrote %s", batchId, _summary(messages))
+
+    def abort(self, messages: list[SinkCommitMessage | None], batchId: int) -> None:
+        log.warning("odradek sink: micro-batch %d aborted; %s", batchId, _aborted(messages))
+
+
+def write_task(options: SinkOptions, columns: Columns, rows: Iterable[Row]) -> SinkCommitMessage:
+    """One task: send every row with one producer, then wait until each is acknowledged or raise."""
+    start = time.monotonic()
+    rows = iter(rows)
+    first = next(rows, None)
+    if first is None:  # no producer for an empty input partition: after a shuffle, most may be empty
+        return SinkCommitMessage(0, 0.0)
+    producer = Producer(options.producer_config())
+    failed = True
+    try:
+        records = send_rows(producer, columns, options.topic, itertools.chain((first,), rows))
+        failed = False
+    finally:
+        # After a failure, stop at once: whatever is still queued will be sent again by the task's retry.
+        producer.close(0 if failed else None)
+    return SinkCommitMessage(records, time.monotonic() - start)
+
+
+def send_rows(producer: Producer, columns: Columns, topic: str | None, rows: Iterable[Row]) -> int:
+    """Send the rows, flush, and return how many there were; raise SinkWriteError for an invalid row or a record
+    that was not acknowledged.
+
+    Each row is copied into a plain tuple (one C call) and read by position, since a Row's own indexing is a
+    Python method several times slower; then a row costs one ``send`` and one append to the list of delivery
+    futures. Binary values arrive as ``bytearray`` from pyspark < 4.1 and are converted.
+    """
+    send = producer.send
+    vi, ki, ti, pi, hi = columns.value, columns.key, columns.topic, columns.partition, columns.headers
+    key = partition = headers = None
+    pending: list[DeliveryFuture] = []
+    check_at = CHECK_EVERY
+    n = 0
+    for n, row in enumerate(map(tuple, rows), 1):
+        value = row[vi]
+        if value.__class__ is bytearray:
+            value = bytes(value)
+        if ki >= 0:
+            key = row[ki]
+            if key.__class__ is bytearray:
+                key = bytes(key)
+        if ti >= 0:
+            topic = row[ti]
+            if topic is None:
+                raise SinkWriteError(f"{_row(n)}: column 'topic' is null and no topic option is set")
+        if pi >= 0:
+            partition = row[pi]
+        if hi >= 0:
+            h = row[hi]
+            headers = [(k, bytes(v) if v.__class__ is bytearray else v) for k, v in h] if h else None
+        try:
+            pending.append(send(topic, value, key, partition, headers))
+        except (TypeError, ValueError, OdradekError) as e:
+            raise SinkWriteError(f"{_row(n)} (topic {topic!r}): {e}") from e
+        if n >= check_at:
+            pending = _undelivered(pending)
+            check_at = n + max(CHECK_EVERY, len(pending))
+    producer.flush()
+    _undelivered(pending)
+    return n
+
+
+def _undelivered(futures: list[DeliveryFuture]) -> list[DeliveryFuture]:
+    """The futures not done yet; raise SinkWriteError for the first that failed. Dropping the done ones lets the
+    producer's delivered batches, and the rows they hold, be freed while the task goes on."""
+    waiting = []
+    for f in futures:
+        if f.done():
+            error = f.exception()
+            if error is not None:
+                raise SinkWriteError(f"{_row(None)}: a record was not acknowledged: {error}") from error
+        else:
+            waiting.append(f)
+    return waiting
+
+
+def _row(n: int | None) -> str:
+    """Where in the job a problem is: the input partition of this task and, if known, the row within it."""
+    context = TaskContext.get()
+    where = f"task for input partition {context.partitionId()}" if context is not None else "task"
+    return where if n is None else f"row {n} of {where}"
+
+
+def _summary(messages: list[SinkCommitMessage | None]) -> str:
+    done = [m for m in messages if m is not None]
+    slowest = max((m.seconds for m in done), default=0.0)
+    return f"{sum(m.records for m in done)} records in {len(done)} tasks (slowest {slowest:.1f} s)"
+
+
+def _aborted(messages: list[SinkCommitMessage | None]) -> str:
+    failed = sum(m is None for m in messages)
+    return (
+        f"{failed} of {len(messages)} tasks failed. Tasks that finished wrote {_summary(messages)}, which stay in "
+        "the log; failed tasks may have written part of their rows (at-least-once: a rerun sends them again)"
+    )
