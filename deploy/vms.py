@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,13 +31,14 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from odradek.broker.config import NodeConfig
 from odradek.chaos.netns import NetnsNetwork
 from odradek.client.cli.server import random_cluster_id
-from odradek.deploy.cluster import ClusterSpec, NodeSpec, write_configs
+from odradek.deploy.cluster import ClusterSpec, NodeSpec, config_name, write_config, write_configs
 
 UNITS = Path(__file__).resolve().parent / "systemd"
 INSTALLED_BIN = "/opt/odradek/venv/bin/odradek"
@@ -96,10 +98,12 @@ class VmCluster:
         brokers: int = 3,
         properties: dict[str, Any] | None = None,
         executable: str | None = None,
+        spare_hosts: int = 0,
     ) -> None:
+        """``spare_hosts`` are VMs with nothing on them yet, for :meth:`add_broker`."""
         self.directory = directory.resolve()
         self.executable = executable or str(Path(sys.executable).parent / "odradek")
-        self.net = NetnsNetwork(hosts=controllers + brokers, attach_root=True)
+        self.net = NetnsNetwork(hosts=controllers + brokers + spare_hosts, attach_root=True)
         try:
             nodes = [NodeSpec(i + 1, self.net.host_ip(i), ("controller",)) for i in range(controllers)]
             nodes += [
@@ -111,26 +115,49 @@ class VmCluster:
             self.configs = write_configs(self.spec, self.directory / "etc")
             self.procs: dict[int, subprocess.Popen[bytes]] = {}
             for node in self.spec.nodes:
-                self._run_on(
-                    node.node_id,
-                    [
-                        self.executable,
-                        "storage",
-                        "format",
-                        "--cluster-id",
-                        self.spec.cluster_id,
-                        "--config",
-                        str(self.configs[node.node_id]),
-                    ],
-                )
+                self.format_storage(node.node_id)
         except BaseException:
             self.net.close()
             raise
 
+    def format_storage(self, node_id: int) -> None:
+        """``odradek storage format`` with the cluster's id, on the node's VM, as the playbook runs it."""
+        config = str(self.configs[node_id])
+        self._run_on(
+            node_id, [self.executable, "storage", "format", "--cluster-id", self.spec.cluster_id, "--config", config]
+        )
+
+    def add_broker(self, rack: str = "") -> NodeSpec:
+        """docs/deploy.md "Adding a broker": the next node id on a spare VM, added to the description; only its
+        own config is generated (the others do not list brokers), its storage is formatted, and it is started."""
+        used = {n.host for n in self.spec.nodes}
+        index = next(i for i in range(self.net.hosts) if self.net.host_ip(i) not in used)
+        node = NodeSpec(max(n.node_id for n in self.spec.nodes) + 1, self.net.host_ip(index), ("broker",), rack)
+        self.spec = replace(self.spec, nodes=(*self.spec.nodes, node))
+        self.configs[node.node_id] = write_config(
+            self.spec, node.node_id, self.directory / "etc" / config_name(node.node_id)
+        )
+        self.format_storage(node.node_id)
+        self.start(node.node_id)
+        return node
+
+    def replace_controller(self, node_id: int) -> None:
+        """docs/deploy.md "Replacing a dead controller": the VM is lost (killed, its disk gone); a new one with the
+        same id and address gets the same config, storage formatted with the same cluster id, and is started."""
+        proc = self.procs[node_id]
+        proc.kill()
+        proc.wait()
+        for log_dir in NodeConfig.load(self.configs[node_id])["log.dirs"]:
+            shutil.rmtree(log_dir)
+        write_config(self.spec, node_id, self.configs[node_id])
+        self.format_storage(node_id)
+        self.start(node_id)
+
     # ---- addresses ----
 
     def host_index(self, node_id: int) -> int:
-        return [n.node_id for n in self.spec.nodes].index(node_id)
+        host = self.spec.node(node_id).host
+        return next(i for i in range(self.net.hosts) if self.net.host_ip(i) == host)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -222,7 +249,15 @@ class VmCluster:
         raise TimeoutError(f"not {what} after {timeout:.0f} s")
 
     def wait_ready(self, timeout: float = 90) -> None:
-        self.wait(self.healthy, timeout, "healthy")
+        """Every running broker registered and unfenced, and the cluster healthy (a cluster whose brokers have not
+        registered yet has nothing unhealthy to report)."""
+        running = {n for n, proc in self.procs.items() if proc.poll() is None and self.spec.node(n).is_broker}
+
+        def ready() -> bool:
+            unfenced = {b["node_id"] for b in self.cli_json("broker", "list") if not b["fenced"]}
+            return running <= unfenced and self.healthy()
+
+        self.wait(ready, timeout, "ready")
 
     def restart(self, node_id: int, timeout: float = 120) -> dict[str, float]:
         """Restart one node and wait until it is back and the cluster healthy; returns the phases' seconds."""

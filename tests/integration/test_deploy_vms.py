@@ -1,8 +1,9 @@
 """The deployment on several hosts (issue 9): 3 controllers and 3 brokers, each in its own network namespace with
 its own address, configured by the generator and started as their systemd units start them (deploy/vms.py).
 
-From outside the namespaces: produce on one VM and consume on another, then restart all six nodes one at a time
-while a producer writes with acks=all, and read everything back.
+From outside the namespaces: produce on one VM and consume on another; restart all six nodes one at a time while
+a producer writes with acks=all, and read everything back; then the two procedures of docs/deploy.md, adding a
+broker (and moving a partition onto it) and replacing a dead controller whose disk is gone.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def vms(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VmCluster]:
-    cluster = VmCluster(tmp_path_factory.mktemp("vms"), properties={"broker.session.timeout.ms": 6000})
+    cluster = VmCluster(tmp_path_factory.mktemp("vms"), properties={"broker.session.timeout.ms": 6000}, spare_hosts=1)
     try:
         cluster.start_all()
         cluster.wait_ready()
@@ -60,3 +61,41 @@ def test_rolling_restart_under_acks_all_load_loses_nothing(vms: VmCluster) -> No
     assert report["application_error_count"] == 0, report["application_errors"]
     for name in report["producer_retries"]:  # what the producer absorbed: retriable errors only
         assert getattr(errors, name)().retriable, name
+
+
+def test_adding_a_broker_as_documented(vms: VmCluster) -> None:
+    before = {n: path.read_text() for n, path in vms.configs.items()}
+    vms.cli("topic", "create", "grow", "--partitions", "1", "--replication-factor", "3")
+    node = vms.add_broker(rack="rack-0")
+    assert {n: vms.configs[n].read_text() for n in before} == before  # the running nodes' configs are unchanged
+    vms.wait(lambda: node.node_id in {b["node_id"] for b in vms.cli_json("broker", "list")}, 60, "registered")
+    vms.cli(
+        "partition",
+        "reassign",
+        "--topic",
+        "grow",
+        "--partition",
+        "0",
+        "--replicas",
+        f"{node.node_id},5,6",
+        "--wait",
+        "--timeout",
+        "60",
+    )
+    (partition,) = vms.cli_json("topic", "describe", "grow")["partitions"]
+    assert partition["replicas"] == [node.node_id, 5, 6] and node.node_id in partition["isr"]
+    vms.wait(vms.healthy, 60, "healthy with the new broker")
+
+
+def test_replacing_a_dead_controller_as_documented(vms: VmCluster) -> None:
+    leader = vms.cli_json("cluster", "quorum")["leader_id"]
+    victim = next(n.node_id for n in vms.spec.controllers if n.node_id != leader)
+    vms.replace_controller(victim)  # killed, its disk wiped, then the replacement VM formatted and started
+
+    def caught_up() -> bool:
+        quorum = vms.cli_json("cluster", "quorum")
+        voter = next(v for v in quorum["voters"] if v["node_id"] == victim)
+        return voter["lag"] == 0 and voter["log_end_offset"] >= quorum["high_watermark"] > 0
+
+    vms.wait(caught_up, 90, f"controller {victim} rebuilt from the leader")
+    vms.wait(vms.healthy, 60, "healthy after the replacement")
