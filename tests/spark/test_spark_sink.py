@@ -6,10 +6,7 @@ the cluster does not acknowledge fail the query with the option, column or error
 from __future__ import annotations
 
 import json
-import os
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,39 +15,10 @@ from odradek.client import Admin, Consumer, ConsumerRecord, TopicPartition
 from odradek.client.cli.dev_cluster import DevCluster
 from odradek.client.producer.partitioner import murmur2
 
-from ..integration.conftest import start_cluster
-
 pyspark = pytest.importorskip("pyspark")
 pytestmark = pytest.mark.integration
 
 ROWS_SCHEMA = "key binary, value binary, partition int, headers array<struct<key: string, value: binary>>, topic string"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
-    c = start_cluster(tmp_path_factory.mktemp("spark-sink-cluster"), controllers=1, brokers=3)
-    yield c
-    c.stop_all(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    from pyspark.sql import SparkSession
-
-    from odradek.spark_connector.source import register
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # executors run this venv's Python
-    session = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    register(session)
-    yield session
-    session.stop()
 
 
 def create_topic(cluster: DevCluster, name: str, partitions: int = 3, **config: str) -> None:

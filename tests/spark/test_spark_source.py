@@ -5,12 +5,9 @@ failing at query start with the option named."""
 
 from __future__ import annotations
 
-import os
 import signal
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,40 +15,10 @@ import pytest
 from odradek.client import Admin, Consumer, Producer, TopicPartition
 from odradek.client.cli.dev_cluster import DevCluster
 
-from ..integration.conftest import start_cluster, wait_for
+from ..integration.conftest import wait_for
 
 pyspark = pytest.importorskip("pyspark")
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
-    # Retention runs every half second so the data-loss test can age records out.
-    c = start_cluster(
-        tmp_path_factory.mktemp("spark-cluster"), controllers=1, brokers=3, **{"log.retention.check.interval.ms": 500}
-    )
-    yield c
-    c.stop_all(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    from pyspark.sql import SparkSession
-
-    from odradek.spark_connector.source import register
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # executors run this venv's Python
-    session = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    register(session)
-    yield session
-    session.stop()
 
 
 def produce(servers: str, topic: str, values: list[bytes]) -> dict[bytes, tuple[int, int]]:
@@ -69,19 +36,7 @@ def test_available_now_ingest_is_exactly_once_across_runs(cluster: DevCluster, s
     out, checkpoint = tmp_path / "parquet", tmp_path / "checkpoint"
 
     def run_once() -> list:
-        query = (
-            spark.readStream.format("odradek")
-            .option("bootstrap.servers", servers)
-            .option("subscribe", "ingest")
-            .option("startingOffsets", "earliest")
-            .load()
-            .writeStream.format("parquet")
-            .option("path", str(out))
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
-        )
-        assert query.awaitTermination(180)
+        ingest(spark, servers, "ingest", out, checkpoint)
         return spark.read.parquet(str(out)).select("value", "partition", "offset", "topic").collect()
 
     acked = produce(servers, "ingest", [b"n-%d" % i for i in range(1000)])
