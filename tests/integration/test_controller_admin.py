@@ -133,7 +133,9 @@ def test_preferred_election_after_a_fenced_broker_returns(rpc: Rpc) -> None:
     p = rpc.partition("elect", 0)
     stale = rpc.alter_isr("elect", p, list(p.isr), p.partition_epoch - 1)
     assert stale.error == ErrorCode.INVALID_UPDATE_VERSION
-    assert (stale.leader, stale.partition_epoch) == (p.leader, p.partition_epoch)
+    # The answer carries the current state; the leader may have re-expanded the ISR meanwhile (a newer epoch).
+    now = rpc.partition("elect", 0)
+    assert stale.leader == p.leader and p.partition_epoch <= stale.partition_epoch <= now.partition_epoch
     if preferred not in p.isr:  # (a replicating leader re-expands the ISR by itself once the broker catches up)
         [r] = rpc.elect(apb.PREFERRED, ("elect", 0))
         assert r.error in (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, ErrorCode.NONE)
@@ -175,16 +177,19 @@ def test_reassignment_adds_then_cancels_or_shrinks_at_once(rpc: Rpc) -> None:
     target = [original[1], spare]
     assert rpc.reassign("moving", 0, target).error == ErrorCode.NONE
     p = rpc.partition("moving", 0)
+    cancel = None
     if p.adding_replicas:  # (completes by itself only once brokers replicate and re-expand the ISR)
         assert list(p.replicas) == [*target, original[0]] and list(p.adding_replicas) == [spare]
         assert list(p.removing_replicas) == [original[0]] and not p.under_replicated
-        assert rpc.reassign("moving", 0, []).error == ErrorCode.NONE  # cancel
+        cancel = rpc.reassign("moving", 0, []).error  # it may also have completed since the read
+        assert cancel in (ErrorCode.NONE, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+    if cancel == ErrorCode.NONE:
         p = rpc.partition("moving", 0)
         assert sorted(p.replicas) == sorted(original) and not p.adding_replicas and not p.removing_replicas
         assert rpc.reassign("moving", 0, []).error == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
         target = [p.replicas[1]]
     else:
-        assert list(p.replicas) == target
+        assert list(rpc.partition("moving", 0).replicas) == target
         target = [target[0]]
 
     r = rpc.reassign("moving", 0, target)  # a shrink has nothing to add: it completes at once
