@@ -52,9 +52,9 @@ def test_available_now_ingest_is_exactly_once_across_runs(cluster: DevCluster, s
 
 
 def ingest(spark, servers: str, topic: str, out: Path, checkpoint: Path, **options: str):
-    """An availableNow query from ``topic`` into Parquet; returns it after it ended (or raised)."""
-    reader = spark.readStream.format("odradek").option("bootstrap.servers", servers).option("subscribe", topic)
-    for k, v in {"startingOffsets": "earliest", **options}.items():
+    """An availableNow query from ``topic`` (or as ``options`` say) into Parquet; returns it after it ended."""
+    reader = spark.readStream.format("odradek").option("bootstrap.servers", servers)
+    for k, v in {**({"subscribe": topic} if topic else {}), "startingOffsets": "earliest", **options}.items():
         reader = reader.option(k, v)
     query = (
         reader.load()
@@ -66,6 +66,24 @@ def ingest(spark, servers: str, topic: str, out: Path, checkpoint: Path, **optio
     )
     assert query.awaitTermination(180)
     return query
+
+
+def test_subscribe_pattern_picks_up_topics_created_between_runs(cluster: DevCluster, spark, tmp_path: Path) -> None:
+    servers = cluster.bootstrap_servers
+    out, checkpoint = tmp_path / "out", tmp_path / "cp"
+    with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
+        admin.create_topic("events-a", 2, 3)
+        acked = produce(servers, "events-a", [b"a-%d" % i for i in range(200)])
+        ingest(spark, servers, "", out, checkpoint, subscribePattern="events-.*")
+        admin.create_topic("events-b", 2, 3)  # new partitions: read from their earliest offset
+        admin.create_topic("other", 1, 3)  # not matched
+    acked_b = produce(servers, "events-b", [b"b-%d" % i for i in range(100)])
+    produce(servers, "other", [b"o"])
+    ingest(spark, servers, "", out, checkpoint, subscribePattern="events-.*")
+    rows = spark.read.parquet(str(out)).select("topic", "value", "partition", "offset").collect()
+    assert {r.value: (r.partition, r.offset) for r in rows if r.topic == "events-a"} == acked
+    assert {r.value: (r.partition, r.offset) for r in rows if r.topic == "events-b"} == acked_b
+    assert len(rows) == 300 and {r.topic for r in rows} == {"events-a", "events-b"}
 
 
 def test_max_offsets_per_trigger_caps_every_micro_batch(cluster: DevCluster, spark, tmp_path: Path) -> None:
