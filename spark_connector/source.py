@@ -15,10 +15,10 @@ from collections.abc import Iterator, Mapping
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
-    DataSourceStreamWriter,
-    DataSourceWriter,
     InputPartition,
 )
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
@@ -68,10 +68,10 @@ class OdradekDataSource(DataSource):
     def streamReader(self, schema) -> DataSourceStreamReader:
         return StreamReader(SourceOptions.parse(self.options, batch=False))
 
-    def writer(self, schema, overwrite: bool) -> DataSourceWriter:
+    def writer(self, schema, overwrite: bool) -> DataSourceArrowWriter:
         return batch_writer(self.options, schema, overwrite)
 
-    def streamWriter(self, schema, overwrite: bool) -> DataSourceStreamWriter:
+    def streamWriter(self, schema, overwrite: bool) -> DataSourceStreamArrowWriter:
         return stream_writer(self.options, schema, overwrite)
 
 

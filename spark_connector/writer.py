@@ -21,9 +21,9 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql import Row
-from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from odradek.client import Producer
@@ -68,13 +68,16 @@ def stream_writer(options: Mapping[str, str], schema: StructType, overwrite: boo
     return StreamWriter(sink, Columns.of(schema, sink.topic))
 
 
-class BatchWriter(DataSourceWriter):
+class BatchWriter(DataSourceArrowWriter):
+    """Tasks get Arrow record batches: columns become Python lists in one C call each, where Rows would cost
+    Spark a conversion per value."""
+
     def __init__(self, options: SinkOptions, columns: Columns) -> None:
         self.options = options
         self.columns = columns
 
-    def write(self, iterator: Iterator[Row]) -> SinkCommitMessage:
-        return write_task(self.options, self.columns, iterator)
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+        return write_task(self.options, self.columns, arrow_rows(iterator, self.columns))
 
     def commit(self, messages: list[SinkCommitMessage | None]) -> None:
         log.info("odradek sink: job wrote %s", _summary(messages))
@@ -83,13 +86,13 @@ class BatchWriter(DataSourceWriter):
         log.warning("odradek sink: job aborted; %s", _aborted(messages))
 
 
-class StreamWriter(DataSourceStreamWriter):
+class StreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: SinkOptions, columns: Columns) -> None:
         self.options = options
         self.columns = columns
 
-    def write(self, iterator: Iterator[Row]) -> SinkCommitMessage:
-        return write_task(self.options, self.columns, iterator)
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+        return write_task(self.options, self.columns, arrow_rows(iterator, self.columns))
 
     def commit(self, messages: list[SinkCommitMessage | None], batchId: int) -> None:
         log.info("odradek sink: micro-batch %d wrote %s", batchId, _summary(messages))
@@ -98,7 +101,19 @@ class StreamWriter(DataSourceStreamWriter):
         log.warning("odradek sink: micro-batch %d aborted; %s", batchId, _aborted(messages))
 
 
-def write_task(options: SinkOptions, columns: Columns, rows: Iterable[Row]) -> SinkCommitMessage:
+def arrow_rows(batches: Iterable[pa.RecordBatch], columns: Columns) -> Iterator[tuple]:
+    """The rows of Arrow record batches as tuples in the input's column order (what send_rows reads by
+    position); headers become (key, value) pairs."""
+    for batch in batches:
+        lists = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+        if columns.headers >= 0:
+            lists[columns.headers] = [
+                [(h["key"], h["value"]) for h in hs] if hs else None for hs in lists[columns.headers]
+            ]
+        yield from zip(*lists)
+
+
+def write_task(options: SinkOptions, columns: Columns, rows: Iterable[tuple]) -> SinkCommitMessage:
     """One task: send every row with one producer, then wait until each is acknowledged or raise."""
     start = time.monotonic()
     rows = iter(rows)
@@ -116,28 +131,20 @@ def write_task(options: SinkOptions, columns: Columns, rows: Iterable[Row]) -> S
     return SinkCommitMessage(records, time.monotonic() - start)
 
 
-def send_rows(producer: Producer, columns: Columns, topic: str | None, rows: Iterable[Row]) -> int:
-    """Send the rows, flush, and return how many there were; raise SinkWriteError for an invalid row or a record
-    that was not acknowledged.
-
-    Each row is copied into a plain tuple (one C call) and read by position, since a Row's own indexing is a
-    Python method several times slower; then a row costs one ``send`` and one append to the list of delivery
-    futures. Binary values arrive as ``bytearray`` from pyspark < 4.1 and are converted.
-    """
+def send_rows(producer: Producer, columns: Columns, topic: str | None, rows: Iterable[tuple]) -> int:
+    """Send the rows (tuples in the input's column order), flush, and return how many there were; raise
+    SinkWriteError for an invalid row or a record that was not acknowledged. A row costs one ``send`` and one
+    append to the list of delivery futures."""
     send = producer.send
     vi, ki, ti, pi, hi = columns.value, columns.key, columns.topic, columns.partition, columns.headers
     key = partition = headers = None
     pending: list[DeliveryFuture] = []
     check_at = CHECK_EVERY
     n = 0
-    for n, row in enumerate(map(tuple, rows), 1):
+    for n, row in enumerate(rows, 1):
         value = row[vi]
-        if value.__class__ is bytearray:
-            value = bytes(value)
         if ki >= 0:
             key = row[ki]
-            if key.__class__ is bytearray:
-                key = bytes(key)
         if ti >= 0:
             topic = row[ti]
             if topic is None:
@@ -145,8 +152,7 @@ def send_rows(producer: Producer, columns: Columns, topic: str | None, rows: Ite
         if pi >= 0:
             partition = row[pi]
         if hi >= 0:
-            h = row[hi]
-            headers = [(k, bytes(v) if v.__class__ is bytearray else v) for k, v in h] if h else None
+            headers = row[hi]
         try:
             pending.append(send(topic, value, key, partition, headers))
         except (TypeError, ValueError, OdradekError) as e:

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from pyspark.sql import Row
+import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -30,6 +30,7 @@ from odradek.spark_connector.sink_options import ColumnError, Columns, SinkOptio
 from odradek.spark_connector.writer import (
     CHECK_EVERY,
     SinkWriteError,
+    arrow_rows,
     batch_writer,
     send_rows,
     stream_writer,
@@ -201,28 +202,32 @@ class FakeProducer:
         self.flushed = True
 
 
-def rows(n: int) -> Iterator[Row]:
-    return (Row(value=b"v%d" % i) for i in range(n))
+def rows(n: int) -> Iterator[tuple]:
+    return ((b"v%d" % i,) for i in range(n))
 
 
-def test_rows_are_sent_by_position_with_binary_as_bytes() -> None:
+def test_arrow_batches_are_sent_by_position() -> None:
+    header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.array([[{"key": "h", "value": b"x"}, {"key": "g", "value": None}], None, []], pa.list_(header)),
+            pa.array([b"v0", None, b"text"], pa.binary()),
+            pa.array([b"k0", None, b"key"], pa.binary()),
+            pa.array([2, None, None], pa.int32()),
+            pa.array(["a", "b", "a"], pa.string()),
+        ],
+        names=["headers", "value", "key", "partition", "topic"],
+    )
     producer = FakeProducer()
-    header = Row("key", "value")
-    R = Row("headers", "value", "key", "partition", "topic")
-    data = [
-        R([header("h", bytearray(b"x")), header("g", None)], bytearray(b"v0"), bytearray(b"k0"), 2, "a"),
-        R(None, None, None, None, "b"),
-        R([], "text", "key", None, "a"),
-    ]
     columns = Columns(value=1, key=2, topic=4, partition=3, headers=0)
-    assert send_rows(producer, columns, None, iter(data)) == 3
+    assert send_rows(producer, columns, None, arrow_rows([batch, batch.slice(0, 1)], columns)) == 4
     assert producer.flushed
     assert producer.sent == [
         ("a", b"v0", b"k0", 2, [("h", b"x"), ("g", None)]),
         ("b", None, None, None, None),
-        ("a", "text", "key", None, None),
+        ("a", b"text", b"key", None, None),
+        ("a", b"v0", b"k0", 2, [("h", b"x"), ("g", None)]),
     ]
-    assert all(type(v) is bytes for v in producer.sent[0][1:3])
 
 
 def test_topic_option_is_used_for_every_row() -> None:
@@ -232,7 +237,7 @@ def test_topic_option_is_used_for_every_row() -> None:
 
 
 def test_a_null_topic_names_the_row_and_column() -> None:
-    data = [Row("value", "topic")(b"v", "t"), Row("value", "topic")(b"v", None)]
+    data = [(b"v", "t"), (b"v", None)]
     with pytest.raises(SinkWriteError, match=r"^row 2 of task: column 'topic' is null and no topic option is set"):
         send_rows(FakeProducer(), Columns(value=0, topic=1), None, iter(data))
 
