@@ -95,10 +95,17 @@ class _Offsets:
         names = topics_for(self.options, self._admin.list_topics())
         return [TopicPartition(n, p.partition) for n in names for p in self._admin.describe_topic(n).partitions]
 
-    def bounds(self, partitions: list[TopicPartition]) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    def _offsets(self) -> Consumer:
         if self._consumer is None:
             self._consumer = Consumer({"bootstrap.servers": self.servers})
-        return self._consumer.beginning_offsets(partitions), self._consumer.end_offsets(partitions)
+        return self._consumer
+
+    def earliest(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._offsets().beginning_offsets(partitions)
+
+    def latest(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The high watermarks: a range never reaches past what is committed."""
+        return self._offsets().end_offsets(partitions)
 
     def close(self) -> None:
         for client in (self._admin, self._consumer):
@@ -108,11 +115,11 @@ class _Offsets:
 
     def resolve(self, spec, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         """An offsets option ("earliest", "latest" or a map with -2/-1) as concrete offsets."""
-        earliest, latest = self.bounds(partitions)
         if spec == "earliest":
-            return earliest
+            return self.earliest(partitions)
         if spec == "latest":
-            return latest
+            return self.latest(partitions)
+        earliest, latest = self.earliest(partitions), self.latest(partitions)
         chosen = {}
         for tp in partitions:
             offset = spec.get(tp, -1)
@@ -121,7 +128,7 @@ class _Offsets:
 
     def ranges(self, start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]) -> list[RangePartition]:
         """The input partitions from ``start`` to ``end``, after the data-loss check (failOnDataLoss)."""
-        earliest, _ = self.bounds(list(end))
+        earliest = self.earliest(list(end))
         gone = {tp: offset for tp, offset in start.items() if tp not in end}  # deleted since the last batch
         losses = data_loss({**gone, **{tp: start.get(tp, earliest[tp]) for tp in end}}, earliest)
         if losses:
@@ -176,24 +183,23 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         o = self.offsets
-        self._target = o.bounds(o.partitions())[1]
+        self._target = o.latest(o.partitions())
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         o = self.offsets
         tps = o.partitions()
         if self._target is not None:
             tps = [tp for tp in tps if tp in self._target]
-        earliest, latest = o.bounds(tps)
+        latest = o.latest(tps)
         if self._target is not None:
             latest = {tp: min(offset, self._target[tp]) for tp, offset in latest.items()}
         self._latest = latest
         if not isinstance(limit, ReadMaxRows):
             return _to_json_map(latest)
-        previous = _from_json_map(start)
+        previous, earliest = _from_json_map(start), o.earliest(tps)
         begin = {tp: max(previous.get(tp, earliest[tp]), earliest[tp]) for tp in latest}
-        # Partitions whose log went below the checkpoint (data loss) keep their end; partitions() reports them.
-        capped = cap_offsets(begin, {tp: max(latest[tp], begin[tp]) for tp in latest}, limit.max_rows)
-        return _to_json_map({tp: capped[tp] if latest[tp] >= begin[tp] else latest[tp] for tp in latest})
+        # A partition whose log went below the checkpoint keeps its end (partitions() reports the data loss).
+        return _to_json_map(cap_offsets(begin, latest, limit.max_rows))
 
     def reportLatestOffset(self) -> dict | None:
         return None if self._latest is None else _to_json_map(self._latest)
