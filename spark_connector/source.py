@@ -256,7 +256,8 @@ def read_range(p: RangePartition) -> Iterator[pa.RecordBatch]:
             if records:
                 position = records[-1].offset + 1
                 yield to_record_batch(records, p.include_headers)
-            position = max(position, consumer.position(tp))
+            else:  # nothing returned, yet the position may have moved past a gap (compaction, control records)
+                position = max(position, consumer.position(tp))
 
 
 def _lost_range(consumer: Consumer, tp: TopicPartition, position: int, end: int, fail: bool) -> int:
