@@ -17,7 +17,6 @@ A rolling restart goes node by node, controllers first, and waits after each unt
 from __future__ import annotations
 
 import argparse
-import configparser
 import contextlib
 import json
 import logging
@@ -61,30 +60,42 @@ def unit_name(roles: Iterable[str]) -> str:
     return f"odradek-{role}.service"
 
 
+def parse_unit(path: Path) -> dict[str, dict[str, list[str]]]:
+    """A systemd unit as section -> key -> values, keeping repeated keys (``Environment=``) in order."""
+    sections: dict[str, dict[str, list[str]]] = {}
+    current: dict[str, list[str]] = {}
+    for raw in Path(path).read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1], {})
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or value.endswith("\\"):
+            raise ValueError(f"{Path(path).name}: not a one-line key=value: {raw!r}")
+        current.setdefault(key.strip(), []).append(value.strip())
+    return sections
+
+
 def read_unit(path: Path, *, executable: str, config: str) -> UnitCommand:
-    """The ``[Service]`` section of a unit, with the installed binary and config path replaced by these."""
-    parser = configparser.ConfigParser(strict=False, interpolation=None, delimiters=("=",))
-    parser.optionxform = str  # type: ignore[assignment,method-assign]  # keys are case-sensitive in units
-    environment: list[str] = []
-    with open(path) as f:
-        lines = [line for line in f if not line.lstrip().startswith("#")]
-    # configparser keeps the last of repeated keys; units repeat Environment=, so collect those first.
-    for line in lines:
-        key, sep, value = line.strip().partition("=")
-        if sep and key == "Environment":
-            environment += shlex.split(value)
-    parser.read_string("".join(line for line in lines if not line.strip().startswith("Environment=")))
-    service = parser["Service"]
+    """The ``[Service]`` section of a unit, with the installed binary and config path replaced by these; a key
+    set more than once counts with its last value, as in systemd (``Environment=`` adds up)."""
+    service = parse_unit(path).get("Service", {})
+
+    def last(key: str, default: str) -> str:
+        return service.get(key, [default])[-1]
+
     argv = [
         executable if a == INSTALLED_BIN else config if a == INSTALLED_CONFIG else a
-        for a in shlex.split(service["ExecStart"])
+        for a in shlex.split(last("ExecStart", ""))
     ]
-    env = dict(item.split("=", 1) for item in environment)
+    env = dict(item.split("=", 1) for value in service.get("Environment", []) for item in shlex.split(value))
     return UnitCommand(
         argv=argv,
         env=env,
-        kill_signal=signal.Signals[service.get("KillSignal", "SIGTERM")],
-        stop_timeout=float(service.get("TimeoutStopSec", "90").removesuffix("s")),
+        kill_signal=signal.Signals[last("KillSignal", "SIGTERM")],
+        stop_timeout=float(last("TimeoutStopSec", "90").removesuffix("s")),
     )
 
 

@@ -11,29 +11,12 @@ from pathlib import Path
 import pytest
 
 from odradek.client.cli.server import MALLOC_ENV
+from odradek.deploy.vms import parse_unit
 
 UNITS = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
 ROLES = ("controller", "broker", "combined")
 EXEC_START = "/opt/odradek/venv/bin/odradek server --config /etc/odradek/node.toml"
 CONTROLLED_SHUTDOWN_S = 10  # the broker's controlled shutdown timeout on SIGTERM (broker/node.py Node.stop)
-
-
-def parse_unit(path: Path) -> dict[str, dict[str, list[str]]]:
-    """section -> key -> values, keeping repeated keys (Environment=) in order."""
-    sections: dict[str, dict[str, list[str]]] = {}
-    current: dict[str, list[str]] = {}
-    for raw in path.read_text().splitlines():
-        line = raw.strip()
-        if not line or line.startswith(("#", ";")):
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            current = sections.setdefault(line[1:-1], {})
-            continue
-        key, sep, value = line.partition("=")
-        assert sep, f"{path.name}: not key=value: {raw!r}"
-        assert not value.endswith("\\"), f"{path.name}: {key} continues over lines"
-        current.setdefault(key.strip(), []).append(value.strip())
-    return sections
 
 
 @pytest.mark.parametrize("role", ROLES)
