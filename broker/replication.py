@@ -155,7 +155,8 @@ class LeaderState:
         return self._progress(leader_leo, None)
 
     def on_change_failed(self) -> None:
-        """The controller refused or lost the request: allow a new one (the next event decides again)."""
+        """The controller answered that it applied nothing of the pending change: allow a new request (the next
+        event decides again). Never called for a lost or ambiguous answer: the change may have been committed."""
         self.pending = None
 
     # -- internals -----------------------------------------------------------------------------------------------
