@@ -38,6 +38,7 @@ class BrokerLifecycleManager:
         metadata_offset: Callable[[], int],
         heartbeat_interval_ms: int,
         session_timeout_ms: int = 9000,
+        previous_broker_epoch: int = -1,
     ) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
@@ -50,6 +51,9 @@ class BrokerLifecycleManager:
         self.interval = heartbeat_interval_ms / 1000
         self.incarnation_id = uuid.uuid4().bytes
         self.broker_epoch = -1
+        # The epoch of this broker's last clean shutdown (-1: unclean); a re-registration of this process reports
+        # the epoch it holds, since nothing was lost in between.
+        self.previous_broker_epoch = previous_broker_epoch
         self.fenced = True
         self.session_timeout = session_timeout_ms / 1000
         self.session_renewed = time.monotonic()  # send time of the last heartbeat the controller answered
@@ -106,6 +110,7 @@ class BrokerLifecycleManager:
             listener=self.listener,
             rack=self.rack,
             log_dirs=self.log_dirs,
+            previous_broker_epoch=self.broker_epoch if self.broker_epoch >= 0 else self.previous_broker_epoch,
         )
         while True:
             response = await self.call("RegisterBroker", request)

@@ -75,6 +75,10 @@ class Node:
         value = self.sm.image.topic_configs(topic).get("unclean.leader.election.enable")
         return value == "true" if value is not None else self.config["unclean.leader.election.enable"]
 
+    def _min_isr(self, topic: str) -> int:
+        value = self.sm.image.topic_configs(topic).get("min.insync.replicas")
+        return int(value) if value is not None else self.config["min.insync.replicas"]
+
     def _server(self, endpoint) -> grpc.aio.Server:
         server = grpc.aio.server(
             options=channel_options(self.config["socket.request.max.bytes"]),
@@ -93,7 +97,9 @@ class Node:
             "default.replication.factor": c["default.replication.factor"],
         }
         if c.is_controller:
-            lifecycle = BrokerLifecycle(self.cluster_id, c["broker.session.timeout.ms"], self._unclean_allowed)
+            lifecycle = BrokerLifecycle(
+                self.cluster_id, c["broker.session.timeout.ms"], self._unclean_allowed, self._min_isr
+            )
             rebalance = c["leader.imbalance.check.interval.seconds"] if c["auto.leader.rebalance.enable"] else None
             self.controller = ActiveController(
                 self.driver,
@@ -133,6 +139,7 @@ class Node:
                 metadata_offset=lambda: self.sm.image.offset,
                 heartbeat_interval_ms=c["broker.heartbeat.interval.ms"],
                 session_timeout_ms=c["broker.session.timeout.ms"],
+                previous_broker_epoch=self.logs.clean_shutdown_epoch,
             )
             self.fetchers = ReplicaFetcherManager(
                 c.node_id,
@@ -301,7 +308,7 @@ class Node:
             self._log_task.cancel()
             await asyncio.gather(self._log_task, return_exceptions=True)
         if self.logs is not None:
-            self.logs.close()
+            self.logs.close(self.broker_lifecycle.broker_epoch)
         if self.admin is not None:
             await _step("admin", self.admin.close())
         log.info("node %d stopped", self.config.node_id)

@@ -11,7 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from odradek.client.errors import ErrorCode
-from odradek.controller.elections import changes_after_broker_loss, changes_for_offline_partitions
+from odradek.controller.elections import (
+    MinIsr,
+    changes_after_broker_loss,
+    changes_after_unclean_shutdown,
+    changes_for_offline_partitions,
+    one_replica,
+)
 from odradek.controller.metadata.image import MetadataDelta, MetadataImage
 from odradek.proto import metadata_pb2 as md
 
@@ -40,10 +46,17 @@ def _partition_records(changes: list[md.PartitionChangeRecord]) -> list[md.Metad
 
 
 class BrokerLifecycle:
-    def __init__(self, cluster_id: str, session_timeout_ms: int, unclean_allowed: Callable[[str], bool]) -> None:
+    def __init__(
+        self,
+        cluster_id: str,
+        session_timeout_ms: int,
+        unclean_allowed: Callable[[str], bool],
+        min_isr: MinIsr = one_replica,
+    ) -> None:
         self.cluster_id = cluster_id
         self.session_timeout_ms = session_timeout_ms
         self.unclean_allowed = unclean_allowed
+        self.min_isr = min_isr
         self._last_seen: dict[int, int] = {}
         # Offset of the record that fenced each broker: it is unfenced only once its metadata has reached it, so a
         # broker resuming from a pause never acts again on the partition leaderships it lost meanwhile.
@@ -72,8 +85,13 @@ class BrokerLifecycle:
         log_dirs: list[str],
         next_offset: int,
         now_ms: int,
+        previous_broker_epoch: int = -1,
     ) -> Decision:
-        """Register (or re-register after a restart). The broker epoch is the registration record's offset."""
+        """Register (or re-register after a restart). The broker epoch is the registration record's offset.
+
+        ``previous_broker_epoch`` is the epoch the broker recorded at its last clean shutdown (-1: none, its last
+        stop was unclean or its log dir is new). Unless it matches the current registration, the broker may miss
+        records it had acknowledged, so it leaves every ISR and ELR in the same batch."""
         if cluster_id != self.cluster_id:
             return Decision(
                 error=ErrorCode.INCONSISTENT_CLUSTER_ID,
@@ -100,7 +118,12 @@ class BrokerLifecycle:
         records = [md.MetadataRecord(register_broker=record)]
         if current is not None and not current.fenced:
             # The old incarnation is gone (session over or no session): its partitions move before it returns.
-            records += _partition_records(changes_after_broker_loss(image, {broker_id}, self.unclean_allowed))
+            records += _partition_records(
+                changes_after_broker_loss(image, {broker_id}, self.unclean_allowed, self.min_isr)
+            )
+        if current is not None and previous_broker_epoch != current.epoch:
+            after = _apply(image, records)
+            records += _partition_records(changes_after_unclean_shutdown(after, broker_id, self.min_isr))
         self._last_seen[broker_id] = now_ms
         self._fenced_at.pop(broker_id, None)  # a new registration: catching up to it is enough
         return Decision(records=records, broker_epoch=next_offset)
@@ -137,7 +160,7 @@ class BrokerLifecycle:
             after = _apply(image, [unfence])
             decision.records = [
                 unfence,
-                *_partition_records(changes_for_offline_partitions(after, self.unclean_allowed)),
+                *_partition_records(changes_for_offline_partitions(after, self.unclean_allowed, self.min_isr)),
             ]
             decision.is_fenced = False
         elif not current.fenced and want_fence:
@@ -157,7 +180,7 @@ class BrokerLifecycle:
                     )
                 )
             )
-        records += _partition_records(changes_after_broker_loss(image, {broker_id}, self.unclean_allowed))
+        records += _partition_records(changes_after_broker_loss(image, {broker_id}, self.unclean_allowed, self.min_isr))
         after = _apply(image, records) if records else image
         leads = any(p.leader == broker_id for t in after.topics.values() for p in t.partitions.values())
         decision.records = records
@@ -167,7 +190,10 @@ class BrokerLifecycle:
     def _fence(self, image: MetadataImage, broker_id: int) -> list[md.MetadataRecord]:
         epoch = image.brokers[broker_id].epoch
         fence = md.MetadataRecord(fence_broker=md.FenceBrokerRecord(broker_id=broker_id, broker_epoch=epoch))
-        return [fence, *_partition_records(changes_after_broker_loss(image, {broker_id}, self.unclean_allowed))]
+        return [
+            fence,
+            *_partition_records(changes_after_broker_loss(image, {broker_id}, self.unclean_allowed, self.min_isr)),
+        ]
 
     def expire_sessions(self, image: MetadataImage, now_ms: int, next_offset: int) -> list[md.MetadataRecord]:
         """Fence every unfenced broker whose session ran out, moving its leaderships in the same batch (committed at
@@ -183,4 +209,6 @@ class BrokerLifecycle:
             md.MetadataRecord(fence_broker=md.FenceBrokerRecord(broker_id=b, broker_epoch=image.brokers[b].epoch))
             for b in sorted(expired)
         ]
-        return records + _partition_records(changes_after_broker_loss(image, expired, self.unclean_allowed))
+        return records + _partition_records(
+            changes_after_broker_loss(image, expired, self.unclean_allowed, self.min_isr)
+        )

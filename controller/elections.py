@@ -1,11 +1,16 @@
 """Partition leader election and ISR changes decided by the controller, as metadata records.
 
-Rules (Kafka's, DESIGN.md §4): a fenced or shutting-down broker leads nothing and leaves every ISR; a new leader
-comes from the ISR among active brokers, in replica order (the first replica is the preferred leader); the ISR
-never becomes empty: when the last in-sync replica goes away it stays as the ISR's only member, the partition
-goes offline (leader -1), and it leads again when it returns. That "last replica standing" keeps every committed
-record on a replica that may lead (the guarantee KIP-966's eligible leader replicas give). Only a topic with
-``unclean.leader.election.enable=true`` may elect an out-of-sync replica, accepting data loss.
+Rules (Kafka's with KIP-966's eligible leader replicas): a fenced or shutting-down broker leads nothing and leaves
+every ISR, which may shrink below ``min.insync.replicas`` and even become empty. While the ISR is below that
+minimum the leader's high watermark stands still, so every replica removed from the ISR meanwhile (the last leader
+included) still holds everything committed: it joins the eligible leader replicas (ELR) and stays electable. An ISR
+back at the minimum clears the ELR (the high watermark moves again without them). A new leader comes from the ISR
+among active brokers, in replica order (the first replica is the preferred leader), else from the ELR; a leader
+elected from the ELR becomes the whole ISR. A broker whose last stop was unclean (it may have lost unflushed
+records, or its disk was replaced) leaves the ISR and the ELR when it registers, before it could lead. A
+partition with neither stays offline: only a topic with ``unclean.leader.election.enable=true``, or an operator's
+unclean election, then elects an out-of-sync replica, accepting data loss (preferring the last known ELR, whose
+logs held everything committed before their unclean stop).
 
 Operators move leadership with ElectLeaders (preferred: back to the first replica once it is in sync; unclean: a
 leaderless partition takes any active replica), and the active controller periodically elects preferred leaders
@@ -31,84 +36,159 @@ def partition_change(
     replicas: Iterable[int] | None = None,
     adding: Iterable[int] = (),
     removing: Iterable[int] = (),
+    min_isr: int = 1,
+    elr: Iterable[int] | None = None,
 ) -> md.PartitionChangeRecord | None:
     """A PartitionChangeRecord for what differs, or None when nothing does.
 
     ``replicas`` sets the replica list together with ``adding``/``removing`` (a reassignment's state), since
-    replaying a record with ``replicas_changed`` replaces all three.
+    replaying a record with ``replicas_changed`` replaces all three. The ELR follows the new ISR by the topic's
+    ``min_isr`` (``eligible_leaders``) unless ``elr`` sets it.
     """
     record = md.PartitionChangeRecord(topic_id=p.topic_id, partition=p.partition)
     changed = False
     if leader is not None and leader != p.leader:
         record.leader = leader
         changed = True
-    if isr is not None:
-        new_isr = tuple(isr)
-        if new_isr != p.isr:
-            record.isr.extend(new_isr)
-            record.isr_changed = True
-            changed = True
+    new_isr = p.isr if isr is None else tuple(isr)
+    if new_isr != p.isr:
+        record.isr.extend(new_isr)
+        record.isr_changed = True
+        changed = True
+    new_replicas = p.replicas
     if replicas is not None:
         target = (tuple(replicas), tuple(adding), tuple(removing))
+        new_replicas = target[0]
         if target != (p.replicas, p.adding_replicas, p.removing_replicas):
             record.replicas.extend(target[0])
             record.adding_replicas.extend(target[1])
             record.removing_replicas.extend(target[2])
             record.replicas_changed = True
             changed = True
+    if elr is not None:
+        new_elr = tuple(elr)
+    elif isr is None and replicas is None:
+        new_elr = p.eligible_leader_replicas
+    else:
+        new_elr = eligible_leaders(p, new_isr, new_replicas, min_isr)
+    last_known = _last_known_elr(p, new_isr, new_elr)
+    if (new_elr, last_known) != (p.eligible_leader_replicas, p.last_known_elr):
+        record.eligible_leader_replicas.extend(new_elr)  # replaying elr_changed sets both lists
+        record.last_known_elr.extend(last_known)
+        record.elr_changed = True
+        changed = True
     return record if changed else None
 
 
-def choose_leader(p: PartitionState, active: set[int], isr: tuple[int, ...], unclean: bool) -> int:
-    """First replica (in replica order) that is active and in the ISR; out of ISR only when unclean is allowed."""
-    for replica in p.replicas:
-        if replica in active and replica in isr:
-            return replica
-    if unclean:
+def eligible_leaders(
+    p: PartitionState, new_isr: tuple[int, ...], replicas: tuple[int, ...], min_isr: int
+) -> tuple[int, ...]:
+    """KIP-966: the ELR after the ISR becomes ``new_isr``. While the ISR is below ``min_isr`` (capped at the replica
+    count, as the leader caps it for its high watermark) the high watermark stands still, so replicas leaving the
+    ISR keep everything committed and join the ELR; an ISR at the minimum clears it. Members rejoining the ISR, or
+    no longer replicas, leave it."""
+    if len(new_isr) >= min(min_isr, len(replicas)):
+        return ()
+    keep = set(p.eligible_leader_replicas) | (set(p.isr) - set(new_isr))
+    return tuple(r for r in replicas if r in keep and r not in new_isr)
+
+
+def _last_known_elr(p: PartitionState, new_isr: tuple[int, ...], new_elr: tuple[int, ...]) -> tuple[int, ...]:
+    """The replicas that last held everything committed, kept once neither the ISR nor the ELR has a member (for
+    the operator's recovery); cleared when a replica is in sync again."""
+    if new_isr or new_elr:
+        return ()
+    if p.isr or p.eligible_leader_replicas:
+        return tuple(r for r in p.replicas if r in p.isr or r in p.eligible_leader_replicas)
+    return p.last_known_elr
+
+
+def choose_leader(
+    p: PartitionState, active: set[int], isr: tuple[int, ...], unclean: bool, elr: tuple[int, ...] | None = None
+) -> int:
+    """First replica (in replica order) that is active and in the ISR, else in the ELR (``p``'s unless given);
+    any other active replica only when unclean is allowed, the last known ELR first."""
+    eligible = p.eligible_leader_replicas if elr is None else elr
+    for members in (isr, eligible, *((p.last_known_elr, p.replicas) if unclean else ())):
         for replica in p.replicas:
-            if replica in active:
+            if replica in active and replica in members:
                 return replica
     return NO_LEADER
 
 
+def elect(
+    p: PartitionState, active: set[int], isr: tuple[int, ...], unclean: bool, min_isr: int, elr: tuple[int, ...]
+) -> md.PartitionChangeRecord | None:
+    """The change giving ``p`` the ISR ``isr`` (and the ELR ``elr`` that goes with it) and, if its leader is gone,
+    a new leader: an ELR member elected becomes the whole ISR; an unclean choice too, and it clears the ELR."""
+    leader = p.leader
+    if leader == NO_LEADER or leader not in active or leader not in isr:
+        leader = choose_leader(p, active, isr, unclean, elr)
+        if leader != NO_LEADER and leader not in isr:
+            isr = (leader,)
+            elr = eligible_leaders(p, isr, p.replicas, min_isr) if leader in elr else ()
+    return partition_change(p, leader=leader, isr=isr, min_isr=min_isr, elr=elr)
+
+
+MinIsr = Callable[[str], int]
+
+
+def one_replica(_topic: str) -> int:
+    """The default ``min.insync.replicas`` of these decisions (the topic config's default)."""
+    return 1
+
+
 def changes_after_broker_loss(
-    image: MetadataImage, gone: set[int], unclean_allowed: Callable[[str], bool]
+    image: MetadataImage, gone: set[int], unclean_allowed: Callable[[str], bool], min_isr: MinIsr = one_replica
 ) -> list[md.PartitionChangeRecord]:
-    """One batch of changes moving leadership and ISR membership off the brokers in ``gone``."""
+    """One batch of changes moving leadership and ISR membership off the brokers in ``gone`` (which stay in, or
+    join, the ELR where the ISR is below the minimum: they stopped holding everything committed)."""
     active = {b.broker_id for b in image.active_brokers()} - gone
     records = []
     for topic in image.topics.values():
-        unclean = unclean_allowed(topic.name)
+        unclean, floor = unclean_allowed(topic.name), min_isr(topic.name)
         for p in topic.partitions.values():
             if p.leader not in gone and not gone.intersection(p.isr):
                 continue
-            isr = tuple(r for r in p.isr if r not in gone) or p.isr
-            leader = p.leader
-            if leader in gone or leader == NO_LEADER:
-                leader = choose_leader(p, active, isr, unclean)
-                if leader != NO_LEADER and leader not in isr:  # unclean: the new leader is the whole ISR
-                    isr = (leader,)
-            record = partition_change(p, leader=leader, isr=isr)
+            isr = tuple(r for r in p.isr if r not in gone)
+            record = elect(p, active, isr, unclean, floor, eligible_leaders(p, isr, p.replicas, floor))
+            if record is not None:
+                records.append(record)
+    return records
+
+
+def changes_after_unclean_shutdown(
+    image: MetadataImage, broker_id: int, min_isr: MinIsr = one_replica
+) -> list[md.PartitionChangeRecord]:
+    """A broker whose last stop was unclean (or whose log dir is new) may miss records it acknowledged: it leaves
+    every ISR and ELR before it can lead (it rejoins the ISR by catching up from a leader)."""
+    records = []
+    for topic in image.topics.values():
+        floor = min_isr(topic.name)
+        for p in topic.partitions.values():
+            if broker_id not in p.isr and broker_id not in p.eligible_leader_replicas:
+                continue
+            isr = tuple(r for r in p.isr if r != broker_id)
+            elr = tuple(r for r in eligible_leaders(p, isr, p.replicas, floor) if r != broker_id)
+            leader = NO_LEADER if p.leader == broker_id else p.leader
+            record = partition_change(p, leader=leader, isr=isr, min_isr=floor, elr=elr)
             if record is not None:
                 records.append(record)
     return records
 
 
 def changes_for_offline_partitions(
-    image: MetadataImage, unclean_allowed: Callable[[str], bool]
+    image: MetadataImage, unclean_allowed: Callable[[str], bool], min_isr: MinIsr = one_replica
 ) -> list[md.PartitionChangeRecord]:
-    """Elect leaders for leaderless partitions whose ISR (or, if allowed, any replica) has an active broker."""
+    """Elect leaders for leaderless partitions whose ISR or ELR (or, if allowed, any replica) has an active broker."""
     active = {b.broker_id for b in image.active_brokers()}
     records = []
     for topic in image.topics.values():
-        unclean = unclean_allowed(topic.name)
+        unclean, floor = unclean_allowed(topic.name), min_isr(topic.name)
         for p in topic.partitions.values():
-            if p.leader != NO_LEADER:
+            if p.leader != NO_LEADER or choose_leader(p, active, p.isr, unclean) == NO_LEADER:
                 continue
-            leader = choose_leader(p, active, p.isr, unclean)
-            if leader == NO_LEADER:
-                continue
-            record = partition_change(p, leader=leader, isr=p.isr if leader in p.isr else (leader,))
+            record = elect(p, active, p.isr, unclean, floor, p.eligible_leader_replicas)
             if record is not None:
                 records.append(record)
     return records
@@ -176,14 +256,14 @@ def _preferred(p: PartitionState, active: set[int]) -> Verdict:
     return ErrorCode.NONE, "", partition_change(p, leader=preferred)
 
 
-def _unclean(p: PartitionState, active: set[int]) -> Verdict:
-    """Kafka's UNCLEAN election: only for a leaderless partition; an in-sync replica if one is active."""
+def _unclean(p: PartitionState, active: set[int], min_isr: int) -> Verdict:
+    """Kafka's UNCLEAN election: only for a leaderless partition; an in-sync or eligible replica if one is active,
+    else the last known ELR (their logs held everything committed before their unclean stop), else any."""
     if p.leader != NO_LEADER:
         return ErrorCode.ELECTION_NOT_NEEDED, f"the partition has a leader ({p.leader})", None
-    leader = choose_leader(p, active, p.isr, unclean=True)
-    if leader == NO_LEADER:
+    if choose_leader(p, active, p.isr, unclean=True) == NO_LEADER:
         return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no replica is an active broker", None
-    return ErrorCode.NONE, "", partition_change(p, leader=leader, isr=p.isr if leader in p.isr else (leader,))
+    return ErrorCode.NONE, "", elect(p, active, p.isr, True, min_isr, p.eligible_leader_replicas)
 
 
 def _every_partition(image: MetadataImage) -> list[tuple[str, int]]:
@@ -191,7 +271,11 @@ def _every_partition(image: MetadataImage) -> list[tuple[str, int]]:
 
 
 def elect_leaders(
-    image: MetadataImage, partitions: Iterable[tuple[str, int]] | None, *, unclean: bool
+    image: MetadataImage,
+    partitions: Iterable[tuple[str, int]] | None,
+    *,
+    unclean: bool,
+    min_isr: MinIsr = one_replica,
 ) -> tuple[list[md.MetadataRecord], list[PartitionOutcome]]:
     """ElectLeaders (KIP-460) as one batch: preferred elections, or unclean ones for leaderless partitions.
 
@@ -200,14 +284,13 @@ def elect_leaders(
     """
     batch = ChangeBatch(image)
     active = _active(image)
-    decide = _unclean if unclean else _preferred
     outcomes = []
     for topic, index in _every_partition(image) if partitions is None else partitions:
         p = batch.partition(topic, index)
         if p is None:
             outcomes.append(unknown_partition(topic, index))
             continue
-        error, message, change = decide(p, active)
+        error, message, change = _unclean(p, active, min_isr(topic)) if unclean else _preferred(p, active)
         if change is not None:
             p = batch.add(change)
         if partitions is None and error == ErrorCode.ELECTION_NOT_NEEDED:

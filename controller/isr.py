@@ -3,7 +3,7 @@
 A leader proposes a new ISR at the leader and partition epochs it holds; the controller accepts it only if
 those epochs are still current, so a change based on stale state (a newer leader, or another change committed
 in between) is refused rather than applied over it. The ISR must keep the leader (so it never becomes empty,
-the "last replica standing" rule of elections.py), stay within the replicas, and admit only active brokers:
+as the leader always is while it leads), stay within the replicas, and admit only active brokers:
 a fenced or shutting-down broker must not become a member that could be elected. An ISR change that brings the
 last adding replica of a reassignment into sync completes the reassignment in the same record.
 """
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from odradek.client.errors import ErrorCode
-from odradek.controller.elections import ChangeBatch
+from odradek.controller.elections import ChangeBatch, MinIsr, one_replica
 from odradek.controller.metadata.image import NO_LEADER, MetadataImage, PartitionState
 from odradek.controller.reassignment import isr_change
 from odradek.proto import metadata_pb2 as md
@@ -87,9 +87,14 @@ def _refusal(p: PartitionState, broker_id: int, item: IsrItem, active: set[int])
 
 
 def alter_partition(
-    image: MetadataImage, broker_id: int, broker_epoch: int, items: Iterable[IsrItem]
+    image: MetadataImage,
+    broker_id: int,
+    broker_epoch: int,
+    items: Iterable[IsrItem],
+    min_isr: MinIsr = one_replica,
 ) -> tuple[list[md.MetadataRecord], AlterPartitionResults]:
-    """Decide one AlterPartition request from ``broker_id``: the records (one batch) and the answer."""
+    """Decide one AlterPartition request from ``broker_id``: the records (one batch) and the answer. Replicas a
+    shrink removes while the ISR is below the topic's ``min_isr`` join the eligible leader replicas."""
     broker = image.brokers.get(broker_id)
     if broker is None or broker.epoch != broker_epoch:
         current = "not registered" if broker is None else f"at epoch {broker.epoch}"
@@ -108,7 +113,7 @@ def alter_partition(
         if refusal is not None:
             results.partitions.append(_result(item, p, *refusal))
             continue
-        change = isr_change(p, item.new_isr, active)
+        change = isr_change(p, item.new_isr, active, min_isr(item.topic))
         after = p if change is None else batch.add(change)
         if after.leader != p.leader:  # a completed reassignment moved leadership off the requester
             results.partitions.append(_result(item, after, ErrorCode.NEW_LEADER_ELECTED, "the reassignment completed"))

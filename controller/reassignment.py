@@ -62,13 +62,15 @@ def completion(p: PartitionState, isr: Sequence[int], active: set[int]) -> Compl
     return target, new_isr, leader
 
 
-def isr_change(p: PartitionState, isr: Sequence[int], active: set[int]) -> md.PartitionChangeRecord | None:
+def isr_change(
+    p: PartitionState, isr: Sequence[int], active: set[int], min_isr: int
+) -> md.PartitionChangeRecord | None:
     """The change setting ``p``'s ISR, completing its reassignment in the same record when the ISR finishes it."""
     done = completion(p, isr, active)
     if done is None:
-        return partition_change(p, isr=isr)
+        return partition_change(p, isr=isr, min_isr=min_isr)
     replicas, new_isr, leader = done
-    return partition_change(p, leader=leader, isr=new_isr, replicas=replicas)
+    return partition_change(p, leader=leader, isr=new_isr, replicas=replicas, min_isr=min_isr)
 
 
 def _validate_target(image: MetadataImage, target: tuple[int, ...]) -> str | None:

@@ -53,6 +53,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
                 log_dirs=list(request.log_dirs),
                 next_offset=next_offset,
                 now_ms=now_ms(),
+                previous_broker_epoch=request.previous_broker_epoch,
             )
             return (d.records if d.error == ErrorCode.NONE else []), d
 
@@ -100,7 +101,9 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         ]
 
         def decide(image: MetadataImage, _next_offset: int):
-            return alter_partition(image, request.broker_id, request.broker_epoch, items)
+            return alter_partition(
+                image, request.broker_id, request.broker_epoch, items, self.controller.lifecycle.min_isr
+            )
 
         try:
             out = await self.controller.write(decide)
@@ -174,6 +177,8 @@ def topic_description(image: MetadataImage, name: str) -> apb.TopicDescription:
                 under_replicated=under_replicated(p),
                 adding_replicas=p.adding_replicas,
                 removing_replicas=p.removing_replicas,
+                last_known_elr=p.last_known_elr,
+                last_known_leader=p.last_known_leader,
             )
             for p in sorted(topic.partitions.values(), key=lambda p: p.partition)
         ],
@@ -350,8 +355,11 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             return apb.ElectLeadersResponse(error=ErrorCode.INVALID_REQUEST)
         partitions = [(r.topic, r.partition) for r in request.partitions] or None
         unclean = request.election_type == apb.UNCLEAN
+        min_isr = controller.lifecycle.min_isr
         try:
-            outcomes = await controller.write(lambda image, _offset: elect_leaders(image, partitions, unclean=unclean))
+            outcomes = await controller.write(
+                lambda image, _offset: elect_leaders(image, partitions, unclean=unclean, min_isr=min_isr)
+            )
         except OdradekError as e:
             return apb.ElectLeadersResponse(error=e.code)
         return apb.ElectLeadersResponse(results=_election_results(outcomes))

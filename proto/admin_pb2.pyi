@@ -184,7 +184,7 @@ class DescribeTopicsRequest(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ..., include_internal: _Optional[bool] = ..., include_offsets: _Optional[bool] = ...) -> None: ...
 
 class PartitionDescription(_message.Message):
-    __slots__ = ("partition", "leader", "leader_epoch", "partition_epoch", "replicas", "isr", "eligible_leader_replicas", "log_start_offset", "high_watermark", "under_replicated", "adding_replicas", "removing_replicas", "error")
+    __slots__ = ("partition", "leader", "leader_epoch", "partition_epoch", "replicas", "isr", "eligible_leader_replicas", "log_start_offset", "high_watermark", "under_replicated", "adding_replicas", "removing_replicas", "error", "last_known_elr", "last_known_leader")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -198,6 +198,8 @@ class PartitionDescription(_message.Message):
     ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    LAST_KNOWN_ELR_FIELD_NUMBER: _ClassVar[int]
+    LAST_KNOWN_LEADER_FIELD_NUMBER: _ClassVar[int]
     partition: int
     leader: int
     leader_epoch: int
@@ -211,7 +213,9 @@ class PartitionDescription(_message.Message):
     adding_replicas: _containers.RepeatedScalarFieldContainer[int]
     removing_replicas: _containers.RepeatedScalarFieldContainer[int]
     error: _common_pb2.ErrorCode
-    def __init__(self, partition: _Optional[int] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., eligible_leader_replicas: _Optional[_Iterable[int]] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., under_replicated: _Optional[bool] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ...) -> None: ...
+    last_known_elr: _containers.RepeatedScalarFieldContainer[int]
+    last_known_leader: int
+    def __init__(self, partition: _Optional[int] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., eligible_leader_replicas: _Optional[_Iterable[int]] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., under_replicated: _Optional[bool] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., last_known_elr: _Optional[_Iterable[int]] = ..., last_known_leader: _Optional[int] = ...) -> None: ...
 
 class TopicDescription(_message.Message):
     __slots__ = ("name", "error", "topic_id", "is_internal", "configs", "partitions", "error_message")

@@ -8,20 +8,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class BrokerRegistrationRequest(_message.Message):
-    __slots__ = ("broker_id", "cluster_id", "incarnation_id", "listener", "rack", "log_dirs")
+    __slots__ = ("broker_id", "cluster_id", "incarnation_id", "listener", "rack", "log_dirs", "previous_broker_epoch")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_ID_FIELD_NUMBER: _ClassVar[int]
     LISTENER_FIELD_NUMBER: _ClassVar[int]
     RACK_FIELD_NUMBER: _ClassVar[int]
     LOG_DIRS_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     cluster_id: str
     incarnation_id: bytes
     listener: _common_pb2.Node
     rack: str
     log_dirs: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, broker_id: _Optional[int] = ..., cluster_id: _Optional[str] = ..., incarnation_id: _Optional[bytes] = ..., listener: _Optional[_Union[_common_pb2.Node, _Mapping]] = ..., rack: _Optional[str] = ..., log_dirs: _Optional[_Iterable[str]] = ...) -> None: ...
+    previous_broker_epoch: int
+    def __init__(self, broker_id: _Optional[int] = ..., cluster_id: _Optional[str] = ..., incarnation_id: _Optional[bytes] = ..., listener: _Optional[_Union[_common_pb2.Node, _Mapping]] = ..., rack: _Optional[str] = ..., log_dirs: _Optional[_Iterable[str]] = ..., previous_broker_epoch: _Optional[int] = ...) -> None: ...
 
 class BrokerRegistrationResponse(_message.Message):
     __slots__ = ("error", "broker_epoch", "leader_id", "error_message")

@@ -75,7 +75,7 @@ class TopicRecord(_message.Message):
     def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ...) -> None: ...
 
 class PartitionRecord(_message.Message):
-    __slots__ = ("topic_id", "partition", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "adding_replicas", "removing_replicas", "eligible_leader_replicas", "last_known_elr")
+    __slots__ = ("topic_id", "partition", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "adding_replicas", "removing_replicas", "eligible_leader_replicas", "last_known_elr", "last_known_leader")
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
@@ -87,6 +87,7 @@ class PartitionRecord(_message.Message):
     REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ELIGIBLE_LEADER_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     LAST_KNOWN_ELR_FIELD_NUMBER: _ClassVar[int]
+    LAST_KNOWN_LEADER_FIELD_NUMBER: _ClassVar[int]
     topic_id: bytes
     partition: int
     replicas: _containers.RepeatedScalarFieldContainer[int]
@@ -98,7 +99,8 @@ class PartitionRecord(_message.Message):
     removing_replicas: _containers.RepeatedScalarFieldContainer[int]
     eligible_leader_replicas: _containers.RepeatedScalarFieldContainer[int]
     last_known_elr: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., eligible_leader_replicas: _Optional[_Iterable[int]] = ..., last_known_elr: _Optional[_Iterable[int]] = ...) -> None: ...
+    last_known_leader: int
+    def __init__(self, topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., eligible_leader_replicas: _Optional[_Iterable[int]] = ..., last_known_elr: _Optional[_Iterable[int]] = ..., last_known_leader: _Optional[int] = ...) -> None: ...
 
 class PartitionChangeRecord(_message.Message):
     __slots__ = ("topic_id", "partition", "leader", "isr", "isr_changed", "replicas", "replicas_changed", "adding_replicas", "removing_replicas", "eligible_leader_replicas", "elr_changed", "last_known_elr", "leader_recovering")

@@ -6,7 +6,7 @@ Each log dir holds partition directories ``<topic>-<partition>`` and, as in Kafk
     recovery-point-offset-checkpoint   offset below which each log was fsynced: recovery scans from there
     log-start-offset-checkpoint        each log's start offset (retention, DeleteRecords)
     replication-offset-checkpoint      each log's high watermark
-    .odradek_cleanshutdown             written last by a clean close, removed once the logs are open again
+    .odradek_cleanshutdown             written last by a clean close (the broker epoch), removed at the next open
 
 Without the marker every log of the dir is recovered (log.py). A dir holding a failed log gets no marker at
 close, so the corruption is found again at the next start rather than trusted. ``tick(now_ms)`` does the
@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from odradek.broker.log.checkpoint import OffsetCheckpoint, fsync_dir, remove_stale_tmp
+from odradek.broker.log.checkpoint import OffsetCheckpoint, fsync_dir, remove_stale_tmp, write_atomic
 from odradek.broker.log.config import LogConfig, LogManagerConfig
 from odradek.broker.log.handles import SegmentHandles
 from odradek.broker.log.log import Log, wall_clock_ms
@@ -37,6 +37,16 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".odradek_cleanshutdown"
+UNCLEAN_SHUTDOWN = -1
+
+
+def _marker_epoch(marker: Path) -> int:
+    try:
+        return int(marker.read_text().strip() or UNCLEAN_SHUTDOWN)
+    except ValueError:
+        return UNCLEAN_SHUTDOWN
+
+
 DELETE_SUFFIX = "-delete"
 
 TopicPartition = tuple[str, int]
@@ -85,14 +95,19 @@ class LogManager:
         now = clock()
         self._last_retention = self._last_recovery_checkpoint = now
         self._last_start_checkpoint = self._last_hw_checkpoint = now
-        for log_dir in self.log_dirs:
-            self._load_dir(log_dir)
+        shutdown_epochs = {self._load_dir(log_dir) for log_dir in self.log_dirs}
+        # The broker epoch every dir recorded at the last clean close, else -1 (a crash, lost unflushed writes, a
+        # new or replaced dir): the broker reports it when it registers, and the controller removes an unclean
+        # broker from every ISR and ELR before it may lead.
+        self.clean_shutdown_epoch = shutdown_epochs.pop() if len(shutdown_epochs) == 1 else UNCLEAN_SHUTDOWN
 
-    def _load_dir(self, log_dir: Path) -> None:
+    def _load_dir(self, log_dir: Path) -> int:
+        """Open the logs of one dir; return the broker epoch its clean-shutdown marker holds (-1: none)."""
         log_dir.mkdir(parents=True, exist_ok=True)
         remove_stale_tmp(log_dir)
         marker = log_dir / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
+        epoch = _marker_epoch(marker) if clean else UNCLEAN_SHUTDOWN
         recovery_points = OffsetCheckpoint(log_dir / RECOVERY_POINT_CHECKPOINT).read()
         log_starts = OffsetCheckpoint(log_dir / LOG_START_OFFSET_CHECKPOINT).read()
         high_watermarks = OffsetCheckpoint(log_dir / HIGH_WATERMARK_CHECKPOINT).read()
@@ -124,6 +139,7 @@ class LogManager:
         if clean:
             marker.unlink()
             fsync_dir(log_dir)
+        return epoch
 
     # -- partitions ----------------------------------------------------------------------------------------------
 
@@ -235,8 +251,9 @@ class LogManager:
 
     # -- shutdown ------------------------------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Close every log (flush, seal), write the checkpoints, then the clean-shutdown markers."""
+    def close(self, broker_epoch: int = UNCLEAN_SHUTDOWN) -> None:
+        """Close every log (flush, seal), write the checkpoints, then the clean-shutdown markers (holding the
+        broker's epoch, reported at its next registration)."""
         with self._lock:
             if self._closed:
                 return
@@ -248,8 +265,7 @@ class LogManager:
         failed_dirs = {self._dir_of[tp] for tp, log in logs.items() if log.offline}
         for log_dir in self.log_dirs:
             if log_dir not in failed_dirs:
-                (log_dir / CLEAN_SHUTDOWN_FILE).touch()
-                fsync_dir(log_dir)
+                write_atomic(log_dir / CLEAN_SHUTDOWN_FILE, str(broker_epoch).encode())
 
     def _check_open(self) -> None:
         if self._closed:

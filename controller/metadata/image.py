@@ -50,6 +50,7 @@ class PartitionState:
     removing_replicas: tuple[int, ...] = ()
     eligible_leader_replicas: tuple[int, ...] = ()
     last_known_elr: tuple[int, ...] = ()
+    last_known_leader: int = NO_LEADER  # while leaderless: who led last (for operators)
 
     @property
     def under_replicated(self) -> bool:
@@ -153,6 +154,7 @@ def partition_record(p: PartitionState) -> md.PartitionRecord:
         removing_replicas=p.removing_replicas,
         eligible_leader_replicas=p.eligible_leader_replicas,
         last_known_elr=p.last_known_elr,
+        last_known_leader=None if p.last_known_leader == NO_LEADER else p.last_known_leader,
     )
 
 
@@ -314,6 +316,7 @@ class MetadataDelta:
             removing_replicas=tuple(r.removing_replicas),
             eligible_leader_replicas=tuple(r.eligible_leader_replicas),
             last_known_elr=tuple(r.last_known_elr),
+            last_known_leader=r.last_known_leader if r.HasField("last_known_leader") else NO_LEADER,
         )
         self.changed_topics.add(r.topic_id)
 
@@ -326,6 +329,7 @@ class MetadataDelta:
         if r.HasField("leader") and r.leader != current.leader:
             changes["leader"] = r.leader
             changes["leader_epoch"] = current.leader_epoch + 1
+            changes["last_known_leader"] = current.leader if r.leader == NO_LEADER else NO_LEADER
         if r.isr_changed:
             changes["isr"] = tuple(r.isr)
         if r.replicas_changed:

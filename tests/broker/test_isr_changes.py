@@ -11,75 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from controller_images import apply, brokers, build, epoch_of, partition, topic
+from controller_images import brokers, build, epoch_of, partition, topic
+from replicas import Controller, Replicas, batch
 
-from odradek.broker.isr_changes import IsrChangeBatcher, Item
+from odradek.broker.isr_changes import IsrChangeBatcher
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
 from odradek.broker.replication import IsrChange
 from odradek.client.errors import ErrorCode
-from odradek.client.record.builder import encode_batch
-from odradek.controller.isr import IsrItem, alter_partition
-from odradek.controller.metadata.image import MetadataImage
 from odradek.proto import controller_pb2 as cpb
-
-MAX = 1 << 20
-
-
-def batch(tag: str) -> bytes:
-    return encode_batch([f"{tag}-{i}".encode() for i in range(2)], timestamps=1_000)
-
-
-class Controller:
-    """The active controller's AlterPartition decision, committing what it accepts."""
-
-    def __init__(self, image: MetadataImage) -> None:
-        self.image = image
-
-    def answer(self, request: cpb.AlterPartitionRequest) -> cpb.AlterPartitionResponse:
-        items = [
-            IsrItem(t.name, i.partition, i.leader_epoch, i.partition_epoch, tuple(i.new_isr))
-            for t in request.topics
-            for i in t.partitions
-        ]
-        records, out = alter_partition(self.image, request.broker_id, request.broker_epoch, items)
-        self.image = apply(self.image, records)
-        topics: dict[str, cpb.AlterPartitionTopicResponse] = {}
-        for r in out.partitions:
-            topics.setdefault(r.topic, cpb.AlterPartitionTopicResponse(name=r.topic)).partitions.append(
-                cpb.AlterPartitionItemResponse(
-                    partition=r.partition,
-                    error=r.error,
-                    leader=r.leader,
-                    leader_epoch=r.leader_epoch,
-                    isr=r.isr,
-                    partition_epoch=r.partition_epoch,
-                )
-            )
-        return cpb.AlterPartitionResponse(error=out.error, topics=list(topics.values()))
-
-
-class Replicas:
-    def __init__(self, root: Path, ids: tuple[int, ...] = (1, 2, 3)) -> None:
-        self.parts = {b: Partition("t", 0, Log.open(root / f"b{b}" / "t-0"), b) for b in ids}
-        self.requests: list[Item] = []
-        for p in self.parts.values():
-            p.request_isr_change = lambda p, c: self.requests.append((p, c))
-
-    def publish(self, image: MetadataImage, to: tuple[int, ...] = (1, 2, 3)) -> None:
-        for b in to:
-            self.parts[b].update(image.partition("t", 0), 1, 0)
-
-    def fetch(self, follower: int, leader: int = 1) -> None:
-        f = self.parts[follower]
-        offset, epoch = f.fetch_position()
-        read = self.parts[leader].read_for_follower(follower, offset, epoch, MAX, f.leader_epoch, 0)
-        assert read.diverging is None and read.data is not None
-        f.append_as_follower(bytes(read.data.records), read.high_watermark)
-
-    def close(self) -> None:
-        for p in self.parts.values():
-            p.log.close()
 
 
 @pytest.fixture

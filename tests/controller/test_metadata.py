@@ -160,12 +160,12 @@ def test_session_expiry_fences_and_moves_all_leaders_in_one_batch() -> None:
     assert all(p.leader_epoch == 1 for p in image.topic("t").partitions.values() if p.replicas[0] == 1)
 
 
-def test_last_replica_standing_keeps_the_isr_and_goes_offline_until_it_returns() -> None:
+def test_last_replica_standing_joins_the_elr_and_leads_again_when_it_returns() -> None:
     image, life = cluster(1)
     image = apply(image, create_topic(image, TopicRequest("solo", 1, 1)).records)
     image = apply(image, life.expire_sessions(image, now_ms=10_000, next_offset=500))
     p = image.partition("solo", 0)
-    assert p.leader == NO_LEADER and p.isr == (1,)
+    assert p.leader == NO_LEADER and p.isr == () and p.eligible_leader_replicas == (1,)
     d = life.heartbeat(
         image,
         broker_id=1,

@@ -93,6 +93,24 @@ def test_unclean_reopen_recovers_from_the_checkpoints(tmp_path: Path) -> None:
     manager.close()
 
 
+def test_the_clean_shutdown_epoch_survives_only_a_clean_close_of_every_dir(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = LogManager(dirs, CONFIG)
+    assert manager.clean_shutdown_epoch == -1  # new dirs: nothing is known of their past
+    populate(manager)
+    manager.close(broker_epoch=42)
+    manager = LogManager(dirs, CONFIG)
+    assert manager.clean_shutdown_epoch == 42
+    crash_after(lambda: LogManager(dirs, CONFIG).get_log("orders", 0).append_as_leader(make_batch(1), 0))
+    manager = LogManager(dirs, CONFIG)
+    assert manager.clean_shutdown_epoch == -1  # the crash left no marker
+    manager.close(broker_epoch=43)
+    (dirs[1] / CLEAN_SHUTDOWN_FILE).unlink()  # one dir replaced by an empty disk
+    manager = LogManager(dirs, CONFIG)
+    assert manager.clean_shutdown_epoch == -1
+    manager.close()
+
+
 def test_new_partitions_go_to_the_least_loaded_dir(tmp_path: Path) -> None:
     dirs = [tmp_path / "a", tmp_path / "b", tmp_path / "c"]
     (tmp_path / "b" / "old-0").mkdir(parents=True)  # b already holds a partition
