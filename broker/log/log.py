@@ -150,6 +150,9 @@ class Log:
         self._truncations = 0  # bumped by truncation so a flush that raced with one does not move the recovery point
         self._closed = False
         self.failure: OdradekError | None = None
+        # Told (from whichever thread failed, holding this log's lock) when the log goes offline: the log manager
+        # takes the whole log dir offline on an I/O error.
+        self.failure_listener: Callable[[Log], None] | None = None
 
     def __repr__(self) -> str:
         return f"Log({self.dir.name}, start={self._log_start}, end={self.log_end_offset})"
@@ -343,7 +346,14 @@ class Log:
                 with contextlib.suppress(OSError):
                     seg.close()
             self._segments, self._bases = [], []
+            if self.failure_listener is not None:
+                self.failure_listener(self)
         return error
+
+    def take_offline(self, error: OdradekError) -> None:
+        """Fail the log from outside (another log of its dir hit an I/O error): no more I/O on it."""
+        with self._lock:
+            self._fail(error)
 
     # -- appends -------------------------------------------------------------------------------------------------
 
