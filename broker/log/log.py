@@ -457,7 +457,10 @@ class Log:
             raise OdradekError(
                 f"leader epoch {leader_epoch} is older than the log's {latest}", code=ErrorCode.FENCED_LEADER_EPOCH
             )
-        self._epochs.assign(leader_epoch, self.log_end_offset)
+        try:
+            self._epochs.assign(leader_epoch, self.log_end_offset)
+        except OSError as e:  # the leader-epoch checkpoint write
+            raise self._fail(StorageError(f"{self.dir.name}: leader epoch write failed: {e}")) from e
 
     def _append_in_parts(
         self, view: memoryview, batches: list, append: Callable[[memoryview], AppendInfo]

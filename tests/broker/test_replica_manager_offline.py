@@ -86,3 +86,19 @@ def test_a_replica_that_cannot_get_a_log_is_offline(tmp_path: Path) -> None:
         rm.get("t", 0)
     assert rm.offline_replicas() == {TOPIC_ID: [0]}
     logs.close()
+
+
+def test_an_io_error_while_becoming_leader_takes_the_replica_offline_not_the_listener(tmp_path: Path) -> None:
+    logs = LogManager([tmp_path / "a", tmp_path / "b"])
+    rm = ReplicaManager(1, logs, LogConfig())
+    image, delta = replay(MetadataImage(), *cluster(), part(0, leader=2), part(1, leader=2))
+    rm.apply(image, delta)
+    # The leader-epoch checkpoint of t-0 cannot be written: its temp file's name is taken by a directory.
+    (logs.dir_of("t", 0) / "t-0" / "leader-epoch-checkpoint.tmp").mkdir()
+    image, delta = replay(image, change(0, leader=1), change(1, leader=1))
+    rm.apply(image, delta)  # does not raise
+    assert rm.get("t", 1).is_leader
+    assert logs.offline_dirs() == [logs.dir_of("t", 0)]
+    with pytest.raises(StorageError):
+        rm.get("t", 0)
+    logs.close()
