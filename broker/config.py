@@ -92,6 +92,13 @@ def _bug(value: Any) -> str:
     return str(value)
 
 
+def _file_name(value: Any) -> str:
+    name = str(value)
+    if name and (name in (".", "..") or "/" in name or "\0" in name):
+        raise ConfigError(f"unsafe.testing.log.dir.failure.file must be a plain file name, not {name!r}")
+    return name
+
+
 # name -> (parser, default). None as default = required where the role needs it.
 SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "process.roles": (_roles, None),
@@ -145,6 +152,9 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # A deliberate bug for proving the chaos checker (chaos/): "ack-before-replication" answers acks=all produces
     # as soon as the leader has appended. Never set it outside such a test.
     "unsafe.testing.bug": (_bug, ""),
+    # Log dir failure injection for tests: when a file of this name appears in a log dir, the broker's next log
+    # maintenance pass (about once a second) fails that dir as an EIO in one of its logs would. "" = off.
+    "unsafe.testing.log.dir.failure.file": (_file_name, ""),
     "fetch.max.bytes": (_int, 57671680),
     "socket.request.max.bytes": (_int, 104857600),
 }

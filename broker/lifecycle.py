@@ -3,16 +3,19 @@
 A broker registers once per process (a fresh incarnation id tells a restart from a duplicate node id), then
 heartbeats every ``broker.heartbeat.interval.ms`` reporting how far it has applied the metadata log; the
 controller unfences it once it has caught up and fences it when heartbeats stop. On a graceful stop the
-broker asks for controlled shutdown, which moves its leaderships away before it goes.
+broker asks for controlled shutdown, which moves its leaderships away before it goes. While a log dir is offline
+every heartbeat names the offline dirs and replicas (``offline``), and a new failure sends one at once (``wake``),
+so the controller moves leadership off them promptly.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 import grpc
 
@@ -39,6 +42,7 @@ class BrokerLifecycleManager:
         heartbeat_interval_ms: int,
         session_timeout_ms: int = 9000,
         previous_broker_epoch: int = -1,
+        offline: Callable[[], tuple[Sequence[str], Mapping[bytes, Sequence[int]]]] = lambda: ((), {}),
     ) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
@@ -48,6 +52,7 @@ class BrokerLifecycleManager:
         self.voters = voters
         self.leader_hint = leader_hint
         self.metadata_offset = metadata_offset
+        self.offline = offline
         self.interval = heartbeat_interval_ms / 1000
         self.incarnation_id = uuid.uuid4().bytes
         self.broker_epoch = -1
@@ -62,6 +67,11 @@ class BrokerLifecycleManager:
         self._task: asyncio.Task | None = None
         self._next_voter = 0
         self._controller: int | None = None
+        self._wakeup = asyncio.Event()
+
+    def wake(self) -> None:
+        """Heartbeat now rather than at the next interval (e.g. a log dir just went offline)."""
+        self._wakeup.set()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="broker-lifecycle")
@@ -130,6 +140,10 @@ class BrokerLifecycleManager:
             current_metadata_offset=self.metadata_offset(),
             want_shutdown_now=want_shutdown,
         )
+        dirs, replicas = self.offline()
+        request.offline_log_dirs.extend(dirs)
+        for topic_id, partitions in replicas.items():
+            request.offline_replicas.add(topic_id=topic_id, partitions=partitions)
         sent = time.monotonic()
         response = await self.call("BrokerHeartbeat", request)
         if response is not None and response.error == ErrorCode.NONE:
@@ -148,6 +162,7 @@ class BrokerLifecycleManager:
     async def _run(self) -> None:
         await self._register()
         while True:
+            self._wakeup.clear()  # before the heartbeat: it carries the state a wake() was for
             response = await self.heartbeat()
             if response is not None and response.error in (
                 ErrorCode.STALE_BROKER_EPOCH,
@@ -157,7 +172,9 @@ class BrokerLifecycleManager:
                 await self._register()
                 continue
             # A fenced broker that is catching up heartbeats faster so it is unfenced promptly.
-            await asyncio.sleep(self.interval if not self.fenced else min(self.interval, 0.25))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.interval if not self.fenced else min(self.interval, 0.25)):
+                    await self._wakeup.wait()
 
     async def controlled_shutdown(self, timeout: float) -> bool:
         """Ask the controller to move leadership away; True once it agrees the broker may stop."""

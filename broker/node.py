@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from collections.abc import Awaitable
 from pathlib import Path
@@ -27,6 +28,7 @@ from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager, broker_log_config
 from odradek.broker.storage import verify_storage
 from odradek.client.connection import channel_options
+from odradek.client.errors import StorageError
 from odradek.controller.active import ActiveController
 from odradek.controller.brokers import BrokerLifecycle
 from odradek.controller.metadata.state_machine import MetadataStateMachine
@@ -140,6 +142,7 @@ class Node:
                 heartbeat_interval_ms=c["broker.heartbeat.interval.ms"],
                 session_timeout_ms=c["broker.session.timeout.ms"],
                 previous_broker_epoch=self.logs.clean_shutdown_epoch,
+                offline=self._offline_report,
             )
             self.fetchers = ReplicaFetcherManager(
                 c.node_id,
@@ -167,6 +170,10 @@ class Node:
                 unsafe_bug=c["unsafe.testing.bug"],
             )
             self.sm.on_change(self.replicas.apply)
+            loop = asyncio.get_running_loop()
+            self.logs.on_dir_offline(lambda d: loop.call_soon_threadsafe(self._log_dir_offline, d))
+            if self._all_log_dirs_offline():
+                raise StorageError(f"every log dir is offline: {', '.join(c.log_dirs)}")
             server = self._server(c.broker_listener)
             admin_pb2_grpc.add_AdminServicer_to_server(self.admin, server)
             service = BrokerService(c.node_id, self.cluster_id, self.replicas, self.metrics)
@@ -270,6 +277,28 @@ class Node:
             yield leo
             yield hw
 
+    def _offline_report(self) -> tuple[list[str], dict[bytes, list[int]]]:
+        return [str(d) for d in self.logs.offline_dirs()], self.replicas.offline_replicas()
+
+    def _all_log_dirs_offline(self) -> bool:
+        """As in Kafka, a broker cannot go on without its metadata log dir or with no log dir at all."""
+        offline = self.logs.offline_dirs()
+        return not self.logs.online_dirs() or Path(self.config.metadata_log_dir).resolve() in offline
+
+    def _log_dir_offline(self, log_dir: Path) -> None:
+        """A log dir failed: stop serving its replicas and tell the controller now; halt if nothing is left."""
+        if self._all_log_dirs_offline():
+            log.critical(
+                "broker %d stops: log dirs offline after I/O errors: %s (metadata log dir %s)",
+                self.config.node_id,
+                ", ".join(str(d) for d in self.logs.offline_dirs()),
+                self.config.metadata_log_dir,
+            )
+            logging.shutdown()
+            os._exit(1)  # as Kafka halts: nothing on the failed disks can be flushed or trusted
+        self.replicas.check_offline()
+        self.broker_lifecycle.wake()
+
     async def _lag_checks(self) -> None:
         """Leaders drop followers that fell behind for ``replica.lag.time.max.ms`` (checked at a quarter of it)."""
         lag_max = self.config["replica.lag.time.max.ms"]
@@ -282,8 +311,14 @@ class Node:
 
     async def _log_maintenance(self) -> None:
         """Flush policy, retention and checkpoints, off the event loop (they may fsync)."""
+        trigger = self.config["unsafe.testing.log.dir.failure.file"]
         while True:
             await asyncio.sleep(1.0)
+            if trigger:
+                for d in self.logs.online_dirs():
+                    if (d / trigger).exists():
+                        log.warning("UNSAFE: injecting an I/O error into log dir %s (%s found)", d, trigger)
+                        self.logs.inject_dir_failure(d)
             try:
                 await asyncio.to_thread(self.logs.tick)
             except Exception:

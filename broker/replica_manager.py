@@ -3,6 +3,11 @@
 On every new metadata image the broker creates logs for partitions assigned to it, applies leader, epoch and ISR
 changes (a partition it now follows goes to the fetcher of its leader), and deletes logs of topics removed or
 partitions moved elsewhere (as Kafka's ReplicaManager applies metadata deltas).
+
+A replica whose log is offline (its log dir failed, or its data is corrupt) is not applied: it leaves its fetcher,
+gives up its role, answers KAFKA_STORAGE_ERROR, and is reported to the controller (``offline_replicas``), which
+moves leadership away and drops it from the ISR. Every other partition keeps following the metadata, so one
+failed disk never stops the broker's view of the rest.
 """
 
 from __future__ import annotations
@@ -18,8 +23,13 @@ from odradek.broker.log.manager import LogManager
 from odradek.broker.metrics import NodeMetrics
 from odradek.broker.partition import Partition
 from odradek.broker.replication import IsrChange
-from odradek.client.errors import NotLeaderOrFollowerError, UnknownTopicOrPartitionError
-from odradek.controller.metadata.image import MetadataDelta, MetadataImage
+from odradek.client.errors import (
+    NotLeaderOrFollowerError,
+    OdradekError,
+    StorageError,
+    UnknownTopicOrPartitionError,
+)
+from odradek.controller.metadata.image import MetadataDelta, MetadataImage, PartitionState
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +83,15 @@ class ReplicaManager:
         self.metrics = metrics
         self.image = MetadataImage()
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # Replicas that cannot serve: their log failed, or no log could be created for them (every dir offline).
+        self.offline: dict[tuple[str, int], str] = {}
 
     def get(self, topic: str, partition: int) -> Partition:
-        p = self.partitions.get((topic, partition))
+        key = (topic, partition)
+        reason = self.offline.get(key)
+        if reason is not None:
+            raise StorageError(f"{topic}-{partition} is offline on broker {self.broker_id}: {reason}")
+        p = self.partitions.get(key)
         if p is None:
             if self.image.partition(topic, partition) is not None:
                 raise NotLeaderOrFollowerError(f"broker {self.broker_id} hosts no replica of {topic}-{partition}")
@@ -108,18 +124,65 @@ class ReplicaManager:
                 if self.broker_id not in state.replicas:
                     self._remove(*key)
                     continue
-                p = self.partitions.get(key)
-                if p is None:
-                    log_ = self.logs.get_or_create_log(*key, config)
-                    p = Partition(topic.name, state.partition, log_, self.broker_id, self.isr_changes)
-                    p.ack_before_replication = self.unsafe_bug == "ack-before-replication"
-                    self.partitions[key] = p
-                else:
-                    p.log.update_config(config)
-                before = p.isr if p.is_leader else None
-                p.update(state, min_isr, now)
-                self._count_isr_change(before, p)
-                self._follow(key, p)
+                try:
+                    self._apply_partition(key, state, config, min_isr, now)
+                except OdradekError as e:
+                    p = self.partitions.get(key)
+                    offline = p.log.offline if p is not None else isinstance(e, StorageError)
+                    if not offline:
+                        raise
+                    self._take_offline(key, str(e if p is None else p.log.failure))
+        self.check_offline()
+
+    def _apply_partition(
+        self, key: tuple[str, int], state: PartitionState, config: LogConfig, min_isr: int, now: int
+    ) -> None:
+        p = self.partitions.get(key)
+        if p is None:
+            if key in self.offline:
+                return  # no log could be created for it: stays offline until the broker restarts
+            log_ = self.logs.get_or_create_log(*key, config)
+            p = Partition(key[0], key[1], log_, self.broker_id, self.isr_changes)
+            p.ack_before_replication = self.unsafe_bug == "ack-before-replication"
+            self.partitions[key] = p
+        else:
+            p.log.update_config(config)
+        if p.log.offline:
+            self._take_offline(key, str(p.log.failure))
+            return
+        before = p.isr if p.is_leader else None
+        p.update(state, min_isr, now)
+        self._count_isr_change(before, p)
+        self._follow(key, p)
+
+    # -- offline replicas ----------------------------------------------------------------------------------------
+
+    def check_offline(self) -> None:
+        """Take offline every hosted replica whose log failed (called when a log dir goes offline, and after
+        each metadata change)."""
+        for key, p in list(self.partitions.items()):
+            if p.log.offline and key not in self.offline:
+                self._take_offline(key, str(p.log.failure))
+
+    def _take_offline(self, key: tuple[str, int], reason: str) -> None:
+        if key in self.offline:
+            return
+        self.offline[key] = reason
+        log.error("replica %s-%d is offline: %s", key[0], key[1], reason)
+        if self.fetchers is not None:
+            self.fetchers.remove(key)
+        p = self.partitions.get(key)
+        if p is not None:
+            p.close()  # no longer leads or follows here: parked produces and fetches are answered now
+
+    def offline_replicas(self) -> dict[bytes, list[int]]:
+        """Offline replicas by topic id, for the heartbeat (topics no longer in the metadata are left out)."""
+        out: dict[bytes, list[int]] = {}
+        for name, index in sorted(self.offline):
+            topic_id = self.image.topic_ids.get(name)
+            if topic_id is not None:
+                out.setdefault(topic_id, []).append(index)
+        return out
 
     def _count_isr_change(self, before: tuple[int, ...] | None, p: Partition) -> None:
         if self.metrics is None or before is None or not p.is_leader or before == p.isr:
@@ -141,10 +204,11 @@ class ReplicaManager:
         """Periodic: leaders ask to drop followers that stopped keeping up."""
         now = monotonic_ms()
         for p in self.partitions.values():
-            if p.is_leader:
+            if p.is_leader and not p.log.offline:
                 p.check_lagging(now, lag_max_ms)
 
     def _remove(self, topic: str, partition: int) -> None:
+        self.offline.pop((topic, partition), None)
         p = self.partitions.pop((topic, partition), None)
         if p is not None:
             p.close()

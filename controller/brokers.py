@@ -7,7 +7,7 @@ controller gives every broker a full session timeout before fencing it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from odradek.client.errors import ErrorCode
@@ -19,6 +19,7 @@ from odradek.controller.elections import (
     one_replica,
 )
 from odradek.controller.metadata.image import MetadataDelta, MetadataImage
+from odradek.controller.offline_replicas import Replica, offline_replica_records
 from odradek.proto import metadata_pb2 as md
 
 
@@ -139,6 +140,7 @@ class BrokerLifecycle:
         want_shutdown: bool,
         now_ms: int,
         next_offset: int = -1,
+        offline_replicas: Collection[Replica] = (),
     ) -> Decision:
         current = image.brokers.get(broker_id)
         if current is None:
@@ -167,6 +169,10 @@ class BrokerLifecycle:
             self._fenced_at[broker_id] = next_offset
             decision.records = self._fence(image, broker_id)
             decision.is_fenced = True
+        if offline_replicas:  # a failed log dir: leadership and ISR membership leave those replicas
+            decision.records += offline_replica_records(
+                image, decision.records, broker_id, offline_replicas, self.unclean_allowed, self.min_isr
+            )
         return decision
 
     def _controlled_shutdown(self, image: MetadataImage, broker_id: int, decision: Decision) -> Decision:

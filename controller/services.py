@@ -76,6 +76,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
                 want_fence=request.want_fence,
                 want_shutdown=request.want_shutdown_now,
                 now_ms=now_ms(),
+                offline_replicas=[(r.topic_id, i) for r in request.offline_replicas for i in r.partitions],
             )
             return (d.records if d.error == ErrorCode.NONE else []), d
 

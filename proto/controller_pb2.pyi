@@ -38,18 +38,30 @@ class BrokerRegistrationResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., broker_epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
 
 class BrokerHeartbeatRequest(_message.Message):
-    __slots__ = ("broker_id", "broker_epoch", "current_metadata_offset", "want_fence", "want_shutdown_now")
+    __slots__ = ("broker_id", "broker_epoch", "current_metadata_offset", "want_fence", "want_shutdown_now", "offline_log_dirs", "offline_replicas")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     CURRENT_METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
     WANT_FENCE_FIELD_NUMBER: _ClassVar[int]
     WANT_SHUTDOWN_NOW_FIELD_NUMBER: _ClassVar[int]
+    OFFLINE_LOG_DIRS_FIELD_NUMBER: _ClassVar[int]
+    OFFLINE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     broker_epoch: int
     current_metadata_offset: int
     want_fence: bool
     want_shutdown_now: bool
-    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., current_metadata_offset: _Optional[int] = ..., want_fence: _Optional[bool] = ..., want_shutdown_now: _Optional[bool] = ...) -> None: ...
+    offline_log_dirs: _containers.RepeatedScalarFieldContainer[str]
+    offline_replicas: _containers.RepeatedCompositeFieldContainer[OfflineReplicas]
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., current_metadata_offset: _Optional[int] = ..., want_fence: _Optional[bool] = ..., want_shutdown_now: _Optional[bool] = ..., offline_log_dirs: _Optional[_Iterable[str]] = ..., offline_replicas: _Optional[_Iterable[_Union[OfflineReplicas, _Mapping]]] = ...) -> None: ...
+
+class OfflineReplicas(_message.Message):
+    __slots__ = ("topic_id", "partitions")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic_id: bytes
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class BrokerHeartbeatResponse(_message.Message):
     __slots__ = ("error", "is_caught_up", "is_fenced", "should_shut_down", "leader_id")

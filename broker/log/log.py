@@ -150,6 +150,9 @@ class Log:
         self._truncations = 0  # bumped by truncation so a flush that raced with one does not move the recovery point
         self._closed = False
         self.failure: OdradekError | None = None
+        # Told (from whichever thread failed, holding this log's lock) when the log goes offline: the log manager
+        # takes the whole log dir offline on an I/O error.
+        self.failure_listener: Callable[[Log], None] | None = None
 
     def __repr__(self) -> str:
         return f"Log({self.dir.name}, start={self._log_start}, end={self.log_end_offset})"
@@ -343,7 +346,14 @@ class Log:
                 with contextlib.suppress(OSError):
                     seg.close()
             self._segments, self._bases = [], []
+            if self.failure_listener is not None:
+                self.failure_listener(self)
         return error
+
+    def take_offline(self, error: OdradekError) -> None:
+        """Fail the log from outside (another log of its dir hit an I/O error): no more I/O on it."""
+        with self._lock:
+            self._fail(error)
 
     # -- appends -------------------------------------------------------------------------------------------------
 
@@ -447,7 +457,10 @@ class Log:
             raise OdradekError(
                 f"leader epoch {leader_epoch} is older than the log's {latest}", code=ErrorCode.FENCED_LEADER_EPOCH
             )
-        self._epochs.assign(leader_epoch, self.log_end_offset)
+        try:
+            self._epochs.assign(leader_epoch, self.log_end_offset)
+        except OSError as e:  # the leader-epoch checkpoint write
+            raise self._fail(StorageError(f"{self.dir.name}: leader epoch write failed: {e}")) from e
 
     def _append_in_parts(
         self, view: memoryview, batches: list, append: Callable[[memoryview], AppendInfo]

@@ -9,7 +9,13 @@ Each log dir holds partition directories ``<topic>-<partition>`` and, as in Kafk
     .odradek_cleanshutdown             written last by a clean close (the broker epoch), removed at the next open
 
 Without the marker every log of the dir is recovered (log.py). A dir holding a failed log gets no marker at
-close, so the corruption is found again at the next start rather than trusted. ``tick(now_ms)`` does the
+close, so the corruption is found again at the next start rather than trusted.
+
+Log dir failure (as Kafka's): an I/O error (StorageError) in any log of a dir, or in the dir's own files, takes
+the whole dir offline, since the disk under it can no longer be trusted: every log in it fails (reads and writes
+answer KAFKA_STORAGE_ERROR), no new log is placed there, nothing more is written there (checkpoints, marker), and
+the ``on_dir_offline`` listeners are told so the broker can stop serving those replicas and report them. A corrupt
+batch (CorruptRecordError) fails only its own log. The other dirs carry on. ``tick(now_ms)`` does the
 periodic work (flush.ms, retention, checkpoints) and is meant to be called from the broker's asyncio shell,
 e.g. once a second via ``asyncio.to_thread`` since it may fsync.
 """
@@ -17,6 +23,7 @@ e.g. once a second via ``asyncio.to_thread`` since it may fsync.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import re
 import shutil
@@ -91,11 +98,22 @@ class LogManager:
         self._lock = threading.Lock()
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        self._offline_dirs: dict[Path, str] = {}  # dir -> why it went offline
+        self._dir_listeners: list[Callable[[Path], None]] = []
         self._closed = False
         now = clock()
         self._last_retention = self._last_recovery_checkpoint = now
         self._last_start_checkpoint = self._last_hw_checkpoint = now
-        shutdown_epochs = {self._load_dir(log_dir) for log_dir in self.log_dirs}
+        shutdown_epochs = set()
+        for log_dir in self.log_dirs:
+            try:
+                shutdown_epochs.add(self._load_dir(log_dir))
+            except OSError as e:
+                shutdown_epochs.add(UNCLEAN_SHUTDOWN)
+                self.fail_dir(log_dir, e)
+            failed = next((log.failure for log in self._logs_in(log_dir) if _is_io_failure(log.failure)), None)
+            if failed is not None:
+                self.fail_dir(log_dir, failed)
         # The broker epoch every dir recorded at the last clean close, else -1 (a crash, lost unflushed writes, a
         # new or replaced dir): the broker reports it when it registers, and the controller removes an unclean
         # broker from every ISR and ELR before it may lead.
@@ -134,6 +152,7 @@ class LogManager:
             )
             if log.offline:
                 logger.error("%s is offline: %s", child, log.failure)
+            log.failure_listener = self._log_failed
             self._logs[tp] = log
             self._dir_of[tp] = log_dir
         if clean:
@@ -156,6 +175,57 @@ class LogManager:
     def dir_of(self, topic: str, partition: int) -> Path | None:
         return self._dir_of.get((topic, partition))
 
+    def _logs_in(self, log_dir: Path) -> list[Log]:
+        with self._lock:
+            return [log for tp, log in self._logs.items() if self._dir_of[tp] == log_dir]
+
+    # -- log dir failure -----------------------------------------------------------------------------------------
+
+    def offline_dirs(self) -> list[Path]:
+        with self._lock:
+            return [d for d in self.log_dirs if d in self._offline_dirs]
+
+    def online_dirs(self) -> list[Path]:
+        with self._lock:
+            return [d for d in self.log_dirs if d not in self._offline_dirs]
+
+    def on_dir_offline(self, listener: Callable[[Path], None]) -> None:
+        """Call ``listener(dir)`` once for each dir going offline, from the thread whose I/O failed."""
+        self._dir_listeners.append(listener)
+
+    def fail_dir(self, log_dir: Path, error: BaseException) -> bool:
+        """Take ``log_dir`` offline after an I/O error: fail every log in it. False if it already was."""
+        with self._lock:
+            if log_dir in self._offline_dirs or log_dir not in self.log_dirs:
+                return False
+            self._offline_dirs[log_dir] = str(error)
+            logs = [log for tp, log in self._logs.items() if self._dir_of[tp] == log_dir]
+        logger.error("log dir %s is offline (%d partition logs stop): %s", log_dir, len(logs), error)
+        # Each log's own lock only, after the manager's is released: a sibling failing at the same moment finds the
+        # dir already offline above and takes no other lock, so no two threads wait on each other.
+        for log in logs:
+            log.take_offline(StorageError(f"{log.dir.name}: log dir {log_dir} is offline: {error}"))
+        for listener in self._dir_listeners:
+            listener(log_dir)
+        return True
+
+    def inject_dir_failure(self, log_dir: Path) -> None:
+        """Testing only (``unsafe.testing.log.dir.failure.file``): fail the dir as an EIO in one of its logs would."""
+        error = StorageError(f"{log_dir}: {OSError(errno.EIO, 'injected I/O error (unsafe.testing)')}")
+        logs = self._logs_in(log_dir)
+        if logs:
+            logs[0].take_offline(error)  # the path a real I/O error takes: the log fails, then its dir
+        else:
+            self.fail_dir(log_dir, error)
+
+    def _log_failed(self, log: Log) -> None:
+        if not _is_io_failure(log.failure):
+            return  # corrupt data: that log only
+        with self._lock:
+            log_dir = next((self._dir_of[tp] for tp, other in self._logs.items() if other is log), None)
+        if log_dir is not None:
+            self.fail_dir(log_dir, log.failure)
+
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """The partition's log, created empty in the log dir holding the fewest partitions if it is new."""
         if not _LEGAL_TOPIC.fullmatch(topic) or topic in (".", "..") or partition < 0:
@@ -167,23 +237,35 @@ class LogManager:
             log = self._logs.get(tp)
             if log is not None:
                 return log
-            counts = {d: 0 for d in self.log_dirs}
+            online = [d for d in self.log_dirs if d not in self._offline_dirs]
+            if not online:
+                raise StorageError(f"cannot create {name}: every log dir is offline")
+            counts = {d: 0 for d in online}
             for d in self._dir_of.values():
-                counts[d] += 1
-            log_dir = min(self.log_dirs, key=lambda d: counts[d])
+                if d in counts:
+                    counts[d] += 1
+            log_dir = min(online, key=lambda d: counts[d])
             log = Log.open(
                 log_dir / name,
                 config or self._topic_config(topic),
                 handles=self.handles,
                 clock=self._clock,
             )
-            fsync_dir(log_dir)
-            if log.offline:
-                assert log.failure is not None
-                raise log.failure
-            self._logs[tp] = log
-            self._dir_of[tp] = log_dir
-            return log
+            failure: BaseException | None = log.failure
+            if failure is None:
+                try:
+                    fsync_dir(log_dir)
+                except OSError as e:
+                    failure = StorageError(f"{log_dir}: {e}")
+                    log.close()
+            if failure is None:
+                log.failure_listener = self._log_failed
+                self._logs[tp] = log
+                self._dir_of[tp] = log_dir
+                return log
+        if _is_io_failure(failure):
+            self.fail_dir(log_dir, failure)
+        raise failure
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Remove the partition's log and directory (renamed ``...-delete`` first, so a crash midway finishes the
@@ -195,9 +277,15 @@ class LogManager:
         if log is None or log_dir is None:
             return False
         log.close()
+        if log_dir in self._offline_dirs:
+            return True  # no I/O on a failed disk: the files stay until an operator replaces it
         doomed = log_dir / f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
-        log.dir.rename(doomed)
-        fsync_dir(log_dir)
+        try:
+            log.dir.rename(doomed)
+            fsync_dir(log_dir)
+        except OSError as e:
+            self.fail_dir(log_dir, e)
+            return True
         shutil.rmtree(doomed, ignore_errors=True)
         return True
 
@@ -246,8 +334,11 @@ class LogManager:
     def _write_checkpoint(self, name: str, offset_of: Callable[[Log], int]) -> None:
         with self._lock:
             placed = [(tp, log, self._dir_of[tp]) for tp, log in self._logs.items()]
-        for log_dir in self.log_dirs:
-            OffsetCheckpoint(log_dir / name).write({tp: offset_of(log) for tp, log, d in placed if d == log_dir})
+        for log_dir in self.online_dirs():
+            try:
+                OffsetCheckpoint(log_dir / name).write({tp: offset_of(log) for tp, log, d in placed if d == log_dir})
+            except OSError as e:
+                self.fail_dir(log_dir, e)
 
     # -- shutdown ------------------------------------------------------------------------------------------------
 
@@ -263,10 +354,18 @@ class LogManager:
             log.close()
         self.checkpoint()
         failed_dirs = {self._dir_of[tp] for tp, log in logs.items() if log.offline}
-        for log_dir in self.log_dirs:
+        for log_dir in self.online_dirs():
             if log_dir not in failed_dirs:
-                write_atomic(log_dir / CLEAN_SHUTDOWN_FILE, str(broker_epoch).encode())
+                try:
+                    write_atomic(log_dir / CLEAN_SHUTDOWN_FILE, str(broker_epoch).encode())
+                except OSError as e:
+                    self.fail_dir(log_dir, e)
 
     def _check_open(self) -> None:
         if self._closed:
             raise StorageError("log manager is closed")
+
+
+def _is_io_failure(failure: BaseException | None) -> bool:
+    """An I/O error (the disk), as opposed to corrupt data found in one log."""
+    return isinstance(failure, StorageError)

@@ -41,6 +41,7 @@ def test_toml_forms_flatten_to_kafka_names(tmp_path: Path) -> None:
         ({"controller.quorum.voters": "2@h:1"}, "not in controller.quorum.voters"),
         ({"listeners": "PLAINTEXT://127.0.0.1:1"}, "CONTROLLER listener"),
         ({"unclean.leader.election.enable": "maybe"}, "true or false"),
+        ({"unsafe.testing.log.dir.failure.file": "../FAIL"}, "plain file name"),
     ],
 )
 def test_bad_configs_fail_with_one_line(tmp_path: Path, extra: dict, message: str) -> None:
