@@ -31,7 +31,16 @@ from odradek.client.errors import ErrorCode
 from odradek.controller.quorum import codec
 from odradek.controller.quorum.files import QuorumStateFile, SnapshotStore
 from odradek.controller.quorum.log_store import MetadataLogStore
-from odradek.controller.raft import Entry, LeaderAndEpoch, NotLeaderError, RaftConfig, RaftNode, Ready, Role
+from odradek.controller.raft import (
+    EMPTY_SNAPSHOT,
+    Entry,
+    LeaderAndEpoch,
+    NotLeaderError,
+    RaftConfig,
+    RaftNode,
+    Ready,
+    Role,
+)
 from odradek.controller.raft.messages import (
     BeginQuorumEpoch,
     BeginQuorumEpochResponse,
@@ -122,8 +131,8 @@ class RaftDriver:
         if snapshot_id is not None:
             self.sm.load_snapshot(snapshot_id, self._snapshots.read(snapshot_id))
         self._log = MetadataLogStore(self.directory / "__cluster_metadata-0")
-        start = snapshot_id.end_offset if snapshot_id else 0
-        entries = self._log.load(start)
+        # Entries are fsynced by load: the core counts (and acknowledges) all it is given as durable.
+        entries = self._log.load(snapshot_id or EMPTY_SNAPSHOT)
         self.node = RaftNode(
             self.node_id,
             self.voters,
