@@ -58,6 +58,7 @@ class Node:
             self.sm,
             election_timeout_ms=c["controller.quorum.election.timeout.ms"],
             fetch_timeout_ms=c["controller.quorum.fetch.timeout.ms"],
+            on_fatal=lambda _error: self._stop_requested.set(),
         )
         self.controller: ActiveController | None = None
         self.broker_lifecycle: BrokerLifecycleManager | None = None
@@ -72,6 +73,7 @@ class Node:
         self.metrics.add_collector(self._collect)
         self.admin: AdminService | None = None
         self._stopped = asyncio.Event()
+        self._stop_requested = asyncio.Event()  # a signal, or a fatal error of the Raft driver
 
     def _unclean_allowed(self, topic: str) -> bool:
         value = self.sm.image.topic_configs(topic).get("unclean.leader.election.enable")
@@ -349,15 +351,16 @@ class Node:
         log.info("node %d stopped", self.config.node_id)
         self._stopped.set()
 
-    async def run_until_signalled(self) -> None:
+    async def run_until_signalled(self) -> int:
+        """Run until SIGTERM/SIGINT (exit status 0) or a fatal metadata quorum error (1)."""
         loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, self._stop_requested.set)
         await self.start()
-        await stop.wait()
+        await self._stop_requested.wait()
         log.info("node %d stopping", self.config.node_id)
         await self.stop()
+        return 0 if self.driver.failure is None else 1
 
 
 async def _step(name: str, aw: Awaitable[object], timeout: float = STOP_STEP_TIMEOUT_S) -> None:
@@ -379,4 +382,6 @@ def run(config: NodeConfig) -> None:
         format=f"%(asctime)s node-{config.node_id} %(levelname)s %(name)s: %(message)s",
     )
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(Node(config).run_until_signalled())
+        status = runner.run(Node(config).run_until_signalled())
+    if status:
+        raise SystemExit(status)

@@ -9,11 +9,17 @@ same Ready leaves, then committed entries go to the state machine.
 On the wire each request and its response form one unary RPC of the ``Raft`` service. Requests the core sends go
 out on their own tasks and their answers come back through ``step``; requests that arrive are stepped in and the
 RPC waits for the core's answer, matched by type and peer (or by a local correlation id for fetches).
+
+A Ready that cannot be carried out (the metadata log, a snapshot or the quorum-state file fails) is fatal: the
+core cannot be told that only part of it happened, and after a failed fsync nobody knows what the disk holds. The
+driver then stops: it logs one line, gives up leadership, refuses every further input and calls ``on_fatal`` so
+the process exits; a restart reloads what is on disk and makes it durable again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import random
@@ -27,11 +33,20 @@ from typing import Protocol
 import grpc
 
 from odradek.client.connection import ChannelPool
-from odradek.client.errors import ErrorCode
+from odradek.client.errors import ErrorCode, StorageError
 from odradek.controller.quorum import codec
 from odradek.controller.quorum.files import QuorumStateFile, SnapshotStore
 from odradek.controller.quorum.log_store import MetadataLogStore
-from odradek.controller.raft import Entry, LeaderAndEpoch, NotLeaderError, RaftConfig, RaftNode, Ready, Role
+from odradek.controller.raft import (
+    EMPTY_SNAPSHOT,
+    Entry,
+    LeaderAndEpoch,
+    NotLeaderError,
+    RaftConfig,
+    RaftNode,
+    Ready,
+    Role,
+)
 from odradek.controller.raft.messages import (
     BeginQuorumEpoch,
     BeginQuorumEpochResponse,
@@ -51,6 +66,15 @@ from odradek.proto import raft_pb2_grpc
 log = logging.getLogger(__name__)
 
 INCONSISTENT_CLUSTER_ID = ErrorCode.INCONSISTENT_CLUSTER_ID
+
+
+class MetadataLogFailedError(NotLeaderError):
+    """The driver stopped after a fatal error; a NotLeaderError so callers look for the leader elsewhere."""
+
+    def __init__(self, node_id: int, epoch: int, cause: BaseException) -> None:
+        super().__init__(None, epoch)
+        self.args = (f"node {node_id} stopped its metadata quorum after a fatal error: {cause}",)
+
 
 RESPONSES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse, FetchResponse, FetchSnapshotResponse)
 
@@ -83,6 +107,7 @@ class RaftDriver:
         fetch_max_wait_ms: int = 200,
         max_fetch_bytes: int = 1 << 20,
         rng: random.Random | None = None,
+        on_fatal: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.node_id = node_id
         self.voters = voters
@@ -113,6 +138,9 @@ class RaftDriver:
         self._ticker: asyncio.Task | None = None
         self._draining = False
         self.leader = LeaderAndEpoch(None, 0, Role.UNATTACHED)
+        #: Called once with the error that stopped the driver (see the module docstring).
+        self.on_fatal = on_fatal
+        self.failure: BaseException | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -122,8 +150,8 @@ class RaftDriver:
         if snapshot_id is not None:
             self.sm.load_snapshot(snapshot_id, self._snapshots.read(snapshot_id))
         self._log = MetadataLogStore(self.directory / "__cluster_metadata-0")
-        start = snapshot_id.end_offset if snapshot_id else 0
-        entries = self._log.load(start)
+        # Entries are fsynced by load: the core counts (and acknowledges) all it is given as durable.
+        entries = self._log.load(snapshot_id or EMPTY_SNAPSHOT)
         self.node = RaftNode(
             self.node_id,
             self.voters,
@@ -138,7 +166,7 @@ class RaftDriver:
 
     async def stop(self, graceful: bool = True) -> None:
         node = self.node
-        if node is not None and graceful and node.role is Role.LEADER:
+        if node is not None and graceful and node.role is Role.LEADER and self.failure is None:
             node.resign()
             self._drain()
             await asyncio.sleep(self.tick_ms * 2 / 1000)  # let EndQuorumEpoch go out
@@ -157,7 +185,7 @@ class RaftDriver:
 
     async def _tick_loop(self) -> None:
         interval = self.tick_ms / 1000
-        while True:
+        while self.failure is None:
             await asyncio.sleep(interval)
             try:
                 self.node.tick()
@@ -167,14 +195,23 @@ class RaftDriver:
                 log.exception("raft tick failed")
 
     def step(self, message: Message) -> None:
+        self._check_running()
         self.node.step(message)
         self._drain()
+        self._check_running()
 
     def propose(self, data: list[bytes]) -> int:
-        """Append on the leader; returns the last offset. Raises NotLeaderError elsewhere."""
+        """Append on the leader; returns the last offset. Raises NotLeaderError elsewhere (MetadataLogFailedError
+        once the driver has stopped)."""
+        self._check_running()
         offset = self.node.propose(data)
         self._drain()
+        self._check_running()
         return offset
+
+    def _check_running(self) -> None:
+        if self.failure is not None:
+            raise MetadataLogFailedError(self.node_id, self.leader.epoch, self.failure)
 
     async def propose_and_wait(self, data: list[bytes], timeout: float = 10.0) -> int:
         """Propose and wait until committed (and applied); raises NotLeaderError if leadership is lost first."""
@@ -198,12 +235,41 @@ class RaftDriver:
         self._draining = True
         try:
             node = self.node
-            while node.has_ready():
+            while self.failure is None and node.has_ready():
                 ready = node.ready()
-                self._handle(ready)
+                try:
+                    self._handle(ready)
+                except Exception as e:
+                    self._fatal(e)
+                    return
                 node.advance(ready)
         finally:
             self._draining = False
+
+    def _fatal(self, error: BaseException) -> None:
+        """Stop for good: nothing more reaches the core or the disk, and nobody may take this node for leader."""
+        if self.failure is not None:
+            return
+        self.failure = error
+        io = isinstance(error, OSError | StorageError)
+        what = "metadata log I/O error" if io else "error carrying out a Raft Ready"
+        # An I/O error says all there is to say; anything else is a bug and gets its traceback.
+        log.critical("fatal: %s on node %d: %s; stopping", what, self.node_id, error, exc_info=not io)
+        stopped = MetadataLogFailedError(self.node_id, self.leader.epoch, error)
+        self._fail_waiters(stopped)
+        for waiters in self._waiting.values():
+            for future in waiters:
+                if not future.done():
+                    future.set_exception(stopped)
+        self._parked.clear()
+        if self.leader.role is not Role.UNATTACHED or self.leader.leader_id is not None:
+            self.leader = LeaderAndEpoch(None, self.leader.epoch, Role.UNATTACHED)
+            try:
+                self.sm.leader_changed(self.leader)
+            except Exception:
+                log.exception("telling the state machine about the stop failed")
+        if self.on_fatal is not None:
+            self.on_fatal(error)
 
     def _handle(self, ready: Ready) -> None:
         node, store = self.node, self._log
@@ -324,7 +390,8 @@ class RaftDriver:
         except grpc.aio.AioRpcError as e:
             log.debug("raft %s to %s failed: %s", type(m).__name__, m.dst, e.code().name)
             return  # the core resends on its own request timeout
-        self.step(reply)
+        with contextlib.suppress(MetadataLogFailedError):  # stopped meanwhile: the answer has nowhere to go
+            self.step(reply)
 
     async def answer(self, message: Message, response_type: type, key: int, timeout: float) -> Message:
         """Step an incoming request and wait for the core's response to it."""

@@ -7,7 +7,9 @@ itself. So the metadata log gets the same CRCs, recovery and torn-tail handling 
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from odradek.broker.log.config import LogConfig
@@ -15,6 +17,9 @@ from odradek.broker.log.log import Log
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import BatchBuilder
 from odradek.controller.raft.log import Entry
+from odradek.controller.raft.snapshot import EMPTY_SNAPSHOT, SnapshotId
+
+logger = logging.getLogger(__name__)
 
 # Metadata entries are small and few; small segments let snapshots reclaim space soon.
 METADATA_LOG_CONFIG = LogConfig(segment_bytes=16 * 1024 * 1024, retention_ms=-1, retention_bytes=-1)
@@ -26,22 +31,70 @@ def encode_entry(entry: Entry) -> bytes:
     return builder.build()
 
 
+class MetadataLogError(RuntimeError):
+    """The metadata log contradicts itself or its snapshot in a way no crash can cause: refuse to start on it."""
+
+
 class MetadataLogStore:
     def __init__(self, directory: Path) -> None:
         self.log = Log.open(directory, METADATA_LOG_CONFIG)
         if self.log.failure is not None:
             raise self.log.failure
 
-    def load(self, start_offset: int) -> list[Entry]:
-        """Entries from ``start_offset`` (the latest snapshot's end) to the log end, aligning the log start."""
-        log = self.log
-        if log.log_end_offset < start_offset:
-            log.truncate_fully_and_start_at(start_offset)
+    def load(self, snapshot: SnapshotId = EMPTY_SNAPSHOT) -> list[Entry]:
+        """The entries that continue ``snapshot`` (the latest one), made durable before anyone counts them.
+
+        The snapshot supersedes whatever does not continue it: a crash while a downloaded snapshot replaced the log
+        leaves the snapshot next to the old log (or part of it), whose entries may sit behind it, straddle it with
+        other epochs, or stop short of it. Those are dropped, so every instant of an install can restart. What is
+        kept is fsynced here: entries a crash left only in the page cache would otherwise be acknowledged on the
+        strength of a write no fsync ever covered.
+        """
+        log, start = self.log, snapshot.end_offset
+        if log.log_start_offset > start:
+            raise MetadataLogError(
+                f"{log.dir.name}: the log starts at {log.log_start_offset}, after the end of snapshot {snapshot}: "
+                "entries between them are missing"
+            )
+        if not self._holds_end_of(snapshot):
+            if log.log_end_offset > log.log_start_offset:
+                logger.warning(
+                    "%s: entries [%d, %d) do not continue snapshot %s; the snapshot replaces them",
+                    log.dir.name,
+                    log.log_start_offset,
+                    log.log_end_offset,
+                    snapshot,
+                )
+            log.truncate_fully_and_start_at(start)
             return []
-        if log.log_start_offset < start_offset:
-            self.trim_prefix(start_offset)
+        if log.log_start_offset < start:
+            self.trim_prefix(start)
         entries = []
-        offset = start_offset
+        for entry in self._read(start):
+            last_epoch = entries[-1].epoch if entries else snapshot.epoch
+            if entry.offset != start + len(entries) or entry.epoch < last_epoch:
+                raise MetadataLogError(
+                    f"{log.dir.name}: entry at {entry.offset} (epoch {entry.epoch}) does not follow offset "
+                    f"{start + len(entries) - 1} (epoch {last_epoch})"
+                )
+            entries.append(entry)
+        log.flush()
+        return entries
+
+    def _holds_end_of(self, snapshot: SnapshotId) -> bool:
+        """Whether the log goes on from ``snapshot``: it starts at its end offset (reset or trimmed for it) or
+        holds its last entry. Only then do the entries after it belong to the same history (log matching)."""
+        log, start = self.log, snapshot.end_offset
+        if log.log_start_offset == start:
+            return True
+        if log.log_end_offset < start:
+            return False
+        last = next(self._read(start - 1), None)
+        return last is not None and last.offset == start - 1 and last.epoch == snapshot.epoch
+
+    def _read(self, offset: int) -> Iterator[Entry]:
+        """Entries from the batch holding ``offset`` on (offsets as stored, gaps included)."""
+        log = self.log
         while offset < log.log_end_offset:
             data = log.read(offset, 1 << 20)
             for batch in read_batches(data.records):
@@ -49,11 +102,10 @@ class MetadataLogStore:
                 if h.base_offset < offset:
                     continue
                 record = batch.records()[0]
-                entries.append(Entry(h.base_offset, h.partition_leader_epoch, record.value or b"", h.is_control))
+                yield Entry(h.base_offset, h.partition_leader_epoch, record.value or b"", h.is_control)
             if data.next_offset <= offset:
                 raise RuntimeError(f"metadata log cannot be read at offset {offset}")
             offset = data.next_offset
-        return entries
 
     def append(self, entries: list[Entry]) -> None:
         self.log.append_as_follower(b"".join(encode_entry(e) for e in entries))
