@@ -34,6 +34,13 @@ NO_PRODUCER_ID = NO_PRODUCER_EPOCH = -1
 MAX_PRODUCER_EPOCH = 32766
 
 
+# Fetch errors answered with the current leader, so the consumer need not ask for metadata (OFFSET_NOT_AVAILABLE:
+# the leader is right, only its high watermark is catching up).
+_HINTED_FETCH_ERRORS = frozenset(
+    {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.OFFSET_NOT_AVAILABLE}
+)
+
+
 def _leader_hint(image: MetadataImage, topic: str, partition: int) -> common_pb2.LeaderHint | None:
     state = image.partition(topic, partition)
     if state is None:
@@ -214,7 +221,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     r = add(
                         partition=index, error=e.code, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1
                     )
-                    if e.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+                    if e.code in _HINTED_FETCH_ERRORS:
                         hint = _leader_hint(self.image, name, index)
                         if hint is not None:
                             r.current_leader.CopyFrom(hint)
@@ -362,15 +369,18 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     @staticmethod
     def _offset_for(partition: Partition, timestamp: int) -> tuple[int, int]:
+        """The answer for one partition. While a new leader's high watermark catches up, LATEST (and a timestamp
+        not found below it) is OFFSET_NOT_AVAILABLE rather than an end older than one already given out."""
         log_ = partition.log
         if timestamp == EARLIEST:
             return log_.log_start_offset, -1
         if timestamp == LATEST:
-            return log_.high_watermark, -1
+            return partition.visible_high_watermark(), -1
         if timestamp < 0:
             raise InvalidRequestError(f"unsupported ListOffsets timestamp {timestamp}")
         found = log_.offset_for_timestamp(timestamp)
         if found is None or found >= log_.high_watermark:
+            partition.visible_high_watermark()  # -1 only once the high watermark is the real one
             return -1, -1
         return found, timestamp
 

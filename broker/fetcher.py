@@ -2,10 +2,13 @@
 
 Each round is one Fetch RPC carrying all of the leader's partitions (DESIGN.md §2: few, large RPCs) with this
 broker's replica id and epoch, each partition's fetch offset (our log end offset) and last fetched epoch. The
-leader long-polls until it has new data. Per partition the answer is applied by ``Partition``: truncate on a
-diverging epoch, append, take the high watermark. A partition whose leader or epoch changed leaves its fetcher
-at once and joins the new leader's (``assign``); one the leader refuses (not leader, epoch mismatch) pauses for
-``replica.fetch.backoff.ms`` or until new metadata moves it, whichever comes first.
+leader long-polls until it has new data. Per partition the answer is applied by ``apply_fetched``
+(fetch_response.py) against the position the request was sent at: an answer to a position the partition has
+since left (truncation, restart, new leader epoch) is dropped and asked again; otherwise truncate on a diverging
+epoch, append, take the high watermark. A partition whose leader or epoch changed leaves its fetcher at once and
+joins the new leader's (``assign``); one the leader refuses (not leader, epoch mismatch) pauses for
+``replica.fetch.backoff.ms`` or until new metadata moves it, whichever comes first. A partition whose log went
+offline (a disk error) leaves the fetcher; the others keep replicating.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from dataclasses import dataclass
 
 import grpc
 
-from odradek.broker.partition import Divergence, Partition
+from odradek.broker.fetch_response import Append, FetchedPartition, FetchPosition, Refused, Stale, apply_fetched
+from odradek.broker.partition import Partition
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.controller.metadata.image import MetadataImage
@@ -74,26 +78,34 @@ class LeaderFetcher:
         self._task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
 
-    def _request(self) -> pb.FetchRequest | None:
+    def _request(self) -> tuple[pb.FetchRequest, dict[Key, FetchPosition]] | None:
+        """The next request and, per partition, the position it was sent at (None when nothing to fetch)."""
         config = self.manager.config
         topics: dict[str, list[pb.FetchPartition]] = {}
-        for key, p in self.partitions.items():
+        sent: dict[Key, FetchPosition] = {}
+        for key, p in list(self.partitions.items()):
             if key in self.parked:
                 continue
-            offset, epoch = p.fetch_position()
+            try:
+                offset, epoch = p.fetch_position()  # raises the log's error once it is offline
+                log_start = p.log.log_start_offset
+            except Exception as e:
+                self._failed(key, p, e)
+                continue
+            sent[key] = FetchPosition(offset, epoch, p.leader_epoch)
             topics.setdefault(key[0], []).append(
                 pb.FetchPartition(
                     partition=key[1],
                     current_leader_epoch=p.leader_epoch,
                     fetch_offset=offset,
                     last_fetched_epoch=epoch,
-                    log_start_offset=p.log.log_start_offset,
+                    log_start_offset=log_start,
                     partition_max_bytes=config.partition_max_bytes,
                 )
             )
         if not topics:
             return None
-        return pb.FetchRequest(
+        request = pb.FetchRequest(
             replica_id=self.manager.broker_id,
             replica_epoch=self.manager.broker_epoch(),
             max_wait_ms=config.max_wait_ms,
@@ -101,18 +113,20 @@ class LeaderFetcher:
             max_bytes=config.response_max_bytes,
             topics=[pb.FetchTopic(name=name, partitions=parts) for name, parts in topics.items()],
         )
+        return request, sent
 
     async def _run(self) -> None:
         backoff = self.manager.config.backoff_ms / 1000
         while True:
-            request = self._request()
+            built = self._request()
             address = self.manager.address_of(self.leader_id)
-            if request is None or address is None:
+            if built is None or address is None:
                 self._changed.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(backoff):  # not wait_for: in 3.11 it can swallow a cancel
                         await self._changed.wait()
                 continue
+            request, sent = built
             stub = broker_pb2_grpc.BrokerStub(self.manager.pool.get(address))
             timeout = self.manager.config.max_wait_ms / 1000 + 10
             try:
@@ -125,46 +139,52 @@ class LeaderFetcher:
                 log.warning("broker %d refused our fetch: %s", self.leader_id, ErrorCode.Name(response.error))
                 await asyncio.sleep(backoff)
                 continue
-            try:
-                self._apply(response)
-            except Exception:  # a bug here must not stop replication from this leader for good
-                log.exception("applying a fetch from broker %d failed", self.leader_id)
-                await asyncio.sleep(backoff)
+            self._apply(response, sent)
 
-    def _apply(self, response: pb.FetchResponse) -> None:
+    def _apply(self, response: pb.FetchResponse, sent: dict[Key, FetchPosition]) -> None:
         for t in response.topics:
             for r in t.partitions:
                 key = (t.name, r.partition)
                 p = self.partitions.get(key)
-                if p is None:
-                    continue  # moved to another leader while the fetch was out
+                position = sent.get(key)
+                if p is None or position is None:
+                    continue  # moved to another leader while the fetch was out, or not asked for
                 try:
-                    self._apply_partition(key, p, r)
-                except OdradekError as e:
-                    log.warning("%s: cannot apply fetched data: %s", p, e)
-                    self.parked.add(key)
-                    self.manager.retry_later(key, p)
+                    self._apply_partition(key, p, position, r)
+                except Exception as e:
+                    self._failed(key, p, e)
 
-    def _apply_partition(self, key: Key, p: Partition, r: pb.FetchPartitionResponse) -> None:
-        if r.error == ErrorCode.NONE:
-            if r.HasField("diverging_epoch"):
-                p.truncate_to_leader(Divergence(r.diverging_epoch.epoch, r.diverging_epoch.end_offset))
-                return
-            p.append_as_follower(r.records, r.high_watermark)
-            self.manager.lag[key] = max(0, r.log_end_offset - p.log.log_end_offset)
-        elif r.error == ErrorCode.OFFSET_OUT_OF_RANGE:
-            if p.log.log_end_offset < r.log_start_offset:
-                p.reset_to_leader_start(r.log_start_offset)
-            else:  # ahead of the leader without a divergence answer: keep what the leader has
-                p.truncate_to_leader(Divergence(-1, r.log_end_offset))
-        else:
+    def _failed(self, key: Key, p: Partition, error: Exception) -> None:
+        """One partition failed; the others keep replicating. An offline log (a disk error) leaves the fetcher
+        (new metadata may assign it again); anything else pauses the partition for the backoff."""
+        if p.log.offline:
+            log.error("%s: log offline, no longer fetched from broker %d: %s", p, self.leader_id, error)
+            self.remove(key)
+            self.manager.lag.pop(key, None)
+        elif isinstance(error, OdradekError):
+            log.warning("%s: cannot apply fetched data: %s", p, error)
+            self._park(key, p)
+        else:  # a bug must not stop replication of the other partitions from this leader
+            log.error("%s: fetching from broker %d failed", p, self.leader_id, exc_info=error)
+            self._park(key, p)
+
+    def _park(self, key: Key, p: Partition) -> None:
+        self.parked.add(key)
+        self.manager.retry_later(key, p)
+
+    def _apply_partition(self, key: Key, p: Partition, sent: FetchPosition, r: pb.FetchPartitionResponse) -> None:
+        action = apply_fetched(p, sent, FetchedPartition.from_proto(r))
+        if isinstance(action, Append):
+            self.manager.lag[key] = max(0, action.leader_log_end_offset - p.log.log_end_offset)
+        elif isinstance(action, Stale):
+            log.debug("%s: dropped an answer for %s, now at %s", p, action.sent, action.current)
+        elif isinstance(action, Refused):
             # Typically one of us has not applied the latest metadata yet (NOT_LEADER_OR_FOLLOWER, a leader epoch
             # mismatch, a partition not created yet): new metadata moves the partition (``assign``), and if none
             # comes because we are the ones ahead, the retry after the backoff finds the leader caught up.
-            level = logging.DEBUG if r.error in _METADATA_LAG else logging.WARNING
-            log.log(level, "%s: broker %d answered %s", p, self.leader_id, ErrorCode.Name(r.error))
-            self.parked.add(key)
-            self.manager.retry_later(key, p)
+            level = logging.DEBUG if action.error in _METADATA_LAG else logging.WARNING
+            log.log(level, "%s: broker %d answered %s", p, self.leader_id, ErrorCode.Name(action.error))
+            self._park(key, p)
 
 
 class ReplicaFetcherManager:

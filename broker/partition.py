@@ -26,6 +26,7 @@ from odradek.client.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
@@ -183,10 +184,27 @@ class Partition:
             self._acks.append((offset, future))
         return future
 
+    def visible_high_watermark(self, client_epoch: int = -1) -> int:
+        """The high watermark clients may see (consumer fetches, ListOffsets).
+
+        A new leader starts with the high watermark it had as a follower, which lags the previous leader's; it
+        catches up once its followers fetch at the new epoch. Until it reaches the start of this leader epoch it
+        answers OFFSET_NOT_AVAILABLE (retriable), as Kafka does, so no client ever sees the end of the partition
+        move backwards or committed records disappear."""
+        state = self.check_leader(client_epoch)
+        hw = self.log.high_watermark
+        if hw < state.epoch_start_offset:
+            raise OffsetNotAvailableError(
+                f"{self.topic}-{self.partition}: high watermark {hw} is below {state.epoch_start_offset}, the start of"
+                f" leader epoch {self.leader_epoch}"
+            )
+        return hw
+
     def read(self, offset: int, max_bytes: int, client_epoch: int = -1) -> FetchData:
-        """A consumer read: whole batches below the high watermark."""
-        self.check_leader(client_epoch)
-        return self.log.read(offset, max_bytes, max_offset=self.log.high_watermark)
+        """A consumer read: whole batches below the high watermark (OFFSET_NOT_AVAILABLE while a new leader's
+        high watermark catches up, see ``visible_high_watermark``)."""
+        hw = self.visible_high_watermark(client_epoch)
+        return self.log.read(offset, max_bytes, max_offset=hw)
 
     def read_for_follower(
         self,

@@ -30,6 +30,7 @@ T = TypeVar("T")
 EARLIEST, LATEST = -2, -1
 _RETRY_ON_NODE = {ErrorCode.NOT_CONTROLLER, ErrorCode.COORDINATOR_NOT_AVAILABLE}
 ELECTION_TYPES = {"preferred": pb.PREFERRED, "unclean": pb.UNCLEAN}
+_OFFSET_RETRY_BACKOFF_S = 0.1  # ListOffsets answered OFFSET_NOT_AVAILABLE: ask again after this
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,10 @@ class ReassignmentResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"topic": self.topic, "partition": self.partition, "error": self.error}
+
+
+def _offset_or_unknown(answer: bpb.ListOffsetsPartitionResponse) -> int:
+    return answer.offset if answer.error == ErrorCode.NONE else -1
 
 
 def _code_name(code: int) -> str | None:
@@ -395,35 +400,49 @@ class AsyncAdmin:
     async def _partition_offsets(
         self, topic: str, leaders: dict[int, int], brokers: Mapping[int, str]
     ) -> dict[int, tuple[int, int]]:
-        """(log start offset, high watermark) per partition, asked of each partition's leader (-1 if unknown)."""
+        """(log start offset, high watermark) per partition, asked of each partition's leader (-1 if unknown). A
+        partition whose new leader answers OFFSET_NOT_AVAILABLE is asked again until the RPC timeout."""
         by_leader: dict[int, list[int]] = {}
         for partition, leader in leaders.items():
             if leader in brokers:
                 by_leader.setdefault(leader, []).append(partition)
 
         async def ask(leader: int, partitions: list[int]) -> dict[int, tuple[int, int]]:
-            request = bpb.ListOffsetsRequest(
-                topics=[
-                    bpb.ListOffsetsTopic(
-                        name=topic,
-                        partitions=[
-                            bpb.ListOffsetsPartition(partition=p, timestamp=ts, current_leader_epoch=-1)
-                            for p in partitions
-                            for ts in (EARLIEST, LATEST)
-                        ],
-                    )
-                ]
-            )
-            try:
-                r = await broker_pb2_grpc.BrokerStub(self._pool.get(brokers[leader])).ListOffsets(
-                    request, timeout=self._rpc_timeout()
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self._rpc_timeout()
+            offsets: dict[int, tuple[int, int]] = {}
+            while True:
+                request = bpb.ListOffsetsRequest(
+                    topics=[
+                        bpb.ListOffsetsTopic(
+                            name=topic,
+                            partitions=[
+                                bpb.ListOffsetsPartition(partition=p, timestamp=ts, current_leader_epoch=-1)
+                                for p in partitions
+                                for ts in (EARLIEST, LATEST)
+                            ],
+                        )
+                    ]
                 )
-            except grpc.aio.AioRpcError:
-                return {}
-            found: dict[int, list[int]] = {}
-            for answer in r.topics[0].partitions:
-                found.setdefault(answer.partition, []).append(answer.offset if answer.error == ErrorCode.NONE else -1)
-            return {p: (v[0], v[1]) for p, v in found.items() if len(v) == 2}
+                try:
+                    r = await broker_pb2_grpc.BrokerStub(self._pool.get(brokers[leader])).ListOffsets(
+                        request, timeout=max(0.1, deadline - loop.time())
+                    )
+                except grpc.aio.AioRpcError:
+                    return offsets
+                found: dict[int, list[bpb.ListOffsetsPartitionResponse]] = {}
+                for answer in r.topics[0].partitions:
+                    found.setdefault(answer.partition, []).append(answer)
+                # OFFSET_NOT_AVAILABLE: a new leader's high watermark is catching up; it answers within moments.
+                waiting = [p for p, v in found.items() if any(a.error == ErrorCode.OFFSET_NOT_AVAILABLE for a in v)]
+                give_up = not waiting or loop.time() + _OFFSET_RETRY_BACKOFF_S >= deadline
+                for p, v in found.items():
+                    if len(v) == 2 and (give_up or p not in waiting):
+                        offsets[p] = (_offset_or_unknown(v[0]), _offset_or_unknown(v[1]))
+                if give_up:
+                    return offsets
+                partitions = waiting
+                await asyncio.sleep(_OFFSET_RETRY_BACKOFF_S)
 
         results = await asyncio.gather(*(ask(leader, parts) for leader, parts in by_leader.items()))
         return {p: v for result in results for p, v in result.items()}

@@ -92,6 +92,13 @@ class InvalidRequestError(OdradekError):
     code = ErrorCode.INVALID_REQUEST
 
 
+class OffsetNotAvailableError(OdradekError):
+    """A new leader's high watermark is still below the start of its leader epoch: the offsets it could answer
+    would be older than ones the previous leader gave out. Retriable: it catches up once its followers fetch."""
+
+    code = ErrorCode.OFFSET_NOT_AVAILABLE
+
+
 class NoOffsetForPartitionError(OffsetOutOfRangeError):
     """A consumer has no position for a partition and ``auto.offset.reset`` is ``none``."""
 
@@ -175,6 +182,7 @@ _BY_CODE: dict[int, type[OdradekError]] = {
         CorruptRecordError,
         RecordTooLargeError,
         OffsetOutOfRangeError,
+        OffsetNotAvailableError,
         UnknownTopicOrPartitionError,
         NotLeaderOrFollowerError,
         StorageError,

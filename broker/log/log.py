@@ -499,8 +499,11 @@ class Log:
     def append_as_follower(self, buf: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches copied from the leader, offsets and epochs as they are.
 
-        The first batch must start at or after the log end offset and offsets must increase from batch to batch
-        (gaps are allowed: compaction leaves them). New epochs in the batch headers enter the epoch cache.
+        The first batch must start exactly at the log end offset: a fetch answers the offset it asked for, so a
+        batch starting anywhere else belongs to an older request (one sent before a truncation or reset) and
+        appending it would leave a hole a leader could count as replicated. Each later batch must start where the
+        one before it ends (a leader's log has no gaps: nothing compacts it). New epochs in the batch headers
+        enter the epoch cache.
         """
         view = memoryview(buf)
         batches = validate_for_append(buf, view, _NO_LIMIT, False)
@@ -515,9 +518,11 @@ class Log:
             expected = self.log_end_offset
             max_ts, max_ts_offset, records = -1, first, 0
             for base, _, delta, batch_max_ts, count, _, _, _, _ in batches:
-                if base < expected:
+                if base != expected:
                     raise UnexpectedAppendOffsetError(
-                        f"{self.dir.name}: batch at offset {base} does not follow offset {expected - 1}"
+                        f"{self.dir.name}: batch at offset {base} does not start at the log end offset {expected}"
+                        if expected == self.log_end_offset
+                        else f"{self.dir.name}: batch at offset {base} does not follow offset {expected - 1}"
                     )
                 expected = base + delta + 1
                 if batch_max_ts > max_ts:

@@ -50,6 +50,7 @@ class FakeCluster:
         self.stale_metadata: dict[tuple[str, int], int] = {}  # Metadata answers with this leader instead
         self.produce_errors: dict[tuple[str, int], deque[int]] = {}
         self.fetch_errors: dict[tuple[str, int], deque[int]] = {}
+        self.list_offsets_errors: dict[tuple[str, int], deque[int]] = {}  # one code per partition asked
         self.requests: Counter[tuple[int, str]] = Counter()  # (node, rpc) -> count
         self.produce_delay = 0.0  # seconds each Produce takes before answering
         self.next_producer_id = 999
@@ -104,6 +105,10 @@ class FakeCluster:
     def inject_fetch_error(self, topic: str, partition: int, *codes: int) -> None:
         with self.lock:
             self.fetch_errors.setdefault((topic, partition), deque()).extend(codes)
+
+    def inject_list_offsets_error(self, topic: str, partition: int, *codes: int) -> None:
+        with self.lock:
+            self.list_offsets_errors.setdefault((topic, partition), deque()).extend(codes)
 
     def append(self, topic: str, partition: int, records: bytes) -> int:
         """Append batches as a producer would; return the first offset."""
@@ -330,7 +335,7 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
                 results = []
                 for lp in t.partitions:
                     p = self._partition(t.name, lp.partition)
-                    error = self._leader_error(t.name, lp.partition, p, {})
+                    error = self._leader_error(t.name, lp.partition, p, cluster.list_offsets_errors)
                     offset = -1
                     if error == ErrorCode.NONE:
                         assert p is not None

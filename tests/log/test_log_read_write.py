@@ -148,22 +148,39 @@ def test_offset_for_timestamp(open_log: Callable[..., Log], tmp_path: Path, smal
         log.close()
 
 
-def test_follower_append_keeps_offsets_and_rejects_going_back(
+def test_follower_append_keeps_offsets_and_refuses_anything_but_the_log_end(
     open_log: Callable[..., Log], tmp_path: Path, small_config: LogConfig
 ) -> None:
     log = open_log(tmp_path / "t-0", small_config)
     info = log.append_as_follower(make_batch(3, base_offset=0, epoch=4) + make_batch(2, base_offset=3, epoch=4))
     assert (info.first_offset, info.last_offset, info.batch_count) == (0, 4, 2)
-    # a gap (left by compaction on the leader) is fine
-    log.append_as_follower(make_batch(1, base_offset=9, epoch=6))
-    assert log.log_end_offset == 10
-    assert log.epoch_entries() == [(4, 0), (6, 9)]
-    for bad in (make_batch(1, base_offset=9), make_batch(2, base_offset=10) + make_batch(1, base_offset=11)):
-        with pytest.raises(UnexpectedAppendOffsetError):
+    log.append_as_follower(make_batch(1, base_offset=5, epoch=6))
+    assert log.log_end_offset == 6
+    assert log.epoch_entries() == [(4, 0), (6, 5)]
+    for bad in (
+        make_batch(1, base_offset=5),  # going back
+        make_batch(1, base_offset=9),  # a hole: the answer to a fetch from before a truncation
+        make_batch(2, base_offset=6) + make_batch(1, base_offset=9),  # a hole between batches
+        make_batch(2, base_offset=6) + make_batch(1, base_offset=7),  # overlapping batches
+    ):
+        with pytest.raises(UnexpectedAppendOffsetError) as e:
             log.append_as_follower(bad)
-    assert log.log_end_offset == 10
-    assert [parse_header(b).base_offset for b in read_all(log, 1 << 20)] == [0, 3, 9]
-    assert log.read(5, 1).first_offset == 9  # an offset in the gap reads the next batch
+        assert e.value.code_name == "INVALID_REQUEST"
+    assert log.log_end_offset == 6 and log.failure is None
+    assert [parse_header(b).base_offset for b in read_all(log, 1 << 20)] == [0, 3, 5]
+    assert log.epoch_entries() == [(4, 0), (6, 5)]
+
+
+def test_follower_append_in_parts_refuses_a_hole_before_writing_anything(
+    open_log: Callable[..., Log], tmp_path: Path
+) -> None:
+    """A fetch larger than a segment is appended in runs; a stale one is refused before the first run."""
+    log = open_log(tmp_path / "t-0", LogConfig(segment_bytes=1024))
+    log.append_as_follower(make_batch(1, base_offset=0))
+    batches = [make_batch([b"v" * 300], base_offset=10 + i) for i in range(6)]  # > one segment, starts at 10
+    with pytest.raises(UnexpectedAppendOffsetError):
+        log.append_as_follower(b"".join(batches))
+    assert log.log_end_offset == 1 and log.num_segments == 1
 
 
 def test_append_info(open_log: Callable[..., Log], tmp_path: Path, small_config: LogConfig) -> None:
