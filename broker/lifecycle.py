@@ -43,6 +43,7 @@ class BrokerLifecycleManager:
         session_timeout_ms: int = 9000,
         previous_broker_epoch: int = -1,
         offline: Callable[[], tuple[Sequence[str], Mapping[bytes, Sequence[int]]]] = lambda: ((), {}),
+        on_registered: Callable[[], None] = lambda: None,
     ) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
@@ -59,6 +60,7 @@ class BrokerLifecycleManager:
         # The epoch of this broker's last clean shutdown (-1: unclean); a re-registration of this process reports
         # the epoch it holds, since nothing was lost in between.
         self.previous_broker_epoch = previous_broker_epoch
+        self.on_registered = on_registered
         self.fenced = True
         self.session_timeout = session_timeout_ms / 1000
         self.session_renewed = time.monotonic()  # send time of the last heartbeat the controller answered
@@ -129,6 +131,7 @@ class BrokerLifecycleManager:
                     self.broker_epoch = response.broker_epoch
                     self.registered.set()
                     log.info("broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
+                    self.on_registered()
                     return
                 log.warning("registration refused: %s %s", ErrorCode.Name(response.error), response.error_message)
             await asyncio.sleep(min(self.interval, 0.5))

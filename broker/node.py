@@ -145,6 +145,7 @@ class Node:
                 session_timeout_ms=c["broker.session.timeout.ms"],
                 previous_broker_epoch=self.logs.clean_shutdown_epoch,
                 offline=self._offline_report,
+                on_registered=lambda: self.replicas.publish(self.sm.image),
             )
             self.fetchers = ReplicaFetcherManager(
                 c.node_id,
@@ -170,8 +171,9 @@ class Node:
                 isr_changes=self.isr_changes.submit,
                 metrics=self.metrics,
                 unsafe_bug=c["unsafe.testing.bug"],
+                registered_epoch=lambda: lifecycle_manager.broker_epoch,
             )
-            self.sm.on_change(self.replicas.apply)
+            self.sm.on_change(self.replicas.publish)
             loop = asyncio.get_running_loop()
             self.logs.on_dir_offline(lambda d: loop.call_soon_threadsafe(self._log_dir_offline, d))
             if self._all_log_dirs_offline():

@@ -72,9 +72,13 @@ class ReplicaManager:
         isr_changes: Callable[[Partition, IsrChange], None] = lambda p, c: None,
         metrics: NodeMetrics | None = None,
         unsafe_bug: str = "",
+        registered_epoch: Callable[[], int] | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.unsafe_bug = unsafe_bug
+        # The broker epoch of this process's registration (-1 until registered); None applies metadata at once.
+        self._registered_epoch = registered_epoch or (lambda: -1)
+        self._published = registered_epoch is None
         self.logs = logs
         self.base_config = base_config
         self.min_isr_default = min_isr_default
@@ -104,6 +108,26 @@ class ReplicaManager:
     def min_isr(self, configs: Mapping[str, str]) -> int:
         value = configs.get("min.insync.replicas")
         return int(value) if value is not None else self.min_isr_default
+
+    def publish(self, image: MetadataImage, delta: MetadataDelta | None = None) -> None:
+        """The metadata listener (every committed change, and once when this broker has registered).
+
+        Nothing is applied to the partitions until the image holds this broker's own registration: the metadata
+        before it is the previous incarnation's, and a restarted broker (perhaps with lost writes or a wiped disk)
+        must never take up its old leaderships, which other replicas would follow and truncate to. The registration
+        batch moves them away if the old incarnation still held them, so from there on the image is this
+        incarnation's, applied whole the first time.
+        """
+        self.image = image
+        if not self._published:
+            epoch = self._registered_epoch()
+            if epoch < 0 or image.offset < epoch:
+                return
+            self._published = True
+            delta = MetadataDelta(image)
+            delta.changed_topics.update(image.topics)
+        if delta is not None:
+            self.apply(image, delta)
 
     def apply(self, image: MetadataImage, delta: MetadataDelta) -> None:
         """Bring hosted partitions in line with ``image`` (called for every committed metadata change)."""

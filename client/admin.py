@@ -87,6 +87,9 @@ class PartitionInfo:
     adding_replicas: list[int] = field(default_factory=list)  # non-empty while a reassignment is in progress
     removing_replicas: list[int] = field(default_factory=list)
     offline: bool = False  # no leader, or its leader is fenced
+    elr: list[int] = field(default_factory=list)  # eligible leader replicas: out of the ISR, still hold all committed
+    last_known_elr: list[int] = field(default_factory=list)  # offline with neither ISR nor ELR: who last held it all
+    last_known_leader: int = -1  # while leaderless: the last leader
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,9 @@ def _partition_info(
         adding_replicas=list(p.adding_replicas),
         removing_replicas=list(p.removing_replicas),
         offline=p.leader not in available,
+        elr=list(p.eligible_leader_replicas),
+        last_known_elr=list(p.last_known_elr),
+        last_known_leader=p.last_known_leader if p.leader < 0 else -1,
     )
 
 

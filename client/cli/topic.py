@@ -52,7 +52,10 @@ def partition_status(p: dict[str, Any]) -> str:
     """What needs an operator's eye in one partition, for the human table ('ok' when nothing does)."""
     marks = []
     if p.get("offline"):
-        marks.append("OFFLINE")
+        last = p.get("last_known_leader", -1)
+        marks.append("OFFLINE" + (f" (last leader {last})" if last >= 0 else ""))
+        if not p["isr"] and not p.get("elr") and p.get("last_known_elr"):
+            marks.append(f"NEEDS RECOVERY (last known ELR {p['last_known_elr']}: leader elect --unclean)")
     if p["under_replicated"]:
         marks.append("UNDER-REPLICATED")
     if p.get("adding_replicas") or p.get("removing_replicas"):
@@ -71,6 +74,7 @@ def render_topic(data: dict[str, Any]) -> str:
             "epoch": p["leader_epoch"],
             "replicas": p["replicas"],
             "isr": p["isr"],
+            "elr": p.get("elr", []),
             "log_start": p["log_start_offset"],
             "high_watermark": p["high_watermark"],
             "status": partition_status(p),
