@@ -1,0 +1,118 @@
+"""The invariants checked after every step of the simulation (and the client-side ones in clients.py).
+
+1. No acknowledged acks=all record is missing from the log of an elected leader once it leads (offset and value).
+2. High watermarks and leader epochs never go backwards as clients see them (checked by the consumers).
+3. Committed ISR members (live, registered in their current incarnation) hold everything below the leader's high
+   watermark, record for record.
+4. At most one broker leads a partition at a leader epoch, and that epoch's leader is the one committed metadata
+   elected.
+"""
+
+from __future__ import annotations
+
+from broker_model import SimBroker
+from clients import Producer, read_values
+from controller_model import TOPIC, SimController
+from world import World
+
+from odradek.broker.partition import Partition
+
+
+class Invariants:
+    def __init__(self, world: World, ctl: SimController, brokers: dict[int, SimBroker], producers: list[Producer]):
+        self.world = world
+        self.ctl = ctl
+        self.brokers = brokers
+        self.producers = producers
+        self._leaders: dict[tuple[int, int], int] = {}
+        self._complete: dict[Partition, int] = {}  # leader replica -> acknowledged records verified on it
+        self._in_sync: dict[tuple[Partition, Partition], tuple[int, int]] = {}  # -> (truncations, verified below)
+
+    def check(self) -> None:
+        for b in self.brokers.values():
+            if b.proc is None:
+                continue
+            for i, p in b.proc.partitions.items():
+                if p.is_leader:
+                    self._one_leader(b, i, p)
+                    self._leader_complete(b, i, p)
+        for i in range(len(self.producers)):
+            self._isr_in_sync(i)
+
+    def _one_leader(self, b: SimBroker, i: int, p: Partition) -> None:
+        key = (i, p.leader_epoch)
+        who = self._leaders.setdefault(key, b.id)
+        if who != b.id:
+            self.world.fail(
+                "two-leaders",
+                "two leaders at one leader epoch (invariant 4)",
+                f"p{i} epoch {p.leader_epoch}: B{who} and B{b.id}",
+            )
+        elected = self.ctl.elected.get(key)
+        if elected is None or elected[0] != b.id:
+            self.world.fail(
+                "not-elected",
+                "a leader committed metadata did not elect (invariant 4)",
+                f"B{b.id} leads p{i} at epoch {p.leader_epoch}; committed metadata elected {elected}",
+            )
+        elif elected[1] != b.proc.incarnation:
+            self.world.fail(
+                "stale-incarnation",
+                "a restarted broker leads at an epoch elected for its previous incarnation (invariant 4)",
+                f"B{b.id} (incarnation {b.generation}) leads p{i} at epoch {p.leader_epoch}, committed metadata "
+                "elected an earlier incarnation of it",
+            )
+
+    def _leader_complete(self, b: SimBroker, i: int, p: Partition) -> None:
+        acked = self.producers[i].acked
+        start = self._complete.get(p, 0)
+        if start >= len(acked):
+            return
+        for a in acked[start:]:
+            have = read_values(p.log, a.offset, a.offset + 1).get(a.offset)
+            if have != a.value:
+                self.world.fail(
+                    "missing-acked",
+                    "acknowledged record missing from the leader (invariant 1)",
+                    f"B{b.id} leads p{i} at epoch {p.leader_epoch} (log [{p.log.log_start_offset}, "
+                    f"{p.log.log_end_offset}), hw {p.log.high_watermark}) but offset {a.offset} holds {have!r}, "
+                    f"acknowledged as {a.value!r} at t={a.at}",
+                )
+        self._complete[p] = len(acked)
+
+    def _isr_in_sync(self, i: int) -> None:
+        state = self.ctl.image.partition(TOPIC, i)
+        leader = self.brokers.get(state.leader)
+        if leader is None or leader.proc is None:
+            return
+        lp = leader.proc.partitions.get(i)
+        if lp is None or not lp.is_leader or lp.leader_epoch != state.leader_epoch:
+            return
+        hw = lp.log.high_watermark
+        for r in state.isr:
+            member = self.brokers[r]
+            if r == leader.id or member.proc is None:
+                continue
+            registration = self.ctl.image.brokers.get(r)
+            if registration is None or registration.incarnation_id != member.proc.incarnation:
+                continue
+            rp = member.proc.partitions.get(i)
+            if rp is None:
+                continue
+            truncations = rp.log._truncations  # a truncation forces a full comparison again
+            done_truncations, below = self._in_sync.get((lp, rp), (-1, 0))
+            start = below if done_truncations == truncations else lp.log.log_start_offset
+            if start >= hw:
+                continue
+            want = read_values(lp.log, start, hw)
+            have = read_values(rp.log, start, hw)
+            if want != have:
+                missing = sorted(o for o in want if have.get(o) != want[o])
+                self.world.fail(
+                    "isr-lacks",
+                    "a committed ISR member lacks records below the high watermark (invariant 3)",
+                    f"p{i}: leader B{leader.id} at epoch {lp.leader_epoch} has hw {hw}; committed ISR "
+                    f"{list(state.isr)} (partition epoch {state.partition_epoch}); B{r} (log "
+                    f"[{rp.log.log_start_offset}, {rp.log.log_end_offset})) lacks offsets {missing[:10]}",
+                )
+            self._in_sync[(lp, rp)] = (truncations, hw)
