@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING
 from controller_model import TOPIC, SimController
 from world import CONTROLLER, Network, World
 
+from odradek.broker.fetch_response import FetchedPartition, FetchPosition, apply_fetched
 from odradek.broker.isr_changes import IsrChangeBatcher
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.log import Log
-from odradek.broker.partition import Divergence, FollowerRead, Partition
+from odradek.broker.partition import FollowerRead, Partition
 from odradek.broker.replication import IsrChange
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.controller.isr import IsrItem
@@ -54,25 +55,26 @@ class FetchResponse:
 
 
 def apply_fetch_response(p: Partition, request: FetchRequest, response: FetchResponse) -> str:
-    """The ONE place a follower applies a fetch answer (what broker/fetcher.py does with it); returns what it did.
-
-    It takes any answer that reaches this process, including a stale one (duplicated, or late after a timeout)."""
+    """The ONE place a follower applies a fetch answer: the fetcher's own sans-I/O step (broker/fetch_response.py),
+    fed any answer that reaches this process, including a stale one (duplicated, or late after a timeout)."""
+    sent = FetchPosition(request.fetch_offset, request.last_fetched_epoch, request.leader_epoch)
+    read = response.read
     if response.error == ErrorCode.NONE:
-        read = response.read
         assert read is not None
-        if read.diverging is not None:
-            leo = p.truncate_to_leader(read.diverging)
-            return f"truncated to {leo} (diverging {tuple(read.diverging)})"
-        records = b"" if read.data is None else bytes(read.data.records)
-        p.append_as_follower(records, read.high_watermark)
-        return f"appended -> leo {p.log.log_end_offset}, hw {p.log.high_watermark}"
-    if response.error == ErrorCode.OFFSET_OUT_OF_RANGE:
-        if p.log.log_end_offset < response.log_start_offset:
-            p.reset_to_leader_start(response.log_start_offset)
-            return f"reset to the leader's log start {response.log_start_offset}"
-        leo = p.truncate_to_leader(Divergence(-1, response.log_end_offset))
-        return f"out of range: truncated to {leo}"
-    return ErrorCode.Name(response.error)
+        fetched = FetchedPartition(
+            ErrorCode.NONE,
+            b"" if read.data is None else bytes(read.data.records),
+            read.high_watermark,
+            read.log_start_offset,
+            read.log_end_offset,
+            read.diverging,
+        )
+    else:
+        fetched = FetchedPartition(
+            response.error, log_start_offset=response.log_start_offset, log_end_offset=response.log_end_offset
+        )
+    action = apply_fetched(p, sent, fetched)
+    return f"{type(action).__name__} -> leo {p.log.log_end_offset}, hw {p.log.high_watermark}"
 
 
 def incarnation_id(broker_id: int, generation: int) -> bytes:
@@ -102,6 +104,7 @@ class Process:
         self.session_renewed = -(10**9)
         self.stopping = False
         self.image = MetadataImage()
+        self.published = False  # partition roles taken up (the image reached this incarnation's registration)
         self.applied = 0  # batches applied
         self.scheduled = 0  # batches whose application is scheduled
         self.last_apply_at = 0
@@ -207,6 +210,14 @@ class SimBroker:
         proc.image = delta.image()
         proc.applied = count
         self.log(f"metadata -> offset {proc.image.offset}")
+        self._publish(proc)
+
+    def _publish(self, proc: Process) -> None:
+        """As the broker's replica manager: no partition role until the image holds this incarnation's registration."""
+        if not proc.published:
+            if proc.epoch < 0 or proc.image.offset < proc.epoch:
+                return
+            proc.published = True
         for state in proc.image.topic(TOPIC).partitions.values():
             i = state.partition
             if self.id not in state.replicas:
@@ -278,6 +289,7 @@ class SimBroker:
             if d.error == ErrorCode.NONE and proc.epoch < 0:
                 proc.epoch = d.broker_epoch
                 self.log(f"registered at epoch {d.broker_epoch}")
+                self._publish(proc)
 
         self._reply(proc, f"register answer {ErrorCode.Name(d.error)}", registered)
 

@@ -8,7 +8,6 @@ takes over (every session restarts), as when another controller wins the electio
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 
 from world import World
@@ -22,15 +21,10 @@ CLUSTER_ID = "sim"
 TOPIC = "t"
 TOPIC_ID = b"T" * 16
 
-_REGISTER_TAKES_PREVIOUS = "previous_broker_epoch" in inspect.signature(BrokerLifecycle.register).parameters
-
 
 def register(lifecycle: BrokerLifecycle, image: MetadataImage, previous_broker_epoch: int, **kwargs) -> Decision:
-    """The one adapter for registration: passes ``previous_broker_epoch`` (the broker's last epoch after a clean
-    stop, else -1) once BrokerLifecycle.register accepts it."""
-    if _REGISTER_TAKES_PREVIOUS:
-        kwargs["previous_broker_epoch"] = previous_broker_epoch
-    return lifecycle.register(image, **kwargs)
+    """Registration with ``previous_broker_epoch``: the broker's last epoch after a clean stop, else -1."""
+    return lifecycle.register(image, previous_broker_epoch=previous_broker_epoch, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -59,7 +53,8 @@ def describe(records: list[md.MetadataRecord] | tuple[md.MetadataRecord, ...]) -
 
 
 class SimController:
-    def __init__(self, world: World, brokers: int, partitions: int, session_timeout_ms: int) -> None:
+    def __init__(self, world: World, brokers: int, partitions: int, session_timeout_ms: int, min_isr: int) -> None:
+        self.min_isr = min_isr
         self.world = world
         self.session_timeout_ms = session_timeout_ms
         self.batches: list[Batch] = []
@@ -99,7 +94,7 @@ class SimController:
         self.lifecycle.became_active(self.image, 0)
 
     def _new_lifecycle(self) -> BrokerLifecycle:
-        return BrokerLifecycle(CLUSTER_ID, self.session_timeout_ms, lambda topic: False)
+        return BrokerLifecycle(CLUSTER_ID, self.session_timeout_ms, lambda topic: False, lambda topic: self.min_isr)
 
     @property
     def next_offset(self) -> int:
@@ -173,7 +168,7 @@ class SimController:
     ) -> AlterPartitionResults | None:
         if not self.active:
             return None
-        records, results = alter_partition(self.image, broker_id, broker_epoch, items)
+        records, results = alter_partition(self.image, broker_id, broker_epoch, items, lambda topic: self.min_isr)
         self.commit(records)
         return results
 

@@ -28,7 +28,7 @@ class Sim:
         self.world = world
         self.s = s = schedule
         self.net = Network(world, s.drop, s.duplicate, s.max_delay_ms)
-        self.ctl = SimController(world, s.brokers, s.partitions, s.session_timeout_ms)
+        self.ctl = SimController(world, s.brokers, s.partitions, s.session_timeout_ms, s.min_isr)
         self.brokers: dict[int, SimBroker] = {}
         for b in range(1, s.brokers + 1):
             self.brokers[b] = SimBroker(b, root, world, self.net, self.ctl, s, self.brokers)
