@@ -404,6 +404,21 @@ def test_restarted_leader_keeps_producer_state(cluster: DevCluster, admin: Admin
             f"the rest"
         )
     cluster.start(leader)
+    if sig is signal.SIGKILL:
+        # Its only replica stopped uncleanly (it may have lost acknowledged writes): the partition stays offline,
+        # naming it as the last known eligible leader, until an operator accepts it with an unclean election.
+        def needs_recovery() -> bool:
+            p = admin.describe_topic(topic).partitions[0]
+            return p.leader == -1 and p.last_known_elr == [leader]
+
+        wait_for(needs_recovery, 40, what="the partition to wait for recovery")
+        # Once the restarted broker is unfenced, the operator's unclean election takes the last known ELR.
+        [result] = wait_for(
+            lambda: [r for r in admin.elect_leaders("unclean", [(topic, 0)]) if r.error is None],
+            40,
+            what="an unclean election to succeed",
+        )
+        assert result.leader == leader
     wait_for(lambda: admin.describe_topic(topic).partitions[0].leader == leader, 40, what="the broker to lead again")
 
     # Every retained batch (the last five), retried, is acknowledged with its original offset and not appended.

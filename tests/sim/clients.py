@@ -27,6 +27,7 @@ class Acked:
     offset: int
     value: bytes
     at: int  # when the producer got the answer
+    epoch: int  # the leader epoch it was acknowledged at
 
 
 @dataclass
@@ -68,16 +69,19 @@ class Producer:
         self.in_flight = True
         node = CLIENT + self.partition
 
-        def answered(code: int, offset: int) -> None:
+        def answered(code: int, offset: int, epoch: int) -> None:
             self.in_flight = False
             if code == ErrorCode.NONE:
-                self.acked.append(Acked(offset, value, world.now))
+                self.acked.append(Acked(offset, value, world.now, epoch))
                 world.log(f"PROD p{self.partition}: ACKED {value.decode()} at offset {offset} by B{leader.id}")
             else:
                 world.log(f"PROD p{self.partition}: {value.decode()} failed: {ErrorCode.Name(code)}")
 
         def reply(code: int, offset: int) -> None:
-            net.send(leader.id, node, f"produce answer p{self.partition}", lambda: answered(code, offset))
+            proc = leader.proc
+            p = None if proc is None else proc.partitions.get(self.partition)
+            epoch = -1 if p is None else p.leader_epoch
+            net.send(leader.id, node, f"produce answer p{self.partition}", lambda: answered(code, offset, epoch))
 
         net.send(
             node,

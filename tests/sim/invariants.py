@@ -1,6 +1,7 @@
 """The invariants checked after every step of the simulation (and the client-side ones in clients.py).
 
-1. No acknowledged acks=all record is missing from the log of an elected leader once it leads (offset and value).
+1. No acknowledged acks=all record is missing from the log of an elected leader once it leads (offset and value);
+   a deposed leader that has not heard of its successor yet is held to what was acknowledged up to its epoch.
 2. High watermarks and leader epochs never go backwards as clients see them (checked by the consumers).
 3. Committed ISR members (live, registered in their current incarnation) hold everything below the leader's high
    watermark, record for record.
@@ -25,7 +26,8 @@ class Invariants:
         self.brokers = brokers
         self.producers = producers
         self._leaders: dict[tuple[int, int], int] = {}
-        self._complete: dict[Partition, int] = {}  # leader replica -> acknowledged records verified on it
+        # (leader replica, its leader epoch) -> acknowledged records verified on it
+        self._complete: dict[tuple[Partition, int], int] = {}
         self._in_sync: dict[tuple[Partition, Partition], tuple[int, int]] = {}  # -> (truncations, verified below)
 
     def check(self) -> None:
@@ -65,10 +67,12 @@ class Invariants:
 
     def _leader_complete(self, b: SimBroker, i: int, p: Partition) -> None:
         acked = self.producers[i].acked
-        start = self._complete.get(p, 0)
+        start = self._complete.get((p, p.leader_epoch), 0)
         if start >= len(acked):
             return
         for a in acked[start:]:
+            if a.epoch > p.leader_epoch:
+                continue  # acknowledged by a later leader: this one is deposed and just has not heard yet
             have = read_values(p.log, a.offset, a.offset + 1).get(a.offset)
             if have != a.value:
                 self.world.fail(
@@ -78,7 +82,7 @@ class Invariants:
                     f"{p.log.log_end_offset}), hw {p.log.high_watermark}) but offset {a.offset} holds {have!r}, "
                     f"acknowledged as {a.value!r} at t={a.at}",
                 )
-        self._complete[p] = len(acked)
+        self._complete[(p, p.leader_epoch)] = len(acked)
 
     def _isr_in_sync(self, i: int) -> None:
         state = self.ctl.image.partition(TOPIC, i)
