@@ -463,6 +463,9 @@ def test_topic_describe_table_marks_under_replicated_offline_and_moving_partitio
         "adding_replicas",
         "removing_replicas",
         "offline",
+        "elr",
+        "last_known_elr",
+        "last_known_leader",
     }
     lines = topic_cli.render_topic(data).splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("PARTITION"))
