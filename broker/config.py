@@ -145,6 +145,9 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # A deliberate bug for proving the chaos checker (chaos/): "ack-before-replication" answers acks=all produces
     # as soon as the leader has appended. Never set it outside such a test.
     "unsafe.testing.bug": (_bug, ""),
+    # Test-only: a file recording the durable size of each fsynced segment/index (broker/log/durability.py), so
+    # that a chaos run can emulate a power loss after SIGKILL. "" (default) records nothing.
+    "unsafe.testing.fsync.ledger": (str, ""),
     "fetch.max.bytes": (_int, 57671680),
     "socket.request.max.bytes": (_int, 104857600),
 }
