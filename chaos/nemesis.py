@@ -197,6 +197,7 @@ class Nemesis:
         if proxy is None:
             raise RuntimeError(f"fault {kind} needs the broker->controller proxy")
         host = self._host(node)
+        before = dict(proxy.response_counts)
         if kind == "lost-responses":
             proxy.lose_responses(host, hold_ms=RESPONSE_HOLD_MS)
             detail = f"controllers' answers to it lost (reset after {RESPONSE_HOLD_MS} ms) for {step.duration}s"
@@ -207,7 +208,10 @@ class Nemesis:
 
         def heal() -> None:
             proxy.heal(links=False, slow=False)
-            self._record(Heal(kind, f"node-{node}", "answers flow again", process="nemesis"), step)
+            counts = ", ".join(f"{k} {v - before[k]}" for k, v in proxy.response_counts.items() if v - before[k])
+            detail = f"answers flow again ({counts or 'no answer was due'})"
+            self._record(Heal(kind, f"node-{node}", detail, process="nemesis"), step)
+            self.log(f"           {kind} node-{node} healed: {detail}")
 
         return heal
 
@@ -228,8 +232,8 @@ class Nemesis:
             self._stop(node)
             if kind == "crash-unsynced":
                 losses = lose_unsynced(ledger_path(self.cluster, node), [directory])
-                lost = sum(loss.size - loss.durable for loss in losses)
-                detail = f"SIGKILL, power loss: {lost} unsynced bytes of {len(losses)} files dropped"
+                lost = sum(loss.size - loss.durable for loss in losses if loss.path.endswith(".log"))
+                detail = f"SIGKILL, power loss: {len(losses)} files cut back, {lost} unsynced segment bytes dropped"
             else:
                 disks.wipe(self.cluster.node(node).config, self.cluster.cluster_id)
                 ledger_path(self.cluster, node).unlink(missing_ok=True)  # its inodes are gone

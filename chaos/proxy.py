@@ -116,6 +116,7 @@ class FaultProxy:
         self._global_delay = (0.0, 0.0)  # (delay, jitter) in seconds, every link
         self._node_delay: dict[Node, tuple[float, float]] = {}
         self._response_faults: dict[tuple[Node, Node], dict[str, Any]] = {}  # (src, dst) -> fault
+        self.response_counts = {"lost_frames": 0, "late_frames": 0, "reset_connections": 0}  # for run reports
         self._lock = threading.RLock()
         self._closed = False
         self._stopping = False
@@ -235,6 +236,7 @@ class FaultProxy:
         loop = asyncio.get_running_loop()
         while loop.time() < conn.doomed_at:
             await asyncio.sleep(conn.doomed_at - loop.time())
+        self.response_counts["reset_connections"] += 1
         raise ConnectionResetError(f"response lost ({conn.lost_frames} frames)")
 
     async def _pipe(
@@ -258,9 +260,13 @@ class FaultProxy:
                     if data and frames is not None:  # connection frames go ahead, so new connections open
                         split = frames.feed(data)
                         dst.write(b"".join(frame for stream, frame in split if stream == 0))
-                        data = b"".join(frame for stream, frame in split if stream != 0)
+                        late = [frame for stream, frame in split if stream != 0]
+                        self.response_counts["late_frames"] += len(late)
+                        data = b"".join(late)
                         if not data:
                             continue
+                    elif data:
+                        self.response_counts["late_frames"] += 1
                 elif data and conn is not None and (fault is not None or conn.doomed.is_set()):
                     data = self._lose(conn, fault, frames.feed(data) if frames is not None else [(1, data)])
                     if not data:
@@ -299,6 +305,7 @@ class FaultProxy:
                 keep.append(frame)
                 continue
             conn.lost_frames += 1
+            self.response_counts["lost_frames"] += 1
             if not conn.doomed.is_set():
                 hold = fault["hold_ms"] / 1000 if fault is not None else 0.0
                 conn.doomed_at = asyncio.get_running_loop().time() + hold

@@ -238,6 +238,7 @@ def test_lost_grpc_response_times_out_after_the_server_applied_it(grpc_counter) 
         assert call(address, b"lost", 1) == ("DEADLINE_EXCEEDED", None)
         assert time.monotonic() - started < 1.5
         assert served == [b"before", b"lost"]
+        assert p.response_counts["lost_frames"] >= 1
         p.heal()
         assert call(address, b"after", 2) == ("ok", b"ok:after")
         assert served == [b"before", b"lost", b"after"]
