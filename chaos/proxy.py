@@ -77,6 +77,7 @@ class _Conn:
 
     doomed: asyncio.Event = field(default_factory=asyncio.Event)
     doomed_at: float = 0.0
+    reset_now: asyncio.Event = field(default_factory=asyncio.Event)  # heal: no need to wait for doomed_at
     lost_frames: int = 0
 
 
@@ -233,9 +234,8 @@ class FaultProxy:
     async def _doom(self, conn: _Conn) -> None:
         """Reset a connection that lost a response, once its hold time is over (raising ends the TaskGroup)."""
         await conn.doomed.wait()
-        loop = asyncio.get_running_loop()
-        while loop.time() < conn.doomed_at:
-            await asyncio.sleep(conn.doomed_at - loop.time())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(conn.reset_now.wait(), conn.doomed_at - asyncio.get_running_loop().time())
         self.response_counts["reset_connections"] += 1
         raise ConnectionResetError(f"response lost ({conn.lost_frames} frames)")
 
@@ -437,10 +437,11 @@ class FaultProxy:
 
     def _reset_doomed(self) -> None:
         async def reset() -> None:
-            now = asyncio.get_running_loop().time()
             for link in self.links:
                 for conn in link.conns:
-                    conn.doomed_at = min(conn.doomed_at, now)
+                    if conn.doomed.is_set():
+                        conn.reset_now.set()
+            await asyncio.sleep(0)  # let the resets run, so that response_counts include them
 
         self._call(reset)
 

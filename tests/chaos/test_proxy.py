@@ -253,3 +253,19 @@ def test_late_grpc_response_times_out_after_the_server_applied_it(grpc_counter) 
         assert served == [b"late"]
         p.heal()
         assert call(address, b"after", 2) == ("ok", b"ok:after")
+
+
+def test_heal_resets_a_connection_that_lost_a_response_at_once(echo: tuple[str, int]) -> None:
+    with FaultProxy() as p:
+        p.add_link("a", "b", echo)
+        p.lose_responses("a", hold_ms=10_000)
+        with socket.create_connection(p.address("a", "b"), 1) as sock:
+            sock.sendall(b"ping")
+            deadline = time.monotonic() + 2
+            while not p.response_counts["lost_frames"] and time.monotonic() < deadline:
+                time.sleep(0.01)  # polling a counter of the proxy's loop thread: nothing to await here
+            started = time.monotonic()
+            p.heal()
+            assert closed_by_peer(sock)
+            assert time.monotonic() - started < 0.5
+            assert p.response_counts == {"lost_frames": 1, "late_frames": 0, "reset_connections": 1}
