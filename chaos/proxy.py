@@ -10,9 +10,8 @@ lost (:meth:`FaultProxy.lose_responses`) or late (:meth:`FaultProxy.delay_respon
 and is applied while its caller times out. On links added with ``http2=True`` (gRPC) the proxy follows the frames
 flowing back: connection-level frames (stream 0: SETTINGS, PING, GOAWAY) still pass on time, so new connections
 open and send requests, while the frames of streams (the responses) are delayed or dropped; a connection that
-dropped a response
-forwards no further stream frames and is reset ``hold_ms`` after its first loss (an HTTP/2 connection cannot skip
-frames and stay usable), by which time its callers' deadlines have passed.
+dropped a response forwards no further stream frames and is reset ``hold_ms`` after its first loss (an HTTP/2
+connection cannot skip frames and stay usable), by which time its callers' deadlines have passed.
 
 Limits compared with :class:`~odradek.chaos.netns.NetnsNetwork`, which the run report must mention:
 
@@ -301,7 +300,7 @@ class FaultProxy:
         connection; connection-level frames pass. Returns the bytes still to forward."""
         keep = []
         for stream, frame in frames:
-            if stream == 0 or (fault is not None and fault["kind"] != "lose-responses" and not conn.doomed.is_set()):
+            if stream == 0:
                 keep.append(frame)
                 continue
             conn.lost_frames += 1
