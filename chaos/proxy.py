@@ -440,7 +440,8 @@ class FaultProxy:
                 for conn in link.conns:
                     if conn.doomed.is_set():
                         conn.reset_now.set()
-            await asyncio.sleep(0)  # let the resets run, so that response_counts include them
+            for _ in range(5):  # let the resets run (a wake-up takes a few loop turns), so that counts include them
+                await asyncio.sleep(0)
 
         self._call(reset)
 
