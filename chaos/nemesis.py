@@ -220,12 +220,15 @@ class Nemesis:
         if kind == "disk-full":
             if not disks.is_mount(directory):
                 raise RuntimeError(f"fault {kind} needs the runner's tmpfs data directories")
-            self.cluster.signal(node, signal.SIGSTOP)  # no write may race with releasing its reservations
+            running = process_state(self.cluster.node(node).pid) != "stopped"
+            if running:
+                self.cluster.signal(node, signal.SIGSTOP)  # no write may race with releasing its reservations
             try:
                 freed = disks.release_reservations(directory)
                 taken = disks.fill(directory)
             finally:
-                self.cluster.signal(node, signal.SIGCONT)
+                if running:
+                    self.cluster.signal(node, signal.SIGCONT)
             detail = f"data directory full ({taken >> 20} MiB filler, {freed >> 10} KiB reserved blocks freed)"
             detail += f" for {step.duration}s"
         else:
