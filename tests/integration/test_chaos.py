@@ -4,6 +4,7 @@ before replication) is caught; nothing the runs created is left behind."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -120,5 +121,5 @@ def test_each_newer_fault_is_injected_healed_and_cleaned_up(kind: str, tmp_path:
     if kind == "disk-full":
         logs = " ".join(p.read_text() for p in (directory / "cluster").glob("node-*/node.log"))
         assert "No space left on device" in logs  # the broker's own writes failed
-    assert namespaces() - before == set()
+    assert not {ns for ns in namespaces() - before if ns.startswith(f"odr{os.getpid()}")}  # others' runs may go on
     assert not mounts_under(directory)
