@@ -155,6 +155,9 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # Log dir failure injection for tests: when a file of this name appears in a log dir, the broker's next log
     # maintenance pass (about once a second) fails that dir as an EIO in one of its logs would. "" = off.
     "unsafe.testing.log.dir.failure.file": (_file_name, ""),
+    # Test-only: a file recording the durable size of each fsynced segment/index (broker/log/durability.py), so
+    # that a chaos run can emulate a power loss after SIGKILL. "" (default) records nothing.
+    "unsafe.testing.fsync.ledger": (str, ""),
     "fetch.max.bytes": (_int, 57671680),
     "socket.request.max.bytes": (_int, 104857600),
 }

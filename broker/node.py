@@ -21,6 +21,7 @@ from odradek.broker.dataplane import BrokerService
 from odradek.broker.fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.broker.isr_changes import IsrChangeSender
 from odradek.broker.lifecycle import BrokerLifecycleManager
+from odradek.broker.log import durability
 from odradek.broker.log.config import LogManagerConfig
 from odradek.broker.log.manager import LogManager
 from odradek.broker.metrics import NodeMetrics, gauge
@@ -119,6 +120,8 @@ class Node:
             controller_pb2_grpc.add_ControllerServicer_to_server(ControllerService(self.controller), server)
             admin_pb2_grpc.add_AdminServicer_to_server(self.admin, server)
         if c.is_broker:
+            if c["unsafe.testing.fsync.ledger"]:
+                durability.enable(c["unsafe.testing.fsync.ledger"])
             base = broker_log_config(c)
             self.logs = LogManager(
                 c.log_dirs,

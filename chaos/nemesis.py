@@ -11,7 +11,17 @@ Fault kinds (``--faults``):
 - ``bridge``: Jepsen's bridge, two halves that reach only one middle node;
 - ``slow``: 30% packet loss on a random node's link;
 - ``isolate-kill-leader``: cut a partition leader off from every other node (clients still reach it), then
-  SIGKILL it while it is still cut off, heal and restart it: whatever it acknowledged alone must not count.
+  SIGKILL it while it is still cut off, heal and restart it: whatever it acknowledged alone must not count;
+- ``lost-responses`` / ``late-responses``: a random broker's calls to the controllers (registration, heartbeats,
+  AlterPartition, metadata fetches) reach them and are applied, but the answers are dropped (the connection is
+  reset after 2.5 s) or arrive 2.5 s late, past the 2 s deadline (through the runner's :class:`FaultProxy`);
+- ``crash-unsynced``: SIGKILL a partition leader and emulate a power loss: its segment and index files lose what
+  was written since their last fsync (broker/log/durability.py), then restart it;
+- ``wipe-disk``: SIGKILL a random broker, empty its data directories and format them again (a replaced disk),
+  restart it;
+- ``disk-full``: fill a random broker's data directory (a tmpfs) so that its writes fail with ENOSPC (blocks its
+  segments reserved ahead are released first, with the broker stopped for that moment); the heal frees the space
+  and restarts the broker (SIGKILL first if it still runs).
 
 Each fault lasts a random time within the step and is healed before the next one starts, so the cluster keeps a
 chance to make progress; the schedule (printed up front) depends only on the seed.
@@ -24,15 +34,32 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
+from odradek.broker.log.durability import lose_unsynced
+from odradek.chaos import disks
 from odradek.chaos.history import Fault, Heal, History
 from odradek.chaos.netns import NetnsNetwork
+from odradek.chaos.proxy import FaultProxy
 from odradek.client import Admin
 from odradek.client.cli.dev_cluster import DevCluster, process_state
 
 PROCESS_FAULTS = ("kill", "pause", "kill-leader", "pause-leader", "kill-controller")
 NETWORK_FAULTS = ("partition", "bridge", "slow", "isolate-kill-leader")
-ALL_FAULTS = PROCESS_FAULTS + NETWORK_FAULTS
+RESPONSE_FAULTS = ("lost-responses", "late-responses")  # need the broker->controller proxy
+DISK_FAULTS = ("crash-unsynced", "wipe-disk", "disk-full")
+ALL_FAULTS = PROCESS_FAULTS + NETWORK_FAULTS + RESPONSE_FAULTS + DISK_FAULTS
+RESPONSE_HOLD_MS = 2500  # above the 2 s deadline of broker->controller calls
+
+
+def data_dir(cluster: DevCluster, node_id: int) -> Path:
+    """Where the runner puts a node's log dirs (and metadata log)."""
+    return cluster.node(node_id).directory / "data"
+
+
+def ledger_path(cluster: DevCluster, node_id: int) -> Path:
+    """The node's fsync ledger (``unsafe.testing.fsync.ledger``), outside its data directory."""
+    return cluster.node(node_id).directory / "fsync-ledger"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +90,13 @@ class Nemesis:
         topic: str,
         network: NetnsNetwork | None = None,
         log=print,
+        proxy: FaultProxy | None = None,
     ) -> None:
         self.cluster = cluster
         self.history = history
         self.topic = topic
         self.network = network
+        self.proxy = proxy  # broker->controller links (nodes named by host index), for response faults
         self.log = log
         self.admin = Admin({"bootstrap.servers": cluster.admin_servers, "request.timeout.ms": 3000})
         self.injected = 0
@@ -126,6 +155,13 @@ class Nemesis:
             target = self._partition_leader(step.choice)
             if target is not None:
                 return self._isolate_kill(target, step)
+        elif kind in RESPONSE_FAULTS:
+            return self._responses(kind, rng.choice(self._brokers()), step)
+        elif kind == "crash-unsynced":
+            target = self._partition_leader(step.choice) or rng.choice(self._brokers())
+            return self._disk_fault(kind, target, step)
+        elif kind in DISK_FAULTS:
+            return self._disk_fault(kind, rng.choice(self._brokers()), step)
         else:
             return self._network_fault(kind, rng)
         if target is None:
@@ -148,6 +184,75 @@ class Nemesis:
 
         return heal
 
+    def _stop(self, node: int) -> None:
+        """SIGKILL (if running) and wait until the process is gone."""
+        if process_state(self.cluster.node(node).pid) != "stopped":
+            self.cluster.signal(node, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while process_state(self.cluster.node(node).pid) != "stopped" and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def _responses(self, kind: str, node: int, step: Step):
+        proxy = self.proxy
+        if proxy is None:
+            raise RuntimeError(f"fault {kind} needs the broker->controller proxy")
+        host = self._host(node)
+        before = dict(proxy.response_counts)
+        if kind == "lost-responses":
+            proxy.lose_responses(host, hold_ms=RESPONSE_HOLD_MS)
+            detail = f"controllers' answers to it lost (reset after {RESPONSE_HOLD_MS} ms) for {step.duration}s"
+        else:
+            proxy.delay_responses(host, RESPONSE_HOLD_MS)
+            detail = f"controllers' answers to it {RESPONSE_HOLD_MS} ms late for {step.duration}s"
+        self._record(Fault(kind, f"node-{node}", detail, process="nemesis"), step)
+
+        def heal() -> None:
+            proxy.heal(links=False, slow=False)
+            counts = ", ".join(f"{k} {v - before[k]}" for k, v in proxy.response_counts.items() if v - before[k])
+            detail = f"answers flow again ({counts or 'no answer was due'})"
+            self._record(Heal(kind, f"node-{node}", detail, process="nemesis"), step)
+            self.log(f"           {kind} node-{node} healed: {detail}")
+
+        return heal
+
+    def _disk_fault(self, kind: str, node: int, step: Step):
+        directory = data_dir(self.cluster, node)
+        if kind == "disk-full":
+            if not disks.is_mount(directory):
+                raise RuntimeError(f"fault {kind} needs the runner's tmpfs data directories")
+            running = process_state(self.cluster.node(node).pid) != "stopped"
+            if running:
+                self.cluster.signal(node, signal.SIGSTOP)  # no write may race with releasing its reservations
+            try:
+                freed = disks.release_reservations(directory)
+                taken = disks.fill(directory)
+            finally:
+                if running:
+                    self.cluster.signal(node, signal.SIGCONT)
+            detail = f"data directory full ({taken >> 20} MiB filler, {freed >> 10} KiB reserved blocks freed)"
+            detail += f" for {step.duration}s"
+        else:
+            self._stop(node)
+            if kind == "crash-unsynced":
+                losses = lose_unsynced(ledger_path(self.cluster, node), [directory])
+                lost = sum(loss.size - loss.durable for loss in losses if loss.path.endswith(".log"))
+                detail = f"SIGKILL, power loss: {len(losses)} files cut back, {lost} unsynced segment bytes dropped"
+            else:
+                disks.wipe(self.cluster.node(node).config, self.cluster.cluster_id)
+                ledger_path(self.cluster, node).unlink(missing_ok=True)  # its inodes are gone
+                detail = "SIGKILL, data directories emptied and formatted again"
+            detail += f", down for {step.duration}s"
+        self._record(Fault(kind, f"node-{node}", detail, process="nemesis"), step)
+
+        def heal() -> None:
+            if kind == "disk-full":
+                self._stop(node)
+                disks.unfill(directory)
+            self.cluster.start(node)
+            self._record(Heal(kind, f"node-{node}", "restarted", process="nemesis"), step)
+
+        return heal
+
     def _pause(self, kind: str, node: int, step: Step):
         self.cluster.signal(node, signal.SIGSTOP)
         self._record(Fault(kind, f"node-{node}", f"SIGSTOP for {step.duration}s", process="nemesis"), step)
@@ -161,6 +266,8 @@ class Nemesis:
     def _isolate_kill(self, node: int, step: Step):
         net = self._network("isolate-kill-leader")
         net.isolate(self._host(node))
+        if self.proxy is not None:  # the proxied broker->controller links cross the runner's own link
+            self.proxy.isolate(self._host(node))
         detail = f"cut off for {step.duration}s, then SIGKILL"
         self._record(Fault("isolate-kill-leader", f"node-{node}", detail, process="nemesis"), step)
 
@@ -170,6 +277,8 @@ class Nemesis:
             while process_state(self.cluster.node(node).pid) != "stopped" and time.monotonic() < deadline:
                 time.sleep(0.05)
             net.heal()
+            if self.proxy is not None:
+                self.proxy.heal(responses=False)
             self.cluster.start(node)
             self._record(Heal("isolate-kill-leader", f"node-{node}", "healed and restarted", process="nemesis"), step)
 
@@ -184,22 +293,28 @@ class Nemesis:
         net = self._network(kind)
         nodes = [n.node_id for n in self.cluster.nodes]
         hosts = list(range(len(nodes)))
+        # The proxied broker->controller links cross the runner's own link, which no netns fault cuts: the same
+        # cut is made in the proxy (whose nodes are the host indices too).
+        cuts = [net] if self.proxy is None else [net, self.proxy]
         if kind == "partition":
             if rng.random() < 0.5:
                 victim = rng.choice(hosts)
-                net.isolate(victim)
+                for cut in cuts:
+                    cut.isolate(victim)
                 detail = f"isolated node-{nodes[victim]}"
             else:
                 rng.shuffle(hosts)
                 minority = hosts[: (len(hosts) - 1) // 2]
-                net.partition([minority, hosts[len(minority) :]])
+                for cut in cuts:
+                    cut.partition([minority, hosts[len(minority) :]])
                 detail = f"minority {sorted(nodes[h] for h in minority)} | the rest"
         elif kind == "bridge":
             middle = rng.choice(hosts)
             rest = [h for h in hosts if h != middle]
             rng.shuffle(rest)
             half = len(rest) // 2
-            net.bridge(rest[:half], middle, rest[half:])
+            for cut in cuts:
+                cut.bridge(rest[:half], middle, rest[half:])
             detail = f"bridge through node-{nodes[middle]}"
         else:
             victim = rng.choice(hosts)
@@ -210,6 +325,8 @@ class Nemesis:
 
         def heal() -> None:
             net.heal()
+            if self.proxy is not None:
+                self.proxy.heal(responses=False)
             self.history.append(Heal(kind, "network", "healed", process="nemesis"))
 
         return heal

@@ -5,6 +5,14 @@ A connection is attributed to a link by the port it arrived on, since on loopbac
 Faults act on links: a blocked pair stalls (``mode="drop"``) or resets (``mode="reject"``) the connections of both
 its links; delays hold every forwarded chunk back, in order.
 
+Response faults are direction-aware: requests (bytes from the connecting side) pass, and only what flows back is
+lost (:meth:`FaultProxy.lose_responses`) or late (:meth:`FaultProxy.delay_responses`), so a call reaches the server
+and is applied while its caller times out. On links added with ``http2=True`` (gRPC) the proxy follows the frames
+flowing back: connection-level frames (stream 0: SETTINGS, PING, GOAWAY) still pass on time, so new connections
+open and send requests, while the frames of streams (the responses) are delayed or dropped; a connection that
+dropped a response forwards no further stream frames and is reset ``hold_ms`` after its first loss (an HTTP/2
+connection cannot skip frames and stay usable), by which time its callers' deadlines have passed.
+
 Limits compared with :class:`~odradek.chaos.netns.NetnsNetwork`, which the run report must mention:
 
 * Every process binds its own real port on 127.0.0.1, and only traffic routed through proxy ports is faulted. The
@@ -58,6 +66,37 @@ class _Link:
     server: asyncio.Server | None = None
     address: Address = ("", 0)  # where the proxy listens for this link
     writers: set[asyncio.StreamWriter] = field(default_factory=set)
+    http2: bool = False  # the return direction carries HTTP/2 frames (gRPC): response faults follow them
+    conns: set[_Conn] = field(default_factory=set)
+
+
+@dataclass(eq=False)
+class _Conn:
+    """One proxied connection, for response faults: once it lost a response it is doomed, reset at ``doomed_at``."""
+
+    doomed: asyncio.Event = field(default_factory=asyncio.Event)
+    doomed_at: float = 0.0
+    reset_now: asyncio.Event = field(default_factory=asyncio.Event)  # heal: no need to wait for doomed_at
+    lost_frames: int = 0
+
+
+class _Frames:
+    """Splits an HTTP/2 byte stream (after any preface) into whole frames: (stream id, frame bytes)."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        self._buf += data
+        out = []
+        while len(self._buf) >= 9:
+            length = int.from_bytes(self._buf[0:3], "big")
+            if len(self._buf) < 9 + length:
+                break
+            stream = int.from_bytes(self._buf[5:9], "big") & 0x7FFFFFFF
+            out.append((stream, bytes(self._buf[: 9 + length])))
+            del self._buf[: 9 + length]
+        return out
 
 
 class FaultProxy:
@@ -76,6 +115,8 @@ class FaultProxy:
         self._blocked: set[tuple[Node, Node]] = set()
         self._global_delay = (0.0, 0.0)  # (delay, jitter) in seconds, every link
         self._node_delay: dict[Node, tuple[float, float]] = {}
+        self._response_faults: dict[tuple[Node, Node], dict[str, Any]] = {}  # (src, dst) -> fault
+        self.response_counts = {"lost_frames": 0, "late_frames": 0, "reset_connections": 0}  # for run reports
         self._lock = threading.RLock()
         self._closed = False
         self._stopping = False
@@ -95,13 +136,14 @@ class FaultProxy:
 
     # ----------------------------------------------------------------------------------------------- links
 
-    def add_link(self, src: Node, dst: Node, target: Address, port: int = 0) -> Address:
-        """Listen for src's connections to dst (at ``target``); returns the address src must be configured with."""
+    def add_link(self, src: Node, dst: Node, target: Address, port: int = 0, *, http2: bool = False) -> Address:
+        """Listen for src's connections to dst (at ``target``); returns the address src must be configured with.
+        ``http2``: the target speaks HTTP/2 (gRPC), so response faults can drop responses frame by frame."""
         if src == dst:
             raise ValueError("a link needs two different nodes")
 
         async def start() -> Address:
-            link = _Link(src, dst, target, asyncio.Event())
+            link = _Link(src, dst, target, asyncio.Event(), http2=http2)
             link.server = await asyncio.start_server(
                 lambda r, w: self._serve(link, r, w), self.host, port, reuse_address=True
             )
@@ -161,13 +203,17 @@ class FaultProxy:
         self._tasks.add(task)
         upstream: asyncio.StreamWriter | None = None
         clean = False
+        conn = _Conn()
+        link.conns.add(conn)
         try:
             await link.open.wait()  # "drop": a connection made during a partition waits for the heal
             up_reader, upstream = await asyncio.open_connection(*link.target)
             link.writers.add(upstream)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self._pipe(link, reader, upstream))
-                tg.create_task(self._pipe(link, up_reader, writer))
+                responses = tg.create_task(self._pipe(link, up_reader, writer, conn))
+                doom = tg.create_task(self._doom(conn))
+                responses.add_done_callback(lambda _: doom.cancel())  # the return direction ended: nothing to lose
             clean = True  # both directions ended with EOF
         except (OSError, ExceptionGroup):
             pass  # one side failed or was reset (target down included): reset the other one too
@@ -175,6 +221,7 @@ class FaultProxy:
             pass  # close(): end normally, since 3.11's stream callback logs a cancelled client task as an error
         finally:
             self._tasks.discard(task)
+            link.conns.discard(conn)
             for w in (writer, upstream):
                 if w is not None:
                     link.writers.discard(w)
@@ -183,10 +230,22 @@ class FaultProxy:
                     elif not w.transport.is_closing():
                         _reset(w)
 
-    async def _pipe(self, link: _Link, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-        """Copy one direction; a chunk is held back by the link's delay and by blocks, never reordered or lost."""
+    async def _doom(self, conn: _Conn) -> None:
+        """Reset a connection that lost a response, once its hold time is over (raising ends the TaskGroup)."""
+        await conn.doomed.wait()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(conn.reset_now.wait(), conn.doomed_at - asyncio.get_running_loop().time())
+        self.response_counts["reset_connections"] += 1
+        raise ConnectionResetError(f"response lost ({conn.lost_frames} frames)")
+
+    async def _pipe(
+        self, link: _Link, src: asyncio.StreamReader, dst: asyncio.StreamWriter, conn: _Conn | None = None
+    ) -> None:
+        """Copy one direction; a chunk is held back by the link's delay and by blocks, never reordered or lost,
+        except by response faults in the return direction (``conn`` given)."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue(maxsize=64)
+        frames = _Frames() if conn is not None and link.http2 else None
 
         async def pump_in() -> None:
             last_due = 0.0
@@ -194,6 +253,27 @@ class FaultProxy:
                 await link.open.wait()
                 data = await src.read(65536)
                 delay, jitter = self._link_delay(link)
+                fault = self._response_faults.get((link.src, link.dst)) if conn is not None else None
+                if fault is not None and fault["kind"] == "delay-responses":
+                    delay += fault["delay_ms"] / 1000
+                    if data and frames is not None:  # connection frames go ahead, so new connections open
+                        split = frames.feed(data)
+                        dst.write(b"".join(frame for stream, frame in split if stream == 0))
+                        late = [frame for stream, frame in split if stream != 0]
+                        self.response_counts["late_frames"] += len(late)
+                        data = b"".join(late)
+                        if not data:
+                            continue
+                    elif data:
+                        self.response_counts["late_frames"] += 1
+                elif data and conn is not None and (fault is not None or conn.doomed.is_set()):
+                    data = self._lose(conn, fault, frames.feed(data) if frames is not None else [(1, data)])
+                    if not data:
+                        continue
+                elif data and frames is not None:
+                    data = b"".join(frame for _, frame in frames.feed(data))  # keep the framing in step
+                    if not data:
+                        continue
                 last_due = max(last_due, loop.time() + max(0.0, delay + random.uniform(-jitter, jitter)))
                 await queue.put((last_due, data))
                 if not data:
@@ -214,6 +294,22 @@ class FaultProxy:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(pump_in())
             tg.create_task(pump_out())
+
+    def _lose(self, conn: _Conn, fault: dict[str, Any] | None, frames: list[tuple[int, bytes]]) -> bytes:
+        """Under a lose-responses fault (or on a connection that already lost one): drop stream frames, doom the
+        connection; connection-level frames pass. Returns the bytes still to forward."""
+        keep = []
+        for stream, frame in frames:
+            if stream == 0:
+                keep.append(frame)
+                continue
+            conn.lost_frames += 1
+            self.response_counts["lost_frames"] += 1
+            if not conn.doomed.is_set():
+                hold = fault["hold_ms"] / 1000 if fault is not None else 0.0
+                conn.doomed_at = asyncio.get_running_loop().time() + hold
+                conn.doomed.set()
+        return b"".join(keep)
 
     def _link_delay(self, link: _Link) -> tuple[float, float]:
         d, j = self._global_delay
@@ -244,7 +340,11 @@ class FaultProxy:
                 out.append({"kind": "delay", "delay_ms": d * 1000, "jitter_ms": j * 1000})
             for node, (d, j) in self._node_delay.items():
                 out.append({"kind": "slow", "host": node, "delay_ms": d * 1000, "jitter_ms": j * 1000})
-            return out
+            seen = []
+            for fault in self._response_faults.values():
+                if fault not in seen:
+                    seen.append(fault)
+            return out + [dict(f) for f in seen]
 
     @property
     def blocked(self) -> list[tuple[Node, Node]]:
@@ -292,16 +392,58 @@ class FaultProxy:
         with self._lock:
             self._node_delay[node] = (delay_ms / 1000, jitter_ms / 1000)
 
-    def heal(self, *, links: bool = True, slow: bool = True) -> None:
-        """Remove faults (all by default); stalled connections resume. Idempotent."""
+    def lose_responses(self, node: Node, peers: Iterable[Node] | None = None, hold_ms: float = 2500) -> None:
+        """What flows back on the connections ``node`` opened (to ``peers``, default all) is lost: requests arrive
+        and are served, their responses never come; each such connection is reset ``hold_ms`` after its first
+        lost response (choose it above the callers' deadline, so that their calls time out first)."""
+        if hold_ms < 0:
+            raise ValueError("hold_ms must be >= 0")
+        self._add_response_fault(node, peers, {"kind": "lose-responses", "host": node, "hold_ms": hold_ms})
+
+    def delay_responses(self, node: Node, delay_ms: float, peers: Iterable[Node] | None = None) -> None:
+        """What flows back on the connections ``node`` opened (to ``peers``) arrives ``delay_ms`` late, requests
+        are not delayed: with a delay above the callers' deadline, calls time out after the server applied them."""
+        if delay_ms < 0:
+            raise ValueError("delay_ms must be >= 0")
+        self._add_response_fault(node, peers, {"kind": "delay-responses", "host": node, "delay_ms": delay_ms})
+
+    def _add_response_fault(self, node: Node, peers: Iterable[Node] | None, fault: dict[str, Any]) -> None:
+        wanted = None if peers is None else set(peers)
+        pairs = {(lk.src, lk.dst) for lk in self.links if lk.src == node and (wanted is None or lk.dst in wanted)}
+        if not pairs:
+            raise KeyError(f"no links from {node!r}" + (f" to {sorted(wanted, key=repr)}" if wanted else ""))
+        with self._lock:
+            if wanted is not None:
+                fault["peers"] = sorted(wanted, key=repr)
+            for pair in pairs:
+                self._response_faults[pair] = fault
+
+    def heal(self, *, links: bool = True, slow: bool = True, responses: bool = True) -> None:
+        """Remove faults (all by default); stalled connections resume, connections that lost responses are reset
+        now. Idempotent."""
         with self._lock:
             if links:
                 self._link_faults.clear()
             if slow:
                 self._global_delay = (0.0, 0.0)
                 self._node_delay.clear()
+            if responses:
+                self._response_faults.clear()
         if links and not self._closed:
             self._sync_blocked()
+        if responses and not self._closed:
+            self._reset_doomed()
+
+    def _reset_doomed(self) -> None:
+        async def reset() -> None:
+            for link in self.links:
+                for conn in link.conns:
+                    if conn.doomed.is_set():
+                        conn.reset_now.set()
+            for _ in range(5):  # let the resets run (a wake-up takes a few loop turns), so that counts include them
+                await asyncio.sleep(0)
+
+        self._call(reset)
 
     def _add_link_fault(self, fault: dict[str, Any]) -> None:
         with self._lock:

@@ -6,6 +6,11 @@ Jepsen's control node), so clients and the nemesis always reach every node. With
 127.0.0.1 and only process faults are possible; the report says which was used. Everything created (namespaces,
 processes, the run's directory unless ``keep``) is removed at the end, also after a failure.
 
+Faults that need more than processes and namespaces get it set up before the nodes start: brokers' controller
+links go through a :class:`~odradek.chaos.proxy.FaultProxy` in the runner for the response faults (every broker's
+``controller.quorum.voters`` names the proxy's ports), brokers record their fsyncs for ``crash-unsynced``, and their
+data directories are tmpfs mounts for ``disk-full``.
+
 Meanwhile a metadata churn creates and deletes small topics, so the faults hit controller writes too. After the
 faults: heal everything, restart stopped nodes, wait until every partition's ISR is whole again, stop the workload
 (its producers flush), read everything back, check the history (chaos/checker.py), and check that every node's
@@ -21,19 +26,26 @@ import signal
 import tempfile
 import threading
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
+from odradek.chaos import disks
 from odradek.chaos.checker import Report, check
 from odradek.chaos.history import History
-from odradek.chaos.nemesis import NETWORK_FAULTS, Nemesis, schedule
+from odradek.chaos.nemesis import NETWORK_FAULTS, RESPONSE_FAULTS, Nemesis, data_dir, ledger_path, schedule
 from odradek.chaos.netns import NetnsNetwork
+from odradek.chaos.proxy import FaultProxy
 from odradek.chaos.workload import Workload
 from odradek.client import Admin
 from odradek.client.cli.dev_cluster import DevCluster, process_state
 
 # Failure detection fast enough for many faults a minute, still above a loaded 2-core machine's hiccups.
+TMPFS_MB = 256  # per broker data directory with disk-full: far above what a run writes
+
 NODE_SETTINGS = {
     "broker.heartbeat.interval.ms": 500,
     "broker.session.timeout.ms": 3000,
@@ -99,11 +111,25 @@ def run(options: RunOptions, log=print) -> RunResult:
     if options.bug:
         overrides["unsafe.testing.bug"] = options.bug
     cluster: DevCluster | None = None
+    proxy: FaultProxy | None = None
+    mounts: list[Path] = []
     try:
         hosts = (lambda node_id: (net.host_ip(node_id - 1), net.host_ns(node_id - 1))) if net is not None else None
         cluster = DevCluster.create(
             directory / "cluster", options.controllers, options.brokers, overrides=overrides, hosts=hosts
         )
+        if any(f in RESPONSE_FAULTS for f in options.faults):
+            proxy = FaultProxy(net.root_ip if net is not None else "127.0.0.1")
+            route_controller_links(cluster, proxy)
+        if "crash-unsynced" in options.faults:
+            for n in cluster.nodes:
+                if "broker" in n.roles:
+                    patch_config(n.config, {"unsafe.testing.fsync.ledger": str(ledger_path(cluster, n.node_id))})
+        if "disk-full" in options.faults:
+            for n in cluster.nodes:
+                if "broker" in n.roles:
+                    disks.mount_tmpfs(data_dir(cluster, n.node_id), TMPFS_MB)
+                    mounts.append(data_dir(cluster, n.node_id))
         cluster.start_all()
         asyncio.run(cluster.wait_ready(60))
         topic = "chaos"
@@ -125,7 +151,7 @@ def run(options: RunOptions, log=print) -> RunResult:
             options.rate,
             max_seconds=options.duration + 300,
         )
-        nemesis = Nemesis(cluster, history, topic, net, log)
+        nemesis = Nemesis(cluster, history, topic, net, log, proxy)
         workload.start()
         stop = threading.Event()
         churn = MetadataChurn(cluster.admin_servers, stop)
@@ -141,6 +167,8 @@ def run(options: RunOptions, log=print) -> RunResult:
         log("healing")
         if net is not None:
             net.heal()
+        if proxy is not None:
+            proxy.heal()
         for n in cluster.nodes:
             if process_state(n.pid) == "paused":
                 cluster.signal(n.node_id, signal.SIGCONT)
@@ -167,10 +195,37 @@ def run(options: RunOptions, log=print) -> RunResult:
     finally:
         if cluster is not None:
             cluster.stop_all(timeout=20)
+        if proxy is not None:
+            proxy.close()
+        for mount in mounts:
+            disks.unmount(mount)
         if net is not None:
             net.close()
         if not options.keep:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def patch_config(path: str, changes: dict[str, Any]) -> None:
+    """Change keys of a node's TOML config (written flat by DevCluster.create)."""
+    props = tomllib.loads(Path(path).read_text())
+    props.update(changes)
+    Path(path).write_text(tomli_w.dumps({k: props[k] for k in sorted(props)}))
+
+
+def route_controller_links(cluster: DevCluster, proxy: FaultProxy) -> None:
+    """Every broker reaches each controller through its own proxy link (nodes named by host index, as in the
+    netns network): its ``controller.quorum.voters`` lists the proxy's ports. Controllers keep their direct
+    addresses among themselves."""
+    index = {n.node_id: i for i, n in enumerate(cluster.nodes)}
+    controllers = [n for n in cluster.nodes if n.controller_port]
+    for b in cluster.nodes:
+        if "broker" not in b.roles or b.controller_port:
+            continue
+        voters = []
+        for c in controllers:
+            host, port = proxy.add_link(index[b.node_id], index[c.node_id], (c.host, c.controller_port), http2=True)
+            voters.append(f"{c.node_id}@{host}:{port}")
+        patch_config(b.config, {"controller.quorum.voters": ",".join(voters)})
 
 
 class MetadataChurn(threading.Thread):

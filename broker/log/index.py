@@ -22,6 +22,8 @@ import struct
 from pathlib import Path
 from typing import ClassVar
 
+from odradek.broker.log import durability
+
 # Advice for the active segment's mappings. Appends store into their sparse pages in order, the first store to each
 # page faulting it in; with the default advice every such fault also reads ahead (zero-fills) the holes around it:
 # ~150 us per page on the benchmark VM, ~0.3 us per 16 KiB append on average, against ~25-60 us without. Lookups
@@ -85,7 +87,7 @@ class _Index:
         fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
         try:
             os.ftruncate(fd, self.entries * self.entry.size)
-            os.fsync(fd)
+            durability.fsync(fd)
         finally:
             os.close(fd)
         self.writable = False

@@ -37,6 +37,7 @@ from functools import partial
 from pathlib import Path
 from typing import NamedTuple, cast
 
+from odradek.broker.log import durability
 from odradek.broker.log.checkpoint import fsync_dir, remove_stale_tmp
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.epoch_cache import FILE_NAME as EPOCH_FILE
@@ -605,7 +606,7 @@ class Log:
                 break
             fd = seg.dup_fd()
             try:
-                os.fsync(fd)
+                durability.fsync(fd)
             finally:
                 os.close(fd)
 
@@ -799,7 +800,7 @@ class Log:
             generation, appended = self._truncations, self._appended_messages
         try:
             for fd in fds:
-                os.fsync(fd)
+                durability.fsync(fd)
         except OSError as e:
             with self._lock:
                 raise self._fail(StorageError(f"{self.dir.name}: fsync failed: {e}")) from e

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from odradek.broker.log import durability
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.epoch_cache import LeaderEpochCache
 from odradek.broker.log.handles import SegmentHandles
@@ -420,7 +421,7 @@ class LogSegment:
         """Cut the file at ``size`` durably (a batch boundary)."""
         fd = self._file()
         os.ftruncate(fd, size)
-        os.fsync(fd)
+        durability.fsync(fd)
         self.size = self._reserved = size
         self._read_ends.clear()
 
@@ -432,7 +433,7 @@ class LogSegment:
         if self._reserved > self.size:
             os.ftruncate(fd, self.size)  # also frees the blocks reserved beyond the end
             self._reserved = self.size
-        os.fsync(fd)
+        durability.fsync(fd)
         self.offset_index.seal()
         self.time_index.seal()
 

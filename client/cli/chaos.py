@@ -28,8 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--faults",
         default="kill,pause,kill-leader,pause-leader,kill-controller,partition",
-        help="comma-separated: kill, pause, kill-leader, pause-leader, kill-controller, partition, bridge, slow, "
-        "isolate-kill-leader",
+        help="comma-separated, or 'all': kill, pause, kill-leader, pause-leader, kill-controller, partition, bridge, "
+        "slow, isolate-kill-leader, lost-responses, late-responses, crash-unsynced, wipe-disk, disk-full",
     )
     run.add_argument("--seed", type=int, default=1)
     run.add_argument("--interval", type=float, default=3.0, help="seconds between fault starts")
@@ -52,6 +52,8 @@ def _run(args: argparse.Namespace) -> int:
     from odradek.chaos.runner import RunOptions, run
 
     faults = [f.strip() for f in args.faults.split(",") if f.strip()]
+    if faults == ["all"]:
+        faults = list(ALL_FAULTS)
     unknown = sorted(set(faults) - set(ALL_FAULTS))
     if unknown or not faults:
         raise CommandError(f"unknown fault {unknown[0] if unknown else '(none)'}; choose from {', '.join(ALL_FAULTS)}")

@@ -158,3 +158,114 @@ def test_close_releases_ports(echo: tuple[str, int]) -> None:
         socket.create_connection(addr, 1).close()
     assert closed_by_peer(held)
     held.close()
+
+
+def test_lose_responses_raw_link(echo: tuple[str, int]) -> None:
+    """Requests still arrive (the echo answers them), answers never come back, the connection is reset."""
+    with FaultProxy() as p:
+        p.add_link("a", "b", echo)
+        p.add_link("c", "b", echo)
+        p.lose_responses("a", hold_ms=300)
+        assert p.faults == [{"kind": "lose-responses", "host": "a", "hold_ms": 300}]
+        assert reach(p, "c", "b")  # other nodes' links are untouched
+        with socket.create_connection(p.address("a", "b"), 1) as sock:
+            sock.sendall(b"ping")
+            started = time.monotonic()
+            assert closed_by_peer(sock)
+            assert 0.25 < time.monotonic() - started < 1.0
+        p.heal()
+        assert reach(p, "a", "b")
+        with pytest.raises(KeyError):
+            p.lose_responses("nobody")
+
+
+def test_delay_responses_raw_link_delays_only_the_way_back(echo: tuple[str, int]) -> None:
+    with FaultProxy() as p:
+        p.add_link("a", "b", echo)
+        p.delay_responses("a", 400)
+        with socket.create_connection(p.address("a", "b"), 2) as sock:
+            started = time.monotonic()
+            sock.sendall(b"ping")
+            assert sock.recv(4) == b"ping"
+            assert time.monotonic() - started >= 0.4
+        p.heal()
+        started = time.monotonic()
+        assert reach(p, "a", "b")
+        assert time.monotonic() - started < 0.3
+
+
+@pytest.fixture
+def grpc_counter() -> Iterator[tuple[tuple[str, int], list[bytes]]]:
+    """A gRPC server whose one method records each request it served (as the controller applies a call)."""
+    grpc = pytest.importorskip("grpc")
+    from concurrent import futures
+
+    served: list[bytes] = []
+
+    def apply(request: bytes, context: object) -> bytes:
+        served.append(request)
+        return b"ok:" + request
+
+    handler = grpc.method_handlers_generic_handler(
+        "t.Counter", {"Apply": grpc.unary_unary_rpc_method_handler(apply, lambda b: b, lambda b: b)}
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(2), handlers=[handler])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield ("127.0.0.1", port), served
+    server.stop(None)
+
+
+def call(address: tuple[str, int], payload: bytes, timeout: float) -> tuple[str, bytes | None]:
+    import grpc
+
+    with grpc.insecure_channel(f"{address[0]}:{address[1]}") as channel:
+        method = channel.unary_unary("/t.Counter/Apply", lambda b: b, lambda b: b)
+        try:
+            return "ok", method(payload, timeout=timeout)
+        except grpc.RpcError as e:
+            return e.code().name, None
+
+
+def test_lost_grpc_response_times_out_after_the_server_applied_it(grpc_counter) -> None:
+    target, served = grpc_counter
+    with FaultProxy() as p:
+        address = p.add_link("broker", "controller", target, http2=True)
+        assert call(address, b"before", 2) == ("ok", b"ok:before")
+        p.lose_responses("broker", hold_ms=1500)
+        # A new connection opens (its SETTINGS pass) and its request is served, but the answer is lost.
+        started = time.monotonic()
+        assert call(address, b"lost", 1) == ("DEADLINE_EXCEEDED", None)
+        assert time.monotonic() - started < 1.5
+        assert served == [b"before", b"lost"]
+        assert p.response_counts["lost_frames"] >= 1
+        p.heal()
+        assert call(address, b"after", 2) == ("ok", b"ok:after")
+        assert served == [b"before", b"lost", b"after"]
+
+
+def test_late_grpc_response_times_out_after_the_server_applied_it(grpc_counter) -> None:
+    target, served = grpc_counter
+    with FaultProxy() as p:
+        address = p.add_link("broker", "controller", target, http2=True)
+        p.delay_responses("broker", 1500)
+        assert call(address, b"late", 0.8) == ("DEADLINE_EXCEEDED", None)
+        assert served == [b"late"]
+        p.heal()
+        assert call(address, b"after", 2) == ("ok", b"ok:after")
+
+
+def test_heal_resets_a_connection_that_lost_a_response_at_once(echo: tuple[str, int]) -> None:
+    with FaultProxy() as p:
+        p.add_link("a", "b", echo)
+        p.lose_responses("a", hold_ms=10_000)
+        with socket.create_connection(p.address("a", "b"), 1) as sock:
+            sock.sendall(b"ping")
+            deadline = time.monotonic() + 2
+            while not p.response_counts["lost_frames"] and time.monotonic() < deadline:
+                time.sleep(0.01)  # polling a counter of the proxy's loop thread: nothing to await here
+            started = time.monotonic()
+            p.heal()
+            assert closed_by_peer(sock)
+            assert time.monotonic() - started < 0.5
+            assert p.response_counts == {"lost_frames": 1, "late_frames": 0, "reset_connections": 1}
