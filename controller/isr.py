@@ -17,6 +17,7 @@ from odradek.client.errors import ErrorCode
 from odradek.controller.elections import ChangeBatch, MinIsr, one_replica
 from odradek.controller.metadata.image import NO_LEADER, MetadataImage, PartitionState
 from odradek.controller.reassignment import isr_change
+from odradek.proto import controller_pb2 as cpb
 from odradek.proto import metadata_pb2 as md
 
 
@@ -53,6 +54,31 @@ class AlterPartitionResults:
     error: int = ErrorCode.NONE
     message: str = ""
     partitions: list[IsrResult] = field(default_factory=list)
+
+    def response(self) -> cpb.AlterPartitionResponse:
+        """The wire answer."""
+        topics: dict[str, cpb.AlterPartitionTopicResponse] = {}
+        for r in self.partitions:
+            topics.setdefault(r.topic, cpb.AlterPartitionTopicResponse(name=r.topic)).partitions.append(
+                cpb.AlterPartitionItemResponse(
+                    partition=r.partition,
+                    error=r.error,
+                    leader=r.leader,
+                    leader_epoch=r.leader_epoch,
+                    isr=r.isr,
+                    partition_epoch=r.partition_epoch,
+                )
+            )
+        return cpb.AlterPartitionResponse(error=self.error, topics=list(topics.values()))
+
+
+def isr_items(request: cpb.AlterPartitionRequest) -> list[IsrItem]:
+    """The items of a wire request."""
+    return [
+        IsrItem(t.name, i.partition, i.leader_epoch, i.partition_epoch, tuple(i.new_isr))
+        for t in request.topics
+        for i in t.partitions
+    ]
 
 
 def _result(item: IsrItem, p: PartitionState | None, error: int = ErrorCode.NONE, message: str = "") -> IsrResult:

@@ -17,7 +17,7 @@ from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.controller.active import ActiveController, now_ms
 from odradek.controller.elections import PartitionOutcome, elect_leaders
-from odradek.controller.isr import IsrItem, alter_partition
+from odradek.controller.isr import alter_partition, isr_items
 from odradek.controller.metadata.image import MetadataImage, PartitionState
 from odradek.controller.metadata.state_machine import MetadataStateMachine
 from odradek.controller.producer_ids import allocate_producer_ids
@@ -95,11 +95,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         )
 
     async def AlterPartition(self, request, context):
-        items = [
-            IsrItem(t.name, item.partition, item.leader_epoch, item.partition_epoch, tuple(item.new_isr))
-            for t in request.topics
-            for item in t.partitions
-        ]
+        items = isr_items(request)
 
         def decide(image: MetadataImage, _next_offset: int):
             return alter_partition(
@@ -110,20 +106,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             out = await self.controller.write(decide)
         except OdradekError as e:
             return cpb.AlterPartitionResponse(error=e.code)
-        by_topic: dict[str, cpb.AlterPartitionTopicResponse] = {}
-        for r in out.partitions:
-            topic = by_topic.setdefault(r.topic, cpb.AlterPartitionTopicResponse(name=r.topic))
-            topic.partitions.append(
-                cpb.AlterPartitionItemResponse(
-                    partition=r.partition,
-                    error=r.error,
-                    leader=r.leader,
-                    leader_epoch=r.leader_epoch,
-                    isr=r.isr,
-                    partition_epoch=r.partition_epoch,
-                )
-            )
-        return cpb.AlterPartitionResponse(error=out.error, topics=list(by_topic.values()))
+        return out.response()
 
     async def AllocateProducerIds(self, request, context):
         def decide(image: MetadataImage, _next_offset: int):

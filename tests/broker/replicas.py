@@ -12,7 +12,7 @@ from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
-from odradek.controller.isr import IsrItem, MinIsr, alter_partition
+from odradek.controller.isr import MinIsr, alter_partition, isr_items
 from odradek.controller.metadata.image import MetadataImage
 from odradek.proto import controller_pb2 as cpb
 
@@ -31,26 +31,11 @@ class Controller:
         self.min_isr = min_isr or (lambda _t: 1)
 
     def answer(self, request: cpb.AlterPartitionRequest) -> cpb.AlterPartitionResponse:
-        items = [
-            IsrItem(t.name, i.partition, i.leader_epoch, i.partition_epoch, tuple(i.new_isr))
-            for t in request.topics
-            for i in t.partitions
-        ]
-        records, out = alter_partition(self.image, request.broker_id, request.broker_epoch, items, self.min_isr)
+        records, out = alter_partition(
+            self.image, request.broker_id, request.broker_epoch, isr_items(request), self.min_isr
+        )
         self.image = apply(self.image, records)
-        topics: dict[str, cpb.AlterPartitionTopicResponse] = {}
-        for r in out.partitions:
-            topics.setdefault(r.topic, cpb.AlterPartitionTopicResponse(name=r.topic)).partitions.append(
-                cpb.AlterPartitionItemResponse(
-                    partition=r.partition,
-                    error=r.error,
-                    leader=r.leader,
-                    leader_epoch=r.leader_epoch,
-                    isr=r.isr,
-                    partition_epoch=r.partition_epoch,
-                )
-            )
-        return cpb.AlterPartitionResponse(error=out.error, topics=list(topics.values()))
+        return out.response()
 
 
 class Replicas:

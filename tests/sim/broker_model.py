@@ -24,7 +24,7 @@ from odradek.broker.log.log import Log
 from odradek.broker.partition import FollowerRead, Partition
 from odradek.broker.replication import IsrChange
 from odradek.client.errors import ErrorCode, OdradekError
-from odradek.controller.isr import IsrItem
+from odradek.controller.isr import isr_items
 from odradek.controller.metadata.image import MetadataDelta, MetadataImage
 from odradek.proto import controller_pb2 as cpb
 
@@ -344,16 +344,11 @@ class SimBroker:
             return
         request = proc.batcher.request(items, proc.epoch)
         token = proc.isr_in_flight = object()
-        isr_items = [
-            IsrItem(t.name, i.partition, i.leader_epoch, i.partition_epoch, tuple(i.new_isr))
-            for t in request.topics
-            for i in t.partitions
-        ]
 
         def deliver() -> None:
-            out = self.ctl.on_alter_partition(request.broker_id, request.broker_epoch, isr_items)
+            out = self.ctl.on_alter_partition(request.broker_id, request.broker_epoch, isr_items(request))
             if out is not None:
-                response = _alter_response(out)
+                response = out.response()
                 self._reply(proc, f"AlterPartition answer {_summary(response)}", lambda: answered(response))
 
         def answered(response: cpb.AlterPartitionResponse | None) -> None:
@@ -368,7 +363,9 @@ class SimBroker:
                 proc.isr_backoff_until = self.world.now + self.s.isr_backoff_ms
             self._send_isr(proc)
 
-        what = ", ".join(f"p{i.partition}:{list(i.new_isr)}@{i.leader_epoch}/{i.partition_epoch}" for i in isr_items)
+        what = ", ".join(
+            f"p{i.partition}:{list(i.new_isr)}@{i.leader_epoch}/{i.partition_epoch}" for i in isr_items(request)
+        )
         self.net.send(self.id, CONTROLLER, f"AlterPartition B{self.id}@{proc.epoch} {what}", deliver)
 
         def deadline() -> None:
@@ -491,22 +488,6 @@ class SimBroker:
             else:
                 waiting.append((future, deadline, reply))
         proc.produces = waiting
-
-
-def _alter_response(out) -> cpb.AlterPartitionResponse:
-    topics: dict[str, cpb.AlterPartitionTopicResponse] = {}
-    for r in out.partitions:
-        topics.setdefault(r.topic, cpb.AlterPartitionTopicResponse(name=r.topic)).partitions.append(
-            cpb.AlterPartitionItemResponse(
-                partition=r.partition,
-                error=r.error,
-                leader=r.leader,
-                leader_epoch=r.leader_epoch,
-                isr=r.isr,
-                partition_epoch=r.partition_epoch,
-            )
-        )
-    return cpb.AlterPartitionResponse(error=out.error, topics=list(topics.values()))
 
 
 def _summary(response: cpb.AlterPartitionResponse) -> str:
