@@ -1,4 +1,4 @@
-"""Node configuration: one TOML file per node with Kafka's property names (DESIGN.md §11).
+"""Node configuration: one TOML file per node with Kafka's property names.
 
 Keys may be written quoted (``"node.id" = 1``), dotted (``node.id = 1``) or as tables (``[node] id = 1``): all
 flatten to Kafka's dotted names. Unknown names and bad values fail at start with a one-line error.

@@ -1,6 +1,6 @@
 """The ``Broker`` gRPC service's data plane: Metadata, Produce, Fetch, ListOffsets and InitProducerId.
 
-Requests carry many partitions each (DESIGN.md §2: a Python gRPC server pays ~0.3 ms of CPU per RPC whatever its
+Requests carry many partitions each (a Python gRPC server pays ~0.3 ms of CPU per RPC whatever its
 size, so the clients batch). Every partition gets its own typed error; a partition this broker does not lead
 answers NOT_LEADER_OR_FOLLOWER with the current leader from the metadata image, so clients can re-route without
 a metadata round trip. Fetches long-poll in a purgatory: a fetch that finds less than ``min_bytes`` parks a

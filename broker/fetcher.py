@@ -1,6 +1,6 @@
 """Follower fetchers: one task per leader broker, pulling every partition this broker follows from that leader.
 
-Each round is one Fetch RPC carrying all of the leader's partitions (DESIGN.md §2: few, large RPCs) with this
+Each round is one Fetch RPC carrying all of the leader's partitions (few, large RPCs) with this
 broker's replica id and epoch, each partition's fetch offset (our log end offset) and last fetched epoch. The
 leader long-polls until it has new data. Per partition the answer is applied by ``apply_fetched``
 (fetch_response.py) against the position the request was sent at: an answer to a position the partition has

@@ -72,7 +72,7 @@ class _MetricsInterceptor(grpc.aio.ServerInterceptor):
 
     grpc.aio runs the interceptor chain on every RPC, so the timed handler of each method is built once and
     cached: the per-RPC cost is one dict lookup plus the timing itself, not the continuation, a new closure, a
-    new method handler and three ``labels()`` look-ups (each takes a lock) per call (DESIGN.md §2: small RPCs are
+    new method handler and three ``labels()`` look-ups (each takes a lock) per call (small RPCs are
     dominated by fixed per-RPC CPU). The handlers are registered before the server starts and never change, so
     a method's handler is the same for every call.
     """

@@ -379,7 +379,7 @@ async def _step(name: str, aw: Awaitable[object], timeout: float = STOP_STEP_TIM
 
 
 def run(config: NodeConfig) -> None:
-    """Run a node until SIGTERM/SIGINT, on uvloop (DESIGN.md §2)."""
+    """Run a node until SIGTERM/SIGINT, on uvloop."""
     import uvloop
 
     logging.basicConfig(

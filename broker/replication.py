@@ -1,6 +1,6 @@
 """The leader's replication state of one partition: follower progress, the ISR and the high watermark.
 
-Sans-I/O (DESIGN.md §4): the partition shell feeds it events (a local append, a follower fetch, a committed
+Sans-I/O: the partition shell feeds it events (a local append, a follower fetch, a committed
 metadata change, a periodic lag check) with the time and the leader's log end offset, and gets back the new high
 watermark and ISR changes to ask the controller for. Rules, as Kafka's leader keeps them:
 

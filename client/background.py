@@ -1,6 +1,6 @@
 """Run the async clients from synchronous code: one event loop on a daemon thread per facade.
 
-The synchronous ``Producer``/``Consumer``/``Admin`` are thin facades over the async core (DESIGN.md §6); this is
+The synchronous ``Producer``/``Consumer``/``Admin`` are thin facades over the async core; this is
 the loop they submit coroutines to.
 """
 

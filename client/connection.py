@@ -1,6 +1,6 @@
 """gRPC channels to odradek nodes: one shared channel per address, sized for large record payloads.
 
-gRPC's default 4 MiB receive limit is raised on both ends (DESIGN.md §2); every channel and server in odradek
+gRPC's default 4 MiB receive limit is raised on both ends; every channel and server in odradek
 takes its options from here so the limits cannot drift apart.
 """
 

@@ -1,6 +1,6 @@
 """The client's view of the cluster: brokers, and each partition's leader and leader epoch.
 
-Producer and consumer send every partition's requests straight to its leader (DESIGN.md §6), so they read this
+Producer and consumer send every partition's requests straight to its leader, so they read this
 cache on every batch and refresh it when it proves wrong: after NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
 FENCED_LEADER_EPOCH or a connection error (``request_refresh``), and every ``metadata.max.age.ms``. Concurrent
 refreshes share one ``Metadata`` RPC, and a leader hint carried by a response moves a partition without any.

@@ -1,8 +1,8 @@
 """Regenerate the committed protobuf/gRPC code from proto/*.proto, or check that it is current.
 
 Usage: ``python proto/generate.py`` rewrites proto/*_pb2*.py(i); ``python proto/generate.py --check`` exits 1
-and names the files that differ. The ``-Iodradek/proto=proto`` mapping keeps the ``odradek.proto`` import path
-(DESIGN.md §2), so the generated modules import each other as ``from odradek.proto import x_pb2``.
+and names the files that differ. The ``-Iodradek/proto=proto`` mapping keeps the ``odradek.proto`` import path,
+so the generated modules import each other as ``from odradek.proto import x_pb2``.
 """
 
 from __future__ import annotations

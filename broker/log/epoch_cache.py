@@ -1,6 +1,6 @@
 """The leader-epoch cache: for each leader epoch, the first offset written in it (Kafka's LeaderEpochFileCache).
 
-Followers use it to find where their log diverges from the leader's (OffsetsForLeaderEpoch, DESIGN.md §4): the
+Followers use it to find where their log diverges from the leader's (OffsetsForLeaderEpoch): the
 end offset of epoch E is the start offset of the first epoch after E. It is persisted in the partition directory
 as ``leader-epoch-checkpoint`` (checkpoint.py layout, ``epoch start_offset`` a line) on every change; changes are
 rare (one per leader election or truncation), so the synchronous write costs nothing on the data path.

@@ -1,4 +1,4 @@
-"""Per-partition producer state for the idempotent producer (Kafka's ProducerStateManager, DESIGN.md §8).
+"""Per-partition producer state for the idempotent producer (Kafka's ProducerStateManager).
 
 For each producer id the partition keeps the producer epoch and the sequence and offset ranges of its last
 MAX_RETAINED_BATCHES batches. The leader ``check``s a client batch against it before appending: a retry of one of

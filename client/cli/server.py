@@ -24,7 +24,7 @@ def random_cluster_id() -> str:
 
 
 # glibc malloc returns large payload buffers to the OS and re-faults them on every RPC unless these are raised;
-# measured 1.5-3.8x on 1 MiB RPCs (DESIGN.md §2). They must be set before the process starts, hence the re-exec.
+# measured 1.5-3.8x on 1 MiB RPCs. They must be set before the process starts, hence the re-exec.
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(64 * 1024 * 1024), "MALLOC_TRIM_THRESHOLD_": str(256 * 1024 * 1024)}
 
 

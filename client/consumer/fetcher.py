@@ -1,7 +1,7 @@
 """The fetcher: partition positions, the fetch loop, and the buffer ``poll()`` drains.
 
 The fetch loop runs on the consumer's event loop and keeps one Fetch RPC in flight per leader broker, covering all
-of that broker's fetchable partitions (few, large RPCs: DESIGN.md §2), long-polling with ``fetch.min.bytes`` /
+of that broker's fetchable partitions (few, large RPCs), long-polling with ``fetch.min.bytes`` /
 ``fetch.max.wait.ms``. It prefetches: a partition is fetched again as soon as at most one response of it is
 buffered, from the end of that response, so the next data is on its way while the application processes the
 current poll. Positions without a value are resolved with ListOffsets (``auto.offset.reset``, ``seek_to_*``).

@@ -1,4 +1,4 @@
-"""The idempotent producer's identity and sequence numbers (DESIGN.md §8, KIP-98 and KIP-360).
+"""The idempotent producer's identity and sequence numbers (KIP-98 and KIP-360).
 
 The broker deduplicates by (producer id, epoch, sequence): every batch carries the producer's id and epoch and
 the sequence of its first record, consecutive per partition. A sequence is given once, when the batch is first

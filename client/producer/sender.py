@@ -1,8 +1,8 @@
 """The sender: drains ready batches into Produce RPCs and completes them from the responses.
 
 It runs on the producer's event loop. Each wakeup drains every sendable batch grouped by leader, one request per
-leader holding many partitions and batches (a Python gRPC server pays ~0.3 ms per RPC whatever its size, DESIGN.md
-§2), with at most ``max.in.flight.requests.per.connection`` requests outstanding per broker (fewer when they only
+leader holding many partitions and batches (a Python gRPC server pays ~0.3 ms per RPC whatever its size),
+with at most ``max.in.flight.requests.per.connection`` requests outstanding per broker (fewer when they only
 carry lingered, small batches) and one per partition. Encoding happens here, once per batch. Retriable errors put
 a batch back at the front of its partition's queue for ``retry.backoff.ms``; leader errors first re-route it (a
 leader hint from the response, or a metadata refresh). A batch fails for good on a non-retriable error, after

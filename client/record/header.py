@@ -1,7 +1,7 @@
 """The v2 RecordBatch header (Kafka magic 2): layout, parsing and header-only validation.
 
 This is the one place that knows the header's byte layout. The broker validates and appends batches with these
-functions alone, without decoding records (DESIGN.md §2)::
+functions alone, without decoding records::
 
     offset  size  field
     0       8     base_offset

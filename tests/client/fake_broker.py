@@ -1,7 +1,7 @@
 """A fake odradek cluster for client tests: real ``Broker`` gRPC servers on 127.0.0.1 over an in-memory log.
 
 Each fake broker is a grpc.aio server implementing Metadata, Produce, Fetch (with long poll) and ListOffsets the way
-the real broker's data plane does (DESIGN.md §2/§4): per-partition error codes, NOT_LEADER_OR_FOLLOWER with a
+the real broker's data plane does: per-partition error codes, NOT_LEADER_OR_FOLLOWER with a
 ``current_leader`` hint, offsets assigned by rewriting each batch's base offset, whole batches on fetch, the high
 watermark as the end. All brokers share one cluster state and run on their own thread's event loop, so tests can
 drive synchronous clients. Tests steer it: move leaders, inject error codes, truncate the log start, and count the

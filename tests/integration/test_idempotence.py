@@ -1,4 +1,4 @@
-"""The idempotent producer with real processes (DESIGN.md §8).
+"""The idempotent producer with real processes.
 
 1. A gRPC proxy between the producer and the brokers drops the answers of a share of Produce calls after the
    broker has appended their batches: the producer retries them, and the leaders acknowledge the retries with the
