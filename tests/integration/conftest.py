@@ -20,7 +20,11 @@ FAST = {
 
 
 def start_cluster(directory: Path, controllers: int = 3, brokers: int = 3, **overrides) -> DevCluster:
-    cluster = DevCluster.create(directory, controllers, brokers, overrides={**FAST, **overrides})
+    return start_created(DevCluster.create(directory, controllers, brokers, overrides={**FAST, **overrides}))
+
+
+def start_created(cluster: DevCluster) -> DevCluster:
+    """Start every node of a created cluster and wait until it is ready (stopping it again if it never is)."""
     cluster.start_all()
     try:
         asyncio.run(cluster.wait_ready(60))

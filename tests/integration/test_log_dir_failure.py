@@ -6,7 +6,6 @@ broker fail the dir as an EIO in one of its logs would (the same path as a real 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import tomllib
 from pathlib import Path
@@ -19,7 +18,7 @@ from odradek.broker.storage import format_storage
 from odradek.client import Admin, Producer
 from odradek.client.cli.dev_cluster import DevCluster, process_state
 
-from .conftest import FAST, wait_for
+from .conftest import FAST, start_created, wait_for
 from .test_replication import ContinuousProducer, check_acked, describe, read_all, wait_acked_progress
 
 pytestmark = pytest.mark.integration
@@ -45,13 +44,7 @@ def start_two_dir_cluster(directory: Path) -> DevCluster:
         props["metadata.log.dir"] = str(n.directory / "data")
         Path(n.config).write_text(tomli_w.dumps(props))
         format_storage(NodeConfig.load(n.config), cluster.cluster_id, ignore_formatted=True)
-    cluster.start_all()
-    try:
-        asyncio.run(cluster.wait_ready(60))
-    except Exception:
-        cluster.stop_all(timeout=5)
-        raise
-    return cluster
+    return start_created(cluster)
 
 
 @pytest.fixture
