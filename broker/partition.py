@@ -241,6 +241,10 @@ class Partition:
         data = log_.read(fetch_offset, max_bytes)
         return FollowerRead(data, None, log_.high_watermark, log_.log_start_offset, leo)
 
+    def on_leader_stall(self, now_ms: int) -> None:
+        if self.leader_state is not None:
+            self.leader_state.on_stall(now_ms)
+
     def check_lagging(self, now_ms: int, lag_max_ms: int) -> None:
         if self.leader_state is not None:
             self._apply(self.leader_state.check_lagging(self.log.log_end_offset, now_ms, lag_max_ms))

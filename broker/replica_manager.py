@@ -89,6 +89,7 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         # Replicas that cannot serve: their log failed, or no log could be created for them (every dir offline).
         self.offline: dict[tuple[str, int], str] = {}
+        self._last_lag_check_ms: int | None = None
 
     def get(self, topic: str, partition: int) -> Partition:
         key = (topic, partition)
@@ -224,11 +225,20 @@ class ReplicaManager:
         else:
             self.fetchers.remove(key)
 
-    def check_lagging(self, lag_max_ms: int) -> None:
-        """Periodic: leaders ask to drop followers that stopped keeping up."""
-        now = monotonic_ms()
+    def check_lagging(self, lag_max_ms: int, now_ms: int | None = None) -> None:
+        """Periodic: leaders ask to drop followers that stopped keeping up. A check a whole lag window after the
+        previous one means this broker itself stalled (a pause, a frozen event loop): its leaders then give their
+        followers a new window instead of dropping them for a silence nobody was listening to."""
+        now = monotonic_ms() if now_ms is None else now_ms
+        gap = now - (now if self._last_lag_check_ms is None else self._last_lag_check_ms)
+        self._last_lag_check_ms = now
+        stalled = gap > lag_max_ms
+        if stalled:
+            log.warning("broker %d ran no lag check for %d ms: its followers get a new lag window", self.broker_id, gap)
         for p in self.partitions.values():
             if p.is_leader and not p.log.offline:
+                if stalled:
+                    p.on_leader_stall(now)
                 p.check_lagging(now, lag_max_ms)
 
     def _remove(self, topic: str, partition: int) -> None:

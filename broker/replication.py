@@ -13,7 +13,9 @@ watermark and ISR changes to ask the controller for. Rules, as Kafka's leader ke
   and one being added counts as soon as it is asked for). It never moves backwards, and (KIP-966) it does not
   move at all while the committed ISR is smaller than ``min.insync.replicas`` (capped at the replica count):
   a record that was never on enough replicas is never shown to consumers, whatever acks its producer used.
-- Shrink: an ISR follower not caught up for ``replica.lag.time.max.ms``. Expand: a follower whose log end
+- Shrink: an ISR follower not caught up for ``replica.lag.time.max.ms``, counted only while the leader itself ran:
+  after a stall of the leader (a pause, a frozen process; the shell notices its periodic check woke late) the
+  followers it could not hear from meanwhile get a new window from then. Expand: a follower whose log end
   offset reached both the high watermark and the start of the current leader epoch. One change is in flight
   at a time; it takes effect only when the controller commits it and the metadata reaches this broker.
 """
@@ -130,6 +132,11 @@ class LeaderState:
         if not lagging:
             return NO_PROGRESS
         return self._progress(leader_leo, self._request(tuple(r for r in self.isr if r not in lagging)))
+
+    def on_stall(self, now_ms: int) -> None:
+        """The leader was not running for a while: followers' silence during it proves nothing about them."""
+        for f in self.followers.values():
+            f.last_caught_up_ms = max(f.last_caught_up_ms, now_ms)
 
     def on_metadata(
         self, partition_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...], leader_leo: int, now_ms: int
