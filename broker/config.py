@@ -80,6 +80,14 @@ def _bool(value: Any) -> bool:
     raise ConfigError(f"expected true or false, got {value!r}")
 
 
+def _recovery_strategy(value: Any) -> str:
+    """KIP-966's names; ``proactive`` (electing before the whole last known ELR is back) is not implemented."""
+    strategy = str(value).lower()
+    if strategy not in ("balanced", "manual"):
+        raise ConfigError(f"unclean.recovery.strategy must be balanced or manual, not {value!r}")
+    return strategy
+
+
 def _csv(value: Any) -> list[str]:
     if isinstance(value, list):
         return [str(v) for v in value]
@@ -124,6 +132,7 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "default.replication.factor": (_int, 1),
     "min.insync.replicas": (_int, 1),
     "unclean.leader.election.enable": (_bool, False),
+    "unclean.recovery.strategy": (_recovery_strategy, "balanced"),
     "auto.leader.rebalance.enable": (_bool, True),
     "leader.imbalance.check.interval.seconds": (_int, 300),
     "leader.imbalance.per.broker.percentage": (_int, 10),

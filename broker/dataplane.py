@@ -1,4 +1,5 @@
-"""The ``Broker`` gRPC service's data plane: Metadata, Produce, Fetch, ListOffsets and InitProducerId.
+"""The ``Broker`` gRPC service's data plane: Metadata, Produce, Fetch, ListOffsets and InitProducerId (and
+GetReplicaLogInfo, the controller's look at a replica's log for unclean recovery).
 
 Requests carry many partitions each (a Python gRPC server pays ~0.3 ms of CPU per RPC whatever its
 size, so the clients batch). Every partition gets its own typed error; a partition this broker does not lead
@@ -383,6 +384,38 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             partition.visible_high_watermark()  # -1 only once the high watermark is the real one
             return -1, -1
         return found, timestamp
+
+    # ---- Unclean recovery ----
+
+    async def GetReplicaLogInfo(self, request, context):
+        """Each replica's last leader epoch and log end offset, for the controller to elect the most complete log
+        of a partition that no replica is known to hold entirely. The broker epoch says which incarnation
+        answered: one that restarts before the election may have lost what it reported."""
+        epoch = self.replicas.registered_epoch()
+        if request.broker_id != self.broker_id:
+            return pb.ReplicaLogInfoResponse(error=ErrorCode.INVALID_REQUEST)
+        if epoch < 0:
+            return pb.ReplicaLogInfoResponse(error=ErrorCode.STALE_BROKER_EPOCH)
+        topics = []
+        for t in request.topics:
+            known = self.image.topic_ids.get(t.name) == t.topic_id
+            results = [self._replica_log_info(t.name, index, known) for index in t.partitions]
+            topics.append(pb.ReplicaLogInfoTopicResponse(name=t.name, partitions=results))
+        return pb.ReplicaLogInfoResponse(broker_epoch=epoch, topics=topics)
+
+    def _replica_log_info(self, topic: str, index: int, known: bool) -> pb.ReplicaLogInfoPartition:
+        p = self.replicas.partitions.get((topic, index)) if known else None
+        if p is None:
+            return pb.ReplicaLogInfoPartition(partition=index, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if (topic, index) in self.replicas.offline or p.log.offline:
+            return pb.ReplicaLogInfoPartition(partition=index, error=ErrorCode.KAFKA_STORAGE_ERROR)
+        try:
+            last_epoch, end = p.log.latest_epoch, p.log.log_end_offset
+        except OdradekError as e:
+            return pb.ReplicaLogInfoPartition(partition=index, error=e.code)
+        return pb.ReplicaLogInfoPartition(
+            partition=index, last_leader_epoch=-1 if last_epoch is None else last_epoch, log_end_offset=end
+        )
 
     # ---- Producer ids ----
 

@@ -80,6 +80,10 @@ class Node:
         value = self.sm.image.topic_configs(topic).get("unclean.leader.election.enable")
         return value == "true" if value is not None else self.config["unclean.leader.election.enable"]
 
+    def _recovery_strategy(self, topic: str) -> str:
+        value = self.sm.image.topic_configs(topic).get("unclean.recovery.strategy")
+        return value if value is not None else self.config["unclean.recovery.strategy"]
+
     def _min_isr(self, topic: str) -> int:
         value = self.sm.image.topic_configs(topic).get("min.insync.replicas")
         return int(value) if value is not None else self.config["min.insync.replicas"]
@@ -112,6 +116,7 @@ class Node:
                 lifecycle,
                 rebalance_interval_s=rebalance,
                 imbalance_percentage=c["leader.imbalance.per.broker.percentage"],
+                recovery_strategy=self._recovery_strategy,
             )
         self.admin = AdminService(self.sm, self.driver, self.voters, defaults, self.controller)
         if c.is_controller:

@@ -91,6 +91,10 @@ class ReplicaManager:
         self.offline: dict[tuple[str, int], str] = {}
         self._last_lag_check_ms: int | None = None
 
+    def registered_epoch(self) -> int:
+        """The broker epoch of this process's registration; -1 until registered."""
+        return self._registered_epoch()
+
     def get(self, topic: str, partition: int) -> Partition:
         key = (topic, partition)
         reason = self.offline.get(key)

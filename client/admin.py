@@ -367,8 +367,9 @@ class AsyncAdmin:
     async def elect_leaders(
         self, election_type: str = "preferred", partitions: Iterable[tuple[str, int]] | None = None
     ) -> list[ElectionResult]:
-        """Move leadership to each partition's preferred (first) replica, or with ``"unclean"`` elect any live
-        replica for leaderless partitions (may lose committed records). ``partitions`` None means all of them.
+        """Move leadership to each partition's preferred (first) replica, or with ``"unclean"`` elect the live
+        replica with the most complete log for leaderless partitions (may lose committed records). ``partitions``
+        None means all of them.
 
         Per-partition failures (including ELECTION_NOT_NEEDED) are results; a whole-request failure raises."""
         if election_type not in ELECTION_TYPES:

@@ -22,6 +22,8 @@ from odradek.controller.metadata.image import MetadataImage
 from odradek.controller.metadata.state_machine import MetadataStateMachine, encode_batch
 from odradek.controller.quorum.driver import RaftDriver
 from odradek.controller.raft import LeaderAndEpoch, NotLeaderError, Role
+from odradek.controller.replica_logs import ReplicaLogInspector
+from odradek.controller.unclean_recovery import BALANCED, Inspection, Recovery, balanced_inspections, recoveries
 from odradek.proto import metadata_pb2 as md
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,8 @@ class ActiveController:
         *,
         rebalance_interval_s: float | None = None,
         imbalance_percentage: int = 10,
+        recovery_strategy: Callable[[str], str] = lambda _topic: BALANCED,
+        recovery_interval_s: float = 1.0,
     ) -> None:
         """``rebalance_interval_s`` None disables the automatic preferred-leader rebalance."""
         self.driver = driver
@@ -59,6 +63,9 @@ class ActiveController:
         self.session_check_ms = session_check_ms
         self.rebalance_interval_s = rebalance_interval_s
         self.imbalance_percentage = imbalance_percentage
+        self.recovery_strategy = recovery_strategy
+        self.recovery_interval_s = recovery_interval_s
+        self.inspector = ReplicaLogInspector()
         self._lock = asyncio.Lock()
         self._active = asyncio.Event()
         self._epoch_start: int | None = None
@@ -76,6 +83,7 @@ class ActiveController:
 
     def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._session_loop(), name="controller-sessions"))
+        self._tasks.append(asyncio.create_task(self._recovery_loop(), name="controller-unclean-recovery"))
         if self.rebalance_interval_s is not None:
             self._tasks.append(asyncio.create_task(self._rebalance_loop(), name="controller-leader-rebalance"))
 
@@ -84,6 +92,7 @@ class ActiveController:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        await self.inspector.close()
 
     def _leader_changed(self, leader: LeaderAndEpoch) -> None:
         if leader.role is Role.LEADER:
@@ -160,3 +169,31 @@ class ActiveController:
             return records
 
         await self._periodic(self.rebalance_interval_s, "leader rebalance", decide)
+
+    async def recover(self, inspections: list[Inspection], every: bool = True) -> list[Recovery]:
+        """Compare the inspected replicas' logs and elect the most complete where the answers allow it."""
+        if not inspections:
+            return []
+        answers = await self.inspector.inspect(self.sm.image, inspections)
+
+        def decide(image: MetadataImage, _offset: int) -> tuple[list[md.MetadataRecord], list[Recovery]]:
+            done = recoveries(image, inspections, answers, self.lifecycle.min_isr, every)
+            return [md.MetadataRecord(partition_change=r.record) for r in done], done
+
+        done = await self.write(decide, 5.0)
+        for r in done:
+            log.warning("%s", r.describe())
+        return done
+
+    async def _recovery_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.recovery_interval_s)
+            if not self._active.is_set():
+                continue
+            try:
+                due = balanced_inspections(self.sm.image, self.recovery_strategy, self.lifecycle.unclean_allowed)
+                await self.recover(due)
+            except OdradekError as e:
+                log.debug("unclean recovery skipped: %s", e)
+            except Exception:
+                log.exception("unclean recovery failed")

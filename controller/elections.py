@@ -71,7 +71,7 @@ def partition_change(
         new_elr = p.eligible_leader_replicas
     else:
         new_elr = eligible_leaders(p, new_isr, new_replicas, min_isr)
-    last_known = _last_known_elr(p, new_isr, new_elr)
+    last_known = _last_known_elr(p, new_isr, new_elr, new_replicas, min_isr)
     if (new_elr, last_known) != (p.eligible_leader_replicas, p.last_known_elr):
         record.eligible_leader_replicas.extend(new_elr)  # replaying elr_changed sets both lists
         record.last_known_elr.extend(last_known)
@@ -93,14 +93,17 @@ def eligible_leaders(
     return tuple(r for r in replicas if r in keep and r not in new_isr)
 
 
-def _last_known_elr(p: PartitionState, new_isr: tuple[int, ...], new_elr: tuple[int, ...]) -> tuple[int, ...]:
-    """The replicas that last held everything committed, kept once neither the ISR nor the ELR has a member (for
-    the operator's recovery); cleared when a replica is in sync again."""
-    if new_isr or new_elr:
+def _last_known_elr(
+    p: PartitionState, new_isr: tuple[int, ...], new_elr: tuple[int, ...], replicas: tuple[int, ...], min_isr: int
+) -> tuple[int, ...]:
+    """KIP-966's last known ELR: replicas that held everything committed until an unclean stop took them out of the
+    ISR or ELR while the ISR was below the minimum. They may have kept it all (a killed process loses nothing it
+    wrote), so unclean recovery compares their logs. Cleared once the ISR is back at the minimum."""
+    if len(new_isr) >= min(min_isr, len(replicas)):
         return ()
-    if p.isr or p.eligible_leader_replicas:
-        return tuple(r for r in p.replicas if r in p.isr or r in p.eligible_leader_replicas)
-    return p.last_known_elr
+    held = set(new_isr) | set(new_elr)
+    keep = set(p.last_known_elr) | set(p.isr) | set(p.eligible_leader_replicas)
+    return tuple(r for r in replicas if r in keep and r not in held)
 
 
 def choose_leader(
@@ -256,17 +259,29 @@ def _preferred(p: PartitionState, active: set[int]) -> Verdict:
     return ErrorCode.NONE, "", partition_change(p, leader=preferred)
 
 
-def _unclean(p: PartitionState, active: set[int], min_isr: int) -> Verdict:
+UncleanChoice = Callable[[str, PartitionState], md.PartitionChangeRecord | None]
+
+
+def no_log_inspection(_topic: str, _p: PartitionState) -> md.PartitionChangeRecord | None:
+    return None
+
+
+def _unclean(topic: str, p: PartitionState, active: set[int], min_isr: int, inspected: UncleanChoice) -> Verdict:
     """Kafka's UNCLEAN election: only for a leaderless partition; an in-sync or eligible replica if one is active,
-    else the last known ELR (their logs held everything committed before their unclean stop), else any."""
+    else the most complete log the controller found (``inspected``), else the last known ELR (their logs held
+    everything committed before their unclean stop), else any."""
     if p.leader != NO_LEADER:
         return ErrorCode.ELECTION_NOT_NEEDED, f"the partition has a leader ({p.leader})", None
+    if choose_leader(p, active, p.isr, unclean=False) == NO_LEADER:
+        change = inspected(topic, p)
+        if change is not None:
+            return ErrorCode.NONE, "", change
     if choose_leader(p, active, p.isr, unclean=True) == NO_LEADER:
         return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no replica is an active broker", None
     return ErrorCode.NONE, "", elect(p, active, p.isr, True, min_isr, p.eligible_leader_replicas)
 
 
-def _every_partition(image: MetadataImage) -> list[tuple[str, int]]:
+def every_partition(image: MetadataImage) -> list[tuple[str, int]]:
     return [(name, index) for name in sorted(image.topic_ids) for index in sorted(image.topic(name).partitions)]
 
 
@@ -276,6 +291,7 @@ def elect_leaders(
     *,
     unclean: bool,
     min_isr: MinIsr = one_replica,
+    inspected: UncleanChoice = no_log_inspection,
 ) -> tuple[list[md.MetadataRecord], list[PartitionOutcome]]:
     """ElectLeaders (KIP-460) as one batch: preferred elections, or unclean ones for leaderless partitions.
 
@@ -285,12 +301,15 @@ def elect_leaders(
     batch = ChangeBatch(image)
     active = _active(image)
     outcomes = []
-    for topic, index in _every_partition(image) if partitions is None else partitions:
+    for topic, index in every_partition(image) if partitions is None else partitions:
         p = batch.partition(topic, index)
         if p is None:
             outcomes.append(unknown_partition(topic, index))
             continue
-        error, message, change = _unclean(p, active, min_isr(topic)) if unclean else _preferred(p, active)
+        if unclean:
+            error, message, change = _unclean(topic, p, active, min_isr(topic), inspected)
+        else:
+            error, message, change = _preferred(p, active)
         if change is not None:
             p = batch.add(change)
         if partitions is None and error == ErrorCode.ELECTION_NOT_NEEDED:

@@ -7,6 +7,7 @@ bootstrap from any node.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -16,7 +17,7 @@ import grpc
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.controller.active import ActiveController, now_ms
-from odradek.controller.elections import PartitionOutcome, elect_leaders
+from odradek.controller.elections import PartitionOutcome, elect_leaders, every_partition
 from odradek.controller.isr import alter_partition, isr_items
 from odradek.controller.metadata.image import MetadataImage, PartitionState
 from odradek.controller.metadata.state_machine import MetadataStateMachine
@@ -24,10 +25,15 @@ from odradek.controller.producer_ids import allocate_producer_ids
 from odradek.controller.quorum.driver import RaftDriver
 from odradek.controller.raft import Role
 from odradek.controller.reassignment import ReassignmentRequest, alter_reassignments
+from odradek.controller.replica_logs import Answers
 from odradek.controller.topics import TopicRequest, create_topic, delete_topic
+from odradek.controller.unclean_recovery import Inspection, Recovery, operator_choice, operator_inspection
 from odradek.proto import admin_pb2 as apb
 from odradek.proto import admin_pb2_grpc, common_pb2, controller_pb2_grpc
 from odradek.proto import controller_pb2 as cpb
+from odradek.proto import metadata_pb2 as md
+
+log = logging.getLogger(__name__)
 
 INTERNAL_PREFIX = "__"
 
@@ -340,13 +346,37 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         partitions = [(r.topic, r.partition) for r in request.partitions] or None
         unclean = request.election_type == apb.UNCLEAN
         min_isr = controller.lifecycle.min_isr
+        recovered: list[Recovery] = []
         try:
-            outcomes = await controller.write(
-                lambda image, _offset: elect_leaders(image, partitions, unclean=unclean, min_isr=min_isr)
-            )
+            inspections, answers = await self._inspect_for_unclean(controller, partitions) if unclean else ([], {})
+
+            def decide(image: MetadataImage, _offset: int) -> tuple[list[md.MetadataRecord], list[PartitionOutcome]]:
+                inspected = operator_choice(image, inspections, answers, min_isr, recovered)
+                return elect_leaders(image, partitions, unclean=unclean, min_isr=min_isr, inspected=inspected)
+
+            outcomes = await controller.write(decide)
         except OdradekError as e:
             return apb.ElectLeadersResponse(error=e.code)
+        for r in recovered:
+            log.warning("operator's %s", r.describe())
         return apb.ElectLeadersResponse(results=_election_results(outcomes))
+
+    @staticmethod
+    async def _inspect_for_unclean(
+        controller: ActiveController, partitions: list[tuple[str, int]] | None
+    ) -> tuple[list[Inspection], Answers]:
+        """The logs of the leaderless partitions' active replicas, for an unclean election to pick the best."""
+        image = controller.image
+        inspections = []
+        for topic, index in partitions if partitions is not None else every_partition(image):
+            p = image.partition(topic, index)
+            inspection = None if p is None else operator_inspection(image, topic, p)
+            if inspection is not None:
+                inspections.append(inspection)
+        if not inspections:
+            return [], {}
+        await controller.wait_active(5.0)
+        return inspections, await controller.inspector.inspect(image, inspections)
 
     async def AlterPartitionReassignments(self, request, context):
         controller = self._local_controller()

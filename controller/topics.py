@@ -67,6 +67,7 @@ TOPIC_CONFIGS: dict[str, Callable[[str], bool]] = {
     "segment.index.bytes": _int(8),
     "segment.ms": _int(1),
     "unclean.leader.election.enable": _bool,
+    "unclean.recovery.strategy": _one_of("balanced", "manual"),
 }
 
 

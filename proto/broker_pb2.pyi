@@ -699,3 +699,51 @@ class OffsetFetchResponse(_message.Message):
     throttle_time_ms: int
     offsets: _containers.RepeatedCompositeFieldContainer[CommittedOffset]
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., throttle_time_ms: _Optional[int] = ..., offsets: _Optional[_Iterable[_Union[CommittedOffset, _Mapping]]] = ...) -> None: ...
+
+class ReplicaLogInfoTopic(_message.Message):
+    __slots__ = ("name", "topic_id", "partitions")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    topic_id: bytes
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ReplicaLogInfoRequest(_message.Message):
+    __slots__ = ("broker_id", "topics")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    topics: _containers.RepeatedCompositeFieldContainer[ReplicaLogInfoTopic]
+    def __init__(self, broker_id: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[ReplicaLogInfoTopic, _Mapping]]] = ...) -> None: ...
+
+class ReplicaLogInfoPartition(_message.Message):
+    __slots__ = ("partition", "error", "last_leader_epoch", "log_end_offset")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    LAST_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    error: _common_pb2.ErrorCode
+    last_leader_epoch: int
+    log_end_offset: int
+    def __init__(self, partition: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., last_leader_epoch: _Optional[int] = ..., log_end_offset: _Optional[int] = ...) -> None: ...
+
+class ReplicaLogInfoTopicResponse(_message.Message):
+    __slots__ = ("name", "partitions")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    partitions: _containers.RepeatedCompositeFieldContainer[ReplicaLogInfoPartition]
+    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[ReplicaLogInfoPartition, _Mapping]]] = ...) -> None: ...
+
+class ReplicaLogInfoResponse(_message.Message):
+    __slots__ = ("error", "broker_epoch", "topics")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorCode
+    broker_epoch: int
+    topics: _containers.RepeatedCompositeFieldContainer[ReplicaLogInfoTopicResponse]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., broker_epoch: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[ReplicaLogInfoTopicResponse, _Mapping]]] = ...) -> None: ...

@@ -119,6 +119,11 @@ class BrokerStub:
                 request_serializer=odradek_dot_proto_dot_broker__pb2.TxnOffsetCommitRequest.SerializeToString,
                 response_deserializer=odradek_dot_proto_dot_broker__pb2.OffsetCommitResponse.FromString,
                 _registered_method=True)
+        self.GetReplicaLogInfo = channel.unary_unary(
+                '/odradek.v1.Broker/GetReplicaLogInfo',
+                request_serializer=odradek_dot_proto_dot_broker__pb2.ReplicaLogInfoRequest.SerializeToString,
+                response_deserializer=odradek_dot_proto_dot_broker__pb2.ReplicaLogInfoResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -226,6 +231,12 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetReplicaLogInfo(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -313,6 +324,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.TxnOffsetCommit,
                     request_deserializer=odradek_dot_proto_dot_broker__pb2.TxnOffsetCommitRequest.FromString,
                     response_serializer=odradek_dot_proto_dot_broker__pb2.OffsetCommitResponse.SerializeToString,
+            ),
+            'GetReplicaLogInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetReplicaLogInfo,
+                    request_deserializer=odradek_dot_proto_dot_broker__pb2.ReplicaLogInfoRequest.FromString,
+                    response_serializer=odradek_dot_proto_dot_broker__pb2.ReplicaLogInfoResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -774,6 +790,33 @@ class Broker:
             '/odradek.v1.Broker/TxnOffsetCommit',
             odradek_dot_proto_dot_broker__pb2.TxnOffsetCommitRequest.SerializeToString,
             odradek_dot_proto_dot_broker__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetReplicaLogInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Broker/GetReplicaLogInfo',
+            odradek_dot_proto_dot_broker__pb2.ReplicaLogInfoRequest.SerializeToString,
+            odradek_dot_proto_dot_broker__pb2.ReplicaLogInfoResponse.FromString,
             options,
             channel_credentials,
             insecure,

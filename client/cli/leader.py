@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     leader = sub.add_parser("leader", help="partition leadership").add_subparsers(
         dest="leader_command", required=True, metavar="COMMAND"
     )
-    elect = admin_command(leader, "elect", _elect, "elect preferred (or, with --unclean, any live) leaders")
+    elect = admin_command(leader, "elect", _elect, "elect preferred (or, with --unclean, most complete live) leaders")
     elect.add_argument("--topic", "-t", help="only this topic's partitions (default: every partition)")
     elect.add_argument(
         "--partition", "-p", type=int, action="append", help="only this partition of --topic (repeatable)"
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     elect.add_argument(
         "--unclean",
         action="store_true",
-        help="elect an out-of-sync replica for leaderless partitions (may lose committed records)",
+        help="elect the live replica with the most complete log for leaderless partitions (may lose records)",
     )
 
 

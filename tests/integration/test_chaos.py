@@ -94,13 +94,14 @@ def mounts_under(directory: Path) -> list[str]:
 
 # What each newer fault's records must show to prove it reached the cluster. Each run must also pass the checker
 # (before the eligible-leader and unclean-shutdown handling, crash-unsynced and wipe-disk lost hundreds of
-# acknowledged records in such runs). disk-full is exercised by tests/chaos/test_disks.py; its run is left out here
-# until a leader resumed from a pause stops shrinking its ISR to itself (its partitions then wait for an operator).
+# acknowledged records in such runs; disk-full, which halts one broker after another, left partitions offline until
+# the controller's unclean recovery).
 REACHED = {
     "lost-responses": r"lost_frames [1-9]",
     "late-responses": r"late_frames [1-9]",
     "crash-unsynced": r"[1-9]\d* files cut back",
     "wipe-disk": r"emptied and formatted again",
+    "disk-full": r"data directory full \(\d+ MiB filler",
 }
 
 

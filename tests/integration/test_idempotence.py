@@ -364,7 +364,8 @@ def test_restarted_leader_keeps_producer_state(cluster: DevCluster, admin: Admin
     topic = f"restart-{sig.name.lower()}"
     # Small segments: rolls snapshot the producer state mid-log, so an unclean restart loads a snapshot and replays
     # the batches after it (the retained five straddle the two).
-    admin.create_topic(topic, 1, 1, {"segment.bytes": "512"})
+    # The manual recovery strategy keeps the operator's step below (balanced would recover the partition alone).
+    admin.create_topic(topic, 1, 1, {"segment.bytes": "512", "unclean.recovery.strategy": "manual"})
     leader = wait_for(lambda: admin.describe_topic(topic).partitions[0].leader, 15, what="a leader")
     address = f"127.0.0.1:{cluster.node(leader).broker_port}"
     pid = init_producer_id(address)
@@ -412,7 +413,7 @@ def test_restarted_leader_keeps_producer_state(cluster: DevCluster, admin: Admin
             return p.leader == -1 and p.last_known_elr == [leader]
 
         wait_for(needs_recovery, 40, what="the partition to wait for recovery")
-        # Once the restarted broker is unfenced, the operator's unclean election takes the last known ELR.
+        # Once the restarted broker is unfenced, the operator's unclean election takes its log, the only one.
         [result] = wait_for(
             lambda: [r for r in admin.elect_leaders("unclean", [(topic, 0)]) if r.error is None],
             40,
