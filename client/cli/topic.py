@@ -55,7 +55,9 @@ def partition_status(p: dict[str, Any]) -> str:
         last = p.get("last_known_leader", -1)
         marks.append("OFFLINE" + (f" (last leader {last})" if last >= 0 else ""))
         if not p["isr"] and not p.get("elr") and p.get("last_known_elr"):
-            marks.append(f"NEEDS RECOVERY (last known ELR {p['last_known_elr']}: leader elect --unclean)")
+            elr = p["last_known_elr"]
+            hint = "recovered once all are back (balanced), or leader elect --unclean"
+            marks.append(f"NEEDS RECOVERY (last known ELR {elr}: {hint})")
     if p["under_replicated"]:
         marks.append("UNDER-REPLICATED")
     if p.get("adding_replicas") or p.get("removing_replicas"):
