@@ -48,6 +48,9 @@ def _leader_hint(image: MetadataImage, topic: str, partition: int) -> common_pb2
     return common_pb2.LeaderHint(leader_id=state.leader, leader_epoch=state.leader_epoch)
 
 
+DEFAULT_FETCH_MAX_BYTES = 57_671_680
+
+
 class BrokerService(broker_pb2_grpc.BrokerServicer):
     def __init__(
         self,
@@ -66,6 +69,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self.session_valid: Callable[[], bool] = lambda: True
         # Set by the node (it needs the controller connection); without it InitProducerId is refused.
         self.producer_ids: ProducerIdManager | None = None
+        # The node's fetch.max.bytes: the most record bytes one consumer Fetch answer carries (beyond one batch).
+        self.fetch_max_bytes = DEFAULT_FETCH_MAX_BYTES
 
     @property
     def image(self) -> MetadataImage:
@@ -203,7 +208,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         if request.replica_id >= 0:
             return self._read_for_follower(request, response)
         get = self.replicas.get
-        remaining = request.max_bytes if request.max_bytes > 0 else 1 << 62
+        # As Kafka: a consumer's fetch is capped by the broker's fetch.max.bytes too (a follower's is not).
+        remaining = min(request.max_bytes if request.max_bytes > 0 else 1 << 62, self.fetch_max_bytes)
         total = 0
         waiting: list[Partition] = []
         sizes: dict[str, int] = {}

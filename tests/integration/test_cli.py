@@ -71,12 +71,12 @@ def test_topic_lifecycle(home: Path) -> None:
         "--replication-factor",
         "3",
         "-c",
-        "cleanup.policy=compact",
+        "retention.ms=86400000",
     )
     assert created["name"] == "clicks"
     assert "clicks" in as_json(home, "topic", "list")
     described = as_json(home, "topic", "describe", "clicks")
-    assert described["name"] == "clicks" and described["configs"] == {"cleanup.policy": "compact"}
+    assert described["name"] == "clicks" and described["configs"] == {"retention.ms": "86400000"}
     assert [p["partition"] for p in described["partitions"]] == [0, 1, 2, 3]
     for p in described["partitions"]:
         assert set(p) >= {
