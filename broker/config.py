@@ -143,8 +143,10 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "broker.heartbeat.interval.ms": (_int, 2000),
     "broker.session.timeout.ms": (_int, 9000),
     # topic defaults
-    "num.partitions": (_int, 1),
-    "default.replication.factor": (_int, 1),
+    "num.partitions": (_at_least(1), 1),
+    "default.replication.factor": (_at_least(1), 1),
+    # The most partition replicas topic creation may place on one broker (refused beyond, POLICY_VIOLATION).
+    "max.partitions.per.broker": (_at_least(1), 4000),
     "min.insync.replicas": (_int, 1),
     "unclean.leader.election.enable": (_bool, False),
     "auto.leader.rebalance.enable": (_bool, True),

@@ -100,6 +100,7 @@ class Node:
         defaults = {
             "num.partitions": c["num.partitions"],
             "default.replication.factor": c["default.replication.factor"],
+            "max.partitions.per.broker": c["max.partitions.per.broker"],
         }
         if c.is_controller:
             lifecycle = BrokerLifecycle(

@@ -45,6 +45,9 @@ def test_toml_forms_flatten_to_kafka_names(tmp_path: Path) -> None:
         ({"log.cleanup.policy": "compact"}, "'log.cleanup.policy': not supported yet, only 'delete'"),
         ({"num.replica.fetchers": 4}, "'num.replica.fetchers': not supported yet, only 1"),
         ({"fetch.max.bytes": 100}, "'fetch.max.bytes': must be at least 1024"),
+        ({"max.partitions.per.broker": 0}, "'max.partitions.per.broker': must be at least 1"),
+        ({"num.partitions": 0}, "'num.partitions': must be at least 1"),
+        ({"default.replication.factor": -1}, "'default.replication.factor': must be at least 1"),
     ],
 )
 def test_bad_configs_fail_with_one_line(tmp_path: Path, extra: dict, message: str) -> None:
