@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from odradek.broker.log.rewrite import LOG_APPEND_TIME
 from odradek.broker.metrics import NodeMetrics
 from odradek.broker.partition import Partition
 from odradek.broker.producer_ids import ProducerIdManager
@@ -164,10 +165,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     continue
                 appended += info.size
                 records += info.record_count
+                log_append_time = partition.log.config.message_timestamp_type == LOG_APPEND_TIME
                 r = add(
                     partition=index,
                     base_offset=info.first_offset,
-                    log_append_time_ms=-1,
+                    log_append_time_ms=info.max_timestamp if log_append_time else -1,
                     log_start_offset=info.log_start_offset,
                 )
                 if acks == -1:
