@@ -137,7 +137,11 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # controller quorum (KIP-595 names)
     "controller.quorum.election.timeout.ms": (_int, 1000),
     "controller.quorum.fetch.timeout.ms": (_int, 2000),
-    "controller.quorum.election.backoff.max.ms": (_int, 1000),
+    # Not tunable yet: a candidate backs off a fixed step per rank among the resigning leader's successors.
+    "controller.quorum.election.backoff.max.ms": (
+        _only(1000, _int, "the election backoff is fixed"),
+        1000,
+    ),
     "metadata.log.max.snapshot.interval.records": (_int, 20000),
     # broker lifecycle
     "broker.heartbeat.interval.ms": (_int, 2000),

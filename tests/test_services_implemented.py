@@ -30,6 +30,11 @@ def _import_servers() -> None:
             importlib.import_module(info.name)
 
 
+def _servers(base: type) -> list[type]:
+    """The servicers odradek serves (test doubles elsewhere in the process may implement only a few rpcs)."""
+    return [c for c in base.__subclasses__() if c.__module__.startswith(("odradek.broker.", "odradek.controller."))]
+
+
 def missing(name: str, base: type, methods: list[str], servers: list[type]) -> list[str]:
     """``Service.Method`` for each rpc of ``base`` that one of ``servers`` leaves to the generated base (which
     answers UNIMPLEMENTED), or all of them when there is no server."""
@@ -42,7 +47,7 @@ def test_every_declared_rpc_has_a_server_implementation() -> None:
     _import_servers()
     services = _servicer_bases()
     assert {name for name, _, _ in services} >= {"Admin", "Broker", "Controller", "Raft"}
-    problems = [m for name, base, methods in services for m in missing(name, base, methods, base.__subclasses__())]
+    problems = [m for name, base, methods in services for m in missing(name, base, methods, _servers(base))]
     assert problems == []
 
 

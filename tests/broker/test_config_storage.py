@@ -44,6 +44,7 @@ def test_toml_forms_flatten_to_kafka_names(tmp_path: Path) -> None:
         ({"unsafe.testing.log.dir.failure.file": "../FAIL"}, "plain file name"),
         ({"log.cleanup.policy": "compact"}, "'log.cleanup.policy': not supported yet, only 'delete'"),
         ({"num.replica.fetchers": 4}, "'num.replica.fetchers': not supported yet, only 1"),
+        ({"controller.quorum.election.backoff.max.ms": 50}, "election.backoff.max.ms': not supported yet"),
         ({"fetch.max.bytes": 100}, "'fetch.max.bytes': must be at least 1024"),
         ({"max.partitions.per.broker": 0}, "'max.partitions.per.broker': must be at least 1"),
         ({"num.partitions": 0}, "'num.partitions': must be at least 1"),
