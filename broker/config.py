@@ -72,6 +72,16 @@ def _int(value: Any) -> int:
     return int(value)
 
 
+def _at_least(lo: int) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        number = _int(value)
+        if number < lo:
+            raise ConfigError(f"must be at least {lo}")
+        return number
+
+    return parse
+
+
 def _bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -107,6 +117,19 @@ def _file_name(value: Any) -> str:
     return name
 
 
+def _only(allowed: Any, parse: Callable[[Any], Any], why: str) -> Callable[[Any], Any]:
+    """A parser for a key whose only honoured value is ``allowed`` (the one odradek implements); others are refused
+    as not supported yet instead of being accepted and ignored."""
+
+    def check(value: Any) -> Any:
+        parsed = parse(value)
+        if parsed != allowed:
+            raise ConfigError(f"not supported yet, only {allowed!r} is ({why})")
+        return parsed
+
+    return check
+
+
 # name -> (parser, default). None as default = required where the role needs it.
 SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "process.roles": (_roles, None),
@@ -122,14 +145,20 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # controller quorum (KIP-595 names)
     "controller.quorum.election.timeout.ms": (_int, 1000),
     "controller.quorum.fetch.timeout.ms": (_int, 2000),
-    "controller.quorum.election.backoff.max.ms": (_int, 1000),
+    # Not tunable yet: a candidate backs off a fixed step per rank among the resigning leader's successors.
+    "controller.quorum.election.backoff.max.ms": (
+        _only(1000, _int, "the election backoff is fixed"),
+        1000,
+    ),
     "metadata.log.max.snapshot.interval.records": (_int, 20000),
     # broker lifecycle
     "broker.heartbeat.interval.ms": (_int, 2000),
     "broker.session.timeout.ms": (_int, 9000),
     # topic defaults
-    "num.partitions": (_int, 1),
-    "default.replication.factor": (_int, 1),
+    "num.partitions": (_at_least(1), 1),
+    "default.replication.factor": (_at_least(1), 1),
+    # The most partition replicas topic creation may place on one broker (refused beyond, POLICY_VIOLATION).
+    "max.partitions.per.broker": (_at_least(1), 4000),
     "min.insync.replicas": (_int, 1),
     "unclean.leader.election.enable": (_bool, False),
     "unclean.recovery.strategy": (_recovery_strategy, "balanced"),
@@ -143,7 +172,10 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "replica.fetch.min.bytes": (_int, 1),
     "replica.fetch.response.max.bytes": (_int, 10485760),
     "replica.fetch.backoff.ms": (_int, 1000),
-    "num.replica.fetchers": (_int, 1),
+    "num.replica.fetchers": (
+        _only(1, _int, "a broker runs one fetcher per leader broker it follows"),
+        1,
+    ),
     # log defaults (topic configs without the "log." prefix override these)
     "message.max.bytes": (_int, 1048588),
     "log.segment.bytes": (_int, 1073741824),
@@ -155,7 +187,7 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "log.flush.interval.ms": (_int, 2**63 - 1),
     "log.index.size.max.bytes": (_int, 10485760),
     "log.index.interval.bytes": (_int, 4096),
-    "log.cleanup.policy": (str, "delete"),
+    "log.cleanup.policy": (_only("delete", str, "log compaction is not supported yet"), "delete"),
     "log.max.open.files": (_int, 4096),
     "producer.id.expiration.ms": (_int, 86_400_000),
     # A deliberate bug for proving the chaos checker (chaos/): "ack-before-replication" answers acks=all produces
@@ -167,7 +199,7 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # Test-only: a file recording the durable size of each fsynced segment/index (broker/log/durability.py), so
     # that a chaos run can emulate a power loss after SIGKILL. "" (default) records nothing.
     "unsafe.testing.fsync.ledger": (str, ""),
-    "fetch.max.bytes": (_int, 57671680),
+    "fetch.max.bytes": (_at_least(1024), 57671680),
     "socket.request.max.bytes": (_int, 104857600),
 }
 

@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from odradek.broker.log.rewrite import LOG_APPEND_TIME
 from odradek.broker.metrics import NodeMetrics
 from odradek.broker.partition import Partition
 from odradek.broker.producer_ids import ProducerIdManager
@@ -49,6 +50,9 @@ def _leader_hint(image: MetadataImage, topic: str, partition: int) -> common_pb2
     return common_pb2.LeaderHint(leader_id=state.leader, leader_epoch=state.leader_epoch)
 
 
+DEFAULT_FETCH_MAX_BYTES = 57_671_680
+
+
 class BrokerService(broker_pb2_grpc.BrokerServicer):
     def __init__(
         self,
@@ -67,6 +71,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self.session_valid: Callable[[], bool] = lambda: True
         # Set by the node (it needs the controller connection); without it InitProducerId is refused.
         self.producer_ids: ProducerIdManager | None = None
+        # The node's fetch.max.bytes: the most record bytes one consumer Fetch answer carries (beyond one batch).
+        self.fetch_max_bytes = DEFAULT_FETCH_MAX_BYTES
 
     @property
     def image(self) -> MetadataImage:
@@ -160,10 +166,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     continue
                 appended += info.size
                 records += info.record_count
+                log_append_time = partition.log.config.message_timestamp_type == LOG_APPEND_TIME
                 r = add(
                     partition=index,
                     base_offset=info.first_offset,
-                    log_append_time_ms=-1,
+                    log_append_time_ms=info.max_timestamp if log_append_time else -1,
                     log_start_offset=info.log_start_offset,
                 )
                 if acks == -1:
@@ -204,7 +211,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         if request.replica_id >= 0:
             return self._read_for_follower(request, response)
         get = self.replicas.get
-        remaining = request.max_bytes if request.max_bytes > 0 else 1 << 62
+        # As Kafka: a consumer's fetch is capped by the broker's fetch.max.bytes too (a follower's is not).
+        remaining = min(request.max_bytes if request.max_bytes > 0 else 1 << 62, self.fetch_max_bytes)
         total = 0
         waiting: list[Partition] = []
         sizes: dict[str, int] = {}

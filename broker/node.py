@@ -104,6 +104,7 @@ class Node:
         defaults = {
             "num.partitions": c["num.partitions"],
             "default.replication.factor": c["default.replication.factor"],
+            "max.partitions.per.broker": c["max.partitions.per.broker"],
         }
         if c.is_controller:
             lifecycle = BrokerLifecycle(
@@ -191,6 +192,7 @@ class Node:
             service = BrokerService(c.node_id, self.cluster_id, self.replicas, self.metrics)
             service.controller_id = lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id
             service.session_valid = lifecycle_manager.session_valid
+            service.fetch_max_bytes = c["fetch.max.bytes"]
             service.producer_ids = ProducerIdManager(
                 c.node_id, lambda: lifecycle_manager.broker_epoch, lifecycle_manager.call
             )

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import NamedTuple
 
 from odradek.broker.log.log import AppendInfo, FetchData, Log
+from odradek.broker.log.rewrite import rewrite_for_append
 from odradek.broker.replication import IsrChange, LeaderState, Progress
 from odradek.client.errors import (
     ErrorCode,
@@ -158,15 +160,26 @@ class Partition:
             raise NotLeaderOrFollowerError(f"broker {self.broker_id} does not lead {self.topic}-{self.partition}")
         return state
 
-    def append_as_leader(self, records: bytes, max_message_bytes: int | None = None, acks: int = 1) -> AppendInfo:
+    def append_as_leader(
+        self, records: bytes, max_message_bytes: int | None = None, acks: int = 1, now_ms: int | None = None
+    ) -> AppendInfo:
         """Append a producer's batches; each must fit ``max_message_bytes``, by default the topic's
-        max.message.bytes (the broker's message.max.bytes unless the topic overrides it)."""
+        max.message.bytes (the broker's message.max.bytes unless the topic overrides it). The topic's
+        message.timestamp.type and compression.type are applied first (stamped at ``now_ms``, default the wall
+        clock), so the log, and the followers copying it, hold the batches as the topic says."""
         state = self.check_leader()
         if acks == -1 and len(self.isr) < self.min_isr:
             raise NotEnoughReplicasError(
                 f"{self.topic}-{self.partition}: ISR {list(self.isr)} is smaller than min.insync.replicas "
                 f"{self.min_isr}"
             )
+        config = self.log.config
+        records = rewrite_for_append(
+            records,
+            config.message_timestamp_type,
+            config.compression_type,
+            time.time_ns() // 1_000_000 if now_ms is None else now_ms,
+        )
         info = self.log.append_as_leader(records, self.leader_epoch, max_message_bytes)
         self._wake(self._replica_waiters)
         self._apply(state.on_append(self.log.log_end_offset))

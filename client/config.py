@@ -55,8 +55,16 @@ def _string(name: str, value: Any) -> str:
     return value
 
 
-def _optional_string(name: str, value: Any) -> str | None:
-    return None if value is None else _string(name, value)
+def _unsupported(why: str, allowed: Any = None) -> Parser:
+    """A parser for an option whose only honoured value is ``allowed`` (its default): anything else is refused as
+    not supported yet rather than accepted and ignored."""
+
+    def parse(name: str, value: Any) -> Any:
+        if value != allowed:
+            raise ConfigError(f"{name}={value!r} is not supported yet: {why}")
+        return value
+
+    return parse
 
 
 def _servers(name: str, value: Any) -> tuple[str, ...]:
@@ -74,6 +82,13 @@ def _acks(name: str, value: Any) -> int:
     if acks not in (-1, 0, 1) or isinstance(acks, bool):
         raise ConfigError(f"{name} must be 0, 1 or all (-1), got {value!r}")
     return acks
+
+
+def _isolation(name: str, value: Any) -> str:
+    level = _choice("read_uncommitted", "read_committed")(name, value)
+    if level == "read_committed":
+        raise ConfigError(f"{name}=read_committed is not supported yet: odradek has no transactions")
+    return level
 
 
 def option(default: Any, parse: Parser) -> Any:
@@ -170,12 +185,12 @@ class ProducerConfig(ClientConfig):
 class ConsumerConfig(ClientConfig):
     KIND = "consumer"
 
-    group_id: str | None = option(None, _optional_string)  # accepted for forward compatibility; no groups yet
+    group_id: None = option(None, _unsupported("odradek has no consumer groups yet; assign partitions instead"))
     auto_offset_reset: str = option("latest", _choice("latest", "earliest", "none"))
     fetch_min_bytes: int = option(1, _int(0))
     fetch_max_bytes: int = option(52_428_800, _int(0))
     fetch_max_wait_ms: int = option(500, _int(0))
     max_partition_fetch_bytes: int = option(1_048_576, _int(0))
     max_poll_records: int = option(500, _int(1))
-    isolation_level: str = option("read_uncommitted", _choice("read_uncommitted", "read_committed"))
+    isolation_level: str = option("read_uncommitted", _isolation)
     check_crcs: bool = option(True, _bool)

@@ -26,7 +26,7 @@ from odradek.controller.quorum.driver import RaftDriver
 from odradek.controller.raft import Role
 from odradek.controller.reassignment import ReassignmentRequest, alter_reassignments
 from odradek.controller.replica_logs import Answers
-from odradek.controller.topics import TopicRequest, create_topic, delete_topic
+from odradek.controller.topics import DEFAULT_MAX_PARTITIONS_PER_BROKER, TopicRequest, create_topic, delete_topic
 from odradek.controller.unclean_recovery import Inspection, Recovery, operator_choice, operator_inspection
 from odradek.proto import admin_pb2 as apb
 from odradek.proto import admin_pb2_grpc, common_pb2, controller_pb2_grpc
@@ -273,18 +273,26 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                 ),
             )
         results = []
+        limit = self.defaults.get("max.partitions.per.broker", DEFAULT_MAX_PARTITIONS_PER_BROKER)
         for t in request.topics:
+            if t.assignments:
+                message = "explicit replica assignments are not supported yet: give partitions and replication factor"
+                results.append(
+                    apb.TopicResult(name=t.name, error=ErrorCode.INVALID_REPLICA_ASSIGNMENT, error_message=message)
+                )
+                continue
+            # -1 (as in Kafka) asks for the cluster default; 0 and other negatives are refused by create_topic.
             topic_request = TopicRequest(
                 name=t.name,
-                partitions=t.num_partitions if t.num_partitions > 0 else self.defaults["num.partitions"],
+                partitions=t.num_partitions if t.num_partitions != -1 else self.defaults["num.partitions"],
                 replication_factor=(
-                    t.replication_factor if t.replication_factor > 0 else self.defaults["default.replication.factor"]
+                    t.replication_factor if t.replication_factor != -1 else self.defaults["default.replication.factor"]
                 ),
                 configs={c.name: c.value for c in t.configs},
             )
 
             def decide(image: MetadataImage, _offset: int, topic_request=topic_request):
-                out = create_topic(image, topic_request)
+                out = create_topic(image, topic_request, max_partitions_per_broker=limit)
                 return ([] if request.validate_only else out.records), out
 
             try:

@@ -59,16 +59,6 @@ class AdminStub:
                 request_serializer=odradek_dot_proto_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
                 response_deserializer=odradek_dot_proto_dot_admin__pb2.DescribeTopicsResponse.FromString,
                 _registered_method=True)
-        self.DescribeConfigs = channel.unary_unary(
-                '/odradek.v1.Admin/DescribeConfigs',
-                request_serializer=odradek_dot_proto_dot_admin__pb2.DescribeConfigsRequest.SerializeToString,
-                response_deserializer=odradek_dot_proto_dot_admin__pb2.DescribeConfigsResponse.FromString,
-                _registered_method=True)
-        self.AlterConfigs = channel.unary_unary(
-                '/odradek.v1.Admin/AlterConfigs',
-                request_serializer=odradek_dot_proto_dot_admin__pb2.AlterConfigsRequest.SerializeToString,
-                response_deserializer=odradek_dot_proto_dot_admin__pb2.AlterConfigsResponse.FromString,
-                _registered_method=True)
         self.ElectLeaders = channel.unary_unary(
                 '/odradek.v1.Admin/ElectLeaders',
                 request_serializer=odradek_dot_proto_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
@@ -78,26 +68,6 @@ class AdminStub:
                 '/odradek.v1.Admin/AlterPartitionReassignments',
                 request_serializer=odradek_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
                 response_deserializer=odradek_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
-                _registered_method=True)
-        self.DescribeClientQuotas = channel.unary_unary(
-                '/odradek.v1.Admin/DescribeClientQuotas',
-                request_serializer=odradek_dot_proto_dot_admin__pb2.DescribeClientQuotasRequest.SerializeToString,
-                response_deserializer=odradek_dot_proto_dot_admin__pb2.DescribeClientQuotasResponse.FromString,
-                _registered_method=True)
-        self.AlterClientQuotas = channel.unary_unary(
-                '/odradek.v1.Admin/AlterClientQuotas',
-                request_serializer=odradek_dot_proto_dot_admin__pb2.AlterClientQuotasRequest.SerializeToString,
-                response_deserializer=odradek_dot_proto_dot_admin__pb2.AlterClientQuotasResponse.FromString,
-                _registered_method=True)
-        self.ListGroups = channel.unary_unary(
-                '/odradek.v1.Admin/ListGroups',
-                request_serializer=odradek_dot_proto_dot_admin__pb2.ListGroupsRequest.SerializeToString,
-                response_deserializer=odradek_dot_proto_dot_admin__pb2.ListGroupsResponse.FromString,
-                _registered_method=True)
-        self.DescribeGroups = channel.unary_unary(
-                '/odradek.v1.Admin/DescribeGroups',
-                request_serializer=odradek_dot_proto_dot_admin__pb2.DescribeGroupsRequest.SerializeToString,
-                response_deserializer=odradek_dot_proto_dot_admin__pb2.DescribeGroupsResponse.FromString,
                 _registered_method=True)
 
 
@@ -134,18 +104,6 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def DescribeConfigs(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def AlterConfigs(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def ElectLeaders(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -153,30 +111,6 @@ class AdminServicer:
         raise NotImplementedError('Method not implemented!')
 
     def AlterPartitionReassignments(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def DescribeClientQuotas(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def AlterClientQuotas(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ListGroups(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def DescribeGroups(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -210,16 +144,6 @@ def add_AdminServicer_to_server(servicer, server):
                     request_deserializer=odradek_dot_proto_dot_admin__pb2.DescribeTopicsRequest.FromString,
                     response_serializer=odradek_dot_proto_dot_admin__pb2.DescribeTopicsResponse.SerializeToString,
             ),
-            'DescribeConfigs': grpc.unary_unary_rpc_method_handler(
-                    servicer.DescribeConfigs,
-                    request_deserializer=odradek_dot_proto_dot_admin__pb2.DescribeConfigsRequest.FromString,
-                    response_serializer=odradek_dot_proto_dot_admin__pb2.DescribeConfigsResponse.SerializeToString,
-            ),
-            'AlterConfigs': grpc.unary_unary_rpc_method_handler(
-                    servicer.AlterConfigs,
-                    request_deserializer=odradek_dot_proto_dot_admin__pb2.AlterConfigsRequest.FromString,
-                    response_serializer=odradek_dot_proto_dot_admin__pb2.AlterConfigsResponse.SerializeToString,
-            ),
             'ElectLeaders': grpc.unary_unary_rpc_method_handler(
                     servicer.ElectLeaders,
                     request_deserializer=odradek_dot_proto_dot_admin__pb2.ElectLeadersRequest.FromString,
@@ -229,26 +153,6 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.AlterPartitionReassignments,
                     request_deserializer=odradek_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsRequest.FromString,
                     response_serializer=odradek_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
-            ),
-            'DescribeClientQuotas': grpc.unary_unary_rpc_method_handler(
-                    servicer.DescribeClientQuotas,
-                    request_deserializer=odradek_dot_proto_dot_admin__pb2.DescribeClientQuotasRequest.FromString,
-                    response_serializer=odradek_dot_proto_dot_admin__pb2.DescribeClientQuotasResponse.SerializeToString,
-            ),
-            'AlterClientQuotas': grpc.unary_unary_rpc_method_handler(
-                    servicer.AlterClientQuotas,
-                    request_deserializer=odradek_dot_proto_dot_admin__pb2.AlterClientQuotasRequest.FromString,
-                    response_serializer=odradek_dot_proto_dot_admin__pb2.AlterClientQuotasResponse.SerializeToString,
-            ),
-            'ListGroups': grpc.unary_unary_rpc_method_handler(
-                    servicer.ListGroups,
-                    request_deserializer=odradek_dot_proto_dot_admin__pb2.ListGroupsRequest.FromString,
-                    response_serializer=odradek_dot_proto_dot_admin__pb2.ListGroupsResponse.SerializeToString,
-            ),
-            'DescribeGroups': grpc.unary_unary_rpc_method_handler(
-                    servicer.DescribeGroups,
-                    request_deserializer=odradek_dot_proto_dot_admin__pb2.DescribeGroupsRequest.FromString,
-                    response_serializer=odradek_dot_proto_dot_admin__pb2.DescribeGroupsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -397,60 +301,6 @@ class Admin:
             _registered_method=True)
 
     @staticmethod
-    def DescribeConfigs(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/odradek.v1.Admin/DescribeConfigs',
-            odradek_dot_proto_dot_admin__pb2.DescribeConfigsRequest.SerializeToString,
-            odradek_dot_proto_dot_admin__pb2.DescribeConfigsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def AlterConfigs(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/odradek.v1.Admin/AlterConfigs',
-            odradek_dot_proto_dot_admin__pb2.AlterConfigsRequest.SerializeToString,
-            odradek_dot_proto_dot_admin__pb2.AlterConfigsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
     def ElectLeaders(request,
             target,
             options=(),
@@ -494,114 +344,6 @@ class Admin:
             '/odradek.v1.Admin/AlterPartitionReassignments',
             odradek_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
             odradek_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def DescribeClientQuotas(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/odradek.v1.Admin/DescribeClientQuotas',
-            odradek_dot_proto_dot_admin__pb2.DescribeClientQuotasRequest.SerializeToString,
-            odradek_dot_proto_dot_admin__pb2.DescribeClientQuotasResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def AlterClientQuotas(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/odradek.v1.Admin/AlterClientQuotas',
-            odradek_dot_proto_dot_admin__pb2.AlterClientQuotasRequest.SerializeToString,
-            odradek_dot_proto_dot_admin__pb2.AlterClientQuotasResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ListGroups(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/odradek.v1.Admin/ListGroups',
-            odradek_dot_proto_dot_admin__pb2.ListGroupsRequest.SerializeToString,
-            odradek_dot_proto_dot_admin__pb2.ListGroupsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def DescribeGroups(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/odradek.v1.Admin/DescribeGroups',
-            odradek_dot_proto_dot_admin__pb2.DescribeGroupsRequest.SerializeToString,
-            odradek_dot_proto_dot_admin__pb2.DescribeGroupsResponse.FromString,
             options,
             channel_credentials,
             insecure,

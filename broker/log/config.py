@@ -23,6 +23,9 @@ class LogConfig:
     retention_bytes: int = -1  # -1: no size limit
     max_message_bytes: int = 1024 * 1024 + 12
     producer_id_expiration_ms: int = 86_400_000  # a broker setting, not a topic config
+    # Applied by the leader to a producer's batches before the append (broker/log/rewrite.py).
+    message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
+    compression_type: str = "producer"  # keep the producer's codec, or uncompressed|gzip|snappy|lz4|zstd
     # Reserve disk blocks ahead of the write position (fallocate with KEEP_SIZE, in PREALLOCATE_BYTES steps). Unlike
     # Kafka's whole-segment `preallocate`, the file size stays the data size, so it is on by default: on ext4 it
     # makes each append ~20% cheaper because the write no longer allocates blocks.
@@ -41,7 +44,10 @@ class LogConfig:
         "message.max.bytes": "max_message_bytes",  # the broker-level name of the same limit
         "preallocate": "preallocate",
         "producer.id.expiration.ms": "producer_id_expiration_ms",
+        "message.timestamp.type": "message_timestamp_type",
+        "compression.type": "compression_type",
     }
+    _STRINGS = frozenset({"message_timestamp_type", "compression_type"})
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 64:
@@ -63,7 +69,8 @@ class LogConfig:
             attr = cls._NAMES.get(name)
             if attr is None:
                 raise ValueError(f"unknown log config {name!r}")
-            changes[attr] = _coerce(value, bool if attr == "preallocate" else int)
+            kind = bool if attr == "preallocate" else str if attr in cls._STRINGS else int
+            changes[attr] = _coerce(value, kind)
         return replace(base or cls(), **changes)
 
 
@@ -72,7 +79,7 @@ def _coerce(value: Any, kind: type) -> Any:
         if isinstance(value, str):
             return value.strip().lower() == "true"
         return bool(value)
-    return int(value)
+    return str(value) if kind is str else int(value)
 
 
 @dataclass(frozen=True, slots=True)

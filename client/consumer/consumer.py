@@ -1,6 +1,6 @@
 """The consumer: ``AsyncConsumer`` and the synchronous ``Consumer`` facade, with manual assignment.
 
-Group membership (``subscribe``, ``commit``) comes with the group coordinator; ``group.id`` is accepted already.
+Group membership (``subscribe``, ``commit``) comes with the group coordinator; until then ``group.id`` is refused.
 Like Kafka's, a consumer is used from one thread at a time.
 """
 

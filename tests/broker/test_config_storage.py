@@ -42,12 +42,28 @@ def test_toml_forms_flatten_to_kafka_names(tmp_path: Path) -> None:
         ({"listeners": "PLAINTEXT://127.0.0.1:1"}, "CONTROLLER listener"),
         ({"unclean.leader.election.enable": "maybe"}, "true or false"),
         ({"unsafe.testing.log.dir.failure.file": "../FAIL"}, "plain file name"),
+        ({"log.cleanup.policy": "compact"}, "'log.cleanup.policy': not supported yet, only 'delete'"),
+        ({"num.replica.fetchers": 4}, "'num.replica.fetchers': not supported yet, only 1"),
+        ({"controller.quorum.election.backoff.max.ms": 50}, "election.backoff.max.ms': not supported yet"),
+        ({"fetch.max.bytes": 100}, "'fetch.max.bytes': must be at least 1024"),
+        ({"max.partitions.per.broker": 0}, "'max.partitions.per.broker': must be at least 1"),
+        ({"num.partitions": 0}, "'num.partitions': must be at least 1"),
+        ({"default.replication.factor": -1}, "'default.replication.factor': must be at least 1"),
     ],
 )
 def test_bad_configs_fail_with_one_line(tmp_path: Path, extra: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as e:
         node(tmp_path, **extra)
     assert "\n" not in str(e.value)
+
+
+def test_supported_values_of_partly_supported_keys_are_accepted(tmp_path: Path) -> None:
+    config = node(tmp_path, **{"log.cleanup.policy": "delete", "num.replica.fetchers": 1, "fetch.max.bytes": 2048})
+    assert (config["log.cleanup.policy"], config["num.replica.fetchers"], config["fetch.max.bytes"]) == (
+        "delete",
+        1,
+        2048,
+    )
 
 
 def test_format_then_verify_and_refuse_other_cluster(tmp_path: Path) -> None:

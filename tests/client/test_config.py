@@ -86,12 +86,21 @@ def test_bootstrap_servers_is_required() -> None:
         ({"isolation.level": "serializable"}, "isolation.level must be one of read_uncommitted, read_committed"),
         ({"max.poll.records": 0}, "max.poll.records must be an integer in [1,"),
         ({"acks": 1}, "unknown consumer config 'acks'"),
+        ({"group.id": "g"}, "group.id='g' is not supported yet: odradek has no consumer groups yet"),
+        ({"isolation.level": "read_committed"}, "isolation.level=read_committed is not supported yet"),
+        ({"isolation.level": "READ_COMMITTED"}, "isolation.level=read_committed is not supported yet"),
     ],
 )
 def test_bad_consumer_configs(config: dict, message: str) -> None:
     with pytest.raises(ConfigError) as info:
         ConsumerConfig.from_mapping({**SERVERS, **config})
     assert message in str(info.value)
+
+
+def test_the_supported_values_of_refused_options_stay_accepted() -> None:
+    """group.id and isolation.level are refused only for what odradek cannot do yet, not for their defaults."""
+    c = ConsumerConfig.from_mapping({**SERVERS, "group.id": None, "isolation.level": "read_uncommitted"})
+    assert (c.group_id, c.isolation_level) == (None, "read_uncommitted")
 
 
 def test_config_error_is_one_clear_type() -> None:

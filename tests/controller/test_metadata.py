@@ -218,6 +218,6 @@ def test_controlled_shutdown_moves_leadership_before_allowing_shutdown() -> None
 
 def test_snapshot_records_rebuild_the_same_image() -> None:
     image, _ = cluster(3, rack="r")
-    image = apply(image, create_topic(image, TopicRequest("a", 4, 2, {"cleanup.policy": "compact"})).records)
+    image = apply(image, create_topic(image, TopicRequest("a", 4, 2, {"cleanup.policy": "delete"})).records)
     rebuilt = image_from_records(image.to_records(), offset=image.offset, epoch=image.epoch)
     assert rebuilt == image

@@ -71,12 +71,12 @@ def test_topic_lifecycle(home: Path) -> None:
         "--replication-factor",
         "3",
         "-c",
-        "cleanup.policy=compact",
+        "retention.ms=86400000",
     )
     assert created["name"] == "clicks"
     assert "clicks" in as_json(home, "topic", "list")
     described = as_json(home, "topic", "describe", "clicks")
-    assert described["name"] == "clicks" and described["configs"] == {"cleanup.policy": "compact"}
+    assert described["name"] == "clicks" and described["configs"] == {"retention.ms": "86400000"}
     assert [p["partition"] for p in described["partitions"]] == [0, 1, 2, 3]
     for p in described["partitions"]:
         assert set(p) >= {
@@ -103,6 +103,11 @@ def test_topic_lifecycle(home: Path) -> None:
         (("topic", "create", "bad name"), "INVALID_TOPIC_EXCEPTION"),
         (("topic", "create", "wide", "-r", "9"), "INVALID_REPLICATION_FACTOR"),
         (("topic", "create", "cfg", "-c", "nonsense"), "not key=value"),
+        (("topic", "create", "none", "-p", "0"), "INVALID_PARTITIONS"),
+        (("topic", "create", "negative", "-p", "-5"), "INVALID_PARTITIONS"),
+        (("topic", "create", "unreplicated", "-r", "0"), "INVALID_REPLICATION_FACTOR"),
+        (("topic", "create", "huge", "-p", "1000000"), "max.partitions.per.broker=4000"),
+        (("topic", "create", "compacted", "-c", "cleanup.policy=compact"), "not supported yet"),
         (("dev", "kill", "42"), "no node 42"),
     ],
 )
@@ -114,6 +119,8 @@ def test_failures_exit_non_zero_with_one_line(home: Path, args: tuple[str, ...],
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0]
+    if args[:2] == ("topic", "create") and args[2] != "dup":
+        assert args[2] not in as_json(home, "topic", "list")  # refused, not created with other settings
 
 
 def test_dev_kill_status_and_start(home: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from odradek.client import Admin, Consumer, Producer, TopicPartition
 from odradek.client.errors import RecordTooLargeError, UnknownTopicOrPartitionError
+from odradek.client.structs import LOG_APPEND_TIME
 
 from .conftest import start_cluster, wait_for
 
@@ -47,6 +48,18 @@ def test_every_codec_round_trips_in_order_with_keys_headers_timestamps(cluster, 
         assert [(r.key, r.value, r.timestamp) for r in got] == sent
         assert [r.offset for r in got] == list(range(300))
         assert all(r.headers == (("n", str(i).encode()), ("empty", None)) for i, r in enumerate(got))
+
+
+def test_log_append_time_and_topic_compression_through_real_brokers(cluster, admin: Admin) -> None:
+    """A record sent with timestamp 1000 to a LogAppendTime topic reads back with the leader's append time."""
+    servers = cluster.bootstrap_servers
+    admin.create_topic("stamped", 1, 3, {"message.timestamp.type": "LogAppendTime", "compression.type": "zstd"})
+    before = int(time.time() * 1000)
+    with Producer({"bootstrap.servers": servers}) as producer:
+        sent = producer.send("stamped", b"v", timestamp=1_000).result(10)
+    assert sent.timestamp >= before - 60_000  # the broker's clock, not the producer's 1000
+    (got,) = consume_all(servers, TopicPartition("stamped", 0), 1)
+    assert (got.value, got.timestamp, got.timestamp_type) == (b"v", sent.timestamp, LOG_APPEND_TIME)
 
 
 def test_client_errors_are_typed_before_sending(cluster, admin: Admin) -> None:

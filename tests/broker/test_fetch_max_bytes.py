@@ -1,0 +1,58 @@
+"""The node key fetch.max.bytes caps what one consumer Fetch answer carries, as in Kafka."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from odradek.broker.dataplane import BrokerService
+from odradek.broker.log.log import Log
+from odradek.broker.partition import Partition
+from odradek.client.record.batch import read_batches
+from odradek.client.record.builder import encode_batch
+from odradek.controller.metadata.image import PartitionState
+from odradek.proto import broker_pb2 as pb
+
+
+class Replicas:
+    """The slice of ReplicaManager the data plane uses, over a single-replica t-0."""
+
+    def __init__(self, partition: Partition, state: PartitionState) -> None:
+        self.partitions = {("t", 0): partition}
+        self.state = state
+        self.image = self
+
+    def get(self, topic: str, partition: int) -> Partition:
+        return self.partitions[(topic, partition)]
+
+    def partition(self, topic: str, partition: int) -> PartitionState:
+        return self.state
+
+
+def fetched_batches(service: BrokerService) -> int:
+    request = pb.FetchRequest(
+        replica_id=-1,
+        max_bytes=1 << 30,
+        topics=[
+            pb.FetchTopic(
+                name="t",
+                partitions=[pb.FetchPartition(partition=0, current_leader_epoch=-1, partition_max_bytes=1 << 30)],
+            )
+        ],
+    )
+    response, _, _, _ = service._read(request)
+    return len(list(read_batches(response.topics[0].partitions[0].records)))
+
+
+def test_fetch_max_bytes_caps_a_consumer_fetch(tmp_path: Path) -> None:
+    state = PartitionState(b"\x07" * 16, 0, (1,), (1,), 1, 1, 1)
+    partition = Partition("t", 0, Log.open(tmp_path / "t-0"), 1)
+    partition.update(state, 1, 0)
+    try:
+        for i in range(10):
+            partition.append_as_leader(encode_batch([bytes([i]) * 400], timestamps=1_000), acks=1)
+        service = BrokerService(1, "c", Replicas(partition, state))  # type: ignore[arg-type]
+        assert fetched_batches(service) == 10  # the default (55 MiB) lets everything through
+        service.fetch_max_bytes = 1024
+        assert 1 <= fetched_batches(service) < 10
+    finally:
+        partition.log.close()

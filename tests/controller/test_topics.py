@@ -1,0 +1,72 @@
+"""Topic creation refusals: settings odradek cannot honour yet are refused, never stored and ignored."""
+
+import pytest
+from controller_images import apply, brokers, build
+
+from odradek.client.errors import ErrorCode
+from odradek.controller.topics import TopicRequest, create_topic
+
+
+@pytest.mark.parametrize(
+    ("configs", "message"),
+    [
+        ({"cleanup.policy": "compact"}, "cleanup.policy 'compact' is not supported yet: log compaction"),
+        ({"cleanup.policy": "compact,delete"}, "cleanup.policy 'compact,delete' is not supported yet"),
+        ({"delete.retention.ms": "1000"}, "topic config 'delete.retention.ms' is not supported yet"),
+        ({"min.compaction.lag.ms": "0"}, "topic config 'min.compaction.lag.ms' is not supported yet"),
+        ({"max.compaction.lag.ms": "10"}, "topic config 'max.compaction.lag.ms' is not supported yet"),
+        ({"min.cleanable.dirty.ratio": "0.5"}, "topic config 'min.cleanable.dirty.ratio' is not supported yet"),
+        ({"file.delete.delay.ms": "0"}, "topic config 'file.delete.delay.ms' is not supported yet"),
+    ],
+)
+def test_unsupported_topic_configs_are_refused(configs: dict[str, str], message: str) -> None:
+    image = build(brokers(1, 2, 3))
+    out = create_topic(image, TopicRequest("t", 1, 1, configs))
+    assert (out.error, out.records) == (ErrorCode.INVALID_CONFIG, [])
+    assert message in out.message
+
+
+def test_the_delete_cleanup_policy_stays_accepted() -> None:
+    image = build(brokers(1, 2, 3))
+    out = create_topic(image, TopicRequest("t", 1, 1, {"cleanup.policy": "delete"}))
+    assert out.error == ErrorCode.NONE and out.records
+
+
+@pytest.mark.parametrize(
+    ("partitions", "replication_factor", "code", "message"),
+    [
+        (0, 1, ErrorCode.INVALID_PARTITIONS, "the number of partitions must be at least 1"),
+        (-5, 1, ErrorCode.INVALID_PARTITIONS, "the number of partitions must be at least 1"),
+        (1, 0, ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be at least 1"),
+        (1, -2, ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be at least 1"),
+        (1, 4, ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor 4 is larger than the 3 available brokers"),
+        (4001, 3, ErrorCode.POLICY_VIOLATION, "max.partitions.per.broker=4000"),
+        (10**9, 1, ErrorCode.POLICY_VIOLATION, "max.partitions.per.broker=4000"),
+    ],
+)
+def test_bad_counts_are_refused(partitions: int, replication_factor: int, code: int, message: str) -> None:
+    out = create_topic(build(brokers(1, 2, 3)), TopicRequest("t", partitions, replication_factor))
+    assert (out.error, out.records) == (code, [])
+    assert message in out.message
+
+
+def test_the_partition_limit_counts_existing_replicas() -> None:
+    image = build(brokers(1, 2, 3))
+    out = create_topic(image, TopicRequest("a", 6, 2), max_partitions_per_broker=4)
+    assert out.error == ErrorCode.NONE  # 12 replicas, 4 on each broker
+    image = apply(image, out.records)
+    out = create_topic(image, TopicRequest("b", 1, 1), max_partitions_per_broker=4)
+    assert (out.error, out.records) == (ErrorCode.POLICY_VIOLATION, [])
+    assert "1 partitions with replication factor 1 would put more than max.partitions.per.broker=4" in out.message
+    assert create_topic(image, TopicRequest("b", 1, 1), max_partitions_per_broker=5).error == ErrorCode.NONE
+
+
+def test_the_limit_is_per_broker_after_placement_not_the_average() -> None:
+    """Room for one more replica in total, but placement puts topic 'b' on the broker that is full already."""
+    image = build(brokers(1, 2))
+    image = apply(image, create_topic(image, TopicRequest("a", 1, 1)).records)
+    (partition,) = image.topic("a").partitions.values()
+    out = create_topic(image, TopicRequest("b", 1, 1), max_partitions_per_broker=1)
+    assert (out.error, out.records) == (ErrorCode.POLICY_VIOLATION, [])
+    assert f"(broker {partition.replicas[0]} would hold 2)" in out.message
+    assert create_topic(image, TopicRequest("d", 1, 1), max_partitions_per_broker=1).error == ErrorCode.NONE
