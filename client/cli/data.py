@@ -28,6 +28,7 @@ from odradek.client.producer import AsyncProducer
 from odradek.client.structs import TopicPartition
 
 DEFAULT_TIMEOUT_MS = 5000
+DEFAULT_DELIVERY_TIMEOUT_MS = 30000
 READ_CHUNK = 65536
 
 
@@ -58,6 +59,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     produce.add_argument("--binary", action="store_true", help="the whole of stdin, bytes as they are, is one record")
     produce.add_argument("--tombstone", "-Z", action="store_true", help="send empty values as null (tombstones)")
     produce.add_argument("--acks", choices=("0", "1", "all", "-1"), default="all")
+    produce.add_argument(
+        "--delivery-timeout-ms",
+        type=int,
+        default=DEFAULT_DELIVERY_TIMEOUT_MS,
+        help="how long a record may take to be acknowledged, retries included "
+        f"(default {DEFAULT_DELIVERY_TIMEOUT_MS}; at least --timeout-ms + 5)",
+    )
     produce.add_argument("--compression", "-z", choices=("none", "gzip", "snappy", "lz4", "zstd"), default="none")
 
     consume = data_command(sub, "consume", _consume, "print records (JSON lines with --format json)")
@@ -147,6 +155,11 @@ async def _produce_async(args: argparse.Namespace) -> None:
     separator = args.key_separator.encode() if args.key_separator else None
     fixed_key = args.key.encode() if args.key is not None else None
     linger_ms = 5
+    if args.delivery_timeout_ms < timeout_ms + linger_ms:
+        raise CommandError(
+            f"--delivery-timeout-ms ({args.delivery_timeout_ms}) must be at least --timeout-ms + {linger_ms} "
+            f"({timeout_ms + linger_ms})"
+        )
     config = {
         "bootstrap.servers": bootstrap_servers(args.bootstrap_servers),
         "acks": args.acks,
@@ -154,7 +167,7 @@ async def _produce_async(args: argparse.Namespace) -> None:
         "linger.ms": linger_ms,
         "max.block.ms": timeout_ms,
         "request.timeout.ms": timeout_ms,
-        "delivery.timeout.ms": timeout_ms + linger_ms,
+        "delivery.timeout.ms": args.delivery_timeout_ms,
     }
     summary = _Summary()
     loop = asyncio.get_running_loop()
