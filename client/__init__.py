@@ -3,7 +3,7 @@
 from odradek.client.admin import Admin, AsyncAdmin
 from odradek.client.consumer import AsyncConsumer, Consumer
 from odradek.client.producer import AsyncProducer, Producer
-from odradek.client.structs import ConsumerRecord, RecordMetadata, TopicPartition
+from odradek.client.structs import ConsumerRecord, OffsetAndTimestamp, RecordMetadata, TopicPartition
 
 __all__ = [
     "Admin",
@@ -12,6 +12,7 @@ __all__ = [
     "AsyncProducer",
     "Consumer",
     "ConsumerRecord",
+    "OffsetAndTimestamp",
     "Producer",
     "RecordMetadata",
     "TopicPartition",

@@ -74,6 +74,7 @@ class Metadata:
         self._inflight: asyncio.Future[None] | None = None
         self._updated = 0.0
         self._attempted = 0.0
+        self._last_error: OdradekError | None = None  # the last refresh's failure; None once one succeeds
         self._needed = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._maintain())
 
@@ -130,10 +131,13 @@ class Metadata:
         self._inflight = None
         if not future.cancelled() and future.exception() is not None:
             log.debug("metadata refresh failed: %s", future.exception())
+            error = future.exception()
+            self._last_error = error if isinstance(error, OdradekError) else None
 
     async def wait_for_topic(self, topic: str, timeout: float) -> int:
         """The topic's partition count, refreshing until it is known; after ``timeout`` seconds raise
-        UnknownTopicOrPartitionError if the cluster says it does not exist, else ClientTimeoutError."""
+        UnknownTopicOrPartitionError if the cluster says it does not exist, the connection failure (NetworkError
+        "no node reachable: ...") if no node answered, else ClientTimeoutError."""
         self.add_topics((topic,))
         deadline = time.monotonic() + timeout
         while (count := self.partition_counts.get(topic)) is None:
@@ -142,6 +146,11 @@ class Metadata:
                 message = f"topic '{topic}' not present in metadata after {timeout * 1000:.0f} ms"
                 if self._topic_errors.get(topic) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     raise UnknownTopicOrPartitionError(message)
+                if self._last_error is not None:  # the cluster could not be asked: do not blame the topic
+                    raise self._last_error
+                if not self._updated:
+                    nodes = ", ".join(self._candidates())
+                    raise NetworkError(f"no node reachable: no answer from {nodes} within {timeout * 1000:.0f} ms")
                 raise ClientTimeoutError(message)
             with contextlib.suppress(OdradekError, TimeoutError):
                 async with asyncio.timeout(remaining):
@@ -199,7 +208,7 @@ class Metadata:
     async def _fetch(self) -> None:
         self._attempted = time.monotonic()
         request = pb.MetadataRequest(topics=sorted(self._wanted))
-        error: OdradekError = NetworkError("no bootstrap server")
+        failures: list[str] = []
         # Hedged: a node that has not answered within HEDGE_S (paused, overloaded, half-dead) does not hold the
         # refresh for a whole request timeout; the next one is asked too and the first answer wins.
         pending: dict[asyncio.Future, str] = {}
@@ -219,14 +228,15 @@ class Metadata:
                     try:
                         response = future.result()
                     except grpc.aio.AioRpcError as e:
-                        error = rpc_error(address, e)
+                        failures.append(str(rpc_error(address, e)))
                         continue
+                    self._last_error = None
                     self._apply(response)
                     return
         finally:
             for future in pending:
                 future.cancel()
-        raise error
+        raise NetworkError("no node reachable: " + ("; ".join(failures) or "no bootstrap server"))
 
     def _apply(self, response: pb.MetadataResponse) -> None:
         brokers = {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}

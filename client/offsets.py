@@ -41,6 +41,21 @@ async def list_offsets(
     """The offset for each partition's timestamp (EARLIEST, LATEST, or ms: the first offset at or after it, -1 if
     none). Raises UnknownTopicOrPartitionError for a missing topic or partition, the typed error of a non-retriable
     answer, or the last retriable one (ClientTimeoutError if none) once ``timeout`` seconds have passed."""
+    found = await list_offsets_and_timestamps(
+        metadata, timestamps, timeout=timeout, backoff=backoff, isolation_level=isolation_level
+    )
+    return {tp: offset for tp, (offset, _) in found.items()}
+
+
+async def list_offsets_and_timestamps(
+    metadata: Metadata,
+    timestamps: Mapping[TopicPartition, int],
+    *,
+    timeout: float,
+    backoff: float = 0.1,
+    isolation_level: int = pb.READ_UNCOMMITTED,
+) -> dict[TopicPartition, tuple[int, int]]:
+    """As ``list_offsets``, with the timestamp the broker reports beside each offset (-1 for EARLIEST/LATEST)."""
     deadline = time.monotonic() + timeout
     for topic in {tp.topic for tp in timestamps}:
         count = await metadata.wait_for_topic(topic, max(0.0, deadline - time.monotonic()))
@@ -48,7 +63,7 @@ async def list_offsets(
             if tp.topic == topic and not 0 <= tp.partition < count:
                 raise UnknownTopicOrPartitionError(f"{tp.topic} has no partition {tp.partition} ({count} partitions)")
     pending = dict(timestamps)
-    offsets: dict[TopicPartition, int] = {}
+    offsets: dict[TopicPartition, tuple[int, int]] = {}
     while True:
         by_leader: dict[int, dict[TopicPartition, int]] = {}
         for tp, timestamp in pending.items():
@@ -81,8 +96,8 @@ async def list_offsets(
 
 async def _ask(
     metadata: Metadata, node: int, timestamps: dict[TopicPartition, int], isolation_level: int, deadline: float
-) -> dict[TopicPartition, int | OdradekError]:
-    """One ListOffsets RPC: an offset or a typed error per partition (leader hints applied on the way)."""
+) -> dict[TopicPartition, tuple[int, int] | OdradekError]:
+    """One ListOffsets RPC: (offset, timestamp) or a typed error per partition (leader hints applied on the way)."""
     topics: dict[str, list[pb.ListOffsetsPartition]] = {}
     for tp, timestamp in timestamps.items():
         topics.setdefault(tp.topic, []).append(
@@ -109,14 +124,14 @@ async def _ask(
     except LeaderNotAvailableError as e:
         metadata.request_refresh()
         return dict.fromkeys(timestamps, e)
-    results: dict[TopicPartition, int | OdradekError] = {}
+    results: dict[TopicPartition, tuple[int, int] | OdradekError] = {}
     for t in response.topics:
         for p in t.partitions:
             tp = TopicPartition(t.name, p.partition)
             if tp not in timestamps:
                 continue
             if p.error == ErrorCode.NONE:
-                results[tp] = p.offset
+                results[tp] = (p.offset, p.timestamp)
                 continue
             if p.HasField("current_leader"):
                 metadata.apply_leader_hint(t.name, p.partition, p.current_leader)

@@ -23,6 +23,15 @@ class RecordMetadata(NamedTuple):
     timestamp: int
 
 
+class OffsetAndTimestamp(NamedTuple):
+    """``offsets_for_times``'s answer for a partition: the first offset whose batch reaches the asked timestamp.
+    The lookup is per batch, so records before that timestamp in the same batch may come first; ``timestamp`` is
+    the one the broker reports for the lookup."""
+
+    offset: int
+    timestamp: int
+
+
 class ConsumerRecord(NamedTuple):
     """One consumed record; ``key``/``value`` None is a null, ``headers`` keep their order."""
 

@@ -15,8 +15,8 @@ from odradek.client.config import ConsumerConfig
 from odradek.client.connection import DEFAULT_MAX_MESSAGE_BYTES, ChannelPool
 from odradek.client.consumer.fetcher import Fetcher, wait_for_position
 from odradek.client.metadata import Metadata
-from odradek.client.offsets import EARLIEST, LATEST, list_offsets
-from odradek.client.structs import ConsumerRecord, TopicPartition
+from odradek.client.offsets import EARLIEST, LATEST, list_offsets, list_offsets_and_timestamps
+from odradek.client.structs import ConsumerRecord, OffsetAndTimestamp, TopicPartition
 from odradek.proto import broker_pb2 as pb
 
 PartitionLike = TopicPartition | tuple[str, int]
@@ -126,6 +126,28 @@ class AsyncConsumer:
         """The high watermark (last stable offset with read_committed) of each partition."""
         return await self._list_offsets(partitions, LATEST)
 
+    async def offsets_for_times(
+        self, timestamps: Mapping[PartitionLike, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the earliest offset whose timestamp is at or after the given one (ms since the
+        epoch), or None if no record is that recent; named as in kafka-python and confluent-kafka."""
+        targets: dict[TopicPartition, int] = {}
+        for partition, timestamp in timestamps.items():
+            if not isinstance(timestamp, int) or isinstance(timestamp, bool) or timestamp < 0:
+                raise ValueError(f"a timestamp is an int of ms since the epoch (>= 0), not {timestamp!r}")
+            targets[_tp(partition)] = timestamp
+        found = await list_offsets_and_timestamps(
+            self._metadata,
+            targets,
+            timeout=self._timeout,
+            backoff=self._config.retry_backoff_ms / 1000,
+            isolation_level=self._isolation,
+        )
+        return {
+            tp: OffsetAndTimestamp(offset, timestamp) if offset >= 0 else None
+            for tp, (offset, timestamp) in found.items()
+        }
+
     async def _list_offsets(self, partitions: Iterable[PartitionLike], timestamp: int) -> dict[TopicPartition, int]:
         targets = dict.fromkeys((_tp(p) for p in partitions), timestamp)
         return await list_offsets(
@@ -214,6 +236,11 @@ class Consumer:
 
     def end_offsets(self, partitions: Iterable[PartitionLike]) -> dict[TopicPartition, int]:
         return self._loop.run(self._core.end_offsets(partitions))
+
+    def offsets_for_times(
+        self, timestamps: Mapping[PartitionLike, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        return self._loop.run(self._core.offsets_for_times(timestamps))
 
     def close(self) -> None:
         if self._closed:
