@@ -121,7 +121,8 @@ def _down(args: argparse.Namespace) -> None:
 
 def _status(args: argparse.Namespace) -> None:
     rows = DevCluster.load(_dir(args)).status()
-    emit(rows, args.format, human=table(rows, ["node_id", "roles", "pid", "state", "broker", "controller"]))
+    columns = ["node_id", "roles", "pid", "state", "broker", "controller", "metrics", "log"]
+    emit(rows, args.format, human=table(rows, columns))
 
 
 def _kill(args: argparse.Namespace) -> None:
