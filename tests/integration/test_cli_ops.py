@@ -103,6 +103,37 @@ def test_dev_status_shows_metrics_url_and_log_path(home: Path) -> None:
         assert Path(node["log"]).exists() and node["log"] in human
 
 
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+SUFFIXES = ("", "_total", "_bucket", "_sum", "_count", "_created")
+
+
+def test_dashboard_and_alerts_query_only_exported_metrics(home: Path) -> None:
+    """Every odradek_* name in the Grafana dashboard and the alert rules is one the nodes export."""
+    import re
+    import urllib.request
+
+    import yaml
+    from prometheus_client.parser import text_string_to_metric_families
+
+    exported: set[str] = set()
+    for node in status(home):
+        with urllib.request.urlopen(node["metrics"], timeout=10) as response:
+            text = response.read().decode()
+        exported |= {f.name for f in text_string_to_metric_families(text)}
+    dashboard = json.loads((DEPLOY / "grafana" / "odradek.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    rules = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yml").read_text())
+    alerts = [r for g in rules["groups"] for r in g["rules"]]
+    exprs += [r["expr"] for r in alerts]
+    assert {"OdradekNoActiveController", "OdradekOfflinePartitions", "OdradekUnderMinIsrPartitions"} <= {
+        r["alert"] for r in alerts
+    }
+    queried = {name for e in exprs for name in re.findall(r"odradek_[a-z0-9_]+", e)}
+    assert {"odradek_log_dir_free_bytes", "odradek_under_replicated_partitions"} <= queried
+    missing = {q for q in queried if not any(q.removesuffix(s) in exported for s in SUFFIXES if q.endswith(s))}
+    assert not missing, f"queried but not exported: {sorted(missing)}"
+
+
 CLOSE_PROBE = """
 import sys, threading
 from odradek.client import Admin, Consumer, TopicPartition
