@@ -62,7 +62,7 @@ async def main():
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=channel_options(keepalive_ms=300)) as ch:
         echo_call = ch.unary_unary("/t.T/E")
         await echo_call(b"x")
-        await asyncio.sleep(3)  # idle with the connection open: ten keepalive intervals
+        await asyncio.sleep(5)  # idle with the connection open: over fifteen keepalive intervals
         await echo_call(b"y")
     await server.stop(None)
 
@@ -72,7 +72,7 @@ asyncio.run(main())
 
 @pytest.mark.parametrize("server", ["grpc-default", "odradek"])
 def test_idle_connection_gets_no_goaway(server: str) -> None:
-    """A live server and channel, idle for ten ping intervals: with gRPC's default server policy the server
+    """A live server and channel, idle for over fifteen ping intervals: with gRPC's default server policy the server
     answers too_many_pings (the observed failure, proving the probe can see it); with odradek's it does not."""
     result = subprocess.run(
         [sys.executable, "-c", IDLE_PROBE, server], capture_output=True, text=True, timeout=60, env=os.environ
