@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import grpc
 
+from odradek.broker.controller_reach import ControllerReach
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode
 from odradek.proto import common_pb2, controller_pb2_grpc
@@ -70,6 +71,7 @@ class BrokerLifecycleManager:
         self._next_voter = 0
         self._controller: int | None = None
         self._wakeup = asyncio.Event()
+        self._reach = ControllerReach()
 
     def wake(self) -> None:
         """Heartbeat now rather than at the next interval (e.g. a log dir just went offline)."""
@@ -106,13 +108,20 @@ class BrokerLifecycleManager:
         except grpc.aio.AioRpcError as e:
             log.debug("%s to controller %d failed: %s", method, node, e.code().name)
             self._controller = None
+            self._note(self._reach.failed(time.monotonic(), node, address, e.code().name), logging.WARNING)
             return None
         if response.error == ErrorCode.NOT_CONTROLLER:
             # Not every response names the leader (AlterPartition, AllocateProducerIds): then ask the known one.
             self._redirect(response.leader_id if "leader_id" in type(response).DESCRIPTOR.fields_by_name else -1)
+            self._note(self._reach.failed(time.monotonic(), node, address, "NOT_CONTROLLER"), logging.WARNING)
             return None
         self._controller = node
+        self._note(self._reach.succeeded(time.monotonic(), node, address), logging.INFO)
         return response
+
+    def _note(self, line: str | None, level: int) -> None:
+        if line is not None:
+            log.log(level, "broker %d: %s", self.broker_id, line)
 
     async def _register(self) -> None:
         request = cpb.BrokerRegistrationRequest(

@@ -24,6 +24,7 @@ from odradek.broker.lifecycle import BrokerLifecycleManager
 from odradek.broker.log import durability
 from odradek.broker.log.config import LogManagerConfig
 from odradek.broker.log.manager import LogManager
+from odradek.broker.log_dirs import log_dir_gauges, log_dir_usage
 from odradek.broker.metrics import NodeMetrics, gauge
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager, broker_log_config
@@ -290,6 +291,8 @@ class Node:
                 hw.add_metric(labels, p.log.high_watermark)
             yield leo
             yield hw
+        if self.logs is not None:
+            yield from log_dir_gauges(log_dir_usage(self.logs))
 
     def _offline_report(self) -> tuple[list[str], dict[bytes, list[int]]]:
         return [str(d) for d in self.logs.offline_dirs()], self.replicas.offline_replicas()

@@ -6,6 +6,8 @@ misconfigured node cannot mix its data into the wrong cluster.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import re
 import uuid
@@ -19,6 +21,22 @@ _CLUSTER_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 class StorageFormatError(RuntimeError):
     """A log directory is missing, unformatted, or belongs to another cluster or node."""
+
+
+def check_cluster_id(cluster_id: str) -> None:
+    """Refuse a cluster id that is not a UUID in Kafka's form: 22 URL-safe base64 characters (16 bytes), as
+    ``odradek storage random-uuid`` prints. A typo'd or made-up id would otherwise name a cluster forever."""
+    decoded = b""
+    if len(cluster_id) == 22 and _CLUSTER_ID.match(cluster_id):
+        try:
+            decoded = base64.urlsafe_b64decode(cluster_id + "==")
+        except (binascii.Error, ValueError):
+            decoded = b""
+    if len(decoded) != 16:
+        raise StorageFormatError(
+            f"cluster id '{cluster_id}' is not a UUID: expected 22 URL-safe base64 characters "
+            "(use 'odradek storage random-uuid')"
+        )
 
 
 def _read(path: Path) -> dict[str, str]:

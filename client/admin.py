@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 import grpc
 
 from odradek.client.background import BackgroundLoop
-from odradek.client.connection import ChannelPool, parse_servers
+from odradek.client.config import AdminConfig
+from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode, OdradekError, error_for_code
 from odradek.client.health import ClusterHealth, compute_health
 from odradek.proto import admin_pb2 as pb
@@ -205,8 +206,10 @@ def _replica(r: pb.ReplicaState, high_watermark: int) -> ReplicaDescription:
 
 class AsyncAdmin:
     def __init__(self, config: Mapping[str, Any]) -> None:
-        self._servers = parse_servers(config["bootstrap.servers"])
-        self._timeout = int(config.get("request.timeout.ms", 30_000)) / 1000
+        cfg = AdminConfig.from_mapping(config)
+        self._servers = list(cfg.bootstrap_servers)
+        self._timeout = cfg.request_timeout_ms / 1000
+        self._backoff = cfg.retry_backoff_ms / 1000
         self._pool = ChannelPool()
         self._order = list(self._servers)
         random.shuffle(self._order)
@@ -249,7 +252,7 @@ class AsyncAdmin:
                     return response
                 last = error_for_code(error, f"{address} could not serve the request")
             if attempt % len(self._order) == 0:
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(self._backoff)
         raise last or OdradekError("request timed out", code=ErrorCode.REQUEST_TIMED_OUT)
 
     def _rpc_timeout(self) -> float:
@@ -459,6 +462,7 @@ class Admin:
     """Synchronous facade over ``AsyncAdmin``: the same methods, blocking."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
+        AdminConfig.from_mapping(config)  # a bad config fails here, before a loop thread is started
         self._loop = BackgroundLoop("odradek-admin")
         self._admin = self._loop.run(self._make(config))
 

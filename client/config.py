@@ -194,3 +194,16 @@ class ConsumerConfig(ClientConfig):
     max_poll_records: int = option(500, _int(1))
     isolation_level: str = option("read_uncommitted", _isolation)
     check_crcs: bool = option(True, _bool)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdminConfig:
+    """Admin options: only those the admin client acts on (it keeps no metadata cache and sends no client id)."""
+
+    KIND = "admin"
+
+    bootstrap_servers: tuple[str, ...] = required(_servers)
+    request_timeout_ms: int = option(30_000, _int(1))
+    retry_backoff_ms: int = option(100, _int(0))
+
+    from_mapping = classmethod(ClientConfig.from_mapping.__func__)

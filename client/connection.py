@@ -1,26 +1,59 @@
 """gRPC channels to odradek nodes: one shared channel per address, sized for large record payloads.
 
-gRPC's default 4 MiB receive limit is raised on both ends; every channel and server in odradek
-takes its options from here so the limits cannot drift apart.
+gRPC's default 4 MiB receive limit is raised on both ends, and both ends share one keepalive policy: every
+channel pings an idle connection every ``keepalive_time_ms`` (to notice a dead peer), and every server accepts
+such pings. With gRPC's default server policy (at most one ping per 5 minutes without calls) a client pinging
+every 30 s earns three strikes and a ``GOAWAY ENHANCE_YOUR_CALM too_many_pings``, which drops the connection.
+Every channel and server in odradek (clients, fetchers, Raft, broker to controller) takes its options from
+``channel_options`` so the two sides cannot drift apart.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 
 import grpc
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+KEEPALIVE_TIME_MS = 30_000
+# Overrides KEEPALIVE_TIME_MS for this process and the processes it starts (tests shrink it to see the policy at
+# work in seconds; an operator may lengthen it behind a proxy that dislikes pings).
+KEEPALIVE_ENV = "ODRADEK_GRPC_KEEPALIVE_TIME_MS"
 
 
-def channel_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+def keepalive_time_ms() -> int:
+    value = os.environ.get(KEEPALIVE_ENV, "")
+    if not value:
+        return KEEPALIVE_TIME_MS
+    if not value.isdigit() or int(value) < 100:
+        raise ValueError(f"{KEEPALIVE_ENV}={value!r} must be an integer number of milliseconds >= 100")
+    return int(value)
+
+
+def keepalive_options(time_ms: int | None = None) -> list[tuple[str, int]]:
+    """Both halves of the keepalive policy; gRPC applies the client half to channels and the server half to
+    servers, so one list serves both."""
+    time_ms = time_ms or keepalive_time_ms()
+    return [
+        # Sending: ping an idle connection every time_ms, even with no call open, without a limit.
+        ("grpc.keepalive_time_ms", time_ms),
+        ("grpc.keepalive_timeout_ms", min(10_000, time_ms)),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+        # Receiving (servers): accept a ping every time_ms / 2 without data, so timer jitter earns no strike.
+        ("grpc.http2.min_ping_interval_without_data_ms", time_ms // 2),
+        ("grpc.http2.max_ping_strikes", 2),
+    ]
+
+
+def channel_options(
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, keepalive_ms: int | None = None
+) -> list[tuple[str, int]]:
     return [
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.keepalive_time_ms", 30_000),
-        ("grpc.keepalive_timeout_ms", 10_000),
-        ("grpc.http2.max_pings_without_data", 0),
-        ("grpc.keepalive_permit_without_calls", 1),
+        *keepalive_options(keepalive_ms),
         # Reconnect quickly after a node restarts: failover time matters more than connection churn here.
         ("grpc.initial_reconnect_backoff_ms", 100),
         ("grpc.min_reconnect_backoff_ms", 100),
@@ -28,17 +61,32 @@ def channel_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[
     ]
 
 
+DEFAULT_PORT = 9092
+
+
 def parse_servers(value: str | list[str]) -> list[str]:
-    """``host:port,host:port`` -> list, validated."""
+    """``host:port,host`` -> ``["host:port", "host:9092"]``, validated. A missing port defaults to 9092, as Kafka's
+    tools and librdkafka do; an IPv6 address takes brackets (``[::1]`` or ``[::1]:9092``)."""
     items = value if isinstance(value, list) else value.split(",")
-    servers = [s.strip() for s in items if s.strip()]
-    for s in servers:
-        host, _, port = s.rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"bootstrap server '{s}' is not host:port")
+    servers = [with_port(s.strip()) for s in items if s.strip()]
     if not servers:
         raise ValueError("bootstrap.servers is empty")
     return servers
+
+
+def with_port(server: str) -> str:
+    if server.startswith("["):
+        end = server.find("]")
+        rest = server[end + 1 :] if end > 0 else ""
+        if end <= 1 or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
+            raise ValueError(f"bootstrap server '{server}' is not [ipv6]:port")
+        return server if rest else f"{server}:{DEFAULT_PORT}"
+    host, colon, port = server.partition(":")
+    if not colon:
+        return f"{server}:{DEFAULT_PORT}"
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"bootstrap server '{server}' is not host:port")
+    return server
 
 
 class ChannelPool:

@@ -22,6 +22,7 @@ from typing import Any
 import tomli_w
 
 from odradek.broker.config import SCHEMA, ConfigError, NodeConfig, flatten
+from odradek.broker.storage import StorageFormatError, check_cluster_id
 
 ROLES = ("broker", "controller")
 TEMPLATES = {
@@ -47,7 +48,6 @@ _SETTINGS = ("cluster_id", "broker_port", "controller_port", "metrics_port")
 _TOP_KEYS = {*_SETTINGS, "properties", "nodes"}
 _NODE_KEYS = {"id", "host", "roles", "rack"}
 _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)$")  # a name, IPv4 or [IPv6]: no scheme, no port
-_CLUSTER_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what `odradek storage format` accepts
 
 
 class ClusterSpecError(ValueError):
@@ -110,8 +110,13 @@ class ClusterSpec:
             raise ClusterSpecError(f"node {duplicate}: id used by more than one node")
         if not self.controllers:
             raise ClusterSpecError("no node has the controller role: the cluster needs at least one")
-        if not isinstance(self.cluster_id, str) or (self.cluster_id and not _CLUSTER_ID.match(self.cluster_id)):
-            raise ClusterSpecError(f"cluster_id {self.cluster_id!r} must be 1-64 letters, digits, '-' or '_'")
+        if not isinstance(self.cluster_id, str):
+            raise ClusterSpecError(f"cluster_id {self.cluster_id!r} must be a string")
+        if self.cluster_id:
+            try:
+                check_cluster_id(self.cluster_id)  # what `odradek storage format` accepts
+            except StorageFormatError as e:
+                raise ClusterSpecError(f"cluster_id: {e}") from None
         for name in ("broker_port", "controller_port", "metrics_port"):
             port = getattr(self, name)
             lowest = 0 if name == "metrics_port" else 1  # metrics.port 0 turns metrics off

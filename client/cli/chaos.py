@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-from odradek.client.cli.common import CommandError
+from odradek.client.cli.common import CommandError, format_options
+from odradek.client.cli.output import to_json
 
 
 def _duration(value: str) -> float:
@@ -23,7 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     chaos = sub.add_parser("chaos", help="fault-injection runs with a no-loss checker").add_subparsers(
         dest="chaos_command", required=True, metavar="COMMAND"
     )
-    run = chaos.add_parser("run", help="run a workload under a seeded fault schedule and check its history")
+    run = chaos.add_parser(
+        "run", help="run a workload under a seeded fault schedule and check its history", parents=[format_options()]
+    )
     run.add_argument("--duration", type=_duration, default=60.0, help="how long faults are injected (60s, 2m)")
     run.add_argument(
         "--faults",
@@ -69,9 +73,14 @@ def _run(args: argparse.Namespace) -> int:
         history_path=args.history,
         bug=args.unsafe_bug or "",
     )
-    result = run(options, log=lambda line: print(line, flush=True))
-    print(result.report.summary_table())
-    print(f"faults injected: {result.faults_injected} ({result.mechanism}); metadata: {result.metadata_detail}")
+    # With --format json, stdout carries only the report; the progress lines go to stderr.
+    progress = sys.stderr if args.format == "json" else sys.stdout
+    result = run(options, log=lambda line: print(line, file=progress, flush=True))
+    if args.format == "json":
+        print(to_json(result.to_dict()))
+    else:
+        print(result.report.summary_table())
+        print(f"faults injected: {result.faults_injected} ({result.mechanism}); metadata: {result.metadata_detail}")
     if args.json is not None:
         args.json.write_text(json.dumps(result.to_dict(), indent=2))
     return 0 if result.ok else 1

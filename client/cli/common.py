@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import platform
 from collections.abc import Callable
 
 
@@ -11,9 +12,11 @@ class CommandError(Exception):
 
 
 def format_options() -> argparse.ArgumentParser:
-    """``--format`` accepted after any command (``odradek topic list --format json``)."""
+    """``--format`` and ``--debug`` accepted after any command (``odradek topic list --format json``)."""
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument("--format", choices=("table", "json"), default="table", help="output format")
+    # SUPPRESS: when absent here, the value ``odradek --debug ...`` set before the command stays.
+    parent.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="print tracebacks")
     return parent
 
 
@@ -23,3 +26,21 @@ def add_command(
     parser = sub.add_parser(name, help=help_text, description=help_text, parents=[format_options()])
     parser.set_defaults(handler=handler)
     return parser
+
+
+def version_text() -> str:
+    """``odradek --version``: the package version, which record codec this process uses, and the Python."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import crc32c
+
+    try:
+        odradek_version = version("odradek")
+    except PackageNotFoundError:
+        odradek_version = "unknown (not installed)"
+    crc = "hardware" if getattr(crc32c, "hardware_based", False) else "software"
+    return (
+        f"odradek {odradek_version}\n"
+        f"record codec: pure Python (crc32c: native, {crc})\n"
+        f"python: {platform.python_implementation()} {platform.python_version()}"
+    )

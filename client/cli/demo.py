@@ -6,10 +6,12 @@ import argparse
 import subprocess
 import sys
 import time
+from typing import Any, TextIO
 
 from odradek.client.cli.common import add_command
 from odradek.client.cli.dev import default_dir
 from odradek.client.cli.dev_cluster import DevCluster, process_state
+from odradek.client.cli.output import emit
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,35 +19,57 @@ def register(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--keep", action="store_true", help="reuse a running dev cluster instead of starting afresh")
 
 
+class _Show:
+    """Where the demo's narration goes: stdout, or stderr with ``--format json`` (stdout then holds one JSON
+    summary)."""
+
+    out: TextIO = sys.stdout
+
+    def __call__(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+
+say = _Show()
+
+
 def _step(title: str, *args: str) -> None:
-    print(f"\n$ odradek {' '.join(args)}    # {title}", flush=True)
-    result = subprocess.run([sys.executable, "-m", "odradek.client.cli.main", *args])
+    say(f"\n$ odradek {' '.join(args)}    # {title}")
+    result = subprocess.run([sys.executable, "-m", "odradek.client.cli.main", *args], stdout=say.out)
     if result.returncode != 0:
         raise SystemExit(result.returncode)
 
 
-def _sample(servers: str) -> None:
+def _sample(servers: str) -> dict[str, Any]:
     """Produce ten keyed records through the client API and read them back from the partitions' leaders."""
     from odradek.client import Consumer, Producer, TopicPartition
 
-    print("\n# producing 10 keyed records with odradek.client.Producer (routed to each partition's leader)")
+    say("\n# producing 10 keyed records with odradek.client.Producer (routed to each partition's leader)")
     with Producer({"bootstrap.servers": servers, "linger.ms": 1}) as producer:
         sent = [producer.send("demo", f"event {i}", key=f"user-{i % 4}").result(30) for i in range(10)]
         partitions = producer.partitions_for("demo")
     for m in sent:
-        print(f"  sent to partition {m.partition} at offset {m.offset}")
-    print("# reading them back with odradek.client.Consumer")
+        say(f"  sent to partition {m.partition} at offset {m.offset}")
+    say("# reading them back with odradek.client.Consumer")
     with Consumer({"bootstrap.servers": servers, "auto.offset.reset": "earliest"}) as consumer:
         consumer.assign([TopicPartition("demo", p) for p in partitions])
         got = []
         deadline = time.monotonic() + 30
         while len(got) < len(sent) and time.monotonic() < deadline:
             got.extend(consumer.poll(timeout_ms=200))
-    for r in sorted(got, key=lambda r: (r.partition, r.offset))[-10:]:
-        print(f"  partition {r.partition} offset {r.offset} key={r.key.decode()} value={r.value.decode()}")
+    shown = sorted(got, key=lambda r: (r.partition, r.offset))[-10:]
+    for r in shown:
+        say(f"  partition {r.partition} offset {r.offset} key={r.key.decode()} value={r.value.decode()}")
+    return {
+        "sent": [{"partition": m.partition, "offset": m.offset} for m in sent],
+        "received": [
+            {"partition": r.partition, "offset": r.offset, "key": r.key.decode(), "value": r.value.decode()}
+            for r in shown
+        ],
+    }
 
 
 def _demo(args: argparse.Namespace) -> None:
+    say.out = sys.stderr if args.format == "json" else sys.stdout
     directory = default_dir()
     running = False
     if (directory / "cluster.json").exists():
@@ -74,12 +98,21 @@ def _demo(args: argparse.Namespace) -> None:
             "-c",
             "min.insync.replicas=2",
         )
-    _sample(DevCluster.load(directory).bootstrap_servers)
+    cluster = DevCluster.load(directory)
+    sample = _sample(cluster.bootstrap_servers)
     _step("its partitions: leaders spread over the brokers, offsets after the sample", "topic", "describe", "demo")
     _step("replication health: no under-replicated or offline partitions", "cluster", "health")
-    print(
+    say(
         "\nThe cluster keeps running. Try: odradek dev kill 1 && odradek cluster quorum   "
         "(a new controller leader is elected),\nor odradek dev kill 4 && odradek cluster health   "
-        "(broker 4's partitions get new leaders from their ISR)\nStop it with: odradek dev down",
-        flush=True,
+        "(broker 4's partitions get new leaders from their ISR)\nStop it with: odradek dev down"
     )
+    if args.format == "json":
+        summary = {
+            "dir": str(cluster.directory),
+            "bootstrap_servers": cluster.bootstrap_servers,
+            "controllers": cluster.controller_servers,
+            "topic": "demo",
+            **sample,
+        }
+        emit(summary, "json")

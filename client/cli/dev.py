@@ -12,7 +12,7 @@ from pathlib import Path
 from odradek.client.cli.common import CommandError, add_command
 from odradek.client.cli.dev_cluster import DevCluster
 from odradek.client.cli.output import emit, table
-from odradek.client.cli.profile import home, load_profile, save_profile
+from odradek.client.cli.profile import clear_profile, home, load_profile, save_profile
 
 SIGNALS = {"KILL": signal.SIGKILL, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT, "TERM": signal.SIGTERM}
 
@@ -58,7 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         p = add_command(dev, name, handler, text)
         p.add_argument("--dir")
         if name == "down":
-            p.add_argument("--purge", action="store_true", help="also delete the cluster's directory")
+            p.add_argument(
+                "--purge", action="store_true", help="also delete the cluster's directory and forget its saved profile"
+            )
     kill = add_command(dev, "kill", _kill, "send a signal to one node (default KILL)")
     kill.add_argument("node", type=int)
     kill.add_argument("--signal", choices=sorted(SIGNALS), default="KILL")
@@ -109,14 +111,18 @@ def _up(args: argparse.Namespace) -> None:
 def _down(args: argparse.Namespace) -> None:
     cluster = DevCluster.load(_dir(args))
     cluster.stop_all()
+    profile_cleared = False
     if args.purge:
         shutil.rmtree(cluster.directory)
-    emit({"stopped": [n.node_id for n in cluster.nodes], "purged": args.purge}, args.format, human="cluster stopped")
+        profile_cleared = clear_profile(cluster.directory)
+    data = {"stopped": [n.node_id for n in cluster.nodes], "purged": args.purge, "profile_cleared": profile_cleared}
+    emit(data, args.format, human="cluster stopped" + (" and purged; profile cleared" if profile_cleared else ""))
 
 
 def _status(args: argparse.Namespace) -> None:
     rows = DevCluster.load(_dir(args)).status()
-    emit(rows, args.format, human=table(rows, ["node_id", "roles", "pid", "state", "broker", "controller"]))
+    columns = ["node_id", "roles", "pid", "state", "broker", "controller", "metrics", "log"]
+    emit(rows, args.format, human=table(rows, columns))
 
 
 def _kill(args: argparse.Namespace) -> None:

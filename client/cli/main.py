@@ -1,18 +1,21 @@
 """``odradek``: the command-line interface (rpk-like). Each command group lives in its own module.
 
-Every command prints human output by default and takes ``--format json``; on failure it prints one line,
-``error: ...``, to stderr and exits non-zero.
+Every command prints human output by default and takes ``--format json``. On failure it prints one line to
+stderr, ``error: ...`` (or ``{"error": {"code": ..., "message": ...}}`` with ``--format json``), and exits 1;
+``--debug`` adds the traceback. An exception nobody anticipated is reported the same way, never as a raw traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 
 from odradek.broker.config import ConfigError
 from odradek.broker.storage import StorageFormatError
-from odradek.client.cli.common import CommandError
+from odradek.client.cli.common import CommandError, version_text
 from odradek.client.errors import OdradekError
 
 Handler = Callable[[argparse.Namespace], int | None]
@@ -24,12 +27,60 @@ def _command_modules():
     return [server, dev, cluster, topic, leader, partition, data, perf, chaos, deploy, demo]
 
 
+class _Version(argparse.Action):
+    """Like argparse's ``version`` action, but keeps the text's line breaks and builds it only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="odradek", description="odradek: a replicated commit log")
+    parser.add_argument("--version", action=_Version, help="print the version, record codec and Python, then exit")
+    parser.add_argument("--debug", action="store_true", help="print the traceback of a failure")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in _command_modules():
         module.register(sub)
     return parser
+
+
+def error_code(e: BaseException) -> str:
+    """The ``code`` of a JSON error: the wire error name for odradek errors, a fixed name per local failure."""
+    if isinstance(e, OdradekError):
+        return e.code_name
+    if isinstance(e, ConfigError):
+        return "INVALID_CONFIG"
+    if isinstance(e, StorageFormatError):
+        return "STORAGE_FORMAT_ERROR"
+    if isinstance(e, CommandError):
+        return "INVALID_REQUEST"
+    if isinstance(e, OSError):
+        return "OS_ERROR"
+    return "INTERNAL_ERROR"
+
+
+def error_message(e: BaseException) -> str:
+    """One line: the first line of the message, with the error's name when the message does not say it."""
+    expected = isinstance(e, (CommandError, ConfigError, StorageFormatError, OdradekError, OSError))
+    text = str(e).splitlines()[0] if str(e).strip() else ""
+    if isinstance(e, OdradekError) and e.code_name not in text:
+        return f"{e.code_name}: {text}" if text else e.code_name
+    if not expected or not text:
+        return f"{type(e).__name__}: {text}" if text else type(e).__name__
+    return text
+
+
+def report_error(e: BaseException, fmt: str, debug: bool) -> None:
+    if debug:
+        traceback.print_exception(e, file=sys.stderr)
+    if fmt == "json":
+        print(json.dumps({"error": {"code": error_code(e), "message": error_message(e)}}), file=sys.stderr)
+    else:
+        print(f"error: {error_message(e)}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,14 +89,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         return handler(args) or 0
-    except (CommandError, ConfigError, StorageFormatError, OdradekError, OSError) as e:
-        message = str(e).splitlines()[0] if str(e) else type(e).__name__
-        if isinstance(e, OdradekError) and e.code_name not in message:
-            message = f"{e.code_name}: {message}"
-        print(f"error: {message}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         return 130
+    except SystemExit:
+        raise
+    except Exception as e:
+        report_error(e, getattr(args, "format", "table"), getattr(args, "debug", False))
+        return 1
 
 
 if __name__ == "__main__":

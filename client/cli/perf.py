@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import os
+import sys
 import time
 
 from odradek.client.cli.common import CommandError
@@ -47,6 +48,11 @@ def _pairs(items: list[str]) -> dict[str, str]:
             raise CommandError(f"{item!r} is not key=value")
         out[key] = value
     return out
+
+
+def _progress(args: argparse.Namespace):
+    """Progress lines go to stderr with ``--format json``, so stdout is one JSON document."""
+    return sys.stderr if args.format == "json" else sys.stdout
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -117,7 +123,11 @@ async def _produce_async(args: argparse.Namespace) -> dict:
                 now = clock()
                 if now - last_report >= PROGRESS_S:
                     count = i + 1 - window_count
-                    print(f"{i + 1} records sent, {count / (now - window_start):.1f} records/sec", flush=True)
+                    print(
+                        f"{i + 1} records sent, {count / (now - window_start):.1f} records/sec",
+                        file=_progress(args),
+                        flush=True,
+                    )
                     last_report = window_start = now
                     window_count = i + 1
         await producer.flush()
@@ -173,7 +183,11 @@ def _consume_sync(args: argparse.Namespace) -> dict:
             for r in records:
                 size += len(r.value) if r.value is not None else 0
             if now - last_report >= PROGRESS_S:
-                print(f"{count} records consumed, {count / (now - start):.1f} records/sec", flush=True)
+                print(
+                    f"{count} records consumed, {count / (now - start):.1f} records/sec",
+                    file=_progress(args),
+                    flush=True,
+                )
                 last_report = now
         elapsed = clock() - start
     return {

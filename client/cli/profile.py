@@ -27,6 +27,17 @@ def save_profile(profile: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def clear_profile(dev_dir: Path) -> bool:
+    """Forget the saved profile if it points at ``dev_dir`` (purged: later commands must not dial its dead
+    addresses). Returns whether it was removed."""
+    profile = load_profile()
+    saved = profile.get("dev_dir")
+    if saved is None or Path(saved).resolve() != dev_dir.resolve():
+        return False
+    profile_path().unlink(missing_ok=True)
+    return True
+
+
 def load_profile() -> dict[str, Any]:
     path = profile_path()
     if not path.exists():

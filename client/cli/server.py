@@ -9,7 +9,7 @@ import sys
 import uuid
 
 from odradek.broker.config import NodeConfig
-from odradek.broker.storage import format_storage
+from odradek.broker.storage import check_cluster_id, format_storage
 from odradek.client.cli.common import add_command
 from odradek.client.cli.output import emit
 
@@ -58,6 +58,7 @@ def _server(args: argparse.Namespace) -> None:
 
 
 def _format(args: argparse.Namespace) -> None:
+    check_cluster_id(args.cluster_id)
     config = NodeConfig.load(args.config)
     dirs = format_storage(config, args.cluster_id, ignore_formatted=args.ignore_formatted)
     data = {"cluster_id": args.cluster_id, "node_id": config.node_id, "formatted": [str(d) for d in dirs]}

@@ -174,7 +174,7 @@ class ProducerBatch:
 
 class RecordFuture:
     """The delivery of one record: ``result(timeout)`` blocks, ``await`` waits on the loop, callbacks run on the
-    producer's loop thread (like Kafka's, they should be quick), or at once on the caller's if the record is already
+    client loop thread (like Kafka's, they should be quick), or at once on the caller's if the record is already
     delivered. One is made per record, by the accumulator setting the two slots: no ``__init__`` on the hot path."""
 
     __slots__ = ("_batch", "_index")

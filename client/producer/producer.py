@@ -297,7 +297,8 @@ class AsyncProducer:
 class Producer:
     """Synchronous facade: the same API, blocking where Kafka's does (``send`` for metadata and memory, up to
     max.block.ms). The async core runs on a background loop; ``send`` appends from the caller's thread and is the
-    core's own method, so it costs no thread hop. Callbacks run on the background loop's thread."""
+    core's own method, so it costs no thread hop. Callbacks run on the client loop thread (shared by the process's
+    synchronous clients)."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self._loop = BackgroundLoop("odradek-producer")

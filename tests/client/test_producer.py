@@ -280,7 +280,7 @@ def test_sync_producer(cluster: FakeCluster) -> None:
         assert future.result(5).offset == 0
         producer.send("t", b"c", partition=0)
         producer.flush()
-    assert threads == {"odradek-producer"}  # callbacks run on the producer's loop thread
+    assert threads == {"odradek-client"}  # callbacks run on the client loop thread
     assert [r.value for r in cluster.records("t", 0)] == [b"a", b"b", b"c"]
     with pytest.raises(RuntimeError, match="closed"):
         producer.send("t", b"late")

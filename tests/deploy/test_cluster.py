@@ -156,7 +156,8 @@ def _node(data: dict[str, Any], index: int, **changes: Any) -> dict[str, Any]:
         (description(properties=[1]), "properties must be a table"),
         (description(broker_port=70000), "broker_port 70000 must be a port number"),
         (description(controller_port=True), "controller_port True must be a port number"),
-        (description(cluster_id="not an id"), "cluster_id 'not an id' must be 1-64 letters"),
+        (description(cluster_id="not an id"), "cluster_id: cluster id 'not an id' is not a UUID"),
+        (description(cluster_id="prod"), "cluster_id: cluster id 'prod' is not a UUID"),
         (description(clusterid="x"), "unknown key 'clusterid' in the cluster description"),
     ],
 )
