@@ -138,7 +138,7 @@ class DevCluster:
                 "listeners": ",".join(listeners),
                 "log.dirs": str(n.directory / "data"),
                 "metrics.port": n.metrics_port,
-                "default.replication.factor": min(3, brokers if not combined else controllers),
+                "default.replication.factor": max(1, min(3, brokers if not combined else controllers)),
             }
             props.update(overrides or {})
             n.directory.mkdir(parents=True)

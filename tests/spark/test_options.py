@@ -82,7 +82,7 @@ ASSIGN = '{"a":[0,1]}'
     [
         ({"bootstrap.servers": None}, False, "bootstrap.servers"),
         ({"bootstrap.servers": ""}, False, "bootstrap.servers"),
-        ({"bootstrap.servers": "nohost"}, False, "bootstrap.servers"),
+        ({"bootstrap.servers": "nohost:notaport"}, False, "bootstrap.servers"),
         ({"kafka.bootstrap.servers": "other:1"}, False, "bootstrap.servers"),
         ({"subscribe": None}, False, "subscribe/subscribePattern/assign"),
         ({"assign": ASSIGN}, False, "assign/subscribe"),

@@ -86,7 +86,7 @@ def test_options_survive_pickling_to_executors() -> None:
     [
         ({}, "bootstrap.servers"),
         ({"bootstrap.servers": "a:1", "kafka.bootstrap.servers": "b:1"}, "bootstrap.servers"),
-        ({"bootstrap.servers": "nope"}, "bootstrap.servers"),
+        ({"bootstrap.servers": "nope:notaport"}, "bootstrap.servers"),
         ({**SERVERS, "topic": " "}, "topic"),
         ({**SERVERS, "kafka.acks": "1"}, "kafka.acks"),
         ({**SERVERS, "kafka.acks": "0"}, "kafka.acks"),
