@@ -15,8 +15,9 @@ from collections.abc import Iterator
 import pytest
 
 from odradek.client import Producer
-from odradek.client.admin import Admin
+from odradek.client.admin import Admin, ConfigDescription
 from odradek.client.cli.dev_cluster import DevCluster
+from odradek.client.errors import UnknownTopicOrPartitionError
 
 from .conftest import start_cluster, wait_for
 
@@ -65,7 +66,7 @@ def orders(cluster: DevCluster, admin: Admin) -> str:
     return "orders"
 
 
-def test_describe_all_shows_every_config_with_its_source(cluster: DevCluster, orders: str) -> None:
+def test_describe_all_shows_every_config_with_its_source(cluster: DevCluster, admin: Admin, orders: str) -> None:
     """Observed: ``topic describe`` showed only the configs set on the topic, with no way to see the rest."""
     plain = as_json(cluster, "topic", "describe", orders)
     assert "all_configs" not in plain and plain["configs"] == {"retention.ms": "60000"}
@@ -83,6 +84,11 @@ def test_describe_all_shows_every_config_with_its_source(cluster: DevCluster, or
     rows = {line.split()[0]: line.split()[1:] for line in human.stdout.split("configs (all):\n")[1].splitlines()[1:]}
     assert rows["retention.ms"] == ["60000", "topic"] and rows["segment.bytes"] == [str(SEGMENT_BYTES), "broker"]
 
+    typed = {c.name: c for c in admin.describe_configs(orders)}  # the synchronous client, typed entries
+    assert isinstance(typed["retention.ms"], ConfigDescription) and typed["retention.ms"].source == "topic"
+    assert {n: c.value for n, c in typed.items()} == {n: c["value"] for n, c in configs.items()}
+    with pytest.raises(UnknownTopicOrPartitionError):
+        admin.describe_configs("nope")
     missing = odradek(cluster, "topic", "describe", "nope", "--all")
     assert missing.returncode == 1 and missing.stderr.startswith("error: ") and "nope" in missing.stderr
 
