@@ -224,6 +224,7 @@ class NodeConfig:
         if unknown:
             raise ConfigError(f"unknown config '{unknown[0]}'")
         self._values: dict[str, Any] = {}
+        self._set = frozenset(props)
         for name, (parse, default) in SCHEMA.items():
             raw = props.get(name, default)
             if raw is None:
@@ -258,6 +259,10 @@ class NodeConfig:
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
+
+    def is_set(self, name: str) -> bool:
+        """Whether the config file gives ``name`` (rather than it taking odradek's default)."""
+        return name in self._set
 
     @property
     def node_id(self) -> int:

@@ -1,5 +1,5 @@
 """The ``Broker`` gRPC service's data plane: Metadata, Produce, Fetch, ListOffsets and InitProducerId (and
-GetReplicaLogInfo, the controller's look at a replica's log for unclean recovery).
+GetReplicaLogInfo, the controller's look at a replica's log for unclean recovery, and DescribeLogDirs).
 
 Requests carry many partitions each (a Python gRPC server pays ~0.3 ms of CPU per RPC whatever its
 size, so the clients batch). Every partition gets its own typed error; a partition this broker does not lead
@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from odradek.broker import describe_log_dirs
 from odradek.broker.log.rewrite import LOG_APPEND_TIME
 from odradek.broker.metrics import NodeMetrics
 from odradek.broker.partition import Partition
@@ -424,6 +425,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return pb.ReplicaLogInfoPartition(
             partition=index, last_leader_epoch=-1 if last_epoch is None else last_epoch, log_end_offset=end
         )
+
+    # ---- Log dirs ----
+
+    async def DescribeLogDirs(self, request, context):
+        """Each log dir's state and disk figures and the replicas it holds (``odradek broker log-dirs``)."""
+        return await describe_log_dirs.answer(self.broker_id, self.replicas, request.topics)
 
     # ---- Producer ids ----
 

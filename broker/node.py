@@ -29,6 +29,7 @@ from odradek.broker.metrics import NodeMetrics, gauge
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager, broker_log_config
 from odradek.broker.storage import verify_storage
+from odradek.broker.topic_defaults import topic_defaults
 from odradek.client.connection import channel_options
 from odradek.client.errors import StorageError
 from odradek.controller.active import ActiveController
@@ -120,7 +121,9 @@ class Node:
                 imbalance_percentage=c["leader.imbalance.per.broker.percentage"],
                 recovery_strategy=self._recovery_strategy,
             )
-        self.admin = AdminService(self.sm, self.driver, self.voters, defaults, self.controller)
+        self.admin = AdminService(
+            self.sm, self.driver, self.voters, defaults, self.controller, topic_defaults=topic_defaults(c)
+        )
         if c.is_controller:
             server = self._server(c.controller_listener)
             raft_pb2_grpc.add_RaftServicer_to_server(RaftService(self.driver), server)

@@ -134,6 +134,74 @@ class ReassignmentResult:
         return {"topic": self.topic, "partition": self.partition, "error": self.error}
 
 
+CONFIG_SOURCES = {pb.DEFAULT_CONFIG: "default", pb.STATIC_BROKER_CONFIG: "broker", pb.TOPIC_CONFIG: "topic"}
+
+
+@dataclass(frozen=True)
+class ConfigDescription:
+    """One topic config's effective value and where it comes from: ``topic`` (set on the topic), ``broker`` (the
+    answering node's config file) or ``default`` (odradek's built-in). ``read_only``: no request can change it
+    (odradek sets topic configs at creation only)."""
+
+    name: str
+    value: str
+    source: str
+    read_only: bool = False
+    sensitive: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class LogDirReplicaInfo:
+    topic: str
+    partition: int
+    size_bytes: int
+    offset_lag: int  # offsets behind the partition's leader: 0 on the leader, -1 when not known
+    log_end_offset: int
+    is_leader: bool
+
+
+@dataclass(frozen=True)
+class LogDirInfo:
+    path: str
+    online: bool
+    total_bytes: int  # -1 when offline
+    free_bytes: int
+    used_bytes: int  # bytes of every replica in the dir
+    replicas: list[LogDirReplicaInfo] = field(default_factory=list)
+    error: str | None = None  # KAFKA_STORAGE_ERROR when offline
+
+
+@dataclass(frozen=True)
+class BrokerLogDirs:
+    """One broker's log dirs; ``error`` (and no dirs) when the broker did not answer in time."""
+
+    broker_id: int
+    address: str
+    log_dirs: list[LogDirInfo] = field(default_factory=list)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _log_dir_info(d: bpb.LogDirDescription) -> LogDirInfo:
+    return LogDirInfo(
+        path=d.path,
+        online=d.error == ErrorCode.NONE,
+        total_bytes=d.total_bytes,
+        free_bytes=d.free_bytes,
+        used_bytes=d.used_bytes,
+        replicas=[
+            LogDirReplicaInfo(r.topic, r.partition, r.size_bytes, r.offset_lag, r.log_end_offset, r.is_leader)
+            for r in sorted(d.replicas, key=lambda r: (r.topic, r.partition))
+        ],
+        error=_code_name(d.error),
+    )
+
+
 def _offset_or_unknown(answer: bpb.ListOffsetsPartitionResponse) -> int:
     return answer.offset if answer.error == ErrorCode.NONE else -1
 
@@ -406,6 +474,51 @@ class AsyncAdmin:
         self._check(r.error)
         results = [ReassignmentResult(x.topic, x.partition, _code_name(x.error), x.error_message) for x in r.results]
         return sorted(results, key=lambda x: (x.topic, x.partition))
+
+    async def describe_configs(self, topic: str) -> list[ConfigDescription]:
+        """Every config of ``topic`` with its effective value and source (``kafka-configs --describe --all``),
+        sorted by name. An unknown topic raises its typed error."""
+        request = pb.DescribeConfigsRequest(topics=[topic])
+        r = await self._call(lambda s: s.DescribeConfigs(request, timeout=self._rpc_timeout()))
+        self._check(r.error)
+        [t] = r.topics
+        self._check(t.error, t.error_message)
+        return [
+            ConfigDescription(c.name, c.value, CONFIG_SOURCES.get(c.source, "unknown"), c.read_only, c.sensitive)
+            for c in sorted(t.configs, key=lambda c: c.name)
+        ]
+
+    async def describe_log_dirs(
+        self, brokers: Iterable[int] | None = None, topics: Iterable[str] | None = None
+    ) -> list[BrokerLogDirs]:
+        """Each registered broker's log dirs (or those of ``brokers``), asked in parallel, with the replicas of
+        ``topics`` (all when None) in each. A broker that does not answer within the request timeout is reported
+        with ``error`` set instead of failing the call (each broker gets a third of ``request.timeout.ms``, at least
+        a second); an unknown broker id raises INVALID_REQUEST."""
+        cluster = await self.describe_cluster()
+        registered = {b.node_id: f"{b.host}:{b.port}" for b in cluster.brokers}
+        wanted = sorted(registered) if brokers is None else sorted(set(brokers))
+        unknown = [b for b in wanted if b not in registered]
+        if unknown:
+            known = ", ".join(map(str, sorted(registered))) or "none"
+            raise error_for_code(ErrorCode.INVALID_REQUEST, f"no broker {unknown[0]} (registered: {known})")
+        request = bpb.DescribeLogDirsRequest(topics=sorted(set(topics or ())))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._rpc_timeout()  # one stuck broker costs a third of the timeout
+
+        async def ask(broker_id: int) -> BrokerLogDirs:
+            address = registered[broker_id]
+            stub = broker_pb2_grpc.BrokerStub(self._pool.get(address))
+            try:
+                r = await stub.DescribeLogDirs(request, timeout=max(0.1, deadline - loop.time()))
+            except grpc.aio.AioRpcError as e:
+                code = "UNSUPPORTED_VERSION" if e.code() == grpc.StatusCode.UNIMPLEMENTED else "NETWORK_EXCEPTION"
+                return BrokerLogDirs(broker_id, address, error=f"{code}: {e.details() or e.code().name}")
+            if r.error != ErrorCode.NONE:
+                return BrokerLogDirs(broker_id, address, error=_code_name(r.error))
+            return BrokerLogDirs(broker_id, address, [_log_dir_info(d) for d in sorted(r.dirs, key=lambda d: d.path)])
+
+        return list(await asyncio.gather(*(ask(b) for b in wanted)))
 
     async def _partition_offsets(
         self, topic: str, leaders: dict[int, int], brokers: Mapping[int, str]

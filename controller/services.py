@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import grpc
 
+from odradek.broker.topic_defaults import TopicDefault
+from odradek.broker.topic_defaults import topic_defaults as topic_defaults_of_node
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.controller.active import ActiveController, now_ms
@@ -175,6 +177,34 @@ def topic_description(image: MetadataImage, name: str) -> apb.TopicDescription:
     )
 
 
+def describe_topic_configs(
+    image: MetadataImage, name: str, defaults: Mapping[str, TopicDefault], names: Sequence[str] = ()
+) -> apb.TopicConfigs:
+    """Each topic config's effective value and its source: set on the topic, else the node's default (from its
+    config file, or odradek's built-in). ``names`` picks configs (empty: all). There is no request that alters a
+    topic config after creation, so every entry is read-only; none is sensitive."""
+    if image.topic(name) is None:
+        return apb.TopicConfigs(
+            topic=name, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"unknown topic '{name}'"
+        )
+    own = image.topic_configs(name)
+    unknown = [n for n in names if n not in own and n not in defaults]
+    if unknown:
+        return apb.TopicConfigs(
+            topic=name, error=ErrorCode.INVALID_CONFIG, error_message=f"unknown topic config '{unknown[0]}'"
+        )
+    entries = []
+    for key in names or sorted(set(own) | set(defaults)):
+        if key in own:
+            value, source = own[key], apb.TOPIC_CONFIG
+        else:
+            default = defaults[key]
+            value = default.value
+            source = apb.STATIC_BROKER_CONFIG if default.from_node_config else apb.DEFAULT_CONFIG
+        entries.append(apb.DescribedConfig(name=key, value=value, source=source, read_only=True))
+    return apb.TopicConfigs(topic=name, configs=entries)
+
+
 class AdminService(admin_pb2_grpc.AdminServicer):
     """Admin on any node. ``controller`` is set on controllers; brokers forward writes to the active one."""
 
@@ -185,12 +215,15 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         voters: dict[int, str],
         defaults: dict[str, int],
         controller: ActiveController | None = None,
+        topic_defaults: Mapping[str, TopicDefault] | None = None,
     ) -> None:
         self.sm = state_machine
         self.driver = driver
         self.voters = voters
         self.defaults = defaults
         self.controller = controller
+        # Each topic config's default on this node (DescribeConfigs); None: the built-in defaults.
+        self.topic_defaults = topic_defaults if topic_defaults is not None else topic_defaults_of_node()
         self._pool = ChannelPool()
 
     async def close(self) -> None:
@@ -403,3 +436,21 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         except OdradekError as e:
             return apb.AlterPartitionReassignmentsResponse(error=e.code)
         return apb.AlterPartitionReassignmentsResponse(results=_election_results(outcomes))
+
+    async def DescribeConfigs(self, request, context):
+        image = self.sm.image
+        names = list(request.topics)
+        if self._local_controller() is None and any(image.topic(n) is None for n in names):
+            # As DescribeTopics: a topic created a moment ago may not be applied here yet; the active controller
+            # has every committed write (its node config then gives the defaults, and node_id says so).
+            address = self._leader_address()
+            if address is not None:
+                try:
+                    stub = admin_pb2_grpc.AdminStub(self._pool.get(address))
+                    return await stub.DescribeConfigs(request, timeout=5)
+                except grpc.aio.AioRpcError:
+                    pass  # answer from this node's image
+        return apb.DescribeConfigsResponse(
+            node_id=self.driver.node_id,
+            topics=[describe_topic_configs(image, n, self.topic_defaults, request.config_names) for n in names],
+        )

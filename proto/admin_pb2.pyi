@@ -12,8 +12,19 @@ class ElectionType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     PREFERRED: _ClassVar[ElectionType]
     UNCLEAN: _ClassVar[ElectionType]
+
+class ConfigSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONFIG_SOURCE_UNKNOWN: _ClassVar[ConfigSource]
+    DEFAULT_CONFIG: _ClassVar[ConfigSource]
+    STATIC_BROKER_CONFIG: _ClassVar[ConfigSource]
+    TOPIC_CONFIG: _ClassVar[ConfigSource]
 PREFERRED: ElectionType
 UNCLEAN: ElectionType
+CONFIG_SOURCE_UNKNOWN: ConfigSource
+DEFAULT_CONFIG: ConfigSource
+STATIC_BROKER_CONFIG: ConfigSource
+TOPIC_CONFIG: ConfigSource
 
 class BrokerInfo(_message.Message):
     __slots__ = ("node_id", "host", "port", "rack", "fenced", "epoch", "in_controlled_shutdown")
@@ -286,3 +297,47 @@ class AlterPartitionReassignmentsResponse(_message.Message):
     error: _common_pb2.ErrorCode
     results: _containers.RepeatedCompositeFieldContainer[ElectionResult]
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., results: _Optional[_Iterable[_Union[ElectionResult, _Mapping]]] = ...) -> None: ...
+
+class DescribeConfigsRequest(_message.Message):
+    __slots__ = ("topics", "config_names")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_NAMES_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    config_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, topics: _Optional[_Iterable[str]] = ..., config_names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DescribedConfig(_message.Message):
+    __slots__ = ("name", "value", "source", "read_only", "sensitive")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    SENSITIVE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    source: ConfigSource
+    read_only: bool
+    sensitive: bool
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., source: _Optional[_Union[ConfigSource, str]] = ..., read_only: _Optional[bool] = ..., sensitive: _Optional[bool] = ...) -> None: ...
+
+class TopicConfigs(_message.Message):
+    __slots__ = ("topic", "error", "error_message", "configs")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    error: _common_pb2.ErrorCode
+    error_message: str
+    configs: _containers.RepeatedCompositeFieldContainer[DescribedConfig]
+    def __init__(self, topic: _Optional[str] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., configs: _Optional[_Iterable[_Union[DescribedConfig, _Mapping]]] = ...) -> None: ...
+
+class DescribeConfigsResponse(_message.Message):
+    __slots__ = ("error", "node_id", "topics")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorCode
+    node_id: int
+    topics: _containers.RepeatedCompositeFieldContainer[TopicConfigs]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., node_id: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicConfigs, _Mapping]]] = ...) -> None: ...

@@ -69,6 +69,11 @@ class AdminStub:
                 request_serializer=odradek_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
                 response_deserializer=odradek_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
                 _registered_method=True)
+        self.DescribeConfigs = channel.unary_unary(
+                '/odradek.v1.Admin/DescribeConfigs',
+                request_serializer=odradek_dot_proto_dot_admin__pb2.DescribeConfigsRequest.SerializeToString,
+                response_deserializer=odradek_dot_proto_dot_admin__pb2.DescribeConfigsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -116,6 +121,12 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeConfigs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -153,6 +164,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.AlterPartitionReassignments,
                     request_deserializer=odradek_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsRequest.FromString,
                     response_serializer=odradek_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'DescribeConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeConfigs,
+                    request_deserializer=odradek_dot_proto_dot_admin__pb2.DescribeConfigsRequest.FromString,
+                    response_serializer=odradek_dot_proto_dot_admin__pb2.DescribeConfigsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -344,6 +360,33 @@ class Admin:
             '/odradek.v1.Admin/AlterPartitionReassignments',
             odradek_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
             odradek_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Admin/DescribeConfigs',
+            odradek_dot_proto_dot_admin__pb2.DescribeConfigsRequest.SerializeToString,
+            odradek_dot_proto_dot_admin__pb2.DescribeConfigsResponse.FromString,
             options,
             channel_credentials,
             insecure,

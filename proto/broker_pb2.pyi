@@ -362,3 +362,51 @@ class ReplicaLogInfoResponse(_message.Message):
     broker_epoch: int
     topics: _containers.RepeatedCompositeFieldContainer[ReplicaLogInfoTopicResponse]
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., broker_epoch: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[ReplicaLogInfoTopicResponse, _Mapping]]] = ...) -> None: ...
+
+class DescribeLogDirsRequest(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class LogDirReplica(_message.Message):
+    __slots__ = ("topic", "partition", "size_bytes", "offset_lag", "log_end_offset", "is_leader")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_LAG_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    IS_LEADER_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    size_bytes: int
+    offset_lag: int
+    log_end_offset: int
+    is_leader: bool
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., size_bytes: _Optional[int] = ..., offset_lag: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., is_leader: _Optional[bool] = ...) -> None: ...
+
+class LogDirDescription(_message.Message):
+    __slots__ = ("path", "error", "total_bytes", "free_bytes", "used_bytes", "replicas")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    error: _common_pb2.ErrorCode
+    total_bytes: int
+    free_bytes: int
+    used_bytes: int
+    replicas: _containers.RepeatedCompositeFieldContainer[LogDirReplica]
+    def __init__(self, path: _Optional[str] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., total_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[LogDirReplica, _Mapping]]] = ...) -> None: ...
+
+class DescribeLogDirsResponse(_message.Message):
+    __slots__ = ("error", "broker_id", "dirs")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    DIRS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorCode
+    broker_id: int
+    dirs: _containers.RepeatedCompositeFieldContainer[LogDirDescription]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., broker_id: _Optional[int] = ..., dirs: _Optional[_Iterable[_Union[LogDirDescription, _Mapping]]] = ...) -> None: ...

@@ -64,6 +64,11 @@ class BrokerStub:
                 request_serializer=odradek_dot_proto_dot_broker__pb2.ReplicaLogInfoRequest.SerializeToString,
                 response_deserializer=odradek_dot_proto_dot_broker__pb2.ReplicaLogInfoResponse.FromString,
                 _registered_method=True)
+        self.DescribeLogDirs = channel.unary_unary(
+                '/odradek.v1.Broker/DescribeLogDirs',
+                request_serializer=odradek_dot_proto_dot_broker__pb2.DescribeLogDirsRequest.SerializeToString,
+                response_deserializer=odradek_dot_proto_dot_broker__pb2.DescribeLogDirsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -105,6 +110,12 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeLogDirs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -137,6 +148,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.GetReplicaLogInfo,
                     request_deserializer=odradek_dot_proto_dot_broker__pb2.ReplicaLogInfoRequest.FromString,
                     response_serializer=odradek_dot_proto_dot_broker__pb2.ReplicaLogInfoResponse.SerializeToString,
+            ),
+            'DescribeLogDirs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeLogDirs,
+                    request_deserializer=odradek_dot_proto_dot_broker__pb2.DescribeLogDirsRequest.FromString,
+                    response_serializer=odradek_dot_proto_dot_broker__pb2.DescribeLogDirsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -301,6 +317,33 @@ class Broker:
             '/odradek.v1.Broker/GetReplicaLogInfo',
             odradek_dot_proto_dot_broker__pb2.ReplicaLogInfoRequest.SerializeToString,
             odradek_dot_proto_dot_broker__pb2.ReplicaLogInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeLogDirs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Broker/DescribeLogDirs',
+            odradek_dot_proto_dot_broker__pb2.DescribeLogDirsRequest.SerializeToString,
+            odradek_dot_proto_dot_broker__pb2.DescribeLogDirsResponse.FromString,
             options,
             channel_credentials,
             insecure,

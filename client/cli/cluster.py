@@ -1,4 +1,4 @@
-"""``odradek cluster info|quorum|health`` and ``odradek broker list``."""
+"""``odradek cluster info|quorum|health`` and ``odradek broker list|log-dirs``."""
 
 from __future__ import annotations
 
@@ -47,6 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         dest="broker_command", required=True, metavar="COMMAND"
     )
     admin_command(broker, "list", _brokers, "registered brokers with address, rack, fencing and epoch")
+    from odradek.client.cli import log_dirs  # imported here: log_dirs.py builds on this module's helpers
+
+    log_dirs.register_broker_commands(broker)
 
 
 def _info(args: argparse.Namespace) -> None:

@@ -1,10 +1,12 @@
-"""``odradek topic create|list|describe|delete``."""
+"""``odradek topic create|list|describe|delete``; ``describe --all`` adds every config with its source."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 from typing import Any
 
+from odradek.client.admin import AsyncAdmin, ConfigDescription, TopicInfo
 from odradek.client.cli.cluster import admin_command, with_admin
 from odradek.client.cli.common import CommandError
 from odradek.client.cli.output import emit, table
@@ -23,6 +25,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     lst.add_argument("--internal", action="store_true", help="include internal topics")
     describe = admin_command(topic, "describe", _describe, "a topic's configs and partitions")
     describe.add_argument("name")
+    describe.add_argument(
+        "--all",
+        "-a",
+        action="store_true",
+        help="every config with its value and source (topic, broker: the node's config file, default: built in)",
+    )
     delete = admin_command(topic, "delete", _delete, "delete a topic")
     delete.add_argument("name")
 
@@ -88,10 +96,24 @@ def render_topic(data: dict[str, Any]) -> str:
     return f"topic: {data['name']}\nconfigs: {configs}\n\n" + table(rows) + summary
 
 
+def render_configs(configs: list[dict[str, Any]]) -> str:
+    return table(configs, ["name", "value", "source"])
+
+
 def _describe(args: argparse.Namespace) -> None:
-    info = with_admin(args, lambda a: a.describe_topic(args.name))
+    if not args.all:
+        info = with_admin(args, lambda a: a.describe_topic(args.name))
+        data = info.to_dict()
+        emit(data, args.format, human=render_topic(data))
+        return
+
+    async def both(admin: AsyncAdmin) -> tuple[TopicInfo, list[ConfigDescription]]:
+        return await asyncio.gather(admin.describe_topic(args.name), admin.describe_configs(args.name))
+
+    info, configs = with_admin(args, both)
     data = info.to_dict()
-    emit(data, args.format, human=render_topic(data))
+    data["all_configs"] = [c.to_dict() for c in configs]
+    emit(data, args.format, human=render_topic(data) + "\n\nconfigs (all):\n" + render_configs(data["all_configs"]))
 
 
 def _delete(args: argparse.Namespace) -> None:

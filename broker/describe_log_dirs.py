@@ -1,0 +1,90 @@
+"""The DescribeLogDirs answer (``odradek broker log-dirs``, like kafka-log-dirs): per log dir its state and disk
+figures, per replica in it its size, log end offset and how far it is behind the partition's leader.
+
+The figures are the ones the log-dir metrics export (``broker/log_dirs.py``); the replica positions come from the
+replica manager: a leader is 0 behind, a follower as far as its last fetch found it, any other replica unknown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from odradek.broker.log_dirs import LogDirUsage, log_dir_usage
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.client.errors import ErrorCode
+from odradek.proto import broker_pb2 as pb
+
+UNKNOWN = -1
+
+
+@dataclass(frozen=True)
+class ReplicaPosition:
+    log_end_offset: int
+    is_leader: bool
+    offset_lag: int  # offsets behind the leader; UNKNOWN when no fetch has told yet
+
+
+def describe_log_dirs(
+    broker_id: int,
+    usage: list[LogDirUsage],
+    positions: Mapping[tuple[str, int], ReplicaPosition],
+    topics: Collection[str] = (),
+) -> pb.DescribeLogDirsResponse:
+    """The answer for ``usage`` (every dir, the replicas of ``topics`` in each; all replicas when empty)."""
+    wanted = set(topics)
+    dirs = []
+    for d in usage:
+        if not d.online:
+            dirs.append(
+                pb.LogDirDescription(
+                    path=d.path, error=ErrorCode.KAFKA_STORAGE_ERROR, total_bytes=-1, free_bytes=-1, used_bytes=-1
+                )
+            )
+            continue
+        replicas = []
+        for r in d.replicas:
+            if wanted and r.topic not in wanted:
+                continue
+            at = positions.get((r.topic, r.partition), ReplicaPosition(UNKNOWN, False, UNKNOWN))
+            replicas.append(
+                pb.LogDirReplica(
+                    topic=r.topic,
+                    partition=r.partition,
+                    size_bytes=r.size_bytes,
+                    offset_lag=at.offset_lag,
+                    log_end_offset=at.log_end_offset,
+                    is_leader=at.is_leader,
+                )
+            )
+        dirs.append(
+            pb.LogDirDescription(
+                path=d.path,
+                total_bytes=d.total_bytes,
+                free_bytes=d.free_bytes,
+                used_bytes=d.size_bytes,
+                replicas=replicas,
+            )
+        )
+    return pb.DescribeLogDirsResponse(broker_id=broker_id, dirs=dirs)
+
+
+def replica_positions(replicas: ReplicaManager) -> dict[tuple[str, int], ReplicaPosition]:
+    """Each hosted replica's log end offset, role and lag behind its leader (0 when it leads)."""
+    lag = replicas.fetchers.lag if replicas.fetchers is not None else {}
+    out = {}
+    for key, p in replicas.partitions.items():
+        if p.log.offline:
+            continue
+        behind = 0 if p.is_leader else lag.get(key, UNKNOWN)
+        out[key] = ReplicaPosition(p.log.log_end_offset, p.is_leader, behind)
+    return out
+
+
+async def answer(broker_id: int, replicas: ReplicaManager, topics: Collection[str]) -> pb.DescribeLogDirsResponse:
+    """Positions are read on the event loop (which changes them); disk figures in a thread, as a stuck disk's
+    ``statvfs`` must not stall the broker."""
+    positions = replica_positions(replicas)
+    usage = await asyncio.to_thread(log_dir_usage, replicas.logs)
+    return describe_log_dirs(broker_id, usage, positions, topics)

@@ -1,0 +1,92 @@
+"""DescribeConfigs: every topic config with its effective value and its source (set on the topic, the node's config
+file, or odradek's built-in default), as ``kafka-configs --describe --all`` shows them."""
+
+from __future__ import annotations
+
+from controller_images import brokers, build, partition, topic
+from test_active import controller_for
+
+from odradek.broker.config import NodeConfig
+from odradek.broker.topic_defaults import node_key, topic_defaults
+from odradek.client.errors import ErrorCode
+from odradek.controller.metadata.image import TOPIC_RESOURCE
+from odradek.controller.services import AdminService, describe_topic_configs
+from odradek.controller.topics import TOPIC_CONFIGS
+from odradek.proto import admin_pb2 as apb
+from odradek.proto import metadata_pb2 as md
+
+NODE = {"process.roles": "broker,controller", "node.id": 1, "controller.quorum.voters": "1@127.0.0.1:9093"}
+LISTENERS = {"listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"}
+
+
+def config_record(name: str, value: str) -> md.MetadataRecord:
+    return md.MetadataRecord(
+        config=md.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="t", name=name, value=value)
+    )
+
+
+def entries(result: apb.TopicConfigs) -> dict[str, tuple[str, int]]:
+    return {c.name: (c.value, c.source) for c in result.configs}
+
+
+def test_every_topic_config_has_a_node_default() -> None:
+    """A topic config added to the accepted keys must say what it defaults to, or describe --all would miss it."""
+    defaults = topic_defaults()
+    assert set(defaults) == set(TOPIC_CONFIGS)
+    assert node_key("retention.ms") == "log.retention.ms" and node_key("segment.ms") == "log.roll.ms"
+    assert node_key("cleanup.policy") == "log.cleanup.policy"
+    assert defaults["compression.type"].value == "producer"  # no node key: the log's built-in default
+    assert defaults["unclean.leader.election.enable"].value == "false"
+
+
+def test_sources_topic_node_file_and_built_in() -> None:
+    image = build(brokers(1), topic(), partition(0, (1,)), config_record("retention.ms", "1000"))
+    node = NodeConfig({**NODE, **LISTENERS, "log.segment.bytes": 4096, "min.insync.replicas": 1})
+    result = describe_topic_configs(image, "t", topic_defaults(node))
+    assert result.error == ErrorCode.NONE
+    got = entries(result)
+    assert set(got) == set(TOPIC_CONFIGS)
+    assert got["retention.ms"] == ("1000", apb.TOPIC_CONFIG)
+    assert got["segment.bytes"] == ("4096", apb.STATIC_BROKER_CONFIG)
+    # Set in the file to the default value: still the file's setting (Kafka's STATIC_BROKER_CONFIG).
+    assert got["min.insync.replicas"] == ("1", apb.STATIC_BROKER_CONFIG)
+    assert got["retention.bytes"] == ("-1", apb.DEFAULT_CONFIG)
+    assert got["message.timestamp.type"] == ("CreateTime", apb.DEFAULT_CONFIG)
+    assert all(c.read_only and not c.sensitive for c in result.configs)
+
+
+def test_named_configs_unknown_names_and_unknown_topics_are_errors() -> None:
+    image = build(brokers(1), topic(), partition(0, (1,)))
+    defaults = topic_defaults()
+    picked = describe_topic_configs(image, "t", defaults, ["segment.ms", "retention.ms"])
+    assert [c.name for c in picked.configs] == ["segment.ms", "retention.ms"]
+    bad = describe_topic_configs(image, "t", defaults, ["retention.msec"])
+    assert bad.error == ErrorCode.INVALID_CONFIG and "retention.msec" in bad.error_message
+    missing = describe_topic_configs(image, "nope", defaults)
+    assert missing.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not missing.configs
+
+
+async def test_service_describes_a_topic_created_with_configs() -> None:
+    controller, driver = controller_for(build(brokers(1)))
+    node = NodeConfig({**NODE, **LISTENERS, "log.retention.ms": 60000})
+    admin = AdminService(driver.sm, driver, {}, {}, controller, topic_defaults=topic_defaults(node))
+    created = await admin.CreateTopics(
+        apb.CreateTopicsRequest(
+            topics=[
+                apb.CreatableTopic(
+                    name="orders",
+                    num_partitions=1,
+                    replication_factor=1,
+                    configs=[apb.ConfigEntry(name="compression.type", value="zstd")],
+                )
+            ]
+        ),
+        None,
+    )
+    assert created.topics[0].error == ErrorCode.NONE
+    r = await admin.DescribeConfigs(apb.DescribeConfigsRequest(topics=["orders"]), None)
+    assert r.error == ErrorCode.NONE and r.node_id == 1
+    got = entries(r.topics[0])
+    assert got["compression.type"] == ("zstd", apb.TOPIC_CONFIG)
+    assert got["retention.ms"] == ("60000", apb.STATIC_BROKER_CONFIG)
+    assert got["segment.ms"] == ("604800000", apb.DEFAULT_CONFIG)
