@@ -1,10 +1,11 @@
-"""``odradek topic create|list|describe|delete``."""
+"""``odradek topic create|list|describe|delete|offsets``."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from odradek.client.cli import topic_offsets
 from odradek.client.cli.cluster import admin_command, with_admin
 from odradek.client.cli.common import CommandError
 from odradek.client.cli.output import emit, table
@@ -25,6 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     describe.add_argument("name")
     delete = admin_command(topic, "delete", _delete, "delete a topic")
     delete.add_argument("name")
+    offsets = admin_command(topic, "offsets", topic_offsets.run, "partition offsets at a time (kafka-get-offsets)")
+    topic_offsets.add_arguments(offsets)
 
 
 def _configs(pairs: list[str]) -> dict[str, str]:
