@@ -3,6 +3,7 @@ for each, and the objects it built inspected. The components' own tests show wha
 
 from __future__ import annotations
 
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -108,8 +109,7 @@ def test_listener_names_pick_the_controller_listener_and_advertised_overrides_th
     assert default.advertised_broker_listener == default.broker_listener  # no advertised.listeners: the listener
 
 
-@pytest.fixture
-async def node(tmp_path: Path):
+async def start_node(tmp_path: Path, **extra: object) -> Node:
     controller, broker = free_port(), free_port()
     config = NodeConfig(
         {
@@ -117,8 +117,34 @@ async def node(tmp_path: Path):
             "node.id": 1,
             "controller.quorum.voters": f"1@127.0.0.1:{controller}",
             "listeners": f"PLAINTEXT://127.0.0.1:{broker},CONTROLLER://127.0.0.1:{controller}",
-            "advertised.listeners": "PLAINTEXT://advertised.example:9999",
             "log.dirs": str(tmp_path / "data"),
+            **extra,
+        }
+    )
+    format_storage(config, "wiring-test")
+    n = Node(config)
+    await n.start()
+    return n
+
+
+@pytest.fixture
+async def node(tmp_path: Path):
+    n = await start_node(
+        tmp_path,
+        **{
+            "advertised.listeners": "PLAINTEXT://advertised.example:9999",
+            "metadata.log.dir": str(tmp_path / "meta"),
+            "broker.rack": "rack-b",
+            "metrics.port": free_port(),
+            "metadata.log.max.snapshot.interval.records": 123,
+            "broker.heartbeat.interval.ms": 700,
+            "broker.session.timeout.ms": 8_000,
+            "num.partitions": 3,
+            "default.replication.factor": 1,
+            "max.partitions.per.broker": 50,
+            "min.insync.replicas": 2,
+            "unclean.leader.election.enable": True,
+            "unclean.recovery.strategy": "manual",
             "controller.quorum.election.timeout.ms": 1500,
             "controller.quorum.fetch.timeout.ms": 3500,
             "leader.imbalance.check.interval.seconds": 42,
@@ -130,33 +156,51 @@ async def node(tmp_path: Path):
             "replica.fetch.backoff.ms": 555,
             "log.max.open.files": 77,
             "log.retention.check.interval.ms": 6_000,
-            "fetch.max.bytes": 88_888,
             "socket.request.max.bytes": 200_000,
+            "unsafe.testing.bug": "ack-before-replication",
             **LOG_DEFAULTS,
-        }
+        },
     )
-    format_storage(config, "wiring-test")
-    n = Node(config)
-    await n.start()
     try:
         yield n
     finally:
         await n.stop()
 
 
-async def test_a_started_node_hands_each_key_to_its_component(node: Node) -> None:
+async def test_a_started_node_hands_each_key_to_its_component(node: Node, tmp_path: Path) -> None:
     raft = node.driver.config
     assert (raft.election_timeout_ticks, raft.fetch_timeout_ticks) == (1500 // 50, 3500 // 50)
+    assert node.driver.directory == tmp_path / "meta" / "__raft"
+    assert node.sm.snapshot_interval == 123
     assert node.controller is not None
     assert (node.controller.rebalance_interval_s, node.controller.imbalance_percentage) == (42, 33)
+    assert node.admin.defaults == {
+        "num.partitions": 3,
+        "default.replication.factor": 1,
+        "max.partitions.per.broker": 50,
+    }
+    assert (node._min_isr("t"), node._unclean_allowed("t"), node._recovery_strategy("t")) == (2, True, "manual")
     assert node.fetchers.config == FetcherConfig(
         max_wait_ms=444, min_bytes=22, partition_max_bytes=11_111, response_max_bytes=33_333, backoff_ms=555
     )
     assert node.logs.manager_config.max_open_fds == 77
+    assert node.logs.handles.max_open == 77 // 3  # segments with their 3 fds each
     assert node.logs.manager_config.retention_check_interval_ms == 6_000
     assert node.logs.default_config == broker_log_config(node.config)
-    listener = node.broker_lifecycle.listener
-    assert (listener.host, listener.port) == ("advertised.example", 9999)  # what the broker registers
+    assert node.replicas.unsafe_bug == "ack-before-replication"
+    lifecycle = node.broker_lifecycle
+    assert (lifecycle.listener.host, lifecycle.listener.port) == ("advertised.example", 9999)  # what it registers
+    assert (lifecycle.listener.rack, lifecycle.interval, lifecycle.session_timeout) == ("rack-b", 0.7, 8.0)
+    with urllib.request.urlopen(f"http://127.0.0.1:{node.config['metrics.port']}/metrics", timeout=5) as page:
+        assert b"odradek_" in page.read()
+
+
+async def test_auto_leader_rebalance_enable_false_turns_the_rebalance_off(tmp_path: Path) -> None:
+    n = await start_node(tmp_path, **{"auto.leader.rebalance.enable": False})
+    try:
+        assert n.controller is not None and n.controller.rebalance_interval_s is None
+    finally:
+        await n.stop()
 
 
 async def test_socket_request_max_bytes_refuses_a_larger_request(node: Node) -> None:
