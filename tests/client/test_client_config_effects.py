@@ -8,7 +8,7 @@ import pytest
 from fake_broker import FakeCluster
 
 from odradek.client import AsyncConsumer, AsyncProducer, TopicPartition
-from odradek.client.errors import CorruptRecordError
+from odradek.client.errors import CorruptRecordError, ErrorCode
 from odradek.client.record.builder import encode_batch
 
 T0 = TopicPartition("t", 0)
@@ -68,3 +68,36 @@ async def test_check_crcs_decides_whether_a_damaged_batch_is_refused(cluster: Fa
                 if records:
                     break
             assert len(records) == 1 and records[0].value != b"value"  # delivered as stored, unchecked
+
+
+async def test_partitioner_ignore_keys_spreads_keyed_records_by_stickiness_not_by_key(cluster: FakeCluster) -> None:
+    keys = [f"key-{i}".encode() for i in range(30)]
+    partitions = {}
+    for ignore in (False, True):
+        overrides = {"partitioner.ignore.keys": ignore, "linger.ms": 1000, "batch.size": 1 << 20}
+        async with AsyncProducer(config(cluster, **overrides)) as producer:
+            await producer.partitions_for("t")
+            futures = [producer.send("t", b"v", key=k) for k in keys]
+            await producer.flush()
+            partitions[ignore] = {(await f).partition for f in futures}
+    assert len(partitions[False]) == 3  # by the key's hash: 30 keys reach all 3 partitions
+    assert len(partitions[True]) == 1  # one sticky partition while its batch is open (KIP-480)
+
+
+async def test_consumer_fetch_max_bytes_is_the_fetch_response_limit(cluster: FakeCluster) -> None:
+    overrides = {"fetch.max.bytes": 123_456, "auto.offset.reset": "earliest", "fetch.max.wait.ms": 50}
+    async with AsyncConsumer(config(cluster, **overrides)) as consumer:
+        consumer.assign([T0])
+        await consumer.poll(200)
+    assert cluster.last_request["Fetch"].max_bytes == 123_456
+
+
+@pytest.mark.parametrize("backoff_ms", [20, 600])
+async def test_retry_backoff_ms_spaces_the_retries(cluster: FakeCluster, backoff_ms: int) -> None:
+    cluster.inject_produce_error("t", 1, ErrorCode.NOT_ENOUGH_REPLICAS)
+    async with AsyncProducer(config(cluster, **{"retry.backoff.ms": backoff_ms, "linger.ms": 0})) as producer:
+        await producer.partitions_for("t")
+        start = time.monotonic()
+        assert (await producer.send_and_wait("t", b"v", partition=1)).offset == 0
+        took = time.monotonic() - start
+    assert (took >= 0.5) == (backoff_ms == 600), took
