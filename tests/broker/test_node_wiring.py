@@ -3,6 +3,7 @@ for each, and the objects it built inspected. The components' own tests show wha
 
 from __future__ import annotations
 
+import asyncio
 import urllib.request
 from pathlib import Path
 
@@ -218,3 +219,15 @@ async def test_socket_request_max_bytes_refuses_a_larger_request(node: Node) -> 
         small = pb.ProduceRequest(acks=1, timeout_ms=1000, topics=[pb.ProduceTopic(name="t")])
         small.topics[0].partitions.add(partition=0, records=b"x" * 100_000)
         await stub.Produce(small, timeout=10)  # answered (with a per-partition error: no such topic)
+
+
+async def test_a_topic_created_without_counts_gets_the_node_defaults(node: Node) -> None:
+    """num.partitions and default.replication.factor answer -1 (the cluster default) in CreateTopics."""
+    from odradek.client.admin import AsyncAdmin
+
+    async with asyncio.timeout(20):  # registered: the node's controller is active and knows the broker
+        await node.broker_lifecycle.registered.wait()
+    async with AsyncAdmin({"bootstrap.servers": str(node.config.broker_listener), "request.timeout.ms": 20_000}) as a:
+        await a.create_topic("defaulted", -1, -1)
+        info = await a.describe_topic("defaulted")
+    assert len(info.partitions) == 3 and all(len(p.replicas) == 1 for p in info.partitions)
