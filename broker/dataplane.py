@@ -389,10 +389,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         if timestamp < 0:
             raise InvalidRequestError(f"unsupported ListOffsets timestamp {timestamp}")
         found = log_.offset_for_timestamp(timestamp)
-        if found is None or found >= log_.high_watermark:
+        if found is None or found.offset >= log_.high_watermark:
             partition.visible_high_watermark()  # -1 only once the high watermark is the real one
             return -1, -1
-        return found, timestamp
+        return found.offset, found.timestamp  # the record's own timestamp, as Kafka answers
 
     # ---- Unclean recovery ----
 

@@ -51,6 +51,7 @@ from odradek.broker.log.segment import (
     TIME_INDEX_SUFFIX,
     Invalid,
     LogSegment,
+    TimestampOffset,
 )
 from odradek.client.errors import (
     CorruptRecordError,
@@ -642,19 +643,19 @@ class Log:
                     raise self._fail(e) from None
             return FetchData(b"", offset, offset, self._hw, self._log_start, leo)
 
-    def offset_for_timestamp(self, timestamp: int) -> int | None:
-        """The base offset of the first batch whose max timestamp is >= ``timestamp`` (None if there is none).
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """The first record from the log start offset on whose timestamp is >= ``timestamp``: its offset, its
+        timestamp and its batch's leader epoch (None if there is none), as Kafka's ListOffsets answers.
 
-        Batch granularity: the records of that batch before the first one at ``timestamp`` are included, as the
-        broker never decodes records; a consumer skips them by timestamp.
+        Record granularity: the time index and batch headers find the batch, and only that batch is decoded.
         """
         with self._lock:
             self._check_usable()
             try:
                 for seg in self._segments:
-                    found = seg.find_timestamp(timestamp)
+                    found = seg.find_timestamp(timestamp, self._log_start)
                     if found is not None:
-                        return max(found, self._log_start)
+                        return found
             except OSError as e:
                 raise self._fail(StorageError(f"{self.dir.name}: read failed: {e}")) from e
             except CorruptRecordError as e:

@@ -23,6 +23,7 @@ from odradek.broker.log.epoch_cache import LeaderEpochCache
 from odradek.broker.log.handles import SegmentHandles
 from odradek.broker.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from odradek.client.errors import CorruptRecordError
+from odradek.client.record.batch import read_batches
 from odradek.client.record.header import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -48,6 +49,14 @@ _OFFSET_ENTRY = OffsetIndex.entry
 _TIME_ENTRY = TimeIndex.entry
 _LAST_OFFSET_DELTA = struct.Struct(">i")
 _DELTA_AT = 23  # where last_offset_delta sits in the header
+
+
+class TimestampOffset(NamedTuple):
+    """A record found by timestamp: its offset, its timestamp and the leader epoch of its batch."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int
 
 
 def segment_name(base_offset: int) -> str:
@@ -389,15 +398,26 @@ class LogSegment:
         data = os.pread(fd, batch_size_at(head, 0), start)
         return data, _next_offset_at(data, 0)
 
-    def find_timestamp(self, timestamp: int) -> int | None:
-        """Base offset of the first batch whose max timestamp is >= ``timestamp``, if any."""
+    def find_timestamp(self, timestamp: int, min_offset: int) -> TimestampOffset | None:
+        """The first record at or after ``min_offset`` whose timestamp is >= ``timestamp``, if any.
+
+        The time index gives where to start; batch headers are walked from there and only the first batch whose
+        max timestamp reaches ``timestamp`` is decoded (a LogAppendTime batch's records all carry its max
+        timestamp, so that is its first record). A batch whose records all fall short, which a well-formed batch
+        never has, moves the search on to the next one, as in Kafka."""
         if self.max_timestamp < timestamp:
             return None
         fd = self._file()
-        _, position = self.offset_index.lookup(self.time_index.lookup(timestamp))
-        for _, h in self._headers(fd, position, self.size):
-            if h.max_timestamp >= timestamp:
-                return h.base_offset
+        start = max(self.time_index.lookup(timestamp), min_offset)
+        _, position = self.offset_index.lookup(start)
+        for pos, h in self._headers(fd, position, self.size):
+            if h.max_timestamp < timestamp or h.base_offset + h.last_offset_delta < min_offset:
+                continue
+            data = os.pread(fd, h.size, pos)
+            for batch in read_batches(data, validate=False):
+                for record in batch.records():
+                    if record.timestamp >= timestamp and record.offset >= min_offset:
+                        return TimestampOffset(record.offset, record.timestamp, h.partition_leader_epoch)
         return None
 
     # -- mutation, durability, removal ------------------------------------------------------------------------

@@ -238,9 +238,9 @@ async def _start_positions(
     tps: list[TopicPartition],
     specs: dict[TopicPartition, OffsetSpec],
     reset: str | None,
-) -> dict[TopicPartition, int]:
-    """Seek every partition to its spec; return the time filters (records before these ms are skipped, as a time
-    lookup finds the batch, not the record)."""
+) -> None:
+    """Seek every partition to its spec. A time seeks to the first record at or after it, which the broker finds
+    exactly (record, not batch)."""
     need_range = [tp for tp in tps if specs[tp].kind in ("absolute", "from_end")]
     beginning = await consumer.beginning_offsets(need_range) if need_range else {}
     end = await consumer.end_offsets(need_range) if need_range else {}
@@ -270,7 +270,6 @@ async def _start_positions(
                 consumer.seek_to_end(tp)  # no record that recent: wait for new ones, as kcat does
             else:
                 consumer.seek(tp, hit.offset)
-    return by_time
 
 
 async def _consume_async(args: argparse.Namespace) -> None:
@@ -301,7 +300,7 @@ async def _consume_async(args: argparse.Namespace) -> None:
         tps = [TopicPartition(args.topic, p) for p in partitions]
         consumer.assign(tps)
         specs = {tp: per_partition.get(tp.partition, default) for tp in tps}
-        not_before = await _start_positions(consumer, tps, specs, args.reset)
+        await _start_positions(consumer, tps, specs, args.reset)
         ends = await consumer.end_offsets(tps) if args.exit_at_end else {}
         remaining = set(tps)
         printed = 0
@@ -326,10 +325,6 @@ async def _consume_async(args: argparse.Namespace) -> None:
                 if args.num is not None and printed >= args.num:
                     break
                 tp = TopicPartition(r.topic, r.partition)
-                if tp in not_before:
-                    if r.timestamp < not_before[tp]:
-                        continue
-                    del not_before[tp]  # from the first record at the time on, everything is printed
                 if args.exit_at_end and r.offset >= ends[tp]:
                     continue
                 if render is not None:

@@ -1,4 +1,4 @@
-"""``odradek topic create|list|describe|delete``; ``describe --all`` adds every config with its source."""
+"""``odradek topic create|list|describe|delete|offsets``; ``describe --all`` adds every config with its source."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from odradek.client.admin import AsyncAdmin, ConfigDescription, TopicInfo
+from odradek.client.cli import topic_offsets
 from odradek.client.cli.cluster import admin_command, with_admin
 from odradek.client.cli.common import CommandError
 from odradek.client.cli.output import emit, table
@@ -33,6 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     delete = admin_command(topic, "delete", _delete, "delete a topic")
     delete.add_argument("name")
+    offsets = admin_command(topic, "offsets", topic_offsets.run, "partition offsets at a time (kafka-get-offsets)")
+    topic_offsets.add_arguments(offsets)
 
 
 def _configs(pairs: list[str]) -> dict[str, str]:

@@ -171,3 +171,20 @@ async def test_a_partition_whose_log_is_already_offline_does_not_stop_the_fetche
     await fake_leader.next()
     assert not manager.fetchers[LEADER]._task.done()
     assert follower1.log.log_end_offset == 102
+
+
+async def test_the_fetch_request_carries_the_replica_fetch_settings(tmp_path: Path, fake_leader: FakeLeader) -> None:
+    """replica.fetch.wait.max.ms, .min.bytes, .max.bytes (per partition) and .response.max.bytes go to the leader,
+    which long-polls and sizes its answer by them (tests/integration/test_dataplane.py)."""
+    image = SimpleNamespace(brokers={LEADER: SimpleNamespace(host="127.0.0.1", port=1)})
+    config = FetcherConfig(max_wait_ms=444, min_bytes=22, partition_max_bytes=11_111, response_max_bytes=33_333)
+    m = ReplicaFetcherManager(FOLLOWER, lambda: 10, lambda: image, config)  # type: ignore[arg-type,return-value]
+    try:
+        _, follower = replicas(tmp_path, 0)
+        m.assign(follower)
+        async with asyncio.timeout(5):
+            request, _ = await fake_leader.requests.get()
+        assert (request.max_wait_ms, request.min_bytes, request.max_bytes) == (444, 22, 33_333)
+        assert [p.partition_max_bytes for t in request.topics for p in t.partitions] == [11_111]
+    finally:
+        await m.close()

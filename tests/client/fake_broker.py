@@ -17,6 +17,7 @@ import itertools
 import threading
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 
@@ -52,6 +53,7 @@ class FakeCluster:
         self.fetch_errors: dict[tuple[str, int], deque[int]] = {}
         self.list_offsets_errors: dict[tuple[str, int], deque[int]] = {}  # one code per partition asked
         self.requests: Counter[tuple[int, str]] = Counter()  # (node, rpc) -> count
+        self.last_request: dict[str, Any] = {}  # rpc -> the last request of that kind
         self.produce_delay = 0.0  # seconds each Produce takes before answering
         self.next_producer_id = 999
         self.produce_in_flight: Counter[int] = Counter()  # per node, and per (topic, partition) below
@@ -220,6 +222,7 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
     async def Produce(self, request, context):
         cluster = self.cluster
         cluster.requests[self.node, "Produce"] += 1
+        cluster.last_request["Produce"] = request
         partitions = [(t.name, p.partition) for t in request.topics for p in t.partitions]
         cluster.produce_in_flight[self.node] += 1
         cluster.max_produce_in_flight[self.node] = max(
@@ -315,6 +318,7 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
 
     async def Fetch(self, request, context):
         self.cluster.requests[self.node, "Fetch"] += 1
+        self.cluster.last_request["Fetch"] = request
         asked = [(t.name, p.partition, p.fetch_offset) for t in request.topics for p in t.partitions]
         self.cluster.fetch_log.append((self.node, asked))
         loop = asyncio.get_running_loop()

@@ -173,3 +173,12 @@ def test_eligible_leaders_stay_within_the_replicas() -> None:
     assert eligible_leaders(p, (1,), (1, 2), 3) == (2,)  # 3 is no longer a replica
     assert eligible_leaders(p, (1,), (1, 2, 3), 3) == (2, 3)
     assert eligible_leaders(p, (1, 3), (1, 2, 3), 2) == ()
+
+
+def test_unclean_leader_election_enable_elects_an_out_of_sync_replica_when_the_isr_is_gone() -> None:
+    """The topic's (or the broker default's) unclean.leader.election.enable: with it an active out-of-sync replica
+    takes over at once when the whole ISR is lost; without it the partition stays offline."""
+    image = build(brokers(1, 2, 3), topic(), partition(0, (1, 2, 3), (1,), leader=1))  # min ISR 1: no ELR kept
+    for allowed, leader in ((False, NO_LEADER), (True, 2)):
+        after = apply(image, records(changes_after_broker_loss(image, {1}, lambda _t, a=allowed: a)))
+        assert after.partition("t", 0).leader == leader, allowed

@@ -132,17 +132,52 @@ def test_offsets_by_time_in_the_client_and_the_cli(env: dict[str, str], cluster:
             producer.send_and_wait("times", f"b{i}", partition=1, timestamp=1000 * (i + 1))
     p0, p1 = TopicPartition("times", 0), TopicPartition("times", 1)
     with Consumer({"bootstrap.servers": servers}) as consumer:
+        # The first record at or after the time, inside a batch too, with its own timestamp (not the one asked).
         found = consumer.offsets_for_times({p1: 2500, p0: 2500})
-        assert found[p1] == OffsetAndTimestamp(2, found[p1].timestamp)
-        assert found[p0] is not None and found[p0].offset == 0  # a lookup finds the batch
+        assert found == {p0: OffsetAndTimestamp(2, 3000), p1: OffsetAndTimestamp(2, 3000)}
+        assert consumer.offsets_for_times({p0: 4000, p1: 1}) == {
+            p0: OffsetAndTimestamp(3, 4000),
+            p1: OffsetAndTimestamp(0, 1000),
+        }
         assert consumer.offsets_for_times({p1: 99_999}) == {p1: None}
         with pytest.raises(ValueError):
             consumer.offsets_for_times({p1: -5})
-    # The CLI skips a batch's records before the time.
+    # The CLI starts at that record.
     for spec in ("@2500", "@1970-01-01T00:00:02.500", "@1970-01-01T01:00:02.500+01:00"):
         out = run(env, "consume", "times", "-o", spec, "-e", "-f", "%p:%o:%T ").stdout.decode().split()
         assert sorted(out) == ["0:2:3000", "0:3:4000", "1:2:3000", "1:3:4000"], spec
     assert run(env, "consume", "times", "-o", "@99999", "-e").stdout == b""
+
+
+def test_topic_offsets_like_kafka_get_offsets(env: dict[str, str], cluster: DevCluster, admin: Admin) -> None:
+    admin.create_topic("stamps", partitions=2, replication_factor=2)
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 50}) as producer:
+        futures = [producer.send("stamps", f"t{i}", partition=0, timestamp=1000 * (i + 1)) for i in range(3)]
+        producer.flush()
+        assert [f.result().offset for f in futures] == [0, 1, 2]
+
+    def offsets(*args: str) -> list[dict]:
+        result = run(env, "topic", "offsets", "stamps", *args, "--format", "json")
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    latest = [{"topic": "stamps", "partition": p, "offset": o, "timestamp": None} for p, o in ((0, 3), (1, 0))]
+    assert offsets("--time", "-1") == offsets() == offsets("--time", "latest") == latest
+    assert [r["offset"] for r in offsets("--time=-2")] == [0, 0]
+    for when in ("1500", "1970-01-01T00:00:01.500"):  # inside the one batch: the record, with its timestamp
+        assert offsets("--time", when, "-p", "0") == [
+            {"topic": "stamps", "partition": 0, "offset": 1, "timestamp": 2000}
+        ]
+    assert [r["offset"] for r in offsets("--time", "99999")] == [None, None]
+    human = run(env, "topic", "offsets", "stamps", "--time", "1500").stdout.decode().splitlines()
+    assert [line.split() for line in human] == [
+        ["PARTITION", "OFFSET", "TIMESTAMP"],
+        ["0", "1", "2000"],
+        ["1", "-", "-"],
+        ["('-':", "no", "record", "at", "or", "after", "1500", "ms)"],
+    ], human
+    assert "no partition 7" in one_error(run(env, "topic", "offsets", "stamps", "-p", "7"))
+    assert "bad time" in one_error(run(env, "topic", "offsets", "stamps", "--time", "-5"))
 
 
 def test_acks_compression_and_the_summary(env: dict[str, str], topics: None) -> None:

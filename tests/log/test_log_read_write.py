@@ -8,6 +8,7 @@ from log_batches import make_batch, split_batches
 
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.log import Log, UnexpectedAppendOffsetError
+from odradek.broker.log.rewrite import CREATE_TIME, LOG_APPEND_TIME, rewrite_for_append
 from odradek.client.errors import CorruptRecordError, OffsetOutOfRangeError
 from odradek.client.record.header import PREFIX_SIZE, parse_header, validate_batch
 
@@ -125,27 +126,73 @@ def test_read_reports_the_partition_offsets(
 
 
 def test_offset_for_timestamp(open_log: Callable[..., Log], tmp_path: Path, small_config: LogConfig) -> None:
+    """Record granularity, as Kafka: the first record (not batch) at or after the target, with its own timestamp."""
     log = open_log(tmp_path / "t-0", small_config)
     rng = random.Random(5)
-    stamps = []
+    records: list[tuple[int, int]] = []  # (offset, timestamp) of every record, in offset order
     for i in range(150):
         ts = 1000 + 10 * i + rng.randint(-40, 40)  # mostly increasing, with out-of-order producers
         n = rng.randint(1, 4)
-        info = log.append_as_leader(make_batch(n, timestamp=ts), 0)
-        stamps.append((info.first_offset, ts + n - 1))
+        step = rng.choice([0, 1, 7])
+        info = log.append_as_leader(make_batch(n, timestamp=ts, timestamp_step=step), 0)
+        records += [(info.first_offset + k, ts + k * step) for k in range(n)]
 
-    def expected(target: int) -> int | None:
-        return next((first for first, max_ts in stamps if max_ts >= target), None)
+    def expected(target: int) -> tuple[int, int] | None:
+        return next(((o, t) for o, t in records if t >= target), None)
+
+    def found(target: int) -> tuple[int, int] | None:
+        hit = log.offset_for_timestamp(target)
+        return None if hit is None else (hit.offset, hit.timestamp)
 
     targets = [0, 999, 1000, 1500, 2000, 2480, 2600, 10**9, *(rng.randint(900, 2600) for _ in range(100))]
     for target in targets:
-        assert log.offset_for_timestamp(target) == expected(target), target
+        assert found(target) == expected(target), target
     log.close()
     for clean in (True, False):  # the time index survives reopening, or is rebuilt by recovery
         log = open_log(tmp_path / "t-0", small_config, clean_shutdown=clean)
         for target in targets:
-            assert log.offset_for_timestamp(target) == expected(target), target
+            assert found(target) == expected(target), target
         log.close()
+
+
+def test_offset_for_timestamp_inside_a_batch(open_log: Callable[..., Log], tmp_path: Path) -> None:
+    """A target that falls between records of one batch answers the record that reaches it, not the batch start
+    (a consumer seeking by time would otherwise get records older than asked), with that record's timestamp."""
+    log = open_log(tmp_path / "t-0", LogConfig())
+    log.append_as_leader(make_batch(5, timestamp=1000, timestamp_step=10), 0)  # 1000, 1010, ..., 1040
+    log.high_watermark = log.log_end_offset
+    hit = log.offset_for_timestamp(1025)
+    assert hit is not None and (hit.offset, hit.timestamp) == (3, 1030)
+    assert log.offset_for_timestamp(1040)[:2] == (4, 1040)
+    assert log.offset_for_timestamp(1041) is None
+    assert log.offset_for_timestamp(0)[:2] == (0, 1000)
+
+
+def test_offset_for_timestamp_respects_the_log_start(open_log: Callable[..., Log], tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", LogConfig())
+    log.append_as_leader(make_batch(5, timestamp=1000, timestamp_step=10), 0)
+    log.high_watermark = log.log_end_offset
+    assert log.increment_log_start_offset(2)
+    assert log.offset_for_timestamp(0)[:2] == (2, 1020)
+
+
+def test_offset_for_timestamp_in_log_append_time_batches(open_log: Callable[..., Log], tmp_path: Path) -> None:
+    """Every record of a LogAppendTime batch carries the batch's max timestamp: the batch's first record answers."""
+    log = open_log(tmp_path / "t-0", LogConfig())
+    stamped = rewrite_for_append(make_batch(4, timestamp=1000, timestamp_step=10), LOG_APPEND_TIME, "producer", 5000)
+    log.append_as_leader(make_batch(2, timestamp=900), 0)
+    log.append_as_leader(stamped, 0)
+    assert log.offset_for_timestamp(1020)[:2] == (2, 5000)
+    assert log.offset_for_timestamp(5000)[:2] == (2, 5000)
+    assert log.offset_for_timestamp(5001) is None
+
+
+def test_offset_for_timestamp_in_compressed_batches(open_log: Callable[..., Log], tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", LogConfig())
+    batch = rewrite_for_append(make_batch(6, timestamp=1000, timestamp_step=10), CREATE_TIME, "zstd", 0)
+    assert parse_header(batch).compression != 0
+    log.append_as_leader(batch, 0)
+    assert log.offset_for_timestamp(1031)[:2] == (4, 1040)
 
 
 def test_follower_append_keeps_offsets_and_refuses_anything_but_the_log_end(

@@ -1,0 +1,233 @@
+"""Node keys reach the component that acts on them: a combined node started in-process with non-default values
+for each, and the objects it built inspected. The components' own tests show what each value does there."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+from pathlib import Path
+
+import grpc
+import pytest
+
+from odradek.broker.config import NodeConfig
+from odradek.broker.fetcher import FetcherConfig
+from odradek.broker.log.config import LogConfig
+from odradek.broker.node import Node
+from odradek.broker.replica_manager import broker_log_config, topic_log_config
+from odradek.broker.storage import format_storage
+from odradek.client.cli.dev_cluster import free_port
+from odradek.client.connection import channel_options
+from odradek.proto import broker_pb2 as pb
+from odradek.proto import broker_pb2_grpc
+
+LOG_DEFAULTS = {
+    "message.max.bytes": 5000,
+    "log.segment.bytes": 100_000,
+    "log.roll.ms": 60_000,
+    "log.retention.ms": 120_000,
+    "log.retention.bytes": 1_000_000,
+    "log.flush.interval.messages": 7,
+    "log.flush.interval.ms": 900,
+    "log.index.size.max.bytes": 4096,
+    "log.index.interval.bytes": 128,
+    "producer.id.expiration.ms": 5_000,
+}
+
+
+def test_broker_log_defaults_become_the_log_config() -> None:
+    """Every log.* default (and message.max.bytes, producer.id.expiration.ms) is the topic-level setting's default."""
+    config = NodeConfig(
+        {
+            "process.roles": "broker",
+            "node.id": 1,
+            "controller.quorum.voters": "2@h:1",
+            **LOG_DEFAULTS,
+        }
+    )
+    assert broker_log_config(config) == LogConfig(
+        max_message_bytes=5000,
+        segment_bytes=100_000,
+        segment_ms=60_000,
+        retention_ms=120_000,
+        retention_bytes=1_000_000,
+        flush_messages=7,
+        flush_ms=900,
+        segment_index_bytes=4096,
+        index_interval_bytes=128,
+        producer_id_expiration_ms=5_000,
+    )
+
+
+def test_topic_configs_override_the_broker_log_defaults() -> None:
+    """The topic-level log settings (flush.messages, index.interval.bytes, segment.index.bytes, ...) reach the
+    partition's log; the others (min.insync.replicas, unclean.*, cleanup.policy) are not the log's."""
+    topic = {
+        "flush.messages": "3",
+        "flush.ms": "40",
+        "index.interval.bytes": "64",
+        "segment.index.bytes": "1024",
+        "segment.bytes": "5000",
+        "segment.ms": "6000",
+        "retention.ms": "7000",
+        "retention.bytes": "8000",
+        "max.message.bytes": "900",
+        "message.timestamp.type": "LogAppendTime",
+        "compression.type": "zstd",
+        "min.insync.replicas": "2",
+        "cleanup.policy": "delete",
+    }
+    assert topic_log_config(LogConfig(), topic) == LogConfig(
+        flush_messages=3,
+        flush_ms=40,
+        index_interval_bytes=64,
+        segment_index_bytes=1024,
+        segment_bytes=5000,
+        segment_ms=6000,
+        retention_ms=7000,
+        retention_bytes=8000,
+        max_message_bytes=900,
+        message_timestamp_type="LogAppendTime",
+        compression_type="zstd",
+    )
+
+
+def test_listener_names_pick_the_controller_listener_and_advertised_overrides_the_broker_address() -> None:
+    config = NodeConfig(
+        {
+            "process.roles": "broker,controller",
+            "node.id": 1,
+            "controller.quorum.voters": "1@127.0.0.1:7001",
+            "listeners": "CTRL://127.0.0.1:7001,DATA://0.0.0.0:7002",
+            "controller.listener.names": "CTRL",
+            "advertised.listeners": "DATA://db.example:9999",
+        }
+    )
+    assert str(config.controller_listener) == "127.0.0.1:7001"
+    assert str(config.broker_listener) == "0.0.0.0:7002"
+    assert str(config.advertised_broker_listener) == "db.example:9999"
+    default = NodeConfig({"process.roles": "broker", "node.id": 1, "controller.quorum.voters": "2@h:1"})
+    assert default.advertised_broker_listener == default.broker_listener  # no advertised.listeners: the listener
+
+
+async def start_node(tmp_path: Path, **extra: object) -> Node:
+    controller, broker = free_port(), free_port()
+    config = NodeConfig(
+        {
+            "process.roles": "broker,controller",
+            "node.id": 1,
+            "controller.quorum.voters": f"1@127.0.0.1:{controller}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{broker},CONTROLLER://127.0.0.1:{controller}",
+            "log.dirs": str(tmp_path / "data"),
+            **extra,
+        }
+    )
+    format_storage(config, "wiring-test")
+    n = Node(config)
+    await n.start()
+    return n
+
+
+@pytest.fixture
+async def node(tmp_path: Path):
+    n = await start_node(
+        tmp_path,
+        **{
+            "advertised.listeners": "PLAINTEXT://advertised.example:9999",
+            "metadata.log.dir": str(tmp_path / "meta"),
+            "broker.rack": "rack-b",
+            "metrics.port": free_port(),
+            "metadata.log.max.snapshot.interval.records": 123,
+            "broker.heartbeat.interval.ms": 700,
+            "broker.session.timeout.ms": 8_000,
+            "num.partitions": 3,
+            "default.replication.factor": 1,
+            "max.partitions.per.broker": 50,
+            "min.insync.replicas": 2,
+            "unclean.leader.election.enable": True,
+            "unclean.recovery.strategy": "manual",
+            "controller.quorum.election.timeout.ms": 1500,
+            "controller.quorum.fetch.timeout.ms": 3500,
+            "leader.imbalance.check.interval.seconds": 42,
+            "leader.imbalance.per.broker.percentage": 33,
+            "replica.fetch.max.bytes": 11_111,
+            "replica.fetch.min.bytes": 22,
+            "replica.fetch.response.max.bytes": 33_333,
+            "replica.fetch.wait.max.ms": 444,
+            "replica.fetch.backoff.ms": 555,
+            "log.max.open.files": 77,
+            "log.retention.check.interval.ms": 6_000,
+            "socket.request.max.bytes": 200_000,
+            "unsafe.testing.bug": "ack-before-replication",
+            **LOG_DEFAULTS,
+        },
+    )
+    try:
+        yield n
+    finally:
+        await n.stop()
+
+
+async def test_a_started_node_hands_each_key_to_its_component(node: Node, tmp_path: Path) -> None:
+    raft = node.driver.config
+    assert (raft.election_timeout_ticks, raft.fetch_timeout_ticks) == (1500 // 50, 3500 // 50)
+    assert node.driver.directory == tmp_path / "meta" / "__raft"
+    assert node.sm.snapshot_interval == 123
+    assert node.controller is not None
+    assert (node.controller.rebalance_interval_s, node.controller.imbalance_percentage) == (42, 33)
+    assert node.admin.defaults == {
+        "num.partitions": 3,
+        "default.replication.factor": 1,
+        "max.partitions.per.broker": 50,
+    }
+    assert (node._min_isr("t"), node._unclean_allowed("t"), node._recovery_strategy("t")) == (2, True, "manual")
+    assert node.fetchers.config == FetcherConfig(
+        max_wait_ms=444, min_bytes=22, partition_max_bytes=11_111, response_max_bytes=33_333, backoff_ms=555
+    )
+    assert node.logs.manager_config.max_open_fds == 77
+    assert node.logs.handles.max_open == 77 // 3  # segments with their 3 fds each
+    assert node.logs.manager_config.retention_check_interval_ms == 6_000
+    assert node.logs.default_config == broker_log_config(node.config)
+    assert node.replicas.unsafe_bug == "ack-before-replication"
+    lifecycle = node.broker_lifecycle
+    assert (lifecycle.listener.host, lifecycle.listener.port) == ("advertised.example", 9999)  # what it registers
+    assert (lifecycle.listener.rack, lifecycle.interval, lifecycle.session_timeout) == ("rack-b", 0.7, 8.0)
+    with urllib.request.urlopen(f"http://127.0.0.1:{node.config['metrics.port']}/metrics", timeout=5) as page:
+        assert b"odradek_" in page.read()
+
+
+async def test_auto_leader_rebalance_enable_false_turns_the_rebalance_off(tmp_path: Path) -> None:
+    n = await start_node(tmp_path, **{"auto.leader.rebalance.enable": False})
+    try:
+        assert n.controller is not None and n.controller.rebalance_interval_s is None
+    finally:
+        await n.stop()
+
+
+async def test_socket_request_max_bytes_refuses_a_larger_request(node: Node) -> None:
+    endpoint = node.config.broker_listener
+    big = pb.ProduceRequest(acks=1, timeout_ms=1000, topics=[pb.ProduceTopic(name="t")])
+    big.topics[0].partitions.add(partition=0, records=b"x" * 300_000)
+    async with grpc.aio.insecure_channel(f"{endpoint}", options=channel_options(10 << 20)) as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        try:
+            await stub.Produce(big, timeout=10)
+        except grpc.aio.AioRpcError as e:
+            assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e
+        else:
+            raise AssertionError("a request above socket.request.max.bytes was accepted")
+        small = pb.ProduceRequest(acks=1, timeout_ms=1000, topics=[pb.ProduceTopic(name="t")])
+        small.topics[0].partitions.add(partition=0, records=b"x" * 100_000)
+        await stub.Produce(small, timeout=10)  # answered (with a per-partition error: no such topic)
+
+
+async def test_a_topic_created_without_counts_gets_the_node_defaults(node: Node) -> None:
+    """num.partitions and default.replication.factor answer -1 (the cluster default) in CreateTopics."""
+    from odradek.client.admin import AsyncAdmin
+
+    async with asyncio.timeout(20):  # registered: the node's controller is active and knows the broker
+        await node.broker_lifecycle.registered.wait()
+    async with AsyncAdmin({"bootstrap.servers": str(node.config.broker_listener), "request.timeout.ms": 20_000}) as a:
+        await a.create_topic("defaulted", -1, -1)
+        info = await a.describe_topic("defaulted")
+    assert len(info.partitions) == 3 and all(len(p.replicas) == 1 for p in info.partitions)
