@@ -1,16 +1,26 @@
-"""The local cluster library and its pytest plugin, without starting processes: topic specs, options and errors
-are checked before anything runs (tests/integration/test_clients.py and examples/ run real clusters through them)."""
+"""The local cluster library and its pytest plugin: topic specs, options and errors are checked before any process
+starts; one real cluster checks that a shared cluster is restored between tests and that ``running_cluster``
+cleans up (tests/integration/test_clients.py and examples/ run real clusters through the fixture)."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from odradek.deploy import pytest_plugin
-from odradek.deploy.local import DevCluster, LocalClusterError, TopicSpec, run_sync, running_cluster, topic_specs
+from odradek.deploy.local import (
+    DevCluster,
+    LocalClusterError,
+    TopicSpec,
+    process_state,
+    run_sync,
+    running_cluster,
+    topic_specs,
+)
 
 
 def test_topics_are_given_as_counts_specs_or_mappings() -> None:
@@ -81,3 +91,19 @@ def test_the_fixture_reads_the_marker_and_an_indirect_parameter_overrides_it() -
 def test_unknown_fixture_options_are_usage_errors(bad: SimpleNamespace) -> None:
     with pytest.raises(pytest.UsageError):
         pytest_plugin.cluster_options(bad)
+
+
+@pytest.mark.integration
+def test_a_shared_cluster_gets_back_the_nodes_a_test_stopped_or_paused(tmp_path: Path) -> None:
+    """What the plugin does before handing a shared cluster to the next test; and ``running_cluster`` cleans up."""
+    with running_cluster(controllers=1, brokers=2, config={"broker.session.timeout.ms": 3000}) as cluster:
+        root = cluster.directory
+        broker, other = (n.node_id for n in cluster.nodes if "broker" in n.roles)
+        cluster.signal(broker, signal.SIGKILL)
+        cluster.signal(other, signal.SIGSTOP)
+        pytest_plugin.restore(cluster)
+        assert {n.node_id: process_state(n.pid) for n in cluster.nodes} == dict.fromkeys((1, broker, other), "running")
+        run_sync(cluster.wait_ready(10))
+        pids = [n.pid for n in cluster.nodes]
+    assert not root.exists()
+    assert [process_state(pid) for pid in pids] == ["stopped"] * 3
