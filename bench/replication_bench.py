@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from odradek.client.admin import Admin
-from odradek.client.cli.dev_cluster import DevCluster
+from odradek.deploy.local import DevCluster
 
 CONFIGS = [  # (label, replication factor, acks, enable.idempotence)
     ("RF=1 acks=1", 1, "1", "false"),

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from odradek.client.admin import Admin
-from odradek.client.cli.dev_cluster import DevCluster
+from odradek.deploy.local import DevCluster
 
 
 def cli(*args: str, timeout: float = 600) -> dict:

@@ -20,10 +20,10 @@ from pathlib import Path
 import grpc
 
 from odradek.client.admin import Admin
-from odradek.client.cli.dev_cluster import DevCluster, free_port
-from odradek.client.cli.server import tuned_environment
 from odradek.client.connection import channel_options
 from odradek.client.record.builder import encode_batch
+from odradek.deploy.local import DevCluster, free_port
+from odradek.deploy.process import tuned_environment
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import broker_pb2_grpc
 

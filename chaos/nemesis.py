@@ -42,7 +42,7 @@ from odradek.chaos.history import Fault, Heal, History
 from odradek.chaos.netns import NetnsNetwork
 from odradek.chaos.proxy import FaultProxy
 from odradek.client import Admin
-from odradek.client.cli.dev_cluster import DevCluster, process_state
+from odradek.deploy.local import DevCluster, process_state
 
 PROCESS_FAULTS = ("kill", "pause", "kill-leader", "pause-leader", "kill-controller")
 NETWORK_FAULTS = ("partition", "bridge", "slow", "isolate-kill-leader")

@@ -41,7 +41,7 @@ from odradek.chaos.netns import NetnsNetwork
 from odradek.chaos.proxy import FaultProxy
 from odradek.chaos.workload import Workload
 from odradek.client import Admin
-from odradek.client.cli.dev_cluster import DevCluster, process_state
+from odradek.deploy.local import DevCluster, process_state
 
 # Failure detection fast enough for many faults a minute, still above a loaded 2-core machine's hiccups.
 TMPFS_MB = 256  # per broker data directory with disk-full: far above what a run writes

@@ -36,8 +36,8 @@ from typing import Any
 
 from odradek.broker.config import NodeConfig
 from odradek.chaos.netns import NetnsNetwork
-from odradek.client.cli.server import random_cluster_id
 from odradek.deploy.cluster import ClusterSpec, NodeSpec, config_name, write_config, write_configs
+from odradek.deploy.process import random_cluster_id
 
 UNITS = Path(__file__).resolve().parent / "systemd"
 INSTALLED_BIN = "/opt/odradek/venv/bin/odradek"

@@ -10,8 +10,8 @@ from typing import Any, TextIO
 
 from odradek.client.cli.common import add_command
 from odradek.client.cli.dev import default_dir
-from odradek.client.cli.dev_cluster import DevCluster, process_state
 from odradek.client.cli.output import emit
+from odradek.deploy.local import DevCluster, process_state
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,4 +1,5 @@
-"""``odradek dev up|down|status|kill|start``: run a local multi-node cluster on 127.0.0.1."""
+"""``odradek dev up|down|status|kill|start``: run a local multi-node cluster on 127.0.0.1 (the command-line face
+of ``odradek.deploy.local``, which lays out and runs the processes)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import tomllib
 from pathlib import Path
 
 from odradek.client.cli.common import CommandError, add_command
-from odradek.client.cli.dev_cluster import DevCluster
 from odradek.client.cli.output import emit, table
 from odradek.client.cli.profile import clear_profile, home, load_profile, save_profile
+from odradek.deploy.local import DevCluster, LocalClusterError
 
 SIGNALS = {"KILL": signal.SIGKILL, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT, "TERM": signal.SIGTERM}
 
@@ -90,7 +91,7 @@ def _up(args: argparse.Namespace) -> None:
     )
     try:
         asyncio.run(cluster.wait_ready(args.timeout))
-    except CommandError:
+    except LocalClusterError:
         cluster.stop_all(timeout=5)
         raise
     data = {

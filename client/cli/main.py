@@ -17,6 +17,7 @@ from odradek.broker.config import ConfigError
 from odradek.broker.storage import StorageFormatError
 from odradek.client.cli.common import CommandError, version_text
 from odradek.client.errors import OdradekError
+from odradek.deploy.local import LocalClusterError
 
 Handler = Callable[[argparse.Namespace], int | None]
 
@@ -56,7 +57,7 @@ def error_code(e: BaseException) -> str:
         return "INVALID_CONFIG"
     if isinstance(e, StorageFormatError):
         return "STORAGE_FORMAT_ERROR"
-    if isinstance(e, CommandError):
+    if isinstance(e, (CommandError, LocalClusterError)):
         return "INVALID_REQUEST"
     if isinstance(e, OSError):
         return "OS_ERROR"
@@ -65,7 +66,7 @@ def error_code(e: BaseException) -> str:
 
 def error_message(e: BaseException) -> str:
     """One line: the first line of the message, with the error's name when the message does not say it."""
-    expected = isinstance(e, (CommandError, ConfigError, StorageFormatError, OdradekError, OSError))
+    expected = isinstance(e, (CommandError, LocalClusterError, ConfigError, StorageFormatError, OdradekError, OSError))
     text = str(e).splitlines()[0] if str(e).strip() else ""
     if isinstance(e, OdradekError) and e.code_name not in text:
         return f"{e.code_name}: {text}" if text else e.code_name

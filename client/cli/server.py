@@ -3,36 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import base64
 import os
 import sys
-import uuid
 
 from odradek.broker.config import NodeConfig
 from odradek.broker.storage import check_cluster_id, format_storage
 from odradek.client.cli.common import add_command
 from odradek.client.cli.output import emit
-
-
-def random_cluster_id() -> str:
-    """A URL-safe 22-character id, as Kafka's ``kafka-storage random-uuid`` (never starting with '-', which a
-    command line would take for an option)."""
-    while True:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if cluster_id[0] != "-":
-            return cluster_id
-
-
-# glibc malloc returns large payload buffers to the OS and re-faults them on every RPC unless these are raised;
-# measured 1.5-3.8x on 1 MiB RPCs. They must be set before the process starts, hence the re-exec.
-MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(64 * 1024 * 1024), "MALLOC_TRIM_THRESHOLD_": str(256 * 1024 * 1024)}
-
-
-def tuned_environment(env: dict[str, str] | None = None) -> dict[str, str]:
-    out = dict(os.environ if env is None else env)
-    for key, value in MALLOC_ENV.items():
-        out.setdefault(key, value)
-    return out
+from odradek.deploy.process import MALLOC_ENV, random_cluster_id, tuned_environment
 
 
 def register(sub: argparse._SubParsersAction) -> None:

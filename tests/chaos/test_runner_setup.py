@@ -8,7 +8,7 @@ from pathlib import Path
 from odradek.broker.config import NodeConfig
 from odradek.chaos.proxy import FaultProxy
 from odradek.chaos.runner import patch_config, route_controller_links
-from odradek.client.cli.dev_cluster import DevCluster
+from odradek.deploy.local import DevCluster
 
 
 def test_brokers_reach_controllers_through_the_proxy(tmp_path: Path) -> None:

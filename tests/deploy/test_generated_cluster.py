@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.client.cli.dev_cluster import free_port
+from odradek.deploy.local import free_port
 
 CLUSTER_ID = "deployTestCluster_0001"
 

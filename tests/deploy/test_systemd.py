@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.client.cli.server import MALLOC_ENV
+from odradek.deploy.process import MALLOC_ENV
 from odradek.deploy.vms import parse_unit
 
 UNITS = Path(__file__).resolve().parents[2] / "deploy" / "systemd"

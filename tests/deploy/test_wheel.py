@@ -40,6 +40,9 @@ def test_wheel_ships_templates_entry_point_and_generated_code(tmp_path: Path) ->
     units = {f"odradek/deploy/systemd/odradek-{role}.service" for role in ("controller", "broker", "combined")}
     assert units | {"odradek/deploy/install.sh", "odradek/deploy/vms.py"} <= names
     assert "odradek = odradek.client.cli.main:main" in entry_points
+    # pip registers the pytest plugin (the odradek_cluster fixture) for every project that installs odradek.
+    assert "[pytest11]\nodradek.deploy.pytest_plugin = odradek.deploy.pytest_plugin" in entry_points
+    assert {"odradek/deploy/local.py", "odradek/deploy/process.py", "odradek/deploy/pytest_plugin.py"} <= names
     for proto in ("common", "broker", "admin", "controller", "raft", "metadata"):
         assert {f"odradek/proto/{proto}_pb2.py", f"odradek/proto/{proto}_pb2_grpc.py"} <= names
     assert not any(n.startswith(("deploy/", "tests/")) for n in names)  # nothing outside the odradek namespace

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from odradek.client.admin import Admin
-from odradek.client.cli.dev_cluster import DevCluster
+from odradek.deploy.local import DevCluster
 
 # Short timeouts so failure detection fits in a test, still well above a loaded 2-core machine's hiccups.
 FAST = {
@@ -25,12 +24,7 @@ def start_cluster(directory: Path, controllers: int = 3, brokers: int = 3, **ove
 
 def start_created(cluster: DevCluster) -> DevCluster:
     """Start every node of a created cluster and wait until it is ready (stopping it again if it never is)."""
-    cluster.start_all()
-    try:
-        asyncio.run(cluster.wait_ready(60))
-    except Exception:
-        cluster.stop_all(timeout=5)
-        raise
+    cluster.start_all_and_wait(60)
     return cluster
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from odradek.chaos.netns import NetnsNetwork
 from odradek.chaos.runner import RunOptions, run
-from odradek.client.cli.dev_cluster import process_state
+from odradek.deploy.local import process_state
 
 pytestmark = [
     pytest.mark.integration,

@@ -16,8 +16,8 @@ import pytest
 
 from odradek.client import Producer
 from odradek.client.admin import Admin, ConfigDescription
-from odradek.client.cli.dev_cluster import DevCluster
 from odradek.client.errors import UnknownTopicOrPartitionError
+from odradek.deploy.local import DevCluster
 
 from .conftest import start_cluster, wait_for
 

@@ -14,7 +14,7 @@ import pytest
 
 from odradek.client import Consumer, OffsetAndTimestamp, Producer, TopicPartition
 from odradek.client.admin import Admin
-from odradek.client.cli.dev_cluster import DevCluster, free_port
+from odradek.deploy.local import DevCluster, free_port
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ import pytest
 
 from odradek.client import Producer
 from odradek.client.admin import Admin
-from odradek.client.cli.dev_cluster import DevCluster
+from odradek.deploy.local import DevCluster
 
 from .conftest import wait_for
 

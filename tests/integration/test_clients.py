@@ -1,10 +1,14 @@
-"""Producer and consumer against real brokers: codecs, ordering, metadata, and following leadership changes."""
+"""Producer and consumer against real brokers: codecs, ordering, metadata, and following leadership changes.
+
+The clusters come from odradek's own pytest plugin (``odradek_cluster``, docs/testing.md), as an application's
+tests would get them: one shared cluster for the module, and one of its own for the test that kills a broker.
+"""
 
 from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
@@ -12,9 +16,15 @@ from odradek.client import Admin, Consumer, Producer, TopicPartition
 from odradek.client.errors import RecordTooLargeError, UnknownTopicOrPartitionError
 from odradek.client.structs import LOG_APPEND_TIME
 
-from .conftest import start_cluster, wait_for
+from .conftest import FAST, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.odradek_cluster(controllers=1, brokers=3, config=FAST)]
+
+
+@pytest.fixture
+def admin(odradek_cluster) -> Iterator[Admin]:
+    with Admin({"bootstrap.servers": odradek_cluster.admin_servers, "request.timeout.ms": 10000}) as a:
+        yield a
 
 
 def consume_all(servers: str, tp: TopicPartition, count: int, timeout: float = 20.0) -> list:
@@ -27,8 +37,8 @@ def consume_all(servers: str, tp: TopicPartition, count: int, timeout: float = 2
     return out
 
 
-def test_every_codec_round_trips_in_order_with_keys_headers_timestamps(cluster, admin: Admin) -> None:
-    servers = cluster.bootstrap_servers
+def test_every_codec_round_trips_in_order_with_keys_headers_timestamps(odradek_cluster, admin: Admin) -> None:
+    servers = odradek_cluster.bootstrap_servers
     for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
         topic = f"codec-{codec}"
         admin.create_topic(topic, 1, 3)
@@ -50,9 +60,9 @@ def test_every_codec_round_trips_in_order_with_keys_headers_timestamps(cluster, 
         assert all(r.headers == (("n", str(i).encode()), ("empty", None)) for i, r in enumerate(got))
 
 
-def test_log_append_time_and_topic_compression_through_real_brokers(cluster, admin: Admin) -> None:
+def test_log_append_time_and_topic_compression_through_real_brokers(odradek_cluster, admin: Admin) -> None:
     """A record sent with timestamp 1000 to a LogAppendTime topic reads back with the leader's append time."""
-    servers = cluster.bootstrap_servers
+    servers = odradek_cluster.bootstrap_servers
     admin.create_topic("stamped", 1, 3, {"message.timestamp.type": "LogAppendTime", "compression.type": "zstd"})
     before = int(time.time() * 1000)
     with Producer({"bootstrap.servers": servers}) as producer:
@@ -62,9 +72,9 @@ def test_log_append_time_and_topic_compression_through_real_brokers(cluster, adm
     assert (got.value, got.timestamp, got.timestamp_type) == (b"v", sent.timestamp, LOG_APPEND_TIME)
 
 
-def test_client_errors_are_typed_before_sending(cluster, admin: Admin) -> None:
+def test_client_errors_are_typed_before_sending(odradek_cluster, admin: Admin) -> None:
     admin.create_topic("small", 2, 1)
-    config = {"bootstrap.servers": cluster.bootstrap_servers, "max.request.size": 10_000, "max.block.ms": 2000}
+    config = {"bootstrap.servers": odradek_cluster.bootstrap_servers, "max.request.size": 10_000, "max.block.ms": 2000}
     with Producer(config) as producer:
         with pytest.raises(RecordTooLargeError):
             producer.send("small", b"x" * 20_000)
@@ -75,27 +85,26 @@ def test_client_errors_are_typed_before_sending(cluster, admin: Admin) -> None:
         assert "no-such-topic" in str(unknown.value) or "UNKNOWN_TOPIC" in str(unknown.value)
 
 
-def test_clients_follow_a_leader_change_without_manual_steps(tmp_path: Path) -> None:
-    cluster = start_cluster(tmp_path, controllers=1, brokers=2)
-    try:
-        servers = cluster.bootstrap_servers
-        with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
-            admin.create_topic("moving", 1, 2)
-            old_leader = admin.describe_topic("moving").partitions[0].leader
-        config = {"bootstrap.servers": servers, "linger.ms": 1, "retry.backoff.ms": 100, "delivery.timeout.ms": 60000}
-        with Producer(config) as producer:
-            producer.send("moving", b"before").result(10)
-            cluster.signal(old_leader, signal.SIGKILL)
-            # Sent while the leader is dead: the producer retries until the controller has moved leadership.
-            after = [producer.send("moving", f"after-{i}".encode()) for i in range(50)]
-            producer.flush(30)
-            assert all(f.exception(1) is None for f in after)
-        with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
-            new_leader = wait_for(
-                lambda: (p := admin.describe_topic("moving").partitions[0]).leader not in (-1, old_leader) and p, 10
-            ).leader
-        assert new_leader != old_leader
-        got = consume_all(servers, TopicPartition("moving", 0), 50)
-        assert [r.value for r in got][-50:] == [f"after-{i}".encode() for i in range(50)]
-    finally:
-        cluster.stop_all(timeout=10)
+@pytest.mark.odradek_cluster(
+    controllers=1, brokers=2, config=FAST, topics={"moving": {"partitions": 1, "replication_factor": 2}}, shared=False
+)
+def test_clients_follow_a_leader_change_without_manual_steps(odradek_cluster) -> None:
+    cluster = odradek_cluster
+    servers = cluster.bootstrap_servers
+    with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
+        old_leader = admin.describe_topic("moving").partitions[0].leader
+    config = {"bootstrap.servers": servers, "linger.ms": 1, "retry.backoff.ms": 100, "delivery.timeout.ms": 60000}
+    with Producer(config) as producer:
+        producer.send("moving", b"before").result(10)
+        cluster.signal(old_leader, signal.SIGKILL)
+        # Sent while the leader is dead: the producer retries until the controller has moved leadership.
+        after = [producer.send("moving", f"after-{i}".encode()) for i in range(50)]
+        producer.flush(30)
+        assert all(f.exception(1) is None for f in after)
+    with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
+        new_leader = wait_for(
+            lambda: (p := admin.describe_topic("moving").partitions[0]).leader not in (-1, old_leader) and p, 10
+        ).leader
+    assert new_leader != old_leader
+    got = consume_all(servers, TopicPartition("moving", 0), 50)
+    assert [r.value for r in got][-50:] == [f"after-{i}".encode() for i in range(50)]

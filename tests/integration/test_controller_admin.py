@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from odradek.client.cli.dev_cluster import DevCluster
 from odradek.client.errors import ErrorCode
+from odradek.deploy.local import DevCluster
 from odradek.proto import admin_pb2 as apb
 from odradek.proto import admin_pb2_grpc, controller_pb2_grpc
 from odradek.proto import controller_pb2 as cpb

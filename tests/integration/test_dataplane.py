@@ -11,10 +11,10 @@ import pytest
 from crc32c import crc32c
 
 from odradek.client.admin import Admin
-from odradek.client.cli.dev_cluster import DevCluster
 from odradek.client.errors import ErrorCode
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
+from odradek.deploy.local import DevCluster
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import broker_pb2_grpc
 

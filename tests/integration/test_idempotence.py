@@ -22,11 +22,11 @@ import pytest
 
 from odradek.client import Admin, Consumer, Producer, TopicPartition
 from odradek.client.background import BackgroundLoop
-from odradek.client.cli.dev_cluster import DevCluster, process_state
 from odradek.client.connection import channel_options
 from odradek.client.errors import RETRIABLE_CODES, ErrorCode
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
+from odradek.deploy.local import DevCluster, process_state
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import broker_pb2_grpc
 

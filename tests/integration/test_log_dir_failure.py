@@ -16,7 +16,7 @@ import tomli_w
 from odradek.broker.config import NodeConfig
 from odradek.broker.storage import format_storage
 from odradek.client import Admin, Producer
-from odradek.client.cli.dev_cluster import DevCluster, process_state
+from odradek.deploy.local import DevCluster, process_state
 
 from .conftest import FAST, start_created, wait_for
 from .test_replication import ContinuousProducer, check_acked, describe, read_all, wait_acked_progress

@@ -11,8 +11,8 @@ import grpc
 import pytest
 
 from odradek.client.admin import Admin
-from odradek.client.cli.dev_cluster import DevCluster
 from odradek.client.errors import RETRIABLE_CODES, ErrorCode
+from odradek.deploy.local import DevCluster
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import broker_pb2_grpc
 

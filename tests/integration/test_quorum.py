@@ -10,8 +10,8 @@ import grpc
 import pytest
 
 from odradek.client.admin import Admin
-from odradek.client.cli.dev_cluster import DevCluster
 from odradek.client.errors import ErrorCode, OdradekError
+from odradek.deploy.local import DevCluster
 from odradek.proto import controller_pb2, controller_pb2_grpc, raft_pb2, raft_pb2_grpc
 
 from .conftest import start_cluster, wait_for

@@ -13,9 +13,9 @@ import pytest
 
 from odradek.broker.log.log import Log
 from odradek.client import Admin, Consumer, Producer, TopicPartition
-from odradek.client.cli.dev_cluster import DevCluster
 from odradek.client.errors import NotEnoughReplicasError, OdradekError
 from odradek.client.record.batch import read_batches
+from odradek.deploy.local import DevCluster
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import broker_pb2_grpc
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from odradek.client import Admin, Producer
-from odradek.client.cli.dev_cluster import DevCluster, process_state
+from odradek.deploy.local import DevCluster, process_state
 
 from .conftest import start_cluster, wait_for
 from .test_replication import read_all

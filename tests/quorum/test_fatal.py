@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from quorum_disk import RecordingStateMachine
 
-from odradek.client.cli.dev_cluster import DevCluster
 from odradek.controller.quorum.driver import MetadataLogFailedError, RaftDriver
 from odradek.controller.raft import NotLeaderError, Role
+from odradek.deploy.local import DevCluster
 
 
 def eio(*_args, **_kwargs):

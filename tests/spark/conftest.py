@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from odradek.client.cli.dev_cluster import DevCluster
+from odradek.deploy.local import DevCluster
 
 from ..integration.conftest import start_cluster
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from odradek.client import Admin, Consumer, ConsumerRecord, TopicPartition
-from odradek.client.cli.dev_cluster import DevCluster
 from odradek.client.producer.partitioner import murmur2
+from odradek.deploy.local import DevCluster
 
 pyspark = pytest.importorskip("pyspark")
 pytestmark = pytest.mark.integration

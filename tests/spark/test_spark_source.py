@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from odradek.client import Admin, Consumer, Producer, TopicPartition
-from odradek.client.cli.dev_cluster import DevCluster
+from odradek.deploy.local import DevCluster
 
 from ..integration.conftest import wait_for
 

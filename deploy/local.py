@@ -1,8 +1,11 @@
 """A local multi-node cluster of real processes on 127.0.0.1, for development, demos and tests.
 
 ``DevCluster.create`` writes one TOML config per node, formats storage with a fresh cluster id and records the
-layout in ``cluster.json``; nodes run as detached ``odradek server`` processes (they outlive the CLI), each
-logging to ``node-<id>/node.log``. The same state file lets later commands stop, kill, pause or restart nodes.
+layout in ``cluster.json``; nodes run as detached ``odradek server`` processes (they outlive whoever started
+them), each logging to ``node-<id>/node.log``. The same state file lets later commands stop, kill, pause or
+restart nodes. ``odradek dev``, the chaos harness, the project's tests and the pytest plugin
+(``deploy/pytest_plugin.py``) all run clusters through this module; ``running_cluster`` is the one-line form for
+an application's tests (docs/testing.md).
 """
 
 from __future__ import annotations
@@ -11,32 +14,96 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
-import socket
 import subprocess
-import sys
+import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import tomli_w
 
 from odradek.broker.config import NodeConfig
 from odradek.broker.storage import format_storage
 from odradek.client.admin import AsyncAdmin
-from odradek.client.cli.common import CommandError
-from odradek.client.cli.server import random_cluster_id, tuned_environment
 from odradek.client.errors import OdradekError
+from odradek.deploy.process import free_port, process_state, random_cluster_id, server_argv, tuned_environment
+
+__all__ = [
+    "STATE_FILE",
+    "DevCluster",
+    "DevNode",
+    "LocalClusterError",
+    "TopicSpec",
+    "free_port",
+    "process_state",
+    "running_cluster",
+]
 
 STATE_FILE = "cluster.json"
 
+T = TypeVar("T")
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+
+class LocalClusterError(Exception):
+    """A local cluster that cannot be laid out, found, started or made ready; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic a cluster starts with. ``replication_factor`` -1 takes the cluster's default (3, or fewer brokers)."""
+
+    partitions: int = 1
+    replication_factor: int = -1
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+def topic_specs(topics: Mapping[str, int | TopicSpec | Mapping[str, Any]] | None) -> dict[str, TopicSpec]:
+    """Topics as ``{name: partitions}``, ``{name: TopicSpec(...)}`` or ``{name: {"partitions": 3, ...}}``."""
+    out: dict[str, TopicSpec] = {}
+    for name, spec in (topics or {}).items():
+        if isinstance(spec, TopicSpec):
+            out[name] = spec
+        elif isinstance(spec, int) and not isinstance(spec, bool):
+            out[name] = TopicSpec(partitions=spec)
+        elif isinstance(spec, Mapping):
+            unknown = set(spec) - {"partitions", "replication_factor", "configs"}
+            if unknown:
+                raise LocalClusterError(f"topic {name!r}: unknown keys {sorted(unknown)}")
+            out[name] = TopicSpec(**spec)
+        else:
+            raise LocalClusterError(f"topic {name!r}: expected a partition count, a TopicSpec or a mapping")
+        if out[name].partitions < 1:
+            raise LocalClusterError(f"topic {name!r}: needs at least one partition")
+    return out
+
+
+def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` to completion from synchronous code, also when called inside a running event loop (an
+    async test): then on a fresh loop in a helper thread, since a loop cannot be re-entered."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    result: list[T] = []
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            result.append(asyncio.run(coroutine))
+        except BaseException as e:
+            failure.append(e)
+
+    thread = threading.Thread(target=target, name="odradek-local-cluster")
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
+    return result[0]
 
 
 @dataclass
@@ -60,20 +127,6 @@ class DevNode:
         return self.directory / "node.log"
 
 
-def process_state(pid: int) -> str:
-    """running, paused or stopped (zombies count as stopped)."""
-    if pid <= 0:
-        return "stopped"
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return "stopped"
-    state = stat.rpartition(")")[2].split()[0]
-    if state in ("Z", "X"):
-        return "stopped"
-    return "paused" if state in ("T", "t") else "running"
-
-
 @dataclass
 class DevCluster:
     directory: Path
@@ -95,11 +148,13 @@ class DevCluster:
         """Configs and formatted storage for the nodes (ids: controllers 1..N, then brokers). ``hosts`` maps a node
         id to the (address, network namespace) it runs at; by default every node is on 127.0.0.1 here."""
         if controllers < 1:
-            raise CommandError("a cluster needs at least one controller")
+            raise LocalClusterError("a cluster needs at least one controller")
+        if brokers < 0:
+            raise LocalClusterError("a broker count cannot be negative")
         if (directory / STATE_FILE).exists():
             existing = cls.load(directory)
             if any(process_state(n.pid) != "stopped" for n in existing.nodes):
-                raise CommandError(f"a dev cluster is already running in {directory} ('odradek dev down' first)")
+                raise LocalClusterError(f"a dev cluster is already running in {directory} ('odradek dev down' first)")
         directory.mkdir(parents=True, exist_ok=True)
         cluster = cls(directory.resolve(), random_cluster_id())
         if combined:
@@ -110,7 +165,7 @@ class DevCluster:
         for node_id, roles in specs:
             node_dir = cluster.directory / f"node-{node_id}"
             if node_dir.exists():
-                raise CommandError(f"{node_dir} exists: remove it or choose another --dir")
+                raise LocalClusterError(f"{node_dir} exists: remove it or choose another --dir")
             host, netns = hosts(node_id) if hosts is not None else ("127.0.0.1", "")
             cluster.nodes.append(
                 DevNode(
@@ -151,7 +206,7 @@ class DevCluster:
     def load(cls, directory: Path) -> DevCluster:
         path = directory / STATE_FILE
         if not path.exists():
-            raise CommandError(f"no dev cluster in {directory}")
+            raise LocalClusterError(f"no dev cluster in {directory}")
         data = json.loads(path.read_text())
         return cls(Path(data["directory"]), data["cluster_id"], [DevNode(**n) for n in data["nodes"]])
 
@@ -169,7 +224,7 @@ class DevCluster:
         for n in self.nodes:
             if n.node_id == node_id:
                 return n
-        raise CommandError(
+        raise LocalClusterError(
             f"no node {node_id} in the dev cluster (nodes: {', '.join(str(n.node_id) for n in self.nodes)})"
         )
 
@@ -190,11 +245,11 @@ class DevCluster:
     def start(self, node_id: int) -> DevNode:
         n = self.node(node_id)
         if process_state(n.pid) != "stopped":
-            raise CommandError(f"node {node_id} is already running (pid {n.pid})")
+            raise LocalClusterError(f"node {node_id} is already running (pid {n.pid})")
         with open(n.log_file, "ab") as out:
             netns = ["ip", "netns", "exec", n.netns] if n.netns else []  # execs in place: the pid is the server's
             proc = subprocess.Popen(
-                [*netns, sys.executable, "-m", "odradek.client.cli.main", "server", "--config", n.config],
+                [*netns, *server_argv(n.config)],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -214,7 +269,7 @@ class DevCluster:
     def signal(self, node_id: int, sig: signal.Signals) -> DevNode:
         n = self.node(node_id)
         if process_state(n.pid) == "stopped":
-            raise CommandError(f"node {node_id} is not running")
+            raise LocalClusterError(f"node {node_id} is not running")
         os.kill(n.pid, sig)
         return n
 
@@ -286,4 +341,63 @@ class DevCluster:
                 if dead and time.monotonic() > deadline - timeout + 3:
                     last += f"; nodes {dead} exited (see their node.log)"
                 await asyncio.sleep(0.2)
-        raise CommandError(f"cluster not ready after {timeout:.0f}s: {last}")
+        raise LocalClusterError(f"cluster not ready after {timeout:.0f}s: {last}")
+
+    def start_all_and_wait(self, timeout: float = 60.0) -> None:
+        """Start every stopped node and wait until the cluster is ready; stop it again if it never is."""
+        self.start_all()
+        try:
+            run_sync(self.wait_ready(timeout))
+        except BaseException:
+            self.stop_all(timeout=5)
+            raise
+
+    async def create_topics(self, topics: Mapping[str, int | TopicSpec | Mapping[str, Any]]) -> list[str]:
+        """Create the topics that do not exist yet (see ``topic_specs``); return the names created."""
+        created = []
+        async with AsyncAdmin({"bootstrap.servers": self.admin_servers, "request.timeout.ms": 10000}) as admin:
+            existing = set(await admin.list_topics(include_internal=True))
+            for name, spec in topic_specs(topics).items():
+                if name in existing:
+                    continue
+                await admin.create_topic(name, spec.partitions, spec.replication_factor, spec.configs)
+                created.append(name)
+        return created
+
+
+@contextlib.contextmanager
+def running_cluster(
+    controllers: int = 1,
+    brokers: int = 1,
+    *,
+    combined: bool = False,
+    config: Mapping[str, Any] | None = None,
+    topics: Mapping[str, int | TopicSpec | Mapping[str, Any]] | None = None,
+    directory: str | Path | None = None,
+    timeout: float = 60.0,
+) -> Iterator[DevCluster]:
+    """A cluster of real ``odradek server`` processes for the length of a ``with`` block: started, ready (a
+    controller leads, every broker is unfenced) and holding ``topics`` on entry; stopped on exit, and its
+    directory deleted unless one was given.
+
+    ``config`` applies to every node's TOML config (e.g. ``{"num.partitions": 3}``). The cluster's
+    ``bootstrap_servers`` is what clients connect to::
+
+        with running_cluster(brokers=1, topics={"orders": 3}) as cluster:
+            producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    """
+    specs = topic_specs(topics)  # a bad topic fails before any process starts
+    owned = directory is None
+    root = Path(tempfile.mkdtemp(prefix="odradek-")) if directory is None else Path(directory)
+    try:
+        cluster = DevCluster.create(root, controllers, brokers, combined, dict(config or {}))
+        cluster.start_all_and_wait(timeout)
+        try:
+            if specs:
+                run_sync(cluster.create_topics(specs))
+            yield cluster
+        finally:
+            cluster.stop_all(timeout=10)
+    finally:
+        if owned:
+            shutil.rmtree(root, ignore_errors=True)

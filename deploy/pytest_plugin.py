@@ -1,0 +1,148 @@
+"""pytest plugin: an ``odradek_cluster`` fixture that gives a test a real cluster of ``odradek server`` processes.
+
+Installed with odradek and registered through the ``pytest11`` entry point, so any project that depends on
+odradek has the fixture without configuration (``-p odradek.deploy.pytest_plugin`` loads it explicitly). The
+cluster's shape comes from the ``odradek_cluster`` marker, or from an indirect parameter (a dict of the same keys),
+which takes precedence::
+
+    @pytest.mark.odradek_cluster(brokers=1, topics={"orders": 3})
+    def test_orders(odradek_cluster):
+        producer = Producer({"bootstrap.servers": odradek_cluster.bootstrap_servers})
+
+Keys: ``controllers`` (1), ``brokers`` (1), ``combined`` (False), ``config`` (properties for every node),
+``topics`` (``{name: partitions}``, ``{name: TopicSpec}`` or ``{name: {"partitions", "replication_factor",
+"configs"}}``, created when missing) and ``shared`` (True). A shared cluster serves every test asking for the same
+shape during the session and stops when the session ends, as a started Kafka container does; a test that stops,
+pauses or reconfigures nodes asks for ``shared=False`` and gets a cluster of its own, stopped after the test.
+
+This module imports odradek only when a fixture runs, so loading the plugin costs other test runs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from odradek.deploy.local import DevCluster
+
+MARKER = "odradek_cluster"
+SHAPE_KEYS = {"controllers", "brokers", "combined", "config"}
+KEYS = SHAPE_KEYS | {"topics", "shared"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(controllers=1, brokers=1, combined=False, config=None, topics=None, shared=True): "
+        "the local odradek cluster the odradek_cluster fixture gives this test",
+    )
+
+
+def cluster_options(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The marker's keywords, overridden by an indirect parameter; unknown keys are a usage error."""
+    marker = request.node.get_closest_marker(MARKER)
+    if marker is not None and marker.args:
+        raise pytest.UsageError(f"@pytest.mark.{MARKER} takes keywords only ({', '.join(sorted(KEYS))})")
+    options = dict(marker.kwargs) if marker is not None else {}
+    param = getattr(request, "param", None)
+    if param is not None:
+        if not isinstance(param, Mapping):
+            raise pytest.UsageError(f"an indirect {MARKER} parameter is a dict of {', '.join(sorted(KEYS))}")
+        options.update(param)
+    unknown = set(options) - KEYS
+    if unknown:
+        raise pytest.UsageError(f"{MARKER}: unknown keys {sorted(unknown)} (known: {', '.join(sorted(KEYS))})")
+    return options
+
+
+def shape(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments of ``DevCluster.create`` (the key under which a shared cluster is reused)."""
+    return {
+        "controllers": int(options.get("controllers", 1)),
+        "brokers": int(options.get("brokers", 1)),
+        "combined": bool(options.get("combined", False)),
+        "overrides": dict(options.get("config") or {}),
+    }
+
+
+class ClusterPool:
+    """The session's shared clusters, one per shape, started on first use and stopped at the end."""
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self._factory = factory
+        self._clusters: dict[str, DevCluster] = {}
+
+    def get(self, options: Mapping[str, Any]) -> DevCluster:
+        from odradek.deploy.local import DevCluster
+
+        args = shape(options)
+        key = json.dumps(args, sort_keys=True, default=str)
+        cluster = self._clusters.get(key)
+        if cluster is None:
+            cluster = DevCluster.create(self._factory.mktemp("odradek"), **args)
+            cluster.start_all_and_wait()  # stops the nodes again if the cluster never gets ready
+            self._clusters[key] = cluster
+        else:
+            restore(cluster)
+        return cluster
+
+    def close(self) -> None:
+        for cluster in self._clusters.values():
+            cluster.stop_all(timeout=10)
+        self._clusters.clear()
+
+
+def restore(cluster: DevCluster) -> None:
+    """Resume paused nodes and restart stopped ones a previous test left behind, and wait until all are back."""
+    from odradek.deploy.local import process_state, run_sync
+
+    states = {n.node_id: process_state(n.pid) for n in cluster.nodes}
+    if all(state == "running" for state in states.values()):
+        return
+    for node_id, state in states.items():
+        if state == "paused":
+            cluster.signal(node_id, signal.SIGCONT)
+    restarted = {node_id for node_id, state in states.items() if state == "stopped"}
+    epochs = run_sync(cluster.broker_epochs()) if restarted else {}
+    cluster.start_all()
+    run_sync(cluster.wait_ready(newer_than={n: e for n, e in epochs.items() if n in restarted}))
+
+
+@pytest.fixture(scope="session")
+def odradek_cluster_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterPool]:
+    """The shared clusters of this session (stopped when it ends)."""
+    pool = ClusterPool(tmp_path_factory)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def odradek_cluster(
+    request: pytest.FixtureRequest, odradek_cluster_pool: ClusterPool, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DevCluster]:
+    """A ready local cluster of real processes shaped by the ``odradek_cluster`` marker (see the module doc)."""
+    from odradek.deploy.local import run_sync, running_cluster, topic_specs
+
+    options = cluster_options(request)
+    topics = topic_specs(options.get("topics"))  # a bad topic fails before any process starts
+    if options.get("shared", True):
+        cluster = odradek_cluster_pool.get(options)
+        if topics:
+            run_sync(cluster.create_topics(topics))
+        yield cluster
+        return
+    args = shape(options)
+    with running_cluster(
+        args["controllers"],
+        args["brokers"],
+        combined=args["combined"],
+        config=args["overrides"],
+        topics=topics,
+        directory=tmp_path_factory.mktemp("odradek"),
+    ) as cluster:
+        yield cluster

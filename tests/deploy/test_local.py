@@ -1,0 +1,109 @@
+"""The local cluster library and its pytest plugin: topic specs, options and errors are checked before any process
+starts; one real cluster checks that a shared cluster is restored between tests and that ``running_cluster``
+cleans up (tests/integration/test_clients.py and examples/ run real clusters through the fixture)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from odradek.deploy import pytest_plugin
+from odradek.deploy.local import (
+    DevCluster,
+    LocalClusterError,
+    TopicSpec,
+    process_state,
+    run_sync,
+    running_cluster,
+    topic_specs,
+)
+
+
+def test_topics_are_given_as_counts_specs_or_mappings() -> None:
+    specs = topic_specs({"a": 3, "b": TopicSpec(2, 1), "c": {"partitions": 4, "configs": {"cleanup.policy": "delete"}}})
+    assert specs == {
+        "a": TopicSpec(3),
+        "b": TopicSpec(2, 1),
+        "c": TopicSpec(4, -1, {"cleanup.policy": "delete"}),
+    }
+
+
+@pytest.mark.parametrize(
+    ("topics", "message"),
+    [
+        ({"a": 0}, "at least one partition"),
+        ({"a": {"partition": 3}}, "unknown keys"),
+        ({"a": "3"}, "expected a partition count"),
+        ({"a": True}, "expected a partition count"),
+    ],
+)
+def test_a_bad_topic_fails_before_any_process_starts(tmp_path: Path, topics: dict, message: str) -> None:
+    with pytest.raises(LocalClusterError, match=message), running_cluster(topics=topics, directory=tmp_path / "c"):
+        pytest.fail("a cluster started")
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize(("controllers", "brokers"), [(0, 1), (1, -1)])
+def test_a_cluster_without_controllers_or_with_negative_brokers_is_refused(
+    tmp_path: Path, controllers: int, brokers: int
+) -> None:
+    with pytest.raises(LocalClusterError):
+        DevCluster.create(tmp_path, controllers, brokers)
+    assert not (tmp_path / "cluster.json").exists()
+
+
+async def test_run_sync_works_inside_a_running_event_loop() -> None:
+    async def answer() -> int:
+        await asyncio.sleep(0)
+        return 42
+
+    assert run_sync(answer()) == 42
+
+
+def request(marker_kwargs: dict | None = None, param: dict | None = None, marker_args: tuple = ()) -> SimpleNamespace:
+    marker = None if marker_kwargs is None else SimpleNamespace(args=marker_args, kwargs=marker_kwargs)
+    node = SimpleNamespace(get_closest_marker=lambda name: marker if name == pytest_plugin.MARKER else None)
+    return SimpleNamespace(node=node, **({"param": param} if param is not None else {}))
+
+
+def test_the_fixture_reads_the_marker_and_an_indirect_parameter_overrides_it() -> None:
+    assert pytest_plugin.cluster_options(request()) == {}
+    assert pytest_plugin.cluster_options(request({"brokers": 3, "shared": False}, {"brokers": 2})) == {
+        "brokers": 2,
+        "shared": False,
+    }
+    assert pytest_plugin.shape({"config": {"num.partitions": 3}}) == {
+        "controllers": 1,
+        "brokers": 1,
+        "combined": False,
+        "overrides": {"num.partitions": 3},
+    }
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [request({"broker": 3}), request({}, {"topic": {}}), request({}, marker_args=(3,)), request(None, param=[3])],
+)
+def test_unknown_fixture_options_are_usage_errors(bad: SimpleNamespace) -> None:
+    with pytest.raises(pytest.UsageError):
+        pytest_plugin.cluster_options(bad)
+
+
+@pytest.mark.integration
+def test_a_shared_cluster_gets_back_the_nodes_a_test_stopped_or_paused(tmp_path: Path) -> None:
+    """What the plugin does before handing a shared cluster to the next test; and ``running_cluster`` cleans up."""
+    with running_cluster(controllers=1, brokers=2, config={"broker.session.timeout.ms": 3000}) as cluster:
+        root = cluster.directory
+        broker, other = (n.node_id for n in cluster.nodes if "broker" in n.roles)
+        cluster.signal(broker, signal.SIGKILL)
+        cluster.signal(other, signal.SIGSTOP)
+        pytest_plugin.restore(cluster)
+        assert {n.node_id: process_state(n.pid) for n in cluster.nodes} == dict.fromkeys((1, broker, other), "running")
+        run_sync(cluster.wait_ready(10))
+        pids = [n.pid for n in cluster.nodes]
+    assert not root.exists()
+    assert [process_state(pid) for pid in pids] == ["stopped"] * 3

@@ -1,0 +1,115 @@
+"""The layering of the package, read from every module's imports (with ast, so nothing is executed).
+
+- No library module imports the command-line interface (``odradek.client.cli``): the CLI sits on top of the
+  libraries, never the reverse.
+- The client library (``odradek.client`` outside ``client/cli``) depends on nothing of odradek but ``odradek.proto``
+  and itself, so an application can use it without the broker or controller code.
+- The sans-I/O cores take events and return decisions: they import no asyncio, grpc, socket or time (a clock is
+  passed in). Imports inside functions count too.
+
+``broker/isr_changes.py`` is not among the cores: its sans-I/O ``IsrChangeBatcher`` shares the module with the
+asyncio sender.
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SANS_IO_CORES = [
+    "odradek.controller.raft",
+    "odradek.controller.raft.config",
+    "odradek.controller.raft.log",
+    "odradek.controller.raft.messages",
+    "odradek.controller.raft.node",
+    "odradek.controller.raft.ready",
+    "odradek.controller.raft.snapshot",
+    "odradek.controller.raft.state",
+    "odradek.broker.replication",
+    "odradek.controller.elections",
+    "odradek.controller.unclean_recovery",
+    "odradek.controller.isr",
+    "odradek.controller.placement",
+    "odradek.chaos.checker",
+]
+IO_MODULES = {"asyncio", "grpc", "socket", "time"}
+
+
+@cache
+def modules() -> dict[str, Path]:
+    """Every module of the package by its dotted name, from pyproject's package-dir mapping."""
+    package_dir = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    out = {}
+    for package, folder in package_dir.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join([package, *parts])] = path
+    return out
+
+
+def imported(name: str, path: Path) -> set[str]:
+    """The dotted names a module imports anywhere in its body (``from a import b`` yields ``a`` and ``a.b``)."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            out.add(module)
+            out.update(f"{module}.{alias.name}" for alias in node.names)
+    return out
+
+
+def within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_the_module_list_is_complete() -> None:
+    found = modules()
+    assert "odradek.deploy.local" in found and "odradek.client.cli.main" in found
+    assert [core for core in SANS_IO_CORES if core not in found] == []
+
+
+def test_the_reader_sees_relative_and_nested_imports(tmp_path: Path) -> None:
+    source = tmp_path / "mod.py"
+    source.write_text("from . import sibling\nfrom ..cli import main\ndef f():\n    import time\n")
+    names = imported("odradek.client.sub.mod", source)
+    assert {"odradek.client.sub.sibling", "odradek.client.cli.main", "time"} <= names
+
+
+def test_no_library_module_imports_the_cli() -> None:
+    offenders = {
+        name: sorted(i for i in imported(name, path) if within(i, "odradek.client.cli"))
+        for name, path in modules().items()
+        if not within(name, "odradek.client.cli")
+    }
+    assert {name: found for name, found in offenders.items() if found} == {}
+
+
+def test_the_client_library_imports_only_proto_and_itself() -> None:
+    offenders = {
+        name: sorted(
+            i
+            for i in imported(name, path)
+            if within(i, "odradek") and not (within(i, "odradek.client") or within(i, "odradek.proto"))
+        )
+        for name, path in modules().items()
+        if within(name, "odradek.client") and not within(name, "odradek.client.cli")
+    }
+    assert {name: found for name, found in offenders.items() if found} == {}
+
+
+@pytest.mark.parametrize("core", SANS_IO_CORES)
+def test_sans_io_cores_import_no_io(core: str) -> None:
+    found = {i.split(".")[0] for i in imported(core, modules()[core])} & IO_MODULES
+    assert found == set(), f"{core} imports {sorted(found)}: pass a clock or move the I/O to its shell"
