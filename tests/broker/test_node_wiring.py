@@ -16,7 +16,7 @@ from odradek.broker.log.config import LogConfig
 from odradek.broker.node import Node
 from odradek.broker.replica_manager import broker_log_config, topic_log_config
 from odradek.broker.storage import format_storage
-from odradek.client.cli.dev_cluster import free_port
+from odradek.deploy.process import free_port
 from odradek.client.connection import channel_options
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import broker_pb2_grpc
