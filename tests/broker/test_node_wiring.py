@@ -16,8 +16,8 @@ from odradek.broker.log.config import LogConfig
 from odradek.broker.node import Node
 from odradek.broker.replica_manager import broker_log_config, topic_log_config
 from odradek.broker.storage import format_storage
-from odradek.deploy.process import free_port
 from odradek.client.connection import channel_options
+from odradek.deploy.process import free_port
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import broker_pb2_grpc
 
