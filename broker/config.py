@@ -34,6 +34,11 @@ class Voter:
     port: int
 
 
+# Listener names that Kafka's default security protocol map gives TLS or SASL: odradek serves plaintext gRPC
+# only, so a listener so named would silently not be what it says.
+SECURE_LISTENER_NAMES = frozenset({"SSL", "SASL_SSL", "SASL_PLAINTEXT"})
+
+
 def _listeners(value: str) -> dict[str, Endpoint]:
     out = {}
     for item in filter(None, (v.strip() for v in value.split(","))):
@@ -41,6 +46,8 @@ def _listeners(value: str) -> dict[str, Endpoint]:
         host, colon, port = address.rpartition(":")
         if not sep or not colon or not port.isdigit():
             raise ConfigError(f"listener '{item}' is not NAME://host:port")
+        if name.upper() in SECURE_LISTENER_NAMES:
+            raise ConfigError(f"listener '{item}': {name.upper()} is not supported yet (connections are plaintext)")
         out[name.upper()] = Endpoint(name.upper(), host or "0.0.0.0", int(port))
     return out
 

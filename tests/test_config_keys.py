@@ -115,10 +115,11 @@ NODE: dict[str, Key] = {
         ("tests/integration/test_quorum.py::test_three_controllers_elect_a_leader_within_3s", NODE_REFUSALS),
     ),
     "listeners": Key(
-        "`NAME://host:port,...` to listen on",
+        "`NAME://host:port,...` to listen on (plaintext; the names SSL, SASL_SSL and SASL_PLAINTEXT are refused)",
         (
             "tests/broker/test_node_wiring.py::test_listener_names_pick_the_controller_listener_and_advertised_overrides_the_broker_address",
             "tests/broker/test_node_wiring.py::test_socket_request_max_bytes_refuses_a_larger_request",
+            NODE_REFUSALS,
         ),
     ),
     "advertised.listeners": Key(

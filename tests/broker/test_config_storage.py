@@ -40,6 +40,8 @@ def test_toml_forms_flatten_to_kafka_names(tmp_path: Path) -> None:
         ({"controller.quorum.voters": "1@nohost"}, "id@host:port"),
         ({"controller.quorum.voters": "2@h:1"}, "not in controller.quorum.voters"),
         ({"listeners": "PLAINTEXT://127.0.0.1:1"}, "CONTROLLER listener"),
+        ({"listeners": "SSL://127.0.0.1:1,CONTROLLER://127.0.0.1:2"}, "SSL is not supported yet"),
+        ({"advertised.listeners": "SASL_SSL://h:1"}, "SASL_SSL is not supported yet"),
         ({"unclean.leader.election.enable": "maybe"}, "true or false"),
         ({"unsafe.testing.log.dir.failure.file": "../FAIL"}, "plain file name"),
         ({"log.cleanup.policy": "compact"}, "'log.cleanup.policy': not supported yet, only 'delete'"),
