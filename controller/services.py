@@ -234,16 +234,17 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         return self.voters.get(leader) if leader is not None else None
 
     async def _forward(self, call: Callable[[admin_pb2_grpc.AdminStub], Awaitable[Any]], empty: Any) -> Any:
-        """Send to the active controller; answer NOT_CONTROLLER (retriable) when none is known or reachable."""
+        """Send to the active controller; answer NOT_CONTROLLER (retriable) when none is known or reachable:
+        ``empty`` carries it per item already where its response has no top-level error (CreateTopics)."""
         address = self._leader_address()
-        if address is None:
+        if address is not None:
+            try:
+                return await call(admin_pb2_grpc.AdminStub(self._pool.get(address)))
+            except grpc.aio.AioRpcError:
+                pass
+        if "error" in empty.DESCRIPTOR.fields_by_name:
             empty.error = ErrorCode.NOT_CONTROLLER
-            return empty
-        try:
-            return await call(admin_pb2_grpc.AdminStub(self._pool.get(address)))
-        except grpc.aio.AioRpcError:
-            empty.error = ErrorCode.NOT_CONTROLLER
-            return empty
+        return empty
 
     def _local_controller(self) -> ActiveController | None:
         c = self.controller

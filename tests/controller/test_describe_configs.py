@@ -90,3 +90,13 @@ async def test_service_describes_a_topic_created_with_configs() -> None:
     assert got["compression.type"] == ("zstd", apb.TOPIC_CONFIG)
     assert got["retention.ms"] == ("60000", apb.STATIC_BROKER_CONFIG)
     assert got["segment.ms"] == ("604800000", apb.DEFAULT_CONFIG)
+
+
+async def test_a_node_that_knows_no_controller_answers_not_controller_per_topic() -> None:
+    """Before any controller is known, CreateTopics is a retriable NOT_CONTROLLER for each topic (its response has
+    no top-level error field to set)."""
+    _, driver = controller_for(build(brokers(1)))
+    admin = AdminService(driver.sm, driver, {}, {}, None)
+    request = apb.CreateTopicsRequest(topics=[apb.CreatableTopic(name="t", num_partitions=1, replication_factor=1)])
+    created = await admin.CreateTopics(request, None)
+    assert [(t.name, t.error) for t in created.topics] == [("t", ErrorCode.NOT_CONTROLLER)]
