@@ -31,7 +31,14 @@ from odradek.broker.config import NodeConfig
 from odradek.broker.storage import format_storage
 from odradek.client.admin import AsyncAdmin
 from odradek.client.errors import OdradekError
-from odradek.deploy.process import free_port, process_state, random_cluster_id, server_argv, tuned_environment
+from odradek.deploy.process import (
+    free_port,
+    free_ports,
+    process_state,
+    random_cluster_id,
+    server_argv,
+    tuned_environment,
+)
 
 __all__ = [
     "STATE_FILE",
@@ -162,6 +169,7 @@ class DevCluster:
         else:
             specs = [(i, ["controller"]) for i in range(1, controllers + 1)]
             specs += [(controllers + i, ["broker"]) for i in range(1, brokers + 1)]
+        ports = iter(free_ports(3 * len(specs)))  # distinct: two nodes on one port never start
         for node_id, roles in specs:
             node_dir = cluster.directory / f"node-{node_id}"
             if node_dir.exists():
@@ -172,9 +180,9 @@ class DevCluster:
                     node_id,
                     roles,
                     str(node_dir / "node.toml"),
-                    broker_port=free_port() if "broker" in roles else 0,
-                    controller_port=free_port() if "controller" in roles else 0,
-                    metrics_port=free_port(),
+                    broker_port=next(ports) if "broker" in roles else 0,
+                    controller_port=next(ports) if "controller" in roles else 0,
+                    metrics_port=next(ports),
                     host=host,
                     netns=netns,
                 )

@@ -8,6 +8,7 @@ server`` itself share these, so a node runs the same way whoever starts it.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import socket
 import sys
@@ -43,9 +44,17 @@ def server_argv(config: str | Path) -> list[str]:
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now (the kernel's choice)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports: all held open at once while chosen, since the kernel may hand out a port it
+    just gave (and that was closed again) to the next bind."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
 
 
 def process_state(pid: int) -> str:

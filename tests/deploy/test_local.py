@@ -107,3 +107,12 @@ def test_a_shared_cluster_gets_back_the_nodes_a_test_stopped_or_paused(tmp_path:
         pids = [n.pid for n in cluster.nodes]
     assert not root.exists()
     assert [process_state(pid) for pid in pids] == ["stopped"] * 3
+
+
+def test_free_ports_are_distinct() -> None:
+    """A local cluster's nodes get their ports in one batch: none may be handed out twice (a node then fails to
+    start with EADDRINUSE)."""
+    from odradek.deploy.process import free_ports
+
+    ports = free_ports(60)
+    assert len(set(ports)) == 60 and all(p > 0 for p in ports)
