@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -104,9 +105,12 @@ def restore(cluster: DevCluster) -> None:
     states = {n.node_id: process_state(n.pid) for n in cluster.nodes}
     if all(state == "running" for state in states.values()):
         return
-    for node_id, state in states.items():
-        if state == "paused":
-            cluster.signal(node_id, signal.SIGCONT)
+    paused = [n for n in cluster.nodes if states[n.node_id] == "paused"]
+    for n in paused:
+        cluster.signal(n.node_id, signal.SIGCONT)
+    deadline = time.monotonic() + 5  # SIGCONT is delivered at once, but /proc says so once the node is scheduled
+    while any(process_state(n.pid) == "paused" for n in paused) and time.monotonic() < deadline:
+        time.sleep(0.01)
     restarted = {node_id for node_id, state in states.items() if state == "stopped"}
     epochs = run_sync(cluster.broker_epochs()) if restarted else {}
     cluster.start_all()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -101,6 +102,13 @@ def test_a_shared_cluster_gets_back_the_nodes_a_test_stopped_or_paused(tmp_path:
         broker, other = (n.node_id for n in cluster.nodes if "broker" in n.roles)
         cluster.signal(broker, signal.SIGKILL)
         cluster.signal(other, signal.SIGSTOP)
+        deadline = time.monotonic() + 10  # signals take effect once the kernel schedules their targets
+        while (process_state(cluster.node(broker).pid), process_state(cluster.node(other).pid)) != (
+            "stopped",
+            "paused",
+        ):
+            assert time.monotonic() < deadline, "the nodes never stopped"
+            time.sleep(0.01)
         pytest_plugin.restore(cluster)
         assert {n.node_id: process_state(n.pid) for n in cluster.nodes} == dict.fromkeys((1, broker, other), "running")
         run_sync(cluster.wait_ready(10))
