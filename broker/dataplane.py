@@ -73,19 +73,25 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         cluster_id: str,
         replicas: ReplicaManager,
         metrics: NodeMetrics | None = None,
+        *,
+        controller_id: Callable[[], int] = lambda: -1,
+        session_valid: Callable[[], bool] = lambda: True,
+        producer_ids: ProducerIdManager | None = None,
+        fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES,
     ) -> None:
         self.metrics = metrics or NodeMetrics(broker_id)
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.replicas = replicas
-        self.controller_id = lambda: -1
+        # The active controller's id as this broker knows it (-1: none), for Metadata answers.
+        self.controller_id = controller_id
         # False while this broker cannot know it still leads: no controller session for a whole session timeout
         # (e.g. the process was paused). Writes are refused then; the controller has fenced it or soon will.
-        self.session_valid: Callable[[], bool] = lambda: True
-        # Set by the node (it needs the controller connection); without it InitProducerId is refused.
-        self.producer_ids: ProducerIdManager | None = None
+        self.session_valid = session_valid
+        # Given by the node (it needs the controller connection); without it InitProducerId is refused.
+        self.producer_ids = producer_ids
         # The node's fetch.max.bytes: the most record bytes one consumer Fetch answer carries (beyond one batch).
-        self.fetch_max_bytes = DEFAULT_FETCH_MAX_BYTES
+        self.fetch_max_bytes = fetch_max_bytes
 
     @property
     def image(self) -> MetadataImage:
