@@ -7,7 +7,9 @@ answers NOT_LEADER_OR_FOLLOWER with the current leader from the metadata image, 
 a metadata round trip. Fetches long-poll in a purgatory: a fetch that finds less than ``min_bytes`` parks a
 future on each of its partitions and is completed when the high watermark moves (consumers) or by the next append
 (followers, whose fetches with ``replica_id`` >= 0 read up to the log end offset and report their progress), or by
-``max_wait_ms``. ``acks=all`` produces wait in the same way until the high watermark covers their batches.
+``max_wait_ms``. Consumer and follower fetches share one read loop; what differs (the read bound, progress
+reporting, error answers, bytes-out accounting) is a ``_FetchKind``. ``acks=all`` produces wait in the same way
+until the high watermark covers their batches.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 from odradek.broker import describe_log_dirs
 from odradek.broker.log.rewrite import LOG_APPEND_TIME
 from odradek.broker.metrics import NodeMetrics
-from odradek.broker.partition import Partition
+from odradek.broker.partition import FollowerRead, Partition
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager, monotonic_ms
 from odradek.client.errors import ErrorCode, InvalidRequestError, NotLeaderOrFollowerError, OdradekError
@@ -54,6 +57,15 @@ def _leader_hint(image: MetadataImage, topic: str, partition: int) -> common_pb2
 DEFAULT_FETCH_MAX_BYTES = 57_671_680
 
 
+class _FetchKind(NamedTuple):
+    """What differs between a consumer's and a follower's pass over a Fetch request's partitions."""
+
+    read: Callable[[Partition, pb.FetchPartition, int], FollowerRead]  # one partition, at most ``int`` bytes
+    on_error: Callable[[pb.FetchPartitionResponse, str, OdradekError], None]  # completes an error answer
+    max_bytes: int  # the request's byte budget
+    count_bytes_out: bool  # whether record bytes count as the topic's bytes out
+
+
 class BrokerService(broker_pb2_grpc.BrokerServicer):
     def __init__(
         self,
@@ -61,19 +73,25 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         cluster_id: str,
         replicas: ReplicaManager,
         metrics: NodeMetrics | None = None,
+        *,
+        controller_id: Callable[[], int] = lambda: -1,
+        session_valid: Callable[[], bool] = lambda: True,
+        producer_ids: ProducerIdManager | None = None,
+        fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES,
     ) -> None:
         self.metrics = metrics or NodeMetrics(broker_id)
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.replicas = replicas
-        self.controller_id = lambda: -1
+        # The active controller's id as this broker knows it (-1: none), for Metadata answers.
+        self.controller_id = controller_id
         # False while this broker cannot know it still leads: no controller session for a whole session timeout
         # (e.g. the process was paused). Writes are refused then; the controller has fenced it or soon will.
-        self.session_valid: Callable[[], bool] = lambda: True
-        # Set by the node (it needs the controller connection); without it InitProducerId is refused.
-        self.producer_ids: ProducerIdManager | None = None
+        self.session_valid = session_valid
+        # Given by the node (it needs the controller connection); without it InitProducerId is refused.
+        self.producer_ids = producer_ids
         # The node's fetch.max.bytes: the most record bytes one consumer Fetch answer carries (beyond one batch).
-        self.fetch_max_bytes = DEFAULT_FETCH_MAX_BYTES
+        self.fetch_max_bytes = fetch_max_bytes
 
     @property
     def image(self) -> MetadataImage:
@@ -204,16 +222,19 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     def _read(self, request) -> tuple[pb.FetchResponse, int, list[Partition], dict[str, int]]:
         """One pass over the requested partitions: the response, bytes found, partitions to wait on, and record
-        bytes per topic (counted as bytes out only for the pass whose answer is sent).
+        bytes per topic (counted as bytes out only for the pass whose answer is sent, and only for consumers).
 
-        The response is built in place (``add``): upb deep-copies messages passed to a constructor, which for
-        lists of partition responses meant copying every record payload once per nesting level."""
+        Consumers and followers share this loop; ``_FetchKind`` holds what differs between them. The response is
+        built in place (``add``): upb deep-copies messages passed to a constructor, which for lists of partition
+        responses meant copying every record payload once per nesting level."""
         response = pb.FetchResponse()
-        if request.replica_id >= 0:
-            return self._read_for_follower(request, response)
+        kind = self._follower_fetch(request) if request.replica_id >= 0 else self._consumer_fetch(request)
+        if kind is None:
+            response.error = ErrorCode.STALE_BROKER_EPOCH
+            return response, 1, [], {}
         get = self.replicas.get
-        # As Kafka: a consumer's fetch is capped by the broker's fetch.max.bytes too (a follower's is not).
-        remaining = min(request.max_bytes if request.max_bytes > 0 else 1 << 62, self.fetch_max_bytes)
+        read_one, on_error, count_bytes_out = kind.read, kind.on_error, kind.count_bytes_out
+        remaining = kind.max_bytes
         total = 0
         waiting: list[Partition] = []
         sizes: dict[str, int] = {}
@@ -224,74 +245,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 index = fp.partition
                 try:
                     partition = get(name, index)
-                    data = partition.read(
-                        fp.fetch_offset, min(fp.partition_max_bytes, remaining), fp.current_leader_epoch
-                    )
+                    read = read_one(partition, fp, min(fp.partition_max_bytes, remaining))
                 except OdradekError as e:
-                    r = add(
-                        partition=index, error=e.code, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1
-                    )
-                    if e.code in _HINTED_FETCH_ERRORS:
-                        hint = _leader_hint(self.image, name, index)
-                        if hint is not None:
-                            r.current_leader.CopyFrom(hint)
+                    on_error(add(partition=index, error=e.code, high_watermark=-1, last_stable_offset=-1), name, e)
                     total += 1  # an error is worth answering now
-                    continue
-                records = data.records
-                size = len(records)
-                total += size
-                remaining = max(1, remaining - size)
-                if size:
-                    sizes[name] = sizes.get(name, 0) + size
-                else:
-                    waiting.append(partition)
-                add(
-                    partition=index,
-                    high_watermark=data.high_watermark,
-                    last_stable_offset=data.high_watermark,
-                    log_start_offset=data.log_start_offset,
-                    log_end_offset=data.log_end_offset,
-                    # upb takes only bytes; bytes() of a bytes object is that object, so only a view is copied.
-                    records=bytes(records),
-                )
-        return response, total, waiting, sizes
-
-    def _read_for_follower(self, request, response) -> tuple[pb.FetchResponse, int, list[Partition], dict[str, int]]:
-        """A follower's fetch: records up to the log end offset, divergence answers, and its progress recorded
-        (which may move the high watermark and the ISR)."""
-        replica = request.replica_id
-        registered = self.image.brokers.get(replica)
-        if registered is None or request.replica_epoch < registered.epoch:
-            response.error = ErrorCode.STALE_BROKER_EPOCH
-            return response, 1, [], {}
-        get = self.replicas.get
-        remaining = request.max_bytes if request.max_bytes > 0 else 1 << 62
-        total = 0
-        waiting: list[Partition] = []
-        now = monotonic_ms()
-        for t in request.topics:
-            name = t.name
-            add = response.topics.add(name=name).partitions.add
-            for fp in t.partitions:
-                index = fp.partition
-                try:
-                    partition = get(name, index)
-                    read = partition.read_for_follower(
-                        replica,
-                        fp.fetch_offset,
-                        fp.last_fetched_epoch,
-                        min(fp.partition_max_bytes, remaining),
-                        fp.current_leader_epoch,
-                        now,
-                    )
-                except OdradekError as e:
-                    r = add(partition=index, error=e.code, high_watermark=-1, last_stable_offset=-1)
-                    if e.code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                        p = self.replicas.partitions.get((name, index))
-                        if p is not None:
-                            r.log_start_offset = p.log.log_start_offset
-                            r.log_end_offset = p.log.log_end_offset
-                    total += 1
                     continue
                 r = add(
                     partition=index,
@@ -307,13 +264,58 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     continue
                 records = read.data.records
                 size = len(records)
+                total += size
+                remaining = max(1, remaining - size)
                 if size:
+                    # upb takes only bytes; bytes() of a bytes object is that object, so only a view is copied.
                     r.records = bytes(records)
-                    total += size
-                    remaining = max(1, remaining - size)
+                    if count_bytes_out:
+                        sizes[name] = sizes.get(name, 0) + size
                 else:
                     waiting.append(partition)
-        return response, total, waiting, {}
+        return response, total, waiting, sizes
+
+    def _consumer_fetch(self, request) -> _FetchKind:
+        """A consumer's fetch: records below the (visible) high watermark, capped by the broker's fetch.max.bytes
+        too (as Kafka; a follower's is not), and errors that re-route the client answered with a leader hint."""
+
+        def read(partition: Partition, fp, max_bytes: int) -> FollowerRead:
+            data = partition.read(fp.fetch_offset, max_bytes, fp.current_leader_epoch)
+            return FollowerRead(data, None, data.high_watermark, data.log_start_offset, data.log_end_offset)
+
+        def on_error(r: pb.FetchPartitionResponse, topic: str, e: OdradekError) -> None:
+            r.log_start_offset = -1
+            if e.code in _HINTED_FETCH_ERRORS:
+                hint = _leader_hint(self.image, topic, r.partition)
+                if hint is not None:
+                    r.current_leader.CopyFrom(hint)
+
+        max_bytes = min(request.max_bytes if request.max_bytes > 0 else 1 << 62, self.fetch_max_bytes)
+        return _FetchKind(read, on_error, max_bytes, count_bytes_out=True)
+
+    def _follower_fetch(self, request) -> _FetchKind | None:
+        """A follower's fetch: records up to the log end offset, divergence answers, and its progress recorded
+        (which may move the high watermark and the ISR). None if the follower's broker epoch is stale."""
+        replica = request.replica_id
+        registered = self.image.brokers.get(replica)
+        if registered is None or request.replica_epoch < registered.epoch:
+            return None
+        now = monotonic_ms()
+
+        def read(partition: Partition, fp, max_bytes: int) -> FollowerRead:
+            return partition.read_for_follower(
+                replica, fp.fetch_offset, fp.last_fetched_epoch, max_bytes, fp.current_leader_epoch, now
+            )
+
+        def on_error(r: pb.FetchPartitionResponse, topic: str, e: OdradekError) -> None:
+            if e.code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                p = self.replicas.partitions.get((topic, r.partition))
+                if p is not None:
+                    r.log_start_offset = p.log.log_start_offset
+                    r.log_end_offset = p.log.log_end_offset
+
+        max_bytes = request.max_bytes if request.max_bytes > 0 else 1 << 62
+        return _FetchKind(read, on_error, max_bytes, count_bytes_out=False)
 
     async def Fetch(self, request, context):
         response, sizes = await self._fetch(request)

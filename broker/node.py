@@ -3,6 +3,10 @@
 Both roles share one Raft driver and one metadata image: a controller is a voter of the metadata quorum, a
 broker-only node follows the committed metadata log as an observer. Each role serves on its own listener:
 ``CONTROLLER`` carries Raft, Controller and Admin; the broker listener carries Admin (and the data plane).
+
+This module owns a node's assembly: building each role from the config (``_build_controller``,
+``_build_broker``), serving its listener, starting and stopping the roles in order, and the node's state gauges.
+The components themselves get their collaborators through their constructors.
 """
 
 from __future__ import annotations
@@ -102,105 +106,16 @@ class Node:
         return server
 
     async def start(self) -> None:
+        """Build the node's roles, serve their listeners, then start the Raft driver and the roles' loops."""
         c = self.config
-        defaults = {
-            "num.partitions": c["num.partitions"],
-            "default.replication.factor": c["default.replication.factor"],
-            "max.partitions.per.broker": c["max.partitions.per.broker"],
-        }
         if c.is_controller:
-            lifecycle = BrokerLifecycle(
-                self.cluster_id, c["broker.session.timeout.ms"], self._unclean_allowed, self._min_isr
-            )
-            rebalance = c["leader.imbalance.check.interval.seconds"] if c["auto.leader.rebalance.enable"] else None
-            self.controller = ActiveController(
-                self.driver,
-                self.sm,
-                lifecycle,
-                rebalance_interval_s=rebalance,
-                imbalance_percentage=c["leader.imbalance.per.broker.percentage"],
-                recovery_strategy=self._recovery_strategy,
-            )
-        self.admin = AdminService(
-            self.sm, self.driver, self.voters, defaults, self.controller, topic_defaults=topic_defaults(c)
-        )
+            self.controller = self._build_controller()
+        self.admin = self._build_admin()
         if c.is_controller:
-            server = self._server(c.controller_listener)
-            raft_pb2_grpc.add_RaftServicer_to_server(RaftService(self.driver), server)
-            controller_pb2_grpc.add_ControllerServicer_to_server(ControllerService(self.controller), server)
-            admin_pb2_grpc.add_AdminServicer_to_server(self.admin, server)
+            self._serve_controller()
         if c.is_broker:
-            if c["unsafe.testing.fsync.ledger"]:
-                durability.enable(c["unsafe.testing.fsync.ledger"])
-            base = broker_log_config(c)
-            self.logs = LogManager(
-                c.log_dirs,
-                base,
-                LogManagerConfig.from_properties(
-                    {
-                        "log.retention.check.interval.ms": c["log.retention.check.interval.ms"],
-                        "log.max.open.fds": c["log.max.open.files"],
-                    }
-                ),
-            )
-            advertised = c.advertised_broker_listener
-            lifecycle_manager = self.broker_lifecycle = BrokerLifecycleManager(
-                broker_id=c.node_id,
-                cluster_id=self.cluster_id,
-                host=advertised.host,
-                port=advertised.port,
-                rack=c["broker.rack"],
-                log_dirs=c.log_dirs,
-                voters=self.voters,
-                leader_hint=lambda: self.sm.leader.leader_id,
-                metadata_offset=lambda: self.sm.image.offset,
-                heartbeat_interval_ms=c["broker.heartbeat.interval.ms"],
-                session_timeout_ms=c["broker.session.timeout.ms"],
-                previous_broker_epoch=self.logs.clean_shutdown_epoch,
-                offline=self._offline_report,
-                on_registered=lambda: self.replicas.publish(self.sm.image),
-            )
-            self.fetchers = ReplicaFetcherManager(
-                c.node_id,
-                lambda: lifecycle_manager.broker_epoch,
-                lambda: self.sm.image,
-                FetcherConfig(
-                    max_wait_ms=c["replica.fetch.wait.max.ms"],
-                    min_bytes=c["replica.fetch.min.bytes"],
-                    partition_max_bytes=c["replica.fetch.max.bytes"],
-                    response_max_bytes=c["replica.fetch.response.max.bytes"],
-                    backoff_ms=c["replica.fetch.backoff.ms"],
-                ),
-            )
-            self.isr_changes = IsrChangeSender(
-                c.node_id, lambda: lifecycle_manager.broker_epoch, lifecycle_manager.call
-            )
-            self.replicas = ReplicaManager(
-                c.node_id,
-                self.logs,
-                base,
-                min_isr_default=c["min.insync.replicas"],
-                fetchers=self.fetchers,
-                isr_changes=self.isr_changes.submit,
-                metrics=self.metrics,
-                unsafe_bug=c["unsafe.testing.bug"],
-                registered_epoch=lambda: lifecycle_manager.broker_epoch,
-            )
-            self.sm.on_change(self.replicas.publish)
-            loop = asyncio.get_running_loop()
-            self.logs.on_dir_offline(lambda d: loop.call_soon_threadsafe(self._log_dir_offline, d))
-            if self._all_log_dirs_offline():
-                raise StorageError(f"every log dir is offline: {', '.join(c.log_dirs)}")
-            server = self._server(c.broker_listener)
-            admin_pb2_grpc.add_AdminServicer_to_server(self.admin, server)
-            service = BrokerService(c.node_id, self.cluster_id, self.replicas, self.metrics)
-            service.controller_id = lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id
-            service.session_valid = lifecycle_manager.session_valid
-            service.fetch_max_bytes = c["fetch.max.bytes"]
-            service.producer_ids = ProducerIdManager(
-                c.node_id, lambda: lifecycle_manager.broker_epoch, lifecycle_manager.call
-            )
-            broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
+            self._build_broker()
+            self._serve_broker()
         for server in self.servers:
             await server.start()
         self.metrics.serve(c["metrics.port"])
@@ -208,9 +123,7 @@ class Node:
         if self.controller is not None:
             self.controller.start()
         if self.broker_lifecycle is not None:
-            self.broker_lifecycle.start()
-            self.isr_changes.start()
-            self._lag_task = asyncio.create_task(self._lag_checks(), name="isr-lag-checks")
+            self._start_broker()
         if self.logs is not None:
             self._log_task = asyncio.create_task(self._log_maintenance(), name="log-maintenance")
         log.info("node %d started with roles %s", c.node_id, ",".join(sorted(c.roles)))
@@ -218,6 +131,138 @@ class Node:
             log.warning(
                 "UNSAFE: running with the injected bug %r (for testing the chaos checker)", c["unsafe.testing.bug"]
             )
+
+    # -- controller role ----------------------------------------------------------------------------------------
+
+    def _build_controller(self) -> ActiveController:
+        """The controller role: decides on the metadata log while this node leads the quorum."""
+        c = self.config
+        lifecycle = BrokerLifecycle(
+            self.cluster_id, c["broker.session.timeout.ms"], self._unclean_allowed, self._min_isr
+        )
+        rebalance = c["leader.imbalance.check.interval.seconds"] if c["auto.leader.rebalance.enable"] else None
+        return ActiveController(
+            self.driver,
+            self.sm,
+            lifecycle,
+            rebalance_interval_s=rebalance,
+            imbalance_percentage=c["leader.imbalance.per.broker.percentage"],
+            recovery_strategy=self._recovery_strategy,
+        )
+
+    def _build_admin(self) -> AdminService:
+        """Admin is served by both roles; requests reach the active controller through ``self.controller`` when
+        this node has one, or are forwarded to it."""
+        c = self.config
+        defaults = {
+            "num.partitions": c["num.partitions"],
+            "default.replication.factor": c["default.replication.factor"],
+            "max.partitions.per.broker": c["max.partitions.per.broker"],
+        }
+        return AdminService(
+            self.sm, self.driver, self.voters, defaults, self.controller, topic_defaults=topic_defaults(c)
+        )
+
+    def _serve_controller(self) -> None:
+        """The CONTROLLER listener: Raft, Controller and Admin."""
+        server = self._server(self.config.controller_listener)
+        raft_pb2_grpc.add_RaftServicer_to_server(RaftService(self.driver), server)
+        controller_pb2_grpc.add_ControllerServicer_to_server(ControllerService(self.controller), server)
+        admin_pb2_grpc.add_AdminServicer_to_server(self.admin, server)
+
+    # -- broker role --------------------------------------------------------------------------------------------
+
+    def _build_broker(self) -> None:
+        """The broker role: its log dirs, its registration and heartbeats, and the partition replicas it hosts
+        (fed by the committed metadata)."""
+        c = self.config
+        if c["unsafe.testing.fsync.ledger"]:
+            durability.enable(c["unsafe.testing.fsync.ledger"])
+        base = broker_log_config(c)
+        self.logs = LogManager(
+            c.log_dirs,
+            base,
+            LogManagerConfig.from_properties(
+                {
+                    "log.retention.check.interval.ms": c["log.retention.check.interval.ms"],
+                    "log.max.open.fds": c["log.max.open.files"],
+                }
+            ),
+        )
+        lifecycle = self.broker_lifecycle = self._build_lifecycle(self.logs.clean_shutdown_epoch)
+        self.fetchers = ReplicaFetcherManager(
+            c.node_id,
+            lambda: lifecycle.broker_epoch,
+            lambda: self.sm.image,
+            FetcherConfig(
+                max_wait_ms=c["replica.fetch.wait.max.ms"],
+                min_bytes=c["replica.fetch.min.bytes"],
+                partition_max_bytes=c["replica.fetch.max.bytes"],
+                response_max_bytes=c["replica.fetch.response.max.bytes"],
+                backoff_ms=c["replica.fetch.backoff.ms"],
+            ),
+        )
+        self.isr_changes = IsrChangeSender(c.node_id, lambda: lifecycle.broker_epoch, lifecycle.call)
+        self.replicas = ReplicaManager(
+            c.node_id,
+            self.logs,
+            base,
+            min_isr_default=c["min.insync.replicas"],
+            fetchers=self.fetchers,
+            isr_changes=self.isr_changes.submit,
+            metrics=self.metrics,
+            unsafe_bug=c["unsafe.testing.bug"],
+            registered_epoch=lambda: lifecycle.broker_epoch,
+        )
+        self.sm.on_change(self.replicas.publish)
+        loop = asyncio.get_running_loop()
+        self.logs.on_dir_offline(lambda d: loop.call_soon_threadsafe(self._log_dir_offline, d))
+        if self._all_log_dirs_offline():
+            raise StorageError(f"every log dir is offline: {', '.join(c.log_dirs)}")
+
+    def _build_lifecycle(self, previous_broker_epoch: int) -> BrokerLifecycleManager:
+        """Registration and heartbeats with the active controller, advertising the broker listener."""
+        c = self.config
+        advertised = c.advertised_broker_listener
+        return BrokerLifecycleManager(
+            broker_id=c.node_id,
+            cluster_id=self.cluster_id,
+            host=advertised.host,
+            port=advertised.port,
+            rack=c["broker.rack"],
+            log_dirs=c.log_dirs,
+            voters=self.voters,
+            leader_hint=lambda: self.sm.leader.leader_id,
+            metadata_offset=lambda: self.sm.image.offset,
+            heartbeat_interval_ms=c["broker.heartbeat.interval.ms"],
+            session_timeout_ms=c["broker.session.timeout.ms"],
+            previous_broker_epoch=previous_broker_epoch,
+            offline=self._offline_report,
+            on_registered=lambda: self.replicas.publish(self.sm.image),
+        )
+
+    def _serve_broker(self) -> None:
+        """The broker listener: Admin and the data plane."""
+        c = self.config
+        lifecycle = self.broker_lifecycle
+        server = self._server(c.broker_listener)
+        admin_pb2_grpc.add_AdminServicer_to_server(self.admin, server)
+        service = BrokerService(
+            c.node_id,
+            self.cluster_id,
+            self.replicas,
+            self.metrics,
+            controller_id=lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id,
+            session_valid=lifecycle.session_valid,
+            producer_ids=ProducerIdManager(c.node_id, lambda: lifecycle.broker_epoch, lifecycle.call),
+            fetch_max_bytes=c["fetch.max.bytes"],
+        )
+        broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
+
+    def _start_broker(self) -> None:
+        self.broker_lifecycle.start()
+        self.isr_changes.start()
+        self._lag_task = asyncio.create_task(self._lag_checks(), name="isr-lag-checks")
 
     def _collect(self):
         """State gauges, read at scrape time."""

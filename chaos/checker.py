@@ -5,9 +5,9 @@ order; every offset holds one value for all observers; consumers read forward an
 later truncated; a write that failed definitely is never visible. Indeterminate writes (an error that may hide a
 successful append, or no outcome at all) may or may not be present.
 
-``check`` is pure and makes one pass over the history plus passes over its indexes, so a million events take
-seconds. ``python -m odradek.chaos.checker history.jsonl [--json report.json]`` prints the table and exits 1 on
-any violation.
+``check`` is pure: ``index_history`` makes the one pass over the history, then one function per violation class
+(``CHECKS``) reads the index, so a million events take seconds. ``python -m odradek.chaos.checker history.jsonl
+[--json report.json]`` prints the table and exits 1 on any violation.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -101,73 +101,68 @@ def _loc(location: Location) -> dict[str, object]:
     return {"topic": location[0], "partition": location[1], "offset": location[2]}
 
 
-def check(history: Iterable[Event], max_examples: int = 10) -> Report:
-    """Judge ``history`` (events in the order they were recorded; each worker's own events in its order)."""
-    found = {name: Violations(max_examples) for name in VIOLATIONS}
-    sends: dict[str, Send] = {}
-    sequences: dict[tuple[str, str, int], list[str]] = {}  # (producer, topic, partition) -> values in send order
-    acks: dict[str, Ack] = {}  # the first ack of each value
-    repeated_acks: list[Ack] = []  # a client bug, but each ack is a claim the log must match
-    errors: dict[str, SendError] = {}
-    at: dict[Location, str] = {}  # the first value observed (read or acked) at each location
-    conflicts: dict[Location, set[str]] = {}
-    where: dict[str, Location] = {}  # each value's first location in any read
-    elsewhere: dict[str, set[Location]] = {}  # its other locations, if any
-    final: dict[str, Location] = {}  # each value's first location in the final read
-    final_elsewhere: dict[str, set[Location]] = {}
-    first_read: dict[str, Read] = {}  # the first concurrent read of each value
-    position: dict[tuple[str, str, int], int] = {}  # (consumer, topic, partition) -> lowest offset it may read next
-    faults: list[dict[str, object]] = []
-    reads = final_reads = 0
+@dataclass(slots=True)
+class HistoryIndex:
+    """What the violation checks need from a history, gathered in one pass over it."""
 
-    def observe(location: Location, value: str) -> None:
-        seen = at.setdefault(location, value)
+    sends: dict[str, Send] = field(default_factory=dict)  # the first send of each value
+    sequences: dict[tuple[str, str, int], list[str]] = field(default_factory=dict)  # (producer, topic, partition)
+    acks: dict[str, Ack] = field(default_factory=dict)  # the first ack of each value
+    repeated_acks: list[Ack] = field(default_factory=list)  # a client bug, but each ack is a claim the log must match
+    errors: dict[str, SendError] = field(default_factory=dict)
+    at: dict[Location, str] = field(default_factory=dict)  # the first value observed (read or acked) at each location
+    conflicts: dict[Location, set[str]] = field(default_factory=dict)
+    where: dict[str, Location] = field(default_factory=dict)  # each value's first location in any read
+    elsewhere: dict[str, set[Location]] = field(default_factory=dict)  # its other locations, if any
+    final: dict[str, Location] = field(default_factory=dict)  # each value's first location in the final read
+    final_elsewhere: dict[str, set[Location]] = field(default_factory=dict)
+    first_read: dict[str, Read] = field(default_factory=dict)  # the first concurrent read of each value
+    cursor: list[Read | Seek] = field(default_factory=list)  # consumer reads and seeks, in recorded order
+    faults: list[dict[str, object]] = field(default_factory=list)
+    reads: int = 0
+    final_reads: int = 0
+
+    def observe(self, location: Location, value: str) -> None:
+        seen = self.at.setdefault(location, value)
         if seen != value:
-            conflicts.setdefault(location, {seen}).add(value)
+            self.conflicts.setdefault(location, {seen}).add(value)
 
-    def place(index: dict[str, Location], others: dict[str, set[Location]], value: str, location: Location) -> None:
-        first = index.setdefault(value, location)
-        if first != location:
-            others.setdefault(value, set()).add(location)
 
+def _place(index: dict[str, Location], others: dict[str, set[Location]], value: str, location: Location) -> None:
+    first = index.setdefault(value, location)
+    if first != location:
+        others.setdefault(value, set()).add(location)
+
+
+def index_history(history: Iterable[Event]) -> HistoryIndex:
+    """The one pass over the history (events in the order they were recorded; each worker's own in its order)."""
+    ix = HistoryIndex()
     for event in history:
         kind = type(event)
         if kind is Read or kind is FinalRead:
             location = (event.topic, event.partition, event.offset)
-            observe(location, event.value)
-            place(where, elsewhere, event.value, location)
+            ix.observe(location, event.value)
+            _place(ix.where, ix.elsewhere, event.value, location)
             if kind is FinalRead:
-                final_reads += 1
-                place(final, final_elsewhere, event.value, location)
+                ix.final_reads += 1
+                _place(ix.final, ix.final_elsewhere, event.value, location)
                 continue
-            reads += 1
-            first_read.setdefault(event.value, event)
-            key = (event.consumer, event.topic, event.partition)
-            lowest = position.get(key, 0)
-            if event.offset < lowest:
-                found["non_monotonic_read"].add(
-                    {
-                        "consumer": event.consumer,
-                        **_loc(location),
-                        "value": event.value,
-                        "expected_at_least": lowest,
-                    }
-                )
-            position[key] = event.offset + 1
+            ix.reads += 1
+            ix.first_read.setdefault(event.value, event)
+            ix.cursor.append(event)
         elif kind is Send:
-            if sends.setdefault(event.value, event) is event:
-                sequences.setdefault((event.process, event.topic, event.partition), []).append(event.value)
+            if ix.sends.setdefault(event.value, event) is event:
+                ix.sequences.setdefault((event.process, event.topic, event.partition), []).append(event.value)
         elif kind is Ack:
-            location = (event.topic, event.partition, event.offset)
-            if acks.setdefault(event.value, event) is not event:
-                repeated_acks.append(event)
-            observe(location, event.value)
+            if ix.acks.setdefault(event.value, event) is not event:
+                ix.repeated_acks.append(event)
+            ix.observe((event.topic, event.partition, event.offset), event.value)
         elif kind is SendError:
-            errors.setdefault(event.value, event)
+            ix.errors.setdefault(event.value, event)
         elif kind is Seek:
-            position[(event.consumer, event.topic, event.partition)] = event.offset
+            ix.cursor.append(event)
         elif kind is Fault or kind is Heal:
-            faults.append(
+            ix.faults.append(
                 {
                     "type": "fault" if kind is Fault else "heal",
                     "kind": event.kind,
@@ -177,76 +172,132 @@ def check(history: Iterable[Event], max_examples: int = 10) -> Report:
                     "time": event.time,
                 }
             )
+    return ix
 
-    for value, ack in acks.items():
-        if value not in final:
-            found["lost"].add({"value": value, **_loc((ack.topic, ack.partition, ack.offset))})
-    for ack in chain(acks.values(), repeated_acks):
+
+Examples = Iterator[dict[str, object]]
+
+
+def _lost(ix: HistoryIndex) -> Examples:
+    for value, ack in ix.acks.items():
+        if value not in ix.final:
+            yield {"value": value, **_loc((ack.topic, ack.partition, ack.offset))}
+
+
+def _duplicate(ix: HistoryIndex) -> Examples:
+    for value, others in ix.elsewhere.items():
+        located = sorted({ix.where[value], *others})
+        yield {"value": value, "locations": [_loc(x) for x in located], "in_final_read": value in ix.final_elsewhere}
+
+
+def _inconsistent_offset(ix: HistoryIndex) -> Examples:
+    for location, values in sorted(ix.conflicts.items()):
+        yield {**_loc(location), "values": sorted(values)}
+
+
+def _ack_mismatch(ix: HistoryIndex) -> Examples:
+    for ack in chain(ix.acks.values(), ix.repeated_acks):
         acked_at = (ack.topic, ack.partition, ack.offset)
-        placed = final.get(ack.value)
-        if placed is not None and placed != acked_at and acked_at not in final_elsewhere.get(ack.value, ()):
-            located = sorted({placed, *final_elsewhere.get(ack.value, ())})
-            found["ack_mismatch"].add({"value": ack.value, **_loc(acked_at), "found": [_loc(x) for x in located]})
+        placed = ix.final.get(ack.value)
+        others = ix.final_elsewhere.get(ack.value, ())
+        if placed is not None and placed != acked_at and acked_at not in others:
+            located = sorted({placed, *others})
+            yield {"value": ack.value, **_loc(acked_at), "found": [_loc(x) for x in located]}
 
-    for value, others in elsewhere.items():
-        located = sorted({where[value], *others})
-        found["duplicate"].add(
-            {"value": value, "locations": [_loc(x) for x in located], "in_final_read": value in final_elsewhere}
-        )
 
-    for location, values in sorted(conflicts.items()):
-        found["inconsistent_offset"].add({**_loc(location), "values": sorted(values)})
-
-    for (producer, topic, partition), values in sequences.items():
+def _reordered(ix: HistoryIndex) -> Examples:
+    for (producer, topic, partition), values in ix.sequences.items():
         previous: tuple[str, int] | None = None
         for value in values:
-            ack = acks.get(value)
+            ack = ix.acks.get(value)
             if ack is None:
                 continue  # unacknowledged writes carry no ordering promise
-            placed = final.get(value)
+            placed = ix.final.get(value)
             offset = placed[2] if placed is not None and placed[:2] == (topic, partition) else ack.offset
             if previous is not None and offset <= previous[1]:
-                found["reordered"].add(
-                    {
-                        "producer": producer,
-                        "topic": topic,
-                        "partition": partition,
-                        "earlier": {"value": previous[0], "offset": previous[1]},
-                        "later": {"value": value, "offset": offset},
-                    }
-                )
+                yield {
+                    "producer": producer,
+                    "topic": topic,
+                    "partition": partition,
+                    "earlier": {"value": previous[0], "offset": previous[1]},
+                    "later": {"value": value, "offset": offset},
+                }
             previous = (value, offset)
 
-    for value, read in first_read.items():
-        if value not in final:
-            found["vanished_read"].add(
-                {"value": value, "consumer": read.consumer, **_loc((read.topic, read.partition, read.offset))}
-            )
 
-    failed = 0
-    for value, error in errors.items():
-        if not error.definite or value in acks:
+def _vanished_read(ix: HistoryIndex) -> Examples:
+    for value, read in ix.first_read.items():
+        if value not in ix.final:
+            yield {"value": value, "consumer": read.consumer, **_loc((read.topic, read.partition, read.offset))}
+
+
+def _non_monotonic_read(ix: HistoryIndex) -> Examples:
+    position: dict[tuple[str, str, int], int] = {}  # (consumer, topic, partition) -> lowest offset it may read next
+    for event in ix.cursor:
+        key = (event.consumer, event.topic, event.partition)
+        if type(event) is Seek:
+            position[key] = event.offset
             continue
-        failed += 1
-        if value in where:
-            found["failed_write_visible"].add({"value": value, "error": error.error, **_loc(where[value])})
+        lowest = position.get(key, 0)
+        if event.offset < lowest:
+            location = (event.topic, event.partition, event.offset)
+            yield {"consumer": event.consumer, **_loc(location), "value": event.value, "expected_at_least": lowest}
+        position[key] = event.offset + 1
 
-    for value, location in where.items():
-        if value not in sends and value not in acks and value not in errors:
-            found["unexpected_read"].add({"value": value, **_loc(location)})
 
-    indeterminate = [v for v in sends if v not in acks and not (v in errors and errors[v].definite)]
-    totals = {
-        "sent": len(sends),
-        "acked": len(acks),
-        "failed": failed,
+def _definitely_failed(ix: HistoryIndex) -> list[str]:
+    """Values whose write failed definitely and was never acknowledged."""
+    return [value for value, error in ix.errors.items() if error.definite and value not in ix.acks]
+
+
+def _failed_write_visible(ix: HistoryIndex) -> Examples:
+    for value in _definitely_failed(ix):
+        if value in ix.where:
+            yield {"value": value, "error": ix.errors[value].error, **_loc(ix.where[value])}
+
+
+def _unexpected_read(ix: HistoryIndex) -> Examples:
+    for value, location in ix.where.items():
+        if value not in ix.sends and value not in ix.acks and value not in ix.errors:
+            yield {"value": value, **_loc(location)}
+
+
+CHECKS: dict[str, Callable[[HistoryIndex], Examples]] = {
+    "lost": _lost,
+    "duplicate": _duplicate,
+    "inconsistent_offset": _inconsistent_offset,
+    "ack_mismatch": _ack_mismatch,
+    "reordered": _reordered,
+    "vanished_read": _vanished_read,
+    "non_monotonic_read": _non_monotonic_read,
+    "failed_write_visible": _failed_write_visible,
+    "unexpected_read": _unexpected_read,
+}
+assert CHECKS.keys() == VIOLATIONS.keys()
+
+
+def _totals(ix: HistoryIndex) -> dict[str, int]:
+    indeterminate = [v for v in ix.sends if v not in ix.acks and not (v in ix.errors and ix.errors[v].definite)]
+    return {
+        "sent": len(ix.sends),
+        "acked": len(ix.acks),
+        "failed": len(_definitely_failed(ix)),
         "indeterminate": len(indeterminate),
-        "recovered": sum(1 for v in indeterminate if v in final),
-        "reads": reads,
-        "final_reads": final_reads,
-        "faults": sum(1 for f in faults if f["type"] == "fault"),
+        "recovered": sum(1 for v in indeterminate if v in ix.final),
+        "reads": ix.reads,
+        "final_reads": ix.final_reads,
+        "faults": sum(1 for f in ix.faults if f["type"] == "fault"),
     }
-    return Report(totals, found, faults)
+
+
+def check(history: Iterable[Event], max_examples: int = 10) -> Report:
+    """Judge ``history`` (events in the order they were recorded; each worker's own events in its order)."""
+    ix = index_history(history)
+    found = {name: Violations(max_examples) for name in VIOLATIONS}
+    for name, find in CHECKS.items():
+        for example in find(ix):
+            found[name].add(example)
+    return Report(_totals(ix), found, ix.faults)
 
 
 def main(argv: list[str] | None = None) -> int:

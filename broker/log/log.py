@@ -7,20 +7,9 @@ Threading: each Log has one reentrant lock taken by every public method, so any 
 Validation (header, CRC, record count) of appended batches runs before the lock is taken, and ``flush`` fsyncs
 duplicated fds without it, so a flush running in a worker thread does not stall appends and reads on the event loop.
 
-Recovery (``Log.open``), deciding between a torn tail and corruption:
-
-* Segments whose offsets lie below the recovery point were fsynced; they are loaded with a cheap consistency
-  check of their indexes (the last index entry must point at a batch with that base offset), and rebuilt only if
-  that fails. After an unclean shutdown every segment from the one holding the recovery point on is scanned:
-  each batch's header, CRC and offsets are validated and both indexes are rebuilt.
-* A bad batch in any segment but the last is corruption: a roll fsyncs the old segment before the first write to
-  the new one, so a sealed segment cannot have a torn tail.
-* A bad batch in the last segment is a torn tail, and the segment is truncated before it, only if it starts at or
-  above the recovery point (nothing fsynced is damaged) and no valid batch follows it anywhere in the file (a
-  torn write leaves a partial batch, zeros or garbage at the end, never an intact batch after the damage).
-  Otherwise it is corruption.
-* Corruption marks the log failed with CorruptRecordError (CORRUPT_MESSAGE): every operation raises it until an
-  operator intervenes (or replication rebuilds the replica); data is never silently skipped.
+Opening (``Log.open``) recovers the directory first: loading or scanning segments, truncating a torn tail,
+refusing corruption (recovery.py). A log that fails to open, or later hits an I/O error, goes offline: every
+operation raises its error.
 """
 
 from __future__ import annotations
@@ -38,21 +27,13 @@ from pathlib import Path
 from typing import NamedTuple, cast
 
 from odradek.broker.log import durability
-from odradek.broker.log.checkpoint import fsync_dir, remove_stale_tmp
+from odradek.broker.log.checkpoint import fsync_dir
 from odradek.broker.log.config import LogConfig
-from odradek.broker.log.epoch_cache import FILE_NAME as EPOCH_FILE
 from odradek.broker.log.epoch_cache import LeaderEpochCache
 from odradek.broker.log.handles import SegmentHandles
 from odradek.broker.log.producer_state import MAX_RETAINED_BATCHES, ProducerStateManager, increment_sequence
-from odradek.broker.log.segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    MAX_RELATIVE_OFFSET,
-    TIME_INDEX_SUFFIX,
-    Invalid,
-    LogSegment,
-    TimestampOffset,
-)
+from odradek.broker.log.recovery import recover
+from odradek.broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment, TimestampOffset
 from odradek.client.errors import (
     CorruptRecordError,
     ErrorCode,
@@ -190,28 +171,22 @@ class Log:
         return log
 
     def _load(self, recovery_point: int, log_start_offset: int, high_watermark: int, clean: bool) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        remove_stale_tmp(self.dir)
-        self._remove_leftovers()
-        self._epochs = LeaderEpochCache(self.dir / EPOCH_FILE)
+        """Install what recovery.py found in the directory, then replay the producer state. Lock held."""
         self._producers = ProducerStateManager(self.dir, self.config.producer_id_expiration_ms)
-        bases = sorted(int(p.name[: -len(LOG_SUFFIX)]) for p in self.dir.glob("*" + LOG_SUFFIX))
-        now = self._clock()
-        self._segments = [LogSegment(self.dir, b, self.config, self._handles, self._lock, now) for b in bases]
-        self._bases = bases
-        if bases:
-            self._load_segments(recovery_point, clean)
-        else:
-            self._add_segment(log_start_offset)
-        leo = self.log_end_offset
-        self._log_start = max(log_start_offset, self._bases[0])
-        if self._log_start > leo:  # the tail holding the log start was torn off: nothing below it may come back
-            self._truncate_fully(self._log_start)
-            leo = self._log_start
-        self._epochs.truncate_from_end(leo)
-        self._epochs.truncate_from_start(self._log_start)
-        self._hw = min(max(high_watermark, self._log_start), leo)
-        self._recovery_point = leo if clean else min(recovery_point, leo)
+        r = recover(
+            self.dir,
+            self.config,
+            self._handles,
+            self._lock,
+            self._clock,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            high_watermark=high_watermark,
+            clean=clean,
+        )
+        self._segments, self._bases = r.segments, [seg.base_offset for seg in r.segments]
+        self._epochs = r.epochs
+        self._log_start, self._hw, self._recovery_point = r.log_start_offset, r.high_watermark, r.recovery_point
         self._rebuild_producer_state()
 
     def _rebuild_producer_state(self) -> None:
@@ -239,45 +214,6 @@ class Log:
             offset = data.next_offset
         producers.map_end_offset = leo
         producers.remove_expired(self._clock())
-
-    def _load_segments(self, recovery_point: int, clean: bool) -> None:
-        """Load trusted segments, recover the others (all from the one holding the recovery point if unclean)."""
-        segments, bases = self._segments, self._bases
-        first_recovered = len(bases) if clean else max(0, bisect.bisect_right(bases, recovery_point) - 1)
-        for i, seg in enumerate(segments):
-            last = i == len(segments) - 1
-            if i < first_recovered and seg.load():
-                if last:
-                    seg.activate()
-                continue
-            invalid = seg.recover(seg.base_offset, self._epochs)
-            if invalid is not None:
-                self._judge(seg, invalid, last, recovery_point)
-            if not last:
-                if seg.end_offset() > bases[i + 1]:
-                    raise CorruptRecordError(f"{seg.log_path}: batches run past the next segment's base offset")
-                seg.seal()
-
-    def _judge(self, seg: LogSegment, invalid: Invalid, last: bool, recovery_point: int) -> None:
-        """Truncate a torn tail, or raise CorruptRecordError (see the module docstring)."""
-        where = f"{seg.log_path}: invalid batch at byte {invalid.position} ({invalid.reason})"
-        if not last:
-            raise CorruptRecordError(f"{where} in a sealed segment")
-        if invalid.expected_offset < recovery_point:
-            raise CorruptRecordError(f"{where} below the recovery point {recovery_point}")
-        following = seg.find_valid_batch(invalid.position, invalid.expected_offset)
-        if following is not None:
-            raise CorruptRecordError(f"{where}, followed by a valid batch at byte {following}")
-        logger.warning("%s: torn tail, truncating %s to %d bytes", where, seg.log_path.name, invalid.position)
-        seg.truncate_bytes(invalid.position)
-
-    def _remove_leftovers(self) -> None:
-        """Indexes whose log a crash deleted first (segments are deleted log file first)."""
-        logs = {p.name[: -len(LOG_SUFFIX)] for p in self.dir.glob("*" + LOG_SUFFIX)}
-        for path in self.dir.iterdir():
-            name = path.name
-            if any(name.endswith(s) and name[: -len(s)] not in logs for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
-                path.unlink(missing_ok=True)
 
     # -- state ---------------------------------------------------------------------------------------------------
 
