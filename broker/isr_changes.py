@@ -137,7 +137,8 @@ class IsrChangeSender:
             await asyncio.gather(self._task, return_exceptions=True)
 
     def submit(self, p: Partition, change: IsrChange) -> None:
-        log.info("%s: asking for ISR %s (was %s)", p, list(change.new_isr), list(p.isr))
+        # The partition already logged why at INFO (replication events).
+        log.debug("%s: asking for ISR %s (was %s)", p, list(change.new_isr), list(p.isr))
         self.batcher.submit(p, change)
         self._wake.set()
 

@@ -85,6 +85,11 @@ class Partition:
         return f"Partition({self.topic}-{self.partition}, leader={self.leader_id}@{self.leader_epoch})"
 
     @property
+    def name(self) -> str:
+        """topic-partition, as logs and tools print it."""
+        return f"{self.topic}-{self.partition}"
+
+    @property
     def is_leader(self) -> bool:
         return self.leader_state is not None
 
@@ -256,7 +261,9 @@ class Partition:
 
     def on_leader_stall(self, now_ms: int) -> None:
         if self.leader_state is not None:
-            self.leader_state.on_stall(now_ms)
+            restarted = self.leader_state.on_stall(now_ms)
+            if restarted is not None:
+                log.info("%s", restarted.describe(self.name))
 
     def check_lagging(self, now_ms: int, lag_max_ms: int) -> None:
         if self.leader_state is not None:
@@ -270,6 +277,8 @@ class Partition:
         return {} if self.leader_state is None else self.leader_state.follower_lag(self.log.log_end_offset)
 
     def _apply(self, progress: Progress) -> None:
+        for event in progress.events:
+            log.info("%s", event.describe(self.name))
         if progress.high_watermark is not None:
             self.log.high_watermark = progress.high_watermark
             self._wake(self._waiters)

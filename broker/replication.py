@@ -18,10 +18,14 @@ watermark and ISR changes to ask the controller for. Rules, as Kafka's leader ke
   followers it could not hear from meanwhile get a new window from then. Expand: a follower whose log end
   offset reached both the high watermark and the start of the current leader epoch. One change is in flight
   at a time; it takes effect only when the controller commits it and the metadata reaches this broker.
+
+Each answer also carries events (an ISR change asked for and why, one committed, a new lag window after a stall)
+that the shell writes to the broker's log, since this module neither logs nor reads a clock.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 UNKNOWN_OFFSET = -1
@@ -44,12 +48,72 @@ class IsrChange:
     partition_epoch: int
 
 
+def _ids(replicas: Iterable[int]) -> str:
+    return ",".join(str(r) for r in replicas) or "none"
+
+
+@dataclass(frozen=True, slots=True)
+class IsrShrinkRequested:
+    """ISR followers not caught up for the lag window; `lagging` is (replica, ms since it last was)."""
+
+    new_isr: tuple[int, ...]
+    lagging: tuple[tuple[int, int], ...]
+
+    def describe(self, partition: str) -> str:
+        why = ", ".join(f"{r} lagging {ms / 1000:.1f} s" for r, ms in self.lagging)
+        return f"ISR of {partition} shrinks to {_ids(self.new_isr)}: {why} (asking the controller)"
+
+
+@dataclass(frozen=True, slots=True)
+class IsrExpandRequested:
+    """A follower outside the ISR reached the high watermark and the start of the leader epoch."""
+
+    new_isr: tuple[int, ...]
+    replica: int
+    log_end_offset: int
+
+    def describe(self, partition: str) -> str:
+        return (
+            f"ISR of {partition} grows to {_ids(self.new_isr)}: {self.replica} caught up at offset "
+            f"{self.log_end_offset} (asking the controller)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class IsrCommitted:
+    """Committed metadata changed the ISR this leader works with."""
+
+    old_isr: tuple[int, ...]
+    new_isr: tuple[int, ...]
+
+    def describe(self, partition: str) -> str:
+        old, new = set(self.old_isr), set(self.new_isr)
+        verb = "shrank" if new < old else "grew" if new > old else "changed"
+        return f"ISR of {partition} {verb} to {_ids(self.new_isr)} (was {_ids(self.old_isr)})"
+
+
+@dataclass(frozen=True, slots=True)
+class LagWindowRestarted:
+    """The leader stalled: these followers' lag windows start again at `now_ms`."""
+
+    followers: tuple[int, ...]
+    now_ms: int
+
+    def describe(self, partition: str) -> str:
+        return f"{partition}: leader stalled: followers {_ids(self.followers)} get a new lag window"
+
+
+ReplicationEvent = IsrShrinkRequested | IsrExpandRequested | IsrCommitted | LagWindowRestarted
+
+
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """What one event changed: the new high watermark (None if unchanged) and an ISR change to request."""
+    """What one event changed: the new high watermark (None if unchanged), an ISR change to request, and the
+    transitions to log."""
 
     high_watermark: int | None = None
     isr_change: IsrChange | None = None
+    events: tuple[ReplicationEvent, ...] = ()
 
 
 NO_PROGRESS = Progress()
@@ -113,9 +177,11 @@ class LeaderState:
         f.last_fetch_ms = now_ms
         f.last_fetch_leader_leo = leader_leo
         change = None
+        events: tuple[ReplicationEvent, ...] = ()
         if self.pending is None and replica_id not in self.isr and self._may_join(f):
             change = self._request(tuple(r for r in self.replicas if r in self.isr or r == replica_id))
-        return self._progress(leader_leo, change)
+            events = (IsrExpandRequested(change.new_isr, replica_id, fetch_offset),)
+        return self._progress(leader_leo, change, events)
 
     def check_lagging(self, leader_leo: int, now_ms: int, lag_max_ms: int) -> Progress:
         """Periodic: ask to drop ISR followers not caught up within ``lag_max_ms``."""
@@ -131,12 +197,19 @@ class LeaderState:
         }
         if not lagging:
             return NO_PROGRESS
-        return self._progress(leader_leo, self._request(tuple(r for r in self.isr if r not in lagging)))
+        change = self._request(tuple(r for r in self.isr if r not in lagging))
+        why = tuple((r, now_ms - self.followers[r].last_caught_up_ms) for r in sorted(lagging))
+        return self._progress(leader_leo, change, (IsrShrinkRequested(change.new_isr, why),))
 
-    def on_stall(self, now_ms: int) -> None:
-        """The leader was not running for a while: followers' silence during it proves nothing about them."""
-        for f in self.followers.values():
-            f.last_caught_up_ms = max(f.last_caught_up_ms, now_ms)
+    def on_stall(self, now_ms: int) -> LagWindowRestarted | None:
+        """The leader was not running for a while: followers' silence during it proves nothing about them.
+        Returns which followers got a new window (None if none needed one)."""
+        restarted = []
+        for r, f in sorted(self.followers.items()):
+            if f.last_caught_up_ms < now_ms:
+                f.last_caught_up_ms = now_ms
+                restarted.append(r)
+        return LagWindowRestarted(tuple(restarted), now_ms) if restarted else None
 
     def on_metadata(
         self, partition_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...], leader_leo: int, now_ms: int
@@ -145,6 +218,7 @@ class LeaderState:
         if partition_epoch <= self.partition_epoch:
             return NO_PROGRESS
         self.partition_epoch = partition_epoch
+        events = (IsrCommitted(self.isr, isr),) if isr != self.isr else ()
         self.isr = isr
         self.pending = None
         if replicas != self.replicas:
@@ -155,7 +229,7 @@ class LeaderState:
                 for r in replicas
                 if r != self.broker_id
             }
-        return self._progress(leader_leo, None)
+        return self._progress(leader_leo, None, events)
 
     def set_min_isr(self, min_isr: int, leader_leo: int) -> Progress:
         self.min_isr = min_isr
@@ -175,9 +249,11 @@ class LeaderState:
         self.pending = IsrChange(new_isr, self.leader_epoch, self.partition_epoch)
         return self.pending
 
-    def _progress(self, leader_leo: int, change: IsrChange | None) -> Progress:
+    def _progress(
+        self, leader_leo: int, change: IsrChange | None, events: tuple[ReplicationEvent, ...] = ()
+    ) -> Progress:
         if len(self.isr) < min(self.min_isr, len(self.replicas)):
-            return Progress(None, change) if change is not None else NO_PROGRESS
+            return Progress(None, change, events) if change is not None or events else NO_PROGRESS
         hw = leader_leo
         for r in self.maximal_isr:
             if r != self.broker_id:
@@ -185,5 +261,5 @@ class LeaderState:
                 hw = min(hw, f.log_end_offset if f is not None else UNKNOWN_OFFSET)
         if hw > self.high_watermark:
             self.high_watermark = hw
-            return Progress(hw, change)
-        return Progress(None, change) if change is not None else NO_PROGRESS
+            return Progress(hw, change, events)
+        return Progress(None, change, events) if change is not None or events else NO_PROGRESS

@@ -4,7 +4,8 @@
 Everything that touches the core runs on the event loop, one input at a time: a tick, a message from the wire,
 a proposal. After each input the driver drains the core's Ready values and carries each out in the order
 ``ready.py`` prescribes: snapshot chunks, log writes and the quorum state are fsynced before any message of the
-same Ready leaves, then committed entries go to the state machine.
+same Ready leaves, then committed entries go to the state machine. The core's transition events (elections,
+check-quorum, snapshot installs, truncations) are logged at INFO as ``raft node N: became leader of epoch 7 ...``.
 
 On the wire each request and its response form one unary RPC of the ``Raft`` service. Requests the core sends go
 out on their own tasks and their answers come back through ``step``; requests that arrive are stepped in and the
@@ -286,6 +287,8 @@ class RaftDriver:
             store.flush()
         if ready.persist_state is not None:
             self._state_file.store(ready.persist_state)
+        for event in ready.events:  # logged once durable, so the log never claims a vote a crash lost
+            log.info("raft node %d: %s", self.node_id, event.describe())
         for message in ready.messages:
             self._send(message)
         if ready.install_snapshot is not None:

@@ -5,6 +5,7 @@ Drive a `RaftNode` with `step`, `tick`, `propose`; drain `ready()`, act on it as
 """
 
 from odradek.controller.raft.config import Faults, RaftConfig
+from odradek.controller.raft.events import RaftEvent
 from odradek.controller.raft.log import Entry, RaftLog
 from odradek.controller.raft.node import NotLeaderError, RaftNode, RaftSafetyError, ReplicaState
 from odradek.controller.raft.ready import LeaderAndEpoch, Ready
@@ -21,6 +22,7 @@ __all__ = [
     "PersistentState",
     "QuorumState",
     "RaftConfig",
+    "RaftEvent",
     "RaftLog",
     "RaftNode",
     "RaftSafetyError",

@@ -17,6 +17,19 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from odradek.controller.raft.config import Faults, RaftConfig
+from odradek.controller.raft.events import (
+    BecameCandidate,
+    BecameFollower,
+    BecameLeader,
+    BecameProspective,
+    BecameUnattached,
+    LogTruncated,
+    RaftEvent,
+    SnapshotInstalled,
+    SteppedDown,
+    Voted,
+    ids,
+)
 from odradek.controller.raft.log import Entry, RaftLog
 from odradek.controller.raft.messages import (
     FENCED_LEADER_EPOCH,
@@ -122,6 +135,7 @@ class RaftNode:
         self._chunks: list[SnapshotChunk] = []
         self._reads: list[FetchSnapshot] = []
         self._parked: list[Fetch] = []
+        self._events: list[RaftEvent] = []
 
         # Role-specific volatile state, reset on every transition.
         self._deadline = 0  # election timeout, or fetch timeout for a follower
@@ -220,26 +234,27 @@ class RaftNode:
                 self._retry_at = now + self._cfg.request_timeout_ticks
         elif role is Role.FOLLOWER:
             if now >= self._deadline:
+                silent = self._silence()
                 if self._is_voter:
-                    self._become_prospective()
+                    self._become_prospective(silent)
                 else:
-                    self._become_unattached(self._q.epoch)
+                    self._become_unattached(self._q.epoch, reason=silent)
             elif self._fetch_inflight is not None and now - self._fetch_sent_at >= self._cfg.request_timeout_ticks:
                 self._fetch_inflight = None  # lost: ask again
         elif role is Role.UNATTACHED:
             if self._is_voter:
                 if now >= self._deadline:
-                    self._become_prospective()
+                    self._become_prospective("election timeout")
             elif now >= self._retry_at:
                 self._discover_leader()
         elif role in (Role.PROSPECTIVE, Role.CANDIDATE):
             if now >= self._deadline:
-                self._become_prospective()
+                self._become_prospective(f"election timeout as {role.value} (votes from {ids(self._votes)})")
             elif now >= self._retry_at:
                 self._request_votes()
         elif role is Role.RESIGNED:
             if now >= self._deadline:
-                self._become_prospective()
+                self._become_prospective("election timeout after resigning")
             elif now >= self._retry_at:
                 self._send_end_quorum_epoch()
         self._pump_fetch()
@@ -267,7 +282,7 @@ class RaftNode:
     def resign(self) -> None:
         """Graceful shutdown of a leader: stop accepting writes and ask the voters to elect a successor now."""
         if self._q.role is Role.LEADER:
-            self._become_resigned()
+            self._become_resigned("asked to resign")
 
     def snapshot_taken(self, offset: int, epoch: int) -> None:
         """The applier saved a snapshot of everything below `offset` (`epoch` = epoch of offset - 1)."""
@@ -307,6 +322,7 @@ class RaftNode:
             or self._unstable_from < self._written_end
             or self._applied < self._hw
             or self._hw_changed
+            or self._events
             or self._install is not None
             or self._chunks
             or self._reads
@@ -334,8 +350,9 @@ class RaftNode:
             snapshot_reads=self._reads,
             parked_fetches=self._parked,
             end_offset=end,
+            events=self._events,
         )
-        self._msgs, self._chunks, self._reads, self._parked = [], [], [], []
+        self._msgs, self._chunks, self._reads, self._parked, self._events = [], [], [], [], []
         self._install = None
         self._hw_changed = False
         self._handed_state, self._handed_leader = state, leader
@@ -367,12 +384,15 @@ class RaftNode:
         self._download = None
         self._retry_at = self._now + self._cfg.request_timeout_ticks
 
-    def _become_unattached(self, epoch: int, leader_id: int | None = None, delay: int | None = None) -> None:
+    def _become_unattached(
+        self, epoch: int, leader_id: int | None = None, delay: int | None = None, *, reason: str
+    ) -> None:
         q = self._q
         if epoch == q.epoch:
             self._transition(Role.UNATTACHED, epoch, leader_id if q.leader_id is None else q.leader_id, q.voted_for)
         else:
             self._transition(Role.UNATTACHED, epoch, leader_id, None)
+        self._events.append(BecameUnattached(epoch, reason))
         self._deadline = self._now + (self._election_timeout() if delay is None else delay)
         if not self._is_voter:
             self._retry_at = self._now  # observers look for the new leader at the next tick
@@ -380,21 +400,26 @@ class RaftNode:
     def _vote_for(self, candidate: int) -> None:
         q = self._q
         self._transition(Role.UNATTACHED, q.epoch, q.leader_id, candidate)
+        self._events.append(Voted(candidate, q.epoch))
         self._deadline = self._now + self._election_timeout()
 
     def _become_follower(self, epoch: int, leader_id: int, *, heard_from_leader: bool) -> None:
         q = self._q
         self._transition(Role.FOLLOWER, epoch, leader_id, q.voted_for if epoch == q.epoch else None)
+        self._events.append(BecameFollower(leader_id, epoch))
         self._last_contact = self._now if heard_from_leader else _NEVER
         self._deadline = self._now + self._fetch_timeout()
 
-    def _become_prospective(self) -> None:
+    def _become_prospective(self, reason: str) -> None:
         q = self._q
         self._transition(Role.PROSPECTIVE, q.epoch, q.leader_id, q.voted_for)
+        self._events.append(BecameProspective(q.epoch, reason))
         self._start_election()
 
     def _become_candidate(self) -> None:
+        pre_votes = tuple(sorted(self._votes))
         self._transition(Role.CANDIDATE, self._q.epoch + 1, None, self._id)
+        self._events.append(BecameCandidate(self._q.epoch, pre_votes))
         self._start_election()
 
     def _start_election(self) -> None:
@@ -421,7 +446,9 @@ class RaftNode:
 
     def _become_leader(self) -> None:
         q, now = self._q, self._now
+        votes = tuple(sorted(self._votes))
         self._transition(Role.LEADER, q.epoch, self._id, self._id)
+        self._events.append(BecameLeader(q.epoch, votes))
         # Every voter gets a full fetch timeout to show up before check-quorum counts it missing.
         self._replicas = {v: ReplicaState(v, True, last_fetch_tick=now) for v in self._voters if v != self._id}
         self._epoch_start = self._log.end_offset
@@ -429,12 +456,13 @@ class RaftNode:
         for v in sorted(self._replicas):
             self._send(BeginQuorumEpoch(self._id, v, q.epoch))
 
-    def _become_resigned(self) -> None:
+    def _become_resigned(self, reason: str) -> None:
         q = self._q
         others = [v for v in self._voters if v != self._id]
         ends = {v: r.end_offset for v, r in self._replicas.items()}
         successors = tuple(sorted(others, key=lambda v: (-ends.get(v, -1), v)))
         self._transition(Role.RESIGNED, q.epoch, self._id, q.voted_for)
+        self._events.append(SteppedDown(q.epoch, reason))
         self._successors = successors
         self._deadline = self._now + self._election_timeout()
         self._send_end_quorum_epoch()
@@ -452,7 +480,7 @@ class RaftNode:
         if leader_id is not None and leader_id != self._id:
             self._become_follower(epoch, leader_id, heard_from_leader=False)
         else:
-            self._become_unattached(epoch)
+            self._become_unattached(epoch, reason=f"a peer answered with epoch {epoch}")
 
     def _follow_hint(self, epoch: int, leader_id: int | None) -> None:
         """Use a leader hint from any response: a higher epoch, or the leader of our epoch we lost track of."""
@@ -485,7 +513,7 @@ class RaftNode:
             self._answer_vote(m, m.candidate_epoch > q.epoch and log_ok and not self._leader_alive())
             return
         if m.candidate_epoch > q.epoch:
-            self._become_unattached(m.candidate_epoch)
+            self._become_unattached(m.candidate_epoch, reason=f"{m.src} asks for votes in epoch {m.candidate_epoch}")
             q = self._q
         if q.voted_for == m.src:
             granted = True  # a retried request
@@ -548,7 +576,7 @@ class RaftNode:
             successors = m.preferred_successors
             # The best-placed successor campaigns at once, the others back off by their rank.
             delay = successors.index(self._id) * self._cfg.election_backoff_ticks if self._id in successors else None
-            self._become_unattached(m.epoch, leader_id=m.src, delay=delay)
+            self._become_unattached(m.epoch, leader_id=m.src, delay=delay, reason=f"leader {m.src} resigned")
         self._send(EndQuorumEpochResponse(self._id, m.src, self._q.epoch, self.leader_id))
 
     def _on_quorum_epoch_ack(self, m: BeginQuorumEpochResponse | EndQuorumEpochResponse) -> None:
@@ -566,7 +594,10 @@ class RaftNode:
         horizon = self._now - self._cfg.fetch_timeout_ticks
         alive = 1 + sum(1 for r in self._replicas.values() if r.voter and r.last_fetch_tick >= horizon)
         if alive < self._majority:
-            self._become_resigned()
+            self._become_resigned(
+                f"check-quorum lost ({alive} of {len(self._voters)} voters fetched"
+                f" in the last {self._cfg.fetch_timeout_ticks} ticks)"
+            )
 
     # ------------------------------------------------------------------ fetch: leader side
 
@@ -780,6 +811,7 @@ class RaftNode:
         if target < self._hw:
             raise RaftSafetyError(f"node {self._id}: divergence at {target} is below the high watermark {self._hw}")
         self._log.truncate(target)
+        self._events.append(LogTruncated(target, diverging.epoch))
         self._unstable_from = min(self._unstable_from, target)
         self._durable_end = min(self._durable_end, target)
 
@@ -808,6 +840,7 @@ class RaftNode:
             raise RaftSafetyError(f"node {self._id}: snapshot {snapshot_id} is behind the high watermark")
         self._download = None
         self._log.reset(snapshot_id)
+        self._events.append(SnapshotInstalled(snapshot_id, self._q.leader_id))
         self._install = snapshot_id
         self._written_end = self._unstable_from = snapshot_id.end_offset
         self._durable_end = min(self._durable_end, snapshot_id.end_offset)
@@ -827,6 +860,12 @@ class RaftNode:
 
     def _leader_view(self) -> LeaderAndEpoch:
         return LeaderAndEpoch(self.leader_id, self._q.epoch, self._q.role)
+
+    def _silence(self) -> str:
+        leader = self._q.leader_id
+        if self._last_contact == _NEVER:
+            return f"fetch timeout: leader {leader} never answered"
+        return f"fetch timeout: leader {leader} silent for {self._now - self._last_contact} ticks"
 
     def _election_timeout(self) -> int:
         t = self._cfg.election_timeout_ticks

@@ -12,12 +12,15 @@ The shell handles one Ready at a time:
    `parked_fetches` (step each again when a later Ready moves `high_watermark` or has `entries`, or with
    `max_wait_ms=0` once its wait is over);
 7. call `RaftNode.advance(ready)`.
+
+`events` only describe what happened (for the node log); logging them is the shell's whole duty towards them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from odradek.controller.raft.events import RaftEvent
 from odradek.controller.raft.log import Entry
 from odradek.controller.raft.messages import Fetch, FetchSnapshot, Message
 from odradek.controller.raft.snapshot import SnapshotChunk, SnapshotId
@@ -50,3 +53,6 @@ class Ready:
     parked_fetches: list[Fetch] = field(default_factory=list)
     #: The log end offset this Ready makes durable; `advance` uses it to count the leader's own copy.
     end_offset: int = 0
+    #: What changed in the core since the previous Ready (role changes, snapshot installs, truncations), in
+    #: order, for the shell to log; carrying them out needs nothing beyond the fields above.
+    events: list[RaftEvent] = field(default_factory=list)

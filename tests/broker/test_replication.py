@@ -9,7 +9,15 @@ import random
 
 import pytest
 
-from odradek.broker.replication import NO_PROGRESS, UNKNOWN_OFFSET, IsrChange, LeaderState, Progress
+from odradek.broker.replication import (
+    NO_PROGRESS,
+    UNKNOWN_OFFSET,
+    IsrChange,
+    IsrCommitted,
+    IsrExpandRequested,
+    LeaderState,
+    Progress,
+)
 
 LEADER = 1
 LAG_MS = 1000
@@ -234,7 +242,7 @@ def test_on_metadata_settles_pending_shrink_and_hw_advances() -> None:
     assert s.on_append(50) is NO_PROGRESS
     assert s.high_watermark == 10
     progress = s.on_metadata(PARTITION_EPOCH + 1, (1, 2, 3), (1, 2), leader_leo=50, now_ms=LAG_MS + 2)
-    assert progress == Progress(50)
+    assert progress == Progress(50, events=(IsrCommitted((1, 2, 3), (1, 2)),))
     assert s.pending is None and s.isr == (1, 2) and s.partition_epoch == PARTITION_EPOCH + 1
 
 
@@ -316,7 +324,8 @@ def test_expansion_commit_then_member_holds_hw() -> None:
     s = make_leader((1, 2, 3), isr=(1, 2))
     s.on_follower_fetch(2, 10, 10, now_ms=0)
     s.on_follower_fetch(3, 10, 10, now_ms=0)
-    assert s.on_metadata(PARTITION_EPOCH + 1, (1, 2, 3), (1, 2, 3), leader_leo=10, now_ms=0) is NO_PROGRESS
+    committed = s.on_metadata(PARTITION_EPOCH + 1, (1, 2, 3), (1, 2, 3), leader_leo=10, now_ms=0)
+    assert committed == Progress(events=(IsrCommitted((1, 2), (1, 2, 3)),))
     assert s.pending is None and s.isr == (1, 2, 3)
     s.on_append(20)
     s.on_follower_fetch(2, 20, 20, now_ms=0)
@@ -369,9 +378,11 @@ def test_expansion_is_requested_below_min_isr_and_commit_releases_hw() -> None:
     s = make_leader((1, 2, 3), isr=(1,), min_isr=2)
     s.on_append(10)
     progress = s.on_follower_fetch(2, 10, 10, now_ms=0)
-    assert progress == Progress(None, IsrChange((1, 2), LEADER_EPOCH, PARTITION_EPOCH))
+    assert progress.isr_change == IsrChange((1, 2), LEADER_EPOCH, PARTITION_EPOCH)
+    assert progress == Progress(None, progress.isr_change, (IsrExpandRequested((1, 2), 2, 10),))
     assert s.high_watermark == 0  # the pending member counts as ISR for the min, but only the committed ISR does
-    assert s.on_metadata(PARTITION_EPOCH + 1, (1, 2, 3), (1, 2), leader_leo=10, now_ms=0) == Progress(10)
+    released = s.on_metadata(PARTITION_EPOCH + 1, (1, 2, 3), (1, 2), leader_leo=10, now_ms=0)
+    assert released == Progress(10, events=(IsrCommitted((1,), (1, 2)),))
 
 
 def test_shrink_below_min_isr_freezes_hw() -> None:
@@ -401,10 +412,12 @@ def test_reassignment_adds_and_removes_follower_states() -> None:
 
     change = s.on_follower_fetch(4, 10, 10, now_ms=300).isr_change
     assert change == IsrChange((1, 2, 3, 4), LEADER_EPOCH, PARTITION_EPOCH + 1)
-    assert s.on_metadata(PARTITION_EPOCH + 2, (1, 2, 3, 4), (1, 2, 3, 4), leader_leo=10, now_ms=300) is NO_PROGRESS
+    committed = s.on_metadata(PARTITION_EPOCH + 2, (1, 2, 3, 4), (1, 2, 3, 4), leader_leo=10, now_ms=300)
+    assert committed.high_watermark is None and committed.isr_change is None
 
     # Removing 3 from replicas and ISR: its state goes and it no longer holds the HW.
-    assert s.on_metadata(PARTITION_EPOCH + 3, (1, 2, 4), (1, 2, 4), leader_leo=10, now_ms=400) == Progress(10)
+    removed = s.on_metadata(PARTITION_EPOCH + 3, (1, 2, 4), (1, 2, 4), leader_leo=10, now_ms=400)
+    assert removed == Progress(10, events=(IsrCommitted((1, 2, 3, 4), (1, 2, 4)),))
     assert set(s.followers) == {2, 4}
     assert s.on_follower_fetch(3, 10, 10, now_ms=500) is NO_PROGRESS
     assert 3 not in s.followers
