@@ -7,6 +7,7 @@ bootstrap from any node.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -366,7 +367,14 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         names = list(request.names) or sorted(
             n for n in image.topic_ids if request.include_internal or not n.startswith(INTERNAL_PREFIX)
         )
-        if request.names and self._local_controller() is None and any(image.topic(n) is None for n in names):
+        local = self._local_controller()
+        if request.names and local is not None and any(image.topic(n) is None for n in names):
+            # A just-elected leader applies what its predecessor committed only once its own epoch's first entry
+            # commits: wait for that (as writes do) rather than call a committed topic unknown.
+            with contextlib.suppress(OdradekError):
+                await local.wait_active(5.0)
+            image = self.sm.image
+        elif request.names and local is None and any(image.topic(n) is None for n in names):
             # A topic unknown here may be committed but not yet applied on this node: the active controller has
             # every committed write, so a client can describe a topic right after creating it.
             address = self._leader_address()

@@ -100,3 +100,32 @@ async def test_a_node_that_knows_no_controller_answers_not_controller_per_topic(
     request = apb.CreateTopicsRequest(topics=[apb.CreatableTopic(name="t", num_partitions=1, replication_factor=1)])
     created = await admin.CreateTopics(request, None)
     assert [(t.name, t.error) for t in created.topics] == [("t", ErrorCode.NOT_CONTROLLER)]
+
+
+async def test_a_just_elected_leader_describes_a_topic_its_predecessor_committed() -> None:
+    """Until the new leader's first entry commits, its image may lack what the old leader committed: DescribeTopics
+    waits for that instead of calling the topic unknown."""
+    import asyncio
+
+    from test_active import FakeDriver
+
+    from odradek.controller.active import ActiveController
+    from odradek.controller.brokers import BrokerLifecycle
+    from odradek.controller.metadata.state_machine import MetadataStateMachine, encode_batch
+    from odradek.controller.raft import Entry
+
+    sm = MetadataStateMachine("c1")
+    driver = FakeDriver(sm)
+    driver.node.log.end_offset = 2  # the topic at 0, this leader's epoch start at 1: neither applied yet
+    controller = ActiveController(driver, sm, BrokerLifecycle("c1", 60_000, lambda _t: False))
+    sm.leader_changed(driver.leader)
+    assert not controller.is_active
+    admin = AdminService(sm, driver, {}, {}, controller)
+    asked = asyncio.ensure_future(admin.DescribeTopics(apb.DescribeTopicsRequest(names=["t"]), None))
+    await asyncio.sleep(0.05)
+    assert not asked.done()
+    driver.node.high_watermark = 2
+    records = build(brokers(1), topic(), partition(0, (1,))).to_records()
+    sm.apply([Entry(0, 0, encode_batch(records)), Entry(1, 1, b"", control=True)])
+    described = await asyncio.wait_for(asked, 5)
+    assert [(t.name, t.error) for t in described.topics] == [("t", ErrorCode.NONE)]
