@@ -13,7 +13,7 @@ from odradek.broker.partition import Partition
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
 from odradek.controller.isr import MinIsr, alter_partition, isr_items
-from odradek.controller.metadata.image import MetadataImage
+from odradek.controller.metadata.image import MetadataImage, PartitionState
 from odradek.proto import controller_pb2 as cpb
 
 MAX = 1 << 20
@@ -83,3 +83,18 @@ class Replicas:
     def close(self) -> None:
         for p in self.parts.values():
             p.log.close()
+
+
+class OneReplica:
+    """The slice of ReplicaManager the data plane (BrokerService) uses, over one broker's replica of t-0."""
+
+    def __init__(self, partition: Partition, state: PartitionState) -> None:
+        self.partitions = {("t", 0): partition}
+        self.state = state
+        self.image = self
+
+    def get(self, topic: str, partition: int) -> Partition:
+        return self.partitions[(topic, partition)]
+
+    def partition(self, topic: str, partition: int) -> PartitionState:
+        return self.state

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from replicas import OneReplica
+
 from odradek.broker.dataplane import BrokerService
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
@@ -11,21 +13,6 @@ from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
 from odradek.controller.metadata.image import PartitionState
 from odradek.proto import broker_pb2 as pb
-
-
-class Replicas:
-    """The slice of ReplicaManager the data plane uses, over a single-replica t-0."""
-
-    def __init__(self, partition: Partition, state: PartitionState) -> None:
-        self.partitions = {("t", 0): partition}
-        self.state = state
-        self.image = self
-
-    def get(self, topic: str, partition: int) -> Partition:
-        return self.partitions[(topic, partition)]
-
-    def partition(self, topic: str, partition: int) -> PartitionState:
-        return self.state
 
 
 def fetched_batches(service: BrokerService) -> int:
@@ -50,7 +37,7 @@ def test_fetch_max_bytes_caps_a_consumer_fetch(tmp_path: Path) -> None:
     try:
         for i in range(10):
             partition.append_as_leader(encode_batch([bytes([i]) * 400], timestamps=1_000), acks=1)
-        service = BrokerService(1, "c", Replicas(partition, state))  # type: ignore[arg-type]
+        service = BrokerService(1, "c", OneReplica(partition, state))  # type: ignore[arg-type]
         assert fetched_batches(service) == 10  # the default (55 MiB) lets everything through
         service.fetch_max_bytes = 1024
         assert 1 <= fetched_batches(service) < 10

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from replicas import OneReplica
 
 from odradek.broker.dataplane import EARLIEST, LATEST, BrokerService
 from odradek.broker.log.log import Log
@@ -23,21 +24,6 @@ from odradek.proto import broker_pb2 as pb
 TOPIC_ID = b"\x07" * 16
 MAX_BYTES = 1 << 20
 REPLICAS = (1, 2, 3)
-
-
-class Replicas:
-    """The slice of ReplicaManager the data plane uses, over one broker's replica of t-0."""
-
-    def __init__(self, partition: Partition, state: PartitionState) -> None:
-        self.partitions = {("t", 0): partition}
-        self.state = state
-        self.image = self
-
-    def get(self, topic: str, partition: int) -> Partition:
-        return self.partitions[(topic, partition)]
-
-    def partition(self, topic: str, partition: int) -> PartitionState:
-        return self.state
 
 
 class Brokers:
@@ -60,7 +46,7 @@ class Brokers:
         f.append_as_follower(bytes(read.data.records), read.high_watermark)
 
     def service(self, broker: int) -> BrokerService:
-        return BrokerService(broker, "c", Replicas(self.parts[broker], self.state))  # type: ignore[arg-type]
+        return BrokerService(broker, "c", OneReplica(self.parts[broker], self.state))  # type: ignore[arg-type]
 
     def close(self) -> None:
         for p in self.parts.values():

@@ -43,9 +43,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from raft_cluster import Cluster
+from raft_cluster import UNIT_CONFIG, Cluster
 
-from odradek.controller.raft import Entry, RaftConfig, RaftNode, Ready, Role, SnapshotId
+from odradek.controller.raft import Entry, RaftNode, Ready, Role, SnapshotId
 from odradek.controller.raft.messages import DivergingEpoch, Message
 from odradek.proto import common_pb2
 
@@ -277,22 +277,14 @@ class Runner:
             "max_bytes": "max_fetch_bytes",
             "wait": "fetch_max_wait_ms",
         }
-        settings = dict(
-            election_timeout_ticks=5,
-            fetch_timeout_ticks=10,
-            request_timeout_ticks=3,
-            election_backoff_ticks=2,
-            max_fetch_bytes=64,
-            snapshot_chunk_bytes=8,
-            fetch_max_wait_ms=100,
-        )
+        settings: dict[str, int] = {}
         for k, v in kw.items():
             if k not in names:
                 raise ValueError(f"unknown setting {k!r}")
             settings[names[k]] = int(v)
         voter_ids = tuple(int(v) for v in voters.split(","))
         observer_ids = tuple(int(v) for v in observers.split(",")) if observers else ()
-        self.c = Cluster(voter_ids, observer_ids, seed=int(seed), config=RaftConfig(**settings))
+        self.c = Cluster(voter_ids, observer_ids, seed=int(seed), config=replace(UNIT_CONFIG, **settings))
         return [*self.cmd_status(), *(line for i in self.nodes() for line in self.flush(i))]
 
     def cmd_status(self, which: str = "all") -> list[str]:
