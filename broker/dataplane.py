@@ -31,7 +31,7 @@ from odradek.controller.metadata.image import MetadataImage
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import broker_pb2_grpc, common_pb2
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 EARLIEST, LATEST = -2, -1
 CONSUMER_REPLICA_ID = -1

@@ -29,7 +29,7 @@ from odradek.controller.metadata.image import MetadataImage
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import broker_pb2_grpc
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 Key = tuple[str, int]
 
@@ -132,11 +132,11 @@ class LeaderFetcher:
             try:
                 response = await stub.Fetch(request, timeout=timeout)
             except grpc.aio.AioRpcError as e:
-                log.debug("fetch from broker %d failed: %s", self.leader_id, e.code().name)
+                logger.debug("fetch from broker %d failed: %s", self.leader_id, e.code().name)
                 await asyncio.sleep(backoff)
                 continue
             if response.error != ErrorCode.NONE:
-                log.warning("broker %d refused our fetch: %s", self.leader_id, ErrorCode.Name(response.error))
+                logger.warning("broker %d refused our fetch: %s", self.leader_id, ErrorCode.Name(response.error))
                 await asyncio.sleep(backoff)
                 continue
             self._apply(response, sent)
@@ -158,14 +158,14 @@ class LeaderFetcher:
         """One partition failed; the others keep replicating. An offline log (a disk error) leaves the fetcher
         (new metadata may assign it again); anything else pauses the partition for the backoff."""
         if p.log.offline:
-            log.error("%s: log offline, no longer fetched from broker %d: %s", p, self.leader_id, error)
+            logger.error("%s: log offline, no longer fetched from broker %d: %s", p, self.leader_id, error)
             self.remove(key)
             self.manager.lag.pop(key, None)
         elif isinstance(error, OdradekError):
-            log.warning("%s: cannot apply fetched data: %s", p, error)
+            logger.warning("%s: cannot apply fetched data: %s", p, error)
             self._park(key, p)
         else:  # a bug must not stop replication of the other partitions from this leader
-            log.error("%s: fetching from broker %d failed", p, self.leader_id, exc_info=error)
+            logger.error("%s: fetching from broker %d failed", p, self.leader_id, exc_info=error)
             self._park(key, p)
 
     def _park(self, key: Key, p: Partition) -> None:
@@ -177,13 +177,13 @@ class LeaderFetcher:
         if isinstance(action, Append):
             self.manager.lag[key] = max(0, action.leader_log_end_offset - p.log.log_end_offset)
         elif isinstance(action, Stale):
-            log.debug("%s: dropped an answer for %s, now at %s", p, action.sent, action.current)
+            logger.debug("%s: dropped an answer for %s, now at %s", p, action.sent, action.current)
         elif isinstance(action, Refused):
             # Typically one of us has not applied the latest metadata yet (NOT_LEADER_OR_FOLLOWER, a leader epoch
             # mismatch, a partition not created yet): new metadata moves the partition (``assign``), and if none
             # comes because we are the ones ahead, the retry after the backoff finds the leader caught up.
             level = logging.DEBUG if action.error in _METADATA_LAG else logging.WARNING
-            log.log(level, "%s: broker %d answered %s", p, self.leader_id, ErrorCode.Name(action.error))
+            logger.log(level, "%s: broker %d answered %s", p, self.leader_id, ErrorCode.Name(action.error))
             self._park(key, p)
 
 

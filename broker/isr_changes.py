@@ -25,7 +25,7 @@ from odradek.broker.replication import IsrChange
 from odradek.client.errors import ErrorCode
 from odradek.proto import controller_pb2 as cpb
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 # Nothing was decided (no controller, or it could not finish): send the same change again.
 RETRY_CODES = frozenset(
@@ -88,7 +88,7 @@ class IsrChangeBatcher:
         if response.error != ErrorCode.NONE:
             # Refused as a whole before any partition was looked at: nothing of this request was applied, but an
             # earlier attempt may have been, so ask again rather than forget.
-            log.warning("AlterPartition refused: %s %s", ErrorCode.Name(response.error), response.error_message)
+            logger.warning("AlterPartition refused: %s %s", ErrorCode.Name(response.error), response.error_message)
             return Outcome(retry=list(items))
         by_key = {(p.topic, p.partition): (p, c) for p, c in items}
         outcome = Outcome()
@@ -100,10 +100,10 @@ class IsrChangeBatcher:
                 if r.error in RETRY_CODES:
                     outcome.retry.append(item)
                 elif r.error in NOT_APPLIED_CODES:
-                    log.info("%s: ISR change refused: %s", item[0], ErrorCode.Name(r.error))
+                    logger.info("%s: ISR change refused: %s", item[0], ErrorCode.Name(r.error))
                     outcome.not_applied.append(item)
                 else:
-                    log.info(
+                    logger.info(
                         "%s: ISR change answered %s: waiting for the metadata that settles it",
                         item[0],
                         ErrorCode.Name(r.error),
@@ -138,7 +138,7 @@ class IsrChangeSender:
 
     def submit(self, p: Partition, change: IsrChange) -> None:
         # The partition already logged why at INFO (replication events).
-        log.debug("%s: asking for ISR %s (was %s)", p, list(change.new_isr), list(p.isr))
+        logger.debug("%s: asking for ISR %s (was %s)", p, list(change.new_isr), list(p.isr))
         self.batcher.submit(p, change)
         self._wake.set()
 
@@ -149,7 +149,7 @@ class IsrChangeSender:
             try:
                 await self._send_queued()
             except Exception:  # a bug here must not stop ISR changes for good
-                log.exception("sending ISR changes failed")
+                logger.exception("sending ISR changes failed")
                 await asyncio.sleep(self.backoff)
                 self._wake.set()
 

@@ -25,7 +25,7 @@ from odradek.client.errors import ErrorCode
 from odradek.proto import common_pb2, controller_pb2_grpc
 from odradek.proto import controller_pb2 as cpb
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 class BrokerLifecycleManager:
@@ -106,7 +106,7 @@ class BrokerLifecycleManager:
         try:
             response = await getattr(stub, method)(request, timeout=max(2.0, self.interval * 2))
         except grpc.aio.AioRpcError as e:
-            log.debug("%s to controller %d failed: %s", method, node, e.code().name)
+            logger.debug("%s to controller %d failed: %s", method, node, e.code().name)
             self._controller = None
             self._note(self._reach.failed(time.monotonic(), node, address, e.code().name), logging.WARNING)
             return None
@@ -121,7 +121,7 @@ class BrokerLifecycleManager:
 
     def _note(self, line: str | None, level: int) -> None:
         if line is not None:
-            log.log(level, "broker %d: %s", self.broker_id, line)
+            logger.log(level, "broker %d: %s", self.broker_id, line)
 
     async def _register(self) -> None:
         request = cpb.BrokerRegistrationRequest(
@@ -139,10 +139,10 @@ class BrokerLifecycleManager:
                 if response.error == ErrorCode.NONE:
                     self.broker_epoch = response.broker_epoch
                     self.registered.set()
-                    log.info("broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
+                    logger.info("broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
                     self.on_registered()
                     return
-                log.warning("registration refused: %s %s", ErrorCode.Name(response.error), response.error_message)
+                logger.warning("registration refused: %s %s", ErrorCode.Name(response.error), response.error_message)
             await asyncio.sleep(min(self.interval, 0.5))
 
     async def heartbeat(self, want_shutdown: bool = False) -> cpb.BrokerHeartbeatResponse | None:
@@ -162,7 +162,7 @@ class BrokerLifecycleManager:
             if not response.is_fenced:
                 self.session_renewed = sent
             if self.fenced != response.is_fenced:
-                log.info("broker %d is now %s", self.broker_id, "fenced" if response.is_fenced else "unfenced")
+                logger.info("broker %d is now %s", self.broker_id, "fenced" if response.is_fenced else "unfenced")
             self.fenced = response.is_fenced
         return response
 

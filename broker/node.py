@@ -37,13 +37,13 @@ from odradek.broker.topic_defaults import topic_defaults
 from odradek.client.connection import channel_options
 from odradek.client.errors import StorageError
 from odradek.controller.active import ActiveController
-from odradek.controller.brokers import BrokerLifecycle
+from odradek.controller.brokers import BrokerControl
 from odradek.controller.metadata.state_machine import MetadataStateMachine
 from odradek.controller.quorum.driver import RaftDriver, RaftService
 from odradek.controller.services import AdminService, ControllerService
 from odradek.proto import admin_pb2_grpc, broker_pb2_grpc, controller_pb2_grpc, raft_pb2_grpc
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 STOP_STEP_TIMEOUT_S = 10.0
 
@@ -126,9 +126,9 @@ class Node:
             self._start_broker()
         if self.logs is not None:
             self._log_task = asyncio.create_task(self._log_maintenance(), name="log-maintenance")
-        log.info("node %d started with roles %s", c.node_id, ",".join(sorted(c.roles)))
+        logger.info("node %d started with roles %s", c.node_id, ",".join(sorted(c.roles)))
         if c["unsafe.testing.bug"]:
-            log.warning(
+            logger.warning(
                 "UNSAFE: running with the injected bug %r (for testing the chaos checker)", c["unsafe.testing.bug"]
             )
 
@@ -137,9 +137,7 @@ class Node:
     def _build_controller(self) -> ActiveController:
         """The controller role: decides on the metadata log while this node leads the quorum."""
         c = self.config
-        lifecycle = BrokerLifecycle(
-            self.cluster_id, c["broker.session.timeout.ms"], self._unclean_allowed, self._min_isr
-        )
+        lifecycle = BrokerControl(self.cluster_id, c["broker.session.timeout.ms"], self._unclean_allowed, self._min_isr)
         rebalance = c["leader.imbalance.check.interval.seconds"] if c["auto.leader.rebalance.enable"] else None
         return ActiveController(
             self.driver,
@@ -353,7 +351,7 @@ class Node:
     def _log_dir_offline(self, log_dir: Path) -> None:
         """A log dir failed: stop serving its replicas and tell the controller now; halt if nothing is left."""
         if self._all_log_dirs_offline():
-            log.critical(
+            logger.critical(
                 "broker %d stops: log dirs offline after I/O errors: %s (metadata log dir %s)",
                 self.config.node_id,
                 ", ".join(str(d) for d in self.logs.offline_dirs()),
@@ -372,7 +370,7 @@ class Node:
             try:
                 self.replicas.check_lagging(lag_max)
             except Exception:
-                log.exception("ISR lag check failed")
+                logger.exception("ISR lag check failed")
 
     async def _log_maintenance(self) -> None:
         """Flush policy, retention and checkpoints, off the event loop (they may fsync)."""
@@ -382,18 +380,18 @@ class Node:
             if trigger:
                 for d in self.logs.online_dirs():
                     if (d / trigger).exists():
-                        log.warning("UNSAFE: injecting an I/O error into log dir %s (%s found)", d, trigger)
+                        logger.warning("UNSAFE: injecting an I/O error into log dir %s (%s found)", d, trigger)
                         self.logs.inject_dir_failure(d)
             try:
                 await asyncio.to_thread(self.logs.tick)
             except Exception:
-                log.exception("log maintenance failed")
+                logger.exception("log maintenance failed")
 
     async def stop(self) -> None:
         """Graceful stop: controlled shutdown of the broker role, then resignation of a leading controller."""
         if self.broker_lifecycle is not None:
             done = await self.broker_lifecycle.controlled_shutdown(timeout=10)
-            log.info("controlled shutdown %s", "completed" if done else "timed out")
+            logger.info("controlled shutdown %s", "completed" if done else "timed out")
             for task in (self._lag_task,):
                 if task is not None:
                     task.cancel()
@@ -411,7 +409,7 @@ class Node:
             self.logs.close(self.broker_lifecycle.broker_epoch)
         if self.admin is not None:
             await _step("admin", self.admin.close())
-        log.info("node %d stopped", self.config.node_id)
+        logger.info("node %d stopped", self.config.node_id)
         self._stopped.set()
 
     async def run_until_signalled(self) -> int:
@@ -421,7 +419,7 @@ class Node:
             loop.add_signal_handler(sig, self._stop_requested.set)
         await self.start()
         await self._stop_requested.wait()
-        log.info("node %d stopping", self.config.node_id)
+        logger.info("node %d stopping", self.config.node_id)
         await self.stop()
         return 0 if self.driver.failure is None else 1
 
@@ -433,7 +431,7 @@ async def _step(name: str, aw: Awaitable[object], timeout: float = STOP_STEP_TIM
         async with asyncio.timeout(timeout):
             await aw
     except TimeoutError:
-        log.warning("stop: %s did not finish within %.0f s; going on", name, timeout)
+        logger.warning("stop: %s did not finish within %.0f s; going on", name, timeout)
 
 
 def run(config: NodeConfig) -> None:

@@ -32,9 +32,9 @@ from odradek.client.errors import (
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
-from odradek.controller.metadata.image import NO_LEADER, PartitionState
+from odradek.controller.metadata.image import NO_LEADER, PartitionRegistration
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 UNDEFINED_EPOCH = -1
 
@@ -99,7 +99,7 @@ class Partition:
 
     # -- metadata ------------------------------------------------------------------------------------------------
 
-    def update(self, state: PartitionState, min_isr: int, now_ms: int) -> bool:
+    def update(self, state: PartitionRegistration, min_isr: int, now_ms: int) -> bool:
         """Apply the committed partition state; True when the role or leader changed (a new leader epoch)."""
         if min_isr != self.min_isr:
             self.min_isr = min_isr
@@ -142,11 +142,11 @@ class Partition:
                 min_isr=self.min_isr,
                 now_ms=now_ms,
             )
-            log.info("%s: leader at epoch %d, ISR %s", self, self.leader_epoch, list(self.isr))
+            logger.info("%s: leader at epoch %d, ISR %s", self, self.leader_epoch, list(self.isr))
         else:
             self.leader_state = None
             self._fail_acks(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            log.info("%s: following at epoch %d", self, self.leader_epoch)
+            logger.info("%s: following at epoch %d", self, self.leader_epoch)
         # Parked fetches re-check against the new role and answer with its error or data.
         self._wake(self._waiters)
         self._wake(self._replica_waiters)
@@ -263,7 +263,7 @@ class Partition:
         if self.leader_state is not None:
             restarted = self.leader_state.on_stall(now_ms)
             if restarted is not None:
-                log.info("%s", restarted.describe(self.name))
+                logger.info("%s", restarted.describe(self.name))
 
     def check_lagging(self, now_ms: int, lag_max_ms: int) -> None:
         if self.leader_state is not None:
@@ -278,7 +278,7 @@ class Partition:
 
     def _apply(self, progress: Progress) -> None:
         for event in progress.events:
-            log.info("%s", event.describe(self.name))
+            logger.info("%s", event.describe(self.name))
         if progress.high_watermark is not None:
             self.log.high_watermark = progress.high_watermark
             self._wake(self._waiters)
@@ -320,7 +320,7 @@ class Partition:
         if target < self.log.log_start_offset:
             self.log.truncate_fully_and_start_at(max(target, 0))
         elif self.log.truncate_to(target):
-            log.info("%s: truncated to %d (diverged at epoch %d)", self, target, diverging.epoch)
+            logger.info("%s: truncated to %d (diverged at epoch %d)", self, target, diverging.epoch)
         return self.log.log_end_offset
 
     def append_as_follower(self, records: bytes, leader_high_watermark: int) -> AppendInfo | None:
@@ -330,7 +330,7 @@ class Partition:
 
     def reset_to_leader_start(self, leader_log_start: int) -> None:
         """Our fetch offset is below the leader's log start (retention deleted it there): start over there."""
-        log.info("%s: restarting the log at the leader's log start %d", self, leader_log_start)
+        logger.info("%s: restarting the log at the leader's log start %d", self, leader_log_start)
         self.log.truncate_fully_and_start_at(leader_log_start)
 
     # -- purgatory -----------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from odradek.client.errors import ErrorCode, RequestTimedOutError
 from odradek.proto import controller_pb2 as cpb
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 PREFETCH_RATIO = 0.9
 
@@ -151,20 +151,20 @@ class ProducerIdManager:
                 self._failed(f"the controller answered {ErrorCode.Name(response.error)}")
             elif not self.blocks.add_block(response.producer_id_start, response.producer_id_len):
                 self._failed(f"refused block {response.producer_id_start}+{response.producer_id_len}")
-                log.error("producer id block %s is not above the ids seen", response)
+                logger.error("producer id block %s is not above the ids seen", response)
             else:
-                log.info(
+                logger.info(
                     "producer id block [%d, %d)",
                     response.producer_id_start,
                     response.producer_id_start + response.producer_id_len,
                 )
         except Exception as e:  # a request that fails in any way is retried after the backoff
             self._failed(repr(e))
-            log.exception("AllocateProducerIds failed")
+            logger.exception("AllocateProducerIds failed")
         finally:
             self._fetch = None
 
     def _failed(self, why: str) -> None:
         self._last_error = why
         self._retry_at = asyncio.get_running_loop().time() + self.backoff_s
-        log.debug("no producer id block: %s", why)
+        logger.debug("no producer id block: %s", why)

@@ -29,9 +29,9 @@ from odradek.client.errors import (
     StorageError,
     UnknownTopicOrPartitionError,
 )
-from odradek.controller.metadata.image import MetadataDelta, MetadataImage, PartitionState
+from odradek.controller.metadata.image import MetadataDelta, MetadataImage, PartitionRegistration
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 # Broker properties that set the default of a topic-level log config.
 BROKER_LOG_DEFAULTS = {
@@ -164,7 +164,7 @@ class ReplicaManager:
         self.check_offline()
 
     def _apply_partition(
-        self, key: tuple[str, int], state: PartitionState, config: LogConfig, min_isr: int, now: int
+        self, key: tuple[str, int], state: PartitionRegistration, config: LogConfig, min_isr: int, now: int
     ) -> None:
         p = self.partitions.get(key)
         if p is None:
@@ -197,7 +197,7 @@ class ReplicaManager:
         if key in self.offline:
             return
         self.offline[key] = reason
-        log.error("replica %s-%d is offline: %s", key[0], key[1], reason)
+        logger.error("replica %s-%d is offline: %s", key[0], key[1], reason)
         if self.fetchers is not None:
             self.fetchers.remove(key)
         p = self.partitions.get(key)
@@ -238,7 +238,9 @@ class ReplicaManager:
         self._last_lag_check_ms = now
         stalled = gap > lag_max_ms
         if stalled:
-            log.warning("broker %d ran no lag check for %d ms: its followers get a new lag window", self.broker_id, gap)
+            logger.warning(
+                "broker %d ran no lag check for %d ms: its followers get a new lag window", self.broker_id, gap
+            )
         for p in self.partitions.values():
             if p.is_leader and not p.log.offline:
                 if stalled:
@@ -254,7 +256,7 @@ class ReplicaManager:
                 self.fetchers.remove((topic, partition))
         if p is not None or self.logs.get_log(topic, partition):
             self.logs.delete_log(topic, partition)
-            log.info("removed replica %s-%d", topic, partition)
+            logger.info("removed replica %s-%d", topic, partition)
 
 
 def monotonic_ms() -> int:

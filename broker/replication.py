@@ -32,7 +32,9 @@ UNKNOWN_OFFSET = -1
 
 
 @dataclass(slots=True)
-class FollowerState:
+class RemoteReplica:
+    """The leader's view of one follower replica: what its fetches proved and when."""
+
     log_end_offset: int = UNKNOWN_OFFSET
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
@@ -143,7 +145,7 @@ class LeaderState:
         self.pending: IsrChange | None = None
         # ISR members start caught up as of the epoch start, so a new leader does not drop them at once.
         self.followers = {
-            r: FollowerState(last_caught_up_ms=now_ms if r in isr else 0) for r in replicas if r != broker_id
+            r: RemoteReplica(last_caught_up_ms=now_ms if r in isr else 0) for r in replicas if r != broker_id
         }
 
     # -- views ---------------------------------------------------------------------------------------------------
@@ -225,7 +227,7 @@ class LeaderState:
             self.replicas = replicas
             old = self.followers
             self.followers = {
-                r: old.get(r) or FollowerState(last_caught_up_ms=now_ms if r in isr else 0)
+                r: old.get(r) or RemoteReplica(last_caught_up_ms=now_ms if r in isr else 0)
                 for r in replicas
                 if r != self.broker_id
             }
@@ -242,7 +244,7 @@ class LeaderState:
 
     # -- internals -----------------------------------------------------------------------------------------------
 
-    def _may_join(self, f: FollowerState) -> bool:
+    def _may_join(self, f: RemoteReplica) -> bool:
         return f.log_end_offset >= self.high_watermark and f.log_end_offset >= self.epoch_start_offset
 
     def _request(self, new_isr: tuple[int, ...]) -> IsrChange:

@@ -32,7 +32,7 @@ from odradek.client.errors import (
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import broker_pb2_grpc, common_pb2
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 NO_LEADER = -1
 # A metadata request unanswered this long makes the refresh ask the next node as well (see Metadata._fetch).
@@ -130,7 +130,7 @@ class Metadata:
     def _refreshed(self, future: asyncio.Future[None]) -> None:
         self._inflight = None
         if not future.cancelled() and future.exception() is not None:
-            log.debug("metadata refresh failed: %s", future.exception())
+            logger.debug("metadata refresh failed: %s", future.exception())
             error = future.exception()
             self._last_error = error if isinstance(error, OdradekError) else None
 
@@ -193,7 +193,7 @@ class Metadata:
             except OdradekError:
                 self._needed.set()
             except Exception:
-                log.exception("metadata refresh failed")
+                logger.exception("metadata refresh failed")
                 self._needed.set()
 
     def _candidates(self) -> list[str]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from odradek.client.errors import ErrorCode, OdradekError
-from odradek.controller.brokers import BrokerLifecycle
+from odradek.controller.brokers import BrokerControl
 from odradek.controller.elections import rebalance_leaders
 from odradek.controller.metadata.image import MetadataImage
 from odradek.controller.metadata.state_machine import MetadataStateMachine, encode_batch
@@ -26,7 +26,7 @@ from odradek.controller.replica_logs import ReplicaLogInspector
 from odradek.controller.unclean_recovery import BALANCED, Inspection, Recovery, balanced_inspections, recoveries
 from odradek.proto import metadata_pb2 as md
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -48,7 +48,7 @@ class ActiveController:
         self,
         driver: RaftDriver,
         state_machine: MetadataStateMachine,
-        lifecycle: BrokerLifecycle,
+        lifecycle: BrokerControl,
         session_check_ms: int = 250,
         *,
         rebalance_interval_s: float | None = None,
@@ -109,7 +109,7 @@ class ActiveController:
         if self.driver.node.high_watermark >= self._epoch_start:
             self.lifecycle.became_active(self.sm.image, now_ms())
             self._active.set()
-            log.info("node %d is the active controller (epoch %d)", self.driver.node_id, self.driver.node.epoch)
+            logger.info("node %d is the active controller (epoch %d)", self.driver.node_id, self.driver.node.epoch)
 
     async def wait_active(self, timeout: float) -> None:
         """Wait briefly for a just-elected leader to catch up; raise NotControllerError if this is not it."""
@@ -150,9 +150,9 @@ class ActiveController:
             try:
                 await self.write(lambda image, offset: (decide(image, offset), None), 5.0)
             except OdradekError as e:
-                log.debug("%s skipped: %s", what, e)
+                logger.debug("%s skipped: %s", what, e)
             except Exception:
-                log.exception("%s failed", what)
+                logger.exception("%s failed", what)
 
     async def _session_loop(self) -> None:
         await self._periodic(
@@ -165,7 +165,7 @@ class ActiveController:
         def decide(image: MetadataImage, _offset: int) -> list[md.MetadataRecord]:
             records = rebalance_leaders(image, self.imbalance_percentage)
             if records:
-                log.info("leader rebalance: electing preferred leaders for %d partitions", len(records))
+                logger.info("leader rebalance: electing preferred leaders for %d partitions", len(records))
             return records
 
         await self._periodic(self.rebalance_interval_s, "leader rebalance", decide)
@@ -182,7 +182,7 @@ class ActiveController:
 
         done = await self.write(decide, 5.0)
         for r in done:
-            log.warning("%s", r.describe())
+            logger.warning("%s", r.describe())
         return done
 
     async def _recovery_loop(self) -> None:
@@ -194,6 +194,6 @@ class ActiveController:
                 due = balanced_inspections(self.sm.image, self.recovery_strategy, self.lifecycle.unclean_allowed)
                 await self.recover(due)
             except OdradekError as e:
-                log.debug("unclean recovery skipped: %s", e)
+                logger.debug("unclean recovery skipped: %s", e)
             except Exception:
-                log.exception("unclean recovery failed")
+                logger.exception("unclean recovery failed")

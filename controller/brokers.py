@@ -46,7 +46,7 @@ def _partition_records(changes: list[md.PartitionChangeRecord]) -> list[md.Metad
     return [md.MetadataRecord(partition_change=c) for c in changes]
 
 
-class BrokerLifecycle:
+class BrokerControl:
     def __init__(
         self,
         cluster_id: str,

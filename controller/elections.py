@@ -24,12 +24,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from odradek.client.errors import ErrorCode
-from odradek.controller.metadata.image import NO_LEADER, MetadataDelta, MetadataImage, PartitionState
+from odradek.controller.metadata.image import NO_LEADER, MetadataDelta, MetadataImage, PartitionRegistration
 from odradek.proto import metadata_pb2 as md
 
 
 def partition_change(
-    p: PartitionState,
+    p: PartitionRegistration,
     *,
     leader: int | None = None,
     isr: Iterable[int] | None = None,
@@ -81,7 +81,7 @@ def partition_change(
 
 
 def eligible_leaders(
-    p: PartitionState, new_isr: tuple[int, ...], replicas: tuple[int, ...], min_isr: int
+    p: PartitionRegistration, new_isr: tuple[int, ...], replicas: tuple[int, ...], min_isr: int
 ) -> tuple[int, ...]:
     """KIP-966: the ELR after the ISR becomes ``new_isr``. While the ISR is below ``min_isr`` (capped at the replica
     count, as the leader caps it for its high watermark) the high watermark stands still, so replicas leaving the
@@ -94,7 +94,11 @@ def eligible_leaders(
 
 
 def _last_known_elr(
-    p: PartitionState, new_isr: tuple[int, ...], new_elr: tuple[int, ...], replicas: tuple[int, ...], min_isr: int
+    p: PartitionRegistration,
+    new_isr: tuple[int, ...],
+    new_elr: tuple[int, ...],
+    replicas: tuple[int, ...],
+    min_isr: int,
 ) -> tuple[int, ...]:
     """KIP-966's last known ELR: replicas that held everything committed until an unclean stop took them out of the
     ISR or ELR while the ISR was below the minimum. They may have kept it all (a killed process loses nothing it
@@ -107,7 +111,7 @@ def _last_known_elr(
 
 
 def choose_leader(
-    p: PartitionState, active: set[int], isr: tuple[int, ...], unclean: bool, elr: tuple[int, ...] | None = None
+    p: PartitionRegistration, active: set[int], isr: tuple[int, ...], unclean: bool, elr: tuple[int, ...] | None = None
 ) -> int:
     """First replica (in replica order) that is active and in the ISR, else in the ELR (``p``'s unless given);
     any other active replica only when unclean is allowed, the last known ELR first."""
@@ -120,7 +124,7 @@ def choose_leader(
 
 
 def elect(
-    p: PartitionState, active: set[int], isr: tuple[int, ...], unclean: bool, min_isr: int, elr: tuple[int, ...]
+    p: PartitionRegistration, active: set[int], isr: tuple[int, ...], unclean: bool, min_isr: int, elr: tuple[int, ...]
 ) -> md.PartitionChangeRecord | None:
     """The change giving ``p`` the ISR ``isr`` (and the ELR ``elr`` that goes with it) and, if its leader is gone,
     a new leader: an ELR member elected becomes the whole ISR; an unclean choice too, and it clears the ELR."""
@@ -197,7 +201,7 @@ def changes_for_offline_partitions(
     return records
 
 
-def preferred_leader_change(image: MetadataImage, p: PartitionState) -> md.PartitionChangeRecord | None:
+def preferred_leader_change(image: MetadataImage, p: PartitionRegistration) -> md.PartitionChangeRecord | None:
     """Move leadership to the preferred (first) replica if it is active and in sync; None if not possible."""
     return _preferred(p, _active(image))[2]
 
@@ -224,11 +228,11 @@ class ChangeBatch:
         self.records: list[md.MetadataRecord] = []
         self._delta = MetadataDelta(image)
 
-    def partition(self, topic: str, partition: int) -> PartitionState | None:
+    def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
         topic_id = self.image.topic_ids.get(topic)
         return None if topic_id is None else self._delta.current_partition(topic_id, partition)
 
-    def add(self, change: md.PartitionChangeRecord) -> PartitionState:
+    def add(self, change: md.PartitionChangeRecord) -> PartitionRegistration:
         """Append ``change``; return the partition as it is after it."""
         self.records.append(md.MetadataRecord(partition_change=change))
         self._delta.replay(self.records[-1])
@@ -248,7 +252,7 @@ def _active(image: MetadataImage) -> set[int]:
     return {b.broker_id for b in image.active_brokers()}
 
 
-def _preferred(p: PartitionState, active: set[int]) -> Verdict:
+def _preferred(p: PartitionRegistration, active: set[int]) -> Verdict:
     preferred = p.replicas[0]
     if p.leader == preferred:
         return ErrorCode.ELECTION_NOT_NEEDED, f"the preferred leader {preferred} already leads", None
@@ -259,14 +263,14 @@ def _preferred(p: PartitionState, active: set[int]) -> Verdict:
     return ErrorCode.NONE, "", partition_change(p, leader=preferred)
 
 
-UncleanChoice = Callable[[str, PartitionState], md.PartitionChangeRecord | None]
+UncleanChoice = Callable[[str, PartitionRegistration], md.PartitionChangeRecord | None]
 
 
-def no_log_inspection(_topic: str, _p: PartitionState) -> md.PartitionChangeRecord | None:
+def no_log_inspection(_topic: str, _p: PartitionRegistration) -> md.PartitionChangeRecord | None:
     return None
 
 
-def _unclean(topic: str, p: PartitionState, active: set[int], min_isr: int, inspected: UncleanChoice) -> Verdict:
+def _unclean(topic: str, p: PartitionRegistration, active: set[int], min_isr: int, inspected: UncleanChoice) -> Verdict:
     """Kafka's UNCLEAN election: only for a leaderless partition; an in-sync or eligible replica if one is active,
     else the most complete log the controller found (``inspected``), else the last known ELR (their logs held
     everything committed before their unclean stop), else any."""
@@ -318,10 +322,10 @@ def elect_leaders(
     return batch.records, outcomes
 
 
-def imbalanced_brokers(image: MetadataImage, percentage: int) -> dict[int, list[PartitionState]]:
+def imbalanced_brokers(image: MetadataImage, percentage: int) -> dict[int, list[PartitionRegistration]]:
     """Kafka's leader-imbalance rule: for each broker, the partitions it prefers (first replica) but does not
     lead, kept only where they exceed ``percentage`` percent of all the partitions it prefers."""
-    preferred: dict[int, list[PartitionState]] = defaultdict(list)
+    preferred: dict[int, list[PartitionRegistration]] = defaultdict(list)
     for name in sorted(image.topic_ids):
         topic = image.topic(name)
         for index in sorted(topic.partitions):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from odradek.client.errors import ErrorCode
 from odradek.controller.elections import ChangeBatch, MinIsr, one_replica
-from odradek.controller.metadata.image import NO_LEADER, MetadataImage, PartitionState
+from odradek.controller.metadata.image import NO_LEADER, MetadataImage, PartitionRegistration
 from odradek.controller.reassignment import isr_change
 from odradek.proto import controller_pb2 as cpb
 from odradek.proto import metadata_pb2 as md
@@ -81,13 +81,15 @@ def isr_items(request: cpb.AlterPartitionRequest) -> list[IsrItem]:
     ]
 
 
-def _result(item: IsrItem, p: PartitionState | None, error: int = ErrorCode.NONE, message: str = "") -> IsrResult:
+def _result(
+    item: IsrItem, p: PartitionRegistration | None, error: int = ErrorCode.NONE, message: str = ""
+) -> IsrResult:
     if p is None:
         return IsrResult(item.topic, item.partition, error, message)
     return IsrResult(item.topic, item.partition, error, message, p.leader, p.leader_epoch, p.isr, p.partition_epoch)
 
 
-def _refusal(p: PartitionState, broker_id: int, item: IsrItem, active: set[int]) -> tuple[int, str] | None:
+def _refusal(p: PartitionRegistration, broker_id: int, item: IsrItem, active: set[int]) -> tuple[int, str] | None:
     """Why the change cannot apply, or None. The leader epoch goes first, as in Kafka: a deposed leader learns
     that its epoch is fenced, whatever else is wrong."""
     if item.leader_epoch != p.leader_epoch:

@@ -24,7 +24,7 @@ from odradek.controller.elections import (
     partition_change,
     unknown_partition,
 )
-from odradek.controller.metadata.image import MetadataImage, PartitionState
+from odradek.controller.metadata.image import MetadataImage, PartitionRegistration
 from odradek.proto import metadata_pb2 as md
 
 
@@ -37,14 +37,14 @@ class ReassignmentRequest:
     replicas: tuple[int, ...] | None
 
 
-def in_progress(p: PartitionState) -> bool:
+def in_progress(p: PartitionRegistration) -> bool:
     return bool(p.adding_replicas or p.removing_replicas)
 
 
 Completed = tuple[tuple[int, ...], tuple[int, ...], int]
 
 
-def completion(p: PartitionState, isr: Sequence[int], active: set[int]) -> Completed | None:
+def completion(p: PartitionRegistration, isr: Sequence[int], active: set[int]) -> Completed | None:
     """(replicas, ISR, leader) that complete ``p``'s reassignment once ``isr`` holds every adding replica.
 
     None while it cannot complete: nothing in progress, an adding replica not in sync yet, or no target replica
@@ -63,7 +63,7 @@ def completion(p: PartitionState, isr: Sequence[int], active: set[int]) -> Compl
 
 
 def isr_change(
-    p: PartitionState, isr: Sequence[int], active: set[int], min_isr: int
+    p: PartitionRegistration, isr: Sequence[int], active: set[int], min_isr: int
 ) -> md.PartitionChangeRecord | None:
     """The change setting ``p``'s ISR, completing its reassignment in the same record when the ISR finishes it."""
     done = completion(p, isr, active)
@@ -90,7 +90,7 @@ Change = tuple[str | None, md.PartitionChangeRecord | None]
 
 
 def _move(
-    p: PartitionState,
+    p: PartitionRegistration,
     replicas: tuple[int, ...],
     adding: tuple[int, ...],
     removing: tuple[int, ...],
@@ -117,12 +117,12 @@ def _move(
     return None, partition_change(p, leader=leader, isr=isr, replicas=replicas, adding=adding, removing=removing)
 
 
-def _before(p: PartitionState) -> tuple[int, ...]:
+def _before(p: PartitionRegistration) -> tuple[int, ...]:
     """The replicas from before any reassignment in progress."""
     return tuple(r for r in p.replicas if r not in p.adding_replicas)
 
 
-def _reassign(p: PartitionState, target: tuple[int, ...], active: set[int], unclean: bool) -> Change:
+def _reassign(p: PartitionRegistration, target: tuple[int, ...], active: set[int], unclean: bool) -> Change:
     """Relative to the replicas from before (KIP-455): a new target during a reassignment drops the replicas the
     old one was adding that it does not want, and keeps adding those it does until they are in sync."""
     before = _before(p)

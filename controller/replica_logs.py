@@ -19,7 +19,7 @@ from odradek.controller.unclean_recovery import Inspection, ReplicaLog
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import broker_pb2_grpc
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 Answers = dict[tuple[bytes, int], dict[int, ReplicaLog]]
 
@@ -60,11 +60,11 @@ class ReplicaLogInspector:
             stub = broker_pb2_grpc.BrokerStub(self._pool.get(address))
             response = await stub.GetReplicaLogInfo(request, timeout=self.timeout_s)
         except grpc.aio.AioRpcError as e:
-            log.info("unclean recovery: broker %d (%s) did not answer: %s", broker, address, e.code().name)
+            logger.info("unclean recovery: broker %d (%s) did not answer: %s", broker, address, e.code().name)
             await self._pool.drop(address)
             return
         if response.error:
-            log.info("unclean recovery: broker %d answered error %d", broker, response.error)
+            logger.info("unclean recovery: broker %d answered error %d", broker, response.error)
             return
         for t in response.topics:
             if t.name not in topics:
@@ -72,7 +72,7 @@ class ReplicaLogInspector:
             topic_id = topics[t.name][0]
             for p in t.partitions:
                 if p.error:
-                    log.info("unclean recovery: broker %d: %s-%d error %d", broker, t.name, p.partition, p.error)
+                    logger.info("unclean recovery: broker %d: %s-%d error %d", broker, t.name, p.partition, p.error)
                     continue
                 answers[(topic_id, p.partition)][broker] = ReplicaLog(
                     broker, response.broker_epoch, p.last_leader_epoch, p.log_end_offset

@@ -22,7 +22,7 @@ from odradek.client.errors import ErrorCode, OdradekError
 from odradek.controller.active import ActiveController, now_ms
 from odradek.controller.elections import PartitionOutcome, elect_leaders, every_partition
 from odradek.controller.isr import alter_partition, isr_items
-from odradek.controller.metadata.image import MetadataImage, PartitionState
+from odradek.controller.metadata.image import MetadataImage, PartitionRegistration
 from odradek.controller.metadata.state_machine import MetadataStateMachine
 from odradek.controller.producer_ids import allocate_producer_ids
 from odradek.controller.quorum.driver import RaftDriver
@@ -36,7 +36,7 @@ from odradek.proto import admin_pb2_grpc, common_pb2, controller_pb2_grpc
 from odradek.proto import controller_pb2 as cpb
 from odradek.proto import metadata_pb2 as md
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 INTERNAL_PREFIX = "__"
 
@@ -130,7 +130,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         )
 
 
-def under_replicated(p: PartitionState) -> bool:
+def under_replicated(p: PartitionRegistration) -> bool:
     """Some replica that is to stay out of sync. During a reassignment the replicas being added are still
     catching up by design; they are not counted (as Kafka's describe counts the replication factor)."""
     return any(r not in p.isr for r in p.replicas if r not in p.adding_replicas)
@@ -286,7 +286,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             ago = max(0, (node.now - last_tick) * tick_ms)
             return apb.ReplicaState(node_id=node_id, log_end_offset=end_offset, last_fetch_timestamp_ms=wall - ago)
 
-        replicas = node.replica_states()
+        replicas = node.peer_progress()
         voters = [state(node.node_id, node.log.end_offset, node.now)]
         voters += [state(r.node_id, r.end_offset, r.last_fetch_tick) for r in replicas if r.voter]
         observers = [state(r.node_id, r.end_offset, r.last_fetch_tick) for r in replicas if not r.voter]
@@ -408,7 +408,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         except OdradekError as e:
             return apb.ElectLeadersResponse(error=e.code)
         for r in recovered:
-            log.warning("operator's %s", r.describe())
+            logger.warning("operator's %s", r.describe())
         return apb.ElectLeadersResponse(results=_election_results(outcomes))
 
     @staticmethod

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from odradek.controller.elections import partition_change
-from odradek.controller.metadata.image import NO_LEADER, MetadataImage, PartitionState
+from odradek.controller.metadata.image import NO_LEADER, MetadataImage, PartitionRegistration
 from odradek.proto import metadata_pb2 as md
 
 BALANCED, MANUAL = "balanced", "manual"
@@ -72,7 +72,7 @@ def _active_epochs(image: MetadataImage) -> dict[int, int]:
     return {b.broker_id: b.epoch for b in image.active_brokers()}
 
 
-def needs_recovery(p: PartitionState) -> bool:
+def needs_recovery(p: PartitionRegistration) -> bool:
     """No leader, and no replica known to hold everything committed."""
     return p.leader == NO_LEADER and not p.isr and not p.eligible_leader_replicas
 
@@ -98,7 +98,7 @@ def balanced_inspections(
     return due
 
 
-def operator_inspection(image: MetadataImage, topic: str, p: PartitionState) -> Inspection | None:
+def operator_inspection(image: MetadataImage, topic: str, p: PartitionRegistration) -> Inspection | None:
     """An operator's unclean election of ``p``: compare every active replica (None if it needs no inspection)."""
     if not needs_recovery(p):
         return None
@@ -133,7 +133,12 @@ def recovery(
 
 
 def _decide(
-    p: PartitionState, inspection: Inspection, answers: Answers, active: dict[int, int], min_isr: int, every: bool
+    p: PartitionRegistration,
+    inspection: Inspection,
+    answers: Answers,
+    active: dict[int, int],
+    min_isr: int,
+    every: bool,
 ) -> Recovery | None:
     if p.partition_epoch != inspection.partition_epoch or not needs_recovery(p):
         return None
@@ -154,13 +159,13 @@ def operator_choice(
     answers: Answers,
     min_isr: Callable[[str], int],
     done: list[Recovery],
-) -> Callable[[str, PartitionState], md.PartitionChangeRecord | None]:
+) -> Callable[[str, PartitionRegistration], md.PartitionChangeRecord | None]:
     """For an operator's unclean election: the most complete log among the replicas that answered (appended to
     ``done`` for the report); the election falls back to its other rules where none did."""
     by_partition = {(i.topic_id, i.partition): i for i in inspections}
     active = _active_epochs(image)
 
-    def choose(topic: str, p: PartitionState) -> md.PartitionChangeRecord | None:
+    def choose(topic: str, p: PartitionRegistration) -> md.PartitionChangeRecord | None:
         inspection = by_partition.get((p.topic_id, p.partition))
         if inspection is None:
             return None

@@ -35,7 +35,7 @@ from odradek.spark_connector.planning import DataLoss, OffsetRange, cap_offsets,
 from odradek.spark_connector.record_batches import to_record_batch
 from odradek.spark_connector.writer import batch_writer, stream_writer
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
@@ -135,7 +135,7 @@ class _Offsets:
             message = "; ".join(loss.message for loss in losses)
             if self.options.fail_on_data_loss:
                 raise RuntimeError(f"failOnDataLoss: {message}")
-            log.warning("skipping lost offsets: %s", message)
+            logger.warning("skipping lost offsets: %s", message)
         begin = {tp: max(start.get(tp, earliest[tp]), earliest[tp]) for tp in end}
         planned, _ = plan_ranges(begin, dict(end), self.options.min_partitions, None)
         o = self.options
@@ -272,7 +272,7 @@ def _lost_range(consumer: Consumer, tp: TopicPartition, position: int, end: int,
         resume = end
     if fail:
         raise RuntimeError(f"failOnDataLoss: {message}")
-    log.warning("skipping lost offsets: %s", message)
+    logger.warning("skipping lost offsets: %s", message)
     return resume
 
 

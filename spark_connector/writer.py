@@ -34,7 +34,7 @@ from odradek.spark_connector.sink_options import Columns, SinkOptions
 
 __all__ = ["BatchWriter", "SinkCommitMessage", "SinkWriteError", "StreamWriter", "batch_writer", "stream_writer"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 CHECK_EVERY = 8192
 """Rows between looks at the delivery futures: often enough that a failure stops a task early and delivered
@@ -80,10 +80,10 @@ class BatchWriter(DataSourceArrowWriter):
         return write_task(self.options, self.columns, arrow_rows(iterator, self.columns))
 
     def commit(self, messages: list[SinkCommitMessage | None]) -> None:
-        log.info("odradek sink: job wrote %s", _summary(messages))
+        logger.info("odradek sink: job wrote %s", _summary(messages))
 
     def abort(self, messages: list[SinkCommitMessage | None]) -> None:
-        log.warning("odradek sink: job aborted; %s", _aborted(messages))
+        logger.warning("odradek sink: job aborted; %s", _aborted(messages))
 
 
 class StreamWriter(DataSourceStreamArrowWriter):
@@ -95,10 +95,10 @@ class StreamWriter(DataSourceStreamArrowWriter):
         return write_task(self.options, self.columns, arrow_rows(iterator, self.columns))
 
     def commit(self, messages: list[SinkCommitMessage | None], batchId: int) -> None:
-        log.info("odradek sink: micro-batch %d wrote %s", batchId, _summary(messages))
+        logger.info("odradek sink: micro-batch %d wrote %s", batchId, _summary(messages))
 
     def abort(self, messages: list[SinkCommitMessage | None], batchId: int) -> None:
-        log.warning("odradek sink: micro-batch %d aborted; %s", batchId, _aborted(messages))
+        logger.warning("odradek sink: micro-batch %d aborted; %s", batchId, _aborted(messages))
 
 
 def arrow_rows(batches: Iterable[pa.RecordBatch], columns: Columns) -> Iterator[tuple]:

@@ -38,7 +38,7 @@ from odradek.client.offsets import EARLIEST, LATEST, list_offsets
 from odradek.client.structs import ConsumerRecord, TopicPartition
 from odradek.proto import broker_pb2 as pb
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 CONSUMER_REPLICA_ID = -1
 PREFETCH_DEPTH = 1  # fetch a partition again while this many of its responses are still buffered
@@ -59,7 +59,7 @@ LEADER_ERRORS = frozenset(
 )
 
 
-class PartitionState:
+class AssignedPartition:
     __slots__ = (
         "buffered",
         "error",
@@ -100,9 +100,9 @@ class Fetcher:
     def __init__(self, config: ConsumerConfig, metadata: Metadata) -> None:
         self._metadata = metadata
         self._lock = threading.Lock()
-        self._states: dict[TopicPartition, PartitionState] = {}
-        self._with_data: deque[PartitionState] = deque()  # partitions with buffered responses, in arrival order
-        self._failed: deque[PartitionState] = deque()  # partitions with an error for poll() to raise
+        self._states: dict[TopicPartition, AssignedPartition] = {}
+        self._with_data: deque[AssignedPartition] = deque()  # partitions with buffered responses, in arrival order
+        self._failed: deque[AssignedPartition] = deque()  # partitions with an error for poll() to raise
         self._nodes_in_flight: set[int] = set()
         self._throttled: dict[int, float] = {}
         self._default_reset = {"earliest": EARLIEST, "latest": LATEST}.get(config.auto_offset_reset)
@@ -132,14 +132,14 @@ class Fetcher:
     def assign(self, partitions: set[TopicPartition]) -> None:
         """Replace the assignment; partitions kept keep their position."""
         with self._lock:
-            self._states = {tp: self._states.get(tp) or PartitionState(tp) for tp in partitions}
+            self._states = {tp: self._states.get(tp) or AssignedPartition(tp) for tp in partitions}
         self._loop.call_soon_threadsafe(self._metadata.add_topics, {tp.topic for tp in partitions})
         self.wakeup()
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._states)
 
-    def _state(self, tp: TopicPartition) -> PartitionState:
+    def _state(self, tp: TopicPartition) -> AssignedPartition:
         state = self._states.get(tp)
         if state is None:
             raise ValueError(f"{tp.topic}-{tp.partition} is not assigned to this consumer")
@@ -231,7 +231,7 @@ class Fetcher:
                 self._failed.popleft()
             raise error
 
-    def _fail(self, state: PartitionState, error: OdradekError) -> None:
+    def _fail(self, state: AssignedPartition, error: OdradekError) -> None:
         """Record an error for poll() to raise (under the lock); the partition is not fetched until then."""
         state.error = error
         state.retry_at = time.monotonic() + self._backoff
@@ -252,7 +252,7 @@ class Fetcher:
             try:
                 wake_at = self._step()
             except Exception:
-                log.exception("consumer fetch pass failed")
+                logger.exception("consumer fetch pass failed")
                 wake_at = time.monotonic() + self._backoff
             delay = wake_at - time.monotonic()
             if delay > 0:
@@ -269,8 +269,8 @@ class Fetcher:
         """Start the ListOffsets and Fetch requests that can go now; return when a backoff ends."""
         now = time.monotonic()
         wake_at = float("inf")
-        resets: list[tuple[PartitionState, int, int]] = []
-        fetches: dict[int, list[tuple[PartitionState, int, int]]] = {}
+        resets: list[tuple[AssignedPartition, int, int]] = []
+        fetches: dict[int, list[tuple[AssignedPartition, int, int]]] = {}
         unknown_leader = failed = False
         leader = self._metadata.leader
         with self._lock:
@@ -319,7 +319,7 @@ class Fetcher:
             self._spawn(self._fetch(node, partitions))
         return wake_at
 
-    async def _reset(self, resets: list[tuple[PartitionState, int, int]]) -> None:
+    async def _reset(self, resets: list[tuple[AssignedPartition, int, int]]) -> None:
         """Resolve positions with ListOffsets: auto.offset.reset, or a seek to the beginning or end."""
         timestamps = {state.tp: strategy for state, _, strategy in resets}
         try:
@@ -331,7 +331,7 @@ class Fetcher:
                 isolation_level=self._isolation,
             )
         except OdradekError as e:
-            log.debug("offset reset of %s failed: %s", sorted(timestamps), e)
+            logger.debug("offset reset of %s failed: %s", sorted(timestamps), e)
             offsets = {}
             error: OdradekError | None = e
         else:
@@ -353,7 +353,7 @@ class Fetcher:
         self.data_ready.set()
         self._wake.set()
 
-    def _request(self, partitions: list[tuple[PartitionState, int, int]]) -> pb.FetchRequest:
+    def _request(self, partitions: list[tuple[AssignedPartition, int, int]]) -> pb.FetchRequest:
         topics: dict[str, list[pb.FetchPartition]] = {}
         leader_epoch = self._metadata.leader_epoch
         for state, _, offset in partitions:
@@ -378,7 +378,7 @@ class Fetcher:
             topics=[pb.FetchTopic(name=name, partitions=parts) for name, parts in topics.items()],
         )
 
-    async def _fetch(self, node: int, partitions: list[tuple[PartitionState, int, int]]) -> None:
+    async def _fetch(self, node: int, partitions: list[tuple[AssignedPartition, int, int]]) -> None:
         response = None
         try:
             stub = self._metadata.stub(node)
@@ -388,10 +388,10 @@ class Fetcher:
                 call = stub.Fetch(self._request(partitions), timeout=self._timeout + self._max_wait_ms / 1000)
                 response = await self._await_unless_deposed(call, node, partitions)
         except grpc.aio.AioRpcError as e:
-            log.debug("fetch from broker %d failed: %s", node, rpc_error(self._metadata.brokers.get(node, ""), e))
+            logger.debug("fetch from broker %d failed: %s", node, rpc_error(self._metadata.brokers.get(node, ""), e))
             self._metadata.request_refresh()
         except Exception:
-            log.exception("fetch from broker %d failed", node)
+            logger.exception("fetch from broker %d failed", node)
         finally:
             with self._lock:
                 self._nodes_in_flight.discard(node)
@@ -407,7 +407,7 @@ class Fetcher:
             self.data_ready.set()
 
     async def _await_unless_deposed(
-        self, call: grpc.aio.UnaryUnaryCall, node: int, partitions: list[tuple[PartitionState, int, int]]
+        self, call: grpc.aio.UnaryUnaryCall, node: int, partitions: list[tuple[AssignedPartition, int, int]]
     ) -> pb.FetchResponse | None:
         """The fetch's answer; but past the long-poll wait plus STALL_S, refresh metadata every STALL_S, and give
         up (None) once every partition has another leader: a paused old leader would hold them for a whole
@@ -425,7 +425,9 @@ class Fetcher:
                 self._metadata.request_refresh()
                 limit = STALL_S
 
-    def _handle(self, node: int, response: pb.FetchResponse, partitions: list[tuple[PartitionState, int, int]]) -> None:
+    def _handle(
+        self, node: int, response: pb.FetchResponse, partitions: list[tuple[AssignedPartition, int, int]]
+    ) -> None:
         """Apply a Fetch response (under the lock)."""
         now = time.monotonic()
         if response.throttle_time_ms > 0:
@@ -465,7 +467,7 @@ class Fetcher:
 
     def _buffer(
         self,
-        state: PartitionState,
+        state: AssignedPartition,
         records: bytes,
         aborted: Iterable[pb.AbortedTransaction],
         offset: int,
@@ -488,14 +490,14 @@ class Fetcher:
             state.queued = True
             self._with_data.append(state)
 
-    def _out_of_range(self, state: PartitionState, offset: int) -> None:
+    def _out_of_range(self, state: AssignedPartition, offset: int) -> None:
         strategy = state.reset if state.reset is not None else self._default_reset
         if strategy is None:
             state.buffered.clear()
             tp = state.tp
             self._fail(state, OffsetOutOfRangeError(f"offset {offset} is out of range for {tp.topic}-{tp.partition}"))
             return
-        log.info("offset %d out of range for %s, resetting (auto.offset.reset)", offset, state.tp)
+        logger.info("offset %d out of range for %s, resetting (auto.offset.reset)", offset, state.tp)
         state.seek(None, strategy)
 
 

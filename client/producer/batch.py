@@ -21,7 +21,7 @@ from odradek.client.record.builder import encode_batch
 from odradek.client.record.header import HEADER_SIZE
 from odradek.client.structs import RecordMetadata
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 Headers = list[tuple[str, bytes | None]]
 
@@ -147,7 +147,7 @@ class ProducerBatch:
             try:
                 callback(future)
             except Exception:
-                log.exception("producer callback %r raised", callback)
+                logger.exception("producer callback %r raised", callback)
 
     # ---- waiting ----
 

@@ -34,7 +34,7 @@ from odradek.client.producer.idempotence import ProducerIdentity
 from odradek.client.structs import TopicPartition
 from odradek.proto import broker_pb2 as pb
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 # Requests of lingered, not-full batches allowed in flight per broker: enough to overlap one round trip with the
 # next at a moderate rate (measured at 10k records/s against a Python broker: p99 lower than with 1 or 5).
@@ -118,7 +118,7 @@ class Sender:
             try:
                 wake_at = self._drain()
             except Exception:  # a bug here must not silently stop all sending
-                log.exception("producer sender pass failed")
+                logger.exception("producer sender pass failed")
                 wake_at = time.monotonic() + self._backoff
             self._wakeup = waiter = loop.create_future()
             delay = wake_at - time.monotonic()
@@ -179,13 +179,13 @@ class Sender:
                             pb.InitProducerIdRequest(producer_id=-1, producer_epoch=-1), timeout=self._timeout_ms / 1000
                         )
                     except grpc.aio.AioRpcError as e:
-                        log.debug("InitProducerId failed: %s", e.code().name)
+                        logger.debug("InitProducerId failed: %s", e.code().name)
                     else:
                         if response.error == ErrorCode.NONE:
                             identity.reset(response.producer_id, response.producer_epoch)
-                            log.debug("producer id %d epoch %d", response.producer_id, response.producer_epoch)
+                            logger.debug("producer id %d epoch %d", response.producer_id, response.producer_epoch)
                             return
-                        log.debug("InitProducerId refused: %s", ErrorCode.Name(response.error))
+                        logger.debug("InitProducerId refused: %s", ErrorCode.Name(response.error))
                 await asyncio.sleep(self._backoff)
         finally:
             self._init_task = None
@@ -246,7 +246,7 @@ class Sender:
                 self._fail(batch, ClientTimeoutError("producer closed with the record in flight"))
             raise
         except Exception as e:  # e.g. a compression library failing: the batches cannot be sent as they are
-            log.exception("produce request to broker %d failed", node)
+            logger.exception("produce request to broker %d failed", node)
             for batch in batches:
                 self._fail(batch, e)
         else:
@@ -326,7 +326,7 @@ class Sender:
             else:
                 self._fail(batch, error)
         if retry:
-            log.debug("retrying %d batch(es) after %s", len(retry), error)
+            logger.debug("retrying %d batch(es) after %s", len(retry), error)
             self._accumulator.reenqueue(retry)
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:

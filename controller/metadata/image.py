@@ -38,7 +38,7 @@ class BrokerRegistration:
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionState:
+class PartitionRegistration:
     topic_id: bytes
     partition: int
     replicas: tuple[int, ...]
@@ -61,7 +61,7 @@ class PartitionState:
 class TopicImage:
     name: str
     topic_id: bytes
-    partitions: Mapping[int, PartitionState]
+    partitions: Mapping[int, PartitionRegistration]
 
 
 def _frozen(mapping: dict) -> Mapping:
@@ -87,7 +87,7 @@ class MetadataImage:
         topic_id = self.topic_ids.get(name)
         return self.topics.get(topic_id) if topic_id is not None else None
 
-    def partition(self, name: str, partition: int) -> PartitionState | None:
+    def partition(self, name: str, partition: int) -> PartitionRegistration | None:
         topic = self.topic(name)
         return topic.partitions.get(partition) if topic else None
 
@@ -141,7 +141,7 @@ class MetadataImage:
         return out
 
 
-def partition_record(p: PartitionState) -> md.PartitionRecord:
+def partition_record(p: PartitionRegistration) -> md.PartitionRecord:
     return md.PartitionRecord(
         topic_id=p.topic_id,
         partition=p.partition,
@@ -194,7 +194,7 @@ class MetadataDelta:
         self._brokers: dict[int, BrokerRegistration] | None = None
         self._topics: dict[bytes, TopicImage] | None = None
         self._topic_ids: dict[str, bytes] | None = None
-        self._partitions: dict[bytes, dict[int, PartitionState]] = {}
+        self._partitions: dict[bytes, dict[int, PartitionRegistration]] = {}
         self._configs: dict[tuple[int, str], dict[str, str]] = {}
         self._configs_all: dict[tuple[int, str], Mapping[str, str]] | None = None
         self._quotas: dict[tuple, dict[str, float]] | None = None
@@ -221,7 +221,7 @@ class MetadataDelta:
             self._topic_ids = dict(self.base.topic_ids)
         return self._topic_ids
 
-    def partitions(self, topic_id: bytes) -> dict[int, PartitionState]:
+    def partitions(self, topic_id: bytes) -> dict[int, PartitionRegistration]:
         parts = self._partitions.get(topic_id)
         if parts is None:
             topic = self.topics().get(topic_id)
@@ -238,7 +238,7 @@ class MetadataDelta:
             self._configs[key] = entries
         return entries
 
-    def current_partition(self, topic_id: bytes, partition: int) -> PartitionState | None:
+    def current_partition(self, topic_id: bytes, partition: int) -> PartitionRegistration | None:
         return self.partitions(topic_id).get(partition)
 
     # -- records --
@@ -304,7 +304,7 @@ class MetadataDelta:
         self.changed_topics.add(r.topic_id)
 
     def _replay_partition(self, r: md.PartitionRecord) -> None:
-        self.partitions(r.topic_id)[r.partition] = PartitionState(
+        self.partitions(r.topic_id)[r.partition] = PartitionRegistration(
             topic_id=r.topic_id,
             partition=r.partition,
             replicas=tuple(r.replicas),

@@ -15,7 +15,7 @@ from odradek.controller.raft import Entry, LeaderAndEpoch, Role
 from odradek.controller.raft.snapshot import SnapshotId
 from odradek.proto import metadata_pb2 as md
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 Listener = Callable[[MetadataImage, MetadataDelta], None]
 
@@ -60,7 +60,7 @@ class MetadataStateMachine:
                 try:
                     batch = md.MetadataBatch.FromString(entry.data)
                 except Exception:  # a record this version cannot parse would corrupt the image: stop loudly
-                    log.critical("undecodable metadata entry at offset %d", entry.offset)
+                    logger.critical("undecodable metadata entry at offset %d", entry.offset)
                     raise
                 delta.replay_all(batch.records)
             delta.set_position(entry.offset, entry.epoch)

@@ -64,7 +64,7 @@ from odradek.controller.raft.messages import (
 from odradek.controller.raft.snapshot import SnapshotId
 from odradek.proto import raft_pb2_grpc
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 INCONSISTENT_CLUSTER_ID = ErrorCode.INCONSISTENT_CLUSTER_ID
 
@@ -193,7 +193,7 @@ class RaftDriver:
                 self._expire_parked()
                 self._drain()
             except Exception:  # the loop must survive anything one tick does; the error is logged
-                log.exception("raft tick failed")
+                logger.exception("raft tick failed")
 
     def step(self, message: Message) -> None:
         self._check_running()
@@ -255,7 +255,7 @@ class RaftDriver:
         io = isinstance(error, OSError | StorageError)
         what = "metadata log I/O error" if io else "error carrying out a Raft Ready"
         # An I/O error says all there is to say; anything else is a bug and gets its traceback.
-        log.critical("fatal: %s on node %d: %s; stopping", what, self.node_id, error, exc_info=not io)
+        logger.critical("fatal: %s on node %d: %s; stopping", what, self.node_id, error, exc_info=not io)
         stopped = MetadataLogFailedError(self.node_id, self.leader.epoch, error)
         self._fail_waiters(stopped)
         for waiters in self._waiting.values():
@@ -268,7 +268,7 @@ class RaftDriver:
             try:
                 self.sm.leader_changed(self.leader)
             except Exception:
-                log.exception("telling the state machine about the stop failed")
+                logger.exception("telling the state machine about the stop failed")
         if self.on_fatal is not None:
             self.on_fatal(error)
 
@@ -288,7 +288,7 @@ class RaftDriver:
         if ready.persist_state is not None:
             self._state_file.store(ready.persist_state)
         for event in ready.events:  # logged once durable, so the log never claims a vote a crash lost
-            log.info("raft node %d: %s", self.node_id, event.describe())
+            logger.info("raft node %d: %s", self.node_id, event.describe())
         for message in ready.messages:
             self._send(message)
         if ready.install_snapshot is not None:
@@ -391,7 +391,7 @@ class RaftDriver:
             else:
                 raise TypeError(f"cannot send {type(m).__name__}")
         except grpc.aio.AioRpcError as e:
-            log.debug("raft %s to %s failed: %s", type(m).__name__, m.dst, e.code().name)
+            logger.debug("raft %s to %s failed: %s", type(m).__name__, m.dst, e.code().name)
             return  # the core resends on its own request timeout
         with contextlib.suppress(MetadataLogFailedError):  # stopped meanwhile: the answer has nowhere to go
             self.step(reply)

@@ -7,7 +7,7 @@ Drive a `RaftNode` with `step`, `tick`, `propose`; drain `ready()`, act on it as
 from odradek.controller.raft.config import Faults, RaftConfig
 from odradek.controller.raft.events import RaftEvent
 from odradek.controller.raft.log import Entry, RaftLog
-from odradek.controller.raft.node import NotLeaderError, RaftNode, RaftSafetyError, ReplicaState
+from odradek.controller.raft.node import NotLeaderError, PeerProgress, RaftNode, RaftSafetyError
 from odradek.controller.raft.ready import LeaderAndEpoch, Ready
 from odradek.controller.raft.snapshot import EMPTY_SNAPSHOT, SnapshotChunk, SnapshotId
 from odradek.controller.raft.state import IllegalTransition, PersistentState, QuorumState, Role
@@ -19,6 +19,7 @@ __all__ = [
     "IllegalTransition",
     "LeaderAndEpoch",
     "NotLeaderError",
+    "PeerProgress",
     "PersistentState",
     "QuorumState",
     "RaftConfig",
@@ -27,7 +28,6 @@ __all__ = [
     "RaftNode",
     "RaftSafetyError",
     "Ready",
-    "ReplicaState",
     "Role",
     "SnapshotChunk",
     "SnapshotId",

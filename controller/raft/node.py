@@ -72,7 +72,7 @@ class RaftSafetyError(RuntimeError):
 
 
 @dataclass(slots=True)
-class ReplicaState:
+class PeerProgress:
     """The leader's view of one fetcher: how much of the log it provably holds and when it last fetched."""
 
     node_id: int
@@ -141,7 +141,7 @@ class RaftNode:
         self._deadline = 0  # election timeout, or fetch timeout for a follower
         self._retry_at = 0  # when to resend unanswered requests
         self._votes: set[int] = set()
-        self._replicas: dict[int, ReplicaState] = {}
+        self._replicas: dict[int, PeerProgress] = {}
         self._acked: set[int] = set()
         self._successors: tuple[int, ...] = ()
         self._epoch_start = 0  # offset of the leader's leader-change entry
@@ -215,7 +215,7 @@ class RaftNode:
         """Ticks since this node was constructed."""
         return self._now
 
-    def replica_states(self) -> list[ReplicaState]:
+    def peer_progress(self) -> list[PeerProgress]:
         """The leader's view of every fetcher (for `cluster quorum`); empty unless leading."""
         return [replace(r) for r in self._replicas.values()] if self._q.role is Role.LEADER else []
 
@@ -450,7 +450,7 @@ class RaftNode:
         self._transition(Role.LEADER, q.epoch, self._id, self._id)
         self._events.append(BecameLeader(q.epoch, votes))
         # Every voter gets a full fetch timeout to show up before check-quorum counts it missing.
-        self._replicas = {v: ReplicaState(v, True, last_fetch_tick=now) for v in self._voters if v != self._id}
+        self._replicas = {v: PeerProgress(v, True, last_fetch_tick=now) for v in self._voters if v != self._id}
         self._epoch_start = self._log.end_offset
         self._log.append([Entry(self._epoch_start, q.epoch, b"", control=True)])
         for v in sorted(self._replicas):
@@ -635,10 +635,10 @@ class RaftNode:
             return
         self._answer_fetch(m, entries=entries)
 
-    def _replica(self, node_id: int) -> ReplicaState:
+    def _replica(self, node_id: int) -> PeerProgress:
         replica = self._replicas.get(node_id)
         if replica is None:
-            replica = self._replicas[node_id] = ReplicaState(node_id, node_id in self._voters)
+            replica = self._replicas[node_id] = PeerProgress(node_id, node_id in self._voters)
         return replica
 
     def _answer_fetch(

@@ -13,7 +13,7 @@ from odradek.broker.partition import Partition
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
 from odradek.controller.isr import MinIsr, alter_partition, isr_items
-from odradek.controller.metadata.image import MetadataImage, PartitionState
+from odradek.controller.metadata.image import MetadataImage, PartitionRegistration
 from odradek.proto import controller_pb2 as cpb
 
 MAX = 1 << 20
@@ -88,7 +88,7 @@ class Replicas:
 class OneReplica:
     """The slice of ReplicaManager the data plane (BrokerService) uses, over one broker's replica of t-0."""
 
-    def __init__(self, partition: Partition, state: PartitionState) -> None:
+    def __init__(self, partition: Partition, state: PartitionRegistration) -> None:
         self.partitions = {("t", 0): partition}
         self.state = state
         self.image = self
@@ -96,5 +96,5 @@ class OneReplica:
     def get(self, topic: str, partition: int) -> Partition:
         return self.partitions[(topic, partition)]
 
-    def partition(self, topic: str, partition: int) -> PartitionState:
+    def partition(self, topic: str, partition: int) -> PartitionRegistration:
         return self.state

@@ -12,7 +12,7 @@ from replicas import Controller, Replicas, batch
 
 from odradek.broker.isr_changes import IsrChangeBatcher
 from odradek.client.errors import ErrorCode
-from odradek.controller.brokers import BrokerLifecycle
+from odradek.controller.brokers import BrokerControl
 
 
 async def test_a_wiped_last_isr_member_is_never_elected_and_acknowledged_records_survive(tmp_path) -> None:
@@ -41,7 +41,7 @@ async def test_a_wiped_last_isr_member_is_never_elected_and_acknowledged_records
         assert late_ack.result() == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND  # never acknowledged
 
         # Broker 1 loses power; its session expires. An eligible leader replica takes over at once.
-        life = BrokerLifecycle("c", session_timeout_ms=1000, unclean_allowed=lambda _t: False, min_isr=lambda _t: 2)
+        life = BrokerControl("c", session_timeout_ms=1000, unclean_allowed=lambda _t: False, min_isr=lambda _t: 2)
         life.became_active(controller.image, 0)
         for b in (2, 3):
             life.heartbeat(

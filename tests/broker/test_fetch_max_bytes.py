@@ -11,7 +11,7 @@ from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
-from odradek.controller.metadata.image import PartitionState
+from odradek.controller.metadata.image import PartitionRegistration
 from odradek.proto import broker_pb2 as pb
 
 
@@ -31,7 +31,7 @@ def fetched_batches(service: BrokerService) -> int:
 
 
 def test_fetch_max_bytes_caps_a_consumer_fetch(tmp_path: Path) -> None:
-    state = PartitionState(b"\x07" * 16, 0, (1,), (1,), 1, 1, 1)
+    state = PartitionRegistration(b"\x07" * 16, 0, (1,), (1,), 1, 1, 1)
     partition = Partition("t", 0, Log.open(tmp_path / "t-0"), 1)
     partition.update(state, 1, 0)
     try:

@@ -22,7 +22,7 @@ from odradek.broker.log.log import Log, UnexpectedAppendOffsetError
 from odradek.broker.partition import Divergence, Partition
 from odradek.client.errors import ErrorCode
 from odradek.client.record.builder import encode_batch
-from odradek.controller.metadata.image import PartitionState
+from odradek.controller.metadata.image import PartitionRegistration
 
 AT = FetchPosition(fetch_offset=100, last_fetched_epoch=3, leader_epoch=3)
 DATA = FetchedPartition(ErrorCode.NONE, b"records", high_watermark=90, log_start_offset=0, log_end_offset=120)
@@ -61,7 +61,7 @@ def test_an_answer_to_the_current_position() -> None:
 def test_a_stale_answer_leaves_no_hole_on_the_replica(tmp_path: Path) -> None:
     """Offsets 100..101 fetched for a follower at 100 that has since restarted at 0: nothing is appended, whether
     the fetcher checks the position (``apply_fetched``) or the records reach the log anyway."""
-    state = PartitionState(b"\x07" * 16, 0, (2, 1), (2, 1), 2, 3, 0)
+    state = PartitionRegistration(b"\x07" * 16, 0, (2, 1), (2, 1), 2, 3, 0)
     leader = Partition("t", 0, Log.open(tmp_path / "b2" / "t-0"), 2)
     follower = Partition("t", 0, Log.open(tmp_path / "b1" / "t-0"), 1)
     for p in (leader, follower):

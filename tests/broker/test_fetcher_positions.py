@@ -20,7 +20,7 @@ from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
 from odradek.client.errors import StorageError
 from odradek.client.record.builder import encode_batch
-from odradek.controller.metadata.image import PartitionState
+from odradek.controller.metadata.image import PartitionRegistration
 from odradek.proto import broker_pb2 as pb
 
 TOPIC_ID = b"\x07" * 16
@@ -48,8 +48,8 @@ class FakeLeader:
         return {(t.name, fp.partition): fp for t in request.topics for fp in t.partitions}, answer
 
 
-def state(partition: int, leader_epoch: int) -> PartitionState:
-    return PartitionState(TOPIC_ID, partition, (LEADER, FOLLOWER), (LEADER, FOLLOWER), LEADER, leader_epoch, 0)
+def state(partition: int, leader_epoch: int) -> PartitionRegistration:
+    return PartitionRegistration(TOPIC_ID, partition, (LEADER, FOLLOWER), (LEADER, FOLLOWER), LEADER, leader_epoch, 0)
 
 
 def replicas(root: Path, partition: int) -> tuple[Partition, Partition]:

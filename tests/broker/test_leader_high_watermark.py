@@ -18,7 +18,7 @@ from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
 from odradek.client.errors import ErrorCode, OffsetNotAvailableError
 from odradek.client.record.builder import encode_batch
-from odradek.controller.metadata.image import PartitionState
+from odradek.controller.metadata.image import PartitionRegistration
 from odradek.proto import broker_pb2 as pb
 
 TOPIC_ID = b"\x07" * 16
@@ -29,13 +29,13 @@ REPLICAS = (1, 2, 3)
 class Brokers:
     def __init__(self, root: Path) -> None:
         self.parts = {b: Partition("t", 0, Log.open(root / f"b{b}" / "t-0"), b) for b in REPLICAS}
-        self.state = PartitionState(TOPIC_ID, 0, REPLICAS, REPLICAS, -1, -1, -1)
+        self.state = PartitionRegistration(TOPIC_ID, 0, REPLICAS, REPLICAS, -1, -1, -1)
 
     def __getitem__(self, broker: int) -> Partition:
         return self.parts[broker]
 
     def publish(self, leader: int, leader_epoch: int, isr: tuple[int, ...] = REPLICAS) -> None:
-        self.state = PartitionState(TOPIC_ID, 0, REPLICAS, isr, leader, leader_epoch, leader_epoch)
+        self.state = PartitionRegistration(TOPIC_ID, 0, REPLICAS, isr, leader, leader_epoch, leader_epoch)
         for p in self.parts.values():
             p.update(self.state, 1, 0)
 

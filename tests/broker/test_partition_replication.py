@@ -1,7 +1,7 @@
 """Partition replication over real logs: a leader and followers wired by direct calls (an in-process "network").
 
 Each broker's replica is a ``Partition`` over a ``Log`` in its own directory. The "controller" is the test: it
-hands every live broker a ``PartitionState``. A follower fetch is the leader's ``read_for_follower`` followed by
+hands every live broker a ``PartitionRegistration``. A follower fetch is the leader's ``read_for_follower`` followed by
 the follower's ``truncate_to_leader`` or ``append_as_follower``, as the fetcher applies a Fetch response.
 """
 
@@ -27,7 +27,7 @@ from odradek.client.errors import (
 )
 from odradek.client.record.builder import encode_batch
 from odradek.client.record.header import parse_header
-from odradek.controller.metadata.image import PartitionState
+from odradek.controller.metadata.image import PartitionRegistration
 
 TOPIC_ID = b"\x07" * 16
 MAX_BYTES = 1 << 20
@@ -93,9 +93,9 @@ class Cluster:
         replicas: tuple[int, ...] = (1, 2, 3),
         min_isr: int = 1,
         now: int = 0,
-    ) -> PartitionState:
+    ) -> PartitionRegistration:
         """Committed partition metadata reaching brokers ``to`` (default: every broker)."""
-        state = PartitionState(TOPIC_ID, 0, replicas, isr, leader, leader_epoch, partition_epoch)
+        state = PartitionRegistration(TOPIC_ID, 0, replicas, isr, leader, leader_epoch, partition_epoch)
         for b in self.parts if to is None else to:
             self.parts[b].update(state, min_isr, now)
         return state
@@ -620,12 +620,12 @@ async def test_reassignment_through_partition(tmp_path: Path) -> None:
 
 async def test_stale_partition_state_is_ignored(cluster: Cluster) -> None:
     cluster.publish(1, 2, 5, (1, 2, 3))
-    assert cluster[1].update(PartitionState(TOPIC_ID, 0, (1, 2, 3), (1,), 1, 2, 5), 1, 0) is False
-    assert cluster[1].update(PartitionState(TOPIC_ID, 0, (1, 2, 3), (1,), 2, 1, 9), 1, 0) is False
+    assert cluster[1].update(PartitionRegistration(TOPIC_ID, 0, (1, 2, 3), (1,), 1, 2, 5), 1, 0) is False
+    assert cluster[1].update(PartitionRegistration(TOPIC_ID, 0, (1, 2, 3), (1,), 2, 1, 9), 1, 0) is False
     assert cluster[1].isr == (1, 2, 3) and cluster[1].is_leader
-    assert cluster[1].update(PartitionState(TOPIC_ID, 0, (1, 2, 3), (1, 2), 1, 2, 6), 1, 0) is False
+    assert cluster[1].update(PartitionRegistration(TOPIC_ID, 0, (1, 2, 3), (1, 2), 1, 2, 6), 1, 0) is False
     assert cluster[1].isr == (1, 2)
-    assert cluster[1].update(PartitionState(TOPIC_ID, 0, (1, 2, 3), (1, 2), 2, 3, 7), 1, 0) is True
+    assert cluster[1].update(PartitionRegistration(TOPIC_ID, 0, (1, 2, 3), (1, 2), 2, 3, 7), 1, 0) is True
     assert cluster[1].is_follower
 
 

@@ -17,10 +17,10 @@ from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
 from odradek.client.record.header import COMPRESSION_CODES
 from odradek.client.structs import CREATE_TIME, LOG_APPEND_TIME, TopicPartition
-from odradek.controller.metadata.image import PartitionState
+from odradek.controller.metadata.image import PartitionRegistration
 
 NOW = 1_800_000_000_000
-STATE = PartitionState(b"\x07" * 16, 0, (1,), (1,), 1, 1, 1)
+STATE = PartitionRegistration(b"\x07" * 16, 0, (1,), (1,), 1, 1, 1)
 
 
 def leader(root: Path, **configs: str) -> Partition:

@@ -10,7 +10,7 @@ from controller_images import brokers, build, epoch_of, partition, topic
 
 from odradek.client.errors import ErrorCode
 from odradek.controller.active import ActiveController
-from odradek.controller.brokers import BrokerLifecycle
+from odradek.controller.brokers import BrokerControl
 from odradek.controller.metadata.image import MetadataImage
 from odradek.controller.metadata.state_machine import MetadataStateMachine, encode_batch
 from odradek.controller.raft import LeaderAndEpoch, Role
@@ -44,7 +44,7 @@ def controller_for(image: MetadataImage, **kw) -> tuple[ActiveController, FakeDr
     driver = FakeDriver(sm)
     sm.apply([Entry(0, 1, encode_batch(image.to_records()))])
     driver.node.log.end_offset = driver.node.high_watermark = 1
-    controller = ActiveController(driver, sm, BrokerLifecycle("c1", 60_000, lambda _t: False), **kw)
+    controller = ActiveController(driver, sm, BrokerControl("c1", 60_000, lambda _t: False), **kw)
     sm.leader_changed(driver.leader)
     assert controller.is_active
     return controller, driver

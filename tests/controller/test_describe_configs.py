@@ -110,14 +110,14 @@ async def test_a_just_elected_leader_describes_a_topic_its_predecessor_committed
     from test_active import FakeDriver
 
     from odradek.controller.active import ActiveController
-    from odradek.controller.brokers import BrokerLifecycle
+    from odradek.controller.brokers import BrokerControl
     from odradek.controller.metadata.state_machine import MetadataStateMachine, encode_batch
     from odradek.controller.raft import Entry
 
     sm = MetadataStateMachine("c1")
     driver = FakeDriver(sm)
     driver.node.log.end_offset = 2  # the topic at 0, this leader's epoch start at 1: neither applied yet
-    controller = ActiveController(driver, sm, BrokerLifecycle("c1", 60_000, lambda _t: False))
+    controller = ActiveController(driver, sm, BrokerControl("c1", 60_000, lambda _t: False))
     sm.leader_changed(driver.leader)
     assert not controller.is_active
     admin = AdminService(sm, driver, {}, {}, controller)

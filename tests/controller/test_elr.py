@@ -10,7 +10,7 @@ from __future__ import annotations
 from controller_images import apply, brokers, build, epoch_of, partition, topic
 
 from odradek.client.errors import ErrorCode
-from odradek.controller.brokers import BrokerLifecycle
+from odradek.controller.brokers import BrokerControl
 from odradek.controller.elections import (
     changes_after_broker_loss,
     changes_after_unclean_shutdown,
@@ -18,7 +18,7 @@ from odradek.controller.elections import (
     eligible_leaders,
 )
 from odradek.controller.isr import IsrItem, alter_partition
-from odradek.controller.metadata.image import NO_LEADER, MetadataImage, PartitionState
+from odradek.controller.metadata.image import NO_LEADER, MetadataImage, PartitionRegistration
 from odradek.proto import metadata_pb2 as md
 
 MIN_ISR_2 = {"t": 2}.get
@@ -32,8 +32,8 @@ def records(changes: list[md.PartitionChangeRecord]) -> list[md.MetadataRecord]:
     return [md.MetadataRecord(partition_change=c) for c in changes]
 
 
-def lifecycle(image: MetadataImage) -> BrokerLifecycle:
-    life = BrokerLifecycle("c", session_timeout_ms=1000, unclean_allowed=lambda _t: False, min_isr=min_isr)
+def lifecycle(image: MetadataImage) -> BrokerControl:
+    life = BrokerControl("c", session_timeout_ms=1000, unclean_allowed=lambda _t: False, min_isr=min_isr)
     life.became_active(image, 0)
     return life
 
@@ -46,7 +46,7 @@ def shrunk_to_leader() -> MetadataImage:
     return apply(image, recs)
 
 
-def register(life: BrokerLifecycle, image: MetadataImage, broker: int, previous_epoch: int, at: int):
+def register(life: BrokerControl, image: MetadataImage, broker: int, previous_epoch: int, at: int):
     return life.register(
         image,
         broker_id=broker,
@@ -169,7 +169,7 @@ def test_unclean_shutdown_removes_a_leader_and_member_of_the_isr() -> None:
 
 
 def test_eligible_leaders_stay_within_the_replicas() -> None:
-    p = PartitionState(b"t" * 16, 0, (1, 2, 3), (1, 2), 1, 0, 0, eligible_leader_replicas=(3,))
+    p = PartitionRegistration(b"t" * 16, 0, (1, 2, 3), (1, 2), 1, 0, 0, eligible_leader_replicas=(3,))
     assert eligible_leaders(p, (1,), (1, 2), 3) == (2,)  # 3 is no longer a replica
     assert eligible_leaders(p, (1,), (1, 2, 3), 3) == (2, 3)
     assert eligible_leaders(p, (1, 3), (1, 2, 3), 2) == ()

@@ -1,7 +1,7 @@
 """Metadata image folding, topic creation/deletion records, elections and the broker lifecycle."""
 
 from odradek.client.errors import ErrorCode
-from odradek.controller.brokers import BrokerLifecycle
+from odradek.controller.brokers import BrokerControl
 from odradek.controller.metadata.image import NO_LEADER, MetadataDelta, MetadataImage, image_from_records
 from odradek.controller.topics import TopicRequest, create_topic, delete_topic
 from odradek.proto import metadata_pb2 as md
@@ -13,8 +13,8 @@ def apply(image: MetadataImage, records: list[md.MetadataRecord]) -> MetadataIma
     return delta.image()
 
 
-def cluster(n: int = 3, rack: str = "") -> tuple[MetadataImage, BrokerLifecycle]:
-    life = BrokerLifecycle("c1", session_timeout_ms=9000, unclean_allowed=lambda _t: False)
+def cluster(n: int = 3, rack: str = "") -> tuple[MetadataImage, BrokerControl]:
+    life = BrokerControl("c1", session_timeout_ms=9000, unclean_allowed=lambda _t: False)
     image = MetadataImage()
     for b in range(1, n + 1):
         d = life.register(
@@ -44,7 +44,7 @@ def cluster(n: int = 3, rack: str = "") -> tuple[MetadataImage, BrokerLifecycle]
 
 
 def test_registration_then_heartbeat_unfences_a_caught_up_broker() -> None:
-    life = BrokerLifecycle("c1", 9000, lambda _t: False)
+    life = BrokerControl("c1", 9000, lambda _t: False)
     d = life.register(
         MetadataImage(),
         broker_id=1,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from controller_images import TOPIC_ID, apply, brokers, build, changes, epoch_of, partition, topic
 
-from odradek.controller.brokers import BrokerLifecycle
+from odradek.controller.brokers import BrokerControl
 from odradek.controller.metadata.image import NO_LEADER
 from odradek.controller.offline_replicas import changes_for_offline_replicas
 from odradek.proto import metadata_pb2 as md
@@ -45,7 +45,7 @@ def test_nothing_to_do_once_applied_or_for_unknown_partitions() -> None:
 
 def test_the_heartbeat_reporting_offline_replicas_moves_them() -> None:
     image = build(brokers(1, 2, 3), topic(), partition(0, (1, 2, 3)), partition(1, (2, 1, 3)))
-    life = BrokerLifecycle("c", 9000, CLEAN)
+    life = BrokerControl("c", 9000, CLEAN)
     life.became_active(image, 0)
     beat = dict(broker_id=1, broker_epoch=epoch_of(1), metadata_offset=10_000, want_fence=False, want_shutdown=False)
     assert life.heartbeat(image, now_ms=1, **beat).records == []

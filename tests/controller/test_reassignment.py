@@ -9,7 +9,7 @@ from controller_images import apply, brokers, build, changes, epoch_of, partitio
 
 from odradek.client.errors import ErrorCode
 from odradek.controller.isr import IsrItem, alter_partition
-from odradek.controller.metadata.image import NO_LEADER, MetadataImage, PartitionState
+from odradek.controller.metadata.image import NO_LEADER, MetadataImage, PartitionRegistration
 from odradek.controller.reassignment import ReassignmentRequest, alter_reassignments
 
 
@@ -28,7 +28,7 @@ def step(image: MetadataImage, *targets, unclean: bool = False) -> tuple[Metadat
     return apply(image, records), outcomes
 
 
-def state(image: MetadataImage) -> PartitionState:
+def state(image: MetadataImage) -> PartitionRegistration:
     return image.partition("t", 0)
 
 
@@ -174,7 +174,7 @@ def test_requests_in_one_call_are_one_batch_applied_in_order() -> None:
     assert (set(p.replicas), p.adding_replicas, p.removing_replicas) == ({1, 2, 3}, (), ())
 
 
-def check_invariants(p: PartitionState) -> None:
+def check_invariants(p: PartitionRegistration) -> None:
     assert p.isr, p
     assert set(p.isr) <= set(p.replicas), p
     assert p.leader == NO_LEADER or p.leader in p.isr, p

@@ -1,8 +1,8 @@
-"""The active controller: the REAL sans-I/O decisions (BrokerLifecycle, alter_partition, the elections inside them)
+"""The active controller: the REAL sans-I/O decisions (BrokerControl, alter_partition, the elections inside them)
 over a committed metadata log kept as a list of record batches.
 
 A decision commits at once (the Raft quorum is not simulated here); its answer then travels over the lossy
-network like any other. A failover makes the controller unreachable for a while, then a fresh BrokerLifecycle
+network like any other. A failover makes the controller unreachable for a while, then a fresh BrokerControl
 takes over (every session restarts), as when another controller wins the election: answers in flight are lost.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from world import World
 
-from odradek.controller.brokers import BrokerLifecycle, Decision
+from odradek.controller.brokers import BrokerControl, Decision
 from odradek.controller.isr import AlterPartitionResults, IsrItem, alter_partition
 from odradek.controller.metadata.image import MetadataDelta, MetadataImage
 from odradek.proto import metadata_pb2 as md
@@ -22,7 +22,7 @@ TOPIC = "t"
 TOPIC_ID = b"T" * 16
 
 
-def register(lifecycle: BrokerLifecycle, image: MetadataImage, previous_broker_epoch: int, **kwargs) -> Decision:
+def register(lifecycle: BrokerControl, image: MetadataImage, previous_broker_epoch: int, **kwargs) -> Decision:
     """Registration with ``previous_broker_epoch``: the broker's last epoch after a clean stop, else -1."""
     return lifecycle.register(image, previous_broker_epoch=previous_broker_epoch, **kwargs)
 
@@ -93,8 +93,8 @@ class SimController:
         self.commit(records)
         self.lifecycle.became_active(self.image, 0)
 
-    def _new_lifecycle(self) -> BrokerLifecycle:
-        return BrokerLifecycle(CLUSTER_ID, self.session_timeout_ms, lambda topic: False, lambda topic: self.min_isr)
+    def _new_lifecycle(self) -> BrokerControl:
+        return BrokerControl(CLUSTER_ID, self.session_timeout_ms, lambda topic: False, lambda topic: self.min_isr)
 
     @property
     def next_offset(self) -> int:
