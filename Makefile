@@ -4,12 +4,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup run test lint proto bench clean
+.PHONY: setup run test lint typecheck proto bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,spark,deploy]'
+	$(PY) -m pip install -q -e '.[dev,test,spark,deploy]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -20,6 +20,12 @@ run: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# mypy cannot follow the package-dir mapping of the editable install: check the package through a tree of links.
+typecheck: setup
+	rm -rf build/typecheck && mkdir -p build/typecheck/odradek
+	for d in broker chaos client controller deploy proto spark_connector; do ln -s ../../../$$d build/typecheck/odradek/$$d; done
+	$(VENV)/bin/mypy -p odradek
 
 test: lint
 	$(PY) -m pytest -q -ra
