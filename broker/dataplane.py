@@ -262,6 +262,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     r.diverging_epoch.end_offset = read.diverging.end_offset
                     total += 1
                     continue
+                assert read.data is not None  # set whenever no divergence is reported
                 records = read.data.records
                 size = len(records)
                 total += size

@@ -88,7 +88,7 @@ class IsrChangeBatcher:
         if response.error != ErrorCode.NONE:
             # Refused as a whole before any partition was looked at: nothing of this request was applied, but an
             # earlier attempt may have been, so ask again rather than forget.
-            logger.warning("AlterPartition refused: %s %s", ErrorCode.Name(response.error), response.error_message)
+            logger.warning("AlterPartition refused as a whole: %s", ErrorCode.Name(response.error))
             return Outcome(retry=list(items))
         by_key = {(p.topic, p.partition): (p, c) for p, c in items}
         outcome = Outcome()

@@ -13,29 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 
 import grpc
+from prometheus_client.core import GaugeMetricFamily
 
-from odradek.broker.config import NodeConfig
-from odradek.broker.dataplane import BrokerService
-from odradek.broker.fetcher import FetcherConfig, ReplicaFetcherManager
-from odradek.broker.isr_changes import IsrChangeSender
-from odradek.broker.lifecycle import BrokerLifecycleManager
-from odradek.broker.log import durability
-from odradek.broker.log.config import LogManagerConfig
-from odradek.broker.log.manager import LogManager
-from odradek.broker.log_dirs import log_dir_gauges, log_dir_usage
+from odradek.broker.broker_role import BrokerRole
+from odradek.broker.config import ConfigError, Endpoint, NodeConfig
 from odradek.broker.metrics import NodeMetrics, gauge
-from odradek.broker.producer_ids import ProducerIdManager
-from odradek.broker.replica_manager import ReplicaManager, broker_log_config
 from odradek.broker.storage import verify_storage
 from odradek.broker.topic_defaults import topic_defaults
 from odradek.client.connection import channel_options
-from odradek.client.errors import StorageError
 from odradek.controller.active import ActiveController
 from odradek.controller.brokers import BrokerControl
 from odradek.controller.metadata.state_machine import MetadataStateMachine
@@ -68,13 +58,7 @@ class Node:
             on_fatal=lambda _error: self._stop_requested.set(),
         )
         self.controller: ActiveController | None = None
-        self.broker_lifecycle: BrokerLifecycleManager | None = None
-        self.logs: LogManager | None = None
-        self.replicas: ReplicaManager | None = None
-        self._log_task: asyncio.Task | None = None
-        self._lag_task: asyncio.Task | None = None
-        self.fetchers: ReplicaFetcherManager | None = None
-        self.isr_changes: IsrChangeSender | None = None
+        self.broker: BrokerRole | None = None
         self.servers: list[grpc.aio.Server] = []
         self.metrics = NodeMetrics(c.node_id)
         self.metrics.add_collector(self._collect)
@@ -94,7 +78,9 @@ class Node:
         value = self.sm.image.topic_configs(topic).get("min.insync.replicas")
         return int(value) if value is not None else self.config["min.insync.replicas"]
 
-    def _server(self, endpoint) -> grpc.aio.Server:
+    def _server(self, endpoint: Endpoint | None) -> grpc.aio.Server:
+        if endpoint is None:  # the config refuses a role without its listener; this guards the programming error
+            raise ConfigError("no listener for this role")
         server = grpc.aio.server(
             options=channel_options(self.config["socket.request.max.bytes"]),
             interceptors=[self.metrics.interceptor()],
@@ -110,22 +96,20 @@ class Node:
         c = self.config
         if c.is_controller:
             self.controller = self._build_controller()
-        self.admin = self._build_admin()
-        if c.is_controller:
-            self._serve_controller()
+        admin = self.admin = self._build_admin()
+        if self.controller is not None:
+            self._serve_controller(self.controller, admin)
         if c.is_broker:
-            self._build_broker()
-            self._serve_broker()
+            self.broker = BrokerRole(c, self.cluster_id, self.sm, self.voters, self.metrics)
+            self._serve_broker(self.broker, admin)
         for server in self.servers:
             await server.start()
         self.metrics.serve(c["metrics.port"])
         await self.driver.start()
         if self.controller is not None:
             self.controller.start()
-        if self.broker_lifecycle is not None:
-            self._start_broker()
-        if self.logs is not None:
-            self._log_task = asyncio.create_task(self._log_maintenance(), name="log-maintenance")
+        if self.broker is not None:
+            self.broker.start()
         logger.info("node %d started with roles %s", c.node_id, ",".join(sorted(c.roles)))
         if c["unsafe.testing.bug"]:
             logger.warning(
@@ -161,108 +145,23 @@ class Node:
             self.sm, self.driver, self.voters, defaults, self.controller, topic_defaults=topic_defaults(c)
         )
 
-    def _serve_controller(self) -> None:
+    def _serve_controller(self, controller: ActiveController, admin: AdminService) -> None:
         """The CONTROLLER listener: Raft, Controller and Admin."""
         server = self._server(self.config.controller_listener)
         raft_pb2_grpc.add_RaftServicer_to_server(RaftService(self.driver), server)
-        controller_pb2_grpc.add_ControllerServicer_to_server(ControllerService(self.controller), server)
-        admin_pb2_grpc.add_AdminServicer_to_server(self.admin, server)
+        controller_pb2_grpc.add_ControllerServicer_to_server(ControllerService(controller), server)
+        admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
 
     # -- broker role --------------------------------------------------------------------------------------------
 
-    def _build_broker(self) -> None:
-        """The broker role: its log dirs, its registration and heartbeats, and the partition replicas it hosts
-        (fed by the committed metadata)."""
-        c = self.config
-        if c["unsafe.testing.fsync.ledger"]:
-            durability.enable(c["unsafe.testing.fsync.ledger"])
-        base = broker_log_config(c)
-        self.logs = LogManager(
-            c.log_dirs,
-            base,
-            LogManagerConfig.from_properties(
-                {
-                    "log.retention.check.interval.ms": c["log.retention.check.interval.ms"],
-                    "log.max.open.fds": c["log.max.open.files"],
-                }
-            ),
-        )
-        lifecycle = self.broker_lifecycle = self._build_lifecycle(self.logs.clean_shutdown_epoch)
-        self.fetchers = ReplicaFetcherManager(
-            c.node_id,
-            lambda: lifecycle.broker_epoch,
-            lambda: self.sm.image,
-            FetcherConfig(
-                max_wait_ms=c["replica.fetch.wait.max.ms"],
-                min_bytes=c["replica.fetch.min.bytes"],
-                partition_max_bytes=c["replica.fetch.max.bytes"],
-                response_max_bytes=c["replica.fetch.response.max.bytes"],
-                backoff_ms=c["replica.fetch.backoff.ms"],
-            ),
-        )
-        self.isr_changes = IsrChangeSender(c.node_id, lambda: lifecycle.broker_epoch, lifecycle.call)
-        self.replicas = ReplicaManager(
-            c.node_id,
-            self.logs,
-            base,
-            min_isr_default=c["min.insync.replicas"],
-            fetchers=self.fetchers,
-            isr_changes=self.isr_changes.submit,
-            metrics=self.metrics,
-            unsafe_bug=c["unsafe.testing.bug"],
-            registered_epoch=lambda: lifecycle.broker_epoch,
-        )
-        self.sm.on_change(self.replicas.publish)
-        loop = asyncio.get_running_loop()
-        self.logs.on_dir_offline(lambda d: loop.call_soon_threadsafe(self._log_dir_offline, d))
-        if self._all_log_dirs_offline():
-            raise StorageError(f"every log dir is offline: {', '.join(c.log_dirs)}")
-
-    def _build_lifecycle(self, previous_broker_epoch: int) -> BrokerLifecycleManager:
-        """Registration and heartbeats with the active controller, advertising the broker listener."""
-        c = self.config
-        advertised = c.advertised_broker_listener
-        return BrokerLifecycleManager(
-            broker_id=c.node_id,
-            cluster_id=self.cluster_id,
-            host=advertised.host,
-            port=advertised.port,
-            rack=c["broker.rack"],
-            log_dirs=c.log_dirs,
-            voters=self.voters,
-            leader_hint=lambda: self.sm.leader.leader_id,
-            metadata_offset=lambda: self.sm.image.offset,
-            heartbeat_interval_ms=c["broker.heartbeat.interval.ms"],
-            session_timeout_ms=c["broker.session.timeout.ms"],
-            previous_broker_epoch=previous_broker_epoch,
-            offline=self._offline_report,
-            on_registered=lambda: self.replicas.publish(self.sm.image),
-        )
-
-    def _serve_broker(self) -> None:
+    def _serve_broker(self, broker: BrokerRole, admin: AdminService) -> None:
         """The broker listener: Admin and the data plane."""
-        c = self.config
-        lifecycle = self.broker_lifecycle
-        server = self._server(c.broker_listener)
-        admin_pb2_grpc.add_AdminServicer_to_server(self.admin, server)
-        service = BrokerService(
-            c.node_id,
-            self.cluster_id,
-            self.replicas,
-            self.metrics,
-            controller_id=lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id,
-            session_valid=lifecycle.session_valid,
-            producer_ids=ProducerIdManager(c.node_id, lambda: lifecycle.broker_epoch, lifecycle.call),
-            fetch_max_bytes=c["fetch.max.bytes"],
-        )
+        server = self._server(self.config.broker_listener)
+        admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
+        service = broker.service(lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id)
         broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
 
-    def _start_broker(self) -> None:
-        self.broker_lifecycle.start()
-        self.isr_changes.start()
-        self._lag_task = asyncio.create_task(self._lag_checks(), name="isr-lag-checks")
-
-    def _collect(self):
+    def _collect(self) -> Iterator[GaugeMetricFamily]:
         """State gauges, read at scrape time."""
         node = self.driver.node
         if self.controller is not None and self.controller.is_active:
@@ -295,118 +194,19 @@ class Node:
                 g = gauge(name, doc)
                 g.add_metric([], value)
                 yield g
-        if self.replicas is not None:
-            partitions = list(self.replicas.partitions.values())
-            for name, doc, value in (
-                ("odradek_partitions", "partition replicas hosted", len(partitions)),
-                ("odradek_leader_partitions", "partitions led", sum(p.is_leader for p in partitions)),
-                (
-                    "odradek_under_replicated_partitions",
-                    "led partitions whose ISR is smaller than the replica set",
-                    sum(p.is_leader and len(p.isr) < len(p.replicas) for p in partitions),
-                ),
-                (
-                    "odradek_under_min_isr_partitions",
-                    "led partitions whose ISR is smaller than min.insync.replicas (acks=all writes are refused)",
-                    sum(p.is_leader and len(p.isr) < p.min_isr for p in partitions),
-                ),
-                ("odradek_fetch_purgatory_size", "parked fetch waiters", sum(p.waiter_count for p in partitions)),
-                (
-                    "odradek_produce_purgatory_size",
-                    "acks=all produces waiting for the high watermark",
-                    sum(p.acks_waiter_count for p in partitions),
-                ),
-            ):
-                g = gauge(name, doc)
-                g.add_metric([], value)
-                yield g
-            lag = gauge(
-                "odradek_follower_lag", "offsets a follower is behind its leader", ["topic", "partition", "replica"]
-            )
-            for p in partitions:
-                for replica, behind in p.follower_lag().items():
-                    lag.add_metric([p.topic, str(p.partition), str(replica)], behind)
-            for (topic, index), behind in self.fetchers.lag.items():
-                lag.add_metric([topic, str(index), str(self.config.node_id)], behind)
-            yield lag
-            leo = gauge("odradek_log_end_offset", "log end offset", ["topic", "partition"])
-            hw = gauge("odradek_high_watermark", "high watermark", ["topic", "partition"])
-            for p in partitions:
-                labels = [p.topic, str(p.partition)]
-                leo.add_metric(labels, p.log.log_end_offset)
-                hw.add_metric(labels, p.log.high_watermark)
-            yield leo
-            yield hw
-        if self.logs is not None:
-            yield from log_dir_gauges(log_dir_usage(self.logs))
-
-    def _offline_report(self) -> tuple[list[str], dict[bytes, list[int]]]:
-        return [str(d) for d in self.logs.offline_dirs()], self.replicas.offline_replicas()
-
-    def _all_log_dirs_offline(self) -> bool:
-        """As in Kafka, a broker cannot go on without its metadata log dir or with no log dir at all."""
-        offline = self.logs.offline_dirs()
-        return not self.logs.online_dirs() or Path(self.config.metadata_log_dir).resolve() in offline
-
-    def _log_dir_offline(self, log_dir: Path) -> None:
-        """A log dir failed: stop serving its replicas and tell the controller now; halt if nothing is left."""
-        if self._all_log_dirs_offline():
-            logger.critical(
-                "broker %d stops: log dirs offline after I/O errors: %s (metadata log dir %s)",
-                self.config.node_id,
-                ", ".join(str(d) for d in self.logs.offline_dirs()),
-                self.config.metadata_log_dir,
-            )
-            logging.shutdown()
-            os._exit(1)  # as Kafka halts: nothing on the failed disks can be flushed or trusted
-        self.replicas.check_offline()
-        self.broker_lifecycle.wake()
-
-    async def _lag_checks(self) -> None:
-        """Leaders drop followers that fell behind for ``replica.lag.time.max.ms`` (checked at a quarter of it)."""
-        lag_max = self.config["replica.lag.time.max.ms"]
-        while True:
-            await asyncio.sleep(max(0.05, lag_max / 4000))
-            try:
-                self.replicas.check_lagging(lag_max)
-            except Exception:
-                logger.exception("ISR lag check failed")
-
-    async def _log_maintenance(self) -> None:
-        """Flush policy, retention and checkpoints, off the event loop (they may fsync)."""
-        trigger = self.config["unsafe.testing.log.dir.failure.file"]
-        while True:
-            await asyncio.sleep(1.0)
-            if trigger:
-                for d in self.logs.online_dirs():
-                    if (d / trigger).exists():
-                        logger.warning("UNSAFE: injecting an I/O error into log dir %s (%s found)", d, trigger)
-                        self.logs.inject_dir_failure(d)
-            try:
-                await asyncio.to_thread(self.logs.tick)
-            except Exception:
-                logger.exception("log maintenance failed")
+        if self.broker is not None:
+            yield from self.broker.gauges()
 
     async def stop(self) -> None:
         """Graceful stop: controlled shutdown of the broker role, then resignation of a leading controller."""
-        if self.broker_lifecycle is not None:
-            done = await self.broker_lifecycle.controlled_shutdown(timeout=10)
-            logger.info("controlled shutdown %s", "completed" if done else "timed out")
-            for task in (self._lag_task,):
-                if task is not None:
-                    task.cancel()
-            await _step("isr", self.isr_changes.stop())
-            await _step("fetchers", self.fetchers.close())
-            await _step("lifecycle", self.broker_lifecycle.stop())
+        if self.broker is not None:
+            await self.broker.stop(_step)
         if self.controller is not None:
             await _step("controller", self.controller.stop())
         await _step("driver", self.driver.stop(graceful=True))
         await _step("servers", asyncio.gather(*(s.stop(grace=1.0) for s in self.servers)))
-        if self._log_task is not None:
-            self._log_task.cancel()
-            await asyncio.gather(self._log_task, return_exceptions=True)
-        if self.logs is not None:
-            self.logs.close(self.broker_lifecycle.broker_epoch)
+        if self.broker is not None:
+            await self.broker.close()
         if self.admin is not None:
             await _step("admin", self.admin.close())
         logger.info("node %d stopped", self.config.node_id)

@@ -166,7 +166,11 @@ class Partition:
         return state
 
     def append_as_leader(
-        self, records: bytes, max_message_bytes: int | None = None, acks: int = 1, now_ms: int | None = None
+        self,
+        records: bytes | bytearray | memoryview,
+        max_message_bytes: int | None = None,
+        acks: int = 1,
+        now_ms: int | None = None,
     ) -> AppendInfo:
         """Append a producer's batches; each must fit ``max_message_bytes``, by default the topic's
         max.message.bytes (the broker's message.max.bytes unless the topic overrides it). The topic's

@@ -138,9 +138,9 @@ class ReplicaManager:
         """Bring hosted partitions in line with ``image`` (called for every committed metadata change)."""
         self.image = image
         now = monotonic_ms()
-        for topic in delta.deleted_topics.values():
-            for pid in topic.partitions:
-                self._remove(topic.name, pid)
+        for deleted in delta.deleted_topics.values():
+            for pid in deleted.partitions:
+                self._remove(deleted.name, pid)
         for topic_id in delta.changed_topics:
             topic = image.topics.get(topic_id)
             if topic is None:

@@ -156,8 +156,8 @@ class BatchReader(DataSourceReader):
         finally:
             o.close()
 
-    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
-        return read_range(partition)
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_range(_range(partition))
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -207,8 +207,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list[RangePartition]:
         return self.offsets.ranges(_from_json_map(start), _from_json_map(end))
 
-    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
-        return read_range(partition)
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_range(_range(partition))
 
     def commit(self, end: dict) -> None:
         """Offsets live in Spark's checkpoint; nothing to commit to the cluster."""
@@ -223,6 +223,13 @@ def _to_json_map(offsets: Mapping[TopicPartition, int]) -> dict:
 
 def _from_json_map(value: dict) -> dict[TopicPartition, int]:
     return parse_offsets_json(value["offsets"])
+
+
+def _range(partition: InputPartition) -> RangePartition:
+    """Spark hands back the partitions this source planned."""
+    if not isinstance(partition, RangePartition):
+        raise TypeError(f"not a partition planned by the odradek source: {partition!r}")
+    return partition
 
 
 def read_range(p: RangePartition) -> Iterator[pa.RecordBatch]:

@@ -79,10 +79,10 @@ class BatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         return write_task(self.options, self.columns, arrow_rows(iterator, self.columns))
 
-    def commit(self, messages: list[SinkCommitMessage | None]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         logger.info("odradek sink: job wrote %s", _summary(messages))
 
-    def abort(self, messages: list[SinkCommitMessage | None]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         logger.warning("odradek sink: job aborted; %s", _aborted(messages))
 
 
@@ -94,10 +94,10 @@ class StreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         return write_task(self.options, self.columns, arrow_rows(iterator, self.columns))
 
-    def commit(self, messages: list[SinkCommitMessage | None], batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         logger.info("odradek sink: micro-batch %d wrote %s", batchId, _summary(messages))
 
-    def abort(self, messages: list[SinkCommitMessage | None], batchId: int) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         logger.warning("odradek sink: micro-batch %d aborted; %s", batchId, _aborted(messages))
 
 
@@ -147,8 +147,8 @@ def send_rows(producer: Producer, columns: Columns, topic: str | None, rows: Ite
             key = row[ki]
         if ti >= 0:
             topic = row[ti]
-            if topic is None:
-                raise SinkWriteError(f"{_row(n)}: column 'topic' is null and no topic option is set")
+        if topic is None:
+            raise SinkWriteError(f"{_row(n)}: column 'topic' is null and no topic option is set")
         if pi >= 0:
             partition = row[pi]
         if hi >= 0:
@@ -186,13 +186,13 @@ def _row(n: int | None) -> str:
     return where if n is None else f"row {n} of {where}"
 
 
-def _summary(messages: list[SinkCommitMessage | None]) -> str:
-    done = [m for m in messages if m is not None]
+def _summary(messages: list[WriterCommitMessage | None]) -> str:
+    done = [m for m in messages if isinstance(m, SinkCommitMessage)]
     slowest = max((m.seconds for m in done), default=0.0)
     return f"{sum(m.records for m in done)} records in {len(done)} tasks (slowest {slowest:.1f} s)"
 
 
-def _aborted(messages: list[SinkCommitMessage | None]) -> str:
+def _aborted(messages: list[WriterCommitMessage | None]) -> str:
     failed = sum(m is None for m in messages)
     return (
         f"{failed} of {len(messages)} tasks failed. Tasks that finished wrote {_summary(messages)}, which stay in "

@@ -327,7 +327,7 @@ class Log:
             if leader_epoch != self._epochs.latest_epoch:
                 self._start_epoch(leader_epoch)
             seg = self._segments[-1]
-            first = offset = seg.next_offset
+            first = offset = seg.end_offset()
             iov: list[bytes | memoryview] = []
             max_ts, max_ts_offset, records, position = -1, first, 0, 0
             for _, batch_size, delta, batch_max_ts, count, _, _, _, _ in batches:
@@ -606,7 +606,7 @@ class Log:
 
     def epoch_entries(self) -> list[tuple[int, int]]:
         with self._lock:
-            return [tuple(e) for e in self._epochs.entries]
+            return [(e.epoch, e.start_offset) for e in self._epochs.entries]
 
     # -- truncation, log start, retention ------------------------------------------------------------------------
 

@@ -219,12 +219,13 @@ class LogManager:
             self.fail_dir(log_dir, error)
 
     def _log_failed(self, log: Log) -> None:
-        if not _is_io_failure(log.failure):
+        failure = log.failure
+        if failure is None or not _is_io_failure(failure):
             return  # corrupt data: that log only
         with self._lock:
             log_dir = next((self._dir_of[tp] for tp, other in self._logs.items() if other is log), None)
         if log_dir is not None:
-            self.fail_dir(log_dir, log.failure)
+            self.fail_dir(log_dir, failure)
 
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """The partition's log, created empty in the log dir holding the fewest partitions if it is new."""

@@ -49,14 +49,14 @@ def rewrite_for_append(
     view = memoryview(buf)
     parts: list[bytes | memoryview] = []
     for h in headers:
-        section = view[h.position + HEADER_SIZE : h.position + h.size]
+        section: bytes | memoryview = view[h.position + HEADER_SIZE : h.position + h.size]
         attributes = h.attributes
-        recompress = codec is not None and h.compression != codec and not h.is_control
-        if recompress:
+        recompress_to = codec if codec is not None and h.compression != codec and not h.is_control else None
+        if recompress_to is not None:
             if h.compression == 0:
                 check_record_count(buf, h)  # the log checks uncompressed records only: check them before
             section = decompress(h.compression, section)
-            attributes = (attributes & ~COMPRESSION_MASK) | codec
+            attributes = (attributes & ~COMPRESSION_MASK) | recompress_to
         max_timestamp = h.max_timestamp
         if stamp:
             attributes |= TIMESTAMP_TYPE_MASK
@@ -68,7 +68,7 @@ def rewrite_for_append(
             assemble_batch(
                 bytes(section),
                 h.records_count,
-                codec if recompress else 0,  # 0: the section is already in the batch's codec
+                0 if recompress_to is None else recompress_to,  # 0: the section is already in the batch's codec
                 attributes,
                 h.base_offset,
                 h.partition_leader_epoch,

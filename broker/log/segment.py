@@ -267,7 +267,9 @@ class LogSegment:
         """Write ``buffers`` (``total`` bytes, the ``batches``) at the end with one pwritev, then index them.
         ``first_offset`` is the offset assigned to the first batch (leader); None keeps the batches' own base
         offsets (follower)."""
-        fd = self._fd if self._handles.mru is self else self._file()
+        fd = self._fd
+        if fd is None or self._handles.mru is not self:
+            fd = self._file()
         position = self.size
         end = position + total
         if end > self._reserved and self._can_reserve:
@@ -285,7 +287,7 @@ class LogSegment:
         interval = self.config.index_interval_bytes
         oi, ti = self.offset_index, self.time_index
         since, max_ts, max_ts_offset = self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp
-        base = first_offset
+        base = self.end_offset() if first_offset is None else first_offset
         for batch_base, size, delta, batch_max_ts, _, _, _, _, _ in batches:
             if first_offset is None:
                 base = batch_base

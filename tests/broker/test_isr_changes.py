@@ -99,7 +99,9 @@ def test_only_answers_that_prove_nothing_was_applied_give_a_change_up(
     assert (outcome.not_applied == [item]) is given_up
 
 
-@pytest.mark.parametrize("code", [ErrorCode.STALE_BROKER_EPOCH, ErrorCode.NOT_CONTROLLER, None])
+@pytest.mark.parametrize(
+    "code", [ErrorCode.STALE_BROKER_EPOCH, ErrorCode.NOT_CONTROLLER, ErrorCode.UNKNOWN_SERVER_ERROR, None]
+)
 def test_whole_request_refusals_and_lost_answers_are_retried(tmp_path: Path, code: int | None) -> None:
     item = (_leader(tmp_path), IsrChange((1, 2), 0, 0))
     response = None if code is None else cpb.AlterPartitionResponse(error=code)

@@ -181,15 +181,15 @@ async def test_a_started_node_hands_each_key_to_its_component(node: Node, tmp_pa
         "max.partitions.per.broker": 50,
     }
     assert (node._min_isr("t"), node._unclean_allowed("t"), node._recovery_strategy("t")) == (2, True, "manual")
-    assert node.fetchers.config == FetcherConfig(
+    assert node.broker.fetchers.config == FetcherConfig(
         max_wait_ms=444, min_bytes=22, partition_max_bytes=11_111, response_max_bytes=33_333, backoff_ms=555
     )
-    assert node.logs.manager_config.max_open_fds == 77
-    assert node.logs.handles.max_open == 77 // 3  # segments with their 3 fds each
-    assert node.logs.manager_config.retention_check_interval_ms == 6_000
-    assert node.logs.default_config == broker_log_config(node.config)
-    assert node.replicas.unsafe_bug == "ack-before-replication"
-    lifecycle = node.broker_lifecycle
+    assert node.broker.logs.manager_config.max_open_fds == 77
+    assert node.broker.logs.handles.max_open == 77 // 3  # segments with their 3 fds each
+    assert node.broker.logs.manager_config.retention_check_interval_ms == 6_000
+    assert node.broker.logs.default_config == broker_log_config(node.config)
+    assert node.broker.replicas.unsafe_bug == "ack-before-replication"
+    lifecycle = node.broker.lifecycle
     assert (lifecycle.listener.host, lifecycle.listener.port) == ("advertised.example", 9999)  # what it registers
     assert (lifecycle.listener.rack, lifecycle.interval, lifecycle.session_timeout) == ("rack-b", 0.7, 8.0)
     with urllib.request.urlopen(f"http://127.0.0.1:{node.config['metrics.port']}/metrics", timeout=5) as page:
@@ -226,7 +226,7 @@ async def test_a_topic_created_without_counts_gets_the_node_defaults(node: Node)
     from odradek.client.admin import AsyncAdmin
 
     async with asyncio.timeout(20):  # registered: the node's controller is active and knows the broker
-        await node.broker_lifecycle.registered.wait()
+        await node.broker.lifecycle.registered.wait()
     async with AsyncAdmin({"bootstrap.servers": str(node.config.broker_listener), "request.timeout.ms": 20_000}) as a:
         await a.create_topic("defaulted", -1, -1)
         info = await a.describe_topic("defaulted")

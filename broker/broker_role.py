@@ -1,0 +1,257 @@
+"""The broker role of a node: its log dirs, its registration and heartbeats, and the partition replicas it hosts.
+
+``BrokerRole`` owns the broker's long-lived parts, built together from the node config in its constructor (so
+none of them is ever missing while the role exists), their start and graceful stop in order, the periodic ISR
+lag checks and log maintenance, the reaction to a failed log dir, and the broker's gauges. ``Node`` builds one
+when the node has the broker role and serves its data plane.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+from prometheus_client.core import GaugeMetricFamily
+
+from odradek.broker.config import ConfigError, NodeConfig
+from odradek.broker.dataplane import BrokerService
+from odradek.broker.fetcher import FetcherConfig, ReplicaFetcherManager
+from odradek.broker.isr_changes import IsrChangeSender
+from odradek.broker.lifecycle import BrokerLifecycleManager
+from odradek.broker.log import durability
+from odradek.broker.log.config import LogManagerConfig
+from odradek.broker.log.manager import LogManager
+from odradek.broker.log_dirs import log_dir_gauges, log_dir_usage
+from odradek.broker.metrics import NodeMetrics, gauge
+from odradek.broker.producer_ids import ProducerIdManager
+from odradek.broker.replica_manager import ReplicaManager, broker_log_config
+from odradek.client.errors import StorageError
+from odradek.controller.metadata.state_machine import MetadataStateMachine
+
+logger = logging.getLogger(__name__)
+
+# One step of a graceful stop, bounded in time by the node.
+Step = Callable[[str, Awaitable[object]], Awaitable[None]]
+
+
+class BrokerRole:
+    def __init__(
+        self,
+        config: NodeConfig,
+        cluster_id: str,
+        sm: MetadataStateMachine,
+        voters: dict[int, str],
+        metrics: NodeMetrics,
+    ) -> None:
+        c = self.config = config
+        self.cluster_id = cluster_id
+        self.sm = sm
+        self.metrics = metrics
+        if c["unsafe.testing.fsync.ledger"]:
+            durability.enable(c["unsafe.testing.fsync.ledger"])
+        base = broker_log_config(c)
+        self.logs = LogManager(
+            c.log_dirs,
+            base,
+            LogManagerConfig.from_properties(
+                {
+                    "log.retention.check.interval.ms": c["log.retention.check.interval.ms"],
+                    "log.max.open.fds": c["log.max.open.files"],
+                }
+            ),
+        )
+        self.lifecycle = self._lifecycle(voters, self.logs.clean_shutdown_epoch)
+        self.fetchers = ReplicaFetcherManager(
+            c.node_id,
+            self._broker_epoch,
+            lambda: sm.image,
+            FetcherConfig(
+                max_wait_ms=c["replica.fetch.wait.max.ms"],
+                min_bytes=c["replica.fetch.min.bytes"],
+                partition_max_bytes=c["replica.fetch.max.bytes"],
+                response_max_bytes=c["replica.fetch.response.max.bytes"],
+                backoff_ms=c["replica.fetch.backoff.ms"],
+            ),
+        )
+        self.isr_changes = IsrChangeSender(c.node_id, self._broker_epoch, self.lifecycle.call)
+        self.replicas = ReplicaManager(
+            c.node_id,
+            self.logs,
+            base,
+            min_isr_default=c["min.insync.replicas"],
+            fetchers=self.fetchers,
+            isr_changes=self.isr_changes.submit,
+            metrics=metrics,
+            unsafe_bug=c["unsafe.testing.bug"],
+            registered_epoch=self._broker_epoch,
+        )
+        sm.on_change(self.replicas.publish)
+        loop = asyncio.get_running_loop()
+        self.logs.on_dir_offline(lambda d: self._call_soon(loop, d))
+        if self._all_log_dirs_offline():
+            raise StorageError(f"every log dir is offline: {', '.join(c.log_dirs)}")
+        self._lag_task: asyncio.Task[None] | None = None
+        self._log_task: asyncio.Task[None] | None = None
+
+    def _broker_epoch(self) -> int:
+        return self.lifecycle.broker_epoch
+
+    def _call_soon(self, loop: asyncio.AbstractEventLoop, log_dir: Path) -> None:
+        """From the thread whose I/O failed, onto the event loop."""
+        loop.call_soon_threadsafe(self._log_dir_offline, log_dir)
+
+    def _lifecycle(self, voters: dict[int, str], previous_broker_epoch: int) -> BrokerLifecycleManager:
+        """Registration and heartbeats with the active controller, advertising the broker listener."""
+        c = self.config
+        advertised = c.advertised_broker_listener
+        if advertised is None:  # the config refuses a broker without a listener
+            raise ConfigError("the broker role has no listener to advertise")
+        return BrokerLifecycleManager(
+            broker_id=c.node_id,
+            cluster_id=self.cluster_id,
+            host=advertised.host,
+            port=advertised.port,
+            rack=c["broker.rack"],
+            log_dirs=c.log_dirs,
+            voters=voters,
+            leader_hint=lambda: self.sm.leader.leader_id,
+            metadata_offset=lambda: self.sm.image.offset,
+            heartbeat_interval_ms=c["broker.heartbeat.interval.ms"],
+            session_timeout_ms=c["broker.session.timeout.ms"],
+            previous_broker_epoch=previous_broker_epoch,
+            offline=self._offline_report,
+            on_registered=lambda: self.replicas.publish(self.sm.image),
+        )
+
+    def service(self, controller_id: Callable[[], int]) -> BrokerService:
+        """The data plane served on the broker listener."""
+        c = self.config
+        return BrokerService(
+            c.node_id,
+            self.cluster_id,
+            self.replicas,
+            self.metrics,
+            controller_id=controller_id,
+            session_valid=self.lifecycle.session_valid,
+            producer_ids=ProducerIdManager(c.node_id, self._broker_epoch, self.lifecycle.call),
+            fetch_max_bytes=c["fetch.max.bytes"],
+        )
+
+    def start(self) -> None:
+        self.lifecycle.start()
+        self.isr_changes.start()
+        self._lag_task = asyncio.create_task(self._lag_checks(), name="isr-lag-checks")
+        self._log_task = asyncio.create_task(self._log_maintenance(), name="log-maintenance")
+
+    async def stop(self, step: Step) -> None:
+        """Controlled shutdown (leaderships move away first), then the loops that talk to the cluster."""
+        done = await self.lifecycle.controlled_shutdown(timeout=10)
+        logger.info("controlled shutdown %s", "completed" if done else "timed out")
+        if self._lag_task is not None:
+            self._lag_task.cancel()
+        await step("isr", self.isr_changes.stop())
+        await step("fetchers", self.fetchers.close())
+        await step("lifecycle", self.lifecycle.stop())
+
+    async def close(self) -> None:
+        """Last, once nothing serves the logs any more: the clean-shutdown marker records the broker epoch, so the
+        next start may skip log recovery."""
+        if self._log_task is not None:
+            self._log_task.cancel()
+            await asyncio.gather(self._log_task, return_exceptions=True)
+        self.logs.close(self.lifecycle.broker_epoch)
+
+    def gauges(self) -> Iterator[GaugeMetricFamily]:
+        """The broker's state gauges, read at scrape time."""
+        partitions = list(self.replicas.partitions.values())
+        for name, doc, value in (
+            ("odradek_partitions", "partition replicas hosted", len(partitions)),
+            ("odradek_leader_partitions", "partitions led", sum(p.is_leader for p in partitions)),
+            (
+                "odradek_under_replicated_partitions",
+                "led partitions whose ISR is smaller than the replica set",
+                sum(p.is_leader and len(p.isr) < len(p.replicas) for p in partitions),
+            ),
+            (
+                "odradek_under_min_isr_partitions",
+                "led partitions whose ISR is smaller than min.insync.replicas (acks=all writes are refused)",
+                sum(p.is_leader and len(p.isr) < p.min_isr for p in partitions),
+            ),
+            ("odradek_fetch_purgatory_size", "parked fetch waiters", sum(p.waiter_count for p in partitions)),
+            (
+                "odradek_produce_purgatory_size",
+                "acks=all produces waiting for the high watermark",
+                sum(p.acks_waiter_count for p in partitions),
+            ),
+        ):
+            g = gauge(name, doc)
+            g.add_metric([], value)
+            yield g
+        lag = gauge(
+            "odradek_follower_lag", "offsets a follower is behind its leader", ["topic", "partition", "replica"]
+        )
+        for p in partitions:
+            for replica, behind in p.follower_lag().items():
+                lag.add_metric([p.topic, str(p.partition), str(replica)], behind)
+        for (topic, index), behind in self.fetchers.lag.items():
+            lag.add_metric([topic, str(index), str(self.config.node_id)], behind)
+        yield lag
+        leo = gauge("odradek_log_end_offset", "log end offset", ["topic", "partition"])
+        hw = gauge("odradek_high_watermark", "high watermark", ["topic", "partition"])
+        for p in partitions:
+            labels = [p.topic, str(p.partition)]
+            leo.add_metric(labels, p.log.log_end_offset)
+            hw.add_metric(labels, p.log.high_watermark)
+        yield leo
+        yield hw
+        yield from log_dir_gauges(log_dir_usage(self.logs))
+
+    def _offline_report(self) -> tuple[list[str], dict[bytes, list[int]]]:
+        return [str(d) for d in self.logs.offline_dirs()], self.replicas.offline_replicas()
+
+    def _all_log_dirs_offline(self) -> bool:
+        """As in Kafka, a broker cannot go on without its metadata log dir or with no log dir at all."""
+        offline = self.logs.offline_dirs()
+        return not self.logs.online_dirs() or Path(self.config.metadata_log_dir).resolve() in offline
+
+    def _log_dir_offline(self, log_dir: Path) -> None:
+        """A log dir failed: stop serving its replicas and tell the controller now; halt if nothing is left."""
+        if self._all_log_dirs_offline():
+            logger.critical(
+                "broker %d stops: log dirs offline after I/O errors: %s (metadata log dir %s)",
+                self.config.node_id,
+                ", ".join(str(d) for d in self.logs.offline_dirs()),
+                self.config.metadata_log_dir,
+            )
+            logging.shutdown()
+            os._exit(1)  # as Kafka halts: nothing on the failed disks can be flushed or trusted
+        self.replicas.check_offline()
+        self.lifecycle.wake()
+
+    async def _lag_checks(self) -> None:
+        """Leaders drop followers that fell behind for ``replica.lag.time.max.ms`` (checked at a quarter of it)."""
+        lag_max = self.config["replica.lag.time.max.ms"]
+        while True:
+            await asyncio.sleep(max(0.05, lag_max / 4000))
+            try:
+                self.replicas.check_lagging(lag_max)
+            except Exception:
+                logger.exception("ISR lag check failed")
+
+    async def _log_maintenance(self) -> None:
+        """Flush policy, retention and checkpoints, off the event loop (they may fsync)."""
+        trigger = self.config["unsafe.testing.log.dir.failure.file"]
+        while True:
+            await asyncio.sleep(1.0)
+            if trigger:
+                for d in self.logs.online_dirs():
+                    if (d / trigger).exists():
+                        logger.warning("UNSAFE: injecting an I/O error into log dir %s (%s found)", d, trigger)
+                        self.logs.inject_dir_failure(d)
+            try:
+                await asyncio.to_thread(self.logs.tick)
+            except Exception:
+                logger.exception("log maintenance failed")
