@@ -154,9 +154,7 @@ def test_group_metadata_v0_takes_the_session_timeout_as_rebalance_timeout() -> N
 
 
 def test_group_metadata_flexible_v4() -> None:
-    member = (
-        b"\x03m1" + b"\x00" + b"\x02c" + b"\x03/h" + i32(300_000) + i32(45_000) + b"\x02\x01" + b"\x01" + b"\x00"
-    )
+    member = b"\x03m1" + b"\x00" + b"\x02c" + b"\x03/h" + i32(300_000) + i32(45_000) + b"\x02\x01" + b"\x01" + b"\x00"
     v4 = b"\x00\x04" + b"\x09consumer" + i32(1) + b"\x06range" + b"\x03m1" + i64(1000) + b"\x02" + member + b"\x00"
     assert encode_value(GROUP, version=4) == v4
     assert decode_value(GroupMetadataKey("g"), v4) == GROUP
