@@ -38,6 +38,9 @@ SANS_IO_CORES = [
     "odradek.controller.isr",
     "odradek.controller.placement",
     "odradek.chaos.checker",
+    "odradek.broker.groups.records",
+    "odradek.broker.groups.offsets",
+    "odradek.broker.groups.partitioner",
 ]
 IO_MODULES = {"asyncio", "grpc", "socket", "time", "logging"}
 
