@@ -1,5 +1,8 @@
 """The layering of the package, read from every module's imports (with ast, so nothing is executed).
 
+Also: every sans-I/O core and every client library module falls under pyproject's strict mypy override, so a new
+one cannot slip in unchecked.
+
 - No library module imports the command-line interface (``odradek.client.cli``): the CLI sits on top of the
   libraries, never the reverse.
 - The client library (``odradek.client`` outside ``client/cli``) depends on nothing of odradek but ``odradek.proto``
@@ -117,3 +120,42 @@ def test_the_client_library_imports_only_proto_and_itself() -> None:
 def test_sans_io_cores_import_no_io(core: str) -> None:
     found = {i.split(".")[0] for i in imported(core, modules()[core])} & IO_MODULES
     assert found == set(), f"{core} imports {sorted(found)}: pass a clock, return events, or move the I/O out"
+
+
+# -- the type checker is strict on the cores and the client library ---------------------------------------------
+
+STRICT_FLAGS = {
+    "disallow_untyped_defs",
+    "disallow_incomplete_defs",
+    "disallow_untyped_calls",
+    "disallow_any_generics",
+    "warn_return_any",
+    "no_implicit_reexport",
+}
+
+
+def strict_patterns() -> list[str]:
+    overrides = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]["overrides"]
+    out: list[str] = []
+    for override in overrides:
+        if all(override.get(flag) is True for flag in STRICT_FLAGS):
+            out.extend(override["module"])
+    return out
+
+
+def matches(name: str, pattern: str) -> bool:
+    """mypy's module patterns: ``a.b.*`` covers ``a.b`` and everything below it."""
+    return within(name, pattern[:-2]) if pattern.endswith(".*") else name == pattern
+
+
+def test_cores_and_the_client_library_are_checked_strictly() -> None:
+    patterns = strict_patterns()
+    client = [n for n in modules() if within(n, "odradek.client") and not within(n, "odradek.client.cli")]
+    loose = [n for n in [*SANS_IO_CORES, *client] if not any(matches(n, p) for p in patterns)]
+    assert not loose, f"not under the strict mypy override in pyproject.toml: {loose}"
+
+
+def test_the_strict_list_names_only_modules_that_exist() -> None:
+    names = modules()
+    stale = [p for p in strict_patterns() if not any(matches(n, p) for n in names)]
+    assert not stale, stale
