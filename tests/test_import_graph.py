@@ -38,6 +38,13 @@ SANS_IO_CORES = [
     "odradek.controller.isr",
     "odradek.controller.placement",
     "odradek.chaos.checker",
+    "odradek.client.consumer.protocol",
+    "odradek.client.consumer.rebalance",
+    "odradek.client.consumer.assignors",
+    "odradek.client.consumer.assignors.base",
+    "odradek.client.consumer.assignors.range",
+    "odradek.client.consumer.assignors.roundrobin",
+    "odradek.client.consumer.assignors.sticky",
 ]
 IO_MODULES = {"asyncio", "grpc", "socket", "time", "logging"}
 
