@@ -126,22 +126,22 @@ class Subscription:
 
 @dataclass(frozen=True)
 class Assignment:
-    """The partitions the leader gives one member (in the leader's order) and optional assignor data."""
+    """The partitions the leader gives one member, kept sorted (so equal assignments compare equal), and optional
+    assignor data."""
 
     partitions: tuple[TopicPartition, ...] = ()
     user_data: bytes | None = None
 
     def __post_init__(self) -> None:
-        parts = tuple(TopicPartition(tp.topic, tp.partition) for tp in self.partitions)
+        parts = [TopicPartition(tp.topic, tp.partition) for tp in self.partitions]
         if len(set(parts)) != len(parts):
             raise ValueError(f"an assignment lists a partition twice: {sorted(parts)}")
-        _partitions(parts)  # validates ranges
-        object.__setattr__(self, "partitions", parts)
+        object.__setattr__(self, "partitions", _partitions(parts))
         if self.user_data is not None:
             object.__setattr__(self, "user_data", bytes(self.user_data))
 
     def encode(self) -> bytes:
-        """Version 3 (the same layout as 0-2), partitions grouped per topic in first-seen order, as Kafka does."""
+        """Version 3 (the same layout as 0-2), partitions grouped per topic."""
         out = bytearray(_INT16.pack(ASSIGNMENT_VERSION))
         _write_topic_partitions(out, self.partitions)
         _write_bytes(out, self.user_data)
