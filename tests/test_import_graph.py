@@ -48,6 +48,13 @@ SANS_IO_CORES = [
     "odradek.broker.groups.records",
     "odradek.broker.groups.offsets",
     "odradek.broker.groups.partitioner",
+    "odradek.client.consumer.protocol",
+    "odradek.client.consumer.rebalance",
+    "odradek.client.consumer.assignors",
+    "odradek.client.consumer.assignors.base",
+    "odradek.client.consumer.assignors.range",
+    "odradek.client.consumer.assignors.roundrobin",
+    "odradek.client.consumer.assignors.sticky",
 ]
 IO_MODULES = {"asyncio", "grpc", "socket", "time", "logging"}
 
