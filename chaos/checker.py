@@ -138,33 +138,32 @@ def index_history(history: Iterable[Event]) -> HistoryIndex:
     """The one pass over the history (events in the order they were recorded; each worker's own in its order)."""
     ix = HistoryIndex()
     for event in history:
-        kind = type(event)
-        if kind is Read or kind is FinalRead:
+        if isinstance(event, Read | FinalRead):
             location = (event.topic, event.partition, event.offset)
             ix.observe(location, event.value)
             _place(ix.where, ix.elsewhere, event.value, location)
-            if kind is FinalRead:
+            if isinstance(event, FinalRead):
                 ix.final_reads += 1
                 _place(ix.final, ix.final_elsewhere, event.value, location)
                 continue
             ix.reads += 1
             ix.first_read.setdefault(event.value, event)
             ix.cursor.append(event)
-        elif kind is Send:
+        elif isinstance(event, Send):
             if ix.sends.setdefault(event.value, event) is event:
                 ix.sequences.setdefault((event.process, event.topic, event.partition), []).append(event.value)
-        elif kind is Ack:
+        elif isinstance(event, Ack):
             if ix.acks.setdefault(event.value, event) is not event:
                 ix.repeated_acks.append(event)
             ix.observe((event.topic, event.partition, event.offset), event.value)
-        elif kind is SendError:
+        elif isinstance(event, SendError):
             ix.errors.setdefault(event.value, event)
-        elif kind is Seek:
+        elif isinstance(event, Seek):
             ix.cursor.append(event)
-        elif kind is Fault or kind is Heal:
+        elif isinstance(event, Fault | Heal):
             ix.faults.append(
                 {
-                    "type": "fault" if kind is Fault else "heal",
+                    "type": "fault" if isinstance(event, Fault) else "heal",
                     "kind": event.kind,
                     "target": event.target,
                     "detail": event.detail,
@@ -235,7 +234,7 @@ def _non_monotonic_read(ix: HistoryIndex) -> Examples:
     position: dict[tuple[str, str, int], int] = {}  # (consumer, topic, partition) -> lowest offset it may read next
     for event in ix.cursor:
         key = (event.consumer, event.topic, event.partition)
-        if type(event) is Seek:
+        if isinstance(event, Seek):
             position[key] = event.offset
             continue
         lowest = position.get(key, 0)

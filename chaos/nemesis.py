@@ -145,6 +145,7 @@ class Nemesis:
         """Start the fault; return the function that heals it (None if it had no target)."""
         rng = random.Random(step.choice)
         kind = step.kind
+        target: int | None
         if kind in ("kill", "pause"):
             target = rng.choice(self._brokers())
         elif kind in ("kill-leader", "pause-leader"):
@@ -295,7 +296,7 @@ class Nemesis:
         hosts = list(range(len(nodes)))
         # The proxied broker->controller links cross the runner's own link, which no netns fault cuts: the same
         # cut is made in the proxy (whose nodes are the host indices too).
-        cuts = [net] if self.proxy is None else [net, self.proxy]
+        cuts: list[NetnsNetwork | FaultProxy] = [net] if self.proxy is None else [net, self.proxy]
         if kind == "partition":
             if rng.random() < 0.5:
                 victim = rng.choice(hosts)

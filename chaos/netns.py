@@ -39,7 +39,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Hashable, Iterable, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 __all__ = ["NetnsError", "NetnsNetwork", "NotSupported", "fault_pairs"]
 
@@ -105,7 +105,10 @@ def _delete_netns(names: Iterable[str]) -> None:
         _run(["ip", "netns", "del", ns], check=False)
 
 
-def fault_pairs(fault: dict[str, Any], nodes: Iterable[Hashable]) -> set[tuple[Hashable, Hashable]]:
+N = TypeVar("N", bound=Hashable)
+
+
+def fault_pairs(fault: dict[str, Any], nodes: Iterable[N]) -> set[tuple[N, N]]:
     """The (src, dst) pairs a link fault cuts, always both directions; shared with the TCP proxy."""
     everyone = list(nodes)
     kind = fault["kind"]
@@ -115,7 +118,7 @@ def fault_pairs(fault: dict[str, Any], nodes: Iterable[Hashable]) -> set[tuple[H
         h = fault["host"]
         return {p for j in everyone if j != h for p in ((h, j), (j, h))}
     if kind == "partition":
-        group_of: dict[Hashable, object] = {h: n for n, g in enumerate(fault["groups"]) for h in g}
+        group_of: dict[N, object] = {h: n for n, g in enumerate(fault["groups"]) for h in g}
         group = [group_of.get(h, ("alone", h)) for h in everyone]
         return {(a, b) for a, ga in zip(everyone, group) for b, gb in zip(everyone, group) if ga != gb}
     if kind == "bridge":
@@ -235,7 +238,12 @@ class NetnsNetwork:
 
     @property
     def root_link(self) -> str | None:
-        return f"{self.prefix}-r" if self.attach_root else None
+        return self._root_veth if self.attach_root else None
+
+    @property
+    def _root_veth(self) -> str:
+        """The root namespace's end of the veth to the bridge (it exists only with ``attach_root``)."""
+        return f"{self.prefix}-r"
 
     def host_ip(self, i: int) -> str:
         self._check_host(i)
@@ -268,7 +276,7 @@ class NetnsNetwork:
                 ["link set lo up", f"addr add {self.host_ip(i)}/24 dev eth0", "link set eth0 up"],
             )
         if self.attach_root:
-            link = self.root_link
+            link = self._root_veth
             _run(["ip", "link", "add", link, "type", "veth", "peer", "name", "root", "netns", self.bridge_ns])
             _ip_batch(self.bridge_ns, ["link set root master br0", "link set root up"])
             _ip_batch(None, [f"addr add {self.root_ip}/24 dev {link}", f"link set {link} up"])
@@ -277,10 +285,12 @@ class NetnsNetwork:
     def _wait_links_up(self, timeout: float = 5.0) -> None:
         """Wait until every veth carries traffic: until the kernel's linkwatch (which may lag up to a second) has
         activated a device's qdisc, it stays ``noop`` and silently drops what is sent, e.g. the first SYN."""
-        checks = [(ns, ["-o", "link", "show", "dev", "eth0"]) for ns in self.namespaces[1:]]
+        checks: list[tuple[str | None, list[str]]] = [
+            (ns, ["-o", "link", "show", "dev", "eth0"]) for ns in self.namespaces[1:]
+        ]
         checks.append((self.bridge_ns, ["-o", "link", "show", "master", "br0"]))
         if self.attach_root:
-            checks.append((None, ["-o", "link", "show", "dev", self.root_link]))
+            checks.append((None, ["-o", "link", "show", "dev", self._root_veth]))
         deadline = time.monotonic() + timeout
         while checks:
             ns, args = checks[0]
@@ -544,7 +554,7 @@ class NetnsNetwork:
             self._stop_procs()
             _delete_netns(reversed(self._created))
             if self.attach_root:
-                _run(["ip", "link", "del", self.root_link], check=False)
+                _run(["ip", "link", "del", self._root_veth], check=False)
 
     def _stop_procs(self, grace: float = 2.0) -> None:
         live = [p for p in self._procs if p.poll() is None]

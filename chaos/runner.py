@@ -119,7 +119,9 @@ def run(options: RunOptions, log=print) -> RunResult:
             directory / "cluster", options.controllers, options.brokers, overrides=overrides, hosts=hosts
         )
         if any(f in RESPONSE_FAULTS for f in options.faults):
-            proxy = FaultProxy(net.root_ip if net is not None else "127.0.0.1")
+            root_ip = "127.0.0.1" if net is None else net.root_ip
+            assert root_ip is not None  # the network was made with attach_root: the runner has an address on it
+            proxy = FaultProxy(root_ip)
             route_controller_links(cluster, proxy)
         if "crash-unsynced" in options.faults:
             for n in cluster.nodes:

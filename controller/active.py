@@ -21,7 +21,7 @@ from odradek.controller.elections import rebalance_leaders
 from odradek.controller.metadata.image import MetadataImage
 from odradek.controller.metadata.state_machine import MetadataStateMachine, encode_batch
 from odradek.controller.quorum.driver import RaftDriver
-from odradek.controller.raft import LeaderAndEpoch, NotLeaderError, Role
+from odradek.controller.raft import LeaderAndEpoch, NotLeaderError, RaftNode, Role
 from odradek.controller.replica_logs import ReplicaLogInspector
 from odradek.controller.unclean_recovery import BALANCED, Inspection, Recovery, balanced_inspections, recoveries
 from odradek.proto import metadata_pb2 as md
@@ -81,11 +81,20 @@ class ActiveController:
     def image(self) -> MetadataImage:
         return self.sm.image
 
+    @property
+    def _raft(self) -> RaftNode:
+        """The driver's Raft core: leadership changes and writes come only from a started driver."""
+        node = self.driver.node
+        if node is None:
+            raise RuntimeError(f"the Raft driver of node {self.driver.node_id} is not started")
+        return node
+
     def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._session_loop(), name="controller-sessions"))
         self._tasks.append(asyncio.create_task(self._recovery_loop(), name="controller-unclean-recovery"))
         if self.rebalance_interval_s is not None:
-            self._tasks.append(asyncio.create_task(self._rebalance_loop(), name="controller-leader-rebalance"))
+            rebalance = self._rebalance_loop(self.rebalance_interval_s)
+            self._tasks.append(asyncio.create_task(rebalance, name="controller-leader-rebalance"))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -97,7 +106,7 @@ class ActiveController:
     def _leader_changed(self, leader: LeaderAndEpoch) -> None:
         if leader.role is Role.LEADER:
             # The epoch's first entry was appended with this change; everything up to it must be applied first.
-            self._epoch_start = self.driver.node.log.end_offset
+            self._epoch_start = self._raft.log.end_offset
             self._maybe_activate()
         else:
             self._epoch_start = None
@@ -106,10 +115,10 @@ class ActiveController:
     def _maybe_activate(self) -> None:
         if self._epoch_start is None or self._active.is_set():
             return
-        if self.driver.node.high_watermark >= self._epoch_start:
+        if self._raft.high_watermark >= self._epoch_start:
             self.lifecycle.became_active(self.sm.image, now_ms())
             self._active.set()
-            logger.info("node %d is the active controller (epoch %d)", self.driver.node_id, self.driver.node.epoch)
+            logger.info("node %d is the active controller (epoch %d)", self.driver.node_id, self._raft.epoch)
 
     async def wait_active(self, timeout: float) -> None:
         """Wait briefly for a just-elected leader to catch up; raise NotControllerError if this is not it."""
@@ -131,7 +140,7 @@ class ActiveController:
         async with self._lock:
             if not self._active.is_set():
                 raise NotControllerError(self.driver.leader.leader_id)
-            records, result = decide(self.sm.image, self.driver.node.log.end_offset)
+            records, result = decide(self.sm.image, self._raft.log.end_offset)
             if records:
                 try:
                     await self.driver.propose_and_wait([encode_batch(records)], timeout)
@@ -161,14 +170,14 @@ class ActiveController:
             lambda image, offset: self.lifecycle.expire_sessions(image, now_ms(), offset),
         )
 
-    async def _rebalance_loop(self) -> None:
+    async def _rebalance_loop(self, interval_s: float) -> None:
         def decide(image: MetadataImage, _offset: int) -> list[md.MetadataRecord]:
             records = rebalance_leaders(image, self.imbalance_percentage)
             if records:
                 logger.info("leader rebalance: electing preferred leaders for %d partitions", len(records))
             return records
 
-        await self._periodic(self.rebalance_interval_s, "leader rebalance", decide)
+        await self._periodic(interval_s, "leader rebalance", decide)
 
     async def recover(self, inspections: list[Inspection], every: bool = True) -> list[Recovery]:
         """Compare the inspected replicas' logs and elect the most complete where the answers allow it."""

@@ -28,7 +28,7 @@ class Decision:
     """Records to append (in one batch) and the fields of the answer."""
 
     records: list[md.MetadataRecord] = field(default_factory=list)
-    error: int = ErrorCode.NONE
+    error: ErrorCode.ValueType = ErrorCode.NONE
     message: str = ""
     broker_epoch: int = -1
     is_caught_up: bool = False

@@ -215,7 +215,7 @@ class PartitionOutcome:
 
     topic: str
     partition: int
-    error: int = ErrorCode.NONE
+    error: ErrorCode.ValueType = ErrorCode.NONE
     message: str = ""
     leader: int = NO_LEADER
 
@@ -236,7 +236,9 @@ class ChangeBatch:
         """Append ``change``; return the partition as it is after it."""
         self.records.append(md.MetadataRecord(partition_change=change))
         self._delta.replay(self.records[-1])
-        return self._delta.current_partition(change.topic_id, change.partition)
+        p = self._delta.current_partition(change.topic_id, change.partition)
+        assert p is not None  # replay refuses a change to an unknown partition
+        return p
 
 
 def unknown_partition(topic: str, partition: int) -> PartitionOutcome:
@@ -245,7 +247,7 @@ def unknown_partition(topic: str, partition: int) -> PartitionOutcome:
     )
 
 
-Verdict = tuple[int, str, md.PartitionChangeRecord | None]
+Verdict = tuple[ErrorCode.ValueType, str, md.PartitionChangeRecord | None]
 
 
 def _active(image: MetadataImage) -> set[int]:
@@ -286,7 +288,7 @@ def _unclean(topic: str, p: PartitionRegistration, active: set[int], min_isr: in
 
 
 def every_partition(image: MetadataImage) -> list[tuple[str, int]]:
-    return [(name, index) for name in sorted(image.topic_ids) for index in sorted(image.topic(name).partitions)]
+    return [(topic.name, index) for topic in image.sorted_topics() for index in sorted(topic.partitions)]
 
 
 def elect_leaders(
@@ -326,8 +328,7 @@ def imbalanced_brokers(image: MetadataImage, percentage: int) -> dict[int, list[
     """Kafka's leader-imbalance rule: for each broker, the partitions it prefers (first replica) but does not
     lead, kept only where they exceed ``percentage`` percent of all the partitions it prefers."""
     preferred: dict[int, list[PartitionRegistration]] = defaultdict(list)
-    for name in sorted(image.topic_ids):
-        topic = image.topic(name)
+    for topic in image.sorted_topics():
         for index in sorted(topic.partitions):
             p = topic.partitions[index]
             preferred[p.replicas[0]].append(p)

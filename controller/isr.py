@@ -39,7 +39,7 @@ class IsrResult:
 
     topic: str
     partition: int
-    error: int = ErrorCode.NONE
+    error: ErrorCode.ValueType = ErrorCode.NONE
     message: str = ""
     leader: int = NO_LEADER
     leader_epoch: int = -1
@@ -51,7 +51,7 @@ class IsrResult:
 class AlterPartitionResults:
     """``error`` refuses the whole request (an unknown broker or stale broker epoch); otherwise per partition."""
 
-    error: int = ErrorCode.NONE
+    error: ErrorCode.ValueType = ErrorCode.NONE
     message: str = ""
     partitions: list[IsrResult] = field(default_factory=list)
 
@@ -82,14 +82,16 @@ def isr_items(request: cpb.AlterPartitionRequest) -> list[IsrItem]:
 
 
 def _result(
-    item: IsrItem, p: PartitionRegistration | None, error: int = ErrorCode.NONE, message: str = ""
+    item: IsrItem, p: PartitionRegistration | None, error: ErrorCode.ValueType = ErrorCode.NONE, message: str = ""
 ) -> IsrResult:
     if p is None:
         return IsrResult(item.topic, item.partition, error, message)
     return IsrResult(item.topic, item.partition, error, message, p.leader, p.leader_epoch, p.isr, p.partition_epoch)
 
 
-def _refusal(p: PartitionRegistration, broker_id: int, item: IsrItem, active: set[int]) -> tuple[int, str] | None:
+def _refusal(
+    p: PartitionRegistration, broker_id: int, item: IsrItem, active: set[int]
+) -> tuple[ErrorCode.ValueType, str] | None:
     """Why the change cannot apply, or None. The leader epoch goes first, as in Kafka: a deposed leader learns
     that its epoch is fenced, whatever else is wrong."""
     if item.leader_epoch != p.leader_epoch:

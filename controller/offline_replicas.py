@@ -32,7 +32,9 @@ def changes_for_offline_replicas(
     records = []
     for topic_id, index in sorted(set(offline)):
         topic = image.topics.get(topic_id)
-        p = None if topic is None else topic.partitions.get(index)
+        if topic is None:
+            continue
+        p = topic.partitions.get(index)
         if p is None or broker_id not in (p.leader, *p.isr, *p.eligible_leader_replicas):
             continue
         floor = min_isr(topic.name)

@@ -22,7 +22,7 @@ INT64_MAX = 2**63 - 1
 class ProducerIdBlock:
     """The answer: ids ``[start, start + length)`` on success, ``start`` -1 and ``length`` 0 on an error."""
 
-    error: int = ErrorCode.NONE
+    error: ErrorCode.ValueType = ErrorCode.NONE
     message: str = ""
     start: int = -1
     length: int = 0

@@ -11,9 +11,10 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
 from odradek.broker.topic_defaults import TopicDefault
 from odradek.broker.topic_defaults import topic_defaults as topic_defaults_of_node
@@ -38,6 +39,8 @@ from odradek.proto import metadata_pb2 as md
 
 logger = logging.getLogger(__name__)
 
+R = TypeVar("R", bound=Message)
+
 INTERNAL_PREFIX = "__"
 
 
@@ -49,7 +52,11 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         leader = self.controller.driver.leader.leader_id
         return -1 if leader is None else leader
 
-    async def RegisterBroker(self, request, context):
+    async def RegisterBroker(
+        self,
+        request: cpb.BrokerRegistrationRequest,
+        context: grpc.aio.ServicerContext[cpb.BrokerRegistrationRequest, cpb.BrokerRegistrationResponse],
+    ) -> cpb.BrokerRegistrationResponse:
         def decide(image: MetadataImage, next_offset: int):
             d = self.controller.lifecycle.register(
                 image,
@@ -69,12 +76,18 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         try:
             d = await self.controller.write(decide)
         except OdradekError as e:
-            return cpb.BrokerRegistrationResponse(error=e.code, leader_id=self._leader(), error_message=str(e))
+            return cpb.BrokerRegistrationResponse(
+                error=ErrorCode.ValueType(e.code), leader_id=self._leader(), error_message=str(e)
+            )
         return cpb.BrokerRegistrationResponse(
             error=d.error, broker_epoch=d.broker_epoch, leader_id=self._leader(), error_message=d.message
         )
 
-    async def BrokerHeartbeat(self, request, context):
+    async def BrokerHeartbeat(
+        self,
+        request: cpb.BrokerHeartbeatRequest,
+        context: grpc.aio.ServicerContext[cpb.BrokerHeartbeatRequest, cpb.BrokerHeartbeatResponse],
+    ) -> cpb.BrokerHeartbeatResponse:
         def decide(image: MetadataImage, next_offset: int):
             d = self.controller.lifecycle.heartbeat(
                 image,
@@ -92,7 +105,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         try:
             d = await self.controller.write(decide)
         except OdradekError as e:
-            return cpb.BrokerHeartbeatResponse(error=e.code, leader_id=self._leader())
+            return cpb.BrokerHeartbeatResponse(error=ErrorCode.ValueType(e.code), leader_id=self._leader())
         if d.records:  # the answer reflects the committed change
             d.is_fenced = self.controller.image.brokers[request.broker_id].fenced
         return cpb.BrokerHeartbeatResponse(
@@ -103,7 +116,11 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             leader_id=self._leader(),
         )
 
-    async def AlterPartition(self, request, context):
+    async def AlterPartition(
+        self,
+        request: cpb.AlterPartitionRequest,
+        context: grpc.aio.ServicerContext[cpb.AlterPartitionRequest, cpb.AlterPartitionResponse],
+    ) -> cpb.AlterPartitionResponse:
         items = isr_items(request)
 
         def decide(image: MetadataImage, _next_offset: int):
@@ -114,17 +131,21 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         try:
             out = await self.controller.write(decide)
         except OdradekError as e:
-            return cpb.AlterPartitionResponse(error=e.code)
+            return cpb.AlterPartitionResponse(error=ErrorCode.ValueType(e.code))
         return out.response()
 
-    async def AllocateProducerIds(self, request, context):
+    async def AllocateProducerIds(
+        self,
+        request: cpb.AllocateProducerIdsRequest,
+        context: grpc.aio.ServicerContext[cpb.AllocateProducerIdsRequest, cpb.AllocateProducerIdsResponse],
+    ) -> cpb.AllocateProducerIdsResponse:
         def decide(image: MetadataImage, _next_offset: int):
             return allocate_producer_ids(image, request.broker_id, request.broker_epoch)
 
         try:
             block = await self.controller.write(decide)
         except OdradekError as e:
-            return cpb.AllocateProducerIdsResponse(error=e.code, producer_id_start=-1)
+            return cpb.AllocateProducerIdsResponse(error=ErrorCode.ValueType(e.code), producer_id_start=-1)
         return cpb.AllocateProducerIdsResponse(
             error=block.error, producer_id_start=block.start, producer_id_len=block.length
         )
@@ -234,24 +255,26 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         leader = self.sm.leader.leader_id
         return self.voters.get(leader) if leader is not None else None
 
-    async def _forward(self, call: Callable[[admin_pb2_grpc.AdminStub], Awaitable[Any]], empty: Any) -> Any:
-        """Send to the active controller; answer NOT_CONTROLLER (retriable) when none is known or reachable:
-        ``empty`` carries it per item already where its response has no top-level error (CreateTopics)."""
+    async def _forward(self, call: Callable[[admin_pb2_grpc.AdminAsyncStub], Awaitable[R]], empty: R) -> R:
+        """Send to the active controller; answer ``empty`` when none is known or reachable: it carries
+        NOT_CONTROLLER (retriable), per item where its response has no top-level error (CreateTopics)."""
         address = self._leader_address()
         if address is not None:
             try:
-                return await call(admin_pb2_grpc.AdminStub(self._pool.get(address)))
+                return await call(admin_pb2_grpc.AdminAsyncStub(self._pool.get(address)))
             except grpc.aio.AioRpcError:
                 pass
-        if "error" in empty.DESCRIPTOR.fields_by_name:
-            empty.error = ErrorCode.NOT_CONTROLLER
         return empty
 
     def _local_controller(self) -> ActiveController | None:
         c = self.controller
         return c if c is not None and self.driver.leader.role is Role.LEADER else None
 
-    async def DescribeCluster(self, request, context):
+    async def DescribeCluster(
+        self,
+        request: apb.DescribeClusterRequest,
+        context: grpc.aio.ServicerContext[apb.DescribeClusterRequest, apb.DescribeClusterResponse],
+    ) -> apb.DescribeClusterResponse:
         image = self.sm.image
         leader = self.sm.leader.leader_id
         return apb.DescribeClusterResponse(
@@ -275,10 +298,19 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             ],
         )
 
-    async def DescribeQuorum(self, request, context):
+    async def DescribeQuorum(
+        self,
+        request: apb.DescribeQuorumRequest,
+        context: grpc.aio.ServicerContext[apb.DescribeQuorumRequest, apb.DescribeQuorumResponse],
+    ) -> apb.DescribeQuorumResponse:
         if self.driver.leader.role is not Role.LEADER:
-            return await self._forward(lambda s: s.DescribeQuorum(request, timeout=5), apb.DescribeQuorumResponse())
+            return await self._forward(
+                lambda s: s.DescribeQuorum(request, timeout=5),
+                apb.DescribeQuorumResponse(error=ErrorCode.NOT_CONTROLLER),
+            )
         node = self.driver.node
+        if node is None:  # a node serves Admin only once its Raft driver has started
+            raise RuntimeError("the Raft driver is not started")
         tick_ms = self.driver.tick_ms
         wall = int(time.time() * 1000)
 
@@ -298,7 +330,11 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             observers=observers,
         )
 
-    async def CreateTopics(self, request, context):
+    async def CreateTopics(
+        self,
+        request: apb.CreateTopicsRequest,
+        context: grpc.aio.ServicerContext[apb.CreateTopicsRequest, apb.CreateTopicsResponse],
+    ) -> apb.CreateTopicsResponse:
         controller = self._local_controller()
         if controller is None:
             return await self._forward(
@@ -336,10 +372,14 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                     apb.TopicResult(name=t.name, error=out.error, error_message=out.message, topic_id=out.topic_id)
                 )
             except OdradekError as e:
-                results.append(apb.TopicResult(name=t.name, error=e.code, error_message=str(e)))
+                results.append(apb.TopicResult(name=t.name, error=ErrorCode.ValueType(e.code), error_message=str(e)))
         return apb.CreateTopicsResponse(topics=results)
 
-    async def DeleteTopics(self, request, context):
+    async def DeleteTopics(
+        self,
+        request: apb.DeleteTopicsRequest,
+        context: grpc.aio.ServicerContext[apb.DeleteTopicsRequest, apb.DeleteTopicsResponse],
+    ) -> apb.DeleteTopicsResponse:
         controller = self._local_controller()
         if controller is None:
             return await self._forward(
@@ -359,10 +399,14 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                 out = await controller.write(decide)
                 results.append(apb.TopicResult(name=name, error=out.error, error_message=out.message))
             except OdradekError as e:
-                results.append(apb.TopicResult(name=name, error=e.code, error_message=str(e)))
+                results.append(apb.TopicResult(name=name, error=ErrorCode.ValueType(e.code), error_message=str(e)))
         return apb.DeleteTopicsResponse(topics=results)
 
-    async def DescribeTopics(self, request, context):
+    async def DescribeTopics(
+        self,
+        request: apb.DescribeTopicsRequest,
+        context: grpc.aio.ServicerContext[apb.DescribeTopicsRequest, apb.DescribeTopicsResponse],
+    ) -> apb.DescribeTopicsResponse:
         image = self.sm.image
         names = list(request.names) or sorted(
             n for n in image.topic_ids if request.include_internal or not n.startswith(INTERNAL_PREFIX)
@@ -385,7 +429,11 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                     pass  # answer from this node's image
         return apb.DescribeTopicsResponse(topics=[topic_description(image, n) for n in names])
 
-    async def ElectLeaders(self, request, context):
+    async def ElectLeaders(
+        self,
+        request: apb.ElectLeadersRequest,
+        context: grpc.aio.ServicerContext[apb.ElectLeadersRequest, apb.ElectLeadersResponse],
+    ) -> apb.ElectLeadersResponse:
         controller = self._local_controller()
         if controller is None:
             return await self._forward(
@@ -406,7 +454,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
 
             outcomes = await controller.write(decide)
         except OdradekError as e:
-            return apb.ElectLeadersResponse(error=e.code)
+            return apb.ElectLeadersResponse(error=ErrorCode.ValueType(e.code))
         for r in recovered:
             logger.warning("operator's %s", r.describe())
         return apb.ElectLeadersResponse(results=_election_results(outcomes))
@@ -428,7 +476,13 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         await controller.wait_active(5.0)
         return inspections, await controller.inspector.inspect(image, inspections)
 
-    async def AlterPartitionReassignments(self, request, context):
+    async def AlterPartitionReassignments(
+        self,
+        request: apb.AlterPartitionReassignmentsRequest,
+        context: grpc.aio.ServicerContext[
+            apb.AlterPartitionReassignmentsRequest, apb.AlterPartitionReassignmentsResponse
+        ],
+    ) -> apb.AlterPartitionReassignmentsResponse:
         controller = self._local_controller()
         if controller is None:
             return await self._forward(
@@ -443,10 +497,14 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                 lambda image, _offset: alter_reassignments(image, requests, unclean_allowed)
             )
         except OdradekError as e:
-            return apb.AlterPartitionReassignmentsResponse(error=e.code)
+            return apb.AlterPartitionReassignmentsResponse(error=ErrorCode.ValueType(e.code))
         return apb.AlterPartitionReassignmentsResponse(results=_election_results(outcomes))
 
-    async def DescribeConfigs(self, request, context):
+    async def DescribeConfigs(
+        self,
+        request: apb.DescribeConfigsRequest,
+        context: grpc.aio.ServicerContext[apb.DescribeConfigsRequest, apb.DescribeConfigsResponse],
+    ) -> apb.DescribeConfigsResponse:
         image = self.sm.image
         names = list(request.topics)
         if self._local_controller() is None and any(image.topic(n) is None for n in names):

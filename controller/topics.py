@@ -133,7 +133,7 @@ class TopicRequest:
 @dataclass
 class TopicOutcome:
     name: str
-    error: int = ErrorCode.NONE
+    error: ErrorCode.ValueType = ErrorCode.NONE
     message: str = ""
     topic_id: bytes = b""
     records: list[md.MetadataRecord] = field(default_factory=list)

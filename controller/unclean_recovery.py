@@ -86,10 +86,10 @@ def balanced_inspections(
     """
     active = _active_epochs(image)
     due = []
-    for name in sorted(image.topic_ids):
+    for topic in image.sorted_topics():
+        name = topic.name
         if strategy(name) != BALANCED or unclean_allowed(name):
             continue
-        topic = image.topic(name)
         for index in sorted(topic.partitions):
             p = topic.partitions[index]
             if needs_recovery(p) and p.last_known_elr and all(r in active for r in p.last_known_elr):

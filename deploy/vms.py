@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -32,12 +33,15 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.config import NodeConfig
 from odradek.chaos.netns import NetnsNetwork
 from odradek.deploy.cluster import ClusterSpec, NodeSpec, config_name, write_config, write_configs
 from odradek.deploy.process import random_cluster_id
+
+if TYPE_CHECKING:
+    from odradek.client.producer.batch import RecordFuture
 
 UNITS = Path(__file__).resolve().parent / "systemd"
 INSTALLED_BIN = "/opt/odradek/venv/bin/odradek"
@@ -362,7 +366,7 @@ def rolling_restart_under_load(
     previous_level = sender_log.level
     sender_log.setLevel(logging.DEBUG)
 
-    def delivered(value: bytes, future: Any) -> None:
+    def delivered(value: bytes, future: RecordFuture) -> None:
         error = future.exception()
         if error is None:
             acked[value] = (future.result().partition, future.result().offset)
@@ -382,7 +386,7 @@ def rolling_restart_under_load(
                 if stop.is_set():
                     break
                 value = b"r-%08d" % i
-                producer.send(topic, value).add_done_callback(lambda f, v=value: delivered(v, f))
+                producer.send(topic, value).add_done_callback(functools.partial(delivered, value))
                 ahead = (i + 1) / rate - (time.monotonic() - began)
                 if ahead > 0:
                     time.sleep(ahead)
@@ -403,7 +407,7 @@ def rolling_restart_under_load(
         raise TimeoutError("the producer did not finish")
 
     partitions = [TopicPartition(topic, p) for p in range(3)]
-    read: Counter[bytes] = Counter()
+    read: Counter[bytes | None] = Counter()
     mismatched = 0
     with Consumer({"bootstrap.servers": cluster.bootstrap_servers, "auto.offset.reset": "earliest"}) as consumer:
         consumer.assign(partitions)

@@ -83,6 +83,10 @@ class MetadataImage:
     client_quotas: Mapping[tuple, Mapping[str, float]] = field(default_factory=lambda: _frozen({}))
     next_producer_id: int = 0
 
+    def sorted_topics(self) -> list[TopicImage]:
+        """Every topic in name order (``topic_ids`` and ``topics`` always hold the same topics)."""
+        return [self.topics[self.topic_ids[name]] for name in sorted(self.topic_ids)]
+
     def topic(self, name: str) -> TopicImage | None:
         topic_id = self.topic_ids.get(name)
         return self.topics.get(topic_id) if topic_id is not None else None
@@ -134,8 +138,8 @@ class MetadataImage:
                     )
                 )
         for entity, values in self.client_quotas.items():
-            for key, value in values.items():
-                out.append(md.MetadataRecord(client_quota=quota_record(entity, key, value)))
+            for key, quota in values.items():
+                out.append(md.MetadataRecord(client_quota=quota_record(entity, key, quota)))
         if self.next_producer_id:
             out.append(md.MetadataRecord(producer_ids=md.ProducerIdsRecord(next_producer_id=self.next_producer_id)))
         return out

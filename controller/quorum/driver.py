@@ -29,7 +29,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import grpc
 
@@ -62,7 +62,7 @@ from odradek.controller.raft.messages import (
     VoteResponse,
 )
 from odradek.controller.raft.snapshot import SnapshotId
-from odradek.proto import raft_pb2_grpc
+from odradek.proto import raft_pb2, raft_pb2_grpc
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +76,8 @@ class MetadataLogFailedError(NotLeaderError):
         super().__init__(None, epoch)
         self.args = (f"node {node_id} stopped its metadata quorum after a fatal error: {cause}",)
 
+
+R = TypeVar("R", VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse, FetchResponse, FetchSnapshotResponse)
 
 RESPONSES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse, FetchResponse, FetchSnapshotResponse)
 
@@ -131,17 +133,31 @@ class RaftDriver:
         self._snapshots = SnapshotStore(directory / "snapshots")
         self._log: MetadataLogStore | None = None
         self.node: RaftNode | None = None
-        self._waiting: dict[tuple[type, int], deque[asyncio.Future]] = defaultdict(deque)
+        self._waiting: dict[tuple[type[Message], int], deque[asyncio.Future[Message]]] = defaultdict(deque)
         self._correlation = itertools.count(1)
         self._parked: dict[int, tuple[Fetch, float]] = {}
-        self._commit_waiters: dict[int, asyncio.Future] = {}
-        self._tasks: set[asyncio.Task] = set()
-        self._ticker: asyncio.Task | None = None
+        self._commit_waiters: dict[int, asyncio.Future[int]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._ticker: asyncio.Task[None] | None = None
         self._draining = False
         self.leader = LeaderAndEpoch(None, 0, Role.UNATTACHED)
         #: Called once with the error that stopped the driver (see the module docstring).
         self.on_fatal = on_fatal
         self.failure: BaseException | None = None
+
+    @property
+    def _core(self) -> RaftNode:
+        """The Raft core, which ``start`` builds from what is on disk."""
+        if self.node is None:
+            raise RuntimeError(f"raft driver {self.node_id} is not started")
+        return self.node
+
+    @property
+    def _store(self) -> MetadataLogStore:
+        """The metadata log, which ``start`` opens."""
+        if self._log is None:
+            raise RuntimeError(f"raft driver {self.node_id} is not started")
+        return self._log
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -189,7 +205,7 @@ class RaftDriver:
         while self.failure is None:
             await asyncio.sleep(interval)
             try:
-                self.node.tick()
+                self._core.tick()
                 self._expire_parked()
                 self._drain()
             except Exception:  # the loop must survive anything one tick does; the error is logged
@@ -197,7 +213,7 @@ class RaftDriver:
 
     def step(self, message: Message) -> None:
         self._check_running()
-        self.node.step(message)
+        self._core.step(message)
         self._drain()
         self._check_running()
 
@@ -205,7 +221,7 @@ class RaftDriver:
         """Append on the leader; returns the last offset. Raises NotLeaderError elsewhere (MetadataLogFailedError
         once the driver has stopped)."""
         self._check_running()
-        offset = self.node.propose(data)
+        offset = self._core.propose(data)
         self._drain()
         self._check_running()
         return offset
@@ -217,9 +233,9 @@ class RaftDriver:
     async def propose_and_wait(self, data: list[bytes], timeout: float = 10.0) -> int:
         """Propose and wait until committed (and applied); raises NotLeaderError if leadership is lost first."""
         offset = self.propose(data)
-        if self.node.high_watermark > offset:
+        if self._core.high_watermark > offset:
             return offset
-        future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._commit_waiters[offset] = future
         try:
             async with asyncio.timeout(timeout):
@@ -235,7 +251,7 @@ class RaftDriver:
             return
         self._draining = True
         try:
-            node = self.node
+            node = self._core
             while self.failure is None and node.has_ready():
                 ready = node.ready()
                 try:
@@ -273,7 +289,7 @@ class RaftDriver:
             self.on_fatal(error)
 
     def _handle(self, ready: Ready) -> None:
-        node, store = self.node, self._log
+        node, store = self._core, self._store
         for chunk in ready.snapshot_chunks:
             self._snapshots.write_chunk(chunk.snapshot_id, chunk.position, chunk.data)
         if ready.install_snapshot is not None:
@@ -322,8 +338,8 @@ class RaftDriver:
             return
         sid, data = taken
         self._snapshots.write(sid, data)
-        self.node.snapshot_taken(sid.end_offset, sid.epoch)
-        self._log.trim_prefix(sid.end_offset)
+        self._core.snapshot_taken(sid.end_offset, sid.epoch)
+        self._store.trim_prefix(sid.end_offset)
 
     def _release_waiters(self, high_watermark: int) -> None:
         for offset in [o for o in self._commit_waiters if o < high_watermark]:
@@ -341,7 +357,7 @@ class RaftDriver:
         for cid, (fetch, deadline) in list(self._parked.items()):
             if due(deadline):
                 del self._parked[cid]
-                self.node.step(replace(fetch, max_wait_ms=0) if expire else fetch)
+                self._core.step(replace(fetch, max_wait_ms=0) if expire else fetch)
 
     def _expire_parked(self) -> None:
         now = time.monotonic()
@@ -351,8 +367,10 @@ class RaftDriver:
 
     def _send(self, message: Message) -> None:
         if isinstance(message, RESPONSES):
-            by_id = isinstance(message, FetchResponse | FetchSnapshotResponse)
-            key = (type(message), message.correlation_id if by_id else message.dst)
+            key: tuple[type[Message], int] = (
+                type(message),
+                message.correlation_id if isinstance(message, FetchResponse | FetchSnapshotResponse) else message.dst,
+            )
             waiters = self._waiting.get(key)
             while waiters:
                 future = waiters.popleft()
@@ -373,21 +391,21 @@ class RaftDriver:
         cid = self.cluster_id
         try:
             if isinstance(m, Fetch):
-                r = await stub.Fetch(
+                fetched = await stub.Fetch(
                     codec.fetch_request(m, cid, self.config.max_fetch_bytes), timeout=timeout + m.max_wait_ms / 1000
                 )
-                reply: Message = codec.fetch_response_from(r, m)
+                reply: Message = codec.fetch_response_from(fetched, m)
             elif isinstance(m, Vote):
                 reply = codec.vote_response_from(await stub.Vote(codec.vote_request(m, cid), timeout=timeout), m)
             elif isinstance(m, BeginQuorumEpoch):
-                r = await stub.BeginQuorumEpoch(codec.begin_request(m, cid), timeout=timeout)
-                reply = codec.begin_response_from(r, m)
+                begun = await stub.BeginQuorumEpoch(codec.begin_request(m, cid), timeout=timeout)
+                reply = codec.begin_response_from(begun, m)
             elif isinstance(m, EndQuorumEpoch):
-                r = await stub.EndQuorumEpoch(codec.end_request(m, cid), timeout=timeout)
-                reply = codec.end_response_from(r, m)
+                ended = await stub.EndQuorumEpoch(codec.end_request(m, cid), timeout=timeout)
+                reply = codec.end_response_from(ended, m)
             elif isinstance(m, FetchSnapshot):
-                r = await stub.FetchSnapshot(codec.snapshot_request(m, cid), timeout=timeout)
-                reply = codec.snapshot_response_from(r, m)
+                chunk = await stub.FetchSnapshot(codec.snapshot_request(m, cid), timeout=timeout)
+                reply = codec.snapshot_response_from(chunk, m)
             else:
                 raise TypeError(f"cannot send {type(m).__name__}")
         except grpc.aio.AioRpcError as e:
@@ -396,15 +414,17 @@ class RaftDriver:
         with contextlib.suppress(MetadataLogFailedError):  # stopped meanwhile: the answer has nowhere to go
             self.step(reply)
 
-    async def answer(self, message: Message, response_type: type, key: int, timeout: float) -> Message:
+    async def answer(self, message: Message, response_type: type[R], key: int, timeout: float) -> R:
         """Step an incoming request and wait for the core's response to it."""
-        future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         waiters = self._waiting[(response_type, key)]
         waiters.append(future)
         try:
             self.step(message)
             async with asyncio.timeout(timeout):
-                return await future
+                reply = await future
+            assert isinstance(reply, response_type)  # _send resolves a waiter only with a response of its type
+            return reply
         finally:
             if future in waiters:
                 waiters.remove(future)
@@ -424,43 +444,63 @@ class RaftService(raft_pb2_grpc.RaftServicer):
     def __init__(self, driver: RaftDriver) -> None:
         self.driver = driver
 
-    def _foreign(self, request) -> bool:
-        return bool(request.cluster_id) and request.cluster_id != self.driver.cluster_id
+    def _foreign(self, cluster_id: str) -> bool:
+        return bool(cluster_id) and cluster_id != self.driver.cluster_id
 
-    async def Vote(self, request, context):
+    async def Vote(
+        self,
+        request: raft_pb2.VoteRequest,
+        context: grpc.aio.ServicerContext[raft_pb2.VoteRequest, raft_pb2.VoteResponse],
+    ) -> raft_pb2.VoteResponse:
         d = self.driver
-        if self._foreign(request):
-            return codec.pb.VoteResponse(error=INCONSISTENT_CLUSTER_ID, voter_id=d.node_id)
+        if self._foreign(request.cluster_id):
+            return raft_pb2.VoteResponse(error=INCONSISTENT_CLUSTER_ID, voter_id=d.node_id)
         reply = await d.answer(codec.vote_from(request, d.node_id), VoteResponse, request.candidate_id, 5.0)
         return codec.vote_response(reply)
 
-    async def BeginQuorumEpoch(self, request, context):
+    async def BeginQuorumEpoch(
+        self,
+        request: raft_pb2.BeginQuorumEpochRequest,
+        context: grpc.aio.ServicerContext[raft_pb2.BeginQuorumEpochRequest, raft_pb2.BeginQuorumEpochResponse],
+    ) -> raft_pb2.BeginQuorumEpochResponse:
         d = self.driver
-        if self._foreign(request):
-            return codec.pb.BeginQuorumEpochResponse(error=INCONSISTENT_CLUSTER_ID)
+        if self._foreign(request.cluster_id):
+            return raft_pb2.BeginQuorumEpochResponse(error=INCONSISTENT_CLUSTER_ID)
         reply = await d.answer(codec.begin_from(request, d.node_id), BeginQuorumEpochResponse, request.leader_id, 5.0)
         return codec.begin_response(reply)
 
-    async def EndQuorumEpoch(self, request, context):
+    async def EndQuorumEpoch(
+        self,
+        request: raft_pb2.EndQuorumEpochRequest,
+        context: grpc.aio.ServicerContext[raft_pb2.EndQuorumEpochRequest, raft_pb2.EndQuorumEpochResponse],
+    ) -> raft_pb2.EndQuorumEpochResponse:
         d = self.driver
-        if self._foreign(request):
-            return codec.pb.EndQuorumEpochResponse(error=INCONSISTENT_CLUSTER_ID)
+        if self._foreign(request.cluster_id):
+            return raft_pb2.EndQuorumEpochResponse(error=INCONSISTENT_CLUSTER_ID)
         reply = await d.answer(codec.end_from(request, d.node_id), EndQuorumEpochResponse, request.leader_id, 5.0)
         return codec.end_response(reply)
 
-    async def Fetch(self, request, context):
+    async def Fetch(
+        self,
+        request: raft_pb2.RaftFetchRequest,
+        context: grpc.aio.ServicerContext[raft_pb2.RaftFetchRequest, raft_pb2.RaftFetchResponse],
+    ) -> raft_pb2.RaftFetchResponse:
         d = self.driver
-        if self._foreign(request):
-            return codec.pb.RaftFetchResponse(error=INCONSISTENT_CLUSTER_ID)
+        if self._foreign(request.cluster_id):
+            return raft_pb2.RaftFetchResponse(error=INCONSISTENT_CLUSTER_ID)
         cid = d.next_correlation()
         timeout = request.max_wait_ms / 1000 + 5.0
         reply = await d.answer(codec.fetch_from(request, d.node_id, cid), FetchResponse, cid, timeout)
-        return codec.fetch_response(reply, d.node.log.start_offset)
+        return codec.fetch_response(reply, d._core.log.start_offset)
 
-    async def FetchSnapshot(self, request, context):
+    async def FetchSnapshot(
+        self,
+        request: raft_pb2.FetchSnapshotRequest,
+        context: grpc.aio.ServicerContext[raft_pb2.FetchSnapshotRequest, raft_pb2.FetchSnapshotResponse],
+    ) -> raft_pb2.FetchSnapshotResponse:
         d = self.driver
-        if self._foreign(request):
-            return codec.pb.FetchSnapshotResponse(error=INCONSISTENT_CLUSTER_ID)
+        if self._foreign(request.cluster_id):
+            return raft_pb2.FetchSnapshotResponse(error=INCONSISTENT_CLUSTER_ID)
         cid = d.next_correlation()
         reply = await d.answer(codec.snapshot_from(request, d.node_id, cid), FetchSnapshotResponse, cid, 10.0)
         return codec.snapshot_response(reply)

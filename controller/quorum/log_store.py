@@ -69,7 +69,7 @@ class MetadataLogStore:
             return []
         if log.log_start_offset < start:
             self.trim_prefix(start)
-        entries = []
+        entries: list[Entry] = []
         for entry in self._read(start):
             last_epoch = entries[-1].epoch if entries else snapshot.epoch
             if entry.offset != start + len(entries) or entry.epoch < last_epoch:

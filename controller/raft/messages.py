@@ -15,13 +15,13 @@ from odradek.controller.raft.snapshot import SnapshotId
 from odradek.proto import common_pb2
 
 _E = common_pb2.ErrorCode
-NONE: int = _E.NONE
-FENCED_LEADER_EPOCH: int = _E.FENCED_LEADER_EPOCH
-UNKNOWN_LEADER_EPOCH: int = _E.UNKNOWN_LEADER_EPOCH
-NOT_LEADER_OR_FOLLOWER: int = _E.NOT_LEADER_OR_FOLLOWER
-INCONSISTENT_VOTER_SET: int = _E.INCONSISTENT_VOTER_SET
+NONE: _E.ValueType = _E.NONE
+FENCED_LEADER_EPOCH: _E.ValueType = _E.FENCED_LEADER_EPOCH
+UNKNOWN_LEADER_EPOCH: _E.ValueType = _E.UNKNOWN_LEADER_EPOCH
+NOT_LEADER_OR_FOLLOWER: _E.ValueType = _E.NOT_LEADER_OR_FOLLOWER
+INCONSISTENT_VOTER_SET: _E.ValueType = _E.INCONSISTENT_VOTER_SET
 #: The proto has no SNAPSHOT_NOT_FOUND / POSITION_OUT_OF_RANGE yet; this code stands for both.
-SNAPSHOT_NOT_FOUND: int = _E.OFFSET_OUT_OF_RANGE
+SNAPSHOT_NOT_FOUND: _E.ValueType = _E.OFFSET_OUT_OF_RANGE
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +44,7 @@ class VoteResponse:
     leader_id: int | None
     granted: bool
     pre_vote: bool
-    error: int = NONE
+    error: _E.ValueType = NONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +62,7 @@ class BeginQuorumEpochResponse:
     dst: int
     epoch: int
     leader_id: int | None
-    error: int = NONE
+    error: _E.ValueType = NONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +81,7 @@ class EndQuorumEpochResponse:
     dst: int
     epoch: int
     leader_id: int | None
-    error: int = NONE
+    error: _E.ValueType = NONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +128,7 @@ class FetchResponse:
     entries: tuple[Entry, ...] = ()
     diverging_epoch: DivergingEpoch | None = None
     snapshot_id: SnapshotId | None = None
-    error: int = NONE
+    error: _E.ValueType = NONE
     correlation_id: int = 0
 
 
@@ -155,7 +155,7 @@ class FetchSnapshotResponse:
     position: int
     data: bytes = b""
     size: int = 0
-    error: int = NONE
+    error: _E.ValueType = NONE
     correlation_id: int = 0
 
 

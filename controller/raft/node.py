@@ -54,6 +54,7 @@ from odradek.controller.raft.messages import (
 from odradek.controller.raft.ready import LeaderAndEpoch, Ready
 from odradek.controller.raft.snapshot import EMPTY_SNAPSHOT, SnapshotChunk, SnapshotDownload, SnapshotId
 from odradek.controller.raft.state import PersistentState, QuorumState, Role, check_transition
+from odradek.proto.common_pb2 import ErrorCode
 
 _NEVER = -(1 << 62)
 
@@ -524,7 +525,7 @@ class RaftNode:
             granted = False
         self._answer_vote(m, granted)
 
-    def _answer_vote(self, m: Vote, granted: bool, error: int = NONE) -> None:
+    def _answer_vote(self, m: Vote, granted: bool, error: ErrorCode.ValueType = NONE) -> None:
         q = self._q
         self._send(VoteResponse(self._id, m.src, q.epoch, self.leader_id, granted, m.pre_vote, error))
 
@@ -645,7 +646,7 @@ class RaftNode:
         self,
         m: Fetch,
         *,
-        error: int = NONE,
+        error: ErrorCode.ValueType = NONE,
         entries: tuple[Entry, ...] = (),
         diverging: DivergingEpoch | None = None,
         snapshot_id: SnapshotId | None = None,
@@ -697,7 +698,7 @@ class RaftNode:
         else:
             self._reads.append(m)
 
-    def _snapshot_error(self, m: FetchSnapshot, error: int) -> None:
+    def _snapshot_error(self, m: FetchSnapshot, error: ErrorCode.ValueType) -> None:
         q = self._q
         self._send(
             FetchSnapshotResponse(
@@ -759,7 +760,7 @@ class RaftNode:
         self._send(replace(self._fetch_request(voter), max_wait_ms=0))
         self._retry_at = self._now + self._cfg.request_timeout_ticks
 
-    def _settle_inflight(self, correlation_id: int, error: int) -> None:
+    def _settle_inflight(self, correlation_id: int, error: ErrorCode.ValueType) -> None:
         if correlation_id == self._fetch_inflight:
             self._fetch_inflight = None
             if error != NONE:

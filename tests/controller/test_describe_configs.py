@@ -129,3 +129,16 @@ async def test_a_just_elected_leader_describes_a_topic_its_predecessor_committed
     sm.apply([Entry(0, 0, encode_batch(records)), Entry(1, 1, b"", control=True)])
     described = await asyncio.wait_for(asked, 5)
     assert [(t.name, t.error) for t in described.topics] == [("t", ErrorCode.NONE)]
+
+
+async def test_a_node_that_knows_no_controller_answers_not_controller_at_the_top() -> None:
+    """The forwarded requests whose response has a top-level error answer NOT_CONTROLLER there."""
+    from odradek.controller.raft import LeaderAndEpoch, Role
+
+    _, driver = controller_for(build(brokers(1)))
+    driver.leader = LeaderAndEpoch(None, 2, Role.UNATTACHED)
+    admin = AdminService(driver.sm, driver, {}, {}, None)
+    quorum = await admin.DescribeQuorum(apb.DescribeQuorumRequest(), None)
+    elected = await admin.ElectLeaders(apb.ElectLeadersRequest(), None)
+    moved = await admin.AlterPartitionReassignments(apb.AlterPartitionReassignmentsRequest(), None)
+    assert [quorum.error, elected.error, moved.error] == [ErrorCode.NOT_CONTROLLER] * 3
