@@ -146,7 +146,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     def _partition_error(self, response: pb.ProducePartitionResponse, topic: str, e: OdradekError) -> None:
         """Fill ``response`` (its partition already set) with ``e`` and, where the client must re-route, the
         leader hint."""
-        response.error = e.code
+        response.error = ErrorCode.ValueType(e.code)
         response.base_offset = -1
         response.log_append_time_ms = -1
         response.error_message = str(e)
@@ -372,7 +372,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                         )
                     )
                 except OdradekError as e:
-                    r = pb.ListOffsetsPartitionResponse(partition=lp.partition, error=e.code, offset=-1, timestamp=-1)
+                    r = pb.ListOffsetsPartitionResponse(
+                        partition=lp.partition, error=ErrorCode.ValueType(e.code), offset=-1, timestamp=-1
+                    )
                     hint = _leader_hint(self.image, t.name, lp.partition)
                     if hint is not None and e.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                         r.current_leader.CopyFrom(hint)
@@ -424,7 +426,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         try:
             last_epoch, end = p.log.latest_epoch, p.log.log_end_offset
         except OdradekError as e:
-            return pb.ReplicaLogInfoPartition(partition=index, error=e.code)
+            return pb.ReplicaLogInfoPartition(partition=index, error=ErrorCode.ValueType(e.code))
         return pb.ReplicaLogInfoPartition(
             partition=index, last_leader_epoch=-1 if last_epoch is None else last_epoch, log_end_offset=end
         )
@@ -442,7 +444,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         hit an unrecoverable sequence error (KIP-360), its id at the next epoch, so it can restart its sequences
         without the partitions mistaking its new batches for duplicates or gaps."""
 
-        def error(code: int) -> pb.InitProducerIdResponse:
+        def error(code: ErrorCode.ValueType) -> pb.InitProducerIdResponse:
             return pb.InitProducerIdResponse(error=code, producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH)
 
         if request.transactional_id:
@@ -462,4 +464,4 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         try:
             return pb.InitProducerIdResponse(producer_id=await self.producer_ids.next_id(), producer_epoch=0)
         except OdradekError as e:
-            return error(e.code)
+            return error(ErrorCode.ValueType(e.code))

@@ -76,7 +76,7 @@ class RestartAt(NamedTuple):
 class Refused(NamedTuple):
     """The leader refused the partition (not leader, epoch mismatch, ...): wait for metadata or the backoff."""
 
-    error: int
+    error: ErrorCode.ValueType
 
 
 FetchAction = Stale | Truncate | Append | RestartAt | Refused
@@ -101,7 +101,7 @@ def decide(sent: FetchPosition, current: FetchPosition, r: FetchedPartition) -> 
             return RestartAt(r.log_start_offset)
         # Ahead of the leader without a divergence answer: keep only what the leader has.
         return Truncate(Divergence(UNDEFINED_EPOCH, r.log_end_offset))
-    return Refused(r.error)
+    return Refused(ErrorCode.ValueType(r.error))
 
 
 def apply_fetched(p: Partition, sent: FetchPosition, r: FetchedPartition) -> FetchAction:
