@@ -20,7 +20,7 @@ import grpc
 from odradek.client.background import BackgroundLoop
 from odradek.client.config import AdminConfig
 from odradek.client.connection import ChannelPool
-from odradek.client.errors import ErrorCode, OdradekError, error_for_code
+from odradek.client.errors import ErrorCode, OdradekError, error_for_code, error_name
 from odradek.client.health import ClusterHealth, compute_health
 from odradek.proto import admin_pb2 as pb
 from odradek.proto import admin_pb2_grpc, broker_pb2_grpc
@@ -207,12 +207,7 @@ def _offset_or_unknown(answer: bpb.ListOffsetsPartitionResponse) -> int:
 
 
 def _code_name(code: int) -> str | None:
-    if code == ErrorCode.NONE:
-        return None
-    try:
-        return ErrorCode.Name(code)
-    except ValueError:
-        return str(code)
+    return None if code == ErrorCode.NONE else error_name(code)
 
 
 def _request_error(response: Any) -> int:
@@ -292,7 +287,7 @@ class AsyncAdmin:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _call(self, invoke: Callable[[admin_pb2_grpc.AdminStub], Awaitable[T]]) -> T:
+    async def _call(self, invoke: Callable[[admin_pb2_grpc.AdminAsyncStub], Awaitable[T]]) -> T:
         """Try nodes in turn until one answers (and is not redirecting us); raise the last failure.
 
         Starts from the node that answered last, so one unresponsive (e.g. paused) node costs one RPC timeout
@@ -329,7 +324,7 @@ class AsyncAdmin:
     @staticmethod
     def _check(error: int, message: str = "") -> None:
         if error != ErrorCode.NONE:
-            raise error_for_code(error, message or ErrorCode.Name(error))
+            raise error_for_code(error, message or error_name(error))
 
     async def describe_cluster(self) -> ClusterDescription:
         r = await self._call(lambda s: s.DescribeCluster(pb.DescribeClusterRequest(), timeout=self._rpc_timeout()))
@@ -583,7 +578,8 @@ class Admin:
     async def _make(config: Mapping[str, Any]) -> AsyncAdmin:
         return AsyncAdmin(config)
 
-    def __getattr__(self, name: str) -> Callable[..., Any]:
+    def __getattr__(self, name: str) -> Any:
+        """``AsyncAdmin``'s attribute of that name, its coroutine methods made blocking."""
         method = getattr(self._admin, name)
         if not asyncio.iscoroutinefunction(method):
             return method

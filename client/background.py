@@ -11,6 +11,7 @@ woken by one poller socket print ``BlockingIOError``). The shared loop is never 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import threading
 from collections.abc import Coroutine
@@ -66,7 +67,7 @@ class BackgroundLoop:
             )
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
-    def submit(self, coro: Coroutine[Any, Any, T]) -> asyncio.Future:
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def stop(self) -> None:

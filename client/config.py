@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field, fields, replace
-from typing import Any, Self
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
+from typing import Any, ClassVar, Self, TypeVar
 
 from odradek.client.connection import parse_servers
 from odradek.client.errors import ConfigError
@@ -19,9 +19,10 @@ from odradek.client.record.header import COMPRESSION_CODES
 
 INT32_MAX = 2**31 - 1
 Parser = Callable[[str, Any], Any]
+T = TypeVar("T")
 
 
-def _int(minimum: int = 0, maximum: int = INT32_MAX) -> Parser:
+def _int(minimum: int = 0, maximum: int = INT32_MAX) -> Callable[[str, Any], int]:
     def parse(name: str, value: Any) -> int:
         if isinstance(value, str) and value.strip().lstrip("-").isdigit():
             value = int(value)
@@ -40,7 +41,7 @@ def _bool(name: str, value: Any) -> bool:
     return value
 
 
-def _choice(*choices: str) -> Parser:
+def _choice(*choices: str) -> Callable[[str, Any], str]:
     def parse(name: str, value: Any) -> str:
         if not isinstance(value, str) or value.lower() not in choices:
             raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
@@ -91,7 +92,7 @@ def _isolation(name: str, value: Any) -> str:
     return level
 
 
-def option(default: Any, parse: Parser) -> Any:
+def option(default: T, parse: Parser) -> T:
     return field(default=default, metadata={"parse": parse})
 
 
@@ -99,17 +100,11 @@ def required(parse: Parser) -> Any:
     return field(metadata={"parse": parse})
 
 
-@dataclass(frozen=True, kw_only=True)
-class ClientConfig:
-    """Options every client has."""
+class _Options:
+    """Parsing shared by every option set: each subclass is a frozen dataclass of ``option``/``required`` fields."""
 
-    KIND = "client"
-
-    bootstrap_servers: tuple[str, ...] = required(_servers)
-    client_id: str = option("", _string)
-    request_timeout_ms: int = option(30_000, _int(1))
-    metadata_max_age_ms: int = option(300_000, _int(0))
-    retry_backoff_ms: int = option(100, _int(0))
+    KIND: ClassVar[str]
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # set by @dataclass on each subclass
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> Self:
@@ -120,13 +115,26 @@ class ClientConfig:
                 close = difflib.get_close_matches(str(key), list(known), n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
                 raise ConfigError(f"unknown {cls.KIND} config '{key}'{hint}")
-        values = {}
+        values: dict[str, Any] = {}
         for name, f in known.items():
             if name in config:
                 values[f.name] = f.metadata["parse"](name, config[name])
             elif f.default is MISSING:
                 raise ConfigError(f"{name} is required")
         return cls(**values)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientConfig(_Options):
+    """Options every client has."""
+
+    KIND = "client"
+
+    bootstrap_servers: tuple[str, ...] = required(_servers)
+    client_id: str = option("", _string)
+    request_timeout_ms: int = option(30_000, _int(1))
+    metadata_max_age_ms: int = option(300_000, _int(0))
+    retry_backoff_ms: int = option(100, _int(0))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -197,7 +205,7 @@ class ConsumerConfig(ClientConfig):
 
 
 @dataclass(frozen=True, kw_only=True)
-class AdminConfig:
+class AdminConfig(_Options):
     """Admin options: only those the admin client acts on (it keeps no metadata cache and sends no client id)."""
 
     KIND = "admin"
@@ -205,5 +213,3 @@ class AdminConfig:
     bootstrap_servers: tuple[str, ...] = required(_servers)
     request_timeout_ms: int = option(30_000, _int(1))
     retry_backoff_ms: int = option(100, _int(0))
-
-    from_mapping = classmethod(ClientConfig.from_mapping.__func__)

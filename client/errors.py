@@ -39,6 +39,15 @@ RETRIABLE_CODES: frozenset[int] = frozenset(
 )
 
 
+def error_name(code: int) -> str:
+    """The ErrorCode's name, or its number for a code this client does not know (a newer node may send one:
+    protobuf keeps unknown enum values as plain ints)."""
+    try:
+        return ErrorCode.Name(ErrorCode.ValueType(code))
+    except ValueError:
+        return str(code)
+
+
 class OdradekError(Exception):
     """Base of all odradek errors; ``code`` is the wire ErrorCode."""
 
@@ -47,11 +56,11 @@ class OdradekError(Exception):
     def __init__(self, message: str = "", code: int | None = None) -> None:
         if code is not None:
             self.code = code
-        super().__init__(message or ErrorCode.Name(self.code))
+        super().__init__(message or error_name(self.code))
 
     @property
     def code_name(self) -> str:
-        return ErrorCode.Name(self.code)
+        return error_name(self.code)
 
     @property
     def retriable(self) -> bool:

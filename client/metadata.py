@@ -69,7 +69,7 @@ class Metadata:
         self._topic_ids: dict[str, bytes] = {}
         self._topic_errors: dict[str, int] = {}
         self._wanted: set[str] = set()
-        self._stubs: dict[str, broker_pb2_grpc.BrokerStub] = {}
+        self._stubs: dict[str, broker_pb2_grpc.BrokerAsyncStub] = {}
         self._listeners: list[Callable[[], None]] = []
         self._inflight: asyncio.Future[None] | None = None
         self._updated = 0.0
@@ -92,11 +92,11 @@ class Metadata:
         """Partitions with a reachable leader: where records without a key should go."""
         return [p for p, leader in enumerate(self._leaders.get(topic, ())) if leader.leader != NO_LEADER]
 
-    def stub(self, node_id: int) -> broker_pb2_grpc.BrokerStub | None:
+    def stub(self, node_id: int) -> broker_pb2_grpc.BrokerAsyncStub | None:
         address = self.brokers.get(node_id)
         return None if address is None else self._stub(address)
 
-    def _stub(self, address: str) -> broker_pb2_grpc.BrokerStub:
+    def _stub(self, address: str) -> broker_pb2_grpc.BrokerAsyncStub:
         stub = self._stubs.get(address)
         if stub is None:
             stub = self._stubs[address] = broker_pb2_grpc.BrokerStub(self._pool.get(address))
@@ -211,7 +211,7 @@ class Metadata:
         failures: list[str] = []
         # Hedged: a node that has not answered within HEDGE_S (paused, overloaded, half-dead) does not hold the
         # refresh for a whole request timeout; the next one is asked too and the first answer wins.
-        pending: dict[asyncio.Future, str] = {}
+        pending: dict[asyncio.Future[pb.MetadataResponse], str] = {}
         candidates = self._candidates()
         try:
             while candidates or pending:

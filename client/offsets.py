@@ -36,7 +36,7 @@ async def list_offsets(
     *,
     timeout: float,
     backoff: float = 0.1,
-    isolation_level: int = pb.READ_UNCOMMITTED,
+    isolation_level: pb.IsolationLevel.ValueType = pb.READ_UNCOMMITTED,
 ) -> dict[TopicPartition, int]:
     """The offset for each partition's timestamp (EARLIEST, LATEST, or ms: the first offset at or after it, -1 if
     none). Raises UnknownTopicOrPartitionError for a missing topic or partition, the typed error of a non-retriable
@@ -53,7 +53,7 @@ async def list_offsets_and_timestamps(
     *,
     timeout: float,
     backoff: float = 0.1,
-    isolation_level: int = pb.READ_UNCOMMITTED,
+    isolation_level: pb.IsolationLevel.ValueType = pb.READ_UNCOMMITTED,
 ) -> dict[TopicPartition, tuple[int, int]]:
     """As ``list_offsets``, with the timestamp the broker reports beside each offset (-1 for EARLIEST/LATEST)."""
     deadline = time.monotonic() + timeout
@@ -95,7 +95,11 @@ async def list_offsets_and_timestamps(
 
 
 async def _ask(
-    metadata: Metadata, node: int, timestamps: dict[TopicPartition, int], isolation_level: int, deadline: float
+    metadata: Metadata,
+    node: int,
+    timestamps: dict[TopicPartition, int],
+    isolation_level: pb.IsolationLevel.ValueType,
+    deadline: float,
 ) -> dict[TopicPartition, tuple[int, int] | OdradekError]:
     """One ListOffsets RPC: (offset, timestamp) or a typed error per partition (leader hints applied on the way)."""
     topics: dict[str, list[pb.ListOffsetsPartition]] = {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import io
 import json
 import sys
 import time
@@ -14,6 +15,7 @@ from typing import Any
 
 from odradek.client.cli.common import CommandError, add_command
 from odradek.client.cli.kcat_format import (
+    Encoding,
     OffsetSpec,
     as_dict,
     as_text,
@@ -193,6 +195,8 @@ async def _produce_async(args: argparse.Namespace) -> None:
         if args.binary:
             send(await loop.run_in_executor(None, stdin.read))
         else:
+            if not isinstance(stdin, io.BufferedIOBase):  # what sys.stdin.buffer is, unless replaced
+                raise CommandError("stdin is not a buffered byte stream (use --binary to send all of it as one record)")
             pending = b""
             # read1 returns as soon as some input is there: each record goes out as it arrives (within linger.ms).
             while chunk := await loop.run_in_executor(None, stdin.read1, READ_CHUNK):
@@ -276,7 +280,7 @@ async def _consume_async(args: argparse.Namespace) -> None:
     timeout_ms = _check_timeout(args)
     default, per_partition = parse_offsets(args.offset)
     render = compile_format(args.format_string, args.binary) if args.format_string else None
-    encoding = args.binary or "base64"
+    encoding: Encoding = args.binary or "base64"
     for option, value in (("--num", args.num), ("--idle-timeout-ms", args.idle_timeout_ms)):
         if value is not None and value < 0:
             raise CommandError(f"{option} must be >= 0, not {value}")

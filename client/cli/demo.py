@@ -39,9 +39,14 @@ def _step(title: str, *args: str) -> None:
         raise SystemExit(result.returncode)
 
 
+def _text(data: bytes | None) -> str | None:
+    """A key or value as text; None for a null (with ``--keep`` the topic may hold records not sent by the demo)."""
+    return None if data is None else data.decode()
+
+
 def _sample(servers: str) -> dict[str, Any]:
     """Produce ten keyed records through the client API and read them back from the partitions' leaders."""
-    from odradek.client import Consumer, Producer, TopicPartition
+    from odradek.client import Consumer, ConsumerRecord, Producer, TopicPartition
 
     say("\n# producing 10 keyed records with odradek.client.Producer (routed to each partition's leader)")
     with Producer({"bootstrap.servers": servers, "linger.ms": 1}) as producer:
@@ -52,18 +57,17 @@ def _sample(servers: str) -> dict[str, Any]:
     say("# reading them back with odradek.client.Consumer")
     with Consumer({"bootstrap.servers": servers, "auto.offset.reset": "earliest"}) as consumer:
         consumer.assign([TopicPartition("demo", p) for p in partitions])
-        got = []
+        got: list[ConsumerRecord] = []
         deadline = time.monotonic() + 30
         while len(got) < len(sent) and time.monotonic() < deadline:
             got.extend(consumer.poll(timeout_ms=200))
     shown = sorted(got, key=lambda r: (r.partition, r.offset))[-10:]
     for r in shown:
-        say(f"  partition {r.partition} offset {r.offset} key={r.key.decode()} value={r.value.decode()}")
+        say(f"  partition {r.partition} offset {r.offset} key={_text(r.key)} value={_text(r.value)}")
     return {
         "sent": [{"partition": m.partition, "offset": m.offset} for m in sent],
         "received": [
-            {"partition": r.partition, "offset": r.offset, "key": r.key.decode(), "value": r.value.decode()}
-            for r in shown
+            {"partition": r.partition, "offset": r.offset, "key": _text(r.key), "value": _text(r.value)} for r in shown
         ],
     }
 

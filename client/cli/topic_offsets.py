@@ -52,6 +52,7 @@ async def _lookup(args: argparse.Namespace, when: int) -> list[dict[str, Any]]:
             if not 0 <= p < count:
                 raise CommandError(f"topic {args.name} has {count} partitions (0-{count - 1}): no partition {p}")
         tps = [TopicPartition(args.name, p) for p in partitions]
+        found: dict[TopicPartition, tuple[int | None, int | None]]
         if when == LATEST:
             found = {tp: (o, None) for tp, o in (await consumer.end_offsets(tps)).items()}
         elif when == EARLIEST:

@@ -20,6 +20,8 @@ from odradek.client.structs import ConsumerRecord, OffsetAndTimestamp, TopicPart
 from odradek.proto import broker_pb2 as pb
 
 PartitionLike = TopicPartition | tuple[str, int]
+# A mapping's key type is invariant, so a dict keyed by TopicPartition is no Mapping[PartitionLike, int].
+PartitionTimestamps = Mapping[TopicPartition, int] | Mapping[tuple[str, int], int]
 
 
 def _tp(partition: PartitionLike) -> TopicPartition:
@@ -127,7 +129,7 @@ class AsyncConsumer:
         return await self._list_offsets(partitions, LATEST)
 
     async def offsets_for_times(
-        self, timestamps: Mapping[PartitionLike, int]
+        self, timestamps: PartitionTimestamps
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """For each partition, the earliest offset whose timestamp is at or after the given one (ms since the
         epoch), or None if no record is that recent; named as in kafka-python and confluent-kafka."""
@@ -237,9 +239,7 @@ class Consumer:
     def end_offsets(self, partitions: Iterable[PartitionLike]) -> dict[TopicPartition, int]:
         return self._loop.run(self._core.end_offsets(partitions))
 
-    def offsets_for_times(
-        self, timestamps: Mapping[PartitionLike, int]
-    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+    def offsets_for_times(self, timestamps: PartitionTimestamps) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         return self._loop.run(self._core.offsets_for_times(timestamps))
 
     def close(self) -> None:

@@ -407,7 +407,10 @@ class Fetcher:
             self.data_ready.set()
 
     async def _await_unless_deposed(
-        self, call: grpc.aio.UnaryUnaryCall, node: int, partitions: list[tuple[AssignedPartition, int, int]]
+        self,
+        call: grpc.aio.UnaryUnaryCall[pb.FetchRequest, pb.FetchResponse],
+        node: int,
+        partitions: list[tuple[AssignedPartition, int, int]],
     ) -> pb.FetchResponse | None:
         """The fetch's answer; but past the long-poll wait plus STALL_S, refresh metadata every STALL_S, and give
         up (None) once every partition has another leader: a paused old leader would hold them for a whole

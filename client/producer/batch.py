@@ -178,6 +178,8 @@ class RecordFuture:
     delivered. One is made per record, by the accumulator setting the two slots: no ``__init__`` on the hot path."""
 
     __slots__ = ("_batch", "_index")
+    _batch: ProducerBatch
+    _index: int
 
     def done(self) -> bool:
         return self._batch.done
@@ -210,7 +212,7 @@ class RecordFuture:
         return self.result()
 
 
-class DeferredRecordFuture(concurrent.futures.Future):
+class DeferredRecordFuture(concurrent.futures.Future[RecordMetadata]):
     """The future of a record that could not be appended at once (its topic's metadata was unknown, or the buffer
     was full) by a caller that must not block: the producer appends it later, in order, and chains the result."""
 

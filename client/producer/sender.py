@@ -26,6 +26,7 @@ from odradek.client.errors import (
     NetworkError,
     OdradekError,
     error_for_code,
+    error_name,
 )
 from odradek.client.metadata import Metadata, rpc_error
 from odradek.client.producer.accumulator import RecordAccumulator
@@ -53,6 +54,8 @@ LEADER_ERRORS = frozenset(
     }
 )
 
+_ProduceCall = grpc.aio.UnaryUnaryCall[pb.ProduceRequest, pb.ProduceResponse]
+
 
 class Sender:
     def __init__(self, config: ProducerConfig, metadata: Metadata, accumulator: RecordAccumulator) -> None:
@@ -77,8 +80,8 @@ class Sender:
         self._requests: set[asyncio.Task[None]] = set()
         self._identity = ProducerIdentity() if config.enable_idempotence else None
         self._init_task: asyncio.Task[None] | None = None
-        self._calls: dict[grpc.aio.UnaryUnaryCall, tuple[int, list[ProducerBatch], float]] = {}
-        self._abandoned: set[grpc.aio.UnaryUnaryCall] = set()
+        self._calls: dict[_ProduceCall, tuple[int, list[ProducerBatch], float]] = {}
+        self._abandoned: set[_ProduceCall] = set()
         self._watchdog: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
         self._wakeup: asyncio.Future[None] | None = None
@@ -185,7 +188,7 @@ class Sender:
                             identity.reset(response.producer_id, response.producer_epoch)
                             logger.debug("producer id %d epoch %d", response.producer_id, response.producer_epoch)
                             return
-                        logger.debug("InitProducerId refused: %s", ErrorCode.Name(response.error))
+                        logger.debug("InitProducerId refused: %s", error_name(response.error))
                 await asyncio.sleep(self._backoff)
         finally:
             self._init_task = None
@@ -306,7 +309,7 @@ class Sender:
                         self._metadata.apply_leader_hint(t.name, p.partition, p.current_leader)
                     else:
                         self._metadata.request_refresh()
-                message = f"produce to {t.name}-{p.partition}: {p.error_message or ErrorCode.Name(p.error)}"
+                message = f"produce to {t.name}-{p.partition}: {p.error_message or error_name(p.error)}"
                 self._retry_or_fail(group, error_for_code(p.error, message))
         for group in groups.values():
             self._retry_or_fail(group, OdradekError(f"broker {node} did not answer for this partition"))

@@ -25,6 +25,7 @@ from odradek.client.record.header import (
 from odradek.client.record.varint import read_zigzag
 
 Bytes = bytes | bytearray | memoryview
+RecordHeaders = tuple[tuple[str, bytes | None], ...]
 
 
 class Record(NamedTuple):
@@ -34,10 +35,10 @@ class Record(NamedTuple):
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...] = ()
+    headers: RecordHeaders = ()
 
 
-def _read_headers(data: bytes, pos: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
+def _read_headers(data: bytes, pos: int) -> tuple[RecordHeaders, int]:
     z, pos = read_zigzag(data, pos)
     if z & 1:
         raise CorruptRecordError("negative record header count")
@@ -78,7 +79,7 @@ def decode_records(
     append = records.append
     new = tuple.__new__
     record_type = Record
-    no_headers = ()
+    no_headers: RecordHeaders = ()
     try:
         for _ in range(count):
             # length

@@ -88,7 +88,7 @@ def assemble_batch(
 
 
 def _encode_headers(headers: Headers) -> bytes:
-    parts = [encode_varint(len(headers))]
+    parts: list[Bytes] = [encode_varint(len(headers))]
     for name, value in headers:
         name_bytes = name.encode("utf-8")
         parts.append(encode_varint(len(name_bytes)))
@@ -107,7 +107,7 @@ def encode_record(
     """One record, length prefix included: the general encoder behind ``BatchBuilder.append``."""
     table = VARINT
     limit = TABLE_LIMIT
-    parts = [
+    parts: list[Bytes] = [
         b"\x00",  # attributes: unused in v2 records
         table[timestamp_delta] if 0 <= timestamp_delta < limit else encode_varint(timestamp_delta),
         table[offset_delta] if offset_delta < limit else encode_varint(offset_delta),
@@ -228,7 +228,7 @@ class BatchBuilder:
         )
 
 
-def _records_one_timestamp(values: Sequence[Bytes | None], keys: Sequence[Bytes | None] | None) -> list[bytes]:
+def _records_one_timestamp(values: Sequence[Bytes | None], keys: Sequence[Bytes | None] | None) -> list[Bytes]:
     """The records section's pieces when every record has timestamp delta 0 and no headers: the producer's
     common case, one loop with no calls but ``len``. Raises IndexError for a value past the varint tables (the
     caller falls back to the general encoder) and TypeError for a None value (a tombstone)."""
@@ -236,11 +236,13 @@ def _records_one_timestamp(values: Sequence[Bytes | None], keys: Sequence[Bytes 
     offsets = table
     if len(values) > TABLE_LIMIT:
         offsets = table + [encode_varint(n) for n in range(TABLE_LIMIT, len(values))]
-    pieces: list[bytes] = []
+    pieces: list[Bytes] = []
     extend = pieces.extend
     if keys is None:
         # length, attributes 0 + timestamp delta 0, offset delta, null key, value length, value, 0 headers
         for offset_delta, value in enumerate(values):
+            if value is None:
+                raise TypeError("a tombstone")
             n = len(value)
             value_length = table[n]
             delta = offsets[offset_delta]
@@ -257,6 +259,8 @@ def _records_one_timestamp(values: Sequence[Bytes | None], keys: Sequence[Bytes 
             )
         return pieces
     for offset_delta, value in enumerate(values):
+        if value is None:
+            raise TypeError("a tombstone")
         key = keys[offset_delta]
         n = len(value)
         value_length = table[n]
@@ -326,7 +330,7 @@ def encode_batch(
         base_timestamp = timestamps[0]
         max_timestamp = max(timestamps)
         deltas = [t - base_timestamp for t in timestamps]
-    pieces = None
+    pieces: list[Bytes] | None = None
     if deltas is None and not (headers and any(headers)):
         try:
             pieces = _records_one_timestamp(values, keys)

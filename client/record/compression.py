@@ -45,18 +45,18 @@ _local = threading.local()
 
 def _zstd_compressor() -> zstandard.ZstdCompressor:
     try:
-        return _local.zstd_compressor
+        compressor: zstandard.ZstdCompressor = _local.zstd_compressor
     except AttributeError:
-        _local.zstd_compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
-        return _local.zstd_compressor
+        compressor = _local.zstd_compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+    return compressor
 
 
 def _zstd_decompressor() -> zstandard.ZstdDecompressor:
     try:
-        return _local.zstd_decompressor
+        decompressor: zstandard.ZstdDecompressor = _local.zstd_decompressor
     except AttributeError:
-        _local.zstd_decompressor = zstandard.ZstdDecompressor()
-        return _local.zstd_decompressor
+        decompressor = _local.zstd_decompressor = zstandard.ZstdDecompressor()
+    return decompressor
 
 
 def xerial_snappy_compress(data: bytes | memoryview) -> bytes:
@@ -116,13 +116,14 @@ def compress(codec: int, data: bytes) -> bytes:
     if codec == COMPRESSION_SNAPPY:
         return xerial_snappy_compress(data)
     if codec == COMPRESSION_LZ4:
-        return lz4.frame.compress(
+        frame: bytes = lz4.frame.compress(  # lz4 ships no type information
             data,
             block_size=lz4.frame.BLOCKSIZE_MAX64KB,
             block_linked=False,
             content_checksum=False,
             store_size=False,
         )
+        return frame
     if codec == COMPRESSION_ZSTD:
         return _zstd_compressor().compress(data)
     raise ValueError(f"unknown compression codec {codec}")
@@ -138,7 +139,8 @@ def decompress(codec: int, data: bytes | memoryview) -> bytes:
         if codec == COMPRESSION_SNAPPY:
             return xerial_snappy_decompress(data)
         if codec == COMPRESSION_LZ4:
-            return lz4.frame.decompress(data)
+            records: bytes = lz4.frame.decompress(data)  # lz4 ships no type information
+            return records
         if codec == COMPRESSION_ZSTD:
             return _zstd_decompress(data)
     except CorruptRecordError:

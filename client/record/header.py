@@ -151,12 +151,13 @@ class BatchHeader(NamedTuple):
 
 def parse_header(buf: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
     """Parse the header at ``position``; the caller has checked that HEADER_SIZE bytes are there."""
-    return BatchHeader(*_HEADER.unpack_from(buf, position), position)
+    return BatchHeader._make((*_HEADER.unpack_from(buf, position), position))
 
 
 def batch_size_at(buf: bytes | bytearray | memoryview, position: int) -> int:
     """Total size of the batch at ``position`` from its length field (no validation)."""
-    return _LENGTH_AT.unpack_from(buf, position)[1] + LOG_OVERHEAD
+    length: int = _LENGTH_AT.unpack_from(buf, position)[1]
+    return length + LOG_OVERHEAD
 
 
 def validate_batch(

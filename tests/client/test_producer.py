@@ -11,6 +11,7 @@ from odradek.client.errors import (
     ClientTimeoutError,
     ErrorCode,
     NotEnoughReplicasError,
+    OdradekError,
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
 )
@@ -130,6 +131,14 @@ async def test_retriable_errors_are_retried_then_fail_when_retries_run_out(clust
         with pytest.raises(NotEnoughReplicasError):
             await producer.send_and_wait("t", b"v", partition=1)
     assert [r.value for r in cluster.records("t", 1)] == [b"v"]
+
+
+async def test_an_error_code_unknown_to_the_client_fails_the_record(cluster: FakeCluster) -> None:
+    cluster.inject_produce_error("t", 0, 9999)  # a code from a newer broker: not in this client's ErrorCode
+    async with AsyncProducer(config(cluster)) as producer:
+        with pytest.raises(OdradekError, match="9999") as raised:
+            await asyncio.wait_for(producer.send_and_wait("t", b"v", partition=0), 5)
+    assert raised.value.code == 9999
 
 
 async def test_message_too_large_fails_before_sending(cluster: FakeCluster) -> None:
