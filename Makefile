@@ -27,7 +27,7 @@ typecheck: setup
 	for d in broker chaos client controller deploy proto spark_connector; do ln -s ../../../$$d build/typecheck/odradek/$$d; done
 	$(VENV)/bin/mypy -p odradek
 
-test: lint
+test: lint typecheck
 	$(PY) -m pytest -q -ra
 
 proto: setup
