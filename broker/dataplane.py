@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
+import grpc
+
 from odradek.broker import describe_log_dirs
 from odradek.broker.log.rewrite import LOG_APPEND_TIME
 from odradek.broker.metrics import NodeMetrics
@@ -99,7 +101,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     # ---- Metadata ----
 
-    async def Metadata(self, request, context):
+    async def Metadata(
+        self, request: pb.MetadataRequest, context: grpc.aio.ServicerContext[pb.MetadataRequest, pb.MetadataResponse]
+    ) -> pb.MetadataResponse:
         image = self.image
         brokers = [
             common_pb2.Node(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
@@ -155,7 +159,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             if hint is not None:
                 response.current_leader.CopyFrom(hint)
 
-    async def Produce(self, request, context):
+    async def Produce(
+        self, request: pb.ProduceRequest, context: grpc.aio.ServicerContext[pb.ProduceRequest, pb.ProduceResponse]
+    ) -> pb.ProduceResponse:
         # Responses are built in place (``add``) rather than from lists of messages: upb deep-copies every
         # message passed to a constructor, once per nesting level.
         response = pb.ProduceResponse()
@@ -318,7 +324,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         max_bytes = request.max_bytes if request.max_bytes > 0 else 1 << 62
         return _FetchKind(read, on_error, max_bytes, count_bytes_out=False)
 
-    async def Fetch(self, request, context):
+    async def Fetch(
+        self, request: pb.FetchRequest, context: grpc.aio.ServicerContext[pb.FetchRequest, pb.FetchResponse]
+    ) -> pb.FetchResponse:
         response, sizes = await self._fetch(request)
         for topic, size in sizes.items():
             self.metrics.bytes_out.labels(topic).inc(size)
@@ -354,7 +362,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     # ---- ListOffsets ----
 
-    async def ListOffsets(self, request, context):
+    async def ListOffsets(
+        self,
+        request: pb.ListOffsetsRequest,
+        context: grpc.aio.ServicerContext[pb.ListOffsetsRequest, pb.ListOffsetsResponse],
+    ) -> pb.ListOffsetsResponse:
         topics = []
         for t in request.topics:
             results = []
@@ -401,7 +413,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     # ---- Unclean recovery ----
 
-    async def GetReplicaLogInfo(self, request, context):
+    async def GetReplicaLogInfo(
+        self,
+        request: pb.ReplicaLogInfoRequest,
+        context: grpc.aio.ServicerContext[pb.ReplicaLogInfoRequest, pb.ReplicaLogInfoResponse],
+    ) -> pb.ReplicaLogInfoResponse:
         """Each replica's last leader epoch and log end offset, for the controller to elect the most complete log
         of a partition that no replica is known to hold entirely. The broker epoch says which incarnation
         answered: one that restarts before the election may have lost what it reported."""
@@ -433,13 +449,21 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     # ---- Log dirs ----
 
-    async def DescribeLogDirs(self, request, context):
+    async def DescribeLogDirs(
+        self,
+        request: pb.DescribeLogDirsRequest,
+        context: grpc.aio.ServicerContext[pb.DescribeLogDirsRequest, pb.DescribeLogDirsResponse],
+    ) -> pb.DescribeLogDirsResponse:
         """Each log dir's state and disk figures and the replicas it holds (``odradek broker log-dirs``)."""
         return await describe_log_dirs.answer(self.broker_id, self.replicas, request.topics)
 
     # ---- Producer ids ----
 
-    async def InitProducerId(self, request, context):
+    async def InitProducerId(
+        self,
+        request: pb.InitProducerIdRequest,
+        context: grpc.aio.ServicerContext[pb.InitProducerIdRequest, pb.InitProducerIdResponse],
+    ) -> pb.InitProducerIdResponse:
         """Idempotent producers only (empty ``transactional_id``): a new id at epoch 0, or, for a producer that
         hit an unrecoverable sequence error (KIP-360), its id at the next epoch, so it can restart its sequences
         without the partitions mistaking its new batches for duplicates or gaps."""
