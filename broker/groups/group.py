@@ -89,7 +89,7 @@ class GroupConfig:
             raise ValueError("the new member join timeout must be > 0")
 
 
-def append_error_to_response_error(error: ErrorCode) -> ErrorCode:
+def append_error_to_response_error(error: ErrorCode.ValueType) -> ErrorCode.ValueType:
     """What members are told when the group's append failed with ``error`` (as Kafka maps it)."""
     if error in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -292,7 +292,9 @@ class ClassicGroup:
 
     # -- offset validation -----------------------------------------------------------------------------------------
 
-    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
+    def validate_offset_commit(
+        self, member_id: str, instance_id: str | None, generation_id: int
+    ) -> ErrorCode.ValueType:
         """Whether an OffsetCommit may write for this group. A commit with no generation, member or instance id
         (a consumer using ``assign``, or an admin) is accepted only while the group is Empty."""
         if self.state is GroupState.DEAD:
@@ -311,7 +313,7 @@ class ClassicGroup:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
-    def validate_offset_fetch(self) -> ErrorCode:
+    def validate_offset_fetch(self) -> ErrorCode.ValueType:
         """A classic group checks no membership on OffsetFetch; only a deleted (Dead) group is refused."""
         return ErrorCode.GROUP_ID_NOT_FOUND if self.state is GroupState.DEAD else ErrorCode.NONE
 
@@ -531,7 +533,7 @@ class ClassicGroup:
         else:
             self._maybe_complete_join_phase()
 
-    def _replace_static_member(self, instance_id: str, old_id: str, new_id: str, error: ErrorCode) -> Member:
+    def _replace_static_member(self, instance_id: str, old_id: str, new_id: str, error: ErrorCode.ValueType) -> Member:
         """Move the member to its new id, answering the old id's parked calls with ``error``."""
         old = self.members.pop(old_id)
         if old.join_token is not None:
@@ -629,12 +631,12 @@ class ClassicGroup:
                 return True
         return False
 
-    def _reset_and_propagate_assignment(self, error: ErrorCode) -> None:
+    def _reset_and_propagate_assignment(self, error: ErrorCode.ValueType) -> None:
         for m in self.members.values():
             m.assignment = b""
         self._propagate_assignment(error)
 
-    def _propagate_assignment(self, error: ErrorCode) -> None:
+    def _propagate_assignment(self, error: ErrorCode.ValueType) -> None:
         ok = error == ErrorCode.NONE
         for m in self.members.values():
             if m.sync_token is not None:
@@ -678,7 +680,7 @@ class ClassicGroup:
             self._respond_sync(request.token, ErrorCode.NONE, self.protocol_type, self.protocol_name, member.assignment)
         return self._flush()
 
-    def _validate_sync(self, request: SyncGroupRequest) -> ErrorCode:
+    def _validate_sync(self, request: SyncGroupRequest) -> ErrorCode.ValueType:
         if self.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if self.state is GroupState.EMPTY:
@@ -706,7 +708,7 @@ class ClassicGroup:
         self._appends[self._next_persist_id] = pending
         self._actions.append(PersistGroup(self._next_persist_id, self.snapshot(assignment)))
 
-    def on_persisted(self, persist_id: int, now_ms: int, error: ErrorCode = ErrorCode.NONE) -> GroupResult:
+    def on_persisted(self, persist_id: int, now_ms: int, error: ErrorCode.ValueType = ErrorCode.NONE) -> GroupResult:
         """The append of ``PersistGroup(persist_id)`` finished: ``error`` NONE if it is committed (acks=all)."""
         self._now = now_ms
         pending = self._appends.pop(persist_id, None)
@@ -730,7 +732,7 @@ class ClassicGroup:
             self._event(f"storing empty generation {pending.generation_id} failed: {error}")
         return self._flush()
 
-    def _static_replace_persisted(self, pending: _StaticReplaceAppend, error: ErrorCode) -> None:
+    def _static_replace_persisted(self, pending: _StaticReplaceAppend, error: ErrorCode.ValueType) -> None:
         member = self.members.get(pending.new_member_id)
         if member is None or self.static_members.get(pending.instance_id) != pending.new_member_id:
             return  # removed or replaced again meanwhile; its parked join was answered then
@@ -925,7 +927,7 @@ class ClassicGroup:
             m.session_deadline_ms = None
         return self._flush()
 
-    def delete(self, now_ms: int) -> tuple[ErrorCode, GroupResult]:
+    def delete(self, now_ms: int) -> tuple[ErrorCode.ValueType, GroupResult]:
         """DeleteGroups: only an Empty group (no members) may go; the shell then writes its tombstone."""
         self._now = now_ms
         if self.state is GroupState.DEAD:
@@ -939,7 +941,7 @@ class ClassicGroup:
 
     # -- helpers ---------------------------------------------------------------------------------------------------
 
-    def _validate_member(self, member_id: str, instance_id: str | None) -> ErrorCode:
+    def _validate_member(self, member_id: str, instance_id: str | None) -> ErrorCode.ValueType:
         """A known instance id must map to this member id (else the caller is an older, fenced process)."""
         if instance_id is not None:
             existing = self.static_members.get(instance_id)
@@ -949,7 +951,7 @@ class ClassicGroup:
                 return ErrorCode.FENCED_INSTANCE_ID
         return ErrorCode.NONE if member_id in self.members else ErrorCode.UNKNOWN_MEMBER_ID
 
-    def _remove_member(self, member_id: str, error: ErrorCode, why: str) -> None:
+    def _remove_member(self, member_id: str, error: ErrorCode.ValueType, why: str) -> None:
         """Drop a member (or pending member), answering its parked calls with ``error``."""
         self.pending_members.pop(member_id, None)
         self.pending_sync.discard(member_id)
@@ -976,7 +978,7 @@ class ClassicGroup:
     def _respond_join(
         self,
         token: Token,
-        error: ErrorCode,
+        error: ErrorCode.ValueType,
         member_id: str,
         *,
         generation_id: int = NO_GENERATION,
@@ -994,7 +996,7 @@ class ClassicGroup:
     def _respond_sync(
         self,
         token: Token,
-        error: ErrorCode,
+        error: ErrorCode.ValueType,
         protocol_type: str | None = None,
         protocol_name: str | None = None,
         assignment: bytes = b"",

@@ -47,7 +47,7 @@ class JoinGroupMember:
 
 @dataclass(frozen=True, slots=True)
 class JoinGroupResponse:
-    error: ErrorCode
+    error: ErrorCode.ValueType
     member_id: str
     generation_id: int = NO_GENERATION
     protocol_type: str | None = None
@@ -71,7 +71,7 @@ class SyncGroupRequest:
 
 @dataclass(frozen=True, slots=True)
 class SyncGroupResponse:
-    error: ErrorCode
+    error: ErrorCode.ValueType
     protocol_type: str | None = None
     protocol_name: str | None = None
     assignment: bytes = b""
@@ -86,7 +86,7 @@ class HeartbeatRequest:
 
 @dataclass(frozen=True, slots=True)
 class HeartbeatResponse:
-    error: ErrorCode
+    error: ErrorCode.ValueType
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,12 +107,12 @@ class LeaveGroupRequest:
 class LeftMember:
     member_id: str
     group_instance_id: str | None
-    error: ErrorCode
+    error: ErrorCode.ValueType
 
 
 @dataclass(frozen=True, slots=True)
 class LeaveGroupResponse:
-    error: ErrorCode  # for the whole request (the group is gone); per-member errors are in members
+    error: ErrorCode.ValueType  # for the whole request (the group is gone); per-member errors are in members
     members: tuple[LeftMember, ...] = ()
 
 
