@@ -14,11 +14,14 @@ import os
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from odradek.broker.config import ConfigError, NodeConfig
 from odradek.broker.dataplane import BrokerService
 from odradek.broker.fetcher import FetcherConfig, ReplicaFetcherManager
+from odradek.broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
+from odradek.broker.groups.records import OFFSETS_TOPIC
+from odradek.broker.groups.service import GroupCoordinatorService
 from odradek.broker.isr_changes import IsrChangeSender
 from odradek.broker.lifecycle import BrokerLifecycleManager
 from odradek.broker.log import durability
@@ -28,8 +31,9 @@ from odradek.broker.log_dirs import log_dir_gauges, log_dir_usage
 from odradek.broker.metrics import NodeMetrics, gauge
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager, broker_log_config
-from odradek.client.errors import StorageError
+from odradek.client.errors import ErrorCode, StorageError
 from odradek.controller.metadata.state_machine import MetadataStateMachine
+from odradek.proto import controller_pb2 as cpb
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +92,10 @@ class BrokerRole:
             unsafe_bug=c["unsafe.testing.bug"],
             registered_epoch=self._broker_epoch,
         )
+        self.groups = GroupCoordinator(
+            c.node_id, lambda: self.replicas.image, CoordinatorConfig.from_node(c), self._create_offsets_topic
+        )
+        self.replicas.add_leadership_listener(self.groups.on_leadership)
         sm.on_change(self.replicas.publish)
         loop = asyncio.get_running_loop()
         self.logs.on_dir_offline(lambda d: self._call_soon(loop, d))
@@ -140,6 +148,22 @@ class BrokerRole:
             fetch_max_bytes=c["fetch.max.bytes"],
         )
 
+    def group_service(self) -> GroupCoordinatorService:
+        """The group coordinator served on the broker listener."""
+        return GroupCoordinatorService(self.groups)
+
+    async def _create_offsets_topic(self, partitions: int, replication_factor: int) -> None:
+        """The offsets topic on first use, created by the active controller (it caps the replication factor)."""
+        request = cpb.CreateInternalTopicRequest(
+            broker_id=self.config.node_id,
+            name=OFFSETS_TOPIC,
+            num_partitions=partitions,
+            replication_factor=replication_factor,
+        )
+        response = await self.lifecycle.call("CreateInternalTopic", request)
+        if response is not None and response.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+            logger.warning("creating %s failed: %s", OFFSETS_TOPIC, response.error_message or response.error)
+
     def start(self) -> None:
         self.lifecycle.start()
         self.isr_changes.start()
@@ -152,6 +176,7 @@ class BrokerRole:
         logger.info("controlled shutdown %s", "completed" if done else "timed out")
         if self._lag_task is not None:
             self._lag_task.cancel()
+        await step("groups", self.groups.close())
         await step("isr", self.isr_changes.stop())
         await step("fetchers", self.fetchers.close())
         await step("lifecycle", self.lifecycle.stop())
@@ -164,7 +189,7 @@ class BrokerRole:
             await asyncio.gather(self._log_task, return_exceptions=True)
         self.logs.close(self.lifecycle.broker_epoch)
 
-    def gauges(self) -> Iterator[GaugeMetricFamily]:
+    def gauges(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         """The broker's state gauges, read at scrape time."""
         partitions = list(self.replicas.partitions.values())
         for name, doc, value in (
@@ -208,6 +233,7 @@ class BrokerRole:
         yield leo
         yield hw
         yield from log_dir_gauges(log_dir_usage(self.logs))
+        yield from self.groups.metrics()
 
     def _offline_report(self) -> tuple[list[str], dict[bytes, list[int]]]:
         return [str(d) for d in self.logs.offline_dirs()], self.replicas.offline_replicas()

@@ -207,6 +207,17 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # that a chaos run can emulate a power loss after SIGKILL. "" (default) records nothing.
     "unsafe.testing.fsync.ledger": (str, ""),
     "fetch.max.bytes": (_at_least(1024), 57671680),
+    # the group coordinator (Kafka's names and defaults)
+    "offsets.topic.num.partitions": (_at_least(1), 50),
+    "offsets.topic.replication.factor": (_at_least(1), 3),
+    "offsets.retention.minutes": (_at_least(1), 10080),
+    "offsets.retention.check.interval.ms": (_at_least(1), 600000),
+    "offset.metadata.max.bytes": (_at_least(0), 4096),
+    "offsets.commit.timeout.ms": (_at_least(1), 5000),
+    "group.initial.rebalance.delay.ms": (_at_least(0), 3000),
+    "group.min.session.timeout.ms": (_at_least(1), 6000),
+    "group.max.session.timeout.ms": (_at_least(1), 1800000),
+    "group.max.size": (_at_least(1), 2**31 - 1),
     "socket.request.max.bytes": (_int, 104857600),
 }
 
@@ -263,6 +274,8 @@ class NodeConfig:
             raise ConfigError("a controller needs a CONTROLLER listener in 'listeners'")
         if self.is_broker and self.broker_listener is None:
             raise ConfigError("a broker needs a non-controller listener in 'listeners'")
+        if self._values["group.min.session.timeout.ms"] > self._values["group.max.session.timeout.ms"]:
+            raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]

@@ -30,6 +30,7 @@ from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager, monotonic_ms
 from odradek.client.errors import ErrorCode, InvalidRequestError, NotLeaderOrFollowerError, OdradekError
 from odradek.controller.metadata.image import MetadataImage
+from odradek.controller.topics import INTERNAL_TOPICS
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import broker_pb2_grpc, common_pb2
 
@@ -182,6 +183,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             for p in t.partitions:
                 index = p.partition
                 try:
+                    if name in INTERNAL_TOPICS:  # written only by the cluster itself (the group coordinator)
+                        raise OdradekError(
+                            f"cannot append to internal topic {name}", code=ErrorCode.INVALID_TOPIC_EXCEPTION
+                        )
                     if lost_session:
                         raise NotLeaderOrFollowerError(f"broker {self.broker_id} has no controller session")
                     partition = get(name, index)

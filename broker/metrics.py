@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -48,7 +48,7 @@ class NodeMetrics:
             "odradek_isr_expands", "committed ISR expansions of partitions this broker leads", registry=self.registry
         )
 
-    def add_collector(self, collect: Callable[[], Iterator[GaugeMetricFamily]]) -> None:
+    def add_collector(self, collect: Callable[[], Iterator[Metric]]) -> None:
         self.registry.register(_FunctionCollector(collect))
 
     def serve(self, port: int, host: str = "0.0.0.0") -> None:
@@ -60,10 +60,10 @@ class NodeMetrics:
 
 
 class _FunctionCollector(Collector):
-    def __init__(self, collect: Callable[[], Iterator[GaugeMetricFamily]]) -> None:
+    def __init__(self, collect: Callable[[], Iterator[Metric]]) -> None:
         self._collect = collect
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         yield from self._collect()
 
 

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Iterator
 from pathlib import Path
 
 import grpc
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from odradek.broker.broker_role import BrokerRole
 from odradek.broker.config import ConfigError, Endpoint, NodeConfig
@@ -31,7 +31,7 @@ from odradek.controller.brokers import BrokerControl
 from odradek.controller.metadata.state_machine import MetadataStateMachine
 from odradek.controller.quorum.driver import RaftDriver, RaftService
 from odradek.controller.services import AdminService, ControllerService
-from odradek.proto import admin_pb2_grpc, broker_pb2_grpc, controller_pb2_grpc, raft_pb2_grpc
+from odradek.proto import admin_pb2_grpc, broker_pb2_grpc, controller_pb2_grpc, group_pb2_grpc, raft_pb2_grpc
 
 logger = logging.getLogger(__name__)
 
@@ -155,13 +155,14 @@ class Node:
     # -- broker role --------------------------------------------------------------------------------------------
 
     def _serve_broker(self, broker: BrokerRole, admin: AdminService) -> None:
-        """The broker listener: Admin and the data plane."""
+        """The broker listener: Admin, the data plane and the group coordinator."""
         server = self._server(self.config.broker_listener)
         admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
         service = broker.service(lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id)
         broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
+        group_pb2_grpc.add_GroupCoordinatorServicer_to_server(broker.group_service(), server)
 
-    def _collect(self) -> Iterator[GaugeMetricFamily]:
+    def _collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         """State gauges, read at scrape time."""
         node = self.driver.node
         if self.controller is not None and self.controller.is_active:

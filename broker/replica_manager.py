@@ -54,8 +54,20 @@ def broker_log_config(config: NodeConfig) -> LogConfig:
 
 
 def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig:
-    """The broker defaults with a topic's own log settings on top (other topic configs are not the log's)."""
-    return LogConfig.from_properties({k: v for k, v in overrides.items() if k in _LOG_CONFIG_NAMES}, base)
+    """The broker defaults with a topic's own log settings on top (other topic configs are not the log's).
+
+    As in Kafka, time and size retention apply only to a topic whose ``cleanup.policy`` includes ``delete``: a
+    compact-only topic (the internal offsets topic) keeps every segment until compaction removes old records."""
+    own = {k: v for k, v in overrides.items() if k in _LOG_CONFIG_NAMES}
+    policies = {p.strip() for p in overrides.get("cleanup.policy", "delete").split(",")}
+    if "delete" not in policies:
+        own["retention.ms"] = own["retention.bytes"] = "-1"
+    return LogConfig.from_properties(own, base)
+
+
+# Told, after every metadata change applied and every replica taken offline, the hosted partitions: a component
+# that acts on leadership (the group coordinator) reads which partitions this broker leads, and at which epoch.
+LeadershipListener = Callable[[Mapping[tuple[str, int], Partition]], None]
 
 
 class ReplicaManager:
@@ -90,6 +102,17 @@ class ReplicaManager:
         # Replicas that cannot serve: their log failed, or no log could be created for them (every dir offline).
         self.offline: dict[tuple[str, int], str] = {}
         self._last_lag_check_ms: int | None = None
+        self._leadership_listeners: list[LeadershipListener] = []
+
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        self._leadership_listeners.append(listener)
+
+    def _notify_leadership(self) -> None:
+        for listener in self._leadership_listeners:
+            try:
+                listener(self.partitions)
+            except Exception:
+                logger.exception("a leadership listener failed")
 
     def registered_epoch(self) -> int:
         """The broker epoch of this process's registration; -1 until registered."""
@@ -192,6 +215,7 @@ class ReplicaManager:
         for key, p in list(self.partitions.items()):
             if p.log.offline and key not in self.offline:
                 self._take_offline(key, str(p.log.failure))
+        self._notify_leadership()
 
     def _take_offline(self, key: tuple[str, int], reason: str) -> None:
         if key in self.offline:

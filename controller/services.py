@@ -30,7 +30,14 @@ from odradek.controller.quorum.driver import RaftDriver
 from odradek.controller.raft import Role
 from odradek.controller.reassignment import ReassignmentRequest, alter_reassignments
 from odradek.controller.replica_logs import Answers
-from odradek.controller.topics import DEFAULT_MAX_PARTITIONS_PER_BROKER, TopicRequest, create_topic, delete_topic
+from odradek.controller.topics import (
+    DEFAULT_MAX_PARTITIONS_PER_BROKER,
+    INTERNAL_TOPICS,
+    TopicRequest,
+    create_topic,
+    delete_topic,
+    internal_topic_request,
+)
 from odradek.controller.unclean_recovery import Inspection, Recovery, operator_choice, operator_inspection
 from odradek.proto import admin_pb2 as apb
 from odradek.proto import admin_pb2_grpc, common_pb2, controller_pb2_grpc
@@ -149,6 +156,30 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         return cpb.AllocateProducerIdsResponse(
             error=block.error, producer_id_start=block.start, producer_id_len=block.length
         )
+
+    async def CreateInternalTopic(self, request, context):
+        """A broker's first use of an internal topic (the offsets topic): created with the internal configs."""
+        if request.name not in INTERNAL_TOPICS:
+            return cpb.CreateInternalTopicResponse(
+                error=ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=f"'{request.name}' is not an internal topic"
+            )
+
+        def decide(image: MetadataImage, _next_offset: int):
+            if image.topic(request.name) is not None:
+                return [], None
+            topic_request = internal_topic_request(
+                image, request.name, request.num_partitions, request.replication_factor
+            )
+            out = create_topic(image, topic_request, internal=True)
+            return out.records, out
+
+        try:
+            out = await self.controller.write(decide)
+        except OdradekError as e:
+            return cpb.CreateInternalTopicResponse(error=e.code, error_message=str(e))
+        if out is None:
+            return cpb.CreateInternalTopicResponse()
+        return cpb.CreateInternalTopicResponse(error=out.error, error_message=out.message)
 
 
 def under_replicated(p: PartitionRegistration) -> bool:

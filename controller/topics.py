@@ -13,6 +13,9 @@ from odradek.controller.placement import BrokerSlot, PlacementError, assign_repl
 from odradek.proto import metadata_pb2 as md
 
 MAX_NAME_LENGTH = 249
+# Topics the cluster itself creates and keeps: users may read them, but not create, delete or produce to them.
+OFFSETS_TOPIC = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
 _LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
@@ -84,8 +87,9 @@ def validate_topic_name(name: str) -> str | None:
     return None
 
 
-def validate_configs(configs: dict[str, str]) -> str | None:
-    """An error message for the first unknown, unsupported or malformed config, or None."""
+def validate_configs(configs: dict[str, str], allow_compact: bool = False) -> str | None:
+    """An error message for the first unknown, unsupported or malformed config, or None. ``allow_compact`` is for
+    internal topics only: they are compacted by key, and retention never deletes them meanwhile."""
     for name, value in configs.items():
         if name in UNSUPPORTED_TOPIC_CONFIGS:
             return f"topic config '{name}' is not supported yet: {UNSUPPORTED_TOPIC_CONFIGS[name]}"
@@ -94,7 +98,7 @@ def validate_configs(configs: dict[str, str]) -> str | None:
             return f"unknown topic config '{name}'"
         if not check(value):
             return f"invalid value '{value}' for topic config '{name}'"
-        if name == "cleanup.policy" and "compact" in value:
+        if name == "cleanup.policy" and "compact" in value and not allow_compact:
             return f"cleanup.policy '{value}' is not supported yet: {_NO_COMPACTION}; only 'delete' is"
     return None
 
@@ -144,14 +148,22 @@ def create_topic(
     request: TopicRequest,
     new_id: Callable[[], bytes] | None = None,
     max_partitions_per_broker: int = DEFAULT_MAX_PARTITIONS_PER_BROKER,
+    internal: bool = False,
 ) -> TopicOutcome:
     """Validate one creation against ``image`` and build its records (topic, partitions, configs).
 
     A topic that would put more than ``max_partitions_per_broker`` partition replicas on some broker is refused
     (POLICY_VIOLATION): that many logs per broker is past what a node serves well, and a mistyped count (``-p
-    1000000``) must fail at once rather than spend a minute placing replicas."""
+    1000000``) must fail at once rather than spend a minute placing replicas. Only the cluster itself creates an
+    internal topic (``internal``), and only an internal topic may have ``cleanup.policy=compact``."""
     out = TopicOutcome(request.name)
     problem = validate_topic_name(request.name)
+    if problem is None and (request.name in INTERNAL_TOPICS) != internal:
+        problem = (
+            f"'{request.name}' is an internal topic: the cluster creates it on first use"
+            if internal is False
+            else f"'{request.name}' is not an internal topic"
+        )
     if problem:
         out.error, out.message = ErrorCode.INVALID_TOPIC_EXCEPTION, problem
         return out
@@ -164,7 +176,7 @@ def create_topic(
     if request.replication_factor < 1:
         out.error, out.message = ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be at least 1"
         return out
-    problem = validate_configs(request.configs)
+    problem = validate_configs(request.configs, allow_compact=internal)
     if problem:
         out.error, out.message = ErrorCode.INVALID_CONFIG, problem
         return out
@@ -220,8 +232,20 @@ def create_topic(
     return out
 
 
+def internal_topic_request(image: MetadataImage, name: str, partitions: int, replication_factor: int) -> TopicRequest:
+    """The creation of an internal topic as the cluster makes it: the replication factor capped at the registered
+    brokers, ``min.insync.replicas`` 2 where it is at least 3 (else 1), compacted."""
+    rf = max(1, min(replication_factor, len(image.brokers)))
+    configs = {"cleanup.policy": "compact", "min.insync.replicas": "2" if rf >= 3 else "1"}
+    return TopicRequest(name=name, partitions=partitions, replication_factor=rf, configs=configs)
+
+
 def delete_topic(image: MetadataImage, name: str) -> TopicOutcome:
     out = TopicOutcome(name)
+    if name in INTERNAL_TOPICS:
+        out.error = ErrorCode.INVALID_TOPIC_EXCEPTION
+        out.message = f"'{name}' is an internal topic: the cluster keeps it"
+        return out
     topic = image.topic(name)
     if topic is None:
         out.error, out.message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic '{name}'"

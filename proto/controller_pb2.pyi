@@ -398,3 +398,58 @@ class AllocateProducerIdsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AllocateProducerIdsResponse: _TypeAlias = AllocateProducerIdsResponse  # noqa: Y015
+
+@_typing.final
+class CreateInternalTopicRequest(_message.Message):
+    """A broker creates an internal topic on first use (today __consumer_offsets, for the group coordinator). The
+    controller gives it the internal topic's configs (cleanup.policy=compact, min.insync.replicas 2 where the
+    replication factor is at least 3) and caps the replication factor at the number of registered brokers.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BROKER_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    NUM_PARTITIONS_FIELD_NUMBER: _builtins.int
+    REPLICATION_FACTOR_FIELD_NUMBER: _builtins.int
+    broker_id: _builtins.int
+    name: _builtins.str
+    num_partitions: _builtins.int
+    replication_factor: _builtins.int
+    def __init__(
+        self,
+        *,
+        broker_id: _builtins.int = ...,
+        name: _builtins.str = ...,
+        num_partitions: _builtins.int = ...,
+        replication_factor: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_id", b"broker_id", "name", b"name", "num_partitions", b"num_partitions", "replication_factor", b"replication_factor"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateInternalTopicRequest: _TypeAlias = CreateInternalTopicRequest  # noqa: Y015
+
+@_typing.final
+class CreateInternalTopicResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    error: _common_pb2.ErrorCode.ValueType
+    error_message: _builtins.str
+    def __init__(
+        self,
+        *,
+        error: _common_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "error_message", b"error_message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateInternalTopicResponse: _TypeAlias = CreateInternalTopicResponse  # noqa: Y015

@@ -54,6 +54,11 @@ class ControllerStub:
                 request_serializer=odradek_dot_proto_dot_controller__pb2.AllocateProducerIdsRequest.SerializeToString,
                 response_deserializer=odradek_dot_proto_dot_controller__pb2.AllocateProducerIdsResponse.FromString,
                 _registered_method=True)
+        self.CreateInternalTopic = channel.unary_unary(
+                '/odradek.v1.Controller/CreateInternalTopic',
+                request_serializer=odradek_dot_proto_dot_controller__pb2.CreateInternalTopicRequest.SerializeToString,
+                response_deserializer=odradek_dot_proto_dot_controller__pb2.CreateInternalTopicResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -83,6 +88,12 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateInternalTopic(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +116,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.AllocateProducerIds,
                     request_deserializer=odradek_dot_proto_dot_controller__pb2.AllocateProducerIdsRequest.FromString,
                     response_serializer=odradek_dot_proto_dot_controller__pb2.AllocateProducerIdsResponse.SerializeToString,
+            ),
+            'CreateInternalTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateInternalTopic,
+                    request_deserializer=odradek_dot_proto_dot_controller__pb2.CreateInternalTopicRequest.FromString,
+                    response_serializer=odradek_dot_proto_dot_controller__pb2.CreateInternalTopicResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -215,6 +231,33 @@ class Controller:
             '/odradek.v1.Controller/AllocateProducerIds',
             odradek_dot_proto_dot_controller__pb2.AllocateProducerIdsRequest.SerializeToString,
             odradek_dot_proto_dot_controller__pb2.AllocateProducerIdsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateInternalTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Controller/CreateInternalTopic',
+            odradek_dot_proto_dot_controller__pb2.CreateInternalTopicRequest.SerializeToString,
+            odradek_dot_proto_dot_controller__pb2.CreateInternalTopicResponse.FromString,
             options,
             channel_credentials,
             insecure,

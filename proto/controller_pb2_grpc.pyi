@@ -37,6 +37,7 @@ class ControllerStub:
     BrokerHeartbeat: _grpc.UnaryUnaryMultiCallable[_controller_pb2.BrokerHeartbeatRequest, _controller_pb2.BrokerHeartbeatResponse]
     AlterPartition: _grpc.UnaryUnaryMultiCallable[_controller_pb2.AlterPartitionRequest, _controller_pb2.AlterPartitionResponse]
     AllocateProducerIds: _grpc.UnaryUnaryMultiCallable[_controller_pb2.AllocateProducerIdsRequest, _controller_pb2.AllocateProducerIdsResponse]
+    CreateInternalTopic: _grpc.UnaryUnaryMultiCallable[_controller_pb2.CreateInternalTopicRequest, _controller_pb2.CreateInternalTopicResponse]
 
 @_typing.type_check_only
 class ControllerAsyncStub(ControllerStub):
@@ -45,6 +46,7 @@ class ControllerAsyncStub(ControllerStub):
     BrokerHeartbeat: _aio.UnaryUnaryMultiCallable[_controller_pb2.BrokerHeartbeatRequest, _controller_pb2.BrokerHeartbeatResponse]  # type: ignore[assignment]
     AlterPartition: _aio.UnaryUnaryMultiCallable[_controller_pb2.AlterPartitionRequest, _controller_pb2.AlterPartitionResponse]  # type: ignore[assignment]
     AllocateProducerIds: _aio.UnaryUnaryMultiCallable[_controller_pb2.AllocateProducerIdsRequest, _controller_pb2.AllocateProducerIdsResponse]  # type: ignore[assignment]
+    CreateInternalTopic: _aio.UnaryUnaryMultiCallable[_controller_pb2.CreateInternalTopicRequest, _controller_pb2.CreateInternalTopicResponse]  # type: ignore[assignment]
 
 class ControllerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -74,5 +76,12 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         request: _controller_pb2.AllocateProducerIdsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.AllocateProducerIdsResponse, _abc.Awaitable[_controller_pb2.AllocateProducerIdsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def CreateInternalTopic(
+        self,
+        request: _controller_pb2.CreateInternalTopicRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.CreateInternalTopicResponse, _abc.Awaitable[_controller_pb2.CreateInternalTopicResponse]]: ...
 
 def add_ControllerServicer_to_server(servicer: ControllerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -43,6 +43,10 @@ CLIENT = "tests/client/test_client_config_effects.py"
 PRODUCER = "tests/client/test_producer.py"
 CONSUMER = "tests/client/test_consumer.py"
 ACCUMULATOR = "tests/client/test_accumulator.py"
+COORDINATOR_CONFIG = "tests/groups/test_coordinator_shell.py::test_the_node_keys_become_the_coordinator_config"
+GROUPS_IT = "tests/integration/test_groups.py"
+OFFSETS = "tests/groups/test_offset_store.py::test_offsets_of_an_empty_group_expire_retention_after_it_became_empty"
+GROUP_RULES = "tests/groups/test_group_rules.py::test_a_session_timeout_out_of_bounds_is_refused_with_no_state_change"
 
 TOPIC: dict[str, Key] = {
     "cleanup.policy": Key(
@@ -287,6 +291,43 @@ NODE: dict[str, Key] = {
     "socket.request.max.bytes": Key(
         "largest request the node accepts",
         ("tests/broker/test_node_wiring.py::test_socket_request_max_bytes_refuses_a_larger_request",),
+    ),
+    "offsets.topic.num.partitions": Key(
+        "partitions of `__consumer_offsets` when a broker creates it on first use",
+        (COORDINATOR_CONFIG, f"{GROUPS_IT}::test_find_coordinator_creates_the_offsets_topic_and_names_its_leader"),
+    ),
+    "offsets.topic.replication.factor": Key(
+        "replication factor of `__consumer_offsets` (capped at the registered brokers)",
+        (
+            COORDINATOR_CONFIG,
+            "tests/controller/test_topics.py::test_the_internal_offsets_topic_is_compacted_and_capped",
+        ),
+    ),
+    "offsets.retention.minutes": Key(
+        "committed offsets of a group are deleted this long after it became empty", (COORDINATOR_CONFIG, OFFSETS)
+    ),
+    "offsets.retention.check.interval.ms": Key("how often the coordinator expires offsets", (COORDINATOR_CONFIG,)),
+    "offset.metadata.max.bytes": Key(
+        "largest commit metadata (else OFFSET_METADATA_TOO_LARGE)",
+        (COORDINATOR_CONFIG, f"{GROUPS_IT}::test_bad_requests_get_typed_errors_and_change_nothing"),
+    ),
+    "offsets.commit.timeout.ms": Key(
+        "how long a group or offset append waits for acks=all (then REQUEST_TIMED_OUT)", (COORDINATOR_CONFIG,)
+    ),
+    "group.initial.rebalance.delay.ms": Key(
+        "wait for more members before the first generation of an empty group",
+        (COORDINATOR_CONFIG, f"{GROUPS_IT}::test_two_members_form_one_generation_and_get_the_leaders_assignment"),
+    ),
+    "group.min.session.timeout.ms": Key(
+        "smallest member session timeout (else INVALID_SESSION_TIMEOUT)",
+        (COORDINATOR_CONFIG, f"{GROUPS_IT}::test_bad_requests_get_typed_errors_and_change_nothing"),
+    ),
+    "group.max.session.timeout.ms": Key(
+        "largest member session timeout (else INVALID_SESSION_TIMEOUT)", (COORDINATOR_CONFIG, GROUP_RULES)
+    ),
+    "group.max.size": Key(
+        "most members of a group (else GROUP_MAX_SIZE_REACHED)",
+        (COORDINATOR_CONFIG, f"{GROUPS_IT}::test_bad_requests_get_typed_errors_and_change_nothing"),
     ),
 }
 

@@ -137,6 +137,13 @@ class OffsetStore:
         wanted = set(topics)
         return self._stage((key, None) for key in self._keys(group) if key.topic in wanted)
 
+    def delete_partitions(self, group: str, partitions: Iterable[TopicPartition]) -> Append | None:
+        """Tombstones for those of ``partitions`` the group has an offset for (committed or in flight)."""
+        wanted = set(partitions)
+        return self._stage(
+            (key, None) for key in self._keys(group) if TopicPartition(key.topic, key.partition) in wanted
+        )
+
     def delete_group(self, group: str) -> Append | None:
         """Tombstones for all the group's offsets (its metadata tombstone is the group state's to write)."""
         return self._stage((key, None) for key in self._keys(group))

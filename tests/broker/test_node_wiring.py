@@ -92,6 +92,17 @@ def test_topic_configs_override_the_broker_log_defaults() -> None:
     )
 
 
+def test_a_compact_only_topic_is_never_deleted_by_retention() -> None:
+    """Retention by time or size applies to ``delete`` policies only (Kafka): the compacted offsets topic keeps
+    every segment whatever the broker's or its own retention settings say."""
+    base = LogConfig(retention_ms=1000, retention_bytes=100)
+    compact = topic_log_config(base, {"cleanup.policy": "compact", "retention.ms": "5"})
+    assert (compact.retention_ms, compact.retention_bytes) == (-1, -1)
+    both = topic_log_config(base, {"cleanup.policy": "compact,delete"})
+    assert (both.retention_ms, both.retention_bytes) == (1000, 100)
+    assert topic_log_config(base, {}).retention_ms == 1000
+
+
 def test_listener_names_pick_the_controller_listener_and_advertised_overrides_the_broker_address() -> None:
     config = NodeConfig(
         {

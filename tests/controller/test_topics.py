@@ -70,3 +70,35 @@ def test_the_limit_is_per_broker_after_placement_not_the_average() -> None:
     assert (out.error, out.records) == (ErrorCode.POLICY_VIOLATION, [])
     assert f"(broker {partition.replicas[0]} would hold 2)" in out.message
     assert create_topic(image, TopicRequest("d", 1, 1), max_partitions_per_broker=1).error == ErrorCode.NONE
+
+
+def test_users_cannot_create_or_delete_the_offsets_topic() -> None:
+    from odradek.controller.topics import OFFSETS_TOPIC, delete_topic
+
+    image = build(brokers(1, 2, 3))
+    out = create_topic(image, TopicRequest(OFFSETS_TOPIC, 3, 3))
+    assert (out.error, out.records) == (ErrorCode.INVALID_TOPIC_EXCEPTION, [])
+    assert "internal topic" in out.message
+    out = delete_topic(image, OFFSETS_TOPIC)
+    assert (out.error, out.records) == (ErrorCode.INVALID_TOPIC_EXCEPTION, [])
+
+
+@pytest.mark.parametrize(
+    ("registered", "asked", "rf", "min_isr"), [((1, 2, 3), 3, 3, "2"), ((1, 2), 3, 2, "1"), ((1,), 3, 1, "1")]
+)
+def test_the_internal_offsets_topic_is_compacted_and_capped(
+    registered: tuple[int, ...], asked: int, rf: int, min_isr: str
+) -> None:
+    from odradek.controller.topics import OFFSETS_TOPIC, internal_topic_request
+
+    image = build(brokers(*registered))
+    request = internal_topic_request(image, OFFSETS_TOPIC, 5, asked)
+    assert (request.partitions, request.replication_factor) == (5, rf)
+    assert request.configs == {"cleanup.policy": "compact", "min.insync.replicas": min_isr}
+    out = create_topic(image, request, internal=True)
+    assert out.error == ErrorCode.NONE, out.message
+    image = apply(image, out.records)
+    assert image.topic_configs(OFFSETS_TOPIC)["cleanup.policy"] == "compact"
+    # a user topic still cannot be compacted, nor can the internal path create a user topic
+    assert create_topic(image, TopicRequest("t", 1, 1, {"cleanup.policy": "compact"})).error == ErrorCode.INVALID_CONFIG
+    assert create_topic(image, TopicRequest("t", 1, 1), internal=True).error == ErrorCode.INVALID_TOPIC_EXCEPTION

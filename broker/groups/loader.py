@@ -1,0 +1,140 @@
+"""Between the group coordinator's state and its offsets partition: the records it appends, and the replay of the
+partition's log when it becomes the partition's leader.
+
+Pure functions, so the shell only moves bytes: ``group_record`` and ``encode_records`` make the batch to append,
+``replay_batches`` feeds what a loading coordinator reads into the ``OffsetStore`` and into a map of each group's
+last metadata record (a tombstone removes the group), and ``snapshot_of`` turns such a record back into the
+``GroupSnapshot`` that ``ClassicGroup.restore`` takes. Which partitions to load or unload on a leadership change
+is ``plan_leadership``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
+
+from odradek.broker.groups.messages import GroupSnapshot, MemberSnapshot
+from odradek.broker.groups.offsets import OffsetStore
+from odradek.broker.groups.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetsRecordError,
+    RecordKey,
+    RecordValue,
+    decode_record,
+    encode_key,
+    encode_value,
+)
+from odradek.client.record.batch import Bytes, read_batches
+from odradek.client.record.builder import BatchBuilder
+
+logger = logging.getLogger(__name__)
+
+
+def group_record(snapshot: GroupSnapshot) -> tuple[GroupMetadataKey, GroupMetadataValue]:
+    """The metadata record of a group the state machine asked to persist."""
+    value = GroupMetadataValue(
+        protocol_type=snapshot.protocol_type or "",
+        generation=snapshot.generation_id,
+        protocol=snapshot.protocol_name,
+        leader=snapshot.leader,
+        current_state_timestamp=-1
+        if snapshot.current_state_timestamp_ms is None
+        else snapshot.current_state_timestamp_ms,
+        members=tuple(
+            MemberMetadata(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout=m.rebalance_timeout_ms,
+                session_timeout=m.session_timeout_ms,
+                subscription=m.subscription,
+                assignment=m.assignment,
+            )
+            for m in snapshot.members
+        ),
+    )
+    return GroupMetadataKey(snapshot.group_id), value
+
+
+def snapshot_of(group_id: str, value: GroupMetadataValue) -> GroupSnapshot:
+    """A stored group metadata record as the state machine restores it."""
+    return GroupSnapshot(
+        group_id=group_id,
+        protocol_type=value.protocol_type or None,
+        generation_id=value.generation,
+        protocol_name=value.protocol,
+        leader=value.leader,
+        current_state_timestamp_ms=None if value.current_state_timestamp < 0 else value.current_state_timestamp,
+        members=tuple(
+            MemberSnapshot(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout_ms=m.rebalance_timeout,
+                session_timeout_ms=m.session_timeout,
+                subscription=m.subscription,
+                assignment=m.assignment,
+            )
+            for m in value.members
+        ),
+    )
+
+
+def encode_records(records: Sequence[tuple[RecordKey, RecordValue | None]], timestamp_ms: int) -> bytes:
+    """One uncompressed batch of ``records`` (keys and values in Kafka's layout; None values are tombstones)."""
+    builder = BatchBuilder()
+    for key, value in records:
+        builder.append(timestamp_ms, encode_key(key), encode_value(value))
+    return builder.build()
+
+
+@dataclass
+class ReplayStats:
+    records: int = 0
+    skipped: int = 0
+
+
+def replay_batches(
+    data: Bytes,
+    store: OffsetStore,
+    groups: MutableMapping[str, GroupMetadataValue],
+    stats: ReplayStats | None = None,
+) -> None:
+    """Apply every record of ``data`` (whole batches, in log order): offset commits to ``store``, group metadata to
+    ``groups`` (the last record of a group wins; a tombstone removes it). Control batches carry no records of
+    ours; a record this codec cannot read (another coordinator's type, or corrupt) is skipped and counted."""
+    stats = stats if stats is not None else ReplayStats()
+    for batch in read_batches(data):
+        if batch.header.is_control:
+            continue
+        for record in batch.records():
+            if record.key is None:
+                stats.skipped += 1
+                continue
+            try:
+                key, value = decode_record(record.key, record.value)
+            except OffsetsRecordError as e:
+                stats.skipped += 1
+                logger.warning("offsets record at offset %d skipped: %s", record.offset, e)
+                continue
+            stats.records += 1
+            if isinstance(key, GroupMetadataKey):
+                if value is None:
+                    groups.pop(key.group, None)
+                elif isinstance(value, GroupMetadataValue):
+                    groups[key.group] = value
+            else:
+                store.replay(key, value)
+
+
+def plan_leadership(loaded: Mapping[int, int], leading: Mapping[int, int]) -> tuple[list[int], list[tuple[int, int]]]:
+    """Given the offsets partitions the coordinator holds (index -> leader epoch it loaded at) and those this broker
+    leads now, which to unload (no longer led, or led at another epoch) and which to load, with their epochs."""
+    unload = sorted(i for i, epoch in loaded.items() if leading.get(i) != epoch)
+    load = sorted((i, epoch) for i, epoch in leading.items() if loaded.get(i) != epoch)
+    return unload, load

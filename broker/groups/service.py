@@ -1,0 +1,257 @@
+"""The ``GroupCoordinator`` gRPC service on the broker listener: request and response translation only.
+
+Every decision is the ``GroupCoordinator``'s (and its cores'); a request it cannot serve here raises
+``CoordinatorError`` with the code to answer (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_GROUP_ID, ...).
+The client host of a JoinGroup is the gRPC peer's address, as Kafka takes it from the connection.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.groups.coordinator import CoordinatorError, GroupCoordinator
+from odradek.broker.groups.messages import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    LeavingMember,
+    SyncGroupRequest,
+)
+from odradek.broker.groups.offsets import OffsetAndMetadata
+from odradek.client.errors import ErrorCode
+from odradek.client.structs import TopicPartition
+from odradek.proto import group_pb2 as gpb
+from odradek.proto import group_pb2_grpc
+
+
+def peer_host(context: Any) -> str:
+    """The client's address from a gRPC peer string (``ipv4:1.2.3.4:5678``, ``ipv6:[::1]:5678``)."""
+    peer = context.peer() if context is not None else ""
+    if not peer:
+        return ""
+    kind, _, address = peer.partition(":")
+    if kind not in ("ipv4", "ipv6"):
+        return address or peer
+    host = address.rpartition(":")[0]
+    return host.strip("[]")
+
+
+def _optional(message: Any, name: str) -> str | None:
+    return getattr(message, name) if message.HasField(name) else None
+
+
+def _code(code: int) -> ErrorCode.ValueType:
+    return ErrorCode.ValueType(code)
+
+
+class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self.coordinator = coordinator
+
+    async def FindCoordinator(self, request, context):
+        coordinators = []
+        for key in request.keys:
+            if request.key_type != gpb.GROUP:
+                coordinators.append(
+                    gpb.Coordinator(
+                        key=key,
+                        error=ErrorCode.INVALID_REQUEST,
+                        error_message="only group coordinators exist (transactions are not supported yet)",
+                        node_id=-1,
+                        port=-1,
+                    )
+                )
+                continue
+            error, node, host, port = self.coordinator.find_coordinator(key)
+            coordinators.append(gpb.Coordinator(key=key, error=error, node_id=node, host=host, port=port))
+        return gpb.FindCoordinatorResponse(coordinators=coordinators)
+
+    async def JoinGroup(self, request, context):
+        try:
+            r = await self.coordinator.join(
+                request.group_id,
+                JoinGroupRequest(
+                    token=0,
+                    member_id=request.member_id,
+                    group_instance_id=_optional(request, "group_instance_id"),
+                    client_id=request.client_id,
+                    client_host=peer_host(context),
+                    session_timeout_ms=request.session_timeout_ms,
+                    rebalance_timeout_ms=request.rebalance_timeout_ms,
+                    protocol_type=request.protocol_type,
+                    protocols=tuple((p.name, p.metadata) for p in request.protocols),
+                    reason=request.reason,
+                ),
+            )
+        except CoordinatorError as e:
+            return gpb.JoinGroupResponse(error=_code(e.code), generation_id=-1, member_id=request.member_id)
+        response = gpb.JoinGroupResponse(
+            error=_code(r.error),
+            generation_id=r.generation_id,
+            protocol_type=r.protocol_type or "",
+            protocol_name=r.protocol_name or "",
+            leader=r.leader,
+            skip_assignment=r.skip_assignment,
+            member_id=r.member_id,
+        )
+        for m in r.members:
+            member = response.members.add(member_id=m.member_id, metadata=m.metadata)
+            if m.group_instance_id is not None:
+                member.group_instance_id = m.group_instance_id
+        return response
+
+    async def SyncGroup(self, request, context):
+        try:
+            r = await self.coordinator.sync(
+                request.group_id,
+                SyncGroupRequest(
+                    token=0,
+                    member_id=request.member_id,
+                    group_instance_id=_optional(request, "group_instance_id"),
+                    generation_id=request.generation_id,
+                    protocol_type=request.protocol_type or None,
+                    protocol_name=request.protocol_name or None,
+                    assignments=tuple((a.member_id, a.assignment) for a in request.assignments),
+                ),
+            )
+        except CoordinatorError as e:
+            return gpb.SyncGroupResponse(error=_code(e.code))
+        return gpb.SyncGroupResponse(
+            error=_code(r.error),
+            protocol_type=r.protocol_type or "",
+            protocol_name=r.protocol_name or "",
+            assignment=r.assignment,
+        )
+
+    async def Heartbeat(self, request, context):
+        try:
+            r = self.coordinator.heartbeat(
+                request.group_id,
+                HeartbeatRequest(request.member_id, _optional(request, "group_instance_id"), request.generation_id),
+            )
+        except CoordinatorError as e:
+            return gpb.HeartbeatResponse(error=_code(e.code))
+        return gpb.HeartbeatResponse(error=_code(r.error))
+
+    async def LeaveGroup(self, request, context):
+        leaving = tuple(
+            LeavingMember(m.member_id, _optional(m, "group_instance_id"), m.reason) for m in request.members
+        )
+        try:
+            r = self.coordinator.leave(request.group_id, LeaveGroupRequest(leaving))
+        except CoordinatorError as e:
+            return gpb.LeaveGroupResponse(error=_code(e.code))
+        response = gpb.LeaveGroupResponse(error=_code(r.error))
+        for m in r.members:
+            left = response.members.add(member_id=m.member_id, error=_code(m.error))
+            if m.group_instance_id is not None:
+                left.group_instance_id = m.group_instance_id
+        return response
+
+    async def OffsetCommit(self, request, context):
+        offsets = {
+            TopicPartition(t.name, p.partition): OffsetAndMetadata(
+                p.committed_offset, p.committed_leader_epoch, p.committed_metadata
+            )
+            for t in request.topics
+            for p in t.partitions
+        }
+        try:
+            errors = await self.coordinator.commit_offsets(
+                request.group_id,
+                request.member_id,
+                _optional(request, "group_instance_id"),
+                request.generation_id,
+                offsets,
+            )
+        except CoordinatorError as e:
+            errors = dict.fromkeys(offsets, _code(e.code))
+        response = gpb.OffsetCommitResponse()
+        for t in request.topics:
+            topic = response.topics.add(name=t.name)
+            for p in t.partitions:
+                topic.partitions.add(partition=p.partition, error=errors[TopicPartition(t.name, p.partition)])
+        return response
+
+    async def OffsetFetch(self, request, context):
+        wanted = (
+            None if request.all_topics else [TopicPartition(t.name, p) for t in request.topics for p in t.partitions]
+        )
+        try:
+            error, offsets = self.coordinator.fetch_offsets(request.group_id, wanted)
+        except CoordinatorError as e:
+            return gpb.OffsetFetchResponse(error=_code(e.code))
+        response = gpb.OffsetFetchResponse(error=error)
+        by_topic: dict[str, gpb.OffsetFetchTopicResponse] = {}
+        for tp, value in sorted(offsets.items()):
+            topic = by_topic.get(tp.topic)
+            if topic is None:
+                topic = by_topic[tp.topic] = response.topics.add(name=tp.topic)
+            topic.partitions.add(
+                partition=tp.partition,
+                committed_offset=value.offset,
+                committed_leader_epoch=value.leader_epoch,
+                metadata=value.metadata,
+            )
+        return response
+
+    async def OffsetDelete(self, request, context):
+        partitions = [TopicPartition(t.name, p) for t in request.topics for p in t.partitions]
+        try:
+            error, errors = await self.coordinator.delete_offsets(request.group_id, partitions)
+        except CoordinatorError as e:
+            return gpb.OffsetDeleteResponse(error=_code(e.code))
+        response = gpb.OffsetDeleteResponse(error=error)
+        if error == ErrorCode.NONE:
+            for t in request.topics:
+                topic = response.topics.add(name=t.name)
+                for p in t.partitions:
+                    topic.partitions.add(partition=p, error=errors[TopicPartition(t.name, p)])
+        return response
+
+    async def ListGroups(self, request, context):
+        error, groups = self.coordinator.list_groups(request.states_filter)
+        return gpb.ListGroupsResponse(
+            error=error,
+            groups=[
+                gpb.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state) for g in groups
+            ],
+        )
+
+    async def DescribeGroups(self, request, context):
+        response = gpb.DescribeGroupsResponse()
+        for group_id in request.groups:
+            try:
+                d = self.coordinator.describe(group_id)
+            except CoordinatorError as e:
+                response.groups.add(error=_code(e.code), group_id=group_id, generation_id=-1)
+                continue
+            described = response.groups.add(
+                group_id=d.group_id,
+                group_state=d.state,
+                protocol_type=d.protocol_type,
+                protocol_data=d.protocol_name,
+                generation_id=d.generation_id,
+                leader=d.leader,
+            )
+            for m in d.members:
+                member = described.members.add(
+                    member_id=m.member_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    member_metadata=m.metadata,
+                    member_assignment=m.assignment,
+                )
+                if m.group_instance_id is not None:
+                    member.group_instance_id = m.group_instance_id
+        return response
+
+    async def DeleteGroups(self, request, context):
+        response = gpb.DeleteGroupsResponse()
+        for group_id in request.groups:
+            try:
+                error = await self.coordinator.delete_group(group_id)
+            except CoordinatorError as e:
+                error = _code(e.code)
+            response.results.add(group_id=group_id, error=error)
+        return response
