@@ -407,3 +407,37 @@ async def test_async_consumer_joins_and_commits(cluster: GroupCluster) -> None:
         task = await c.commit({TopicPartition("t", 1): 3}, asynchronous=True)
         await task
         assert (await c.committed([("t", 1)]))[TopicPartition("t", 1)] == OffsetAndMetadata(3)
+
+
+def test_group_configs_reach_the_wire(cluster: GroupCluster) -> None:
+    """session.timeout.ms and max.poll.interval.ms (the rebalance timeout) travel in JoinGroup, the strategy list
+    becomes the protocols in order, heartbeats follow heartbeat.interval.ms, and auto-commit commits from poll
+    every auto.commit.interval.ms only when enabled."""
+    overrides = {
+        "session_timeout_ms": 2500,
+        "max_poll_interval_ms": 4000,
+        "partition_assignment_strategy": "roundrobin,range",
+        "heartbeat_interval_ms": 30,
+        "auto_commit_interval_ms": 0,
+    }
+    cluster.append("t", 0, encode_batch([b"x"] * 3, None, 1))
+    with Consumer(config(cluster, **overrides)) as c:
+        c.subscribe(["t"])
+        poll_all([c], lambda: c.assignment() == ALL)
+        join = cluster.group.rpcs("JoinGroup")[-1]
+        assert (join.session_timeout_ms, join.rebalance_timeout_ms) == (2500, 4000)
+        assert [p.name for p in join.protocols] == ["roundrobin", "range"]
+        started = time.monotonic()
+        heartbeats = len(cluster.group.rpcs("Heartbeat"))
+        cluster.group.wait_for(lambda: len(cluster.group.rpcs("Heartbeat")) >= heartbeats + 3)
+        assert time.monotonic() - started < 2  # at 30 ms, not at the 3 s default
+        poll_all(
+            [c], lambda: ("t", 0) in cluster.group.committed and cluster.group.committed[("t", 0)].committed_offset == 3
+        )
+    with Consumer(config(cluster, enable_auto_commit=False, auto_commit_interval_ms=0, group_id="other")) as c:
+        c.subscribe(["t"])
+        commits = len(cluster.group.rpcs("OffsetCommit"))
+        poll_all([c], lambda: c.assignment() == ALL)
+        for _ in range(5):
+            c.poll(20)
+    assert len(cluster.group.rpcs("OffsetCommit")) == commits
