@@ -92,6 +92,34 @@ def _isolation(name: str, value: Any) -> str:
     return level
 
 
+def _group_name(name: str, value: Any) -> str | None:
+    """group.id / group.instance.id: unset (None) or a non-empty name (Kafka's limits for instance ids: at most 249
+    characters of letters, digits, '.', '_' and '-')."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
+    if name == "group.instance.id" and (len(value) > 249 or not all(c.isalnum() or c in "._-" for c in value)):
+        raise ConfigError(f"{name} must be at most 249 characters of letters, digits, '.', '_', '-', got {value!r}")
+    return value
+
+
+def _strategy(name: str, value: Any) -> tuple[str, ...]:
+    """A comma-separated list (or a list) of assignor names, in preference order; they must share a rebalance
+    protocol."""
+    from odradek.client.consumer.assignors import get_assignors  # here: the consumer package imports this module
+    from odradek.client.consumer.rebalance import choose_protocol
+
+    if isinstance(value, str):
+        names = tuple(n.strip() for n in value.split(",") if n.strip())
+    elif isinstance(value, list | tuple) and all(isinstance(n, str) for n in value):
+        names = tuple(n.strip() for n in value)
+    else:
+        raise ConfigError(f"{name} must be a comma-separated list of assignor names, got {value!r}")
+    choose_protocol(get_assignors(names))
+    return names
+
+
 def option(default: T, parse: Parser) -> T:
     return field(default=default, metadata={"parse": parse})
 
@@ -193,7 +221,14 @@ class ProducerConfig(ClientConfig):
 class ConsumerConfig(ClientConfig):
     KIND = "consumer"
 
-    group_id: None = option(None, _unsupported("odradek has no consumer groups yet; assign partitions instead"))
+    group_id: str | None = option(None, _group_name)
+    group_instance_id: str | None = option(None, _group_name)
+    session_timeout_ms: int = option(45_000, _int(1))
+    heartbeat_interval_ms: int = option(3_000, _int(1))
+    max_poll_interval_ms: int = option(300_000, _int(1))
+    enable_auto_commit: bool = option(True, _bool)
+    auto_commit_interval_ms: int = option(5_000, _int(0))
+    partition_assignment_strategy: tuple[str, ...] = option(("range", "cooperative-sticky"), _strategy)
     auto_offset_reset: str = option("latest", _choice("latest", "earliest", "none"))
     fetch_min_bytes: int = option(1, _int(0))
     fetch_max_bytes: int = option(52_428_800, _int(0))
@@ -202,6 +237,26 @@ class ConsumerConfig(ClientConfig):
     max_poll_records: int = option(500, _int(1))
     isolation_level: str = option("read_uncommitted", _isolation)
     check_crcs: bool = option(True, _bool)
+
+    @classmethod
+    def from_mapping(cls, config: Mapping[str, Any]) -> Self:
+        """As Kafka: without group.id there is nothing to commit to, so enable.auto.commit is off (asking for it
+        is an error)."""
+        parsed = super().from_mapping(config)
+        if parsed.group_id is None and parsed.enable_auto_commit:
+            if "enable.auto.commit" in config:
+                raise ConfigError("enable.auto.commit=true needs a group.id")
+            return replace(parsed, enable_auto_commit=False)
+        return parsed
+
+    def __post_init__(self) -> None:
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ConfigError(
+                f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than session.timeout.ms "
+                f"({self.session_timeout_ms})"
+            )
+        if self.group_instance_id is not None and self.group_id is None:
+            raise ConfigError("group.instance.id needs a group.id")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -185,6 +185,32 @@ class InvalidRecordError(OdradekError):
     code = ErrorCode.INVALID_RECORD
 
 
+class CommitFailedError(OdradekError):
+    """A group member's commit was refused because it is no longer in the generation that owns the partitions:
+    it left (max.poll.interval.ms exceeded, session expired), was reset (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION),
+    or a rebalance is in progress (REBALANCE_IN_PROGRESS). Kafka's CommitFailedException: raised by the client, the
+    code says which case it is. Not retriable as such: poll() rejoins, and the partitions the member then owns are
+    the ones it may commit."""
+
+    code = ErrorCode.ILLEGAL_GENERATION
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+
+class FencedInstanceIdError(OdradekError):
+    """Another consumer joined with this consumer's group.instance.id: this one is a zombie and must stop."""
+
+    code = ErrorCode.FENCED_INSTANCE_ID
+
+
+class CoordinatorNotAvailableError(OdradekError):
+    """The group's coordinator could not be found or reached in time (retriable)."""
+
+    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
 _BY_CODE: dict[int, type[OdradekError]] = {
     cls.code: cls
     for cls in (
@@ -207,6 +233,8 @@ _BY_CODE: dict[int, type[OdradekError]] = {
         InvalidRecordError,
         NetworkError,
         RequestTimedOutError,
+        FencedInstanceIdError,
+        CoordinatorNotAvailableError,
     )
 }
 

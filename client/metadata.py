@@ -69,6 +69,7 @@ class Metadata:
         self._topic_ids: dict[str, bytes] = {}
         self._topic_errors: dict[str, int] = {}
         self._wanted: set[str] = set()
+        self._all_topics = False  # a pattern subscription needs every topic's name
         self._stubs: dict[str, broker_pb2_grpc.BrokerAsyncStub] = {}
         self._listeners: list[Callable[[], None]] = []
         self._inflight: asyncio.Future[None] | None = None
@@ -113,6 +114,12 @@ class Metadata:
         new = set(topics) - self._wanted
         if new:
             self._wanted |= new
+            self.request_refresh()
+
+    def want_all_topics(self) -> None:
+        """Ask every refresh for all topics (a consumer subscribed to a pattern matches them), and refresh now."""
+        if not self._all_topics:
+            self._all_topics = True
             self.request_refresh()
 
     def request_refresh(self) -> None:
@@ -196,6 +203,10 @@ class Metadata:
                 logger.exception("metadata refresh failed")
                 self._needed.set()
 
+    def nodes(self) -> list[str]:
+        """Addresses to ask a cluster-wide question (FindCoordinator): known brokers, then the bootstrap list."""
+        return self._candidates()
+
     def _candidates(self) -> list[str]:
         """Known brokers first (they reflect the cluster now), then the bootstrap list; each in random order to
         spread the load."""
@@ -207,7 +218,9 @@ class Metadata:
 
     async def _fetch(self) -> None:
         self._attempted = time.monotonic()
-        request = pb.MetadataRequest(topics=sorted(self._wanted))
+        request = (
+            pb.MetadataRequest(all_topics=True) if self._all_topics else pb.MetadataRequest(topics=sorted(self._wanted))
+        )
         failures: list[str] = []
         # Hedged: a node that has not answered within HEDGE_S (paused, overloaded, half-dead) does not hold the
         # refresh for a whole request timeout; the next one is asked too and the first answer wins.

@@ -43,3 +43,22 @@ class ConsumerRecord(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed position: the offset of the next record to consume, free-form metadata (at most the broker's
+    ``offset.metadata.max.bytes``) and the leader epoch of the last consumed record (None: unknown)."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int | None = None
+
+
+class GroupMetadata(NamedTuple):
+    """Who the consumer is in its group (Kafka's ConsumerGroupMetadata): ``generation_id`` is -1 and ``member_id``
+    empty while it is not a member of a generation."""
+
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None

@@ -176,7 +176,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         try:
             out = await self.controller.write(decide)
         except OdradekError as e:
-            return cpb.CreateInternalTopicResponse(error=e.code, error_message=str(e))
+            return cpb.CreateInternalTopicResponse(error=ErrorCode.ValueType(e.code), error_message=str(e))
         if out is None:
             return cpb.CreateInternalTopicResponse()
         return cpb.CreateInternalTopicResponse(error=out.error, error_message=out.message)

@@ -47,6 +47,7 @@ COORDINATOR_CONFIG = "tests/groups/test_coordinator_shell.py::test_the_node_keys
 GROUPS_IT = "tests/integration/test_groups.py"
 OFFSETS = "tests/groups/test_offset_store.py::test_offsets_of_an_empty_group_expire_retention_after_it_became_empty"
 GROUP_RULES = "tests/groups/test_group_rules.py::test_a_session_timeout_out_of_bounds_is_refused_with_no_state_change"
+GROUPS = "tests/client/test_consumer_groups.py"
 
 TOPIC: dict[str, Key] = {
     "cleanup.policy": Key(
@@ -413,10 +414,43 @@ PRODUCER_KEYS: dict[str, Key] = {
 
 CONSUMER_KEYS: dict[str, Key] = {
     "group.id": Key(
-        "only unset: there are no consumer groups yet (a value is refused); assign partitions",
+        "the consumer group: needed by `subscribe` and commits (unset: `assign` only, nothing committed)",
         (
+            f"{GROUPS}::test_first_join_does_the_member_id_handshake_and_the_leader_assigns",
             "tests/client/test_config.py::test_bad_consumer_configs",
-            "tests/client/test_config.py::test_the_supported_values_of_refused_options_stay_accepted",
+        ),
+    ),
+    "group.instance.id": Key(
+        "a static member's identity (KIP-345): kept across restarts; close() does not leave the group",
+        (f"{GROUPS}::test_close_commits_and_leaves_but_a_static_member_does_not_leave",),
+    ),
+    "session.timeout.ms": Key(
+        "how long the coordinator waits for a heartbeat before removing the member",
+        (f"{GROUPS}::test_group_configs_reach_the_wire", "tests/client/test_config.py::test_bad_consumer_configs"),
+    ),
+    "heartbeat.interval.ms": Key(
+        "time between heartbeats (below session.timeout.ms)", (f"{GROUPS}::test_group_configs_reach_the_wire",)
+    ),
+    "max.poll.interval.ms": Key(
+        "longest time between polls before the member leaves the group; also the rebalance timeout",
+        (
+            f"{GROUPS}::test_max_poll_interval_leaves_the_group_commit_fails_and_poll_rejoins",
+            f"{GROUPS}::test_group_configs_reach_the_wire",
+        ),
+    ),
+    "enable.auto.commit": Key(
+        "commit positions from poll, before revocations and on close (default on with a group.id)",
+        (
+            f"{GROUPS}::test_group_configs_reach_the_wire",
+            f"{GROUPS}::test_close_commits_and_leaves_but_a_static_member_does_not_leave",
+        ),
+    ),
+    "auto.commit.interval.ms": Key("time between automatic commits", (f"{GROUPS}::test_group_configs_reach_the_wire",)),
+    "partition.assignment.strategy": Key(
+        "assignors in preference order: `range`, `roundrobin`, `cooperative-sticky`",
+        (
+            f"{GROUPS}::test_group_configs_reach_the_wire",
+            f"{GROUPS}::test_a_second_member_splits_the_partitions_and_no_partition_is_owned_twice",
         ),
     ),
     "auto.offset.reset": Key(

@@ -26,6 +26,34 @@ def test_consumer_defaults_are_kafkas() -> None:
     )
     assert (c.fetch_min_bytes, c.fetch_max_bytes, c.fetch_max_wait_ms) == (1, 52428800, 500)
     assert (c.max_partition_fetch_bytes, c.max_poll_records) == (1048576, 500)
+    assert (c.group_instance_id, c.session_timeout_ms, c.heartbeat_interval_ms) == (None, 45000, 3000)
+    assert (c.max_poll_interval_ms, c.auto_commit_interval_ms) == (300000, 5000)
+    assert c.partition_assignment_strategy == ("range", "cooperative-sticky")
+    assert c.enable_auto_commit is False  # no group.id: nothing to commit to
+
+
+def test_group_configs_parse() -> None:
+    c = ConsumerConfig.from_mapping(
+        {
+            **SERVERS,
+            "group.id": "g",
+            "group.instance.id": "host-1",
+            "session.timeout.ms": "10000",
+            "heartbeat.interval.ms": 1000,
+            "partition.assignment.strategy": "cooperative-sticky",
+            "enable.auto.commit": "false",
+        }
+    )
+    assert (c.group_id, c.group_instance_id, c.session_timeout_ms, c.heartbeat_interval_ms) == (
+        "g",
+        "host-1",
+        10000,
+        1000,
+    )
+    assert (c.partition_assignment_strategy, c.enable_auto_commit) == (("cooperative-sticky",), False)
+    assert ConsumerConfig.from_mapping({**SERVERS, "group.id": "g"}).enable_auto_commit is True
+    listed = ConsumerConfig.from_mapping({**SERVERS, "partition.assignment.strategy": ["roundrobin", "range"]})
+    assert listed.partition_assignment_strategy == ("roundrobin", "range")
 
 
 @pytest.mark.parametrize(("value", "expected"), [("all", -1), (-1, -1), ("-1", -1), (0, 0), ("1", 1), ("ALL", -1)])
@@ -86,7 +114,18 @@ def test_bootstrap_servers_is_required() -> None:
         ({"isolation.level": "serializable"}, "isolation.level must be one of read_uncommitted, read_committed"),
         ({"max.poll.records": 0}, "max.poll.records must be an integer in [1,"),
         ({"acks": 1}, "unknown consumer config 'acks'"),
-        ({"group.id": "g"}, "group.id='g' is not supported yet: odradek has no consumer groups yet"),
+        ({"group.id": ""}, "group.id must be a non-empty string"),
+        ({"group.instance.id": "i"}, "group.instance.id needs a group.id"),
+        ({"group.id": "g", "group.instance.id": "a b"}, "group.instance.id must be at most 249 characters"),
+        ({"heartbeat.interval.ms": 45000}, "heartbeat.interval.ms (45000) must be lower than session.timeout.ms"),
+        ({"session.timeout.ms": 0}, "session.timeout.ms must be an integer in [1,"),
+        ({"max.poll.interval.ms": -1}, "max.poll.interval.ms must be an integer in [1,"),
+        ({"auto.commit.interval.ms": -5}, "auto.commit.interval.ms must be an integer in [0,"),
+        ({"enable.auto.commit": True}, "enable.auto.commit=true needs a group.id"),
+        ({"partition.assignment.strategy": "sticky"}, "unknown assignor 'sticky'"),
+        ({"partition.assignment.strategy": ""}, "at least one assignor is required"),
+        ({"partition.assignment.strategy": "range,range"}, "an assignor is listed twice"),
+        ({"partition.assignment.strategy": 3}, "must be a comma-separated list of assignor names"),
         ({"isolation.level": "read_committed"}, "isolation.level=read_committed is not supported yet"),
         ({"isolation.level": "READ_COMMITTED"}, "isolation.level=read_committed is not supported yet"),
     ],
@@ -98,7 +137,8 @@ def test_bad_consumer_configs(config: dict, message: str) -> None:
 
 
 def test_the_supported_values_of_refused_options_stay_accepted() -> None:
-    """group.id and isolation.level are refused only for what odradek cannot do yet, not for their defaults."""
+    """isolation.level is refused only for what odradek cannot do yet, not for its default; group.id may be
+    unset."""
     c = ConsumerConfig.from_mapping({**SERVERS, "group.id": None, "isolation.level": "read_uncommitted"})
     assert (c.group_id, c.isolation_level) == (None, "read_uncommitted")
 
