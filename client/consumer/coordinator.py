@@ -215,9 +215,7 @@ class ConsumerCoordinator:
     async def _await_join(self, timeout: float) -> RebalanceStep | None:
         task = self._join_task
         assert task is not None
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(max(0.0, timeout)):
-                await asyncio.shield(task)
+        await asyncio.wait({task}, timeout=max(0.0, timeout))  # its outcome, even an exception, is read below
         if not task.done():
             return None
         self._join_task = None
