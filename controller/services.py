@@ -292,7 +292,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         address = self._leader_address()
         if address is not None:
             try:
-                return await call(admin_pb2_grpc.AdminAsyncStub(self._pool.get(address)))
+                return await call(admin_pb2_grpc.AdminStub(self._pool.get(address)))
             except grpc.aio.AioRpcError:
                 pass
         return empty

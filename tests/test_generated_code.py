@@ -1,5 +1,6 @@
 """The committed protobuf/gRPC code must be exactly what proto/*.proto generates."""
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +38,45 @@ def test_generated_modules_use_the_odradek_import_path() -> None:
 
     assert broker_pb2.DESCRIPTOR.package == "odradek.v1"
     assert "from odradek.proto import broker_pb2" in Path(broker_pb2_grpc.__file__).read_text()
+
+
+def _runtime_attributes(tree: ast.AST) -> list[ast.Attribute]:
+    """Attribute accesses evaluated at run time: annotations are skipped (every module postpones them)."""
+    out: list[ast.Attribute] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.Attribute):
+            out.append(node)
+        for name, child in ast.iter_fields(node):
+            if name in ("annotation", "returns"):
+                continue
+            for item in child if isinstance(child, list) else [child]:
+                if isinstance(item, ast.AST):
+                    visit(item)
+
+    visit(tree)
+    return out
+
+
+def test_names_that_exist_only_in_the_type_stubs_are_not_used_at_run_time() -> None:
+    """mypy-protobuf's stubs declare classes the runtime modules lack (``AdminAsyncStub``, the servicers' context
+    types): code that calls one type-checks and then fails with AttributeError. Every ``x_pb2(_grpc).Name`` read
+    outside an annotation must exist in the generated module."""
+    import importlib
+
+    missing = []
+    for folder in ("broker", "chaos", "client", "controller", "deploy", "spark_connector"):
+        for path in (ROOT / folder).rglob("*.py"):
+            tree = ast.parse(path.read_text(), str(path))
+            aliases = {}
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module == "odradek.proto":
+                    aliases.update(
+                        {a.asname or a.name: a.name for a in node.names if a.name.endswith(("_pb2", "_grpc"))}
+                    )
+            for node in _runtime_attributes(tree):
+                if isinstance(node.value, ast.Name) and node.value.id in aliases:
+                    module = importlib.import_module(f"odradek.proto.{aliases[node.value.id]}")
+                    if not hasattr(module, node.attr):
+                        missing.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value.id}.{node.attr}")
+    assert not missing, missing
