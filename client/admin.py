@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from odradek.client.admin_groups import GroupAdmin
 from odradek.client.background import BackgroundLoop
 from odradek.client.config import AdminConfig
 from odradek.client.connection import ChannelPool
@@ -267,7 +268,7 @@ def _replica(r: pb.ReplicaState, high_watermark: int) -> ReplicaDescription:
     )
 
 
-class AsyncAdmin:
+class AsyncAdmin(GroupAdmin):
     def __init__(self, config: Mapping[str, Any]) -> None:
         cfg = AdminConfig.from_mapping(config)
         self._servers = list(cfg.bootstrap_servers)
