@@ -182,6 +182,6 @@ def _delete_offsets(args: argparse.Namespace) -> None:
     failed = [r for r in rows if r["error"] is not None]
     if failed:
         where = ", ".join(f"{r['topic']}:{r['partition']}" for r in failed)
-        code = failed[0]["error"]
+        code = str(failed[0]["error"])
         raise error_for_code(ErrorCode.Value(code), f"{code}: group {args.group} kept its offsets of {where}")
     emit({"group_id": args.group, "partitions": rows}, args.format, human=table(rows) if rows else "(no offsets)")
