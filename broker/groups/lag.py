@@ -86,7 +86,7 @@ class EndOffsetPoller:
         for result in results:
             found.update(result)
         # Keep a previous answer for a partition whose leader did not answer this time; forget unwanted ones.
-        self.ends = {tp: found.get(tp, self.ends[tp]) for tp in wanted if tp in found or tp in self.ends}
+        self.ends = {tp: found[tp] if tp in found else self.ends[tp] for tp in wanted if tp in found or tp in self.ends}
 
     async def _ask(self, leader: int, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         broker = self._image().brokers.get(leader)

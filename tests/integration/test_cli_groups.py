@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -179,3 +180,27 @@ def test_group_operations_through_the_cli(odradek_cluster: Any, member: Member) 
     assert cli_json(cluster, "group", "delete", "ops") == {"group_id": "ops", "deleted": True}
     assert "ops" not in [g["group_id"] for g in cli_json(cluster, "group", "list")]
     assert "GROUP_ID_NOT_FOUND" in one_error(cli(cluster, "group", "describe", "ops"))
+
+
+def scrape_lag(cluster: Any, node: int, group: str) -> float | None:
+    port = cluster.node(node).metrics_port
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    for line in text.splitlines():
+        if line.startswith(f'odradek_consumer_group_lag_sum{{group="{group}"}}'):
+            return float(line.split()[-1])
+    return None
+
+
+def test_the_coordinator_exports_consumer_lag(odradek_cluster: Any, records: None) -> None:
+    cluster = odradek_cluster
+    cli_json(cluster, "group", "reset-offsets", "lagged", "--topic", TOPIC, "--to-earliest")
+    d = cli_json(cluster, "group", "describe", "lagged")
+    behind = sum(r["lag"] for r in d["offsets"])
+    assert behind >= 3 * PER_PARTITION
+    wait_for(lambda: scrape_lag(cluster, d["coordinator"], "lagged") == behind, 30, what="the lag exported")
+    m = Member(group_config(cluster, "lagged"))
+    m.start()
+    try:
+        wait_for(lambda: scrape_lag(cluster, d["coordinator"], "lagged") == 0, 40, what="lag 0 exported")
+    finally:
+        m.stop()
