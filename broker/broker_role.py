@@ -20,6 +20,7 @@ from odradek.broker.config import ConfigError, NodeConfig
 from odradek.broker.dataplane import BrokerService
 from odradek.broker.fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
+from odradek.broker.groups.lag import EndOffsetPoller, lag_samples
 from odradek.broker.groups.records import OFFSETS_TOPIC
 from odradek.broker.groups.service import GroupCoordinatorService
 from odradek.broker.isr_changes import IsrChangeSender
@@ -96,6 +97,11 @@ class BrokerRole:
             c.node_id, lambda: self.replicas.image, CoordinatorConfig.from_node(c), self._create_offsets_topic
         )
         self.replicas.add_leadership_listener(self.groups.on_leadership)
+        self.end_offsets = EndOffsetPoller(
+            lambda: {tp for offsets in self.groups.committed_offsets().values() for tp in offsets},
+            lambda: self.replicas.image,
+        )
+        self._group_lag_task: asyncio.Task[None] | None = None
         sm.on_change(self.replicas.publish)
         loop = asyncio.get_running_loop()
         self.logs.on_dir_offline(lambda d: self._call_soon(loop, d))
@@ -169,6 +175,7 @@ class BrokerRole:
         self.isr_changes.start()
         self._lag_task = asyncio.create_task(self._lag_checks(), name="isr-lag-checks")
         self._log_task = asyncio.create_task(self._log_maintenance(), name="log-maintenance")
+        self._group_lag_task = asyncio.create_task(self.end_offsets.run(), name="group-lag")
 
     async def stop(self, step: Step) -> None:
         """Controlled shutdown (leaderships move away first), then the loops that talk to the cluster."""
@@ -176,6 +183,10 @@ class BrokerRole:
         logger.info("controlled shutdown %s", "completed" if done else "timed out")
         if self._lag_task is not None:
             self._lag_task.cancel()
+        if self._group_lag_task is not None:
+            self._group_lag_task.cancel()
+            await asyncio.gather(self._group_lag_task, return_exceptions=True)
+        await step("group-lag", self.end_offsets.close())
         await step("groups", self.groups.close())
         await step("isr", self.isr_changes.stop())
         await step("fetchers", self.fetchers.close())
@@ -234,6 +245,23 @@ class BrokerRole:
         yield hw
         yield from log_dir_gauges(log_dir_usage(self.logs))
         yield from self.groups.metrics()
+        yield from self._group_lag_gauges()
+
+    def _group_lag_gauges(self) -> Iterator[GaugeMetricFamily]:
+        """Consumer lag of the groups coordinated here: high watermark (polled from the leaders) minus commit."""
+        rows, sums = lag_samples(self.groups.committed_offsets(), self.end_offsets.ends)
+        per_partition = gauge(
+            "odradek_consumer_group_lag",
+            "high watermark minus the group's committed offset",
+            ["group", "topic", "partition"],
+        )
+        for group, tp, lag in rows:
+            per_partition.add_metric([group, tp.topic, str(tp.partition)], lag)
+        yield per_partition
+        total = gauge("odradek_consumer_group_lag_sum", "consumer lag summed over a group's partitions", ["group"])
+        for group, lag in sorted(sums.items()):
+            total.add_metric([group], lag)
+        yield total
 
     def _offline_report(self) -> tuple[list[str], dict[bytes, list[int]]]:
         return [str(d) for d in self.logs.offline_dirs()], self.replicas.offline_replicas()

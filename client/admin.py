@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from odradek.client.admin_groups import GroupAdmin
 from odradek.client.background import BackgroundLoop
 from odradek.client.config import AdminConfig
 from odradek.client.connection import ChannelPool
@@ -267,7 +268,7 @@ def _replica(r: pb.ReplicaState, high_watermark: int) -> ReplicaDescription:
     )
 
 
-class AsyncAdmin:
+class AsyncAdmin(GroupAdmin):
     def __init__(self, config: Mapping[str, Any]) -> None:
         cfg = AdminConfig.from_mapping(config)
         self._servers = list(cfg.bootstrap_servers)
@@ -514,6 +515,47 @@ class AsyncAdmin:
             return BrokerLogDirs(broker_id, address, [_log_dir_info(d) for d in sorted(r.dirs, key=lambda d: d.path)])
 
         return list(await asyncio.gather(*(ask(b) for b in wanted)))
+
+    async def offsets_for_time(self, topic: str, timestamp_ms: int) -> dict[int, int | None]:
+        """Each partition's first offset whose record timestamp is at or after ``timestamp_ms`` (Kafka's
+        listOffsets with a time), asked of each leader; None where no record is that recent or the leader did not
+        answer in time."""
+        if timestamp_ms < 0:
+            raise error_for_code(ErrorCode.INVALID_REQUEST, f"timestamp {timestamp_ms} is negative")
+        cluster, topics = await self._describe_topics([topic], include_internal=True)
+        brokers = {b.node_id: f"{b.host}:{b.port}" for b in cluster.brokers if not b.fenced}
+        by_leader: dict[int, list[int]] = {}
+        for p in topics[0].partitions:
+            by_leader.setdefault(p.leader, []).append(p.partition)
+        found: dict[int, int | None] = {p.partition: None for p in topics[0].partitions}
+
+        async def ask(leader: int, partitions: list[int]) -> None:
+            if leader not in brokers:
+                return
+            request = bpb.ListOffsetsRequest(
+                topics=[
+                    bpb.ListOffsetsTopic(
+                        name=topic,
+                        partitions=[
+                            bpb.ListOffsetsPartition(partition=p, timestamp=timestamp_ms, current_leader_epoch=-1)
+                            for p in partitions
+                        ],
+                    )
+                ]
+            )
+            try:
+                r = await broker_pb2_grpc.BrokerStub(self._pool.get(brokers[leader])).ListOffsets(
+                    request, timeout=self._rpc_timeout()
+                )
+            except grpc.aio.AioRpcError:
+                return
+            for t in r.topics:
+                for a in t.partitions:
+                    if a.error == ErrorCode.NONE and a.offset >= 0:
+                        found[a.partition] = a.offset
+
+        await asyncio.gather(*(ask(leader, parts) for leader, parts in by_leader.items()))
+        return found
 
     async def _partition_offsets(
         self, topic: str, leaders: dict[int, int], brokers: Mapping[int, str]

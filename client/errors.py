@@ -211,6 +211,14 @@ class CoordinatorNotAvailableError(OdradekError):
     code = ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
+class GroupNotEmptyError(OdradekError):
+    """An admin change to a group's offsets while the group has members (Kafka answers UNKNOWN_MEMBER_ID to such a
+    simple commit): the members own their positions; stop them first. Not in the by-code table: a member's own
+    UNKNOWN_MEMBER_ID means something else."""
+
+    code = ErrorCode.UNKNOWN_MEMBER_ID
+
+
 _BY_CODE: dict[int, type[OdradekError]] = {
     cls.code: cls
     for cls in (

@@ -704,6 +704,18 @@ class GroupCoordinator:
 
     # -- metrics ---------------------------------------------------------------------------------------------------
 
+    def committed_offsets(self) -> dict[str, dict[TopicPartition, int]]:
+        """Every committed offset of the groups coordinated here (loaded partitions this broker still leads)."""
+        out: dict[str, dict[TopicPartition, int]] = {}
+        for cp in self.partitions.values():
+            if not cp.loaded or not cp.current():
+                continue
+            for group_id in cp.store.groups():
+                offsets = {tp: v.offset for tp, v in cp.store.fetch(group_id).items() if v.offset >= 0}
+                if offsets:
+                    out[group_id] = offsets
+        return out
+
     def metrics(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         """The coordinated groups' gauges and counters, read at scrape time."""
         members = GaugeMetricFamily("odradek_group_members", "members of each coordinated group", labels=["group"])

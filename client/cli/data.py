@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Any
 
+from odradek.broker.groups.records import OffsetsRecordError, describe_record
 from odradek.client.cli.common import CommandError, add_command
 from odradek.client.cli.kcat_format import (
     Encoding,
@@ -27,8 +28,9 @@ from odradek.client.cli.profile import bootstrap_servers
 from odradek.client.consumer import AsyncConsumer
 from odradek.client.errors import OffsetOutOfRangeError
 from odradek.client.producer import AsyncProducer
-from odradek.client.structs import TopicPartition
+from odradek.client.structs import ConsumerRecord, TopicPartition
 
+OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_TIMEOUT_MS = 5000
 DEFAULT_DELIVERY_TIMEOUT_MS = 30000
 READ_CHUNK = 65536
@@ -96,6 +98,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=("base64", "hex"),
         help="how non-UTF-8 bytes are shown (default base64); with -f, encode every key, value and header value",
     )
+
+
+def offsets_record(r: ConsumerRecord, encoding: Encoding) -> dict[str, Any]:
+    """A ``__consumer_offsets`` record for ``--format json``: its key and value decoded (``{version, group, ...}``)
+    and its ``type`` (``offset_commit`` or ``group_metadata``); a record that does not decode keeps the raw
+    view with ``decode_error``."""
+    out = as_dict(r, encoding)
+    try:
+        view = describe_record(r.key or b"", r.value, binary=encoding)
+    except OffsetsRecordError as e:
+        out["decode_error"] = str(e)
+        return out
+    out.pop("key_encoding", None)
+    out.pop("value_encoding", None)
+    out.update(type=view["type"], key=view["key"], value=view["value"])
+    return out
 
 
 def _check_timeout(args: argparse.Namespace) -> int:
@@ -334,7 +352,8 @@ async def _consume_async(args: argparse.Namespace) -> None:
                 if render is not None:
                     out.write(render(r))
                 elif args.format == "json":
-                    out.write((json.dumps(as_dict(r, encoding)) + "\n").encode())
+                    shown = offsets_record(r, encoding) if r.topic == OFFSETS_TOPIC else as_dict(r, encoding)
+                    out.write((json.dumps(shown) + "\n").encode())
                 else:
                     out.write(as_text(r, encoding).encode())
                 printed += 1

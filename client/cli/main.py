@@ -23,9 +23,22 @@ Handler = Callable[[argparse.Namespace], int | None]
 
 
 def _command_modules():
-    from odradek.client.cli import chaos, cluster, data, demo, deploy, dev, leader, partition, perf, server, topic
+    from odradek.client.cli import (
+        chaos,
+        cluster,
+        data,
+        demo,
+        deploy,
+        dev,
+        groups,
+        leader,
+        partition,
+        perf,
+        server,
+        topic,
+    )
 
-    return [server, dev, cluster, topic, leader, partition, data, perf, chaos, deploy, demo]
+    return [server, dev, cluster, topic, groups, leader, partition, data, perf, chaos, deploy, demo]
 
 
 class _Version(argparse.Action):
