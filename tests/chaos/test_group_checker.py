@@ -3,6 +3,8 @@ its near misses passing, and a clean group history (members, a rebalance, a fina
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -135,3 +137,18 @@ def test_group_events_round_trip_through_jsonl(tmp_path: Path) -> None:
     path = tmp_path / "h.jsonl"
     History(CLEAN).write_jsonl(path)
     assert History.read_jsonl(path).events() == CLEAN
+
+
+def test_group_faults_need_the_group_workload() -> None:
+    from odradek.chaos.runner import RunOptions, run
+
+    with pytest.raises(ValueError, match="need the group workload"):
+        run(RunOptions(faults=["kill-coordinator"]))
+    with pytest.raises(ValueError, match="unknown workload"):
+        run(RunOptions(workload="groups"))
+    out = subprocess.run(
+        [sys.executable, "-m", "odradek.client.cli.main", "chaos", "run", "--faults", "kill-consumer"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode != 0 and "need --workload group" in out.stderr
