@@ -5,6 +5,14 @@ order; every offset holds one value for all observers; consumers read forward an
 later truncated; a write that failed definitely is never visible. Indeterminate writes (an error that may hide a
 successful append, or no outcome at all) may or may not be present.
 
+With a consumer group (the group workload), three more promises. Members commit only what they processed and a
+new owner starts at the committed offset, so the committed offset of a partition never decreases: (1) every
+acknowledged record of a subscribed topic was processed by some member (the final member, which reads from the
+committed offsets to the end after the faults, included), or a commit skipped it; (2) the committed offset read
+at the end is at least every commit that was acknowledged (none lost); (3) what one member observes of a
+partition's committed offset, its own acknowledged commits and its OffsetFetch answers in the order it saw them,
+never goes back. Comparisons across members use only (2): their records of acknowledgements race with each other.
+
 ``check`` is pure: ``index_history`` makes the one pass over the history, then one function per violation class
 (``CHECKS``) reads the index, so a million events take seconds. ``python -m odradek.chaos.checker history.jsonl
 [--json report.json]`` prints the table and exits 1 on any violation.
@@ -21,7 +29,22 @@ from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 
-from odradek.chaos.history import Ack, Event, Fault, FinalRead, Heal, History, Read, Seek, Send, SendError
+from odradek.chaos.history import (
+    Ack,
+    Commit,
+    Committed,
+    Event,
+    Fault,
+    FinalRead,
+    Heal,
+    History,
+    Processed,
+    Read,
+    Seek,
+    Send,
+    SendError,
+    Subscribed,
+)
 
 Location = tuple[str, int, int]  # topic, partition, offset
 
@@ -36,6 +59,9 @@ VIOLATIONS: dict[str, str] = {
     "non_monotonic_read": "a consumer read went backwards without a seek",
     "failed_write_visible": "a definitely failed write was read",
     "unexpected_read": "read a value nobody sent",
+    "unprocessed": "acknowledged, never processed by the group",
+    "commit_lost": "final committed offset below an acked commit",
+    "commit_regressed": "a member saw its partition's commit go back",
 }
 
 
@@ -84,6 +110,11 @@ class Report:
             f"chaos check: {'OK' if self.ok else 'FAIL'}",
             f"sent {t['sent']}  acked {t['acked']}  failed {t['failed']}  indeterminate {t['indeterminate']}"
             f" (present {t['recovered']})  reads {t['reads']}  final reads {t['final_reads']}",
+            *(
+                [f"group: processed {t['processed']}  commits acknowledged {t['commits']}"]
+                if t.get("commits") or t.get("processed")
+                else []
+            ),
             "faults " + (", ".join(f"{kind} x{n}" for kind, n in sorted(kinds.items())) or "none"),
             "",
             f"{'check':<22} {'count':>7}  {'meaning':<46} first example",
@@ -121,6 +152,13 @@ class HistoryIndex:
     faults: list[dict[str, object]] = field(default_factory=list)
     reads: int = 0
     final_reads: int = 0
+    group_topics: set[str] = field(default_factory=set)  # topics some group member subscribed
+    processed: set[str] = field(default_factory=set)  # values some group member processed
+    processed_count: int = 0
+    highest_commit: dict[tuple[str, int], Commit] = field(default_factory=dict)  # (topic, partition)
+    final_committed: dict[tuple[str, int], int] = field(default_factory=dict)  # the last final OffsetFetch answer
+    commit_views: list[Commit | Committed] = field(default_factory=list)  # acked commits and fetches, in order
+    commits: int = 0
 
     def observe(self, location: Location, value: str) -> None:
         seen = self.at.setdefault(location, value)
@@ -149,6 +187,24 @@ def index_history(history: Iterable[Event]) -> HistoryIndex:
             ix.reads += 1
             ix.first_read.setdefault(event.value, event)
             ix.cursor.append(event)
+        elif isinstance(event, Processed):
+            location = (event.topic, event.partition, event.offset)
+            ix.observe(location, event.value)
+            _place(ix.where, ix.elsewhere, event.value, location)
+            ix.processed.add(event.value)
+            ix.processed_count += 1
+        elif isinstance(event, Commit):
+            ix.commits += 1
+            ix.commit_views.append(event)
+            key = (event.topic, event.partition)
+            if key not in ix.highest_commit or event.offset > ix.highest_commit[key].offset:
+                ix.highest_commit[key] = event
+        elif isinstance(event, Committed):
+            ix.commit_views.append(event)
+            if event.final:
+                ix.final_committed[(event.topic, event.partition)] = event.offset
+        elif isinstance(event, Subscribed):
+            ix.group_topics.add(event.topic)
         elif isinstance(event, Send):
             if ix.sends.setdefault(event.value, event) is event:
                 ix.sequences.setdefault((event.process, event.topic, event.partition), []).append(event.value)
@@ -261,6 +317,43 @@ def _unexpected_read(ix: HistoryIndex) -> Examples:
             yield {"value": value, **_loc(location)}
 
 
+def _unprocessed(ix: HistoryIndex) -> Examples:
+    for value, ack in ix.acks.items():
+        if ack.topic in ix.group_topics and value not in ix.processed:
+            yield {"value": value, **_loc((ack.topic, ack.partition, ack.offset))}
+
+
+def _commit_lost(ix: HistoryIndex) -> Examples:
+    for (topic, partition), commit in sorted(ix.highest_commit.items()):
+        final = ix.final_committed.get((topic, partition))
+        if final is None or final < commit.offset:
+            yield {
+                "topic": topic,
+                "partition": partition,
+                "acknowledged": commit.offset,
+                "consumer": commit.consumer,
+                "generation": commit.generation,
+                "final_committed": final,
+            }
+
+
+def _commit_regressed(ix: HistoryIndex) -> Examples:
+    seen: dict[tuple[str, str, int], Commit | Committed] = {}  # (observer, topic, partition) -> highest view
+    for view in ix.commit_views:
+        key = (view.consumer, view.topic, view.partition)
+        before = seen.get(key)
+        if before is not None and view.offset < before.offset:
+            yield {
+                "consumer": view.consumer,
+                "topic": view.topic,
+                "partition": view.partition,
+                "earlier": {"kind": type(before).__name__.lower(), "offset": before.offset},
+                "later": {"kind": type(view).__name__.lower(), "offset": view.offset},
+            }
+            continue
+        seen[key] = view
+
+
 CHECKS: dict[str, Callable[[HistoryIndex], Examples]] = {
     "lost": _lost,
     "duplicate": _duplicate,
@@ -271,6 +364,9 @@ CHECKS: dict[str, Callable[[HistoryIndex], Examples]] = {
     "non_monotonic_read": _non_monotonic_read,
     "failed_write_visible": _failed_write_visible,
     "unexpected_read": _unexpected_read,
+    "unprocessed": _unprocessed,
+    "commit_lost": _commit_lost,
+    "commit_regressed": _commit_regressed,
 }
 assert CHECKS.keys() == VIOLATIONS.keys()
 
@@ -286,6 +382,8 @@ def _totals(ix: HistoryIndex) -> dict[str, int]:
         "reads": ix.reads,
         "final_reads": ix.final_reads,
         "faults": sum(1 for f in ix.faults if f["type"] == "fault"),
+        "processed": ix.processed_count,
+        "commits": ix.commits,
     }
 
 

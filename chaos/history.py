@@ -3,6 +3,8 @@
 The checker judges a run only from this record, so it must hold everything needed to tell a broken log from a
 slow or failed client: sends before their outcome, the offset an ack claimed, whether an error was definite, each
 consumer read with its offset, the explicit position resets of consumers, and a final read of every partition.
+The group workload adds what a consumer group promises about: each record a member processed, each commit that was
+acknowledged, and the committed offsets that OffsetFetch answered.
 
 Values are text: a workload writes unique strings such as ``"p3-000123"`` (producer 3's 123rd write) and decodes
 the bytes it reads back (UTF-8 with ``surrogateescape`` keeps arbitrary bytes round-trippable through JSON).
@@ -92,6 +94,47 @@ class Seek(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class Subscribed(Event):
+    """A group member (one incarnation of a consumer) subscribed ``topic`` in ``group``: every acknowledged record
+    of the topic must then be processed by some member of the group (the group workload)."""
+
+    consumer: str
+    group: str
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class Processed(_Observed):
+    """A record a group member processed (recorded before the commit that covers it), in ``generation``."""
+
+    generation: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Commit(Event):
+    """A commit acknowledged to ``consumer``: the group's position of the partition is ``offset`` (the next record
+    to process) and, as acks=all data, it must survive every fault from now on."""
+
+    consumer: str
+    topic: str
+    partition: int
+    offset: int
+    generation: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Committed(Event):
+    """The group's committed offset of a partition as an OffsetFetch (``committed()``) answered it (-1: none).
+    ``final`` marks the read after the faults healed and every member but the final one stopped."""
+
+    consumer: str
+    topic: str
+    partition: int
+    offset: int
+    final: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Fault(Event):
     """A fault the nemesis injected, e.g. ``Fault("kill", "broker-2", process="nemesis")``."""
 
@@ -116,6 +159,10 @@ EVENT_TYPES: dict[str, type[Event]] = {
     "read": Read,
     "final_read": FinalRead,
     "seek": Seek,
+    "subscribed": Subscribed,
+    "processed": Processed,
+    "commit": Commit,
+    "committed": Committed,
     "fault": Fault,
     "heal": Heal,
 }

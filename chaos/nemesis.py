@@ -19,6 +19,10 @@ Fault kinds (``--faults``):
   was written since their last fsync (broker/log/durability.py), then restart it;
 - ``wipe-disk``: SIGKILL a random broker, empty its data directories and format them again (a replaced disk),
   restart it;
+- ``kill-coordinator`` / ``pause-coordinator`` (group workload): the same to the broker leading the group's
+  ``__consumer_offsets`` partition, its coordinator (found with FindCoordinator);
+- ``kill-consumer`` (group workload): crash a group member (it stops heartbeating and never leaves the group,
+  as a killed process); the heal starts a new member in its place;
 - ``disk-full``: fill a random broker's data directory (a tmpfs) so that its writes fail with ENOSPC (blocks its
   segments reserved ahead are released first, with the broker stopped for that moment); the heal frees the space
   and restarts the broker (SIGKILL first if it still runs).
@@ -35,6 +39,9 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
+
+import grpc
 
 from odradek.broker.log.durability import lose_unsynced
 from odradek.chaos import disks
@@ -42,13 +49,29 @@ from odradek.chaos.history import Fault, Heal, History
 from odradek.chaos.netns import NetnsNetwork
 from odradek.chaos.proxy import FaultProxy
 from odradek.client import Admin
+from odradek.client.errors import ErrorCode
 from odradek.deploy.local import DevCluster, process_state
+from odradek.proto import group_pb2 as gpb
+from odradek.proto import group_pb2_grpc
 
 PROCESS_FAULTS = ("kill", "pause", "kill-leader", "pause-leader", "kill-controller")
 NETWORK_FAULTS = ("partition", "bridge", "slow", "isolate-kill-leader")
 RESPONSE_FAULTS = ("lost-responses", "late-responses")  # need the broker->controller proxy
 DISK_FAULTS = ("crash-unsynced", "wipe-disk", "disk-full")
-ALL_FAULTS = PROCESS_FAULTS + NETWORK_FAULTS + RESPONSE_FAULTS + DISK_FAULTS
+GROUP_FAULTS = ("kill-coordinator", "pause-coordinator", "kill-consumer")  # need the group workload
+ALL_FAULTS = PROCESS_FAULTS + NETWORK_FAULTS + RESPONSE_FAULTS + DISK_FAULTS + GROUP_FAULTS
+
+
+class GroupMembers(Protocol):
+    """What the nemesis needs of the group workload."""
+
+    group: str
+
+    def kill_member(self, choice: int) -> str | None: ...
+
+    def revive_members(self) -> list[str]: ...
+
+
 RESPONSE_HOLD_MS = 2500  # above the 2 s deadline of broker->controller calls
 
 
@@ -91,8 +114,10 @@ class Nemesis:
         network: NetnsNetwork | None = None,
         log=print,
         proxy: FaultProxy | None = None,
+        members: GroupMembers | None = None,
     ) -> None:
         self.cluster = cluster
+        self.members = members  # the group workload's consumers, for the group faults
         self.history = history
         self.topic = topic
         self.network = network
@@ -124,6 +149,24 @@ class Nemesis:
             return None
         return leader if leader > 0 else None
 
+    def _coordinator(self) -> int | None:
+        """The broker coordinating the workload's group, as the first broker that answers names it."""
+        if self.members is None:
+            raise RuntimeError("the group faults need the group workload")
+        for n in self.cluster.nodes:
+            if not n.broker_port:
+                continue
+            try:
+                with grpc.insecure_channel(f"{n.host}:{n.broker_port}") as channel:
+                    request = gpb.FindCoordinatorRequest(keys=[self.members.group])
+                    found = group_pb2_grpc.GroupCoordinatorStub(channel).FindCoordinator(request, timeout=3)
+            except grpc.RpcError:
+                continue
+            c = found.coordinators[0]
+            if c.error == ErrorCode.NONE and c.node_id > 0:
+                return int(c.node_id)
+        return None
+
     def _host(self, node_id: int) -> int:
         return [n.node_id for n in self.cluster.nodes].index(node_id)
 
@@ -152,6 +195,10 @@ class Nemesis:
             target = self._partition_leader(step.choice)
         elif kind == "kill-controller":
             target = self._controller_leader()
+        elif kind in ("kill-coordinator", "pause-coordinator"):
+            target = self._coordinator()
+        elif kind == "kill-consumer":
+            return self._kill_consumer(step)
         elif kind == "isolate-kill-leader":
             target = self._partition_leader(step.choice)
             if target is not None:
@@ -182,6 +229,22 @@ class Nemesis:
                 time.sleep(0.05)
             self.cluster.start(node)
             self._record(Heal(kind, f"node-{node}", "restarted", process="nemesis"), step)
+
+        return heal
+
+    def _kill_consumer(self, step: Step):
+        members = self.members
+        if members is None:
+            raise RuntimeError("fault kill-consumer needs the group workload")
+        victim = members.kill_member(step.choice)
+        if victim is None:
+            self.log(f"  {step.at:7.2f}s kill-consumer: no member runs now, skipped")
+            return None
+        self._record(Fault("kill-consumer", victim, f"crashed for {step.duration}s", process="nemesis"), step)
+
+        def heal() -> None:
+            revived = members.revive_members()
+            self._record(Heal("kill-consumer", victim, f"replaced ({', '.join(revived)})", process="nemesis"), step)
 
         return heal
 

@@ -35,8 +35,17 @@ import tomli_w
 
 from odradek.chaos import disks
 from odradek.chaos.checker import Report, check
+from odradek.chaos.group_workload import GroupWorkload
 from odradek.chaos.history import History
-from odradek.chaos.nemesis import NETWORK_FAULTS, RESPONSE_FAULTS, Nemesis, data_dir, ledger_path, schedule
+from odradek.chaos.nemesis import (
+    GROUP_FAULTS,
+    NETWORK_FAULTS,
+    RESPONSE_FAULTS,
+    Nemesis,
+    data_dir,
+    ledger_path,
+    schedule,
+)
 from odradek.chaos.netns import NetnsNetwork
 from odradek.chaos.proxy import FaultProxy
 from odradek.chaos.workload import Workload
@@ -53,6 +62,13 @@ NODE_SETTINGS = {
     "replica.fetch.backoff.ms": 200,
     "replica.fetch.wait.max.ms": 200,
 }
+# The group workload's coordinator: a few offsets partitions (they all fail over in the run), quick first joins.
+GROUP_NODE_SETTINGS = {
+    "offsets.topic.num.partitions": 3,
+    "group.initial.rebalance.delay.ms": 300,
+    "group.min.session.timeout.ms": 2000,
+}
+WORKLOADS = ("default", "group")
 
 
 @dataclass
@@ -71,6 +87,7 @@ class RunOptions:
     keep: bool = False
     bug: str = ""  # unsafe.testing.bug for every node: proves the checker catches a broken cluster
     history_path: Path | None = None
+    workload: str = "default"  # or "group": the consumers are members of one group that commit (group_workload.py)
 
 
 @dataclass
@@ -98,6 +115,11 @@ class RunResult:
 
 
 def run(options: RunOptions, log=print) -> RunResult:
+    if options.workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {options.workload!r}; choose from {', '.join(WORKLOADS)}")
+    group_faults = [f for f in options.faults if f in GROUP_FAULTS]
+    if group_faults and options.workload != "group":
+        raise ValueError(f"faults {group_faults} need the group workload")
     network_faults = [f for f in options.faults if f in NETWORK_FAULTS]
     use_netns = NetnsNetwork.available()
     if network_faults and not use_netns:
@@ -106,8 +128,13 @@ def run(options: RunOptions, log=print) -> RunResult:
     nodes = options.controllers + options.brokers
     net = NetnsNetwork(hosts=nodes, attach_root=True) if use_netns else None
     mechanism = "netns" if net is not None else "loopback (process faults only)"
-    log(f"chaos run: seed {options.seed}, {options.duration:.0f}s, faults {','.join(options.faults)}, {mechanism}")
+    log(
+        f"chaos run: {options.workload} workload, seed {options.seed}, {options.duration:.0f}s, "
+        f"faults {','.join(options.faults)}, {mechanism}"
+    )
     overrides: dict[str, Any] = dict(NODE_SETTINGS)
+    if options.workload == "group":
+        overrides.update(GROUP_NODE_SETTINGS)
     if options.bug:
         overrides["unsafe.testing.bug"] = options.bug
     cluster: DevCluster | None = None
@@ -143,7 +170,8 @@ def run(options: RunOptions, log=print) -> RunResult:
         for s in steps:
             log(f"  {s.at:7.2f}s {s.kind} for {s.duration}s")
         history = History()
-        workload = Workload(
+        kind = GroupWorkload if options.workload == "group" else Workload
+        workload = kind(
             cluster.bootstrap_servers,
             topic,
             options.partitions,
@@ -153,7 +181,8 @@ def run(options: RunOptions, log=print) -> RunResult:
             options.rate,
             max_seconds=options.duration + 300,
         )
-        nemesis = Nemesis(cluster, history, topic, net, log, proxy)
+        members = workload if isinstance(workload, GroupWorkload) else None
+        nemesis = Nemesis(cluster, history, topic, net, log, proxy, members)
         workload.start()
         stop = threading.Event()
         churn = MetadataChurn(cluster.admin_servers, stop)

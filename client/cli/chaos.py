@@ -33,8 +33,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--faults",
         default="kill,pause,kill-leader,pause-leader,kill-controller,partition",
         help="comma-separated, or 'all': kill, pause, kill-leader, pause-leader, kill-controller, partition, bridge, "
-        "slow, isolate-kill-leader, lost-responses, late-responses, crash-unsynced, wipe-disk, disk-full",
+        "slow, isolate-kill-leader, lost-responses, late-responses, crash-unsynced, wipe-disk, disk-full; with "
+        "--workload group also kill-coordinator, pause-coordinator, kill-consumer",
     )
+    run.add_argument(
+        "--workload",
+        choices=("default", "group"),
+        default="default",
+        help="default: producers and assign readers; group: the consumers are members of one group that commit "
+        "after processing (checked for unprocessed records and lost or regressed commits)",
+    )
+    run.add_argument("--consumers", type=int, default=2, help="consumers (group members with --workload group)")
     run.add_argument("--seed", type=int, default=1)
     run.add_argument("--interval", type=float, default=3.0, help="seconds between fault starts")
     run.add_argument("--partitions", type=int, default=6)
@@ -52,15 +61,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from odradek.chaos.nemesis import ALL_FAULTS
+    from odradek.chaos.nemesis import ALL_FAULTS, GROUP_FAULTS
     from odradek.chaos.runner import RunOptions, run
 
     faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     if faults == ["all"]:
-        faults = list(ALL_FAULTS)
+        faults = [f for f in ALL_FAULTS if args.workload == "group" or f not in GROUP_FAULTS]
     unknown = sorted(set(faults) - set(ALL_FAULTS))
     if unknown or not faults:
         raise CommandError(f"unknown fault {unknown[0] if unknown else '(none)'}; choose from {', '.join(ALL_FAULTS)}")
+    if args.workload != "group" and set(faults) & set(GROUP_FAULTS):
+        raise CommandError(f"faults {', '.join(sorted(set(faults) & set(GROUP_FAULTS)))} need --workload group")
+    if args.consumers < 1:
+        raise CommandError("--consumers must be at least 1")
     options = RunOptions(
         duration=args.duration,
         faults=faults,
@@ -72,6 +85,8 @@ def _run(args: argparse.Namespace) -> int:
         keep=args.keep,
         history_path=args.history,
         bug=args.unsafe_bug or "",
+        workload=args.workload,
+        consumers=args.consumers,
     )
     # With --format json, stdout carries only the report; the progress lines go to stderr.
     progress = sys.stderr if args.format == "json" else sys.stdout

@@ -79,6 +79,8 @@ def test_clean_history_passes() -> None:
         "reads": 2,
         "final_reads": 2,
         "faults": 0,
+        "processed": 0,
+        "commits": 0,
     }
 
 
