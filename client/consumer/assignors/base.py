@@ -43,6 +43,16 @@ class Assignor(Protocol):
         ...
 
 
+class EagerAssignor:
+    """What the eager assignors share: they revoke everything before a rebalance and carry no user data."""
+
+    rebalance_protocol: RebalanceProtocol = "eager"
+    supported_protocols: tuple[RebalanceProtocol, ...] = ("eager",)
+
+    def subscription_user_data(self, generation_id: int) -> bytes | None:
+        return None
+
+
 def member_order(member_id: MemberId, subscription: Subscription) -> tuple[int, str]:
     """Kafka's member order (KIP-345): static members first, by group.instance.id, then dynamic members by member
     id. Member ids are new at every restart, instance ids are not, so static members keep their place and with it

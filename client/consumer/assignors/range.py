@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from odradek.client.consumer.assignors.base import (
+    EagerAssignor,
     MemberId,
-    RebalanceProtocol,
     checked_counts,
     sorted_members,
     to_assignments,
@@ -21,13 +21,8 @@ from odradek.client.consumer.protocol import Assignment, Subscription
 from odradek.client.structs import TopicPartition
 
 
-class RangeAssignor:
+class RangeAssignor(EagerAssignor):
     name = "range"
-    rebalance_protocol: RebalanceProtocol = "eager"
-    supported_protocols: tuple[RebalanceProtocol, ...] = ("eager",)
-
-    def subscription_user_data(self, generation_id: int) -> bytes | None:
-        return None
 
     def assign(
         self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[MemberId, Subscription]
