@@ -153,8 +153,9 @@ class Clock:
 
 
 def uuid_member_ids(prefix: str) -> str:
-    """Kafka's member ids: the client id (or group instance id) and a random UUID."""
-    return f"{prefix}-{uuid.uuid4()}"
+    """Kafka's member ids: the client id (or group instance id) and a random UUID; just the UUID for a client that
+    sent no client id (rather than an id starting with '-')."""
+    return f"{prefix}-{uuid.uuid4()}" if prefix else str(uuid.uuid4())
 
 
 class CoordinatorPartition:

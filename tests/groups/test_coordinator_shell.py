@@ -82,3 +82,11 @@ def test_appended_records_replay_into_the_offsets_and_the_last_group_record() ->
     assert set(groups) == {"g"}
     assert snapshot_of("g", groups["g"]) == second
     assert store.fetch("g", [TopicPartition("t", 0)])[TopicPartition("t", 0)].offset == 9
+
+
+def test_member_ids_carry_the_client_id_when_there_is_one() -> None:
+    from odradek.broker.groups.coordinator import uuid_member_ids
+
+    assert uuid_member_ids("billing-1").startswith("billing-1-")
+    anonymous = uuid_member_ids("")
+    assert not anonymous.startswith("-") and len(anonymous) == 36
