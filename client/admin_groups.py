@@ -20,6 +20,7 @@ import grpc
 from odradek.client.connection import ChannelPool
 from odradek.client.consumer.protocol import PROTOCOL_TYPE, Assignment, ConsumerProtocolError
 from odradek.client.errors import ErrorCode, GroupNotEmptyError, OdradekError, error_for_code, error_name
+from odradek.client.group_requests import commit_topics, partitions_by_topic
 from odradek.client.structs import OffsetAndMetadata, TopicPartition
 from odradek.proto import group_pb2 as gpb
 from odradek.proto import group_pb2_grpc
@@ -245,13 +246,10 @@ class GroupAdmin:
         """The group's committed offsets: every one it has when ``partitions`` is None; a named partition with no
         commit is left out."""
         wanted = None if partitions is None else sorted(set(partitions))
-        by_topic: dict[str, list[int]] = {}
-        for tp in wanted or ():
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
         request = gpb.OffsetFetchRequest(
             group_id=group,
             all_topics=wanted is None,
-            topics=[gpb.OffsetFetchTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+            topics=[gpb.OffsetFetchTopic(name=t, partitions=ps) for t, ps in partitions_by_topic(wanted or ()).items()],
         )
         _, r = await self._group_call(group, lambda s, t: s.OffsetFetch(request, timeout=t), lambda r: r.error)
         if r.error != ErrorCode.NONE:
@@ -273,24 +271,17 @@ class GroupAdmin:
         of any partition the coordinator refuses."""
         if not offsets:
             return
-        by_topic: dict[str, list[gpb.OffsetCommitPartition]] = {}
-        for tp, value in sorted(offsets.items()):
+        checked: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, value in offsets.items():
             om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
             if om.offset < 0:
                 raise error_for_code(ErrorCode.INVALID_REQUEST, f"offset {om.offset} for {tp} is negative")
-            by_topic.setdefault(tp.topic, []).append(
-                gpb.OffsetCommitPartition(
-                    partition=tp.partition,
-                    committed_offset=om.offset,
-                    committed_leader_epoch=-1 if om.leader_epoch is None else om.leader_epoch,
-                    committed_metadata=om.metadata,
-                )
-            )
+            checked[tp] = om
         request = gpb.OffsetCommitRequest(
             group_id=group,
             generation_id=-1,
             member_id="",
-            topics=[gpb.OffsetCommitTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+            topics=commit_topics(checked),
         )
 
         def first_error(r: gpb.OffsetCommitResponse) -> int:
@@ -326,9 +317,7 @@ class GroupAdmin:
         committed = [o for o in await self.list_group_offsets(group) if o.topic in set(topics)]
         if not committed:
             return {}
-        by_topic: dict[str, list[int]] = {}
-        for o in committed:
-            by_topic.setdefault(o.topic, []).append(o.partition)
+        by_topic = partitions_by_topic(TopicPartition(o.topic, o.partition) for o in committed)
         request = gpb.OffsetDeleteRequest(
             group_id=group, topics=[gpb.OffsetDeleteTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
         )

@@ -50,6 +50,7 @@ from odradek.client.errors import (
     OdradekError,
     error_for_code,
 )
+from odradek.client.group_requests import commit_topics, partitions_by_topic
 from odradek.client.metadata import Metadata, rpc_error
 from odradek.client.structs import GroupMetadata, OffsetAndMetadata, TopicPartition
 from odradek.proto import group_pb2 as gpb
@@ -506,16 +507,7 @@ class ConsumerCoordinator:
         if refusal is not None:
             raise refusal
         group_managed = self.subscribed
-        by_topic: dict[str, list[gpb.OffsetCommitPartition]] = {}
-        for tp, om in sorted(offsets.items()):
-            by_topic.setdefault(tp.topic, []).append(
-                gpb.OffsetCommitPartition(
-                    partition=tp.partition,
-                    committed_offset=om.offset,
-                    committed_leader_epoch=-1 if om.leader_epoch is None else om.leader_epoch,
-                    committed_metadata=om.metadata,
-                )
-            )
+        topics = commit_topics(offsets)
         deadline = time.monotonic() + self._timeout
         while True:
             request = gpb.OffsetCommitRequest(
@@ -523,7 +515,7 @@ class ConsumerCoordinator:
                 generation_id=self.generation if group_managed else NO_GENERATION,
                 member_id=self.member_id if group_managed else "",
                 group_instance_id=self.instance_id if group_managed else None,
-                topics=[gpb.OffsetCommitTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+                topics=topics,
             )
             try:
                 stub = await self._find_coordinator()
@@ -561,9 +553,7 @@ class ConsumerCoordinator:
         wanted = sorted(set(partitions))
         if not wanted:
             return {}
-        by_topic: dict[str, list[int]] = {}
-        for tp in wanted:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        by_topic = partitions_by_topic(wanted)
         request = gpb.OffsetFetchRequest(
             group_id=self.group_id, topics=[gpb.OffsetFetchTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
         )
