@@ -2,20 +2,26 @@
 
 The names, defaults and rules are those of Spark's own Kafka source, so a query can switch between
 ``format("kafka")`` and ``format("odradek")`` by changing the format and the servers option only. Like Spark's,
-option names are case-insensitive and unknown options are ignored. Every error is an :class:`OptionError` whose
-message starts with the offending option's name, because Spark shows the message and nothing else.
+option names are case-insensitive, ``kafka.``-prefixed options configure the consumers that read, and options
+that are neither the source's nor Spark's are ignored (as Spark ignores them). Two things are stricter than Spark:
+an option of Spark's Kafka source that this source does not implement is an error rather than ignored, and so is a
+``kafka.`` option the consumer does not have. Every error is an :class:`OptionError` whose message starts with the
+offending option's name, because Spark shows the message and nothing else.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
+from odradek.client.config import ConsumerConfig
 from odradek.client.connection import parse_servers
+from odradek.client.errors import ConfigError
 from odradek.client.offsets import EARLIEST, LATEST
 from odradek.client.structs import TopicPartition
 
@@ -38,6 +44,32 @@ OffsetSpec = Literal["earliest", "latest"] | Mapping[TopicPartition, int]
 """Where reading starts or ends: a whole-source keyword, or an offset per partition (-2 earliest, -1 latest)."""
 
 _STRATEGIES = ("assign", "subscribe", "subscribePattern")
+CONSUMER_PREFIX = "kafka."
+DEFAULT_GROUP_ID_PREFIX = "spark-kafka-source"  # Spark's
+_UNIMPLEMENTED = (
+    "startingTimestamp",
+    "startingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "endingTimestamp",
+    "endingOffsetsByTimestamp",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+    "maxRecordsPerPartition",
+    "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs",
+)
+"""Options of Spark's Kafka source that this source does not implement: refused, never silently ignored."""
+_SOURCE_OWNED = {
+    "kafka.auto.offset.reset": "set startingOffsets instead; the source chooses where each range starts",
+    "kafka.enable.auto.commit": (
+        "the source keeps its offsets in Spark's checkpoint; commitToGroup=true commits each finished micro-batch"
+    ),
+    "kafka.key.deserializer": "keys are returned as binary; cast them in the query",
+    "kafka.value.deserializer": "values are returned as binary; cast them in the query",
+    "kafka.interceptor.classes": "the source does not run consumer interceptors",
+}
+"""``kafka.`` options Spark's Kafka source refuses too, with why."""
 _INT = re.compile(r"[+-]?\d+")
 
 
@@ -66,6 +98,14 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     min_partitions: int | None = None
     include_headers: bool = False
+    consumer: tuple[tuple[str, str], ...] = ()
+    """The ``kafka.`` options other than the servers, prefix removed, for every consumer the source opens."""
+    group_id: str | None = None
+    """``kafka.group.id``: the group the consumers use, and the one ``commitToGroup`` commits to."""
+    group_id_prefix: str = DEFAULT_GROUP_ID_PREFIX
+    """``groupIdPrefix``: without ``kafka.group.id`` each query run uses a fresh group id with this prefix."""
+    commit_to_group: bool = False
+    """``commitToGroup``: commit each finished micro-batch's end offsets to ``kafka.group.id``."""
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, batch: bool) -> SourceOptions:
@@ -77,6 +117,11 @@ class SourceOptions:
             return None if value is None else str(value)
 
         servers = _bootstrap(get("bootstrap.servers"), get("kafka.bootstrap.servers"))
+        for name in _UNIMPLEMENTED:
+            if get(name) is not None:
+                raise OptionError(
+                    name, "is an option of Spark's Kafka source that the odradek source does not implement"
+                )
 
         given = [name for name in _STRATEGIES if get(name) is not None]
         if not given:
@@ -117,6 +162,17 @@ class SourceOptions:
                         f"got {_names(spec)}; use -2 for earliest, -1 for latest",
                     )
 
+        consumer = _consumer_options(servers, opts)
+        group_id = dict(consumer).get("group.id")
+        prefix = get("groupIdPrefix")
+        if prefix is not None and not prefix.strip():
+            raise OptionError("groupIdPrefix", "is empty")
+        commit = _bool("commitToGroup", get("commitToGroup"), False)
+        if commit and batch:
+            raise OptionError("commitToGroup", "is only valid in streaming queries (a batch has no finished offsets)")
+        if commit and group_id is None:
+            raise OptionError("commitToGroup", "needs kafka.group.id: the group whose committed offsets to set")
+
         return cls(
             bootstrap_servers=servers,
             subscribe=subscribe,
@@ -128,7 +184,24 @@ class SourceOptions:
             fail_on_data_loss=_bool("failOnDataLoss", get("failOnDataLoss"), True),
             min_partitions=_positive_int("minPartitions", get("minPartitions")),
             include_headers=_bool("includeHeaders", get("includeHeaders"), False),
+            consumer=tuple((k, v) for k, v in consumer if k != "group.id"),
+            group_id=group_id,
+            group_id_prefix=DEFAULT_GROUP_ID_PREFIX if prefix is None else prefix.strip(),
+            commit_to_group=commit,
         )
+
+    def consumer_config(self, role: str, **overrides: Any) -> dict[str, Any]:
+        """The config of a consumer the source opens (``role`` is ``driver`` or ``executor``): the ``kafka.``
+        options, ``kafka.group.id`` or else a fresh id with ``groupIdPrefix`` as Spark makes one, auto-commit off
+        (commits, if any, are the source's own), then ``overrides``."""
+        group = self.group_id or f"{self.group_id_prefix}-{uuid.uuid4()}-{role}"
+        return {
+            "bootstrap.servers": ",".join(self.bootstrap_servers),
+            **dict(self.consumer),
+            "group.id": group,
+            "enable.auto.commit": "false",
+            **overrides,
+        }
 
 
 def topics_for(options: SourceOptions, all_topics: list[str]) -> list[str]:
@@ -199,6 +272,24 @@ def _bootstrap(plain: str | None, prefixed: str | None) -> tuple[str, ...]:
         return tuple(parse_servers(value or ""))
     except ValueError as e:
         raise OptionError("bootstrap.servers", str(e)) from None
+
+
+def _consumer_options(servers: tuple[str, ...], opts: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The ``kafka.`` options (without the servers), checked against the consumer's configuration now so that a
+    typo fails at query start rather than in every task."""
+    consumer: dict[str, str] = {}
+    for key, value in sorted(opts.items()):
+        if not key.startswith(CONSUMER_PREFIX) or key == "kafka.bootstrap.servers" or value is None:
+            continue
+        if key in _SOURCE_OWNED:
+            raise OptionError(key, f"is not supported: {_SOURCE_OWNED[key]}")
+        consumer[key.removeprefix(CONSUMER_PREFIX)] = str(value)
+    try:
+        ConsumerConfig.from_mapping({"bootstrap.servers": ",".join(servers), **consumer, "enable.auto.commit": "false"})
+    except ConfigError as e:
+        named = [CONSUMER_PREFIX + k for k in consumer if k in str(e)] or [CONSUMER_PREFIX + k for k in consumer]
+        raise OptionError("/".join(named), str(e)) from None
+    return tuple(consumer.items())
 
 
 def _offset_spec(option: str, value: str | None, default: Literal["earliest", "latest"]) -> OffsetSpec:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -24,7 +25,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from odradek.client import Admin, Consumer, TopicPartition
-from odradek.client.errors import OffsetOutOfRangeError
+from odradek.client.errors import OdradekError, OffsetOutOfRangeError
 from odradek.spark_connector.options import (
     SourceOptions,
     parse_offsets_json,
@@ -46,9 +47,9 @@ READ_BATCH_ROWS = 10_000  # rows per Arrow batch an executor hands to Spark
 
 
 class RangePartition(InputPartition):
-    def __init__(self, servers: str, r: OffsetRange, include_headers: bool, fail_on_data_loss: bool) -> None:
+    def __init__(self, config: dict[str, Any], r: OffsetRange, include_headers: bool, fail_on_data_loss: bool) -> None:
         super().__init__(None)
-        self.servers = servers
+        self.config = config  # the executor's consumer config
         self.range = r
         self.include_headers = include_headers
         self.fail_on_data_loss = fail_on_data_loss
@@ -86,6 +87,7 @@ class _Offsets:
         self.servers = ",".join(options.bootstrap_servers)
         self._admin: Admin | None = None
         self._consumer: Consumer | None = None
+        self._committed: dict[TopicPartition, int] = {}
 
     def partitions(self) -> list[TopicPartition]:
         if self.options.assign is not None:
@@ -97,8 +99,22 @@ class _Offsets:
 
     def _offsets(self) -> Consumer:
         if self._consumer is None:
-            self._consumer = Consumer({"bootstrap.servers": self.servers})
+            self._consumer = Consumer(self.options.consumer_config("driver"))
         return self._consumer
+
+    def commit(self, end: Mapping[TopicPartition, int]) -> None:
+        """Commit a finished micro-batch's end offsets to the group (commitToGroup), so that the group's lag is
+        the query's; offsets already committed are not sent again. A failed commit is logged, not raised: the
+        checkpoint, not the group, is what the query resumes from, and the next commit catches up."""
+        changed = {tp: offset for tp, offset in end.items() if self._committed.get(tp) != offset}
+        if not changed:
+            return
+        try:
+            self._offsets().commit(changed)
+        except OdradekError as e:
+            logger.warning("commitToGroup: committing to group %r failed: %s", self.options.group_id, e)
+            return
+        self._committed.update(changed)
 
     def earliest(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         return self._offsets().beginning_offsets(partitions)
@@ -139,7 +155,9 @@ class _Offsets:
         begin = {tp: max(start.get(tp, earliest[tp]), earliest[tp]) for tp in end}
         planned, _ = plan_ranges(begin, dict(end), self.options.min_partitions, None)
         o = self.options
-        return [RangePartition(self.servers, r, o.include_headers, o.fail_on_data_loss) for r in planned]
+        config = o.consumer_config("executor", **{"auto.offset.reset": "none"})
+        config.setdefault("max.poll.records", READ_BATCH_ROWS)
+        return [RangePartition(config, r, o.include_headers, o.fail_on_data_loss) for r in planned]
 
 
 class BatchReader(DataSourceReader):
@@ -187,6 +205,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         o = self.offsets
+        if o.options.commit_to_group:
+            # Spark asks for the next batch only once the previous one is done, and calls commit() for a batch
+            # only when it plans the next one with data: committing ``start`` here is what makes the last batch
+            # of a run, or of a quiet stretch, show up in the group promptly.
+            o.commit(_from_json_map(start))
         tps = o.partitions()
         if self._target is not None:
             tps = [tp for tp in tps if tp in self._target]
@@ -211,7 +234,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_range(_range(partition))
 
     def commit(self, end: dict) -> None:
-        """Offsets live in Spark's checkpoint; nothing to commit to the cluster."""
+        """Offsets live in Spark's checkpoint; with commitToGroup they are also committed to the group (Spark
+        calls this for a batch when it plans the next one)."""
+        if self.offsets.options.commit_to_group:
+            self.offsets.commit(_from_json_map(end))
 
     def stop(self) -> None:
         self.offsets.close()
@@ -241,8 +267,7 @@ def read_range(p: RangePartition) -> Iterator[pa.RecordBatch]:
     r = p.range
     tp = TopicPartition(r.topic, r.partition)
     deadline = time.monotonic() + READ_TIMEOUT_S
-    config = {"bootstrap.servers": p.servers, "auto.offset.reset": "none", "max.poll.records": READ_BATCH_ROWS}
-    with Consumer(config) as consumer:
+    with Consumer(p.config) as consumer:
         consumer.assign([tp])
         consumer.seek(tp, r.start)
         position = r.start

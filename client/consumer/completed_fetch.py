@@ -176,11 +176,14 @@ def _batch_data(buf: bytes, header: BatchHeader) -> tuple[bytes, int, int]:
 
 class CompletedFetch:
     """Records of one partition from one response. ``position`` is the offset after the last record taken (or
-    batch passed); ``fetch_end`` is where the next fetch of this partition starts: after the last whole batch."""
+    batch passed) and ``position_epoch`` the leader epoch of that record's batch (None: unknown or no batch passed
+    yet), which a commit of the position carries; ``fetch_end`` is where the next fetch of this partition starts:
+    after the last whole batch."""
 
     __slots__ = (
         "_aborted",
         "_aborted_producers",
+        "_batch_epoch",
         "_batch_next_offset",
         "_buf",
         "_check_crcs",
@@ -192,6 +195,7 @@ class CompletedFetch:
         "fetch_end",
         "generation",
         "position",
+        "position_epoch",
         "tp",
     )
 
@@ -209,6 +213,8 @@ class CompletedFetch:
         """``aborted``: (producer_id, first_offset) of the aborted transactions the broker listed."""
         self.tp = tp
         self.position = position
+        self.position_epoch: int | None = None
+        self._batch_epoch: int | None = None
         self.generation = generation
         self._buf = buf
         self._pos = 0
@@ -253,9 +259,11 @@ class CompletedFetch:
                 if stop < len(records):
                     self._index = stop
                     self.position = chunk[-1].offset + 1
+                    self.position_epoch = self._batch_epoch
                     return out
                 self._records = None
                 self.position = self._batch_next_offset
+                self.position_epoch = self._batch_epoch
                 if len(out) >= max_records:
                     return out
             if not self._next_batch():
@@ -270,8 +278,10 @@ class CompletedFetch:
             next_offset = header.next_offset
             if next_offset <= self.position:
                 continue
+            epoch = header.partition_leader_epoch if header.partition_leader_epoch >= 0 else None
             if self._skip(header):
                 self.position = next_offset
+                self.position_epoch = epoch
                 continue
             data, start, end = _batch_data(buf, header)
             records = decode_consumer_records(
@@ -285,10 +295,12 @@ class CompletedFetch:
                 records = [r for r in records if r.offset >= position]
             if not records:
                 self.position = next_offset
+                self.position_epoch = epoch
                 continue
             self._records = records
             self._index = 0
             self._batch_next_offset = next_offset
+            self._batch_epoch = epoch
             return True
         return False
 

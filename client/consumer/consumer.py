@@ -114,8 +114,8 @@ class AsyncConsumer:
         self._isolation = pb.READ_COMMITTED if cfg.isolation_level == "read_committed" else pb.READ_UNCOMMITTED
         self._pool = ChannelPool(max(DEFAULT_MAX_MESSAGE_BYTES, cfg.fetch_max_bytes + 1_048_576))
         self._metadata = Metadata(cfg, self._pool)
-        self._fetcher = Fetcher(cfg, self._metadata)
         self._coordinator = ConsumerCoordinator(cfg, self._metadata, self._pool) if cfg.group_id else None
+        self._fetcher = Fetcher(cfg, self._metadata, self._coordinator.committed if self._coordinator else None)
         self._listener: ConsumerRebalanceListener | None = None
         self._auto_commit = cfg.enable_auto_commit
         self._auto_commit_interval = cfg.auto_commit_interval_ms / 1000
@@ -130,10 +130,12 @@ class AsyncConsumer:
 
     def assign(self, partitions: Iterable[PartitionLike]) -> None:
         """Consume exactly these partitions (replacing the previous assignment; kept ones keep their position).
-        Not while subscribed (InvalidRequestError): the group decides the assignment then."""
+        With a group.id a new partition starts at the group's committed offset, as a subscribed one does, and
+        auto.offset.reset applies where there is none. Not while subscribed (InvalidRequestError): the group
+        decides the assignment then."""
         if self._coordinator is not None and self._coordinator.subscribed:
             raise InvalidRequestError("assign() while subscribed: call unsubscribe() first")
-        self._fetcher.assign({_tp(p) for p in partitions})
+        self._fetcher.assign({_tp(p) for p in partitions}, from_committed=True)
 
     # ---- consumer groups ----
 
@@ -204,11 +206,11 @@ class AsyncConsumer:
         out: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp in self._fetcher.assignment():
             try:
-                position = self._fetcher.position(tp)
+                position, epoch = self._fetcher.position_with_epoch(tp)
             except (OdradekError, ValueError):
                 continue
             if position is not None:
-                out[tp] = OffsetAndMetadata(position)
+                out[tp] = OffsetAndMetadata(position, "", epoch)
         return out
 
     async def committed(self, partitions: Iterable[PartitionLike]) -> dict[TopicPartition, OffsetAndMetadata | None]:
@@ -289,7 +291,7 @@ class AsyncConsumer:
         for tp in missing:
             om = committed.get(tp)
             if om is not None:
-                self._fetcher.seek(tp, om.offset)
+                self._fetcher.seek(tp, om.offset, epoch=om.leader_epoch)
 
     async def _invoke(self, step: RebalanceStep, before: bool) -> BaseException | None:
         """Run the listener's callbacks of one half of the step; return the first exception (raised by poll after

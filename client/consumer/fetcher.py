@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 import grpc
@@ -35,12 +35,13 @@ from odradek.client.errors import (
 )
 from odradek.client.metadata import Metadata, rpc_error
 from odradek.client.offsets import EARLIEST, LATEST, list_offsets
-from odradek.client.structs import ConsumerRecord, TopicPartition
+from odradek.client.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from odradek.proto import broker_pb2 as pb
 
 logger = logging.getLogger(__name__)
 
 CONSUMER_REPLICA_ID = -1
+CommittedLookup = Callable[[set[TopicPartition]], Awaitable[Mapping[TopicPartition, OffsetAndMetadata | None]]]
 PREFETCH_DEPTH = 1  # fetch a partition again while this many of its responses are still buffered
 # Past the long-poll wait, how often an unanswered fetch looks for a leader change (see _await_unless_deposed).
 STALL_S = 0.5
@@ -63,11 +64,13 @@ class AssignedPartition:
     __slots__ = (
         "buffered",
         "error",
+        "from_committed",
         "generation",
         "high_watermark",
         "in_flight",
         "paused",
         "position",
+        "position_epoch",
         "queued",
         "reset",
         "retry_at",
@@ -77,7 +80,9 @@ class AssignedPartition:
     def __init__(self, tp: TopicPartition) -> None:
         self.tp = tp
         self.position: int | None = None  # the next offset poll() returns
+        self.position_epoch: int | None = None  # leader epoch of the record before it, committed with it
         self.reset: int | None = None  # EARLIEST/LATEST requested by seek_to_*, else auto.offset.reset applies
+        self.from_committed = False  # look up the group's committed offset before auto.offset.reset applies
         self.generation = 0  # bumped by every seek: answers to older requests are dropped
         self.paused = False
         self.in_flight = False  # a Fetch or ListOffsets for this partition is outstanding
@@ -87,9 +92,11 @@ class AssignedPartition:
         self.high_watermark = -1
         self.retry_at = 0.0
 
-    def seek(self, position: int | None, reset: int | None = None) -> None:
+    def seek(self, position: int | None, reset: int | None = None, epoch: int | None = None) -> None:
         self.position = position
+        self.position_epoch = epoch
         self.reset = reset
+        self.from_committed = False
         self.generation += 1
         self.buffered.clear()
         self.error = None
@@ -97,8 +104,11 @@ class AssignedPartition:
 
 
 class Fetcher:
-    def __init__(self, config: ConsumerConfig, metadata: Metadata) -> None:
+    def __init__(self, config: ConsumerConfig, metadata: Metadata, committed: CommittedLookup | None = None) -> None:
+        """``committed`` looks up the group's committed offsets (a consumer with a group.id): where a partition
+        given to ``assign(..., from_committed=True)`` starts, before auto.offset.reset applies."""
         self._metadata = metadata
+        self._committed = committed
         self._lock = threading.Lock()
         self._states: dict[TopicPartition, AssignedPartition] = {}
         self._with_data: deque[AssignedPartition] = deque()  # partitions with buffered responses, in arrival order
@@ -129,10 +139,18 @@ class Fetcher:
 
     # ---- the application's side (any thread) ----
 
-    def assign(self, partitions: set[TopicPartition]) -> None:
-        """Replace the assignment; partitions kept keep their position."""
+    def assign(self, partitions: set[TopicPartition], from_committed: bool = False) -> None:
+        """Replace the assignment; partitions kept keep their position. New ones start at the group's committed
+        offset with ``from_committed`` (and a committed lookup), else where auto.offset.reset says."""
         with self._lock:
-            self._states = {tp: self._states.get(tp) or AssignedPartition(tp) for tp in partitions}
+            states = {}
+            for tp in partitions:
+                state = self._states.get(tp)
+                if state is None:
+                    state = AssignedPartition(tp)
+                    state.from_committed = from_committed and self._committed is not None
+                states[tp] = state
+            self._states = states
         self._loop.call_soon_threadsafe(self._metadata.add_topics, {tp.topic for tp in partitions})
         self.wakeup()
 
@@ -145,11 +163,13 @@ class Fetcher:
             raise ValueError(f"{tp.topic}-{tp.partition} is not assigned to this consumer")
         return state
 
-    def seek(self, tp: TopicPartition, offset: int | None, reset: int | None = None) -> None:
+    def seek(self, tp: TopicPartition, offset: int | None, reset: int | None = None, epoch: int | None = None) -> None:
+        """Move the position (None: look it up by ``reset``); ``epoch`` is the leader epoch of the record before
+        ``offset`` where known (a committed offset's), carried by the next commit until a record is consumed."""
         if offset is not None and offset < 0:
             raise ValueError(f"seek offset must be >= 0, got {offset}")
         with self._lock:
-            self._state(tp).seek(offset, reset)
+            self._state(tp).seek(offset, reset, epoch)
         self.wakeup()
 
     def position(self, tp: TopicPartition) -> int | None:
@@ -159,6 +179,15 @@ class Fetcher:
             if state.position is None and isinstance(state.error, OffsetOutOfRangeError):
                 raise state.error
             return state.position
+
+    def position_with_epoch(self, tp: TopicPartition) -> tuple[int | None, int | None]:
+        """The position and the leader epoch of the record before it (None: unknown), read together for a
+        commit; raises as ``position``."""
+        with self._lock:
+            state = self._state(tp)
+            if state.position is None and isinstance(state.error, OffsetOutOfRangeError):
+                raise state.error
+            return state.position, state.position_epoch
 
     def set_paused(self, partitions: tuple[TopicPartition, ...], paused: bool) -> None:
         """Paused partitions are not fetched, and their buffered records stay buffered until resumed."""
@@ -201,6 +230,8 @@ class Fetcher:
                     wake = True
                     continue
                 state.position = fetch.position
+                if fetch.position_epoch is not None:
+                    state.position_epoch = fetch.position_epoch
                 if not fetch.exhausted:
                     break  # out is full: the rest waits for the next poll
                 state.buffered.popleft()
@@ -270,6 +301,7 @@ class Fetcher:
         now = time.monotonic()
         wake_at = float("inf")
         resets: list[tuple[AssignedPartition, int, int]] = []
+        lookups: list[tuple[AssignedPartition, int]] = []
         fetches: dict[int, list[tuple[AssignedPartition, int, int]]] = {}
         unknown_leader = failed = False
         leader = self._metadata.leader
@@ -279,6 +311,10 @@ class Fetcher:
                     continue
                 if state.retry_at > now:
                     wake_at = min(wake_at, state.retry_at)
+                    continue
+                if state.position is None and state.from_committed:
+                    state.in_flight = True
+                    lookups.append((state, state.generation))
                     continue
                 if state.position is None:
                     strategy = state.reset if state.reset is not None else self._default_reset
@@ -315,6 +351,8 @@ class Fetcher:
             self.positions_changed.set()
         if resets:
             self._spawn(self._reset(resets))
+        if lookups:
+            self._spawn(self._start_from_committed(lookups))
         for node, partitions in fetches.items():
             self._spawn(self._fetch(node, partitions))
         return wake_at
@@ -352,6 +390,34 @@ class Fetcher:
         self.positions_changed.set()
         self.data_ready.set()
         self._wake.set()
+
+    async def _start_from_committed(self, lookups: list[tuple[AssignedPartition, int]]) -> None:
+        """Start partitions at the group's committed offsets; those without one go on to auto.offset.reset."""
+        assert self._committed is not None
+        committed: Mapping[TopicPartition, OffsetAndMetadata | None] = {}
+        error: OdradekError | None = None
+        try:
+            committed = await self._committed({state.tp for state, _ in lookups})
+        except OdradekError as e:
+            logger.debug("committed offsets of %s not fetched: %s", sorted(s.tp for s, _ in lookups), e)
+            error = e
+        with self._lock:
+            for state, generation in lookups:
+                state.in_flight = False
+                if state.generation != generation:
+                    continue
+                if error is not None:
+                    if error.retriable:
+                        state.retry_at = time.monotonic() + self._backoff
+                    else:
+                        self._fail(state, error)
+                    continue
+                state.from_committed = False
+                om = committed.get(state.tp)
+                if om is not None:
+                    state.position, state.position_epoch = om.offset, om.leader_epoch
+        self.positions_changed.set()
+        self.wakeup()
 
     def _request(self, partitions: list[tuple[AssignedPartition, int, int]]) -> pb.FetchRequest:
         topics: dict[str, list[pb.FetchPartition]] = {}

@@ -106,3 +106,25 @@ def test_read_committed_drops_aborted_transactions() -> None:
     assert committed.position == 9
     uncommitted = CompletedFetch(TP, buf, 0, 0, check_crcs=True, read_committed=False, aborted=aborted)
     assert [r.offset for r in take_all(uncommitted)] == [0, 1, 2, 3, 4, 7]
+
+
+def test_the_position_carries_the_leader_epoch_of_the_last_taken_records_batch() -> None:
+    buf = (
+        encode_batch([b"a"] * 3, base_offset=0, partition_leader_epoch=4)
+        + encode_batch([b"b"] * 3, base_offset=3, partition_leader_epoch=7)
+        + encode_batch([b"c"], base_offset=6)  # no epoch (-1): unknown
+    )
+    f = fetch(buf)
+    assert f.position_epoch is None  # nothing taken yet
+    assert len(f.take(2)) == 2 and (f.position, f.position_epoch) == (2, 4)
+    assert len(f.take(3)) == 3 and (f.position, f.position_epoch) == (5, 7)  # offsets 2 (epoch 4), 3 and 4 (7)
+    assert len(f.take(10)) == 2 and (f.position, f.position_epoch) == (7, None)
+
+
+def test_a_skipped_control_batch_moves_the_position_epoch_too() -> None:
+    buf = encode_batch([b"a"], base_offset=0, partition_leader_epoch=2) + build_control_batch(
+        ControlType.COMMIT, 9, 0, 0, TS, base_offset=1, partition_leader_epoch=5
+    )
+    f = fetch(buf)
+    assert len(take_all(f)) == 1
+    assert (f.position, f.position_epoch) == (2, 5)

@@ -349,6 +349,29 @@ def test_committed_offsets_are_where_new_partitions_start(cluster: GroupCluster)
     assert first == {0: 7, 1: 0, 2: 0, 3: 0}  # t-0 from its committed offset, the rest by auto.offset.reset
 
 
+def test_assign_with_a_group_id_starts_at_committed_offsets_and_commits_epochs(cluster: GroupCluster) -> None:
+    for p in range(3):
+        cluster.move_leader("t", p, 0)
+        cluster.move_leader("t", p, 0)
+        cluster.move_leader("t", p, 0)  # the leader that appends the records is in epoch 3
+        cluster.append("t", p, encode_batch([b"v%d" % i for i in range(10)], None, 1))
+    cluster.group.committed[("t", 0)] = gpb.OffsetCommitPartition(partition=0, committed_offset=4)
+    cluster.group.committed[("t", 2)] = gpb.OffsetCommitPartition(partition=2, committed_offset=6)
+    with Consumer(config(cluster, enable_auto_commit=False)) as c:
+        c.assign([TopicPartition("t", p) for p in range(3)])
+        c.seek(TopicPartition("t", 2), 1)  # an explicit seek wins over the committed offset
+        first: dict[int, int] = {}
+        deadline = time.monotonic() + 10
+        while len(first) < 3 or c.position(TopicPartition("t", 1)) < 10:
+            assert time.monotonic() < deadline
+            for r in c.poll(50):
+                first.setdefault(r.partition, r.offset)
+        assert first == {0: 4, 1: 0, 2: 1}  # t-1 has no commit: auto.offset.reset (earliest)
+        c.commit()
+    sent = {p.partition: (p.committed_offset, p.committed_leader_epoch) for p in cluster.group.committed.values()}
+    assert sent[1] == (10, 3)  # the epoch of the batch of the last consumed record
+
+
 def test_max_poll_interval_leaves_the_group_commit_fails_and_poll_rejoins(cluster: GroupCluster) -> None:
     with Consumer(config(cluster, max_poll_interval_ms=300)) as c:
         c.subscribe(["t"])

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from odradek.client import Consumer, Producer, TopicPartition
+from odradek.client import Admin, Consumer, Producer, TopicPartition
 from odradek.client.consumer.consumer import ConsumerRebalanceListener
 from odradek.client.errors import CommitFailedError
 
@@ -238,3 +238,52 @@ def test_a_member_that_does_not_poll_in_time_leaves_and_its_commit_fails(odradek
             slow.commit()
         wait_for(lambda: slow.poll(100) is not None and len(slow.assignment()) == 3, 60, what="slow rejoined")
     assert any(name == "slow" and kind == "lost" for _, name, kind, _ in log)
+
+
+def test_commits_carry_the_leader_epoch_of_the_last_consumed_record(odradek_cluster) -> None:
+    """A commit of the position carries the epoch of the leader that appended the record before it, also after
+    leadership moved; a consumer that assigns itself the partition with the group's id starts at the committed
+    offset (auto.offset.reset is earliest, so starting anywhere else would show)."""
+    cluster = odradek_cluster
+    tp = TopicPartition("g6", 0)
+
+    def leader_and_epoch(admin: Admin) -> tuple[int, int, list[int]]:
+        p = admin.describe_topic("g6").partitions[0]
+        return p.leader, p.leader_epoch, p.replicas
+
+    def consume_and_commit(expected: int) -> list:
+        config = group_config(cluster, "epochs", enable_auto_commit=False)
+        with Consumer(config) as c:
+            c.assign([tp])
+            records: list = []
+            deadline = time.monotonic() + 30
+            while len(records) < expected and time.monotonic() < deadline:
+                records += c.poll(100)
+            c.commit()
+            return records
+
+    def send(count: int) -> None:
+        with Producer({"bootstrap.servers": cluster.bootstrap_servers}) as p:
+            futures = [p.send("g6", b"e", partition=0) for _ in range(count)]
+            p.flush(30)
+            assert all(f.exception(5) is None for f in futures)
+
+    with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
+        _, epoch, replicas = leader_and_epoch(admin)
+        send(10)
+        assert len(consume_and_commit(10)) == 10
+        committed = admin.list_group_offsets("epochs", [tp])
+        assert [(o.offset, o.leader_epoch) for o in committed] == [(10, epoch)]
+
+        rotated = replicas[1:] + replicas[:1]  # the next replica becomes the preferred leader
+        assert admin.alter_partition_reassignments({("g6", 0): rotated})[0].error is None
+        wait_for(lambda: admin.describe_topic("g6").partitions[0].replicas == rotated, 30, what="reassigned")
+        admin.elect_leaders("preferred", [("g6", 0)])
+        wait_for(lambda: leader_and_epoch(admin)[0] == rotated[0], 30, what="leadership moved")
+        new_epoch = leader_and_epoch(admin)[1]
+        assert new_epoch > epoch
+        send(5)
+        second = consume_and_commit(5)  # resumes at the committed offset 10
+        assert [r.offset for r in second] == list(range(10, 15))
+        committed = admin.list_group_offsets("epochs", [tp])
+        assert [(o.offset, o.leader_epoch) for o in committed] == [(15, new_epoch)]

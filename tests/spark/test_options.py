@@ -55,6 +55,15 @@ def test_batch_defaults_are_sparks() -> None:
         ({"failOnDataLoss": "False"}, "fail_on_data_loss", False),
         ({"includeHeaders": "TRUE"}, "include_headers", True),
         ({"someUnknownOption": "x"}, "subscribe", ("a",)),
+        (
+            {"kafka.fetch.max.wait.ms": "50", "KAFKA.client.id": "c"},
+            "consumer",
+            (("client.id", "c"), ("fetch.max.wait.ms", "50")),
+        ),
+        ({"kafka.group.id": "g"}, "group_id", "g"),
+        ({"kafka.group.id": "g"}, "consumer", ()),
+        ({"groupIdPrefix": " ingest "}, "group_id_prefix", "ingest"),
+        ({"kafka.group.id": "g", "commitToGroup": "TRUE"}, "commit_to_group", True),
     ],
 )
 def test_streaming_options_parse(options: dict[str, str | None], field: str, expected: object) -> None:
@@ -122,6 +131,19 @@ ASSIGN = '{"a":[0,1]}'
         ({"minPartitions": "many"}, False, "minPartitions"),
         ({"failOnDataLoss": "yes"}, False, "failOnDataLoss"),
         ({"includeHeaders": "1"}, False, "includeHeaders"),
+        ({"startingTimestamp": "1000"}, False, "startingTimestamp"),
+        ({"minOffsetsPerTrigger": "10"}, False, "minOffsetsPerTrigger"),
+        ({"kafkaConsumer.pollTimeoutMs": "10"}, True, "kafkaConsumer.pollTimeoutMs"),
+        ({"kafka.auto.offset.reset": "earliest"}, False, "kafka.auto.offset.reset"),
+        ({"kafka.enable.auto.commit": "true"}, False, "kafka.enable.auto.commit"),
+        ({"kafka.value.deserializer": "x"}, False, "kafka.value.deserializer"),
+        ({"kafka.fetch.max.wait": "5"}, False, "kafka.fetch.max.wait"),  # not a consumer config
+        ({"kafka.fetch.max.wait.ms": "soon"}, False, "kafka.fetch.max.wait.ms"),
+        ({"kafka.group.id": ""}, False, "kafka.group.id"),
+        ({"groupIdPrefix": " "}, False, "groupIdPrefix"),
+        ({"commitToGroup": "true"}, False, "commitToGroup"),  # no kafka.group.id to commit to
+        ({"kafka.group.id": "g", "commitToGroup": "true"}, True, "commitToGroup"),  # batch queries have no commit
+        ({"kafka.group.id": "g", "commitToGroup": "maybe"}, False, "commitToGroup"),
     ],
 )
 def test_bad_options_name_the_option(options: dict[str, str | None], batch: bool, option: str) -> None:
@@ -131,6 +153,22 @@ def test_bad_options_name_the_option(options: dict[str, str | None], batch: bool
     assert str(e.value).startswith(f"{option}: ")
     assert e.value.option == option
     assert isinstance(e.value, ValueError)
+
+
+def test_consumer_config_uses_the_group_id_or_a_fresh_prefixed_one() -> None:
+    named = parse(**{"kafka.group.id": "g", "kafka.client.id": "c"}).consumer_config("driver")
+    assert named == {
+        "bootstrap.servers": "h1:9092,h2:9092",
+        "client.id": "c",
+        "group.id": "g",
+        "enable.auto.commit": "false",
+    }
+    prefixed = parse(groupIdPrefix="ingest")
+    first, second = prefixed.consumer_config("executor"), prefixed.consumer_config("executor")
+    assert first["group.id"].startswith("ingest-") and first["group.id"].endswith("-executor")
+    assert first["group.id"] != second["group.id"]  # as Spark: a fresh id each time, so no two share a group
+    assert parse().consumer_config("driver")["group.id"].startswith("spark-kafka-source-")
+    assert parse().consumer_config("executor", **{"auto.offset.reset": "none"})["auto.offset.reset"] == "none"
 
 
 def test_assign_with_offsets_for_exactly_its_partitions() -> None:

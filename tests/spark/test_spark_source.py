@@ -1,11 +1,15 @@
 """``format("odradek")`` in real Spark (local[2], driver on 127.0.0.1, UI off) against a real replicated cluster:
 availableNow ingest into Parquet, incremental and idempotent across restarts; maxOffsetsPerTrigger admission
-control; a processing-time query that outlives a leader kill; failOnDataLoss after retention; and bad options
-failing at query start with the option named."""
+control; a processing-time query that outlives a leader kill; failOnDataLoss after retention; commitToGroup
+making a query's lag visible to ``group describe``; and bad options failing at query start with the option named."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -215,6 +219,9 @@ def test_the_ingest_example_runs_as_documented(cluster: DevCluster, spark, tmp_p
         ({"subscribe": "t"}, "bootstrap.servers"),
         ({"bootstrap.servers": "127.0.0.1:1", "subscribe": "t", "assign": '{"t":[0]}'}, "assign/subscribe"),
         ({"bootstrap.servers": "127.0.0.1:1", "subscribe": "t", "startingOffsets": "{nope"}, "startingOffsets"),
+        ({"bootstrap.servers": "127.0.0.1:1", "subscribe": "t", "kafka.fetch.max.wait": "5"}, "kafka.fetch.max.wait"),
+        ({"bootstrap.servers": "127.0.0.1:1", "subscribe": "t", "minOffsetsPerTrigger": "5"}, "minOffsetsPerTrigger"),
+        ({"bootstrap.servers": "127.0.0.1:1", "subscribe": "t", "commitToGroup": "true"}, "commitToGroup"),
     ],
 )
 def test_bad_options_fail_at_query_start_naming_the_option(spark, options: dict, named: str) -> None:
@@ -223,6 +230,53 @@ def test_bad_options_fail_at_query_start_naming_the_option(spark, options: dict,
         reader = reader.option(k, v)
     with pytest.raises(Exception, match=named):
         reader.load().writeStream.format("noop").start().awaitTermination(30)
+
+
+def describe_group(cluster: DevCluster, group: str) -> dict:
+    """``odradek group describe G --format json``, as an operator runs it; an error's JSON for an unknown group."""
+    env = {**os.environ, "ODRADEK_BOOTSTRAP_SERVERS": cluster.bootstrap_servers}
+    cmd = [sys.executable, "-m", "odradek.client.cli.main", "group", "describe", group, "--format", "json"]
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+    if result.returncode != 0:
+        return json.loads(result.stderr)
+    return json.loads(result.stdout)
+
+
+def test_commit_to_group_makes_the_querys_lag_visible(cluster: DevCluster, spark, tmp_path: Path) -> None:
+    """kafka.group.id alone commits nothing (as Spark); with commitToGroup each finished micro-batch's end offsets
+    are the group's committed offsets, so `group describe` shows the query's lag, and 0 once it caught up."""
+    servers = cluster.bootstrap_servers
+    with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
+        admin.create_topic("lagged", 2, 3)
+    acked = produce(servers, "lagged", [b"l-%d" % i for i in range(300)])
+    ends = {p: 1 + max((o for part, o in acked.values() if part == p), default=-1) for p in (0, 1)}
+
+    ingest(spark, servers, "lagged", tmp_path / "a", tmp_path / "cp-a", **{"kafka.group.id": "silent"})
+    assert describe_group(cluster, "silent")["error"]["code"] == "GROUP_ID_NOT_FOUND"  # the id alone commits nothing
+
+    group = {"kafka.group.id": "ingest-lagged", "commitToGroup": "true", "maxOffsetsPerTrigger": "100"}
+    out, checkpoint = tmp_path / "b", tmp_path / "cp-b"
+    ingest(spark, servers, "lagged", out, checkpoint, **group)
+    rows = {
+        r.partition: (r.committed_offset, r.log_end_offset, r.lag)
+        for r in _offsets(describe_group(cluster, "ingest-lagged"))
+    }
+    assert rows == {p: (ends[p], ends[p], 0) for p in (0, 1)}
+
+    more = produce(servers, "lagged", [b"m-%d" % i for i in range(50)])
+    description = describe_group(cluster, "ingest-lagged")
+    assert sum(r.lag for r in _offsets(description)) == 50  # records the query has not ingested yet
+    assert description["state"] == "Empty" and description["members"] == []  # it commits without joining
+
+    ingest(spark, servers, "lagged", out, checkpoint, **group)
+    assert sum(r.lag for r in _offsets(describe_group(cluster, "ingest-lagged"))) == 0
+    assert spark.read.parquet(str(out)).count() == len(acked) + len(more)
+
+
+def _offsets(description: dict) -> list:
+    from types import SimpleNamespace
+
+    return [SimpleNamespace(**r) for r in description["offsets"]]
 
 
 def asyncio_wait_ready(cluster: DevCluster) -> None:

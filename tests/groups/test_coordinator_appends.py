@@ -1,0 +1,203 @@
+"""The group coordinator's shell over a real offsets partition: two replicas on real logs, the follower's fetches
+driven by the test, and a simulated clock. This reaches the instants that depend on replication: a commit whose
+append is not replicated within ``offsets.commit.timeout.ms``, a partition that cannot finish loading because its
+log end is not committed yet (COORDINATOR_LOAD_IN_PROGRESS), and the retention loop running every
+``offsets.retention.check.interval.ms``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from controller_images import brokers, partition, topic
+
+from odradek.broker.groups.coordinator import CoordinatorConfig, CoordinatorError, GroupCoordinator
+from odradek.broker.groups.loader import encode_records
+from odradek.broker.groups.offsets import OffsetAndMetadata
+from odradek.broker.groups.records import OFFSETS_TOPIC, OffsetCommitKey, OffsetCommitValue
+from odradek.broker.log.log import Log
+from odradek.broker.partition import Partition
+from odradek.client.errors import ErrorCode
+from odradek.client.record.batch import read_batches
+from odradek.client.structs import TopicPartition
+from odradek.controller.metadata.image import MetadataImage, PartitionRegistration, image_from_records
+
+OFFSETS_ID = b"\x05" * 16
+DATA_ID = b"\x06" * 16
+TP = TopicPartition("t", 0)
+MAX = 1 << 20
+MINUTE = 60_000
+
+
+class OffsetsReplicas:
+    """``__consumer_offsets-0`` on brokers 1 (leader) and 2; nothing replicates unless the test says so."""
+
+    def __init__(self, root: Path) -> None:
+        self.parts = {
+            b: Partition(OFFSETS_TOPIC, 0, Log.open(root / f"b{b}" / f"{OFFSETS_TOPIC}-0"), b) for b in (1, 2)
+        }
+        state = PartitionRegistration(OFFSETS_ID, 0, (1, 2), (1, 2), 1, 1, 1)
+        for p in self.parts.values():
+            p.update(state, 1, 0)
+        self.image: MetadataImage = image_from_records(
+            [
+                *brokers(1, 2),
+                topic(OFFSETS_TOPIC, OFFSETS_ID),
+                partition(0, [1, 2], topic_id=OFFSETS_ID, leader_epoch=1),
+                topic("t", DATA_ID),
+                partition(0, [1, 2], topic_id=DATA_ID),
+            ]
+        )
+
+    @property
+    def leader(self) -> Partition:
+        return self.parts[1]
+
+    def replicate(self) -> None:
+        """Two follower fetches: the first copies the leader's log, the second tells the leader it has it (the
+        high watermark moves) and brings the follower the new high watermark."""
+        follower = self.parts[2]
+        for _ in range(2):
+            offset, epoch = follower.fetch_position()
+            read = self.leader.read_for_follower(2, offset, epoch, MAX, follower.leader_epoch, 0)
+            assert read.diverging is None and read.data is not None
+            follower.append_as_follower(bytes(read.data.records), read.high_watermark)
+
+    async def keep_replicating(self) -> None:
+        while True:
+            self.replicate()
+            await asyncio.sleep(0.01)
+
+    def offsets_in_log(self) -> list[tuple[int, bool]]:
+        """(committed offset or -1, is a tombstone) of each offset commit record in the leader's log."""
+        log, out, offset = self.leader.log, [], self.leader.log.log_start_offset
+        while offset < log.log_end_offset:
+            data = log.read(offset, MAX)
+            for batch in read_batches(bytes(data.records)):
+                out += [(-1, True) if r.value is None else (0, False) for r in batch.records()]
+            offset = data.next_offset
+        return out
+
+    def close(self) -> None:
+        for p in self.parts.values():
+            p.log.close()
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+async def replicas(tmp_path: Path) -> AsyncIterator[OffsetsReplicas]:
+    r = OffsetsReplicas(tmp_path)
+    yield r
+    r.close()
+
+
+def coordinator(replicas: OffsetsReplicas, clock: Callable[[], int], **config: int) -> GroupCoordinator:
+    async def create(partitions: int, replication_factor: int) -> None:
+        raise AssertionError("the offsets topic exists")
+
+    return GroupCoordinator(1, lambda: replicas.image, CoordinatorConfig(**config), create, clock)  # type: ignore[arg-type]
+
+
+async def until(condition: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+def committed(c: GroupCoordinator, group: str) -> int:
+    error, offsets = c.fetch_offsets(group, [TP])
+    assert error == ErrorCode.NONE
+    return offsets[TP].offset
+
+
+def loaded(c: GroupCoordinator) -> bool:
+    return all(cp.loaded for cp in c.partitions.values())
+
+
+async def test_a_commit_not_replicated_in_time_is_request_timed_out_and_not_visible(replicas) -> None:
+    c = coordinator(replicas, ManualClock(), commit_timeout_ms=200)
+    c.on_leadership({(OFFSETS_TOPIC, 0): replicas.leader})
+    await until(lambda: loaded(c), "the empty partition loads")
+    started = time.monotonic()
+    errors = await c.commit_offsets("g", "", None, -1, {TP: OffsetAndMetadata(5)})
+    assert errors == {TP: ErrorCode.REQUEST_TIMED_OUT}
+    assert 0.2 <= time.monotonic() - started < 2  # offsets.commit.timeout.ms, not the default 5 s
+    assert committed(c, "g") == -1  # never acknowledged, never served
+    pump = asyncio.create_task(replicas.keep_replicating())
+    try:
+        assert await c.commit_offsets("g", "", None, -1, {TP: OffsetAndMetadata(6)}) == {TP: ErrorCode.NONE}
+        assert committed(c, "g") == 6
+    finally:
+        pump.cancel()
+        await c.close()
+
+
+async def test_a_partition_whose_log_end_is_not_committed_answers_load_in_progress(replicas) -> None:
+    """The previous coordinator appended a commit that no follower has yet: the new one must not serve it (it may
+    still be truncated away), so it answers COORDINATOR_LOAD_IN_PROGRESS until the high watermark reaches it."""
+    clock = ManualClock()
+    replicas.leader.append_as_leader(
+        encode_records([(OffsetCommitKey("g", "t", 0), OffsetCommitValue(9, commit_timestamp=clock.now))], clock.now),
+        acks=-1,
+    )
+    c = coordinator(replicas, clock)
+    c.on_leadership({(OFFSETS_TOPIC, 0): replicas.leader})
+    await asyncio.sleep(0.05)  # the load has replayed the log and waits for the high watermark
+    for call in (
+        lambda: c.fetch_offsets("g", [TP]),
+        lambda: c.describe("g"),
+        lambda: c.list_groups(),
+    ):
+        with pytest.raises(CoordinatorError) as e:
+            result = call()
+            if isinstance(result, tuple) and result[0] != ErrorCode.NONE:  # list_groups answers with a code
+                raise CoordinatorError("listed", code=result[0])
+        assert e.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    with pytest.raises(CoordinatorError) as e:
+        await c.commit_offsets("g", "", None, -1, {TP: OffsetAndMetadata(10)})
+    assert e.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    replicas.replicate()
+    await until(lambda: loaded(c), "the load completes once the high watermark reaches the log end")
+    assert committed(c, "g") == 9  # the loaded commit, and the refused one changed nothing
+    await c.close()
+
+
+async def test_offsets_expire_on_the_retention_check_interval(replicas) -> None:
+    clock = ManualClock()
+    pump = asyncio.create_task(replicas.keep_replicating())
+    fast = coordinator(replicas, clock, retention_ms=MINUTE, retention_check_interval_ms=50)
+    try:
+        fast.on_leadership({(OFFSETS_TOPIC, 0): replicas.leader})
+        await until(lambda: loaded(fast), "loaded")
+        assert await fast.commit_offsets("g", "", None, -1, {TP: OffsetAndMetadata(3)}) == {TP: ErrorCode.NONE}
+        await asyncio.sleep(0.2)  # several checks pass: nothing is old enough yet
+        assert committed(fast, "g") == 3
+        clock.now += MINUTE + 1
+        await until(lambda: committed(fast, "g") == -1, "the commit expires at the next check")
+        assert replicas.offsets_in_log()[-1] == (-1, True)  # a tombstone, so the next coordinator agrees
+        assert fast.list_groups()[1] == []  # the empty group without offsets is gone
+    finally:
+        await fast.close()
+
+    slow = coordinator(replicas, clock, retention_ms=MINUTE, retention_check_interval_ms=600_000)
+    try:
+        slow.on_leadership({(OFFSETS_TOPIC, 0): replicas.leader})
+        await until(lambda: loaded(slow), "loaded")
+        assert await slow.commit_offsets("h", "", None, -1, {TP: OffsetAndMetadata(4)}) == {TP: ErrorCode.NONE}
+        clock.now += MINUTE + 1
+        await asyncio.sleep(0.3)  # as long as the fast coordinator needed, and more
+        assert committed(slow, "h") == 4  # no check has run yet: the interval is ten minutes
+    finally:
+        await slow.close()
+        pump.cancel()
