@@ -412,23 +412,29 @@ class AsyncConsumer:
             isolation_level=self._isolation,
         )
 
-    async def close(self) -> None:
-        """Commit the positions (enable.auto.commit), run the listener (revoked), leave the group (dynamic
-        members; a static member keeps its place until session.timeout.ms), and release everything."""
+    async def close(self, *, leave_group: bool | None = None) -> None:
+        """Commit the positions (enable.auto.commit), leave the group, and release everything.
+
+        The listener hears the revocation of every owned partition first, whichever the choice. ``leave_group`` is
+        Kafka's ``CloseOptions`` membership choice. None (the default): a dynamic member sends LeaveGroup, so its
+        partitions move at once, and a static one keeps its place until session.timeout.ms, so a restart within it
+        changes nothing. True: a static member leaves too (LeaveGroup naming its instance id removes it at once).
+        False: a dynamic member stays too: the group moves its partitions when its session times out, as after a
+        crash."""
         if self._closed:
             return
-        if self._coordinator is not None:
-            await self._close_group(run_listener=True)
+        error = await self._close_group(leave_group) if self._coordinator is not None else None
         await self._finish_close()
+        if error is not None:
+            raise error
 
-    async def _close_group(self, run_listener: bool) -> BaseException | None:
+    async def _close_group(self, leave_group: bool | None) -> BaseException | None:
         coordinator = self._group()
         await self._auto_commit_now("on close")
         error = None
-        if coordinator.subscribed and run_listener:
-            error = await self._invoke(coordinator.unsubscribe_step(), before=True)
         if coordinator.subscribed:
-            await coordinator.leave("the consumer is closing")
+            error = await self._invoke(coordinator.unsubscribe_step(), before=True)
+            await coordinator.leave("the consumer is closing", send=_sends_leave(coordinator, leave_group))
         return error
 
     async def _finish_close(self) -> None:
@@ -440,6 +446,11 @@ class AsyncConsumer:
         await self._fetcher.close()
         await self._metadata.close()
         await self._pool.close()
+
+
+def _sends_leave(coordinator: ConsumerCoordinator, leave_group: bool | None) -> bool:
+    """Whether a closing member sends LeaveGroup (see ``close``)."""
+    return coordinator.instance_id is None if leave_group is None else leave_group
 
 
 def _half(step: RebalanceStep, before: bool) -> list[tuple[Callback, tuple[TopicPartition, ...]]]:
@@ -618,7 +629,7 @@ class Consumer:
     def offsets_for_times(self, timestamps: PartitionTimestamps) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         return self._loop.run(self._core.offsets_for_times(timestamps))
 
-    def close(self) -> None:
+    def close(self, *, leave_group: bool | None = None) -> None:
         """As ``AsyncConsumer.close``; the listener runs on this thread."""
         if self._closed:
             return
@@ -631,7 +642,8 @@ class Consumer:
                 self._loop.run(core._auto_commit_now("on close"))
                 if coordinator.subscribed:
                     error = self._invoke(coordinator.unsubscribe_step(), before=True)
-                    self._loop.run(coordinator.leave("the consumer is closing"))
+                    send = _sends_leave(coordinator, leave_group)
+                    self._loop.run(coordinator.leave("the consumer is closing", send=send))
             self._loop.run(core._finish_close())
             if error is not None:
                 raise error

@@ -474,24 +474,27 @@ class ConsumerCoordinator:
         await self.leave(reason)
         self._reset(member=True, reason=reason)
 
-    async def leave(self, reason: str) -> None:
-        """Leave the group now. A static member sends nothing (its session expires, or its restart reclaims its
-        place), as Kafka; a dynamic member sends LeaveGroup so its partitions move at once."""
-        was_member = self.member_id != ""
+    async def leave(self, reason: str, send: bool | None = None) -> None:
+        """Leave the group now. By default (``send`` None) a static member sends nothing (its session expires, or
+        its restart reclaims its place), as Kafka, and a dynamic member sends LeaveGroup so its partitions move at
+        once; ``send`` True sends it for a static member too (named by its instance id, so it is removed), False
+        sends nothing for either."""
+        member_id = self.member_id
         self._stable = False
-        if self.instance_id is None and was_member:
+        self.generation = NO_GENERATION  # before sending: once the coordinator has the leave, this member is gone
+        self.member_id = ""
+        if send is None:
+            send = self.instance_id is None
+        if send and member_id:
             try:
                 stub = await self._find_coordinator()
-                request = gpb.LeaveGroupRequest(
-                    group_id=self.group_id, members=[gpb.LeavingMember(member_id=self.member_id, reason=reason)]
-                )
+                leaving = gpb.LeavingMember(member_id=member_id, group_instance_id=self.instance_id, reason=reason)
+                request = gpb.LeaveGroupRequest(group_id=self.group_id, members=[leaving])
                 response = await self._call(stub.LeaveGroup, request, self._timeout)
                 if response.error != ErrorCode.NONE:
                     logger.info("group %s: LeaveGroup answered %s", self.group_id, _name(response.error))
             except (_Retry, OdradekError) as e:
                 logger.info("group %s: LeaveGroup failed: %s", self.group_id, e)
-        self.generation = NO_GENERATION
-        self.member_id = ""
 
     # ---- committed offsets ----
 

@@ -401,6 +401,27 @@ def test_close_commits_and_leaves_but_a_static_member_does_not_leave(cluster: Gr
     assert cluster.group.rpcs("JoinGroup")[-1].group_instance_id == "host-1"
 
 
+def test_close_leave_group_overrides_the_default_either_way(cluster: GroupCluster) -> None:
+    """close(leave_group=True) removes a static member at once, named by its instance id; close(leave_group=False)
+    keeps a dynamic member in the group (its session must expire, as after a crash). The listener hears the
+    revocation either way."""
+    log: list = []
+    static = Consumer(config(cluster, group_instance_id="host-2"))
+    static.subscribe(["t"], Timeline("s", log))
+    poll_all([static], lambda: static.assignment() == ALL)
+    member_id = static.group_metadata().member_id
+    static.close(leave_group=True)
+    [leave] = cluster.group.rpcs("LeaveGroup")
+    assert [(m.member_id, m.group_instance_id) for m in leave.members] == [(member_id, "host-2")]
+    assert log[-1] == ("s", "revoked", frozenset(ALL))
+    dynamic = Consumer(config(cluster, enable_auto_commit=False))
+    dynamic.subscribe(["t"], Timeline("d", log))
+    poll_all([dynamic], lambda: dynamic.assignment() == ALL)
+    dynamic.close(leave_group=False)
+    assert len(cluster.group.rpcs("LeaveGroup")) == 1  # no LeaveGroup from the dynamic member
+    assert log[-1] == ("d", "revoked", frozenset(ALL))
+
+
 def test_a_reset_generation_reports_the_partitions_lost_and_rejoins(cluster: GroupCluster) -> None:
     log: list = []
     with Consumer(config(cluster, partition_assignment_strategy="cooperative-sticky")) as c:
