@@ -244,17 +244,25 @@ class Metadata:
                         failures.append(str(rpc_error(address, e)))
                         continue
                     self._last_error = None
-                    self._apply(response)
+                    self._apply(response, request.all_topics)
                     return
         finally:
             for future in pending:
                 future.cancel()
         raise NetworkError("no node reachable: " + ("; ".join(failures) or "no bootstrap server"))
 
-    def _apply(self, response: pb.MetadataResponse) -> None:
+    def _apply(self, response: pb.MetadataResponse, all_topics: bool = False) -> None:
+        """Update the caches; an answer for every topic (``all_topics``) also drops the topics it no longer lists,
+        which were deleted, so that a pattern subscription stops matching them."""
         brokers = {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}
         if brokers:
             self.brokers = brokers
+        if all_topics:
+            listed = {t.name for t in response.topics}
+            for name in [n for n in self.partition_counts if n not in listed]:
+                self._leaders.pop(name, None)
+                self._topic_ids.pop(name, None)
+                self.partition_counts.pop(name, None)
         for t in response.topics:
             if not t.partitions:  # an error, or a topic still being created
                 self._topic_errors[t.name] = t.error

@@ -108,3 +108,21 @@ async def test_missing_topics_and_unreachable_clusters(cluster: FakeCluster) -> 
             await metadata.wait_for_topic("t", 0.2)
     finally:
         await close(metadata, pool)
+
+
+async def test_an_all_topics_answer_forgets_deleted_topics(cluster: FakeCluster) -> None:
+    """A pattern subscriber asks for every topic; a topic missing from that answer was deleted and must stop
+    matching, so the member rejoins without it."""
+    cluster.create_topic("gone", 2)
+    metadata, pool = await make(cluster.bootstrap)
+    try:
+        metadata.want_all_topics()
+        await metadata.refresh()
+        assert {"t", "gone"} <= set(metadata.partition_counts)
+        with cluster.lock:
+            del cluster.topics["gone"]
+        await metadata.refresh()
+        assert "gone" not in metadata.partition_counts and "t" in metadata.partition_counts
+        assert metadata.leader("gone", 0) == -1
+    finally:
+        await close(metadata, pool)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -76,7 +77,7 @@ def check_never_owned_twice(log: list) -> None:
 class Member(threading.Thread):
     """A consumer polling on its own thread until stopped; records what it consumed and its assignment."""
 
-    def __init__(self, config: dict, name: str, log: list, topics: list[str] | None = None) -> None:
+    def __init__(self, config: dict, name: str, log: list, topics: list[str] | re.Pattern[str] | None = None) -> None:
         super().__init__(daemon=True, name=name)
         self.config, self.log, self.topics = config, log, topics or ["g6"]
         self.consumed: list[tuple[int, int]] = []
@@ -287,3 +288,21 @@ def test_commits_carry_the_leader_epoch_of_the_last_consumed_record(odradek_clus
         assert [r.offset for r in second] == list(range(10, 15))
         committed = admin.list_group_offsets("epochs", [tp])
         assert [(o.offset, o.leader_epoch) for o in committed] == [(15, new_epoch)]
+
+
+def test_a_pattern_subscription_drops_a_deleted_topic(odradek_cluster, members) -> None:
+    cluster = odradek_cluster
+    with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
+        for name in ("pat-a", "pat-b"):
+            admin.create_topic(name, 2, 2)
+        log: list = []
+        config = group_config(cluster, "patterns", metadata_max_age_ms=500)
+        member = Member(config, "p", log, re.compile(r"pat-.*"))
+        start(members, member)
+        both = {TopicPartition(t, p) for t in ("pat-a", "pat-b") for p in range(2)}
+        wait_for(lambda: member.assignment == both, 60, what="both topics assigned")
+        admin.delete_topic("pat-b")
+        wait_for(lambda: member.assignment == {TopicPartition("pat-a", p) for p in range(2)}, 60, what="pat-b dropped")
+        assert member.error is None
+        revoked = set().union(*(ps for _, name, kind, ps in log if kind in ("revoked", "lost")))
+        assert {tp for tp in revoked if tp.topic == "pat-b"} == {TopicPartition("pat-b", p) for p in range(2)}
