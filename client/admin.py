@@ -484,6 +484,34 @@ class AsyncAdmin(GroupAdmin):
             for c in sorted(t.configs, key=lambda c: c.name)
         ]
 
+    async def alter_topic_configs(
+        self,
+        topic: str,
+        set_configs: Mapping[str, str] | None = None,
+        delete_configs: Iterable[str] = (),
+        append_configs: Mapping[str, str] | None = None,
+        subtract_configs: Mapping[str, str] | None = None,
+        validate_only: bool = False,
+    ) -> dict[str, str]:
+        """Change ``topic``'s configs live (Kafka's IncrementalAlterConfigs): set values, delete the topic's own
+        values (the default applies again), append or subtract items of a list config (cleanup.policy).
+        The changes apply together or not at all; a bad one raises its typed error (INVALID_CONFIG names the
+        config) and nothing changes. ``validate_only`` checks without changing. Returns the topic's own configs after
+        the change (as they would be, with ``validate_only``): the controller's, so a node answering a describe a
+        moment later may not show them yet."""
+        ops = [pb.AlterableConfig(name=k, op=pb.SET, value=str(v)) for k, v in (set_configs or {}).items()]
+        ops += [pb.AlterableConfig(name=k, op=pb.DELETE) for k in delete_configs]
+        ops += [pb.AlterableConfig(name=k, op=pb.APPEND, value=str(v)) for k, v in (append_configs or {}).items()]
+        ops += [pb.AlterableConfig(name=k, op=pb.SUBTRACT, value=str(v)) for k, v in (subtract_configs or {}).items()]
+        request = pb.IncrementalAlterConfigsRequest(
+            topics=[pb.AlterTopicConfigs(topic=topic, configs=ops)], validate_only=validate_only
+        )
+        r = await self._call(lambda s: s.IncrementalAlterConfigs(request, timeout=self._timeout))
+        self._check(r.error)
+        [result] = r.results
+        self._check(result.error, result.error_message)
+        return {c.name: c.value for c in result.configs}
+
     async def describe_log_dirs(
         self, brokers: Iterable[int] | None = None, topics: Iterable[str] | None = None
     ) -> list[BrokerLogDirs]:

@@ -167,6 +167,12 @@ class ConfigError(OdradekError, ValueError):
     code = ErrorCode.INVALID_CONFIG
 
 
+class InvalidConfigError(OdradekError):
+    """The cluster refused a topic config (unknown, malformed, or one it does not support); the message names it."""
+
+    code = ErrorCode.INVALID_CONFIG
+
+
 class OutOfOrderSequenceError(OdradekError):
     """A batch does not continue its producer's sequence (a gap, or a new epoch not starting at 0)."""
 
@@ -222,6 +228,7 @@ class GroupNotEmptyError(OdradekError):
 _BY_CODE: dict[int, type[OdradekError]] = {
     cls.code: cls
     for cls in (
+        InvalidConfigError,
         CorruptRecordError,
         RecordTooLargeError,
         OffsetOutOfRangeError,

@@ -11,7 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -21,6 +21,7 @@ from odradek.broker.topic_defaults import topic_defaults as topic_defaults_of_no
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.controller.active import ActiveController, now_ms
+from odradek.controller.config_changes import ConfigOp, alter_topic_configs
 from odradek.controller.elections import PartitionOutcome, elect_leaders, every_partition
 from odradek.controller.isr import alter_partition, isr_items
 from odradek.controller.metadata.image import MetadataImage, PartitionRegistration
@@ -234,8 +235,8 @@ def describe_topic_configs(
     image: MetadataImage, name: str, defaults: Mapping[str, TopicDefault], names: Sequence[str] = ()
 ) -> apb.TopicConfigs:
     """Each topic config's effective value and its source: set on the topic, else the node's default (from its
-    config file, or odradek's built-in). ``names`` picks configs (empty: all). There is no request that alters a
-    topic config after creation, so every entry is read-only; none is sensitive."""
+    config file, or odradek's built-in). ``names`` picks configs (empty: all). Every one can be altered
+    (IncrementalAlterConfigs); none is sensitive."""
     if image.topic(name) is None:
         return apb.TopicConfigs(
             topic=name, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"unknown topic '{name}'"
@@ -254,7 +255,7 @@ def describe_topic_configs(
             default = defaults[key]
             value = default.value
             source = apb.STATIC_BROKER_CONFIG if default.from_node_config else apb.DEFAULT_CONFIG
-        entries.append(apb.DescribedConfig(name=key, value=value, source=source, read_only=True))
+        entries.append(apb.DescribedConfig(name=key, value=value, source=source, read_only=False))
     return apb.TopicConfigs(topic=name, configs=entries)
 
 
@@ -552,3 +553,46 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             node_id=self.driver.node_id,
             topics=[describe_topic_configs(image, n, self.topic_defaults, request.config_names) for n in names],
         )
+
+    async def IncrementalAlterConfigs(
+        self,
+        request: apb.IncrementalAlterConfigsRequest,
+        context: grpc.aio.ServicerContext[apb.IncrementalAlterConfigsRequest, apb.IncrementalAlterConfigsResponse],
+    ) -> apb.IncrementalAlterConfigsResponse:
+        controller = self._local_controller()
+        if controller is None:
+            return await self._forward(
+                lambda s: s.IncrementalAlterConfigs(request, timeout=30),
+                apb.IncrementalAlterConfigsResponse(error=ErrorCode.NOT_CONTROLLER),
+            )
+
+        def default_of(name: str) -> str | None:
+            default = self.topic_defaults.get(name)
+            return None if default is None else default.value
+
+        results = []
+        for t in request.topics:
+            ops = [ConfigOp(c.name, _OPS[c.op], c.value) for c in t.configs]
+
+            def decide(image: MetadataImage, _offset: int, topic: str = t.topic, ops: list[ConfigOp] = ops):
+                out = alter_topic_configs(image, topic, ops, default_of)
+                return ([] if request.validate_only or out.error != ErrorCode.NONE else out.records), out
+
+            try:
+                out = await controller.write(decide)
+                configs = [apb.ConfigEntry(name=k, value=v) for k, v in out.configs.items()]
+                results.append(
+                    apb.AlterConfigsResult(topic=t.topic, error=out.error, error_message=out.message, configs=configs)
+                )
+            except OdradekError as e:
+                code = ErrorCode.ValueType(e.code)
+                results.append(apb.AlterConfigsResult(topic=t.topic, error=code, error_message=str(e)))
+        return apb.IncrementalAlterConfigsResponse(results=results)
+
+
+_OPS: dict[int, Literal["set", "delete", "append", "subtract"]] = {
+    apb.SET: "set",
+    apb.DELETE: "delete",
+    apb.APPEND: "append",
+    apb.SUBTRACT: "subtract",
+}

@@ -63,6 +63,34 @@ TOPIC_CONFIG: ConfigSource.ValueType  # 3
 """set on the topic"""
 Global___ConfigSource: _TypeAlias = ConfigSource  # noqa: Y015
 
+class _AlterConfigOp:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _AlterConfigOpEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AlterConfigOp.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SET: _AlterConfigOp.ValueType  # 0
+    """set the value"""
+    DELETE: _AlterConfigOp.ValueType  # 1
+    """remove the topic's own value: the default applies again"""
+    APPEND: _AlterConfigOp.ValueType  # 2
+    """add values to a list config (cleanup.policy)"""
+    SUBTRACT: _AlterConfigOp.ValueType  # 3
+    """remove values from a list config"""
+
+class AlterConfigOp(_AlterConfigOp, metaclass=_AlterConfigOpEnumTypeWrapper):
+    """Kafka's IncrementalAlterConfigs for topics: each operation changes one config and leaves the others alone."""
+
+SET: AlterConfigOp.ValueType  # 0
+"""set the value"""
+DELETE: AlterConfigOp.ValueType  # 1
+"""remove the topic's own value: the default applies again"""
+APPEND: AlterConfigOp.ValueType  # 2
+"""add values to a list config (cleanup.policy)"""
+SUBTRACT: AlterConfigOp.ValueType  # 3
+"""remove values from a list config"""
+Global___AlterConfigOp: _TypeAlias = AlterConfigOp  # noqa: Y015
+
 @_typing.final
 class BrokerInfo(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -801,7 +829,7 @@ class DescribedConfig(_message.Message):
     """the effective value"""
     source: Global___ConfigSource.ValueType
     read_only: _builtins.bool
-    """no request can change it (topic configs are set at creation only)"""
+    """no request can change it"""
     sensitive: _builtins.bool
     def __init__(
         self,
@@ -875,3 +903,131 @@ class DescribeConfigsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DescribeConfigsResponse: _TypeAlias = DescribeConfigsResponse  # noqa: Y015
+
+@_typing.final
+class AlterableConfig(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    OP_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    op: Global___AlterConfigOp.ValueType
+    value: _builtins.str
+    """ignored by DELETE"""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        op: Global___AlterConfigOp.ValueType = ...,
+        value: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "op", b"op", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterableConfig: _TypeAlias = AlterableConfig  # noqa: Y015
+
+@_typing.final
+class AlterTopicConfigs(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    CONFIGS_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    @_builtins.property
+    def configs(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterableConfig]: ...
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        configs: _abc.Iterable[Global___AlterableConfig] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["configs", b"configs", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterTopicConfigs: _TypeAlias = AlterTopicConfigs  # noqa: Y015
+
+@_typing.final
+class IncrementalAlterConfigsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPICS_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
+    validate_only: _builtins.bool
+    """check the changes, change nothing"""
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterTopicConfigs]: ...
+    def __init__(
+        self,
+        *,
+        topics: _abc.Iterable[Global___AlterTopicConfigs] | None = ...,
+        validate_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["topics", b"topics", "validate_only", b"validate_only"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IncrementalAlterConfigsRequest: _TypeAlias = IncrementalAlterConfigsRequest  # noqa: Y015
+
+@_typing.final
+class AlterConfigsResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    CONFIGS_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    error: _common_pb2.ErrorCode.ValueType
+    """a topic's changes apply together or not at all"""
+    error_message: _builtins.str
+    @_builtins.property
+    def configs(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConfigEntry]:
+        """the topic's own configs after the change (or as they would be: validate_only)"""
+
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        error: _common_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        configs: _abc.Iterable[Global___ConfigEntry] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["configs", b"configs", "error", b"error", "error_message", b"error_message", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterConfigsResult: _TypeAlias = AlterConfigsResult  # noqa: Y015
+
+@_typing.final
+class IncrementalAlterConfigsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_FIELD_NUMBER: _builtins.int
+    RESULTS_FIELD_NUMBER: _builtins.int
+    error: _common_pb2.ErrorCode.ValueType
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterConfigsResult]: ...
+    def __init__(
+        self,
+        *,
+        error: _common_pb2.ErrorCode.ValueType = ...,
+        results: _abc.Iterable[Global___AlterConfigsResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IncrementalAlterConfigsResponse: _TypeAlias = IncrementalAlterConfigsResponse  # noqa: Y015

@@ -1,4 +1,5 @@
-"""``odradek topic create|list|describe|delete|offsets``; ``describe --all`` adds every config with its source."""
+"""``odradek topic create|list|describe|alter-config|delete|offsets``; ``describe --all`` adds every config with its
+source."""
 
 from __future__ import annotations
 
@@ -32,6 +33,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="every config with its value and source (topic, broker: the node's config file, default: built in)",
     )
+    alter = admin_command(topic, "alter-config", _alter_config, "change a topic's configs live (all or none apply)")
+    alter.add_argument("name")
+    alter.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="set a config")
+    alter.add_argument(
+        "--delete", action="append", default=[], metavar="KEY", help="remove the topic's value: the default applies"
+    )
+    alter.add_argument(
+        "--append", action="append", default=[], metavar="KEY=VALUE", help="add to a list config (cleanup.policy)"
+    )
+    alter.add_argument("--subtract", action="append", default=[], metavar="KEY=VALUE", help="remove from a list config")
+    alter.add_argument("--dry-run", action="store_true", help="validate the changes, change nothing")
     delete = admin_command(topic, "delete", _delete, "delete a topic")
     delete.add_argument("name")
     offsets = admin_command(topic, "offsets", topic_offsets.run, "partition offsets at a time (kafka-get-offsets)")
@@ -117,6 +129,33 @@ def _describe(args: argparse.Namespace) -> None:
     data = info.to_dict()
     data["all_configs"] = [c.to_dict() for c in configs]
     emit(data, args.format, human=render_topic(data) + "\n\nconfigs (all):\n" + render_configs(data["all_configs"]))
+
+
+def _alter_config(args: argparse.Namespace) -> None:
+    changes = {
+        "set": _configs(args.set),
+        "delete": list(dict.fromkeys(args.delete)),
+        "append": _configs(args.append),
+        "subtract": _configs(args.subtract),
+    }
+    if not any(changes.values()):
+        raise CommandError("nothing to alter: give --set, --delete, --append or --subtract")
+
+    async def alter(admin: AsyncAdmin) -> dict[str, str]:
+        return await admin.alter_topic_configs(
+            args.name,
+            set_configs=changes["set"],
+            delete_configs=changes["delete"],
+            append_configs=changes["append"],
+            subtract_configs=changes["subtract"],
+            validate_only=args.dry_run,
+        )
+
+    configs = with_admin(args, alter)
+    data = {"name": args.name, "dry_run": args.dry_run, **changes, "configs": configs}
+    shown = ", ".join(f"{k}={v}" for k, v in configs.items()) or "(defaults)"
+    verb = "valid, nothing changed" if args.dry_run else "altered"
+    emit(data, args.format, human=f"{verb}: topic {args.name}\nconfigs: {shown}")
 
 
 def _delete(args: argparse.Namespace) -> None:
