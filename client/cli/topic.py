@@ -132,22 +132,19 @@ def _describe(args: argparse.Namespace) -> None:
 
 
 def _alter_config(args: argparse.Namespace) -> None:
-    changes = {
-        "set": _configs(args.set),
-        "delete": list(dict.fromkeys(args.delete)),
-        "append": _configs(args.append),
-        "subtract": _configs(args.subtract),
-    }
-    if not any(changes.values()):
+    to_set, to_append, to_subtract = _configs(args.set), _configs(args.append), _configs(args.subtract)
+    to_delete = list(dict.fromkeys(args.delete))
+    if not (to_set or to_delete or to_append or to_subtract):
         raise CommandError("nothing to alter: give --set, --delete, --append or --subtract")
+    changes = {"set": to_set, "delete": to_delete, "append": to_append, "subtract": to_subtract}
 
     async def alter(admin: AsyncAdmin) -> dict[str, str]:
         return await admin.alter_topic_configs(
             args.name,
-            set_configs=changes["set"],
-            delete_configs=changes["delete"],
-            append_configs=changes["append"],
-            subtract_configs=changes["subtract"],
+            set_configs=to_set,
+            delete_configs=to_delete,
+            append_configs=to_append,
+            subtract_configs=to_subtract,
             validate_only=args.dry_run,
         )
 
