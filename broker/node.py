@@ -66,16 +66,21 @@ class Node:
         self._stopped = asyncio.Event()
         self._stop_requested = asyncio.Event()  # a signal, or a fatal error of the Raft driver
 
+    def _topic_setting(self, topic: str, name: str) -> str | None:
+        """A topic's own value, else the cluster's dynamic default; None: the node's config file decides."""
+        image = self.sm.image
+        return image.topic_configs(topic).get(name, image.cluster_defaults().get(name))
+
     def _unclean_allowed(self, topic: str) -> bool:
-        value = self.sm.image.topic_configs(topic).get("unclean.leader.election.enable")
+        value = self._topic_setting(topic, "unclean.leader.election.enable")
         return value == "true" if value is not None else self.config["unclean.leader.election.enable"]
 
     def _recovery_strategy(self, topic: str) -> str:
-        value = self.sm.image.topic_configs(topic).get("unclean.recovery.strategy")
+        value = self._topic_setting(topic, "unclean.recovery.strategy")
         return value if value is not None else self.config["unclean.recovery.strategy"]
 
     def _min_isr(self, topic: str) -> int:
-        value = self.sm.image.topic_configs(topic).get("min.insync.replicas")
+        value = self._topic_setting(topic, "min.insync.replicas")
         return int(value) if value is not None else self.config["min.insync.replicas"]
 
     def _server(self, endpoint: Endpoint | None) -> grpc.aio.Server:

@@ -29,7 +29,13 @@ from odradek.client.errors import (
     StorageError,
     UnknownTopicOrPartitionError,
 )
-from odradek.controller.metadata.image import MetadataDelta, MetadataImage, PartitionRegistration
+from odradek.controller.metadata.image import (
+    BROKER_RESOURCE,
+    CLUSTER_DEFAULT,
+    MetadataDelta,
+    MetadataImage,
+    PartitionRegistration,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +100,9 @@ class ReplicaManager:
         self.logs = logs
         self.base_config = base_config
         self.min_isr_default = min_isr_default
+        # The node file's defaults, and the cluster-wide dynamic defaults that override them (altered live).
+        self._static_base, self._static_min_isr = base_config, min_isr_default
+        self._dynamic: dict[str, str] = {}
         self.fetchers = fetchers
         self.isr_changes = isr_changes
         self.metrics = metrics
@@ -164,7 +173,10 @@ class ReplicaManager:
         for deleted in delta.deleted_topics.values():
             for pid in deleted.partitions:
                 self._remove(deleted.name, pid)
-        for topic_id in delta.changed_topics:
+        changed = delta.changed_topics
+        if self._apply_dynamic_defaults(image):
+            changed = set(image.topics)  # every topic's effective configs may have moved
+        for topic_id in changed:
             topic = image.topics.get(topic_id)
             if topic is None:
                 continue
@@ -185,6 +197,18 @@ class ReplicaManager:
                         raise
                     self._take_offline(key, str(e if p is None else p.log.failure))
         self.check_offline()
+
+    def _apply_dynamic_defaults(self, image: MetadataImage) -> bool:
+        """Take up the cluster-wide dynamic defaults (``odradek cluster alter-config``); True when they changed."""
+        dynamic = dict(image.configs.get((BROKER_RESOURCE, CLUSTER_DEFAULT), {}))
+        if dynamic == self._dynamic:
+            return False
+        self._dynamic = dynamic
+        own = {BROKER_LOG_DEFAULTS[k]: v for k, v in dynamic.items() if BROKER_LOG_DEFAULTS.get(k) in _LOG_CONFIG_NAMES}
+        self.base_config = LogConfig.from_properties(own, self._static_base)
+        value = dynamic.get("min.insync.replicas")
+        self.min_isr_default = int(value) if value is not None else self._static_min_isr
+        return True
 
     def _apply_partition(
         self, key: tuple[str, int], state: PartitionRegistration, config: LogConfig, min_isr: int, now: int

@@ -135,14 +135,19 @@ class ReassignmentResult:
         return {"topic": self.topic, "partition": self.partition, "error": self.error}
 
 
-CONFIG_SOURCES = {pb.DEFAULT_CONFIG: "default", pb.STATIC_BROKER_CONFIG: "broker", pb.TOPIC_CONFIG: "topic"}
+CONFIG_SOURCES = {
+    pb.DEFAULT_CONFIG: "default",
+    pb.STATIC_BROKER_CONFIG: "broker",
+    pb.TOPIC_CONFIG: "topic",
+    pb.DYNAMIC_DEFAULT_BROKER_CONFIG: "cluster",
+}
 
 
 @dataclass(frozen=True)
 class ConfigDescription:
-    """One topic config's effective value and where it comes from: ``topic`` (set on the topic), ``broker`` (the
-    answering node's config file) or ``default`` (odradek's built-in). ``read_only``: no request can change it
-    (odradek sets topic configs at creation only)."""
+    """One config's effective value and where it comes from: ``topic`` (set on the topic), ``cluster`` (the
+    cluster-wide dynamic default), ``broker`` (the answering node's config file) or ``default`` (odradek's
+    built-in). ``read_only``: no request can change it."""
 
     name: str
     value: str
@@ -499,10 +504,7 @@ class AsyncAdmin(GroupAdmin):
         config) and nothing changes. ``validate_only`` checks without changing. Returns the topic's own configs after
         the change (as they would be, with ``validate_only``): the controller's, so a node answering a describe a
         moment later may not show them yet."""
-        ops = [pb.AlterableConfig(name=k, op=pb.SET, value=str(v)) for k, v in (set_configs or {}).items()]
-        ops += [pb.AlterableConfig(name=k, op=pb.DELETE) for k in delete_configs]
-        ops += [pb.AlterableConfig(name=k, op=pb.APPEND, value=str(v)) for k, v in (append_configs or {}).items()]
-        ops += [pb.AlterableConfig(name=k, op=pb.SUBTRACT, value=str(v)) for k, v in (subtract_configs or {}).items()]
+        ops = _alter_ops(set_configs, delete_configs, append_configs, subtract_configs)
         request = pb.IncrementalAlterConfigsRequest(
             topics=[pb.AlterTopicConfigs(topic=topic, configs=ops)], validate_only=validate_only
         )
@@ -511,6 +513,37 @@ class AsyncAdmin(GroupAdmin):
         [result] = r.results
         self._check(result.error, result.error_message)
         return {c.name: c.value for c in result.configs}
+
+    async def alter_cluster_configs(
+        self,
+        set_configs: Mapping[str, str] | None = None,
+        delete_configs: Iterable[str] = (),
+        append_configs: Mapping[str, str] | None = None,
+        subtract_configs: Mapping[str, str] | None = None,
+        validate_only: bool = False,
+    ) -> dict[str, str]:
+        """Change the cluster-wide dynamic broker defaults live (Kafka's ``kafka-configs --entity-type brokers
+        --entity-default``): node properties that default a topic config, such as ``log.retention.ms`` or
+        ``min.insync.replicas``, which every node then applies over its config file. Returns the dynamic defaults
+        after the change; a bad change raises its typed error and nothing changes."""
+        ops = _alter_ops(set_configs, delete_configs, append_configs, subtract_configs)
+        request = pb.IncrementalAlterConfigsRequest(cluster_defaults=ops, validate_only=validate_only)
+        r = await self._call(lambda s: s.IncrementalAlterConfigs(request, timeout=self._timeout))
+        self._check(r.error)
+        result = r.cluster_defaults_result
+        self._check(result.error, result.error_message)
+        return {c.name: c.value for c in result.configs}
+
+    async def describe_cluster_configs(self) -> list[ConfigDescription]:
+        """Each dynamic broker config with its value and source: ``cluster`` (the dynamic default), ``broker`` (the
+        answering node's config file) or ``default`` (built in)."""
+        request = pb.DescribeConfigsRequest(cluster_defaults=True)
+        r = await self._call(lambda s: s.DescribeConfigs(request, timeout=self._rpc_timeout()))
+        self._check(r.error)
+        return [
+            ConfigDescription(c.name, c.value, CONFIG_SOURCES.get(c.source, "unknown"), c.read_only, c.sensitive)
+            for c in r.cluster_defaults
+        ]
 
     async def describe_log_dirs(
         self, brokers: Iterable[int] | None = None, topics: Iterable[str] | None = None
@@ -634,6 +667,19 @@ class AsyncAdmin(GroupAdmin):
 
         results = await asyncio.gather(*(ask(leader, parts) for leader, parts in by_leader.items()))
         return {p: v for result in results for p, v in result.items()}
+
+
+def _alter_ops(
+    set_configs: Mapping[str, str] | None,
+    delete_configs: Iterable[str],
+    append_configs: Mapping[str, str] | None,
+    subtract_configs: Mapping[str, str] | None,
+) -> list[pb.AlterableConfig]:
+    ops = [pb.AlterableConfig(name=k, op=pb.SET, value=str(v)) for k, v in (set_configs or {}).items()]
+    ops += [pb.AlterableConfig(name=k, op=pb.DELETE) for k in delete_configs]
+    ops += [pb.AlterableConfig(name=k, op=pb.APPEND, value=str(v)) for k, v in (append_configs or {}).items()]
+    ops += [pb.AlterableConfig(name=k, op=pb.SUBTRACT, value=str(v)) for k, v in (subtract_configs or {}).items()]
+    return ops
 
 
 class Admin:

@@ -20,7 +20,7 @@ from typing import Literal
 
 from odradek.client.errors import ErrorCode
 from odradek.controller.elections import partition_change
-from odradek.controller.metadata.image import TOPIC_RESOURCE, MetadataImage
+from odradek.controller.metadata.image import BROKER_RESOURCE, CLUSTER_DEFAULT, TOPIC_RESOURCE, MetadataImage
 from odradek.controller.topics import INTERNAL_TOPICS, validate_configs
 from odradek.proto import metadata_pb2 as md
 
@@ -65,26 +65,10 @@ def alter_topic_configs(
     current = dict(image.topic_configs(topic))
     wanted = dict(current)
     for op in ops:
-        if op.op in ("append", "subtract") and op.name not in LIST_CONFIGS:
-            out.error = ErrorCode.INVALID_CONFIG
-            out.message = f"topic config '{op.name}' is not a list: only {', '.join(sorted(LIST_CONFIGS))} is"
+        problem = _apply_op(wanted, op, op.name in LIST_CONFIGS, default_of)
+        if problem is not None:
+            out.error, out.message = ErrorCode.INVALID_CONFIG, f"topic {problem}"
             return out
-        if op.op == "set":
-            wanted[op.name] = op.value
-        elif op.op == "delete":
-            wanted.pop(op.name, None)
-        else:
-            base = wanted.get(op.name, default_of(op.name) or "")
-            items = [i.strip() for i in base.split(",") if i.strip()]
-            given = [i.strip() for i in op.value.split(",") if i.strip()]
-            if op.op == "append":
-                items += [i for i in given if i not in items]
-            else:
-                items = [i for i in items if i not in given]
-            if not items:
-                out.error, out.message = ErrorCode.INVALID_CONFIG, f"topic config '{op.name}' would be empty"
-                return out
-            wanted[op.name] = ",".join(items)
     internal = topic in INTERNAL_TOPICS
     changed = {name: value for name, value in wanted.items() if current.get(name) != value}
     problem = validate_configs(changed, allow_compact=internal)
@@ -105,6 +89,77 @@ def alter_topic_configs(
     if old_min != new_min:
         out.records += clear_elr(image, topic, new_min)
     return out
+
+
+def alter_cluster_defaults(
+    image: MetadataImage,
+    ops: Sequence[ConfigOp],
+    dynamic_keys: Mapping[str, str],
+    static_default_of: Callable[[str], str | None],
+) -> AlterOutcome:
+    """The records of a change of the cluster-wide dynamic broker defaults (Kafka's ``kafka-configs
+    --entity-type brokers --entity-default``): node properties that default a topic config (``dynamic_keys``: node
+    key -> topic key), which every node then applies over its config file. ``static_default_of(node key)`` is the
+    config file's value, for APPEND/SUBTRACT and the min.insync.replicas rule. A change of the effective
+    ``min.insync.replicas`` clears the ELR of every topic that does not set its own."""
+    out = AlterOutcome("")
+    current = dict(image.cluster_defaults())
+    wanted = dict(current)
+    seen: set[str] = set()
+    for op in ops:
+        topic_key = dynamic_keys.get(op.name)
+        if topic_key is None:
+            out.error = ErrorCode.INVALID_CONFIG
+            out.message = f"'{op.name}' is not a dynamic broker config: one of {', '.join(sorted(dynamic_keys))}"
+            return out
+        if op.name in seen:
+            out.error, out.message = ErrorCode.INVALID_REQUEST, f"broker config '{op.name}' is altered twice"
+            return out
+        seen.add(op.name)
+        problem = _apply_op(wanted, op, topic_key in LIST_CONFIGS, static_default_of)
+        if problem is not None:
+            out.error, out.message = ErrorCode.INVALID_CONFIG, problem
+            return out
+    for name, value in wanted.items():
+        if current.get(name) != value:
+            problem = validate_configs({dynamic_keys[name]: value})
+            if problem is not None:
+                out.error, out.message = ErrorCode.INVALID_CONFIG, f"broker config '{name}': {problem}"
+                return out
+    for name in sorted(set(current) | set(wanted)):
+        if current.get(name) != wanted.get(name):
+            record = md.ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=CLUSTER_DEFAULT, name=name)
+            if name in wanted:
+                record.value = wanted[name]
+            out.records.append(md.MetadataRecord(config=record))
+    out.configs = dict(sorted(wanted.items()))
+    old_min, new_min = (_min_isr(c, static_default_of) for c in (current, wanted))
+    if old_min != new_min:
+        for t in sorted(image.topics.values(), key=lambda t: t.name):
+            if "min.insync.replicas" not in image.topic_configs(t.name):
+                out.records += clear_elr(image, t.name, new_min)
+    return out
+
+
+def _apply_op(
+    configs: dict[str, str], op: ConfigOp, is_list: bool, default_of: Callable[[str], str | None]
+) -> str | None:
+    """Apply one operation to ``configs`` in place; the reason it cannot be, or None."""
+    if op.op == "set":
+        configs[op.name] = op.value
+        return None
+    if op.op == "delete":
+        configs.pop(op.name, None)
+        return None
+    if not is_list:
+        return f"config '{op.name}' is not a list: only {', '.join(sorted(LIST_CONFIGS))} is"
+    items = [i.strip() for i in configs.get(op.name, default_of(op.name) or "").split(",") if i.strip()]
+    given = [i.strip() for i in op.value.split(",") if i.strip()]
+    items = items + [i for i in given if i not in items] if op.op == "append" else [i for i in items if i not in given]
+    if not items:
+        return f"config '{op.name}' would be empty"
+    configs[op.name] = ",".join(items)
+    return None
 
 
 def clear_elr(image: MetadataImage, topic: str, min_isr: int) -> list[md.MetadataRecord]:

@@ -16,12 +16,12 @@ from typing import Literal, TypeVar
 import grpc
 from google.protobuf.message import Message
 
-from odradek.broker.topic_defaults import TopicDefault
+from odradek.broker.topic_defaults import TopicDefault, node_key
 from odradek.broker.topic_defaults import topic_defaults as topic_defaults_of_node
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.controller.active import ActiveController, now_ms
-from odradek.controller.config_changes import ConfigOp, alter_topic_configs
+from odradek.controller.config_changes import ConfigOp, alter_cluster_defaults, alter_topic_configs
 from odradek.controller.elections import PartitionOutcome, elect_leaders, every_partition
 from odradek.controller.isr import alter_partition, isr_items
 from odradek.controller.metadata.image import MetadataImage, PartitionRegistration
@@ -34,6 +34,7 @@ from odradek.controller.replica_logs import Answers
 from odradek.controller.topics import (
     DEFAULT_MAX_PARTITIONS_PER_BROKER,
     INTERNAL_TOPICS,
+    TOPIC_CONFIGS,
     TopicRequest,
     create_topic,
     delete_topic,
@@ -235,7 +236,8 @@ def describe_topic_configs(
     image: MetadataImage, name: str, defaults: Mapping[str, TopicDefault], names: Sequence[str] = ()
 ) -> apb.TopicConfigs:
     """Each topic config's effective value and its source: set on the topic, else the node's default (from its
-    config file, or odradek's built-in). ``names`` picks configs (empty: all). Every one can be altered
+    config file, or odradek's built-in), where no cluster-wide dynamic default overrides those. ``names`` picks
+    configs (empty: all). Every one can be altered
     (IncrementalAlterConfigs); none is sensitive."""
     if image.topic(name) is None:
         return apb.TopicConfigs(
@@ -248,15 +250,40 @@ def describe_topic_configs(
             topic=name, error=ErrorCode.INVALID_CONFIG, error_message=f"unknown topic config '{unknown[0]}'"
         )
     entries = []
+    dynamic = image.cluster_defaults()
     for key in names or sorted(set(own) | set(defaults)):
+        node = node_key(key)
         if key in own:
             value, source = own[key], apb.TOPIC_CONFIG
+        elif node is not None and node in dynamic:
+            value, source = dynamic[node], apb.DYNAMIC_DEFAULT_BROKER_CONFIG
         else:
             default = defaults[key]
             value = default.value
             source = apb.STATIC_BROKER_CONFIG if default.from_node_config else apb.DEFAULT_CONFIG
         entries.append(apb.DescribedConfig(name=key, value=value, source=source, read_only=False))
     return apb.TopicConfigs(topic=name, configs=entries)
+
+
+def dynamic_broker_keys() -> dict[str, str]:
+    """The node properties that can be set cluster-wide at runtime: those that default a topic config (node key ->
+    topic key), as Kafka's cluster-wide dynamic log configs."""
+    return {key: topic for topic in TOPIC_CONFIGS if (key := node_key(topic)) is not None}
+
+
+def describe_cluster_defaults(image: MetadataImage, defaults: Mapping[str, TopicDefault]) -> list[apb.DescribedConfig]:
+    """Each dynamic broker config: its cluster-wide dynamic value, else this node's file or built-in default."""
+    dynamic = image.cluster_defaults()
+    out = []
+    for key, topic in sorted(dynamic_broker_keys().items()):
+        if key in dynamic:
+            value, source = dynamic[key], apb.DYNAMIC_DEFAULT_BROKER_CONFIG
+        else:
+            default = defaults[topic]
+            value = default.value
+            source = apb.STATIC_BROKER_CONFIG if default.from_node_config else apb.DEFAULT_CONFIG
+        out.append(apb.DescribedConfig(name=key, value=value, source=source))
+    return out
 
 
 class AdminService(admin_pb2_grpc.AdminServicer):
@@ -552,6 +579,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         return apb.DescribeConfigsResponse(
             node_id=self.driver.node_id,
             topics=[describe_topic_configs(image, n, self.topic_defaults, request.config_names) for n in names],
+            cluster_defaults=describe_cluster_defaults(image, self.topic_defaults) if request.cluster_defaults else [],
         )
 
     async def IncrementalAlterConfigs(
@@ -571,6 +599,24 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             return None if default is None else default.value
 
         results = []
+        cluster_result = None
+        if request.cluster_defaults:
+            ops = [ConfigOp(c.name, _OPS[c.op], c.value) for c in request.cluster_defaults]
+            keys = dynamic_broker_keys()
+
+            def static_default_of(name: str) -> str | None:
+                return default_of(keys[name]) if name in keys else None
+
+            def decide_defaults(image: MetadataImage, _offset: int):
+                out = alter_cluster_defaults(image, ops, keys, static_default_of)
+                return ([] if request.validate_only or out.error != ErrorCode.NONE else out.records), out
+
+            try:
+                out = await controller.write(decide_defaults)
+                configs = [apb.ConfigEntry(name=k, value=v) for k, v in out.configs.items()]
+                cluster_result = apb.AlterConfigsResult(error=out.error, error_message=out.message, configs=configs)
+            except OdradekError as e:
+                cluster_result = apb.AlterConfigsResult(error=ErrorCode.ValueType(e.code), error_message=str(e))
         for t in request.topics:
             ops = [ConfigOp(c.name, _OPS[c.op], c.value) for c in t.configs]
 
@@ -587,7 +633,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             except OdradekError as e:
                 code = ErrorCode.ValueType(e.code)
                 results.append(apb.AlterConfigsResult(topic=t.topic, error=code, error_message=str(e)))
-        return apb.IncrementalAlterConfigsResponse(results=results)
+        return apb.IncrementalAlterConfigsResponse(results=results, cluster_defaults_result=cluster_result)
 
 
 _OPS: dict[int, Literal["set", "delete", "append", "subtract"]] = {

@@ -50,6 +50,8 @@ class _ConfigSourceEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ConfigSo
     """the answering node's config file sets the default"""
     TOPIC_CONFIG: _ConfigSource.ValueType  # 3
     """set on the topic"""
+    DYNAMIC_DEFAULT_BROKER_CONFIG: _ConfigSource.ValueType  # 4
+    """the cluster-wide dynamic default (IncrementalAlterConfigs cluster_defaults)"""
 
 class ConfigSource(_ConfigSource, metaclass=_ConfigSourceEnumTypeWrapper):
     """Where a config's effective value comes from (Kafka's ConfigSource, the values odradek has)."""
@@ -61,6 +63,8 @@ STATIC_BROKER_CONFIG: ConfigSource.ValueType  # 2
 """the answering node's config file sets the default"""
 TOPIC_CONFIG: ConfigSource.ValueType  # 3
 """set on the topic"""
+DYNAMIC_DEFAULT_BROKER_CONFIG: ConfigSource.ValueType  # 4
+"""the cluster-wide dynamic default (IncrementalAlterConfigs cluster_defaults)"""
 Global___ConfigSource: _TypeAlias = ConfigSource  # noqa: Y015
 
 class _AlterConfigOp:
@@ -795,6 +799,9 @@ class DescribeConfigsRequest(_message.Message):
 
     TOPICS_FIELD_NUMBER: _builtins.int
     CONFIG_NAMES_FIELD_NUMBER: _builtins.int
+    CLUSTER_DEFAULTS_FIELD_NUMBER: _builtins.int
+    cluster_defaults: _builtins.bool
+    """also describe the dynamic broker configs (cluster-wide defaults)"""
     @_builtins.property
     def topics(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -806,10 +813,11 @@ class DescribeConfigsRequest(_message.Message):
         *,
         topics: _abc.Iterable[_builtins.str] | None = ...,
         config_names: _abc.Iterable[_builtins.str] | None = ...,
+        cluster_defaults: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["config_names", b"config_names", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_defaults", b"cluster_defaults", "config_names", b"config_names", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -884,21 +892,27 @@ class DescribeConfigsResponse(_message.Message):
     ERROR_FIELD_NUMBER: _builtins.int
     NODE_ID_FIELD_NUMBER: _builtins.int
     TOPICS_FIELD_NUMBER: _builtins.int
+    CLUSTER_DEFAULTS_FIELD_NUMBER: _builtins.int
     error: _common_pb2.ErrorCode.ValueType
     node_id: _builtins.int
     """the node whose config gave the STATIC_BROKER_CONFIG / DEFAULT_CONFIG values"""
     @_builtins.property
     def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicConfigs]: ...
+    @_builtins.property
+    def cluster_defaults(self) -> _containers.RepeatedCompositeFieldContainer[Global___DescribedConfig]:
+        """when asked: each dynamic broker config's value and source"""
+
     def __init__(
         self,
         *,
         error: _common_pb2.ErrorCode.ValueType = ...,
         node_id: _builtins.int = ...,
         topics: _abc.Iterable[Global___TopicConfigs] | None = ...,
+        cluster_defaults: _abc.Iterable[Global___DescribedConfig] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "node_id", b"node_id", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_defaults", b"cluster_defaults", "error", b"error", "node_id", b"node_id", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -959,19 +973,27 @@ class IncrementalAlterConfigsRequest(_message.Message):
 
     TOPICS_FIELD_NUMBER: _builtins.int
     VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
+    CLUSTER_DEFAULTS_FIELD_NUMBER: _builtins.int
     validate_only: _builtins.bool
     """check the changes, change nothing"""
     @_builtins.property
     def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterTopicConfigs]: ...
+    @_builtins.property
+    def cluster_defaults(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterableConfig]:
+        """The cluster-wide dynamic broker defaults (node keys such as log.retention.ms), applied by every node over its
+        config file; empty: leave them alone.
+        """
+
     def __init__(
         self,
         *,
         topics: _abc.Iterable[Global___AlterTopicConfigs] | None = ...,
         validate_only: _builtins.bool = ...,
+        cluster_defaults: _abc.Iterable[Global___AlterableConfig] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["topics", b"topics", "validate_only", b"validate_only"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_defaults", b"cluster_defaults", "topics", b"topics", "validate_only", b"validate_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1015,18 +1037,24 @@ class IncrementalAlterConfigsResponse(_message.Message):
 
     ERROR_FIELD_NUMBER: _builtins.int
     RESULTS_FIELD_NUMBER: _builtins.int
+    CLUSTER_DEFAULTS_RESULT_FIELD_NUMBER: _builtins.int
     error: _common_pb2.ErrorCode.ValueType
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterConfigsResult]: ...
+    @_builtins.property
+    def cluster_defaults_result(self) -> Global___AlterConfigsResult:
+        """set when cluster_defaults were given (its topic is empty)"""
+
     def __init__(
         self,
         *,
         error: _common_pb2.ErrorCode.ValueType = ...,
         results: _abc.Iterable[Global___AlterConfigsResult] | None = ...,
+        cluster_defaults_result: Global___AlterConfigsResult | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cluster_defaults_result", b"cluster_defaults_result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "results", b"results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_defaults_result", b"cluster_defaults_result", "error", b"error", "results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

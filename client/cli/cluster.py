@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from odradek.client.admin import AsyncAdmin
 from odradek.client.cli.common import add_command
+from odradek.client.cli.config_changes import add_alter_arguments, changes
 from odradek.client.cli.output import emit, table
 from odradek.client.cli.profile import admin_servers
 
@@ -40,6 +41,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     admin_command(cluster, "info", _info, "cluster id, active controller and brokers")
     admin_command(cluster, "quorum", _quorum, "the controller quorum: leader, epoch, high watermark, replicas")
+    admin_command(cluster, "configs", _configs, "the dynamic broker configs: cluster-wide value, or each default")
+    alter = admin_command(
+        cluster, "alter-config", _alter_config, "change cluster-wide broker defaults live (all or none apply)"
+    )
+    add_alter_arguments(alter)
     from odradek.client.cli import health  # imported here: health.py builds on this module's helpers
 
     health.register_cluster_commands(cluster)
@@ -50,6 +56,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     from odradek.client.cli import log_dirs  # imported here: log_dirs.py builds on this module's helpers
 
     log_dirs.register_broker_commands(broker)
+
+
+def _configs(args: argparse.Namespace) -> None:
+    configs = [c.to_dict() for c in with_admin(args, lambda a: a.describe_cluster_configs())]
+    emit(configs, args.format, human=table(configs, ["name", "value", "source"]))
+
+
+def _alter_config(args: argparse.Namespace) -> None:
+    c = changes(args)
+    configs = with_admin(args, lambda a: a.alter_cluster_configs(*c, validate_only=args.dry_run))
+    data = {"dry_run": args.dry_run, **c.to_dict(), "configs": configs}
+    shown = ", ".join(f"{k}={v}" for k, v in configs.items()) or "(none: every node uses its config file)"
+    verb = "valid, nothing changed" if args.dry_run else "altered"
+    emit(data, args.format, human=f"{verb}: cluster-wide broker defaults\ndynamic: {shown}")
 
 
 def _info(args: argparse.Namespace) -> None:

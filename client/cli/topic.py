@@ -10,7 +10,7 @@ from typing import Any
 from odradek.client.admin import AsyncAdmin, ConfigDescription, TopicInfo
 from odradek.client.cli import topic_offsets
 from odradek.client.cli.cluster import admin_command, with_admin
-from odradek.client.cli.common import CommandError
+from odradek.client.cli.config_changes import add_alter_arguments, changes, key_values
 from odradek.client.cli.output import emit, table
 
 
@@ -35,33 +35,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     alter = admin_command(topic, "alter-config", _alter_config, "change a topic's configs live (all or none apply)")
     alter.add_argument("name")
-    alter.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="set a config")
-    alter.add_argument(
-        "--delete", action="append", default=[], metavar="KEY", help="remove the topic's value: the default applies"
-    )
-    alter.add_argument(
-        "--append", action="append", default=[], metavar="KEY=VALUE", help="add to a list config (cleanup.policy)"
-    )
-    alter.add_argument("--subtract", action="append", default=[], metavar="KEY=VALUE", help="remove from a list config")
-    alter.add_argument("--dry-run", action="store_true", help="validate the changes, change nothing")
+    add_alter_arguments(alter)
     delete = admin_command(topic, "delete", _delete, "delete a topic")
     delete.add_argument("name")
     offsets = admin_command(topic, "offsets", topic_offsets.run, "partition offsets at a time (kafka-get-offsets)")
     topic_offsets.add_arguments(offsets)
 
 
-def _configs(pairs: list[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, eq, value = pair.partition("=")
-        if not eq or not key:
-            raise CommandError(f"config {pair!r} is not key=value")
-        out[key] = value
-    return out
-
-
 def _create(args: argparse.Namespace) -> None:
-    configs = _configs(args.config)
+    configs = key_values(args.config)
     topic_id = with_admin(args, lambda a: a.create_topic(args.name, args.partitions, args.replication_factor, configs))
     emit({"name": args.name, "topic_id": topic_id}, args.format, human=f"created topic {args.name}")
 
@@ -132,24 +114,13 @@ def _describe(args: argparse.Namespace) -> None:
 
 
 def _alter_config(args: argparse.Namespace) -> None:
-    to_set, to_append, to_subtract = _configs(args.set), _configs(args.append), _configs(args.subtract)
-    to_delete = list(dict.fromkeys(args.delete))
-    if not (to_set or to_delete or to_append or to_subtract):
-        raise CommandError("nothing to alter: give --set, --delete, --append or --subtract")
-    changes = {"set": to_set, "delete": to_delete, "append": to_append, "subtract": to_subtract}
+    c = changes(args)
 
     async def alter(admin: AsyncAdmin) -> dict[str, str]:
-        return await admin.alter_topic_configs(
-            args.name,
-            set_configs=to_set,
-            delete_configs=to_delete,
-            append_configs=to_append,
-            subtract_configs=to_subtract,
-            validate_only=args.dry_run,
-        )
+        return await admin.alter_topic_configs(args.name, *c, validate_only=args.dry_run)
 
     configs = with_admin(args, alter)
-    data = {"name": args.name, "dry_run": args.dry_run, **changes, "configs": configs}
+    data = {"name": args.name, "dry_run": args.dry_run, **c.to_dict(), "configs": configs}
     shown = ", ".join(f"{k}={v}" for k, v in configs.items()) or "(defaults)"
     verb = "valid, nothing changed" if args.dry_run else "altered"
     emit(data, args.format, human=f"{verb}: topic {args.name}\nconfigs: {shown}")

@@ -17,6 +17,7 @@ from odradek.proto import metadata_pb2 as md
 NO_LEADER = -1
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+CLUSTER_DEFAULT = ""  # the broker resource name of the cluster-wide dynamic defaults
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,10 @@ class MetadataImage:
 
     def topic_configs(self, name: str) -> Mapping[str, str]:
         return self.configs.get((TOPIC_RESOURCE, name), _frozen({}))
+
+    def cluster_defaults(self) -> Mapping[str, str]:
+        """The dynamic broker defaults every node applies over its config file (Kafka's ``--entity-default``)."""
+        return self.configs.get((BROKER_RESOURCE, CLUSTER_DEFAULT), _frozen({}))
 
     def active_brokers(self) -> list[BrokerRegistration]:
         return [b for b in self.brokers.values() if b.active]

@@ -7,7 +7,7 @@ import pytest
 from controller_images import apply, brokers, build, partition, topic
 
 from odradek.client.errors import ErrorCode
-from odradek.controller.config_changes import ConfigOp, alter_topic_configs
+from odradek.controller.config_changes import ConfigOp, alter_cluster_defaults, alter_topic_configs
 from odradek.controller.metadata.image import TOPIC_RESOURCE, MetadataImage
 from odradek.proto import metadata_pb2 as md
 
@@ -123,3 +123,37 @@ def test_an_unchanged_effective_minimum_keeps_the_elr() -> None:
         img, "t", [ConfigOp("min.insync.replicas", "delete")], {"min.insync.replicas": "3"}.get
     )
     assert [r.WhichOneof("record") for r in unset.records] == ["config"]
+
+
+KEYS = {
+    "log.retention.ms": "retention.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "log.cleanup.policy": "cleanup.policy",
+}
+STATIC = {"log.retention.ms": "604800000", "min.insync.replicas": "3", "log.cleanup.policy": "delete"}.get
+
+
+def test_cluster_defaults_take_dynamic_node_keys_only_and_validate_them() -> None:
+    img = image()
+    out = alter_cluster_defaults(img, [ConfigOp("log.retention.ms", "set", "60000")], KEYS, STATIC)
+    assert out.error == ErrorCode.NONE and apply(img, out.records).cluster_defaults() == {"log.retention.ms": "60000"}
+    for op, named in (
+        (ConfigOp("retention.ms", "set", "5"), "retention.ms"),  # the topic name of it: not a broker key
+        (ConfigOp("num.partitions", "set", "5"), "num.partitions"),  # a broker key, not a dynamic one
+        (ConfigOp("log.retention.ms", "set", "soon"), "log.retention.ms"),
+        (ConfigOp("log.cleanup.policy", "subtract", "delete"), "log.cleanup.policy"),
+    ):
+        bad = alter_cluster_defaults(img, [op], KEYS, STATIC)
+        assert (bad.error, bad.records) == (ErrorCode.INVALID_CONFIG, []) and named in bad.message
+
+
+def test_a_cluster_wide_min_isr_change_clears_the_elr_of_topics_without_their_own() -> None:
+    with_own = elr_image()  # t sets min.insync.replicas itself: the cluster default does not apply to it
+    out = alter_cluster_defaults(with_own, [ConfigOp("min.insync.replicas", "set", "2")], KEYS, STATIC)
+    assert [r.WhichOneof("record") for r in out.records] == ["config"]
+    without_own = alter_topic_configs(with_own, "t", [ConfigOp("min.insync.replicas", "delete")], STATIC)
+    img = apply(with_own, [r for r in without_own.records if r.WhichOneof("record") == "config"])
+    assert img.partition("t", 0).eligible_leader_replicas == (2, 3)  # built under 3, the file's default too
+    out = alter_cluster_defaults(img, [ConfigOp("min.insync.replicas", "set", "2")], KEYS, STATIC)
+    assert [r.WhichOneof("record") for r in out.records] == ["config", "partition_change"]
+    assert apply(img, out.records).partition("t", 0).eligible_leader_replicas == ()

@@ -111,3 +111,32 @@ def test_min_insync_replicas_applies_at_once_and_bad_changes_change_nothing(odra
         assert admin.alter_topic_configs("strict", validate_only=True) == {"min.insync.replicas": "2"}
         result = cli(cluster, "topic", "alter-config", "strict")
         assert result.returncode != 0 and "nothing to alter" in result.stderr
+
+
+def test_a_cluster_wide_default_applies_to_topics_without_their_own_value(odradek_cluster) -> None:
+    cluster = odradek_cluster
+    with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
+        admin.create_topic("inherits", 1, 3, {"segment.bytes": "2048"})
+        admin.create_topic("keeps", 1, 3, {"segment.bytes": "2048", "retention.ms": "604800000"})
+        for topic in ("inherits", "keeps"):
+            produce(cluster, topic, 60)
+        wait_for(lambda: min(segments(cluster, "inherits").values()) >= 5, 30, what="segments rolled")
+
+        result = cli(cluster, "cluster", "alter-config", "--set", "log.retention.ms=1", "--format", "json")
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["configs"] == {"log.retention.ms": "1"}
+        wait_for(lambda: set(segments(cluster, "inherits").values()) == {1}, 30, what="the default applied")
+        assert min(segments(cluster, "keeps").values()) >= 5  # its own retention.ms wins
+
+        wait_for(
+            lambda: {c.name: c.source for c in admin.describe_configs("inherits")}["retention.ms"] == "cluster",
+            10,
+            what="the describe",
+        )
+        listed = json.loads(cli(cluster, "cluster", "configs", "--format", "json").stdout)
+        assert {"name": "log.retention.ms", "value": "1", "source": "cluster"} in [
+            {k: c[k] for k in ("name", "value", "source")} for c in listed
+        ]
+        bad = cli(cluster, "cluster", "alter-config", "--set", "num.partitions=3")
+        assert bad.returncode != 0 and "num.partitions" in bad.stderr and "dynamic" in bad.stderr
+        assert admin.alter_cluster_configs(delete_configs=["log.retention.ms"]) == {}
