@@ -41,6 +41,7 @@ class AdminStub:
     ElectLeaders: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ElectLeadersRequest, _admin_pb2.ElectLeadersResponse]
     AlterPartitionReassignments: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AlterPartitionReassignmentsRequest, _admin_pb2.AlterPartitionReassignmentsResponse]
     DescribeConfigs: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DescribeConfigsRequest, _admin_pb2.DescribeConfigsResponse]
+    CreatePartitions: _grpc.UnaryUnaryMultiCallable[_admin_pb2.CreatePartitionsRequest, _admin_pb2.CreatePartitionsResponse]
 
 @_typing.type_check_only
 class AdminAsyncStub(AdminStub):
@@ -53,6 +54,7 @@ class AdminAsyncStub(AdminStub):
     ElectLeaders: _aio.UnaryUnaryMultiCallable[_admin_pb2.ElectLeadersRequest, _admin_pb2.ElectLeadersResponse]  # type: ignore[assignment]
     AlterPartitionReassignments: _aio.UnaryUnaryMultiCallable[_admin_pb2.AlterPartitionReassignmentsRequest, _admin_pb2.AlterPartitionReassignmentsResponse]  # type: ignore[assignment]
     DescribeConfigs: _aio.UnaryUnaryMultiCallable[_admin_pb2.DescribeConfigsRequest, _admin_pb2.DescribeConfigsResponse]  # type: ignore[assignment]
+    CreatePartitions: _aio.UnaryUnaryMultiCallable[_admin_pb2.CreatePartitionsRequest, _admin_pb2.CreatePartitionsResponse]  # type: ignore[assignment]
 
 class AdminServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -110,5 +112,12 @@ class AdminServicer(metaclass=_abc_1.ABCMeta):
         request: _admin_pb2.DescribeConfigsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.DescribeConfigsResponse, _abc.Awaitable[_admin_pb2.DescribeConfigsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def CreatePartitions(
+        self,
+        request: _admin_pb2.CreatePartitionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.CreatePartitionsResponse, _abc.Awaitable[_admin_pb2.CreatePartitionsResponse]]: ...
 
 def add_AdminServicer_to_server(servicer: AdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
