@@ -277,9 +277,10 @@ class Partition:
         """Advance the log start offset to ``offset`` (``HIGH_WATERMARK``: the high watermark), as the leader;
         returns the offset asked for. Only committed records can be deleted: beyond the high watermark is
         OFFSET_OUT_OF_RANGE. An offset at or below the log start changes nothing. Followers learn the new log start
-        from their fetch answers (woken now rather than at their long poll's end) and advance theirs."""
-        self.check_leader()
-        hw = self.log.high_watermark
+        from their fetch answers (woken now rather than at their long poll's end) and advance theirs. A new leader
+        whose high watermark still catches up answers OFFSET_NOT_AVAILABLE (retriable), as for ListOffsets, rather
+        than trim to, or refuse against, a high watermark older than the one clients have seen."""
+        hw = self.visible_high_watermark()
         target = hw if offset == HIGH_WATERMARK else offset
         if target < 0 or target > hw:
             raise OffsetOutOfRangeError(

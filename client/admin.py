@@ -41,6 +41,7 @@ _LEADER_MOVED = frozenset(
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.UNKNOWN_LEADER_EPOCH,
         ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.OFFSET_NOT_AVAILABLE,  # a new leader's high watermark is catching up
     }
 )
 

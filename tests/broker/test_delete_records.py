@@ -125,3 +125,15 @@ def test_compacted_and_internal_topics_are_refused(topic: str, configs: dict[str
     with pytest.raises(OdradekError) as e:
         check_topic(topic, configs)
     assert e.value.code == ErrorCode.POLICY_VIOLATION
+
+
+async def test_a_new_leader_catching_up_answers_offset_not_available(pair) -> None:
+    """Its high watermark (10) lags the start of its epoch (15): trimming against it could refuse an offset every
+    client has seen committed, or (-1) trim less than asked."""
+    leader, _follower = pair
+    leader.append_as_leader(encode_batch([b"y"] * 5, timestamps=1_000))  # 10..14, not committed yet
+    leader.update(state(leader_epoch=4), 1, 0)  # leads again at a new epoch starting at 15, high watermark 10
+    with pytest.raises(OdradekError) as e:
+        leader.delete_records(HIGH_WATERMARK)
+    assert e.value.code == ErrorCode.OFFSET_NOT_AVAILABLE
+    assert leader.log.log_start_offset == 0
