@@ -80,6 +80,7 @@ class BrokerRole:
                 response_max_bytes=c["replica.fetch.response.max.bytes"],
                 backoff_ms=c["replica.fetch.backoff.ms"],
             ),
+            persist_log_starts=self.logs.checkpoint_log_start_offsets,
         )
         self.isr_changes = IsrChangeSender(c.node_id, self._broker_epoch, self.lifecycle.call)
         self.replicas = ReplicaManager(

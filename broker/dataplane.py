@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import grpc
 
-from odradek.broker import describe_log_dirs
+from odradek.broker import delete_records, describe_log_dirs
 from odradek.broker.log.rewrite import LOG_APPEND_TIME
 from odradek.broker.metrics import NodeMetrics
 from odradek.broker.partition import FollowerRead, Partition
@@ -273,6 +273,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     r.diverging_epoch.end_offset = read.diverging.end_offset
                     total += 1
                     continue
+                if fp.log_start_offset < read.log_start_offset and request.replica_id >= 0:
+                    total += 1  # a follower behind our log start (DeleteRecords) learns it now, not at max_wait_ms
                 assert read.data is not None  # set whenever no divergence is reported
                 records = read.data.records
                 size = len(records)
@@ -316,7 +318,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
         def read(partition: Partition, fp, max_bytes: int) -> FollowerRead:
             return partition.read_for_follower(
-                replica, fp.fetch_offset, fp.last_fetched_epoch, max_bytes, fp.current_leader_epoch, now
+                replica,
+                fp.fetch_offset,
+                fp.last_fetched_epoch,
+                max_bytes,
+                fp.current_leader_epoch,
+                now,
+                fp.log_start_offset,
             )
 
         def on_error(r: pb.FetchPartitionResponse, topic: str, e: OdradekError) -> None:
@@ -415,6 +423,49 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             partition.visible_high_watermark()  # -1 only once the high watermark is the real one
             return -1, -1
         return found.offset, found.timestamp  # the record's own timestamp, as Kafka answers
+
+    # ---- DeleteRecords ----
+
+    async def DeleteRecords(
+        self,
+        request: pb.DeleteRecordsRequest,
+        context: grpc.aio.ServicerContext[pb.DeleteRecordsRequest, pb.DeleteRecordsResponse],
+    ) -> pb.DeleteRecordsResponse:
+        """Advance each partition's log start offset as its leader (``kafka-delete-records``), then answer once
+        every ISR replica's log starts there too (or REQUEST_TIMED_OUT after ``timeout_ms``); the new log start is
+        written to the log-start checkpoint first, so it survives a crash of this broker."""
+        response = pb.DeleteRecordsResponse()
+        waits: list[tuple[pb.DeleteRecordsPartitionResponse, Partition, asyncio.Future]] = []
+        for t in request.topics:
+            add = response.topics.add(name=t.name).partitions.add
+            for dp in t.partitions:
+                r = add(partition=dp.partition, low_watermark=-1)
+                try:
+                    delete_records.check_topic(t.name, self.image.topic_configs(t.name))
+                    partition = self.replicas.get(t.name, dp.partition)
+                    target = partition.delete_records(dp.offset)
+                except OdradekError as e:
+                    r.error, r.error_message = ErrorCode.ValueType(e.code), str(e)
+                    if e.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+                        hint = _leader_hint(self.image, t.name, dp.partition)
+                        if hint is not None:
+                            r.current_leader.CopyFrom(hint)
+                    continue
+                waits.append((r, partition, partition.wait_for_low_watermark(target)))
+        if waits:
+            await asyncio.to_thread(self.replicas.logs.checkpoint_log_start_offsets)
+            futures = [f for _, _, f in waits]
+            await asyncio.wait(futures, timeout=(request.timeout_ms if request.timeout_ms > 0 else 30000) / 1000)
+            for r, partition, future in waits:
+                if not future.done():
+                    future.cancel()
+                    r.error = ErrorCode.REQUEST_TIMED_OUT
+                    r.error_message = "not every in-sync replica reached the new log start offset in time"
+                elif future.result() != ErrorCode.NONE:
+                    r.error = future.result()
+                else:
+                    r.low_watermark = partition.low_watermark()
+        return response
 
     # ---- Unclean recovery ----
 

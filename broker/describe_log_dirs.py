@@ -1,5 +1,5 @@
 """The DescribeLogDirs answer (``odradek broker log-dirs``, like kafka-log-dirs): per log dir its state and disk
-figures, per replica in it its size, log end offset and how far it is behind the partition's leader.
+figures, per replica in it its size, log start and end offsets and how far it is behind the partition's leader.
 
 The figures are the ones the log-dir metrics export (``broker/log_dirs.py``); the replica positions come from the
 replica manager: a leader is 0 behind, a follower as far as its last fetch found it, any other replica unknown.
@@ -24,6 +24,7 @@ class ReplicaPosition:
     log_end_offset: int
     is_leader: bool
     offset_lag: int  # offsets behind the leader; UNKNOWN when no fetch has told yet
+    log_start_offset: int = UNKNOWN
 
 
 def describe_log_dirs(
@@ -47,7 +48,7 @@ def describe_log_dirs(
         for r in d.replicas:
             if wanted and r.topic not in wanted:
                 continue
-            at = positions.get((r.topic, r.partition), ReplicaPosition(UNKNOWN, False, UNKNOWN))
+            at = positions.get((r.topic, r.partition), ReplicaPosition(UNKNOWN, False, UNKNOWN, UNKNOWN))
             replicas.append(
                 pb.LogDirReplica(
                     topic=r.topic,
@@ -56,6 +57,7 @@ def describe_log_dirs(
                     offset_lag=at.offset_lag,
                     log_end_offset=at.log_end_offset,
                     is_leader=at.is_leader,
+                    log_start_offset=at.log_start_offset,
                 )
             )
         dirs.append(
@@ -78,7 +80,7 @@ def replica_positions(replicas: ReplicaManager) -> dict[tuple[str, int], Replica
         if p.log.offline:
             continue
         behind = 0 if p.is_leader else lag.get(key, UNKNOWN)
-        out[key] = ReplicaPosition(p.log.log_end_offset, p.is_leader, behind)
+        out[key] = ReplicaPosition(p.log.log_end_offset, p.is_leader, behind, p.log.log_start_offset)
     return out
 
 

@@ -5,7 +5,8 @@ fetched epoch, leader epoch). Its answer is only meaningful for that position. I
 (truncated on a divergence, restarted at the leader's log start, a new leader epoch), the answer is stale: its
 records no longer continue the log and its divergence or range error was about a log that no longer exists, so
 it is dropped and the next fetch asks again from the current position. Otherwise: truncate where the leader says
-the logs diverge, append and take the leader's high watermark, or restart at the leader's log start.
+the logs diverge, append and take the leader's high watermark and log start offset, or restart at the leader's
+log start.
 
 ``decide`` is the pure rule; ``apply_fetched`` runs it against a ``Partition`` (the fetcher's asyncio loop and a
 simulation both call it).
@@ -60,11 +61,12 @@ class Truncate(NamedTuple):
 
 
 class Append(NamedTuple):
-    """Append the records (possibly none) and take the leader's high watermark."""
+    """Append the records (possibly none) and take the leader's high watermark and log start offset."""
 
     records: bytes
     high_watermark: int
     leader_log_end_offset: int
+    leader_log_start_offset: int = -1
 
 
 class RestartAt(NamedTuple):
@@ -95,7 +97,7 @@ def decide(sent: FetchPosition, current: FetchPosition, r: FetchedPartition) -> 
     if r.error == ErrorCode.NONE:
         if r.diverging is not None:
             return Truncate(r.diverging)
-        return Append(r.records, r.high_watermark, r.log_end_offset)
+        return Append(r.records, r.high_watermark, r.log_end_offset, r.log_start_offset)
     if r.error == ErrorCode.OFFSET_OUT_OF_RANGE:
         if current.fetch_offset < r.log_start_offset:
             return RestartAt(r.log_start_offset)
@@ -113,7 +115,7 @@ def apply_fetched(p: Partition, sent: FetchPosition, r: FetchedPartition) -> Fet
     if isinstance(action, Truncate):
         p.truncate_to_leader(action.diverging)
     elif isinstance(action, Append):
-        p.append_as_follower(action.records, action.high_watermark)
+        p.append_as_follower(action.records, action.high_watermark, action.leader_log_start_offset)
     elif isinstance(action, RestartAt):
         p.reset_to_leader_start(action.log_start_offset)
     return action

@@ -8,7 +8,9 @@ since left (truncation, restart, new leader epoch) is dropped and asked again; o
 epoch, append, take the high watermark. A partition whose leader or epoch changed leaves its fetcher at once and
 joins the new leader's (``assign``); one the leader refuses (not leader, epoch mismatch) pauses for
 ``replica.fetch.backoff.ms`` or until new metadata moves it, whichever comes first. A partition whose log went
-offline (a disk error) leaves the fetcher; the others keep replicating.
+offline (a disk error) leaves the fetcher; the others keep replicating. A log start offset taken from the leader
+(its DeleteRecords or retention) is written to the checkpoint before the next fetch reports it: the leader counts
+a replica as trimmed (DeleteRecords' answer) only once the trim survives that replica's crash.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class LeaderFetcher:
         self.partitions: dict[Key, Partition] = {}
         self.parked: set[Key] = set()  # refused by the leader: wait for metadata
         self._changed = asyncio.Event()
+        self._log_start_moved = False  # a partition's log start moved in the last answer: checkpoint it
         self._task = asyncio.create_task(self._run(), name=f"fetcher-{leader_id}")
 
     def add(self, p: Partition) -> None:
@@ -140,6 +143,12 @@ class LeaderFetcher:
                 await asyncio.sleep(backoff)
                 continue
             self._apply(response, sent)
+            if self._log_start_moved:
+                self._log_start_moved = False
+                try:
+                    await asyncio.to_thread(self.manager.persist_log_starts)
+                except Exception:  # a failed dir is taken offline by the log manager; keep replicating the rest
+                    logger.exception("writing the log start offsets failed")
 
     def _apply(self, response: pb.FetchResponse, sent: dict[Key, FetchPosition]) -> None:
         for t in response.topics:
@@ -173,7 +182,10 @@ class LeaderFetcher:
         self.manager.retry_later(key, p)
 
     def _apply_partition(self, key: Key, p: Partition, sent: FetchPosition, r: pb.FetchPartitionResponse) -> None:
+        log_start = p.log.log_start_offset
         action = apply_fetched(p, sent, FetchedPartition.from_proto(r))
+        if p.log.log_start_offset != log_start:
+            self._log_start_moved = True
         if isinstance(action, Append):
             self.manager.lag[key] = max(0, action.leader_log_end_offset - p.log.log_end_offset)
         elif isinstance(action, Stale):
@@ -194,8 +206,11 @@ class ReplicaFetcherManager:
         broker_epoch: Callable[[], int],
         image: Callable[[], MetadataImage],
         config: FetcherConfig,
+        persist_log_starts: Callable[[], None] = lambda: None,
     ) -> None:
         self.broker_id = broker_id
+        # Writes every log's start offset durably (the log manager's checkpoint); run in a thread.
+        self.persist_log_starts = persist_log_starts
         self.broker_epoch = broker_epoch
         self.image = image
         self.config = config

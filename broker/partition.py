@@ -37,6 +37,7 @@ from odradek.controller.metadata.image import NO_LEADER, PartitionRegistration
 logger = logging.getLogger(__name__)
 
 UNDEFINED_EPOCH = -1
+HIGH_WATERMARK = -1  # DeleteRecords' offset meaning "up to the high watermark", as Kafka's
 
 
 class Divergence(NamedTuple):
@@ -80,6 +81,8 @@ class Partition:
         self._waiters: list[asyncio.Future] = []  # consumer fetches
         self._replica_waiters: list[asyncio.Future] = []  # follower fetches
         self._acks: list[tuple[int, asyncio.Future]] = []  # (offset the HW must reach, future) of acks=all
+        # DeleteRecords answers: (log start every ISR replica must reach, future of the error code)
+        self._low_watermark_waiters: list[tuple[int, asyncio.Future]] = []
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition}, leader={self.leader_id}@{self.leader_epoch})"
@@ -126,6 +129,7 @@ class Partition:
             )
             if len(self.isr) < self.min_isr:
                 self._fail_acks(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+            self._complete_low_watermark_waiters()  # a lagging replica left the ISR
         return False
 
     def _become(self, now_ms: int) -> None:
@@ -146,6 +150,7 @@ class Partition:
         else:
             self.leader_state = None
             self._fail_acks(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            self._fail_low_watermark_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             logger.info("%s: following at epoch %d", self, self.leader_epoch)
         # Parked fetches re-check against the new role and answer with its error or data.
         self._wake(self._waiters)
@@ -236,8 +241,10 @@ class Partition:
         max_bytes: int,
         client_epoch: int,
         now_ms: int,
+        log_start_offset: int = -1,
     ) -> FollowerRead:
-        """A follower's fetch: check its log against ours, record its progress, read up to the log end offset."""
+        """A follower's fetch: check its log against ours, record its progress (its log end offset, and its log
+        start offset as it reports it), read up to the log end offset."""
         state = self.check_leader(client_epoch)
         if replica_id not in self.replicas:
             raise NotLeaderOrFollowerError(f"broker {replica_id} is not a replica of {self.topic}-{self.partition}")
@@ -259,9 +266,67 @@ class Partition:
             raise OffsetOutOfRangeError(
                 f"fetch offset {fetch_offset} outside [{log_.log_start_offset}, {leo}] of {self.topic}-{self.partition}"
             )
-        self._apply(state.on_follower_fetch(replica_id, fetch_offset, leo, now_ms))
+        self._apply(state.on_follower_fetch(replica_id, fetch_offset, leo, now_ms, log_start_offset))
+        self._complete_low_watermark_waiters()
         data = log_.read(fetch_offset, max_bytes)
         return FollowerRead(data, None, log_.high_watermark, log_.log_start_offset, leo)
+
+    # -- DeleteRecords -------------------------------------------------------------------------------------------
+
+    def delete_records(self, offset: int) -> int:
+        """Advance the log start offset to ``offset`` (``HIGH_WATERMARK``: the high watermark), as the leader;
+        returns the offset asked for. Only committed records can be deleted: beyond the high watermark is
+        OFFSET_OUT_OF_RANGE. An offset at or below the log start changes nothing. Followers learn the new log start
+        from their fetch answers (woken now rather than at their long poll's end) and advance theirs. A new leader
+        whose high watermark still catches up answers OFFSET_NOT_AVAILABLE (retriable), as for ListOffsets, rather
+        than trim to, or refuse against, a high watermark older than the one clients have seen."""
+        hw = self.visible_high_watermark()
+        target = hw if offset == HIGH_WATERMARK else offset
+        if target < 0 or target > hw:
+            raise OffsetOutOfRangeError(
+                f"{self.topic}-{self.partition}: cannot delete records up to {offset}: the high watermark is {hw}"
+            )
+        if self.log.increment_log_start_offset(target):
+            logger.info("%s: log start offset advanced to %d (DeleteRecords)", self, target)
+            self._wake(self._replica_waiters)
+        return target
+
+    def low_watermark(self) -> int:
+        """The lowest log start offset over the ISR, as the leader knows it (-1 when some member is not known)."""
+        return self.check_leader().low_watermark(self.log.log_start_offset)
+
+    def wait_for_low_watermark(self, offset: int) -> asyncio.Future:
+        """A future of the error code for a DeleteRecords up to ``offset``: NONE once every ISR replica's log
+        starts at or after it, NOT_LEADER_OR_FOLLOWER if this replica stops leading first."""
+        future = asyncio.get_running_loop().create_future()
+        state = self.leader_state
+        if state is None:
+            future.set_result(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        elif state.low_watermark(self.log.log_start_offset) >= offset:
+            future.set_result(ErrorCode.NONE)
+        else:
+            self._low_watermark_waiters.append((offset, future))
+        return future
+
+    def _complete_low_watermark_waiters(self) -> None:
+        if not self._low_watermark_waiters or self.leader_state is None:
+            return
+        low = self.leader_state.low_watermark(self.log.log_start_offset)
+        waiting = []
+        for offset, future in self._low_watermark_waiters:
+            if future.done():
+                continue
+            if offset <= low:
+                future.set_result(ErrorCode.NONE)
+            else:
+                waiting.append((offset, future))
+        self._low_watermark_waiters = waiting
+
+    def _fail_low_watermark_waiters(self, code: int) -> None:
+        waiters, self._low_watermark_waiters = self._low_watermark_waiters, []
+        for _, future in waiters:
+            if not future.done():
+                future.set_result(code)
 
     def on_leader_stall(self, now_ms: int) -> None:
         if self.leader_state is not None:
@@ -327,9 +392,16 @@ class Partition:
             logger.info("%s: truncated to %d (diverged at epoch %d)", self, target, diverging.epoch)
         return self.log.log_end_offset
 
-    def append_as_follower(self, records: bytes, leader_high_watermark: int) -> AppendInfo | None:
+    def append_as_follower(
+        self, records: bytes, leader_high_watermark: int, leader_log_start: int = -1
+    ) -> AppendInfo | None:
+        """Append what the leader sent, take its high watermark as far as our log reaches, and its log start
+        offset (DeleteRecords, retention on the leader) as far as our high watermark, as Kafka's followers do."""
         info = self.log.append_as_follower(records) if records else None
         self.log.high_watermark = min(leader_high_watermark, self.log.log_end_offset)
+        start = min(leader_log_start, self.log.high_watermark)
+        if start > self.log.log_start_offset and self.log.increment_log_start_offset(start):
+            logger.info("%s: log start offset advanced to the leader's %d", self, start)
         return info
 
     def reset_to_leader_start(self, leader_log_start: int) -> None:
@@ -361,6 +433,7 @@ class Partition:
         """The replica is going away (deleted or moved): release everything parked on it."""
         self.leader_state = None
         self._fail_acks(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self._fail_low_watermark_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self._wake(self._waiters)
         self._wake(self._replica_waiters)
 

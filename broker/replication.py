@@ -39,6 +39,7 @@ class RemoteReplica:
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET  # as its last fetch reported it (DeleteRecords waits on it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +158,17 @@ class LeaderState:
             members.update(self.pending.new_isr)
         return frozenset(members)
 
+    def low_watermark(self, leader_log_start: int) -> int:
+        """The lowest log start offset over the ISR (this leader's included): DeleteRecords is done once it has
+        reached the new log start, i.e. every in-sync replica has dropped the records below it (Kafka counts
+        every live replica; counting the ISR means a replica that is out of it cannot hold the answer back)."""
+        low = leader_log_start
+        for r in self.isr:
+            if r != self.broker_id:
+                f = self.followers.get(r)
+                low = min(low, f.log_start_offset if f is not None else UNKNOWN_OFFSET)
+        return low
+
     def follower_lag(self, leader_leo: int) -> dict[int, int]:
         """Offsets each follower is behind (its log end offset unknown = the whole log)."""
         return {r: leader_leo - max(f.log_end_offset, 0) for r, f in self.followers.items()}
@@ -166,12 +178,21 @@ class LeaderState:
     def on_append(self, leader_leo: int) -> Progress:
         return self._progress(leader_leo, None)
 
-    def on_follower_fetch(self, replica_id: int, fetch_offset: int, leader_leo: int, now_ms: int) -> Progress:
-        """A follower fetched from ``fetch_offset``: everything before it is on the follower's log."""
+    def on_follower_fetch(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        leader_leo: int,
+        now_ms: int,
+        log_start_offset: int = UNKNOWN_OFFSET,
+    ) -> Progress:
+        """A follower fetched from ``fetch_offset``: everything before it is on the follower's log, and nothing
+        below ``log_start_offset`` (its own log start, as it reported it)."""
         f = self.followers.get(replica_id)
         if f is None:
             return NO_PROGRESS
         f.log_end_offset = fetch_offset
+        f.log_start_offset = log_start_offset
         if fetch_offset >= leader_leo:
             f.last_caught_up_ms = now_ms
         elif fetch_offset >= f.last_fetch_leader_leo >= 0:

@@ -33,6 +33,17 @@ EARLIEST, LATEST = -2, -1
 _RETRY_ON_NODE = {ErrorCode.NOT_CONTROLLER, ErrorCode.COORDINATOR_NOT_AVAILABLE}
 ELECTION_TYPES = {"preferred": pb.PREFERRED, "unclean": pb.UNCLEAN}
 _OFFSET_RETRY_BACKOFF_S = 0.1  # ListOffsets answered OFFSET_NOT_AVAILABLE: ask again after this
+# DeleteRecords answers that mean the leader moved or is not known yet: ask the metadata again and retry.
+_LEADER_MOVED = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.OFFSET_NOT_AVAILABLE,  # a new leader's high watermark is catching up
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -167,6 +178,7 @@ class LogDirReplicaInfo:
     offset_lag: int  # offsets behind the partition's leader: 0 on the leader, -1 when not known
     log_end_offset: int
     is_leader: bool
+    log_start_offset: int = -1  # this replica's own (DeleteRecords and retention move it); -1 when not known
 
 
 @dataclass(frozen=True)
@@ -201,7 +213,9 @@ def _log_dir_info(d: bpb.LogDirDescription) -> LogDirInfo:
         free_bytes=d.free_bytes,
         used_bytes=d.used_bytes,
         replicas=[
-            LogDirReplicaInfo(r.topic, r.partition, r.size_bytes, r.offset_lag, r.log_end_offset, r.is_leader)
+            LogDirReplicaInfo(
+                r.topic, r.partition, r.size_bytes, r.offset_lag, r.log_end_offset, r.is_leader, r.log_start_offset
+            )
             for r in sorted(d.replicas, key=lambda r: (r.topic, r.partition))
         ],
         error=_code_name(d.error),
@@ -381,6 +395,19 @@ class AsyncAdmin(GroupAdmin):
         self._check(result.error, result.error_message)
         return result.topic_id.hex()
 
+    async def create_partitions(self, topic: str, total_count: int, validate_only: bool = False) -> None:
+        """Grow ``topic`` to ``total_count`` partitions (Kafka's createPartitions with increaseTo): the new ones
+        get the topic's replication factor; existing partitions and their records stay as they are. Keys then map
+        to ``murmur2(key) % total_count``, so a key's new records may go to another partition than its old ones.
+        A count not above the current one raises INVALID_PARTITIONS, an unknown topic UNKNOWN_TOPIC_OR_PARTITION."""
+        request = pb.CreatePartitionsRequest(
+            topics=[pb.CreatePartitionsTopic(name=topic, count=total_count)],
+            timeout_ms=int(self._timeout * 1000),
+            validate_only=validate_only,
+        )
+        r = await self._call(lambda s: s.CreatePartitions(request, timeout=self._timeout))
+        self._check(r.topics[0].error, r.topics[0].error_message)
+
     async def delete_topic(self, name: str) -> None:
         request = pb.DeleteTopicsRequest(names=[name], timeout_ms=int(self._timeout * 1000))
         r = await self._call(lambda s: s.DeleteTopics(request, timeout=self._timeout))
@@ -475,6 +502,77 @@ class AsyncAdmin(GroupAdmin):
         self._check(r.error)
         results = [ReassignmentResult(x.topic, x.partition, _code_name(x.error), x.error_message) for x in r.results]
         return sorted(results, key=lambda x: (x.topic, x.partition))
+
+    async def delete_records(self, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Delete the records before ``offset`` of each ``(topic, partition)``: advance its log start offset there
+        on every replica (Kafka's deleteRecords; ``-1`` means the high watermark). Returns each partition's new low
+        watermark, the lowest log start offset of its in-sync replicas, once all have reached the offset. Consumers
+        that then fetch below it get OFFSET_OUT_OF_RANGE (their ``auto.offset.reset`` applies).
+
+        Sent to each partition's leader (retried where leadership moves). An offset beyond the high watermark
+        raises OFFSET_OUT_OF_RANGE; a topic whose cleanup.policy lacks ``delete`` (the internal offsets topic)
+        POLICY_VIOLATION; an unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION; the first failure is raised,
+        naming its partition, after the other partitions were answered."""
+        pending = dict(offsets)
+        done: dict[tuple[str, int], int] = {}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout
+        while pending:
+            cluster, topics = await self._describe_topics(sorted({t for t, _ in pending}), include_internal=True)
+            brokers = {b.node_id: f"{b.host}:{b.port}" for b in cluster.brokers if not b.fenced}
+            leaders = {(t.name, p.partition): p.leader for t in topics for p in t.partitions}
+            unknown = sorted(tp for tp in pending if tp not in leaders)
+            if unknown:
+                raise error_for_code(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {unknown[0][0]}-{unknown[0][1]}"
+                )
+            by_leader: dict[int, dict[tuple[str, int], int]] = {}
+            for tp, offset in pending.items():
+                by_leader.setdefault(leaders[tp], {})[tp] = offset
+            remaining = max(0.1, deadline - loop.time())
+            answers = await asyncio.gather(
+                *(self._delete_records_at(brokers.get(leader), batch, remaining) for leader, batch in by_leader.items())
+            )
+            failure: OdradekError | None = None
+            for answer in answers:
+                for tp, (code, low, message) in sorted(answer.items()):
+                    if code == ErrorCode.NONE:
+                        done[tp] = low
+                        del pending[tp]
+                    elif code not in _LEADER_MOVED or loop.time() >= deadline:
+                        failure = failure or error_for_code(code, f"{tp[0]}-{tp[1]}: {message or error_name(code)}")
+                        del pending[tp]
+            if failure is not None:
+                raise failure
+            if pending:
+                await asyncio.sleep(self._backoff)
+        return done
+
+    async def _delete_records_at(
+        self, address: str | None, offsets: Mapping[tuple[str, int], int], timeout: float
+    ) -> dict[tuple[str, int], tuple[int, int, str]]:
+        """One DeleteRecords request to a leader: (error code, low watermark, message) per partition."""
+        if address is None:
+            return {tp: (ErrorCode.LEADER_NOT_AVAILABLE, -1, "no live leader") for tp in offsets}
+        by_topic: dict[str, list[bpb.DeleteRecordsPartition]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append(bpb.DeleteRecordsPartition(partition=partition, offset=offset))
+        request = bpb.DeleteRecordsRequest(
+            topics=[bpb.DeleteRecordsTopic(name=t, partitions=parts) for t, parts in by_topic.items()],
+            timeout_ms=int(timeout * 1000),
+        )
+        try:
+            r = await broker_pb2_grpc.BrokerStub(self._pool.get(address)).DeleteRecords(request, timeout=timeout + 1)
+        except grpc.aio.AioRpcError as e:
+            if e.code() == grpc.StatusCode.UNIMPLEMENTED:
+                message = f"{address} does not implement DeleteRecords"
+                raise OdradekError(message, code=ErrorCode.UNSUPPORTED_VERSION) from None
+            return {tp: (ErrorCode.NETWORK_EXCEPTION, -1, f"{address}: {e.code().name}") for tp in offsets}
+        out = {
+            (t.name, p.partition): (p.error, p.low_watermark, p.error_message) for t in r.topics for p in t.partitions
+        }
+        missing = (ErrorCode.UNKNOWN_SERVER_ERROR, -1, "no answer for the partition")
+        return {tp: out.get(tp, missing) for tp in offsets}
 
     async def describe_configs(self, topic: str) -> list[ConfigDescription]:
         """Every config of ``topic`` with its effective value and source (``kafka-configs --describe --all``),

@@ -36,6 +36,7 @@ from odradek.controller.topics import (
     INTERNAL_TOPICS,
     TOPIC_CONFIGS,
     TopicRequest,
+    create_partitions,
     create_topic,
     delete_topic,
     internal_topic_request,
@@ -433,6 +434,36 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             except OdradekError as e:
                 results.append(apb.TopicResult(name=t.name, error=ErrorCode.ValueType(e.code), error_message=str(e)))
         return apb.CreateTopicsResponse(topics=results)
+
+    async def CreatePartitions(
+        self,
+        request: apb.CreatePartitionsRequest,
+        context: grpc.aio.ServicerContext[apb.CreatePartitionsRequest, apb.CreatePartitionsResponse],
+    ) -> apb.CreatePartitionsResponse:
+        controller = self._local_controller()
+        if controller is None:
+            return await self._forward(
+                lambda s: s.CreatePartitions(request, timeout=request.timeout_ms / 1000 or 30),
+                apb.CreatePartitionsResponse(
+                    topics=[apb.TopicResult(name=t.name, error=ErrorCode.NOT_CONTROLLER) for t in request.topics]
+                ),
+            )
+        limit = self.defaults.get("max.partitions.per.broker", DEFAULT_MAX_PARTITIONS_PER_BROKER)
+        results = []
+        for t in request.topics:
+
+            def decide(image: MetadataImage, _offset: int, t=t):
+                out = create_partitions(image, t.name, t.count, max_partitions_per_broker=limit)
+                return ([] if request.validate_only else out.records), out
+
+            try:
+                out = await controller.write(decide)
+                results.append(
+                    apb.TopicResult(name=t.name, error=out.error, error_message=out.message, topic_id=out.topic_id)
+                )
+            except OdradekError as e:
+                results.append(apb.TopicResult(name=t.name, error=ErrorCode.ValueType(e.code), error_message=str(e)))
+        return apb.CreatePartitionsResponse(topics=results)
 
     async def DeleteTopics(
         self,

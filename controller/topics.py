@@ -253,3 +253,67 @@ def delete_topic(image: MetadataImage, name: str) -> TopicOutcome:
     out.topic_id = topic.topic_id
     out.records.append(md.MetadataRecord(remove_topic=md.RemoveTopicRecord(topic_id=topic.topic_id)))
     return out
+
+
+def create_partitions(
+    image: MetadataImage,
+    name: str,
+    total_count: int,
+    max_partitions_per_broker: int = DEFAULT_MAX_PARTITIONS_PER_BROKER,
+) -> TopicOutcome:
+    """Grow ``name`` to ``total_count`` partitions (Kafka's CreatePartitions): the new partitions get the topic's
+    replication factor, placed as at creation (continuing its round-robin), and the existing ones are untouched.
+    Never fewer partitions: records are routed by ``hash(key) % count``, so shrinking would strand data.
+    Internal topics keep the count the cluster gave them (their keys map to coordinators by it)."""
+    out = TopicOutcome(name)
+    if name in INTERNAL_TOPICS:
+        out.error = ErrorCode.INVALID_TOPIC_EXCEPTION
+        out.message = f"'{name}' is an internal topic: its partition count is fixed"
+        return out
+    topic = image.topic(name)
+    if topic is None:
+        out.error, out.message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic '{name}'"
+        return out
+    out.topic_id = topic.topic_id
+    current = len(topic.partitions)
+    if total_count <= current:
+        out.error = ErrorCode.INVALID_PARTITIONS
+        out.message = (
+            f"topic '{name}' has {current} partitions: the new count must be larger, not {total_count} "
+            "(partitions are never removed)"
+        )
+        return out
+    # The topic's replication factor is its first partition's, as Kafka reads it (a replica being moved away by a
+    # reassignment does not count).
+    first = topic.partitions[min(topic.partitions)]
+    replication_factor = len(first.replicas) - len(first.removing_replicas)
+    slots = [BrokerSlot(b.broker_id, b.rack) for b in image.active_brokers()]
+    added = total_count - current
+    try:
+        assignment = assign_replicas(name, added, replication_factor, slots, first_partition=current)
+    except PlacementError as e:
+        out.error, out.message = ErrorCode.INVALID_REPLICATION_FACTOR, str(e)
+        return out
+    over = _over_limit(replicas_per_broker(image), assignment, max_partitions_per_broker)
+    if over is not None:
+        out.error = ErrorCode.POLICY_VIOLATION
+        out.message = (
+            f"{added} more partitions with replication factor {replication_factor} would put {over[1]} partition "
+            f"replicas on broker {over[0]}, more than max.partitions.per.broker={max_partitions_per_broker}"
+        )
+        return out
+    for partition, replicas in enumerate(assignment, start=current):
+        out.records.append(
+            md.MetadataRecord(
+                partition=md.PartitionRecord(
+                    topic_id=topic.topic_id,
+                    partition=partition,
+                    replicas=replicas,
+                    isr=replicas,
+                    leader=replicas[0],
+                    leader_epoch=0,
+                    partition_epoch=0,
+                )
+            )
+        )
+    return out

@@ -79,6 +79,11 @@ class AdminStub:
                 request_serializer=odradek_dot_proto_dot_admin__pb2.IncrementalAlterConfigsRequest.SerializeToString,
                 response_deserializer=odradek_dot_proto_dot_admin__pb2.IncrementalAlterConfigsResponse.FromString,
                 _registered_method=True)
+        self.CreatePartitions = channel.unary_unary(
+                '/odradek.v1.Admin/CreatePartitions',
+                request_serializer=odradek_dot_proto_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
+                response_deserializer=odradek_dot_proto_dot_admin__pb2.CreatePartitionsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -138,6 +143,12 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreatePartitions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +196,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.IncrementalAlterConfigs,
                     request_deserializer=odradek_dot_proto_dot_admin__pb2.IncrementalAlterConfigsRequest.FromString,
                     response_serializer=odradek_dot_proto_dot_admin__pb2.IncrementalAlterConfigsResponse.SerializeToString,
+            ),
+            'CreatePartitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreatePartitions,
+                    request_deserializer=odradek_dot_proto_dot_admin__pb2.CreatePartitionsRequest.FromString,
+                    response_serializer=odradek_dot_proto_dot_admin__pb2.CreatePartitionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -430,6 +446,33 @@ class Admin:
             '/odradek.v1.Admin/IncrementalAlterConfigs',
             odradek_dot_proto_dot_admin__pb2.IncrementalAlterConfigsRequest.SerializeToString,
             odradek_dot_proto_dot_admin__pb2.IncrementalAlterConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreatePartitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Admin/CreatePartitions',
+            odradek_dot_proto_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
+            odradek_dot_proto_dot_admin__pb2.CreatePartitionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -42,6 +42,7 @@ class AdminStub:
     AlterPartitionReassignments: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AlterPartitionReassignmentsRequest, _admin_pb2.AlterPartitionReassignmentsResponse]
     DescribeConfigs: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DescribeConfigsRequest, _admin_pb2.DescribeConfigsResponse]
     IncrementalAlterConfigs: _grpc.UnaryUnaryMultiCallable[_admin_pb2.IncrementalAlterConfigsRequest, _admin_pb2.IncrementalAlterConfigsResponse]
+    CreatePartitions: _grpc.UnaryUnaryMultiCallable[_admin_pb2.CreatePartitionsRequest, _admin_pb2.CreatePartitionsResponse]
 
 @_typing.type_check_only
 class AdminAsyncStub(AdminStub):
@@ -55,6 +56,7 @@ class AdminAsyncStub(AdminStub):
     AlterPartitionReassignments: _aio.UnaryUnaryMultiCallable[_admin_pb2.AlterPartitionReassignmentsRequest, _admin_pb2.AlterPartitionReassignmentsResponse]  # type: ignore[assignment]
     DescribeConfigs: _aio.UnaryUnaryMultiCallable[_admin_pb2.DescribeConfigsRequest, _admin_pb2.DescribeConfigsResponse]  # type: ignore[assignment]
     IncrementalAlterConfigs: _aio.UnaryUnaryMultiCallable[_admin_pb2.IncrementalAlterConfigsRequest, _admin_pb2.IncrementalAlterConfigsResponse]  # type: ignore[assignment]
+    CreatePartitions: _aio.UnaryUnaryMultiCallable[_admin_pb2.CreatePartitionsRequest, _admin_pb2.CreatePartitionsResponse]  # type: ignore[assignment]
 
 class AdminServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -119,5 +121,12 @@ class AdminServicer(metaclass=_abc_1.ABCMeta):
         request: _admin_pb2.IncrementalAlterConfigsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.IncrementalAlterConfigsResponse, _abc.Awaitable[_admin_pb2.IncrementalAlterConfigsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def CreatePartitions(
+        self,
+        request: _admin_pb2.CreatePartitionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.CreatePartitionsResponse, _abc.Awaitable[_admin_pb2.CreatePartitionsResponse]]: ...
 
 def add_AdminServicer_to_server(servicer: AdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

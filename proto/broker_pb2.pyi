@@ -961,6 +961,7 @@ class LogDirReplica(_message.Message):
     OFFSET_LAG_FIELD_NUMBER: _builtins.int
     LOG_END_OFFSET_FIELD_NUMBER: _builtins.int
     IS_LEADER_FIELD_NUMBER: _builtins.int
+    LOG_START_OFFSET_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     partition: _builtins.int
     size_bytes: _builtins.int
@@ -968,6 +969,7 @@ class LogDirReplica(_message.Message):
     """offsets behind the partition's leader: 0 on the leader, -1 when not known"""
     log_end_offset: _builtins.int
     is_leader: _builtins.bool
+    log_start_offset: _builtins.int
     def __init__(
         self,
         *,
@@ -977,10 +979,11 @@ class LogDirReplica(_message.Message):
         offset_lag: _builtins.int = ...,
         log_end_offset: _builtins.int = ...,
         is_leader: _builtins.bool = ...,
+        log_start_offset: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["is_leader", b"is_leader", "log_end_offset", b"log_end_offset", "offset_lag", b"offset_lag", "partition", b"partition", "size_bytes", b"size_bytes", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["is_leader", b"is_leader", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "offset_lag", b"offset_lag", "partition", b"partition", "size_bytes", b"size_bytes", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1049,3 +1052,156 @@ class DescribeLogDirsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DescribeLogDirsResponse: _TypeAlias = DescribeLogDirsResponse  # noqa: Y015
+
+@_typing.final
+class DeleteRecordsPartition(_message.Message):
+    """---- DeleteRecords: advance partitions' log start offsets (kafka-delete-records), sent to each leader ----"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITION_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    partition: _builtins.int
+    offset: _builtins.int
+    """the new log start offset; -1 = the high watermark"""
+    def __init__(
+        self,
+        *,
+        partition: _builtins.int = ...,
+        offset: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["offset", b"offset", "partition", b"partition"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteRecordsPartition: _TypeAlias = DeleteRecordsPartition  # noqa: Y015
+
+@_typing.final
+class DeleteRecordsTopic(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeleteRecordsPartition]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        partitions: _abc.Iterable[Global___DeleteRecordsPartition] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteRecordsTopic: _TypeAlias = DeleteRecordsTopic  # noqa: Y015
+
+@_typing.final
+class DeleteRecordsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPICS_FIELD_NUMBER: _builtins.int
+    TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    timeout_ms: _builtins.int
+    """how long to wait for every ISR replica to reach the new log start"""
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeleteRecordsTopic]: ...
+    def __init__(
+        self,
+        *,
+        topics: _abc.Iterable[Global___DeleteRecordsTopic] | None = ...,
+        timeout_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["timeout_ms", b"timeout_ms", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteRecordsRequest: _TypeAlias = DeleteRecordsRequest  # noqa: Y015
+
+@_typing.final
+class DeleteRecordsPartitionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITION_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    LOW_WATERMARK_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    CURRENT_LEADER_FIELD_NUMBER: _builtins.int
+    partition: _builtins.int
+    error: _common_pb2.ErrorCode.ValueType
+    low_watermark: _builtins.int
+    """the lowest log start offset over the ISR once all reached the new one"""
+    error_message: _builtins.str
+    @_builtins.property
+    def current_leader(self) -> _common_pb2.LeaderHint:
+        """with NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH"""
+
+    def __init__(
+        self,
+        *,
+        partition: _builtins.int = ...,
+        error: _common_pb2.ErrorCode.ValueType = ...,
+        low_watermark: _builtins.int = ...,
+        error_message: _builtins.str = ...,
+        current_leader: _common_pb2.LeaderHint | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["current_leader", b"current_leader"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["current_leader", b"current_leader", "error", b"error", "error_message", b"error_message", "low_watermark", b"low_watermark", "partition", b"partition"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteRecordsPartitionResponse: _TypeAlias = DeleteRecordsPartitionResponse  # noqa: Y015
+
+@_typing.final
+class DeleteRecordsTopicResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeleteRecordsPartitionResponse]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        partitions: _abc.Iterable[Global___DeleteRecordsPartitionResponse] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteRecordsTopicResponse: _TypeAlias = DeleteRecordsTopicResponse  # noqa: Y015
+
+@_typing.final
+class DeleteRecordsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    THROTTLE_TIME_MS_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    throttle_time_ms: _builtins.int
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeleteRecordsTopicResponse]: ...
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: _builtins.int = ...,
+        topics: _abc.Iterable[Global___DeleteRecordsTopicResponse] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["throttle_time_ms", b"throttle_time_ms", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteRecordsResponse: _TypeAlias = DeleteRecordsResponse  # noqa: Y015

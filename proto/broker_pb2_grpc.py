@@ -69,6 +69,11 @@ class BrokerStub:
                 request_serializer=odradek_dot_proto_dot_broker__pb2.DescribeLogDirsRequest.SerializeToString,
                 response_deserializer=odradek_dot_proto_dot_broker__pb2.DescribeLogDirsResponse.FromString,
                 _registered_method=True)
+        self.DeleteRecords = channel.unary_unary(
+                '/odradek.v1.Broker/DeleteRecords',
+                request_serializer=odradek_dot_proto_dot_broker__pb2.DeleteRecordsRequest.SerializeToString,
+                response_deserializer=odradek_dot_proto_dot_broker__pb2.DeleteRecordsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -116,6 +121,12 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteRecords(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -153,6 +164,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.DescribeLogDirs,
                     request_deserializer=odradek_dot_proto_dot_broker__pb2.DescribeLogDirsRequest.FromString,
                     response_serializer=odradek_dot_proto_dot_broker__pb2.DescribeLogDirsResponse.SerializeToString,
+            ),
+            'DeleteRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteRecords,
+                    request_deserializer=odradek_dot_proto_dot_broker__pb2.DeleteRecordsRequest.FromString,
+                    response_serializer=odradek_dot_proto_dot_broker__pb2.DeleteRecordsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -344,6 +360,33 @@ class Broker:
             '/odradek.v1.Broker/DescribeLogDirs',
             odradek_dot_proto_dot_broker__pb2.DescribeLogDirsRequest.SerializeToString,
             odradek_dot_proto_dot_broker__pb2.DescribeLogDirsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Broker/DeleteRecords',
+            odradek_dot_proto_dot_broker__pb2.DeleteRecordsRequest.SerializeToString,
+            odradek_dot_proto_dot_broker__pb2.DeleteRecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -42,6 +42,7 @@ class BrokerStub:
     InitProducerId: _grpc.UnaryUnaryMultiCallable[_broker_pb2.InitProducerIdRequest, _broker_pb2.InitProducerIdResponse]
     GetReplicaLogInfo: _grpc.UnaryUnaryMultiCallable[_broker_pb2.ReplicaLogInfoRequest, _broker_pb2.ReplicaLogInfoResponse]
     DescribeLogDirs: _grpc.UnaryUnaryMultiCallable[_broker_pb2.DescribeLogDirsRequest, _broker_pb2.DescribeLogDirsResponse]
+    DeleteRecords: _grpc.UnaryUnaryMultiCallable[_broker_pb2.DeleteRecordsRequest, _broker_pb2.DeleteRecordsResponse]
 
 @_typing.type_check_only
 class BrokerAsyncStub(BrokerStub):
@@ -53,6 +54,7 @@ class BrokerAsyncStub(BrokerStub):
     InitProducerId: _aio.UnaryUnaryMultiCallable[_broker_pb2.InitProducerIdRequest, _broker_pb2.InitProducerIdResponse]  # type: ignore[assignment]
     GetReplicaLogInfo: _aio.UnaryUnaryMultiCallable[_broker_pb2.ReplicaLogInfoRequest, _broker_pb2.ReplicaLogInfoResponse]  # type: ignore[assignment]
     DescribeLogDirs: _aio.UnaryUnaryMultiCallable[_broker_pb2.DescribeLogDirsRequest, _broker_pb2.DescribeLogDirsResponse]  # type: ignore[assignment]
+    DeleteRecords: _aio.UnaryUnaryMultiCallable[_broker_pb2.DeleteRecordsRequest, _broker_pb2.DeleteRecordsResponse]  # type: ignore[assignment]
 
 class BrokerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -103,5 +105,12 @@ class BrokerServicer(metaclass=_abc_1.ABCMeta):
         request: _broker_pb2.DescribeLogDirsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_broker_pb2.DescribeLogDirsResponse, _abc.Awaitable[_broker_pb2.DescribeLogDirsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteRecords(
+        self,
+        request: _broker_pb2.DeleteRecordsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.DeleteRecordsResponse, _abc.Awaitable[_broker_pb2.DeleteRecordsResponse]]: ...
 
 def add_BrokerServicer_to_server(servicer: BrokerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -104,6 +104,10 @@ class LogManager:
         now = clock()
         self._last_retention = self._last_recovery_checkpoint = now
         self._last_start_checkpoint = self._last_hw_checkpoint = now
+        self._checkpointed_starts: dict[TopicPartition, int] = {}  # the log starts the last checkpoint wrote
+        # Log starts are also written outside ``tick`` (DeleteRecords, followers taking the leader's): one writer
+        # at a time, as the checkpoint's temporary file has a fixed name.
+        self._start_checkpoint_lock = threading.Lock()
         shutdown_epochs = set()
         for log_dir in self.log_dirs:
             try:
@@ -310,7 +314,11 @@ class LogManager:
         if now - self._last_recovery_checkpoint >= cfg.recovery_point_checkpoint_interval_ms:
             self._last_recovery_checkpoint = now
             self.checkpoint_recovery_points()
-        if now - self._last_start_checkpoint >= cfg.log_start_offset_checkpoint_interval_ms:
+        # A moved log start (DeleteRecords, or a follower taking its leader's) is written at the next tick rather
+        # than the interval's end: trimmed records must not come back after a crash.
+        if now - self._last_start_checkpoint >= cfg.log_start_offset_checkpoint_interval_ms or any(
+            self._checkpointed_starts.get(tp) != log.log_start_offset for tp, log in self.logs().items()
+        ):
             self._last_start_checkpoint = now
             self.checkpoint_log_start_offsets()
         if now - self._last_hw_checkpoint >= cfg.high_watermark_checkpoint_interval_ms:
@@ -321,7 +329,12 @@ class LogManager:
         self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
 
     def checkpoint_log_start_offsets(self) -> None:
-        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+        """Write every log's start offset (thread-safe). Called at once where a moved log start must survive a
+        crash: a DeleteRecords answer, or a follower before it reports its new log start to its leader."""
+        with self._start_checkpoint_lock:
+            starts = {tp: log.log_start_offset for tp, log in self.logs().items()}
+            self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+            self._checkpointed_starts = starts
 
     def checkpoint_high_watermarks(self) -> None:
         self._write_checkpoint(HIGH_WATERMARK_CHECKPOINT, lambda log: log.high_watermark)

@@ -1,5 +1,5 @@
-"""``odradek topic create|list|describe|alter-config|delete|offsets``; ``describe --all`` adds every config with its
-source."""
+"""``odradek topic create|list|describe|alter-config|delete|offsets|add-partitions|trim``; ``describe --all`` adds
+every config with its source."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 from odradek.client.admin import AsyncAdmin, ConfigDescription, TopicInfo
 from odradek.client.cli import topic_offsets
 from odradek.client.cli.cluster import admin_command, with_admin
+from odradek.client.cli.common import CommandError
 from odradek.client.cli.config_changes import add_alter_arguments, changes, key_values
 from odradek.client.cli.output import emit, table
 
@@ -40,6 +41,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     delete.add_argument("name")
     offsets = admin_command(topic, "offsets", topic_offsets.run, "partition offsets at a time (kafka-get-offsets)")
     topic_offsets.add_arguments(offsets)
+    grow = admin_command(topic, "add-partitions", _add_partitions, "grow a topic to a new partition count")
+    grow.add_argument("name")
+    grow.add_argument(
+        "--count", "-n", type=int, required=True, help="the new total number of partitions (more than now)"
+    )
+    trim = admin_command(
+        topic, "trim", _trim, "delete a partition's records before an offset on every replica (kafka-delete-records)"
+    )
+    trim.add_argument("name")
+    trim.add_argument("--partition", "-p", type=int, required=True)
+    trim.add_argument(
+        "--offset", "-o", type=int, required=True, help="the partition's new start offset; -1: its high watermark"
+    )
 
 
 def _create(args: argparse.Namespace) -> None:
@@ -129,3 +143,18 @@ def _alter_config(args: argparse.Namespace) -> None:
 def _delete(args: argparse.Namespace) -> None:
     with_admin(args, lambda a: a.delete_topic(args.name))
     emit({"name": args.name, "deleted": True}, args.format, human=f"deleted topic {args.name}")
+
+
+def _add_partitions(args: argparse.Namespace) -> None:
+    with_admin(args, lambda a: a.create_partitions(args.name, args.count))
+    data = {"name": args.name, "partitions": args.count}
+    emit(data, args.format, human=f"topic {args.name} now has {args.count} partitions")
+
+
+def _trim(args: argparse.Namespace) -> None:
+    if args.offset < -1:
+        raise CommandError(f"--offset must be an offset or -1 (the high watermark), not {args.offset}")
+    key = (args.name, args.partition)
+    low = with_admin(args, lambda a: a.delete_records({key: args.offset}))[key]
+    data = {"topic": args.name, "partition": args.partition, "low_watermark": low}
+    emit(data, args.format, human=f"{args.name}-{args.partition} now starts at offset {low}")

@@ -48,7 +48,7 @@ def test_any_move_since_the_request_makes_the_answer_stale(now: FetchPosition) -
 
 
 def test_an_answer_to_the_current_position() -> None:
-    assert decide(AT, AT, DATA) == Append(b"records", 90, 120)
+    assert decide(AT, AT, DATA) == Append(b"records", 90, 120, 0)
     assert decide(AT, AT, DATA._replace(diverging=Divergence(2, 50))) == Truncate(Divergence(2, 50))
     out_of_range = FetchedPartition(ErrorCode.OFFSET_OUT_OF_RANGE, log_start_offset=200, log_end_offset=300)
     assert decide(AT, AT, out_of_range) == RestartAt(200)

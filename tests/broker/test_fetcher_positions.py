@@ -188,3 +188,34 @@ async def test_the_fetch_request_carries_the_replica_fetch_settings(tmp_path: Pa
         assert [p.partition_max_bytes for t in request.topics for p in t.partitions] == [11_111]
     finally:
         await m.close()
+
+
+async def test_a_log_start_taken_from_the_leader_is_persisted_before_the_next_fetch_reports_it(
+    tmp_path: Path, fake_leader: FakeLeader
+) -> None:
+    """The leader counts the follower as trimmed (DeleteRecords' answer) from the log start its fetch reports: that
+    must already be on disk, or a crash of the follower would bring the deleted records back."""
+    image = SimpleNamespace(brokers={LEADER: SimpleNamespace(host="127.0.0.1", port=1)})
+    leader, follower = replicas(tmp_path, 0)
+    persisted: list[int] = []
+    m = ReplicaFetcherManager(
+        FOLLOWER,
+        lambda: 10,
+        lambda: image,  # type: ignore[arg-type,return-value]
+        FetcherConfig(backoff_ms=60_000),
+        persist_log_starts=lambda: persisted.append(follower.log.log_start_offset),
+    )
+    try:
+        m.assign(follower)
+        asked, answer = await fake_leader.next()
+        answer.set_result(response(answer_from(leader, asked[("t", 0)])))  # 0..101
+        asked, answer = await fake_leader.next()
+        leader.read_for_follower(FOLLOWER, 102, 3, MAX_BYTES, 3, 0)  # the high watermark reaches 102
+        leader.delete_records(40)
+        answer.set_result(response(answer_from(leader, asked[("t", 0)])))
+        asked, answer = await fake_leader.next()
+        assert follower.log.log_start_offset == 40
+        assert persisted == [40]  # written before this fetch went out
+        assert asked[("t", 0)].log_start_offset == 40
+    finally:
+        await m.close()

@@ -188,6 +188,23 @@ def test_tick_flushes_retains_and_checkpoints_on_their_intervals(tmp_path: Path,
     manager.close()
 
 
+def test_a_moved_log_start_is_checkpointed_at_the_next_tick(tmp_path: Path, clock: Clock) -> None:
+    """DeleteRecords (or a follower taking its leader's log start) must not wait a whole checkpoint interval: a
+    crash meanwhile would bring the deleted records back."""
+    intervals = LogManagerConfig(log_start_offset_checkpoint_interval_ms=60_000)
+    manager = LogManager([tmp_path], CONFIG, intervals, clock=clock)
+    log = manager.get_or_create_log("t", 0)
+    log.append_as_leader(make_batch(10), 0)
+    log.high_watermark = 10
+    start_file = tmp_path / "log-start-offset-checkpoint"
+    manager.tick(clock.now + 1)  # a new log: its start is written too
+    assert start_file.read_text().splitlines()[2] == "t 0 0"
+    log.increment_log_start_offset(6)
+    manager.tick(clock.now + 2)
+    assert start_file.read_text().splitlines()[2] == "t 0 6"
+    manager.close()
+
+
 def test_a_corrupt_log_is_offline_and_its_dir_never_marked_clean(tmp_path: Path) -> None:
     dirs = [tmp_path / "a", tmp_path / "b"]
     manager = LogManager(dirs, CONFIG)
