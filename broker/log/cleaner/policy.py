@@ -4,7 +4,8 @@ A compacted log has a *clean* section (cleaned before, below the first dirty off
 checkpoint) and a *dirty* one after it. A log is eligible when its cleanable dirty bytes make up at least
 ``min.cleanable.dirty.ratio`` of its clean plus cleanable dirty bytes, or when its oldest dirty record is older
 than ``max.compaction.lag.ms`` (then regardless of the ratio). Among eligible logs the one due by the max lag goes
-first, then the dirtiest.
+first, then the dirtiest. A log whose retained tombstones may now be removed (their delete horizon passed, or the
+replicas reached them) is eligible too, even with nothing dirty: its pass recopies the clean section.
 
 The cleanable section ends, as Kafka's does, at a segment boundary: the base offset of the first segment that is
 the active one, or holds offsets at or above the high watermark (those may still be truncated away: a record that
@@ -60,6 +61,8 @@ class LogSnapshot:
     high_watermark: int
     first_dirty_offset: int  # from the cleaner checkpoint (0 when never cleaned)
     config: CompactionConfig
+    # When retained tombstones may go (CleanerManager.snapshot): a log with no new dirty record is cleaned then.
+    tombstone_due_ms: int = NEVER
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,7 @@ class Cleanable:
     dirty_bytes: int
     oldest_dirty_timestamp: int  # -1 when there is no cleanable dirty record
     due_by_max_lag: bool
+    due_by_tombstones: bool = False
 
     @property
     def dirty_ratio(self) -> float:
@@ -80,6 +84,8 @@ class Cleanable:
         return self.dirty_bytes / total if total else 0.0
 
     def eligible(self, min_ratio: float) -> bool:
+        if self.due_by_tombstones:
+            return True
         return self.end > self.first_dirty and (self.due_by_max_lag or self.dirty_ratio >= min_ratio)
 
 
@@ -111,7 +117,8 @@ def cleanable(snapshot: LogSnapshot, now_ms: int) -> Cleanable:
             oldest = ts
     max_lag = snapshot.config.max_compaction_lag_ms
     due = dirty_bytes > 0 and oldest >= 0 and max_lag != NEVER and now_ms - oldest > max_lag
-    return Cleanable(snapshot.key, first_dirty, end, clean_bytes, dirty_bytes, oldest, due)
+    tombstones = clean_bytes + dirty_bytes > 0 and now_ms >= snapshot.tombstone_due_ms
+    return Cleanable(snapshot.key, first_dirty, end, clean_bytes, dirty_bytes, oldest, due, tombstones)
 
 
 def choose(
@@ -129,6 +136,10 @@ def choose(
         max_ratio = max(max_ratio, c.dirty_ratio)
         if not c.eligible(snapshot.config.min_cleanable_dirty_ratio):
             continue
-        if best is None or (c.due_by_max_lag, c.dirty_ratio) > (best.due_by_max_lag, best.dirty_ratio):
+        if best is None or _rank(c) > _rank(best):
             best = c
     return best, max_ratio
+
+
+def _rank(c: Cleanable) -> tuple[bool, float, bool]:
+    return c.due_by_max_lag, c.dirty_ratio, c.due_by_tombstones
