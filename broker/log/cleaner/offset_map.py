@@ -49,25 +49,25 @@ class OffsetMap:
         return self.size / self.slots
 
     def _find(self, digest: bytes) -> int:
-        """Byte position of ``digest``'s slot, or of the free slot where it would go."""
+        """Byte position of ``digest``'s slot, of the free slot where it would go, or -1 (absent, table full)."""
         table, slots = self._table, self.slots
         i = int.from_bytes(digest[:8], "little") % slots
-        while True:
+        for _ in range(slots):
             p = i * SLOT_SIZE
-            stored = table[p : p + DIGEST_SIZE]
-            if stored == digest or _OFFSET.unpack_from(table, p + DIGEST_SIZE)[0] == _EMPTY:
+            if table[p : p + DIGEST_SIZE] == digest or _OFFSET.unpack_from(table, p + DIGEST_SIZE)[0] == _EMPTY:
                 return p
             i += 1
             if i == slots:
                 i = 0
+        return -1
 
     def put(self, key: bytes, offset: int) -> None:
         """Record ``offset`` for ``key`` (offsets are put in increasing order, so the last put wins)."""
         digest = blake2b(key, digest_size=DIGEST_SIZE).digest()
         table = self._table
         p = self._find(digest)
-        if _OFFSET.unpack_from(table, p + DIGEST_SIZE)[0] == _EMPTY:
-            if self.size >= self.max_entries:
+        if p < 0 or _OFFSET.unpack_from(table, p + DIGEST_SIZE)[0] == _EMPTY:
+            if p < 0 or self.size >= self.max_entries:
                 raise OverflowError("offset map is full")
             table[p : p + DIGEST_SIZE] = digest
             self.size += 1
@@ -77,7 +77,8 @@ class OffsetMap:
 
     def get(self, key: bytes) -> int:
         """The offset put last for ``key``, or -1."""
-        digest = blake2b(key, digest_size=DIGEST_SIZE).digest()
-        p = self._find(digest)
+        p = self._find(blake2b(key, digest_size=DIGEST_SIZE).digest())
+        if p < 0:
+            return -1
         offset: int = _OFFSET.unpack_from(self._table, p + DIGEST_SIZE)[0]
         return offset
