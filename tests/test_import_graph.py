@@ -55,6 +55,11 @@ SANS_IO_CORES = [
     "odradek.client.consumer.assignors.range",
     "odradek.client.consumer.assignors.roundrobin",
     "odradek.client.consumer.assignors.sticky",
+    "odradek.broker.log.cleaner.manager",
+    "odradek.broker.log.cleaner.offset_map",
+    "odradek.broker.log.cleaner.policy",
+    "odradek.broker.log.cleaner.stats",
+    "odradek.broker.log.cleaner.throttle",
 ]
 IO_MODULES = {"asyncio", "grpc", "socket", "time", "logging"}
 

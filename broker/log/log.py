@@ -34,6 +34,7 @@ from odradek.broker.log.handles import SegmentHandles
 from odradek.broker.log.producer_state import MAX_RETAINED_BATCHES, ProducerStateManager, increment_sequence
 from odradek.broker.log.recovery import recover
 from odradek.broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment, TimestampOffset
+from odradek.broker.log.swap import commit_swap
 from odradek.client.errors import (
     CorruptRecordError,
     ErrorCode,
@@ -100,6 +101,32 @@ class FetchData(NamedTuple):
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+
+
+class SegmentStat(NamedTuple):
+    """A sealed segment as the log cleaner sees it (``Log.compaction_view``)."""
+
+    segment: LogSegment
+    base_offset: int
+    end_offset: int
+    size: int
+    max_timestamp: int  # the file's mtime when no batch has a timestamp
+    first_timestamp: int  # max timestamp of its first batch, -1 when empty
+    index_entries: int
+    log_path: Path
+
+
+class CompactionView(NamedTuple):
+    """The sealed segments and offsets of a log at one instant, for a cleaning pass. ``generation`` changes when
+    the log is truncated: ``replace_segments`` refuses a swap planned on an older view."""
+
+    sealed: list[SegmentStat]
+    active_base_offset: int
+    active_end_offset: int
+    active_size: int
+    log_start_offset: int
+    high_watermark: int
+    generation: int
 
 
 class Log:
@@ -713,6 +740,83 @@ class Log:
     @staticmethod
     def _largest_timestamp(seg: LogSegment) -> int:
         return seg.max_timestamp if seg.max_timestamp >= 0 else seg.last_modified_ms()
+
+    # -- compaction (the log cleaner runs in its own thread: broker/log/cleaner/) -----------------------------------
+
+    def compaction_view(self) -> CompactionView:
+        """The sealed segments (the cleaner only ever reads and replaces these) and the offsets, under the lock."""
+        with self._lock:
+            self._check_usable()
+            try:
+                sealed = []
+                for seg in self._segments[:-1]:
+                    sealed.append(
+                        SegmentStat(
+                            seg,
+                            seg.base_offset,
+                            seg.end_offset(),
+                            seg.size,
+                            self._largest_timestamp(seg),
+                            seg.first_batch_timestamp(),
+                            seg.offset_index.entries,
+                            seg.log_path,
+                        )
+                    )
+            except OSError as e:
+                raise self._fail(StorageError(f"{self.dir.name}: read failed: {e}")) from e
+            active = self._segments[-1]
+            return CompactionView(
+                sealed,
+                active.base_offset,
+                active.end_offset(),
+                active.size,
+                self._log_start,
+                self._hw,
+                self._truncations,
+            )
+
+    def producer_last_offsets(self) -> dict[int, int]:
+        """Producer id -> last offset of its last batch: the cleaner keeps those batches, so an idempotent producer
+        whose earlier batches were cleaned away still finds its sequence here after a restart."""
+        with self._lock:
+            self._check_usable()
+            return {pid: entry.last_offset for pid, entry in self._producers.producers.items()}
+
+    def replace_segments(
+        self,
+        view: CompactionView,
+        old: list[SegmentStat],
+        end: int,
+        step: Callable[[str], None] | None = None,
+    ) -> bool:
+        """Swap the cleaned segment written at ``old[0].base_offset`` (swap.py's ``.cleaned`` files) in for the
+        consecutive sealed segments ``old``, whose base offsets are below ``end``. False, changing nothing, if the
+        log moved on since ``view`` (truncated, or those segments deleted by retention): the caller discards its
+        files. Reads and appends wait only for the renames and unlinks, not for the cleaned data's fsync."""
+        base = old[0].base_offset
+        with self._lock:
+            self._check_usable()
+            if view.generation != self._truncations:
+                return False
+            try:
+                i = self._segments.index(old[0].segment)
+            except ValueError:
+                return False
+            j = i + len(old)
+            if j >= len(self._segments) or [s.segment for s in old] != self._segments[i:j]:
+                return False
+            try:
+                commit_swap(self.dir, base, end, [s.segment for s in old], step)
+                seg = LogSegment(self.dir, base, self.config, self._handles, self._lock, self._clock())
+                if not seg.load():  # the cleaner writes both indexes: this is a bug, not a crash
+                    raise CorruptRecordError(f"{seg.log_path}: the cleaned segment's indexes do not match it")
+            except OSError as e:
+                raise self._fail(StorageError(f"{self.dir.name}: segment swap failed: {e}")) from e
+            except CorruptRecordError as e:
+                raise self._fail(e) from None
+            self._segments[i:j] = [seg]
+            self._bases[i:j] = [base]
+            return True
 
     # -- durability and shutdown --------------------------------------------------------------------------------
 

@@ -1,9 +1,10 @@
 """Opening a partition log's directory: its segments loaded or recovered, torn tails truncated, corruption refused.
 
 This module owns everything ``Log.open`` does before the log serves: removing leftovers of interrupted writes and
-deletions, loading the segments that were fsynced (with a cheap index check), scanning and re-indexing the others,
-judging an invalid batch as a torn tail or corruption, and bounding the offsets and the leader epoch cache by what
-the log holds. ``Log`` installs the result and then replays its producer state (shared with truncation).
+deletions, finishing or undoing an interrupted log-cleaner swap (swap.py), loading the segments that were fsynced
+(with a cheap index check), scanning and re-indexing the others, judging an invalid batch as a torn tail or
+corruption, and bounding the offsets and the leader epoch cache by what the log holds. ``Log`` installs the result
+and then replays its producer state (shared with truncation).
 
 Deciding between a torn tail and corruption:
 
@@ -37,6 +38,7 @@ from odradek.broker.log.epoch_cache import FILE_NAME as EPOCH_FILE
 from odradek.broker.log.epoch_cache import LeaderEpochCache
 from odradek.broker.log.handles import SegmentHandles
 from odradek.broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Invalid, LogSegment
+from odradek.broker.log.swap import complete_swaps
 from odradek.client.errors import CorruptRecordError
 
 logger = logging.getLogger(__name__)
@@ -69,6 +71,7 @@ def recover(
     Call with ``lock`` (the log's) held."""
     directory.mkdir(parents=True, exist_ok=True)
     remove_stale_tmp(directory)
+    complete_swaps(directory)
     remove_leftovers(directory)
     epochs = LeaderEpochCache(directory / EPOCH_FILE)
     bases = sorted(int(p.name[: -len(LOG_SUFFIX)]) for p in directory.glob("*" + LOG_SUFFIX))

@@ -254,6 +254,13 @@ class LogSegment:
         first = parse_header(os.pread(fd, HEADER_SIZE, 0)) if self.size >= HEADER_SIZE else None
         self.rolling_base_timestamp = first.max_timestamp if first else -1
 
+    def first_batch_timestamp(self) -> int:
+        """Max timestamp of the first batch, -1 if empty: the age of the segment's oldest records (the log cleaner's
+        max.compaction.lag.ms), read once from the header."""
+        if self.rolling_base_timestamp < 0 and self.size >= HEADER_SIZE:
+            self.rolling_base_timestamp = parse_header(os.pread(self._file(), HEADER_SIZE, 0)).max_timestamp
+        return self.rolling_base_timestamp
+
     def end_offset(self) -> int:
         """The offset after this segment's last batch (its base offset if empty)."""
         if self.next_offset is None:

@@ -1,0 +1,384 @@
+"""One cleaning pass over one log (Kafka's Cleaner): build the offset map of the dirty section, recopy the segments
+below its end without superseded records, swap the copies in.
+
+Runs in a cleaner thread, never on the event loop: it reads sealed segment files through its own descriptors
+(sealed segments are immutable; a truncation or a retention deletion meanwhile makes the swap refuse, see
+``Log.replace_segments``) and takes the log's lock only for the snapshot and for each swap.
+
+What a pass keeps, batch by batch, for segments from the log start up to the end of the map:
+
+- a record whose key the map holds at a later offset is dropped; the others keep their offset and timestamp;
+- a tombstone (null value) is kept until the batch's delete horizon has passed *and* its offset is below the
+  caller's ``tombstone_horizon_offset`` (the offset every replica has reached, so a replica that was away cannot
+  bring the deleted key's old value back). The horizon is stamped in the batch the first time a pass recopies it
+  with a tombstone: the batch's base timestamp becomes now + ``delete.retention.ms`` and its delete-horizon
+  attribute bit is set (Kafka's KIP-534 layout; the records' timestamp deltas are re-based, so every record keeps
+  its timestamp). It lives in the log, so it survives restarts and needs no side file;
+- a record without a key is kept (counted in ``keyless_records``): Kafka's broker refuses keyless records for a
+  compacted topic and its cleaner drops any that got in; this log cannot know whether they were accepted on
+  purpose, and never loses data silently;
+- control batches are kept whole, as is the last batch of every producer id (its sequence lets an idempotent
+  producer continue, and a restarted broker rebuilds the producer state from it);
+- a batch left without records is dropped; a batch losing some is rebuilt with ``assemble_batch`` in its own codec,
+  keeping its base offset, last offset delta (so its sequence range), epoch and producer fields.
+
+Segments are recopied in groups of consecutive segments whose total size fits ``segment.bytes`` (and whose
+offsets fit one index), each group into one new segment swapped in crash-safely (swap.py).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from odradek.broker.log import durability
+from odradek.broker.log.cleaner.offset_map import OffsetMap
+from odradek.broker.log.cleaner.policy import CompactionConfig
+from odradek.broker.log.cleaner.stats import PassStats
+from odradek.broker.log.cleaner.throttle import Throttler
+from odradek.broker.log.index import OffsetIndex, TimeIndex
+from odradek.broker.log.log import CompactionView, Log, SegmentStat, wall_clock_ms
+from odradek.broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, MAX_RELATIVE_OFFSET, TIME_INDEX_SUFFIX
+from odradek.broker.log.swap import cleaned_path
+from odradek.client.errors import CorruptRecordError, OdradekError
+from odradek.client.record.batch import RecordBatch
+from odradek.client.record.builder import assemble_batch, encode_record
+from odradek.client.record.header import (
+    DELETE_HORIZON_FLAG,
+    HEADER_SIZE,
+    BatchHeader,
+    batch_size_at,
+    validate_batch,
+)
+
+_MAX_TIMESTAMP = struct.Struct(">q")  # at byte 35 of a batch
+READ_CHUNK = 1 << 20
+WRITE_CHUNK = 1 << 20
+
+
+class OffsetMapTooSmallError(OdradekError):
+    """One batch has more keys than the whole offset map holds: raise log.cleaner.dedupe.buffer.size."""
+
+
+@dataclass
+class _BatchFilter:
+    """The per-batch keep/drop rules (the module docstring), with the pass's counters."""
+
+    offset_map: OffsetMap
+    now_ms: int
+    delete_retention_ms: int
+    tombstone_horizon_offset: int
+    protected: set[int]  # last offsets of the producers' last batches
+    stats: PassStats
+    tombstone_due: list[int] = field(default_factory=list)
+
+    def apply(self, data: bytes, h: BatchHeader) -> bytes | memoryview | None:
+        """The batch as the cleaned segment holds it, or None to drop it."""
+        raw = memoryview(data)[h.position : h.position + h.size]
+        if h.is_control or h.last_offset in self.protected:
+            return raw
+        records = RecordBatch(data, h).records()
+        stats = self.stats
+        stats.records_read += len(records)
+        flagged = bool(h.attributes & DELETE_HORIZON_FLAG)
+        horizon = h.base_timestamp if flagged else self.now_ms + self.delete_retention_ms
+        expired = flagged and horizon <= self.now_ms
+        get = self.offset_map.get
+        kept = []
+        tombstones = 0
+        for r in records:
+            if r.key is None:
+                stats.keyless_records += 1
+            elif get(r.key) > r.offset:
+                continue
+            elif r.value is None:
+                if expired and r.offset < self.tombstone_horizon_offset:
+                    stats.tombstones_removed += 1
+                    continue
+                tombstones += 1
+                if expired:
+                    stats.tombstone_blocked_offset = min(stats.tombstone_blocked_offset, r.offset)
+            kept.append(r)
+        stats.records_removed += len(records) - len(kept)
+        if tombstones and not expired:
+            stats.tombstone_due_ms = min(stats.tombstone_due_ms, horizon)
+        stamp = tombstones > 0 and not flagged
+        if len(kept) == len(records) and not stamp:
+            return raw
+        if not kept:
+            return None
+        flagged = flagged or stamp
+        base_ts = horizon if flagged else h.base_timestamp
+        encoded = b"".join(
+            encode_record(r.offset - h.base_offset, r.timestamp - base_ts, r.key, r.value, r.headers) for r in kept
+        )
+        max_ts = h.max_timestamp if h.is_log_append_time else max(r.timestamp for r in kept)
+        return assemble_batch(
+            encoded,
+            len(kept),
+            h.compression,
+            h.attributes | (DELETE_HORIZON_FLAG if flagged else 0),
+            h.base_offset,
+            h.partition_leader_epoch,
+            h.last_offset_delta,
+            base_ts,
+            max_ts,
+            h.producer_id,
+            h.producer_epoch,
+            h.base_sequence,
+        )
+
+
+class _SegmentWriter:
+    """Writes one cleaned segment's ``.cleaned`` files: the batches, and both indexes as LogSegment builds and
+    seals them (an offset entry every index.interval.bytes, a time entry when the max timestamp grows)."""
+
+    def __init__(self, log: Log, base: int, sleep_for: Callable[[int], None]) -> None:
+        config = log.config
+        self.base = base
+        self.dir = log.dir
+        self._interval = config.index_interval_bytes
+        self._max_offset_entries = config.segment_index_bytes // OffsetIndex.entry.size
+        self._max_time_entries = config.segment_index_bytes // TimeIndex.entry.size
+        self._fd = os.open(cleaned_path(log.dir, base, LOG_SUFFIX), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._pending: list[bytes | memoryview] = []
+        self._pending_bytes = 0
+        self._sleep_for = sleep_for
+        self.size = 0
+        self._since = 0
+        self._max_ts, self._max_ts_offset = -1, base
+        self._offsets = bytearray()
+        self._times = bytearray()
+        self._last_time = -1
+
+    def append(self, batch: bytes | memoryview, base_offset: int, max_ts: int) -> None:
+        if max_ts > self._max_ts:
+            self._max_ts, self._max_ts_offset = max_ts, base_offset
+        if (
+            self._since > self._interval
+            and len(self._offsets) // 8 < self._max_offset_entries
+            and len(self._times) // 12 + 1 < self._max_time_entries
+        ):
+            self._offsets += OffsetIndex.entry.pack(base_offset - self.base, self.size)
+            self._time_entry()
+            self._since = 0
+        size = len(batch)
+        self._since += size
+        self.size += size
+        self._pending.append(batch)
+        self._pending_bytes += size
+        if self._pending_bytes >= WRITE_CHUNK:
+            self._flush()
+
+    def _time_entry(self) -> None:
+        if self._max_ts > self._last_time:
+            self._times += TimeIndex.entry.pack(self._max_ts, self._max_ts_offset - self.base)
+            self._last_time = self._max_ts
+
+    def _flush(self) -> None:
+        if self._pending:
+            data = b"".join(self._pending)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+            self._sleep_for(len(data))
+            self._pending, self._pending_bytes = [], 0
+
+    def finish(self) -> None:
+        """Write the rest and both indexes, fsync all three (the swap renames only durable files)."""
+        try:
+            self._flush()
+            durability.fsync(self._fd)
+        finally:
+            os.close(self._fd)
+            self._fd = -1
+        if self.size and len(self._times) // 12 < self._max_time_entries:
+            self._time_entry()  # as LogSegment.seal
+        for suffix, data in ((INDEX_SUFFIX, self._offsets), (TIME_INDEX_SUFFIX, self._times)):
+            fd = os.open(cleaned_path(self.dir, self.base, suffix), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, data)
+                durability.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def abandon(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            cleaned_path(self.dir, self.base, suffix).unlink(missing_ok=True)
+
+
+def group_segments(segments: list[SegmentStat], max_bytes: int, max_index_entries: int) -> list[list[SegmentStat]]:
+    """Consecutive segments grouped while the total size fits ``segment.bytes``, the offset index entries fit
+    ``segment.index.bytes`` and the offsets fit a 32-bit relative index (Kafka's groupSegmentsBySize)."""
+    groups: list[list[SegmentStat]] = []
+    for seg in segments:
+        group = groups[-1] if groups else None
+        if (
+            group is not None
+            and sum(s.size for s in group) + seg.size <= max_bytes
+            and sum(s.index_entries for s in group) + seg.index_entries + 1 <= max_index_entries
+            and seg.end_offset - 1 - group[0].base_offset <= MAX_RELATIVE_OFFSET
+        ):
+            group.append(seg)
+        else:
+            groups.append([seg])
+    return groups
+
+
+class Cleaner:
+    """Runs passes; one instance per cleaner thread (it owns the offset map's memory)."""
+
+    def __init__(
+        self,
+        dedupe_buffer_bytes: int = 128 * 1024 * 1024,
+        io_max_bytes_per_second: float = float("inf"),
+        *,
+        load_factor: float = 0.9,
+        clock: Callable[[], int] = wall_clock_ms,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.offset_map = OffsetMap(dedupe_buffer_bytes, load_factor)
+        self._clock = clock
+        self._sleep = sleep
+        self.throttler = Throttler(io_max_bytes_per_second, clock())
+        # Tests set this to inject a crash at each step of a swap (swap.commit_swap's ``step``).
+        self.swap_step: Callable[[str], None] | None = None
+
+    def _throttle(self, nbytes: int) -> None:
+        wait = self.throttler.acquire(nbytes, self._clock())
+        if wait > 0:
+            self._sleep(wait)
+
+    def _batches(self, seg: SegmentStat, stats: PassStats) -> Iterator[tuple[bytes, BatchHeader]]:
+        """Every batch of a sealed segment file, CRC-checked (CorruptRecordError: the log is uncleanable)."""
+        fd = os.open(seg.log_path, os.O_RDONLY)
+        try:
+            position, size = 0, seg.size
+            while position < size:
+                data = os.pread(fd, min(READ_CHUNK, size - position), position)
+                stats.bytes_read += len(data)
+                self._throttle(len(data))
+                p = 0
+                while p + HEADER_SIZE <= len(data) and p + batch_size_at(data, p) <= len(data):
+                    h = validate_batch(data, p)
+                    yield data, h
+                    p += h.size
+                if p == 0:  # one batch larger than the chunk (or a damaged length)
+                    need = batch_size_at(data, 0) if len(data) >= HEADER_SIZE else 0
+                    if need < HEADER_SIZE or position + need > size:
+                        raise CorruptRecordError(f"{seg.log_path}: bad batch at byte {position}")
+                    data = os.pread(fd, need, position)
+                    h = validate_batch(data, 0)
+                    yield data, h
+                    p = h.size
+                position += p
+        finally:
+            os.close(fd)
+
+    def build_map(self, view: CompactionView, first_dirty: int, end: int, stats: PassStats) -> int:
+        """Put the keys of [first_dirty, end) into the map; return where it stopped (``end``, or the base offset of
+        the first batch that did not fit)."""
+        m = self.offset_map
+        m.clear()
+        for seg in view.sealed:
+            if seg.end_offset <= first_dirty:
+                continue
+            if seg.base_offset >= end:
+                break
+            for data, h in self._batches(seg, stats):
+                if h.last_offset < first_dirty or h.is_control:
+                    continue
+                if h.base_offset >= end:
+                    return end
+                if not m.has_room(h.records_count):
+                    if m.size == 0:
+                        raise OffsetMapTooSmallError(
+                            f"a batch of {h.records_count} records does not fit the offset map "
+                            f"({m.max_entries} entries): raise log.cleaner.dedupe.buffer.size"
+                        )
+                    return h.base_offset
+                for r in RecordBatch(data, h).records():
+                    if r.key is not None and r.offset >= first_dirty:
+                        m.put(r.key, r.offset)
+        return end
+
+    def clean(
+        self,
+        log: Log,
+        config: CompactionConfig,
+        first_dirty: int,
+        end: int,
+        tombstone_horizon_offset: int,
+    ) -> PassStats:
+        """Clean ``log`` up to ``end`` (the policy's cleanable end, a segment base offset), its dirty section
+        starting at ``first_dirty``. Tombstones at or above ``tombstone_horizon_offset`` stay whatever their age.
+
+        Returns the pass's stats; ``stats.end`` is the new first dirty offset. Raises CorruptRecordError (or
+        another OdradekError / OSError) when the log cannot be cleaned: the caller marks it uncleanable."""
+        start = self._clock()
+        view = log.compaction_view()
+        stats = PassStats(first_dirty=first_dirty, start_ms=start)
+        sealed_end = view.sealed[-1].end_offset if view.sealed else view.log_start_offset
+        end = min(end, view.active_base_offset, max(sealed_end, first_dirty))
+        map_end = self.build_map(view, first_dirty, end, stats)
+        stats.end = max(map_end, first_dirty)
+        stats.map_entries = self.offset_map.size
+        stats.map_utilization = self.offset_map.utilization
+        to_clean = [s for s in view.sealed if s.base_offset < map_end]
+        config_max_entries = log.config.segment_index_bytes // OffsetIndex.entry.size
+        batch_filter = _BatchFilter(
+            self.offset_map,
+            start,
+            config.delete_retention_ms,
+            tombstone_horizon_offset,
+            set(log.producer_last_offsets().values()),
+            stats,
+        )
+        groups = group_segments(to_clean, log.config.segment_bytes, config_max_entries)
+        for i, group in enumerate(groups):
+            group_end = groups[i + 1][0].base_offset if i + 1 < len(groups) else self._next_base(view, group[-1])
+            if not self._clean_group(log, view, group, group_end, batch_filter):
+                stats.aborted = True
+                stats.end = first_dirty
+                break
+        stats.duration_ms = self._clock() - start
+        stats.throttled_ms = self.throttler.throttled_ms
+        return stats
+
+    @staticmethod
+    def _next_base(view: CompactionView, last: SegmentStat) -> int:
+        """The base offset of the segment after ``last``: the end of the range a swap replaces."""
+        for i, seg in enumerate(view.sealed):
+            if seg.segment is last.segment:
+                return view.sealed[i + 1].base_offset if i + 1 < len(view.sealed) else view.active_base_offset
+        raise AssertionError("segment not in the view")
+
+    def _clean_group(
+        self, log: Log, view: CompactionView, group: list[SegmentStat], end: int, batch_filter: _BatchFilter
+    ) -> bool:
+        stats = batch_filter.stats
+        writer = _SegmentWriter(log, group[0].base_offset, self._throttle)
+        try:
+            for seg in group:
+                for data, h in self._batches(seg, stats):
+                    out = batch_filter.apply(data, h)
+                    if out is not None:
+                        writer.append(out, h.base_offset, _MAX_TIMESTAMP.unpack_from(out, 35)[0])
+            writer.finish()
+            stats.bytes_written += writer.size
+            swapped = log.replace_segments(view, group, end, self.swap_step)
+        except BaseException:
+            writer.abandon()
+            raise
+        if not swapped:
+            writer.abandon()
+            return False
+        stats.segments_in += len(group)
+        stats.segments_out += 1
+        return True
