@@ -77,13 +77,7 @@ def alter_topic_configs(
     if problem is not None:
         out.error, out.message = ErrorCode.INVALID_CONFIG, problem
         return out
-    for name in sorted(set(current) | set(wanted)):
-        if current.get(name) == wanted.get(name):
-            continue
-        record = md.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=topic, name=name)
-        if name in wanted:
-            record.value = wanted[name]
-        out.records.append(md.MetadataRecord(config=record))
+    out.records = config_records(TOPIC_RESOURCE, topic, current, wanted)
     out.configs = dict(sorted(wanted.items()))
     old_min, new_min = (_min_isr(c, default_of) for c in (current, wanted))
     if old_min != new_min:
@@ -126,12 +120,7 @@ def alter_cluster_defaults(
             if problem is not None:
                 out.error, out.message = ErrorCode.INVALID_CONFIG, f"broker config '{name}': {problem}"
                 return out
-    for name in sorted(set(current) | set(wanted)):
-        if current.get(name) != wanted.get(name):
-            record = md.ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=CLUSTER_DEFAULT, name=name)
-            if name in wanted:
-                record.value = wanted[name]
-            out.records.append(md.MetadataRecord(config=record))
+    out.records = config_records(BROKER_RESOURCE, CLUSTER_DEFAULT, current, wanted)
     out.configs = dict(sorted(wanted.items()))
     old_min, new_min = (_min_isr(c, static_default_of) for c in (current, wanted))
     if old_min != new_min:
@@ -139,6 +128,20 @@ def alter_cluster_defaults(
             if "min.insync.replicas" not in image.topic_configs(t.name):
                 out.records += clear_elr(image, t.name, new_min)
     return out
+
+
+def config_records(
+    resource_type: int, resource: str, current: Mapping[str, str], wanted: Mapping[str, str]
+) -> list[md.MetadataRecord]:
+    """A ConfigRecord for each config whose value differs (one without a value where it is removed)."""
+    records = []
+    for name in sorted(set(current) | set(wanted)):
+        if current.get(name) != wanted.get(name):
+            record = md.ConfigRecord(resource_type=resource_type, resource_name=resource, name=name)
+            if name in wanted:
+                record.value = wanted[name]
+            records.append(md.MetadataRecord(config=record))
+    return records
 
 
 def _apply_op(
