@@ -331,6 +331,7 @@ class AsyncConsumer:
 
     async def position(self, partition: PartitionLike) -> int:
         """The offset of the next record poll() returns for the partition, looking it up if needed."""
+        self._fetcher.allow_committed_lookups()
         return await wait_for_position(self._fetcher, _tp(partition), self._timeout)
 
     def pause(self, *partitions: PartitionLike) -> None:
@@ -354,6 +355,7 @@ class AsyncConsumer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         await self._group_poll(timeout_ms / 1000)
+        fetcher.allow_committed_lookups()
         while True:
             fetcher.data_ready.clear()
             records = fetcher.drain(self._max_poll_records)

@@ -109,6 +109,9 @@ class Fetcher:
         given to ``assign(..., from_committed=True)`` starts, before auto.offset.reset applies."""
         self._metadata = metadata
         self._committed = committed
+        # Committed offsets are looked up only once the application polls or asks a position, as Kafka's consumer
+        # resolves positions: an assign() followed by seek() then sends no OffsetFetch.
+        self._lookups_allowed = False
         self._lock = threading.Lock()
         self._states: dict[TopicPartition, AssignedPartition] = {}
         self._with_data: deque[AssignedPartition] = deque()  # partitions with buffered responses, in arrival order
@@ -149,6 +152,7 @@ class Fetcher:
                 if state is None:
                     state = AssignedPartition(tp)
                     state.from_committed = from_committed and self._committed is not None
+                    self._lookups_allowed = self._lookups_allowed and not state.from_committed
                 states[tp] = state
             self._states = states
         self._loop.call_soon_threadsafe(self._metadata.add_topics, {tp.topic for tp in partitions})
@@ -179,6 +183,12 @@ class Fetcher:
             if state.position is None and isinstance(state.error, OffsetOutOfRangeError):
                 raise state.error
             return state.position
+
+    def allow_committed_lookups(self) -> None:
+        """The application polls or asks a position: partitions waiting for their committed offset look it up."""
+        if not self._lookups_allowed:
+            self._lookups_allowed = True
+            self.wakeup()
 
     def position_with_epoch(self, tp: TopicPartition) -> tuple[int | None, int | None]:
         """The position and the leader epoch of the record before it (None: unknown), read together for a
@@ -313,6 +323,8 @@ class Fetcher:
                     wake_at = min(wake_at, state.retry_at)
                     continue
                 if state.position is None and state.from_committed:
+                    if not self._lookups_allowed:
+                        continue
                     state.in_flight = True
                     lookups.append((state, state.generation))
                     continue

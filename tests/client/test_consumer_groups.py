@@ -370,6 +370,13 @@ def test_assign_with_a_group_id_starts_at_committed_offsets_and_commits_epochs(c
         c.commit()
     sent = {p.partition: (p.committed_offset, p.committed_leader_epoch) for p in cluster.group.committed.values()}
     assert sent[1] == (10, 3)  # the epoch of the batch of the last consumed record
+    lookups = len(cluster.group.rpcs("OffsetFetch"))
+    with Consumer(config(cluster, enable_auto_commit=False)) as c:  # assign, then seek: nothing to look up
+        c.assign([TopicPartition("t", 0)])
+        time.sleep(0.2)  # the fetch loop runs meanwhile: it must not look the offset up before a poll asks
+        c.seek(TopicPartition("t", 0), 2)
+        poll_all([c], lambda: c.position(TopicPartition("t", 0)) == 10)
+    assert len(cluster.group.rpcs("OffsetFetch")) == lookups
 
 
 def test_max_poll_interval_leaves_the_group_commit_fails_and_poll_rejoins(cluster: GroupCluster) -> None:
