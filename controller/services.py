@@ -35,6 +35,7 @@ from odradek.controller.topics import (
     DEFAULT_MAX_PARTITIONS_PER_BROKER,
     INTERNAL_TOPICS,
     TOPIC_CONFIGS,
+    TopicOutcome,
     TopicRequest,
     create_partitions,
     create_topic,
@@ -266,6 +267,19 @@ def describe_topic_configs(
     return apb.TopicConfigs(topic=name, configs=entries)
 
 
+async def _topic_result(
+    controller: ActiveController,
+    name: str,
+    decide: Callable[[MetadataImage, int], tuple[list[md.MetadataRecord], TopicOutcome]],
+) -> apb.TopicResult:
+    """Commit one topic's decision; its outcome (or the write's failure) as the topic's result."""
+    try:
+        out = await controller.write(decide)
+    except OdradekError as e:
+        return apb.TopicResult(name=name, error=ErrorCode.ValueType(e.code), error_message=str(e))
+    return apb.TopicResult(name=name, error=out.error, error_message=out.message, topic_id=out.topic_id)
+
+
 def dynamic_broker_keys() -> dict[str, str]:
     """The node properties that can be set cluster-wide at runtime: those that default a topic config (node key ->
     topic key), as Kafka's cluster-wide dynamic log configs."""
@@ -426,13 +440,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                 out = create_topic(image, topic_request, max_partitions_per_broker=limit)
                 return ([] if request.validate_only else out.records), out
 
-            try:
-                out = await controller.write(decide)
-                results.append(
-                    apb.TopicResult(name=t.name, error=out.error, error_message=out.message, topic_id=out.topic_id)
-                )
-            except OdradekError as e:
-                results.append(apb.TopicResult(name=t.name, error=ErrorCode.ValueType(e.code), error_message=str(e)))
+            results.append(await _topic_result(controller, t.name, decide))
         return apb.CreateTopicsResponse(topics=results)
 
     async def CreatePartitions(
@@ -456,13 +464,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                 out = create_partitions(image, t.name, t.count, max_partitions_per_broker=limit)
                 return ([] if request.validate_only else out.records), out
 
-            try:
-                out = await controller.write(decide)
-                results.append(
-                    apb.TopicResult(name=t.name, error=out.error, error_message=out.message, topic_id=out.topic_id)
-                )
-            except OdradekError as e:
-                results.append(apb.TopicResult(name=t.name, error=ErrorCode.ValueType(e.code), error_message=str(e)))
+            results.append(await _topic_result(controller, t.name, decide))
         return apb.CreatePartitionsResponse(topics=results)
 
     async def DeleteTopics(
@@ -485,11 +487,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                 out = delete_topic(image, name)
                 return out.records, out
 
-            try:
-                out = await controller.write(decide)
-                results.append(apb.TopicResult(name=name, error=out.error, error_message=out.message))
-            except OdradekError as e:
-                results.append(apb.TopicResult(name=name, error=ErrorCode.ValueType(e.code), error_message=str(e)))
+            results.append(await _topic_result(controller, name, decide))
         return apb.DeleteTopicsResponse(topics=results)
 
     async def DescribeTopics(
