@@ -28,6 +28,7 @@ from odradek.broker.lifecycle import BrokerLifecycleManager
 from odradek.broker.log import durability
 from odradek.broker.log.config import LogManagerConfig
 from odradek.broker.log.manager import LogManager
+from odradek.broker.log_cleaner import BrokerLogCleaner
 from odradek.broker.log_dirs import log_dir_gauges, log_dir_usage
 from odradek.broker.metrics import NodeMetrics, gauge
 from odradek.broker.producer_ids import ProducerIdManager
@@ -93,11 +94,13 @@ class BrokerRole:
             metrics=metrics,
             unsafe_bug=c["unsafe.testing.bug"],
             registered_epoch=self._broker_epoch,
+            cleanup_policy=c["log.cleanup.policy"],
         )
         self.groups = GroupCoordinator(
             c.node_id, lambda: self.replicas.image, CoordinatorConfig.from_node(c), self._create_offsets_topic
         )
         self.replicas.add_leadership_listener(self.groups.on_leadership)
+        self.cleaner = BrokerLogCleaner(c, self.logs, self.replicas)
         self.end_offsets = EndOffsetPoller(
             lambda: {tp for offsets in self.groups.committed_offsets().values() for tp in offsets},
             lambda: self.replicas.image,
@@ -153,6 +156,7 @@ class BrokerRole:
             session_valid=self.lifecycle.session_valid,
             producer_ids=ProducerIdManager(c.node_id, self._broker_epoch, self.lifecycle.call),
             fetch_max_bytes=c["fetch.max.bytes"],
+            uncleanable=self.cleaner.uncleanable,
         )
 
     def group_service(self) -> GroupCoordinatorService:
@@ -166,6 +170,7 @@ class BrokerRole:
             name=OFFSETS_TOPIC,
             num_partitions=partitions,
             replication_factor=replication_factor,
+            segment_bytes=self.config["offsets.topic.segment.bytes"],
         )
         response = await self.lifecycle.call("CreateInternalTopic", request)
         if response is not None and response.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
@@ -177,6 +182,7 @@ class BrokerRole:
         self._lag_task = asyncio.create_task(self._lag_checks(), name="isr-lag-checks")
         self._log_task = asyncio.create_task(self._log_maintenance(), name="log-maintenance")
         self._group_lag_task = asyncio.create_task(self.end_offsets.run(), name="group-lag")
+        self.cleaner.start()
 
     async def stop(self, step: Step) -> None:
         """Controlled shutdown (leaderships move away first), then the loops that talk to the cluster."""
@@ -199,6 +205,7 @@ class BrokerRole:
         if self._log_task is not None:
             self._log_task.cancel()
             await asyncio.gather(self._log_task, return_exceptions=True)
+        await asyncio.to_thread(self.cleaner.stop)
         self.logs.close(self.lifecycle.broker_epoch)
 
     def gauges(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
@@ -247,6 +254,7 @@ class BrokerRole:
         yield from log_dir_gauges(log_dir_usage(self.logs))
         yield from self.groups.metrics()
         yield from self._group_lag_gauges()
+        yield from self.cleaner.gauges()
 
     def _group_lag_gauges(self) -> Iterator[GaugeMetricFamily]:
         """Consumer lag of the groups coordinated here: high watermark (polled from the leaders) minus commit."""

@@ -97,6 +97,43 @@ def _bool(value: Any) -> bool:
     raise ConfigError(f"expected true or false, got {value!r}")
 
 
+def _float(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ConfigError(f"expected a number, got {value!r}")
+    try:
+        return float(value)
+    except ValueError:
+        raise ConfigError(f"expected a number, got {value!r}") from None
+
+
+def _ratio(value: Any) -> float:
+    number = _float(value)
+    if not 0 <= number <= 1:
+        raise ConfigError(f"must be between 0 and 1, got {number}")
+    return number
+
+
+def _fraction(value: Any) -> float:
+    number = _float(value)
+    if not 0 < number < 1:
+        raise ConfigError(f"must be above 0 and below 1, got {number}")
+    return number
+
+
+def _positive_float(value: Any) -> float:
+    number = _float(value)
+    if not number > 0:
+        raise ConfigError(f"must be above 0, got {number}")
+    return number
+
+
+def _cleanup_policy(value: Any) -> str:
+    parts = [p.strip() for p in str(value).split(",")]
+    if not parts or not all(p in ("compact", "delete") for p in parts):
+        raise ConfigError(f"log.cleanup.policy must be delete, compact or compact,delete, not {value!r}")
+    return ",".join(parts)
+
+
 def _recovery_strategy(value: Any) -> str:
     """KIP-966's names; ``proactive`` (electing before the whole last known ELR is back) is not implemented."""
     strategy = str(value).lower()
@@ -194,7 +231,18 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "log.flush.interval.ms": (_int, 2**63 - 1),
     "log.index.size.max.bytes": (_int, 10485760),
     "log.index.interval.bytes": (_int, 4096),
-    "log.cleanup.policy": (_only("delete", str, "log compaction is not supported yet"), "delete"),
+    "log.cleanup.policy": (_cleanup_policy, "delete"),
+    # the log cleaner (compaction of cleanup.policy=compact topics), Kafka's names and defaults
+    "log.cleaner.enable": (_bool, True),
+    "log.cleaner.threads": (_at_least(1), 1),
+    "log.cleaner.dedupe.buffer.size": (_at_least(1024 * 1024), 134217728),
+    "log.cleaner.io.buffer.load.factor": (_fraction, 0.9),
+    "log.cleaner.io.max.bytes.per.second": (_positive_float, float("inf")),
+    "log.cleaner.backoff.ms": (_at_least(0), 15000),
+    "log.cleaner.min.cleanable.ratio": (_ratio, 0.5),
+    "log.cleaner.delete.retention.ms": (_at_least(0), 86_400_000),
+    "log.cleaner.min.compaction.lag.ms": (_at_least(0), 0),
+    "log.cleaner.max.compaction.lag.ms": (_at_least(1), 2**63 - 1),
     "log.max.open.files": (_int, 4096),
     "producer.id.expiration.ms": (_int, 86_400_000),
     # A deliberate bug for proving the chaos checker (chaos/): "ack-before-replication" answers acks=all produces
@@ -210,6 +258,7 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # the group coordinator (Kafka's names and defaults)
     "offsets.topic.num.partitions": (_at_least(1), 50),
     "offsets.topic.replication.factor": (_at_least(1), 3),
+    "offsets.topic.segment.bytes": (_at_least(14), 104857600),
     "offsets.retention.minutes": (_at_least(1), 10080),
     "offsets.retention.check.interval.ms": (_at_least(1), 600000),
     "offset.metadata.max.bytes": (_at_least(0), 4096),

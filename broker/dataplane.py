@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 import grpc
@@ -81,6 +81,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         session_valid: Callable[[], bool] = lambda: True,
         producer_ids: ProducerIdManager | None = None,
         fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES,
+        uncleanable: Callable[[], Mapping[tuple[str, int], str]] = dict,
     ) -> None:
         self.metrics = metrics or NodeMetrics(broker_id)
         self.broker_id = broker_id
@@ -95,6 +96,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self.producer_ids = producer_ids
         # The node's fetch.max.bytes: the most record bytes one consumer Fetch answer carries (beyond one batch).
         self.fetch_max_bytes = fetch_max_bytes
+        # The log cleaner's uncleanable partitions and why (DescribeLogDirs reports them).
+        self.uncleanable = uncleanable
 
     @property
     def image(self) -> MetadataImage:
@@ -267,6 +270,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     last_stable_offset=read.high_watermark,
                     log_start_offset=read.log_start_offset,
                     log_end_offset=read.log_end_offset,
+                    all_replicas_offset=read.all_replicas_offset,
                 )
                 if read.diverging is not None:
                     r.diverging_epoch.epoch = read.diverging.epoch
@@ -441,7 +445,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             for dp in t.partitions:
                 r = add(partition=dp.partition, low_watermark=-1)
                 try:
-                    delete_records.check_topic(t.name, self.image.topic_configs(t.name))
+                    delete_records.check_topic(t.name, self.replicas.cleanup_policy(t.name))
                     partition = self.replicas.get(t.name, dp.partition)
                     target = partition.delete_records(dp.offset)
                 except OdradekError as e:
@@ -511,7 +515,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         context: grpc.aio.ServicerContext[pb.DescribeLogDirsRequest, pb.DescribeLogDirsResponse],
     ) -> pb.DescribeLogDirsResponse:
         """Each log dir's state and disk figures and the replicas it holds (``odradek broker log-dirs``)."""
-        return await describe_log_dirs.answer(self.broker_id, self.replicas, request.topics)
+        return await describe_log_dirs.answer(self.broker_id, self.replicas, request.topics, self.uncleanable())
 
     # ---- Producer ids ----
 

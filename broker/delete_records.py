@@ -7,18 +7,17 @@ trim there would silently lose state; and internal topics belong to the cluster.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Set
 
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.controller.topics import INTERNAL_TOPICS
 
 
-def check_topic(topic: str, configs: Mapping[str, str], default_policy: str = "delete") -> None:
-    """Raise the typed error (POLICY_VIOLATION) when ``topic``'s records may not be deleted; ``configs`` are the
-    topic's own configs, ``default_policy`` the cleanup.policy it has when it sets none."""
+def check_topic(topic: str, policies: Set[str]) -> None:
+    """Raise the typed error (POLICY_VIOLATION) when ``topic``'s records may not be deleted; ``policies`` is its
+    effective cleanup.policy."""
     if topic in INTERNAL_TOPICS:
         raise OdradekError(f"cannot delete records of internal topic {topic}", code=ErrorCode.POLICY_VIOLATION)
-    policies = {p.strip() for p in configs.get("cleanup.policy", default_policy).split(",")}
     if "delete" not in policies:
         raise OdradekError(
             f"cannot delete records of {topic}: its cleanup.policy is {','.join(sorted(policies))} (records are only "

@@ -1,5 +1,6 @@
 """The DescribeLogDirs answer (``odradek broker log-dirs``, like kafka-log-dirs): per log dir its state and disk
-figures, per replica in it its size, log start and end offsets and how far it is behind the partition's leader.
+figures, per replica in it its size, log start and end offsets, how far it is behind the partition's leader, and
+whether the log cleaner gave up on it.
 
 The figures are the ones the log-dir metrics export (``broker/log_dirs.py``); the replica positions come from the
 replica manager: a leader is 0 behind, a follower as far as its last fetch found it, any other replica unknown.
@@ -32,8 +33,11 @@ def describe_log_dirs(
     usage: list[LogDirUsage],
     positions: Mapping[tuple[str, int], ReplicaPosition],
     topics: Collection[str] = (),
+    uncleanable: Mapping[tuple[str, int], str] | None = None,
 ) -> pb.DescribeLogDirsResponse:
-    """The answer for ``usage`` (every dir, the replicas of ``topics`` in each; all replicas when empty)."""
+    """The answer for ``usage`` (every dir, the replicas of ``topics`` in each; all replicas when empty);
+    ``uncleanable``: the replicas the log cleaner gave up on, and why."""
+    uncleanable = uncleanable or {}
     wanted = set(topics)
     dirs = []
     for d in usage:
@@ -58,6 +62,7 @@ def describe_log_dirs(
                     log_end_offset=at.log_end_offset,
                     is_leader=at.is_leader,
                     log_start_offset=at.log_start_offset,
+                    uncleanable=uncleanable.get((r.topic, r.partition), ""),
                 )
             )
         dirs.append(
@@ -84,9 +89,14 @@ def replica_positions(replicas: ReplicaManager) -> dict[tuple[str, int], Replica
     return out
 
 
-async def answer(broker_id: int, replicas: ReplicaManager, topics: Collection[str]) -> pb.DescribeLogDirsResponse:
+async def answer(
+    broker_id: int,
+    replicas: ReplicaManager,
+    topics: Collection[str],
+    uncleanable: Mapping[tuple[str, int], str] | None = None,
+) -> pb.DescribeLogDirsResponse:
     """Positions are read on the event loop (which changes them); disk figures in a thread, as a stuck disk's
     ``statvfs`` must not stall the broker."""
     positions = replica_positions(replicas)
     usage = await asyncio.to_thread(log_dir_usage, replicas.logs)
-    return describe_log_dirs(broker_id, usage, positions, topics)
+    return describe_log_dirs(broker_id, usage, positions, topics, uncleanable)

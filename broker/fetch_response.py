@@ -38,13 +38,16 @@ class FetchedPartition(NamedTuple):
     log_start_offset: int = -1
     log_end_offset: int = -1
     diverging: Divergence | None = None
+    all_replicas_offset: int = -1
 
     @classmethod
     def from_proto(cls, r: pb.FetchPartitionResponse) -> FetchedPartition:
         diverging = None
         if r.HasField("diverging_epoch"):
             diverging = Divergence(r.diverging_epoch.epoch, r.diverging_epoch.end_offset)
-        return cls(r.error, r.records, r.high_watermark, r.log_start_offset, r.log_end_offset, diverging)
+        return cls(
+            r.error, r.records, r.high_watermark, r.log_start_offset, r.log_end_offset, diverging, r.all_replicas_offset
+        )
 
 
 class Stale(NamedTuple):
@@ -67,6 +70,7 @@ class Append(NamedTuple):
     high_watermark: int
     leader_log_end_offset: int
     leader_log_start_offset: int = -1
+    all_replicas_offset: int = -1
 
 
 class RestartAt(NamedTuple):
@@ -97,7 +101,7 @@ def decide(sent: FetchPosition, current: FetchPosition, r: FetchedPartition) -> 
     if r.error == ErrorCode.NONE:
         if r.diverging is not None:
             return Truncate(r.diverging)
-        return Append(r.records, r.high_watermark, r.log_end_offset, r.log_start_offset)
+        return Append(r.records, r.high_watermark, r.log_end_offset, r.log_start_offset, r.all_replicas_offset)
     if r.error == ErrorCode.OFFSET_OUT_OF_RANGE:
         if current.fetch_offset < r.log_start_offset:
             return RestartAt(r.log_start_offset)
@@ -115,7 +119,13 @@ def apply_fetched(p: Partition, sent: FetchPosition, r: FetchedPartition) -> Fet
     if isinstance(action, Truncate):
         p.truncate_to_leader(action.diverging)
     elif isinstance(action, Append):
-        p.append_as_follower(action.records, action.high_watermark, action.leader_log_start_offset)
+        p.append_as_follower(
+            action.records,
+            action.high_watermark,
+            action.leader_log_start_offset,
+            action.all_replicas_offset,
+            fetch_offset=sent.fetch_offset,
+        )
     elif isinstance(action, RestartAt):
         p.reset_to_leader_start(action.log_start_offset)
     return action

@@ -54,6 +54,7 @@ class FollowerRead(NamedTuple):
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    all_replicas_offset: int = -1  # the offset every replica has reached (LeaderState.all_replicas_offset)
 
 
 class Partition:
@@ -83,6 +84,8 @@ class Partition:
         self._acks: list[tuple[int, asyncio.Future]] = []  # (offset the HW must reach, future) of acks=all
         # DeleteRecords answers: (log start every ISR replica must reach, future of the error code)
         self._low_watermark_waiters: list[tuple[int, asyncio.Future]] = []
+        # As a follower: the offset every replica has reached, as the leader last told (tombstone_horizon).
+        self._all_replicas_offset = 0
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition}, leader={self.leader_id}@{self.leader_epoch})"
@@ -99,6 +102,17 @@ class Partition:
     @property
     def is_follower(self) -> bool:
         return self.leader_state is None and self.leader_id not in (NO_LEADER, self.broker_id)
+
+    def tombstone_horizon(self) -> int:
+        """The offset below which this replica's log cleaner may remove tombstones: the offset every replica of
+        the partition has reached, as this leader tracks it or as the leader last told this follower (capped by
+        our high watermark); 0 without a leader. Read from the cleaner thread: plain attribute reads."""
+        state = self.leader_state
+        if state is not None:
+            return state.all_replicas_offset()
+        if self.is_follower:
+            return min(self._all_replicas_offset, self.log.high_watermark)
+        return 0
 
     # -- metadata ------------------------------------------------------------------------------------------------
 
@@ -269,7 +283,7 @@ class Partition:
         self._apply(state.on_follower_fetch(replica_id, fetch_offset, leo, now_ms, log_start_offset))
         self._complete_low_watermark_waiters()
         data = log_.read(fetch_offset, max_bytes)
-        return FollowerRead(data, None, log_.high_watermark, log_.log_start_offset, leo)
+        return FollowerRead(data, None, log_.high_watermark, log_.log_start_offset, leo, state.all_replicas_offset())
 
     # -- DeleteRecords -------------------------------------------------------------------------------------------
 
@@ -393,11 +407,21 @@ class Partition:
         return self.log.log_end_offset
 
     def append_as_follower(
-        self, records: bytes, leader_high_watermark: int, leader_log_start: int = -1
+        self,
+        records: bytes,
+        leader_high_watermark: int,
+        leader_log_start: int = -1,
+        all_replicas_offset: int = -1,
+        fetch_offset: int | None = None,
     ) -> AppendInfo | None:
-        """Append what the leader sent, take its high watermark as far as our log reaches, and its log start
-        offset (DeleteRecords, retention on the leader) as far as our high watermark, as Kafka's followers do."""
-        info = self.log.append_as_follower(records) if records else None
+        """Append what the leader sent in answer to a fetch from ``fetch_offset`` (given, the records may skip
+        offsets the leader's cleaner removed: Log.append_as_follower), take its high watermark as far as our log
+        reaches, and its log start offset (DeleteRecords, retention on the leader) as far as our high watermark,
+        as Kafka's followers do; keep the offset every replica has reached for our cleaner
+        (``tombstone_horizon``)."""
+        info = self.log.append_as_follower(records, fetch_offset) if records else None
+        if all_replicas_offset >= 0:
+            self._all_replicas_offset = all_replicas_offset
         self.log.high_watermark = min(leader_high_watermark, self.log.log_end_offset)
         start = min(leader_log_start, self.log.high_watermark)
         if start > self.log.log_start_offset and self.log.increment_log_start_offset(start):

@@ -59,14 +59,19 @@ def broker_log_config(config: NodeConfig) -> LogConfig:
     return LogConfig.from_properties({topic: config[broker] for broker, topic in BROKER_LOG_DEFAULTS.items()})
 
 
-def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig:
+def cleanup_policies(value: str) -> frozenset[str]:
+    """``compact,delete`` -> {compact, delete}."""
+    return frozenset(p.strip() for p in value.split(","))
+
+
+def topic_log_config(base: LogConfig, overrides: Mapping[str, str], default_policy: str = "delete") -> LogConfig:
     """The broker defaults with a topic's own log settings on top (other topic configs are not the log's).
 
-    As in Kafka, time and size retention apply only to a topic whose ``cleanup.policy`` includes ``delete``: a
-    compact-only topic (the internal offsets topic) keeps every segment until compaction removes old records."""
+    As in Kafka, time and size retention apply only to a topic whose ``cleanup.policy`` (its own, else
+    ``default_policy``) includes ``delete``: a compact-only topic (the internal offsets topic) keeps every segment
+    until compaction removes old records."""
     own = {k: v for k, v in overrides.items() if k in _LOG_CONFIG_NAMES}
-    policies = {p.strip() for p in overrides.get("cleanup.policy", "delete").split(",")}
-    if "delete" not in policies:
+    if "delete" not in cleanup_policies(overrides.get("cleanup.policy", default_policy)):
         own["retention.ms"] = own["retention.bytes"] = "-1"
     return LogConfig.from_properties(own, base)
 
@@ -91,6 +96,7 @@ class ReplicaManager:
         metrics: NodeMetrics | None = None,
         unsafe_bug: str = "",
         registered_epoch: Callable[[], int] | None = None,
+        cleanup_policy: str = "delete",
     ) -> None:
         self.broker_id = broker_id
         self.unsafe_bug = unsafe_bug
@@ -102,6 +108,7 @@ class ReplicaManager:
         self.min_isr_default = min_isr_default
         # The node file's defaults, and the cluster-wide dynamic defaults that override them (altered live).
         self._static_base, self._static_min_isr = base_config, min_isr_default
+        self._static_policy = self.cleanup_policy_default = cleanup_policy
         self._dynamic: dict[str, str] = {}
         self.fetchers = fetchers
         self.isr_changes = isr_changes
@@ -181,7 +188,7 @@ class ReplicaManager:
             if topic is None:
                 continue
             configs = image.topic_configs(topic.name)
-            config = topic_log_config(self.base_config, configs)
+            config = topic_log_config(self.base_config, configs, self.cleanup_policy_default)
             min_isr = self.min_isr(configs)
             for state in topic.partitions.values():
                 key = (topic.name, state.partition)
@@ -208,7 +215,12 @@ class ReplicaManager:
         self.base_config = LogConfig.from_properties(own, self._static_base)
         value = dynamic.get("min.insync.replicas")
         self.min_isr_default = int(value) if value is not None else self._static_min_isr
+        self.cleanup_policy_default = dynamic.get("log.cleanup.policy", self._static_policy)
         return True
+
+    def cleanup_policy(self, topic: str) -> frozenset[str]:
+        """The topic's effective ``cleanup.policy``: its own, else the cluster's dynamic default, else the node's."""
+        return cleanup_policies(self.image.topic_configs(topic).get("cleanup.policy", self.cleanup_policy_default))
 
     def _apply_partition(
         self, key: tuple[str, int], state: PartitionRegistration, config: LogConfig, min_isr: int, now: int

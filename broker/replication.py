@@ -169,6 +169,15 @@ class LeaderState:
                 low = min(low, f.log_start_offset if f is not None else UNKNOWN_OFFSET)
         return low
 
+    def all_replicas_offset(self) -> int:
+        """The offset every replica of the partition has reached: the high watermark, capped by each follower's
+        log end offset (0 until it has fetched from this leader). The log cleaner removes tombstones only below
+        it, so a replica that was away, however long, still meets every delete when it catches up."""
+        offset = self.high_watermark
+        for f in self.followers.values():
+            offset = min(offset, max(f.log_end_offset, 0))
+        return max(offset, 0)
+
     def follower_lag(self, leader_leo: int) -> dict[int, int]:
         """Offsets each follower is behind (its log end offset unknown = the whole log)."""
         return {r: leader_leo - max(f.log_end_offset, 0) for r, f in self.followers.items()}

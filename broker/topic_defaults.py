@@ -24,6 +24,10 @@ _OTHER_NODE_KEYS = {
     "unclean.recovery.strategy": "unclean.recovery.strategy",
     "compression.type": "compression.type",
     "message.timestamp.type": "log.message.timestamp.type",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
 }
 
 

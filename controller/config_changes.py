@@ -71,7 +71,7 @@ def alter_topic_configs(
             return out
     internal = topic in INTERNAL_TOPICS
     changed = {name: value for name, value in wanted.items() if current.get(name) != value}
-    problem = validate_configs(changed, allow_compact=internal)
+    problem = validate_configs(changed)
     if problem is None and internal and "compact" not in wanted.get("cleanup.policy", ""):
         problem = f"'{topic}' is an internal topic: its cleanup.policy must include compact"
     if problem is not None:

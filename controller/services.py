@@ -172,7 +172,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             if image.topic(request.name) is not None:
                 return [], None
             topic_request = internal_topic_request(
-                image, request.name, request.num_partitions, request.replication_factor
+                image, request.name, request.num_partitions, request.replication_factor, request.segment_bytes
             )
             out = create_topic(image, topic_request, internal=True)
             return out.records, out

@@ -42,14 +42,15 @@ def _policy(v: str) -> bool:
     return bool(parts) and all(p in ("compact", "delete") for p in parts)
 
 
-_NO_COMPACTION = "log compaction is not supported yet"
+def _ratio(v: str) -> bool:
+    try:
+        return 0 <= float(v) <= 1
+    except ValueError:
+        return False
+
 
 # Kafka topic configs odradek knows but cannot honour yet: refused (INVALID_CONFIG) rather than stored and ignored.
 UNSUPPORTED_TOPIC_CONFIGS: dict[str, str] = {
-    "delete.retention.ms": _NO_COMPACTION,
-    "min.compaction.lag.ms": _NO_COMPACTION,
-    "max.compaction.lag.ms": _NO_COMPACTION,
-    "min.cleanable.dirty.ratio": _NO_COMPACTION,
     "file.delete.delay.ms": "delayed deletion of segment files is not supported yet (they are deleted at once)",
 }
 
@@ -57,6 +58,10 @@ UNSUPPORTED_TOPIC_CONFIGS: dict[str, str] = {
 # Topic-level configs (Kafka names) and their value checks.
 TOPIC_CONFIGS: dict[str, Callable[[str], bool]] = {
     "cleanup.policy": _policy,
+    "delete.retention.ms": _int(0),
+    "max.compaction.lag.ms": _int(1),
+    "min.cleanable.dirty.ratio": _ratio,
+    "min.compaction.lag.ms": _int(0),
     "compression.type": _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
     "flush.messages": _int(1),
     "flush.ms": _int(0),
@@ -87,9 +92,8 @@ def validate_topic_name(name: str) -> str | None:
     return None
 
 
-def validate_configs(configs: dict[str, str], allow_compact: bool = False) -> str | None:
-    """An error message for the first unknown, unsupported or malformed config, or None. ``allow_compact`` is for
-    internal topics only: they are compacted by key, and retention never deletes them meanwhile."""
+def validate_configs(configs: dict[str, str]) -> str | None:
+    """An error message for the first unknown, unsupported or malformed config, or None."""
     for name, value in configs.items():
         if name in UNSUPPORTED_TOPIC_CONFIGS:
             return f"topic config '{name}' is not supported yet: {UNSUPPORTED_TOPIC_CONFIGS[name]}"
@@ -98,8 +102,6 @@ def validate_configs(configs: dict[str, str], allow_compact: bool = False) -> st
             return f"unknown topic config '{name}'"
         if not check(value):
             return f"invalid value '{value}' for topic config '{name}'"
-        if name == "cleanup.policy" and "compact" in value and not allow_compact:
-            return f"cleanup.policy '{value}' is not supported yet: {_NO_COMPACTION}; only 'delete' is"
     return None
 
 
@@ -155,7 +157,7 @@ def create_topic(
     A topic that would put more than ``max_partitions_per_broker`` partition replicas on some broker is refused
     (POLICY_VIOLATION): that many logs per broker is past what a node serves well, and a mistyped count (``-p
     1000000``) must fail at once rather than spend a minute placing replicas. Only the cluster itself creates an
-    internal topic (``internal``), and only an internal topic may have ``cleanup.policy=compact``."""
+    internal topic (``internal``)."""
     out = TopicOutcome(request.name)
     problem = validate_topic_name(request.name)
     if problem is None and (request.name in INTERNAL_TOPICS) != internal:
@@ -176,7 +178,7 @@ def create_topic(
     if request.replication_factor < 1:
         out.error, out.message = ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be at least 1"
         return out
-    problem = validate_configs(request.configs, allow_compact=internal)
+    problem = validate_configs(request.configs)
     if problem:
         out.error, out.message = ErrorCode.INVALID_CONFIG, problem
         return out
@@ -232,11 +234,17 @@ def create_topic(
     return out
 
 
-def internal_topic_request(image: MetadataImage, name: str, partitions: int, replication_factor: int) -> TopicRequest:
+def internal_topic_request(
+    image: MetadataImage, name: str, partitions: int, replication_factor: int, segment_bytes: int = 0
+) -> TopicRequest:
     """The creation of an internal topic as the cluster makes it: the replication factor capped at the registered
-    brokers, ``min.insync.replicas`` 2 where it is at least 3 (else 1), compacted."""
+    brokers, ``min.insync.replicas`` 2 where it is at least 3 (else 1), compacted, with segments of
+    ``segment_bytes`` (0: the broker default) so that the cleaner, which never touches the active segment, keeps
+    the topic small."""
     rf = max(1, min(replication_factor, len(image.brokers)))
     configs = {"cleanup.policy": "compact", "min.insync.replicas": "2" if rf >= 3 else "1"}
+    if segment_bytes > 0:
+        configs["segment.bytes"] = str(segment_bytes)
     return TopicRequest(name=name, partitions=partitions, replication_factor=rf, configs=configs)
 
 

@@ -487,6 +487,7 @@ class FetchPartitionResponse(_message.Message):
     ABORTED_TRANSACTIONS_FIELD_NUMBER: _builtins.int
     RECORDS_FIELD_NUMBER: _builtins.int
     LOG_END_OFFSET_FIELD_NUMBER: _builtins.int
+    ALL_REPLICAS_OFFSET_FIELD_NUMBER: _builtins.int
     partition: _builtins.int
     error: _common_pb2.ErrorCode.ValueType
     high_watermark: _builtins.int
@@ -494,6 +495,10 @@ class FetchPartitionResponse(_message.Message):
     log_start_offset: _builtins.int
     records: _builtins.bytes
     log_end_offset: _builtins.int
+    all_replicas_offset: _builtins.int
+    """To followers only: the offset every replica of the partition has reached (the leader's knowledge; -1 when
+    unknown). A replica's log cleaner removes tombstones only below it.
+    """
     @_builtins.property
     def diverging_epoch(self) -> _common_pb2.EpochEndOffset:
         """set when the follower's log diverges from the leader's"""
@@ -515,10 +520,11 @@ class FetchPartitionResponse(_message.Message):
         aborted_transactions: _abc.Iterable[Global___AbortedTransaction] | None = ...,
         records: _builtins.bytes = ...,
         log_end_offset: _builtins.int = ...,
+        all_replicas_offset: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["current_leader", b"current_leader", "diverging_epoch", b"diverging_epoch"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["aborted_transactions", b"aborted_transactions", "current_leader", b"current_leader", "diverging_epoch", b"diverging_epoch", "error", b"error", "high_watermark", b"high_watermark", "last_stable_offset", b"last_stable_offset", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "partition", b"partition", "records", b"records"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aborted_transactions", b"aborted_transactions", "all_replicas_offset", b"all_replicas_offset", "current_leader", b"current_leader", "diverging_epoch", b"diverging_epoch", "error", b"error", "high_watermark", b"high_watermark", "last_stable_offset", b"last_stable_offset", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "partition", b"partition", "records", b"records"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -962,6 +968,7 @@ class LogDirReplica(_message.Message):
     LOG_END_OFFSET_FIELD_NUMBER: _builtins.int
     IS_LEADER_FIELD_NUMBER: _builtins.int
     LOG_START_OFFSET_FIELD_NUMBER: _builtins.int
+    UNCLEANABLE_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     partition: _builtins.int
     size_bytes: _builtins.int
@@ -970,6 +977,8 @@ class LogDirReplica(_message.Message):
     log_end_offset: _builtins.int
     is_leader: _builtins.bool
     log_start_offset: _builtins.int
+    uncleanable: _builtins.str
+    """why the log cleaner gave up on this replica ("" = it did not)"""
     def __init__(
         self,
         *,
@@ -980,10 +989,11 @@ class LogDirReplica(_message.Message):
         log_end_offset: _builtins.int = ...,
         is_leader: _builtins.bool = ...,
         log_start_offset: _builtins.int = ...,
+        uncleanable: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["is_leader", b"is_leader", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "offset_lag", b"offset_lag", "partition", b"partition", "size_bytes", b"size_bytes", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["is_leader", b"is_leader", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "offset_lag", b"offset_lag", "partition", b"partition", "size_bytes", b"size_bytes", "topic", b"topic", "uncleanable", b"uncleanable"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -412,10 +412,13 @@ class CreateInternalTopicRequest(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     NUM_PARTITIONS_FIELD_NUMBER: _builtins.int
     REPLICATION_FACTOR_FIELD_NUMBER: _builtins.int
+    SEGMENT_BYTES_FIELD_NUMBER: _builtins.int
     broker_id: _builtins.int
     name: _builtins.str
     num_partitions: _builtins.int
     replication_factor: _builtins.int
+    segment_bytes: _builtins.int
+    """the topic's segment.bytes (offsets.topic.segment.bytes); 0 leaves the default"""
     def __init__(
         self,
         *,
@@ -423,10 +426,11 @@ class CreateInternalTopicRequest(_message.Message):
         name: _builtins.str = ...,
         num_partitions: _builtins.int = ...,
         replication_factor: _builtins.int = ...,
+        segment_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_id", b"broker_id", "name", b"name", "num_partitions", b"num_partitions", "replication_factor", b"replication_factor"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_id", b"broker_id", "name", b"name", "num_partitions", b"num_partitions", "replication_factor", b"replication_factor", "segment_bytes", b"segment_bytes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -158,6 +158,7 @@ class Log:
         self._flushed_messages = 0
         self._last_flush_ms = clock()
         self._truncations = 0  # bumped by truncation so a flush that raced with one does not move the recovery point
+        self._truncated_to: int | None = None  # the lowest offset truncated to since take_truncation
         self._closed = False
         self.failure: OdradekError | None = None
         # Told (from whichever thread failed, holding this log's lock) when the log goes offline: the log manager
@@ -461,29 +462,37 @@ class Log:
             )
         )
 
-    def append_as_follower(self, buf: bytes | bytearray | memoryview) -> AppendInfo:
+    def append_as_follower(self, buf: bytes | bytearray | memoryview, fetch_offset: int | None = None) -> AppendInfo:
         """Append batches copied from the leader, offsets and epochs as they are.
 
-        The first batch must start exactly at the log end offset: a fetch answers the offset it asked for, so a
-        batch starting anywhere else belongs to an older request (one sent before a truncation or reset) and
-        appending it would leave a hole a leader could count as replicated. Each later batch must start where the
-        one before it ends (a leader's log has no gaps: nothing compacts it). New epochs in the batch headers
-        enter the epoch cache.
+        Without ``fetch_offset`` the first batch must start exactly at the log end offset and each later one where
+        the one before it ends. A compacted leader's log has gaps (its cleaner removed superseded records, and
+        whole batches), so its answer to a fetch from ``fetch_offset`` may start later and skip offsets: given
+        ``fetch_offset``, which must be the log end offset, batches may start anywhere after the end of what is
+        before them. Either way an answer to an older request (sent before a truncation or reset) is refused: it
+        would leave a hole a leader could count as replicated. New epochs in the batch headers enter the epoch
+        cache.
         """
         view = memoryview(buf)
         batches = validate_for_append(buf, view, _NO_LIMIT, False)
         size = len(view)
         if size > self.config.segment_bytes:
-            return self._append_in_parts(view, batches, self.append_as_follower)
+            self._check_fetch_offset(fetch_offset)
+            return self._append_in_parts(
+                view,
+                batches,
+                lambda part: self.append_as_follower(part, None if fetch_offset is None else self.log_end_offset),
+            )
         first, last = batches[0][0], batches[-1][0] + batches[-1][2]
         if last - first > MAX_RELATIVE_OFFSET:
             raise InvalidRequestError(f"batches span {last - first} offsets, more than a segment can index")
         with self._lock:
             self._check_usable()
+            self._check_fetch_offset(fetch_offset)
             expected = self.log_end_offset
             max_ts, max_ts_offset, records = -1, first, 0
             for base, _, delta, batch_max_ts, count, _, _, _, _ in batches:
-                if base != expected:
+                if base < expected or (base > expected and fetch_offset is None):
                     raise UnexpectedAppendOffsetError(
                         f"{self.dir.name}: batch at offset {base} does not start at the log end offset {expected}"
                         if expected == self.log_end_offset
@@ -504,6 +513,12 @@ class Log:
                     update(pid, producer_epoch, seq, increment_sequence(seq, delta), base, base + delta, batch_max_ts)
             info = (first, last, max_ts, max_ts_offset, records, len(batches), size, self._log_start)
             return _append_info(info)
+
+    def _check_fetch_offset(self, fetch_offset: int | None) -> None:
+        if fetch_offset is not None and fetch_offset != self.log_end_offset:
+            raise UnexpectedAppendOffsetError(
+                f"{self.dir.name}: records fetched from offset {fetch_offset}, the log ends at {self.log_end_offset}"
+            )
 
     def _write(
         self,
@@ -650,6 +665,7 @@ class Log:
                 self._epochs.truncate_from_end(offset)
                 return False
             self._truncations += 1
+            self._note_truncation(offset)
             try:
                 if offset < self._bases[0]:
                     self._truncate_fully(offset)
@@ -677,10 +693,22 @@ class Log:
         with self._lock:
             self._check_usable()
             self._truncations += 1
+            self._note_truncation(offset)
             try:
                 self._truncate_fully(offset)
             except OSError as e:
                 raise self._fail(StorageError(f"{self.dir.name}: truncation failed: {e}")) from e
+
+    def _note_truncation(self, offset: int) -> None:
+        if self._truncated_to is None or offset < self._truncated_to:
+            self._truncated_to = offset
+
+    def take_truncation(self) -> int | None:
+        """The lowest offset the log was truncated to since the last call (None: not truncated). The log cleaner
+        asks, so what is appended again from there counts as dirty."""
+        with self._lock:
+            offset, self._truncated_to = self._truncated_to, None
+            return offset
 
     def _truncate_fully(self, offset: int) -> None:
         for seg in reversed(self._segments):
@@ -781,6 +809,15 @@ class Log:
         with self._lock:
             self._check_usable()
             return {pid: entry.last_offset for pid, entry in self._producers.producers.items()}
+
+    def moved_since(self, view: CompactionView) -> bool:
+        """True if the log was closed or truncated, or lost a sealed segment of ``view`` (retention, DeleteRecords)
+        since the view was taken: a cleaning pass that failed reading it is redone, the log is not uncleanable."""
+        with self._lock:
+            if self._closed or view.generation != self._truncations:
+                return True
+            live = {id(seg) for seg in self._segments}
+            return any(id(s.segment) not in live for s in view.sealed)
 
     def replace_segments(
         self,

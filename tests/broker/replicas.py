@@ -8,6 +8,7 @@ from pathlib import Path
 from controller_images import apply
 
 from odradek.broker.isr_changes import Item
+from odradek.broker.log.config import LogConfig
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
 from odradek.client.record.batch import read_batches
@@ -39,14 +40,17 @@ class Controller:
 
 
 class Replicas:
-    def __init__(self, root: Path, ids: tuple[int, ...] = (1, 2, 3), min_isr: int = 1) -> None:
+    def __init__(
+        self, root: Path, ids: tuple[int, ...] = (1, 2, 3), min_isr: int = 1, config: LogConfig | None = None
+    ) -> None:
         self.root = root
         self.min_isr = min_isr
+        self.config = config
         self.requests: list[Item] = []
         self.parts = {b: self._open(b, "") for b in ids}
 
     def _open(self, broker: int, disk: str) -> Partition:
-        p = Partition("t", 0, Log.open(self.root / f"b{broker}{disk}" / "t-0"), broker)
+        p = Partition("t", 0, Log.open(self.root / f"b{broker}{disk}" / "t-0", self.config), broker)
         p.request_isr_change = lambda p, c: self.requests.append((p, c))
         return p
 
@@ -68,7 +72,13 @@ class Replicas:
             f.truncate_to_leader(read.diverging)
         else:
             assert read.data is not None
-            f.append_as_follower(bytes(read.data.records), read.high_watermark)
+            f.append_as_follower(
+                bytes(read.data.records),
+                read.high_watermark,
+                read.log_start_offset,
+                read.all_replicas_offset,
+                fetch_offset=offset,
+            )
 
     def values(self, broker: int) -> list[bytes | None]:
         """Every record value in ``broker``'s log."""

@@ -44,7 +44,11 @@ def test_toml_forms_flatten_to_kafka_names(tmp_path: Path) -> None:
         ({"advertised.listeners": "SASL_SSL://h:1"}, "SASL_SSL is not supported yet"),
         ({"unclean.leader.election.enable": "maybe"}, "true or false"),
         ({"unsafe.testing.log.dir.failure.file": "../FAIL"}, "plain file name"),
-        ({"log.cleanup.policy": "compact"}, "'log.cleanup.policy': not supported yet, only 'delete'"),
+        ({"log.cleanup.policy": "shred"}, "log.cleanup.policy must be delete, compact or compact,delete"),
+        ({"log.cleaner.min.cleanable.ratio": 1.5}, "must be between 0 and 1"),
+        ({"log.cleaner.io.max.bytes.per.second": 0}, "must be above 0"),
+        ({"log.cleaner.io.buffer.load.factor": 1}, "must be above 0 and below 1"),
+        ({"log.cleaner.dedupe.buffer.size": 1000}, "must be at least 1048576"),
         ({"num.replica.fetchers": 4}, "'num.replica.fetchers': not supported yet, only 1"),
         ({"controller.quorum.election.backoff.max.ms": 50}, "election.backoff.max.ms': not supported yet"),
         ({"fetch.max.bytes": 100}, "'fetch.max.bytes': must be at least 1024"),
@@ -60,9 +64,11 @@ def test_bad_configs_fail_with_one_line(tmp_path: Path, extra: dict, message: st
 
 
 def test_supported_values_of_partly_supported_keys_are_accepted(tmp_path: Path) -> None:
-    config = node(tmp_path, **{"log.cleanup.policy": "delete", "num.replica.fetchers": 1, "fetch.max.bytes": 2048})
+    config = node(
+        tmp_path, **{"log.cleanup.policy": "compact, delete", "num.replica.fetchers": 1, "fetch.max.bytes": 2048}
+    )
     assert (config["log.cleanup.policy"], config["num.replica.fetchers"], config["fetch.max.bytes"]) == (
-        "delete",
+        "compact,delete",
         1,
         2048,
     )

@@ -47,8 +47,10 @@ def test_set_delete_append_and_subtract_change_only_what_they_name() -> None:
         ((ConfigOp("retention.mss", "set", "1"),), ErrorCode.INVALID_CONFIG, "retention.mss"),
         ((ConfigOp("segment.bytes", "set", "1"),), ErrorCode.INVALID_CONFIG, "segment.bytes"),
         ((ConfigOp("retention.ms", "append", "1"),), ErrorCode.INVALID_CONFIG, "retention.ms"),
-        ((ConfigOp("cleanup.policy", "append", "compact"),), ErrorCode.INVALID_CONFIG, "cleanup.policy"),
-        ((ConfigOp("min.compaction.lag.ms", "set", "5"),), ErrorCode.INVALID_CONFIG, "min.compaction.lag.ms"),
+        ((ConfigOp("cleanup.policy", "append", "shred"),), ErrorCode.INVALID_CONFIG, "cleanup.policy"),
+        ((ConfigOp("min.compaction.lag.ms", "set", "-5"),), ErrorCode.INVALID_CONFIG, "min.compaction.lag.ms"),
+        ((ConfigOp("min.cleanable.dirty.ratio", "set", "1.5"),), ErrorCode.INVALID_CONFIG, "min.cleanable.dirty.ratio"),
+        ((ConfigOp("max.compaction.lag.ms", "set", "0"),), ErrorCode.INVALID_CONFIG, "max.compaction.lag.ms"),
         (
             (ConfigOp("segment.bytes", "set", "1024"), ConfigOp("segment.bytes", "delete")),
             ErrorCode.INVALID_REQUEST,

@@ -1,4 +1,4 @@
-"""Topic creation refusals: settings odradek cannot honour yet are refused, never stored and ignored."""
+"""Topic creation: settings odradek cannot honour yet are refused, never stored and ignored; the others stored."""
 
 import pytest
 from controller_images import apply, brokers, build
@@ -10,26 +10,41 @@ from odradek.controller.topics import TopicRequest, create_topic
 @pytest.mark.parametrize(
     ("configs", "message"),
     [
-        ({"cleanup.policy": "compact"}, "cleanup.policy 'compact' is not supported yet: log compaction"),
-        ({"cleanup.policy": "compact,delete"}, "cleanup.policy 'compact,delete' is not supported yet"),
-        ({"delete.retention.ms": "1000"}, "topic config 'delete.retention.ms' is not supported yet"),
-        ({"min.compaction.lag.ms": "0"}, "topic config 'min.compaction.lag.ms' is not supported yet"),
-        ({"max.compaction.lag.ms": "10"}, "topic config 'max.compaction.lag.ms' is not supported yet"),
-        ({"min.cleanable.dirty.ratio": "0.5"}, "topic config 'min.cleanable.dirty.ratio' is not supported yet"),
         ({"file.delete.delay.ms": "0"}, "topic config 'file.delete.delay.ms' is not supported yet"),
+        ({"cleanup.policy": "compact,shred"}, "invalid value 'compact,shred' for topic config 'cleanup.policy'"),
+        ({"delete.retention.ms": "-1"}, "invalid value '-1' for topic config 'delete.retention.ms'"),
+        ({"min.compaction.lag.ms": "soon"}, "invalid value 'soon' for topic config 'min.compaction.lag.ms'"),
+        ({"max.compaction.lag.ms": "0"}, "invalid value '0' for topic config 'max.compaction.lag.ms'"),
+        ({"min.cleanable.dirty.ratio": "2"}, "invalid value '2' for topic config 'min.cleanable.dirty.ratio'"),
     ],
 )
-def test_unsupported_topic_configs_are_refused(configs: dict[str, str], message: str) -> None:
+def test_unsupported_and_malformed_topic_configs_are_refused(configs: dict[str, str], message: str) -> None:
     image = build(brokers(1, 2, 3))
     out = create_topic(image, TopicRequest("t", 1, 1, configs))
     assert (out.error, out.records) == (ErrorCode.INVALID_CONFIG, [])
     assert message in out.message
 
 
-def test_the_delete_cleanup_policy_stays_accepted() -> None:
+@pytest.mark.parametrize(
+    "configs",
+    [
+        {"cleanup.policy": "delete"},
+        {"cleanup.policy": "compact"},
+        {"cleanup.policy": "compact,delete"},
+        {
+            "cleanup.policy": "compact",
+            "delete.retention.ms": "0",
+            "min.compaction.lag.ms": "10",
+            "max.compaction.lag.ms": "60000",
+            "min.cleanable.dirty.ratio": "0.1",
+        },
+    ],
+)
+def test_every_cleanup_policy_and_compaction_setting_is_accepted(configs: dict[str, str]) -> None:
     image = build(brokers(1, 2, 3))
-    out = create_topic(image, TopicRequest("t", 1, 1, {"cleanup.policy": "delete"}))
+    out = create_topic(image, TopicRequest("t", 1, 1, configs))
     assert out.error == ErrorCode.NONE and out.records
+    assert apply(image, out.records).topic_configs("t") == configs
 
 
 @pytest.mark.parametrize(
@@ -92,13 +107,16 @@ def test_the_internal_offsets_topic_is_compacted_and_capped(
     from odradek.controller.topics import OFFSETS_TOPIC, internal_topic_request
 
     image = build(brokers(*registered))
-    request = internal_topic_request(image, OFFSETS_TOPIC, 5, asked)
+    assert internal_topic_request(image, OFFSETS_TOPIC, 5, asked).configs == {
+        "cleanup.policy": "compact",
+        "min.insync.replicas": min_isr,
+    }
+    request = internal_topic_request(image, OFFSETS_TOPIC, 5, asked, segment_bytes=1 << 20)
     assert (request.partitions, request.replication_factor) == (5, rf)
-    assert request.configs == {"cleanup.policy": "compact", "min.insync.replicas": min_isr}
+    assert request.configs == {"cleanup.policy": "compact", "min.insync.replicas": min_isr, "segment.bytes": "1048576"}
     out = create_topic(image, request, internal=True)
     assert out.error == ErrorCode.NONE, out.message
     image = apply(image, out.records)
     assert image.topic_configs(OFFSETS_TOPIC)["cleanup.policy"] == "compact"
-    # a user topic still cannot be compacted, nor can the internal path create a user topic
-    assert create_topic(image, TopicRequest("t", 1, 1, {"cleanup.policy": "compact"})).error == ErrorCode.INVALID_CONFIG
+    # the internal path cannot create a user topic
     assert create_topic(image, TopicRequest("t", 1, 1), internal=True).error == ErrorCode.INVALID_TOPIC_EXCEPTION

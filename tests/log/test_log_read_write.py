@@ -218,6 +218,27 @@ def test_follower_append_keeps_offsets_and_refuses_anything_but_the_log_end(
     assert log.epoch_entries() == [(4, 0), (6, 5)]
 
 
+def test_follower_append_of_a_compacted_leaders_answer_takes_its_gaps(
+    open_log: Callable[..., Log], tmp_path: Path, small_config: LogConfig
+) -> None:
+    """Given the offset it fetched from (the log end), a follower takes batches that skip offsets the leader's
+    cleaner removed; an answer fetched from another offset, or overlapping batches, are still refused."""
+    log = open_log(tmp_path / "t-0", small_config)
+    log.append_as_follower(make_batch(2, base_offset=0), fetch_offset=0)
+    for bad, fetched in (
+        (make_batch(1, base_offset=9), 5),  # fetched before a truncation: the log ends at 2
+        (make_batch(1, base_offset=1), 2),  # overlaps what the log holds
+        (make_batch(2, base_offset=6) + make_batch(1, base_offset=7), 2),  # overlapping batches
+    ):
+        with pytest.raises(UnexpectedAppendOffsetError):
+            log.append_as_follower(bad, fetch_offset=fetched)
+    info = log.append_as_follower(make_batch(2, base_offset=5) + make_batch(1, base_offset=10), fetch_offset=2)
+    assert (info.first_offset, info.last_offset, log.log_end_offset) == (5, 10, 11)
+    assert [parse_header(b).base_offset for b in read_all(log, 1 << 20)] == [0, 5, 10]
+    # a read at a removed offset returns the next batch
+    assert parse_header(log.read(3, 1 << 20).records).base_offset == 5
+
+
 def test_follower_append_in_parts_refuses_a_hole_before_writing_anything(
     open_log: Callable[..., Log], tmp_path: Path
 ) -> None:

@@ -231,6 +231,15 @@ def group_segments(segments: list[SegmentStat], max_bytes: int, max_index_entrie
     return groups
 
 
+def _defer_to_other_threads() -> None:
+    """Let a thread that waits for the interpreter lock have it (the broker's event loop). A CPU-bound thread
+    that never blocks keeps the lock for a whole switch interval each time it gets it, so it takes about half the
+    interpreter from a busy broker; releasing it after every batch (``sched_yield`` releases the lock, and costs
+    well under a microsecond where ``time.sleep(0)`` costs tens) makes the cleaner run mostly when the event loop
+    does not need the interpreter, as a low-priority thread would."""
+    os.sched_yield()
+
+
 class Cleaner:
     """Runs passes; one instance per cleaner thread (it owns the offset map's memory)."""
 
@@ -242,13 +251,26 @@ class Cleaner:
         load_factor: float = 0.9,
         clock: Callable[[], int] = wall_clock_ms,
         sleep: Callable[[float], None] = time.sleep,
+        throttler: Throttler | None = None,
+        defer: Callable[[], None] = _defer_to_other_threads,
     ) -> None:
-        self.offset_map = OffsetMap(dedupe_buffer_bytes, load_factor)
+        """``throttler``: a bucket shared with the other cleaner threads (else one of ``io_max_bytes_per_second``
+        for this cleaner alone). ``defer`` runs between batches (see ``_defer_to_other_threads``)."""
+        self._map_size = (dedupe_buffer_bytes, load_factor)
+        self._offset_map: OffsetMap | None = None
         self._clock = clock
         self._sleep = sleep
-        self.throttler = Throttler(io_max_bytes_per_second, clock())
+        self._defer = defer
+        self.throttler = throttler or Throttler(io_max_bytes_per_second, clock())
         # Tests set this to inject a crash at each step of a swap (swap.commit_swap's ``step``).
         self.swap_step: Callable[[str], None] | None = None
+
+    @property
+    def offset_map(self) -> OffsetMap:
+        """Allocated at the first pass: a broker without compacted logs never holds the dedupe buffer."""
+        if self._offset_map is None:
+            self._offset_map = OffsetMap(*self._map_size)
+        return self._offset_map
 
     def _throttle(self, nbytes: int) -> None:
         wait = self.throttler.acquire(nbytes, self._clock())
@@ -267,6 +289,7 @@ class Cleaner:
                 p = 0
                 while p + HEADER_SIZE <= len(data) and p + batch_size_at(data, p) <= len(data):
                     h = validate_batch(data, p)
+                    self._defer()
                     yield data, h
                     p += h.size
                 if p == 0:  # one batch larger than the chunk (or a damaged length)
@@ -324,6 +347,27 @@ class Cleaner:
         start = self._clock()
         view = log.compaction_view()
         stats = PassStats(first_dirty=first_dirty, start_ms=start)
+        try:
+            self._clean(log, view, config, end, tombstone_horizon_offset, stats)
+        except (OdradekError, OSError):
+            if not log.moved_since(view):
+                raise
+            stats.aborted = True  # a segment went (retention, truncation) while it was read: not its fault
+            stats.end = first_dirty
+        stats.duration_ms = self._clock() - start
+        return stats
+
+    def _clean(
+        self,
+        log: Log,
+        view: CompactionView,
+        config: CompactionConfig,
+        end: int,
+        tombstone_horizon_offset: int,
+        stats: PassStats,
+    ) -> None:
+        first_dirty, start = stats.first_dirty, stats.start_ms
+        throttled_before = self.throttler.throttled_ms
         sealed_end = view.sealed[-1].end_offset if view.sealed else view.log_start_offset
         end = min(end, view.active_base_offset, max(sealed_end, first_dirty))
         map_end = self.build_map(view, first_dirty, end, stats)
@@ -347,9 +391,7 @@ class Cleaner:
                 stats.aborted = True
                 stats.end = first_dirty
                 break
-        stats.duration_ms = self._clock() - start
-        stats.throttled_ms = self.throttler.throttled_ms
-        return stats
+        stats.throttled_ms = self.throttler.throttled_ms - throttled_before
 
     @staticmethod
     def _next_base(view: CompactionView, last: SegmentStat) -> int:

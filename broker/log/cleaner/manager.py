@@ -34,6 +34,8 @@ class CleanerMetrics:
     uncleanable: list[Hashable] = field(default_factory=list)
     passes: int = 0
     aborted_passes: int = 0
+    bytes_read: int = 0  # over every pass since the start
+    bytes_written: int = 0
 
 
 class CleanerManager:
@@ -49,6 +51,7 @@ class CleanerManager:
         self._last_run_ms = -1
         self._last_pass: PassStats | None = None
         self._passes = self._aborted = 0
+        self._bytes_read = self._bytes_written = 0
         for key, offset in (first_dirty or {}).items():
             self._states[key] = LogCleanerState(first_dirty=offset)
 
@@ -83,6 +86,8 @@ class CleanerManager:
         with self._lock:
             self._in_progress.discard(key)
             self._passes += 1
+            self._bytes_read += stats.bytes_read
+            self._bytes_written += stats.bytes_written
             self._last_pass = stats
             state = self._state(key)
             state.last_pass = stats
@@ -148,4 +153,6 @@ class CleanerManager:
                 uncleanable=list(self._uncleanable),
                 passes=self._passes,
                 aborted_passes=self._aborted,
+                bytes_read=self._bytes_read,
+                bytes_written=self._bytes_written,
             )
