@@ -113,6 +113,21 @@ class CleanerThread:
                 logger.error("log %s is uncleanable: %s", chosen.key, e)
             return True
         self.manager.done(chosen.key, stats, self._clock())
+        logger.info(
+            "cleaned %s up to offset %d%s: %d of %d records removed (%d tombstones), %.1f MB read, %.1f MB "
+            "written, %d segments into %d, in %d ms",
+            chosen.key,
+            stats.end,
+            " (aborted: the log changed, redone later)" if stats.aborted else "",
+            stats.records_removed,
+            stats.records_read,
+            stats.tombstones_removed,
+            stats.bytes_read / 1e6,
+            stats.bytes_written / 1e6,
+            stats.segments_in,
+            stats.segments_out,
+            stats.duration_ms,
+        )
         if self._on_pass is not None:
             self._on_pass(chosen.key)
         return True
