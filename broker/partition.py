@@ -161,6 +161,9 @@ class Partition:
                 now_ms=now_ms,
             )
             logger.info("%s: leader at epoch %d, ISR %s", self, self.leader_epoch, list(self.isr))
+            # A leader alone in the ISR holds all that is committed: its high watermark is its log end at once
+            # (else a restarted single replica would answer OFFSET_NOT_AVAILABLE until its next append).
+            self._apply(self.leader_state.on_append(self.log.log_end_offset))
         else:
             self.leader_state = None
             self._fail_acks(ErrorCode.NOT_LEADER_OR_FOLLOWER)

@@ -1,0 +1,118 @@
+"""SIGKILL a broker again and again while its cleaner works: after each recovery its log reads as before a pass or
+as after it, never with a record missing that was not superseded.
+
+One broker, one compacted partition that a background producer keeps writing to, so the cleaner is nearly always
+in a pass (ratio 0, 50 ms backoff, each pass recopying the whole log). Each round kills the broker at a random
+instant, notes whether a pass was under way (``.cleaned`` or ``.swap`` files left in the partition directory),
+restarts it, and reads the partition from its start through a consumer. For every key, the last record the log
+holds must be the key's last acknowledged record (or, for a deleted key, nothing at all), and every record must
+be the one acknowledged at its offset. Each step of the swap is also crashed deterministically in
+tests/log/cleaner/.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from odradek.client import Producer
+from odradek.deploy.process import process_state
+
+from .compaction import Record, consume_all, partition_dir
+from .conftest import FAST, wait_for
+
+ROUNDS = 12
+BROKER = 2
+TOPIC = "crash"
+NODE = {**FAST, "log.cleaner.backoff.ms": 50, "log.cleaner.dedupe.buffer.size": 1024 * 1024}
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.odradek_cluster(controllers=1, brokers=1, config=NODE, shared=False),
+]
+
+
+class Writer(threading.Thread):
+    """Keyed records (10% deletes) over 3,000 keys until stopped; keeps what was acknowledged."""
+
+    def __init__(self, cluster: Any, rng: random.Random, start: int) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.rng, self.i = cluster, rng, start
+        self.acked: dict[int, tuple[bytes, bytes | None]] = {}
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        config = {"bootstrap.servers": self.cluster.bootstrap_servers, "linger.ms": 2, "retries": 0}
+        with Producer(config) as p:
+            while not self.stopped.is_set():
+                sent = []
+                for _ in range(200):
+                    key = b"k%d" % self.rng.randrange(3000)
+                    value = None if self.rng.random() < 0.1 else b"v%d" % self.i + b"." * 60
+                    sent.append((key, value, p.send(TOPIC, value, key=key, partition=0)))
+                    self.i += 1
+                p.flush(10)
+                for key, value, f in sent:
+                    if f.exception(10) is None:
+                        self.acked[f.result().offset] = (key, value)
+
+
+def check(records: list[Record], acked: dict[int, tuple[bytes, bytes | None]]) -> str:
+    """'' if ``records`` (a consumer's read from the log start) lost nothing that was not superseded."""
+    wrong = [(o, k, v) for o, k, v in records if acked.get(o, (k, v)) != (k, v)]
+    if wrong:
+        return f"records not as acknowledged at their offset: {wrong[:3]}"
+    last_acked: dict[bytes | None, tuple[int, bytes | None]] = {}
+    for o, (k, v) in sorted(acked.items()):
+        last_acked[k] = (o, v)
+    last_held: dict[bytes | None, tuple[int, bytes | None]] = {}
+    for o, k, v in records:
+        last_held[k] = (o, v)
+    for k, (o, v) in last_acked.items():
+        held = last_held.get(k)
+        if held != (o, v) and not (v is None and held is None):
+            return f"key {k!r}: last acknowledged {(o, v)}, the log's last record for it {held}"
+    return ""
+
+
+def test_sigkill_at_random_instants_of_cleaning_loses_nothing_that_was_not_superseded(odradek_cluster) -> None:
+    cluster = odradek_cluster
+    rng = random.Random(11)
+    configs = {
+        "cleanup.policy": "compact",
+        "segment.bytes": str(32 * 1024),
+        "min.cleanable.dirty.ratio": "0",
+        "delete.retention.ms": "0",
+    }
+    from odradek.client import Admin
+
+    with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
+        admin.create_topic(TOPIC, 1, 1, configs)
+    acked: dict[int, tuple[bytes, bytes | None]] = {}
+    mid_pass = 0
+    next_value = 0
+    directory = partition_dir(cluster, BROKER, TOPIC)
+    for round_ in range(ROUNDS):
+        writer = Writer(cluster, rng, next_value)
+        writer.start()
+        time.sleep(rng.uniform(1.0, 3.0))
+        cluster.signal(BROKER, signal.SIGKILL)
+        wait_for(lambda: process_state(cluster.node(BROKER).pid) == "stopped", 10, what="the broker dead")
+        leftovers = [p.name for p in directory.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+        mid_pass += bool(leftovers)
+        writer.stopped.set()
+        writer.join(60)
+        acked.update(writer.acked)
+        next_value = writer.i
+        cluster.start(BROKER)
+        cluster.start_all_and_wait(60)
+        problem = check(consume_all(cluster, TOPIC, timeout=60), acked)
+        assert problem == "", (
+            f"round {round_} (killed {'mid-pass: ' + str(leftovers) if leftovers else 'between passes'}): {problem}"
+        )
+    print(f"\n{ROUNDS} kills, {mid_pass} in the middle of a cleaning pass; {len(acked)} records acknowledged")
+    assert mid_pass >= 1, "no kill landed during a pass: the test did not reach the window it is about"
