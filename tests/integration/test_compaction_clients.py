@@ -14,44 +14,21 @@ from typing import Any
 
 import pytest
 
-from odradek.client import Admin, Consumer, Producer, TopicPartition
-from odradek.client.structs import ConsumerRecord
+from odradek.client import Admin, Consumer, TopicPartition
 
-from .conftest import FAST, wait_for
+from .compaction import COMPACT, END, NODE, compacted_with_gaps, produce_rounds, read_all
+from .conftest import wait_for
 
-NODE = {**FAST, "log.cleaner.backoff.ms": 200}
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.odradek_cluster(controllers=1, brokers=2, config=NODE),  # shared by this module's tests
 ]
 CLI = [sys.executable, "-m", "odradek.client.cli.main"]
-COMPACT = {"cleanup.policy": "compact", "segment.bytes": "2000", "min.cleanable.dirty.ratio": "0"}
 
 
 def cli(cluster: Any, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "ODRADEK_BOOTSTRAP_SERVERS": cluster.bootstrap_servers}
     return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=60)
-
-
-def produce_rounds(cluster: Any, topic: str, rounds: list[list[str]]) -> dict[str, tuple[int, bytes]]:
-    """Each round's keys as one batch (flushed before the next); returns each key's last (offset, value)."""
-    last: dict[str, tuple[int, bytes]] = {}
-    config = {"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 1000, "batch.size": 64 * 1024}
-    with Producer(config) as p:
-        for n, keys in enumerate(rounds):
-            sent = [(k, f"{k}@{n}".encode().ljust(60, b".")) for k in keys]
-            futures = [(k, v, p.send(topic, v, key=k, partition=0)) for k, v in sent]
-            p.flush(30)
-            for k, v, f in futures:
-                last[k] = (f.result(10).offset, v)
-    return last
-
-
-def read_all(consumer: Consumer, tp: TopicPartition, end: int) -> list[ConsumerRecord]:
-    """Poll until the position reaches ``end`` (bounded)."""
-    out: list[ConsumerRecord] = []
-    wait_for(lambda: out.extend(consumer.poll(timeout_ms=200)) or consumer.position(tp) >= end, 30, what="the end")
-    return out
 
 
 def log_files(cluster: Any, node_id: int, topic: str) -> list[Path]:
@@ -101,37 +78,16 @@ def test_describe_shows_the_replica_the_cleaner_gave_up_on(odradek_cluster) -> N
 
 def test_consumers_read_across_the_offset_gaps_compaction_leaves(odradek_cluster) -> None:
     cluster = odradek_cluster
-    topic, tp = "gaps", TopicPartition("gaps", 0)
-    with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
-        admin.create_topic(topic, 1, 1, COMPACT)
-    first, second = [f"a{i}" for i in range(10)], [f"b{i}" for i in range(10)]
-    rounds = [
-        first,  # 0-9: superseded whole by the next round
-        first,  # 10-19: its last five (15-19) superseded by the next round, the batch keeps its last offset
-        first[5:],  # 20-24
-        second,  # 25-34: its first five superseded by the next round
-        second[:5],  # 35-39
-        *([f"f{r}-{i}" for i in range(10)] for r in range(6)),  # 40-99: unique keys rolling the above into sealed
-    ]
-    last = produce_rounds(cluster, topic, rounds)
-    expected = sorted((offset, key.encode(), value) for key, (offset, value) in last.items())
-    assert [o for o, _, _ in expected][:20] == [*range(10, 15), *range(20, 25), *range(30, 40)]
-
+    tp = TopicPartition("gaps", 0)
+    expected = compacted_with_gaps(cluster, tp.topic)
     config = {"bootstrap.servers": cluster.bootstrap_servers, "auto.offset.reset": "earliest"}
-
-    def survivors() -> list[tuple[int, bytes | None, bytes | None]]:
-        with Consumer(config) as c:
-            c.assign([tp])
-            return [(r.offset, r.key, r.value) for r in read_all(c, tp, 100)]
-
-    wait_for(lambda: survivors() == expected, 60, what="the cleaner removing every superseded record")
 
     with Consumer({**config, "max.poll.records": 5}) as c:
         c.assign([tp])
-        assert c.end_offsets([tp])[tp] == 100
-        records = read_all(c, tp, 100)
+        assert c.end_offsets([tp])[tp] == END
+        records = read_all(c, tp, END)
         assert [(r.offset, r.key, r.value) for r in records] == expected
-        assert c.position(tp) == 100  # at the log end, not at a removed offset
+        assert c.position(tp) == END  # at the log end, not at a removed offset
 
         c.seek(tp, 10)
         batch = wait_for(lambda: c.poll(timeout_ms=200), 10, what="records at 10")
