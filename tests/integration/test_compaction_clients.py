@@ -107,3 +107,7 @@ def test_consumers_read_across_the_offset_gaps_compaction_leaves(odradek_cluster
         assert c.committed([tp])[tp].offset == 15
         batch = wait_for(lambda: c.poll(timeout_ms=200), 10, what="records from the committed offset")
         assert batch[0].offset == 20
+
+    result = cli(cluster, "consume", "gaps", "--exit-at-end", "--format", "json")  # ends despite the gaps
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line)["offset"] for line in result.stdout.splitlines()] == [o for o, _, _ in expected]
