@@ -103,6 +103,8 @@ class PartitionInfo:
     elr: list[int] = field(default_factory=list)  # eligible leader replicas: out of the ISR, still hold all committed
     last_known_elr: list[int] = field(default_factory=list)  # offline with neither ISR nor ELR: who last held it all
     last_known_leader: int = -1  # while leaderless: the last leader
+    # Brokers whose replica the log cleaner gave up on (a corrupt batch...): compaction no longer bounds its size.
+    uncleanable_replicas: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,7 @@ class LogDirReplicaInfo:
     log_end_offset: int
     is_leader: bool
     log_start_offset: int = -1  # this replica's own (DeleteRecords and retention move it); -1 when not known
+    uncleanable: str = ""  # why the log cleaner gave up on this replica; "" when it did not
 
 
 @dataclass(frozen=True)
@@ -214,7 +217,14 @@ def _log_dir_info(d: bpb.LogDirDescription) -> LogDirInfo:
         used_bytes=d.used_bytes,
         replicas=[
             LogDirReplicaInfo(
-                r.topic, r.partition, r.size_bytes, r.offset_lag, r.log_end_offset, r.is_leader, r.log_start_offset
+                r.topic,
+                r.partition,
+                r.size_bytes,
+                r.offset_lag,
+                r.log_end_offset,
+                r.is_leader,
+                r.log_start_offset,
+                r.uncleanable,
             )
             for r in sorted(d.replicas, key=lambda r: (r.topic, r.partition))
         ],
@@ -244,7 +254,10 @@ def _request_error(response: Any) -> int:
 
 
 def _partition_info(
-    p: pb.PartitionDescription, available: set[int], offsets: Mapping[int, tuple[int, int]]
+    p: pb.PartitionDescription,
+    available: set[int],
+    offsets: Mapping[int, tuple[int, int]],
+    uncleanable: Mapping[int, list[int]],
 ) -> PartitionInfo:
     log_start, high_watermark = offsets.get(p.partition, (-1, -1))
     return PartitionInfo(
@@ -262,20 +275,37 @@ def _partition_info(
         elr=list(p.eligible_leader_replicas),
         last_known_elr=list(p.last_known_elr),
         last_known_leader=p.last_known_leader if p.leader < 0 else -1,
+        uncleanable_replicas=list(uncleanable.get(p.partition, ())),
     )
 
 
 def _topic_info(
-    t: pb.TopicDescription, available: set[int], offsets: Mapping[int, tuple[int, int]] | None = None
+    t: pb.TopicDescription,
+    available: set[int],
+    offsets: Mapping[int, tuple[int, int]] | None = None,
+    uncleanable: Mapping[int, list[int]] | None = None,
 ) -> TopicInfo:
     return TopicInfo(
         name=t.name,
         topic_id=t.topic_id.hex(),
         configs={c.name: c.value for c in t.configs},
         partitions=[
-            _partition_info(p, available, offsets or {}) for p in sorted(t.partitions, key=lambda p: p.partition)
+            _partition_info(p, available, offsets or {}, uncleanable or {})
+            for p in sorted(t.partitions, key=lambda p: p.partition)
         ],
     )
+
+
+def uncleanable_replicas(topic: str, brokers: Iterable[BrokerLogDirs]) -> dict[int, list[int]]:
+    """Partition of ``topic`` -> the brokers (ascending) whose replica the log cleaner gave up on, from their
+    DescribeLogDirs answers; a broker that did not answer counts as not reporting any."""
+    out: dict[int, set[int]] = {}
+    for b in brokers:
+        for d in b.log_dirs:
+            for r in d.replicas:
+                if r.topic == topic and r.uncleanable:
+                    out.setdefault(r.partition, set()).add(b.broker_id)
+    return {p: sorted(ids) for p, ids in sorted(out.items())}
 
 
 def _replica(r: pb.ReplicaState, high_watermark: int) -> ReplicaDescription:
@@ -419,12 +449,18 @@ class AsyncAdmin(GroupAdmin):
         return sorted(t.name for t in r.topics if t.error == ErrorCode.NONE)
 
     async def describe_topic(self, name: str) -> TopicInfo:
-        """One topic with each partition's log start offset and high watermark (asked of its leader)."""
+        """One topic with each partition's log start offset and high watermark (asked of its leader) and the
+        replicas the log cleaner gave up on (asked of the live brokers hosting them, at the same time; a broker
+        that does not answer in time is left out rather than failing the call)."""
         cluster, topics = await self._describe_topics([name], include_internal=True)
         brokers = {b.node_id: f"{b.host}:{b.port}" for b in cluster.brokers if not b.fenced}
         t = topics[0]
-        offsets = await self._partition_offsets(t.name, {p.partition: p.leader for p in t.partitions}, brokers)
-        return _topic_info(t, set(brokers), offsets)
+        hosts = sorted({r for p in t.partitions for r in p.replicas} & set(brokers))
+        offsets, dirs = await asyncio.gather(
+            self._partition_offsets(t.name, {p.partition: p.leader for p in t.partitions}, brokers),
+            self._log_dirs({b: brokers[b] for b in hosts}, [t.name]),
+        )
+        return _topic_info(t, set(brokers), offsets, uncleanable_replicas(t.name, dirs))
 
     async def describe_topics(
         self, names: Sequence[str] | None = None, include_internal: bool = True
@@ -657,12 +693,15 @@ class AsyncAdmin(GroupAdmin):
         if unknown:
             known = ", ".join(map(str, sorted(registered))) or "none"
             raise error_for_code(ErrorCode.INVALID_REQUEST, f"no broker {unknown[0]} (registered: {known})")
+        return await self._log_dirs({b: registered[b] for b in wanted}, topics)
+
+    async def _log_dirs(self, brokers: Mapping[int, str], topics: Iterable[str] | None) -> list[BrokerLogDirs]:
+        """DescribeLogDirs of each broker id -> address, in parallel, all within a third of the request timeout."""
         request = bpb.DescribeLogDirsRequest(topics=sorted(set(topics or ())))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._rpc_timeout()  # one stuck broker costs a third of the timeout
 
-        async def ask(broker_id: int) -> BrokerLogDirs:
-            address = registered[broker_id]
+        async def ask(broker_id: int, address: str) -> BrokerLogDirs:
             stub = broker_pb2_grpc.BrokerStub(self._pool.get(address))
             try:
                 r = await stub.DescribeLogDirs(request, timeout=max(0.1, deadline - loop.time()))
@@ -673,7 +712,7 @@ class AsyncAdmin(GroupAdmin):
                 return BrokerLogDirs(broker_id, address, error=_code_name(r.error))
             return BrokerLogDirs(broker_id, address, [_log_dir_info(d) for d in sorted(r.dirs, key=lambda d: d.path)])
 
-        return list(await asyncio.gather(*(ask(b) for b in wanted)))
+        return list(await asyncio.gather(*(ask(b, address) for b, address in sorted(brokers.items()))))
 
     async def offsets_for_time(self, topic: str, timestamp_ms: int) -> dict[int, int | None]:
         """Each partition's first offset whose record timestamp is at or after ``timestamp_ms`` (Kafka's

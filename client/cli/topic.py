@@ -83,6 +83,9 @@ def partition_status(p: dict[str, Any]) -> str:
         adding = "".join(f" +{r}" for r in p.get("adding_replicas", []))
         removing = "".join(f" -{r}" for r in p.get("removing_replicas", []))
         marks.append(f"REASSIGNING{adding}{removing}")
+    if p.get("uncleanable_replicas"):
+        # The cleaner gave up on these replicas (broker log and log-dirs say why): they grow without compaction.
+        marks.append("UNCLEANABLE on " + ",".join(map(str, p["uncleanable_replicas"])))
     return ", ".join(marks) or "ok"
 
 

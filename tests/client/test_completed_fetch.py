@@ -2,7 +2,7 @@ import pytest
 
 from odradek.client.consumer.completed_fetch import CompletedFetch
 from odradek.client.errors import CorruptRecordError, RecordTooLargeError
-from odradek.client.record.builder import BatchBuilder, encode_batch
+from odradek.client.record.builder import BatchBuilder, assemble_batch, encode_batch, encode_record
 from odradek.client.record.control import ControlType, build_control_batch
 from odradek.client.structs import LOG_APPEND_TIME, ConsumerRecord, TopicPartition
 
@@ -128,3 +128,30 @@ def test_a_skipped_control_batch_moves_the_position_epoch_too() -> None:
     f = fetch(buf)
     assert len(take_all(f)) == 1
     assert (f.position, f.position_epoch) == (2, 5)
+
+
+def compacted_batch(base_offset: int, kept: list[int], last_offset_delta: int) -> bytes:
+    """A batch as the log cleaner rebuilds it: only the ``kept`` offset deltas, its last offset delta unchanged."""
+    records = b"".join(encode_record(d, 0, b"k%d" % d, b"v%d" % (base_offset + d)) for d in kept)
+    return assemble_batch(records, len(kept), 0, 0, base_offset, 0, last_offset_delta, TS, TS, -1, -1, -1)
+
+
+def test_compaction_gaps_advance_the_position_past_each_batchs_last_offset() -> None:
+    # Offsets 0-9: 3..9 removed (trailing), 10-19: 10..14 removed (leading) and 17 (middle).
+    buf = compacted_batch(0, [0, 1, 2], 9) + compacted_batch(10, [5, 6, 8, 9], 9)
+    f = fetch(buf, 0)
+    assert [r.offset for r in f.take(3)] == [0, 1, 2]
+    assert f.position == 10  # not 3: offsets 3-9 are gone, and a fetch from 3 would return this batch again
+    assert [r.offset for r in f.take(2)] == [15, 16]
+    assert f.position == 17
+    assert [r.offset for r in take_all(f)] == [18, 19]
+    assert f.position == 20 and f.fetch_end == 20 and f.exhausted
+
+
+def test_a_position_at_a_removed_offset_reads_from_the_next_record() -> None:
+    buf = compacted_batch(0, [0, 1, 2], 9) + compacted_batch(10, [5, 6], 9)
+    f = fetch(buf, 5)  # a seek or a committed offset into the trailing gap of the first batch
+    assert [r.offset for r in take_all(f)] == [15, 16]
+    assert f.position == 20
+    f = fetch(buf, 12)
+    assert [r.offset for r in take_all(f)] == [15, 16]

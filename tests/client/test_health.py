@@ -16,11 +16,15 @@ import pytest
 from odradek.client.admin import (
     AsyncAdmin,
     BrokerDescription,
+    BrokerLogDirs,
     ClusterDescription,
     ElectionResult,
+    LogDirInfo,
+    LogDirReplicaInfo,
     PartitionInfo,
     ReassignmentResult,
     TopicInfo,
+    uncleanable_replicas,
 )
 from odradek.client.cli import health as health_cli
 from odradek.client.cli import leader as leader_cli
@@ -466,6 +470,7 @@ def test_topic_describe_table_marks_under_replicated_offline_and_moving_partitio
         "elr",
         "last_known_elr",
         "last_known_leader",
+        "uncleanable_replicas",
     }
     lines = topic_cli.render_topic(data).splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("PARTITION"))
@@ -476,3 +481,42 @@ def test_topic_describe_table_marks_under_replicated_offline_and_moving_partitio
     assert rows["2"].endswith("OFFLINE")
     assert rows["3"].endswith("UNDER-REPLICATED, REASSIGNING +6 -3")
     assert lines[-1].startswith("2 of 4 partitions under-replicated")
+
+
+def test_topic_describe_table_marks_replicas_the_cleaner_gave_up_on() -> None:
+    info = TopicInfo(
+        "t",
+        {"cleanup.policy": "compact"},
+        [
+            PartitionInfo(0, 1, 0, [1, 2, 3], [1, 2, 3], 0, 10, False, uncleanable_replicas=[2, 3]),
+            PartitionInfo(1, 2, 0, [2, 3, 1], [2, 1], 0, 10, True, uncleanable_replicas=[1]),
+            part(2, 3, [3, 1, 2], [3, 1, 2]),
+        ],
+    )
+    data = info.to_dict()
+    assert [p["uncleanable_replicas"] for p in data["partitions"]] == [[2, 3], [1], []]
+    lines = topic_cli.render_topic(data).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("PARTITION"))
+    rows = {line.split()[0]: line for line in lines[start + 1 : start + 4]}
+    assert rows["0"].endswith("UNCLEANABLE on 2,3")
+    assert rows["1"].endswith("UNDER-REPLICATED, UNCLEANABLE on 1")
+    assert rows["2"].endswith("ok")
+
+
+def test_uncleanable_replicas_come_from_the_brokers_that_answered() -> None:
+    def replica(topic: str, partition: int, why: str = "") -> LogDirReplicaInfo:
+        return LogDirReplicaInfo(topic, partition, 100, 0, 10, True, 0, why)
+
+    def answer(broker: int, *replicas: LogDirReplicaInfo) -> BrokerLogDirs:
+        return BrokerLogDirs(broker, f"h:{broker}", [LogDirInfo("/d", True, 1, 1, 1, list(replicas))])
+
+    corrupt = "CorruptRecordError: batch CRC mismatch"
+    found = uncleanable_replicas(
+        "t",
+        [
+            answer(3, replica("t", 0, corrupt), replica("t", 1), replica("other", 0, corrupt)),
+            answer(1, replica("t", 0, corrupt), replica("t", 2, corrupt)),
+            BrokerLogDirs(2, "h:2", error="NETWORK_EXCEPTION: deadline exceeded"),  # no answer: skipped
+        ],
+    )
+    assert found == {0: [1, 3], 2: [1]}
