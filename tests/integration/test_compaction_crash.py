@@ -56,13 +56,15 @@ class Writer(threading.Thread):
                     sent.append((key, value, p.send(TOPIC, value, key=key, partition=0)))
                     self.i += 1
                 p.flush(10)
+                self.stopped.wait(0.02)  # about 10,000 records a second: passes over a log of a few MB
                 for key, value, f in sent:
                     if f.exception(10) is None:
                         self.acked[f.result().offset] = (key, value)
 
 
 def check(records: list[Record], acked: dict[int, tuple[bytes, bytes | None]]) -> str:
-    """'' if ``records`` (a consumer's read from the log start) lost nothing that was not superseded."""
+    """'' if ``records`` (a consumer's read from the log start) lost nothing that was not superseded. Records the
+    kill kept from being acknowledged may be there or not."""
     wrong = [(o, k, v) for o, k, v in records if acked.get(o, (k, v)) != (k, v)]
     if wrong:
         return f"records not as acknowledged at their offset: {wrong[:3]}"
@@ -74,7 +76,8 @@ def check(records: list[Record], acked: dict[int, tuple[bytes, bytes | None]]) -
         last_held[k] = (o, v)
     for k, (o, v) in last_acked.items():
         held = last_held.get(k)
-        if held != (o, v) and not (v is None and held is None):
+        # a later record whose answer the kill lost may supersede it; a delete may leave nothing at all
+        if held != (o, v) and not (held is None and v is None) and not (held is not None and held[0] > o):
             return f"key {k!r}: last acknowledged {(o, v)}, the log's last record for it {held}"
     return ""
 
@@ -99,7 +102,7 @@ def test_sigkill_at_random_instants_of_cleaning_loses_nothing_that_was_not_super
     for round_ in range(ROUNDS):
         writer = Writer(cluster, rng, next_value)
         writer.start()
-        time.sleep(rng.uniform(1.0, 3.0))
+        time.sleep(rng.uniform(0.5, 2.0))
         cluster.signal(BROKER, signal.SIGKILL)
         wait_for(lambda: process_state(cluster.node(BROKER).pid) == "stopped", 10, what="the broker dead")
         leftovers = [p.name for p in directory.iterdir() if p.name.endswith((".cleaned", ".swap"))]
