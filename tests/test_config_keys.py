@@ -13,7 +13,7 @@ from pathlib import Path
 
 from odradek.broker.config import SCHEMA
 from odradek.broker.log.config import LogConfig
-from odradek.broker.replica_manager import BROKER_LOG_DEFAULTS
+from odradek.broker.topic_defaults import node_key
 from odradek.client.config import AdminConfig, ConsumerConfig, ProducerConfig
 from odradek.controller.topics import TOPIC_CONFIGS, UNSUPPORTED_TOPIC_CONFIGS, validate_configs
 
@@ -48,13 +48,50 @@ GROUPS_IT = "tests/integration/test_groups.py"
 OFFSETS = "tests/groups/test_offset_store.py::test_offsets_of_an_empty_group_expire_retention_after_it_became_empty"
 GROUP_RULES = "tests/groups/test_group_rules.py::test_a_session_timeout_out_of_bounds_is_refused_with_no_state_change"
 GROUPS = "tests/client/test_consumer_groups.py"
+CLEANER_SERVICE = "tests/broker/test_log_cleaner_service.py"
+CLEANER_PASS = "tests/log/cleaner/test_cleaner_pass.py"
+CLEANER_KEYS = f"{CLEANER_SERVICE}::test_the_node_keys_become_the_cleaner_threads_settings"
+COMPACTION_IT = "tests/integration/test_compaction.py"
 
 TOPIC: dict[str, Key] = {
     "cleanup.policy": Key(
-        "`delete` only: old segments are deleted by retention; `compact` is refused (not supported yet)",
+        "`delete`: old segments are deleted by retention; `compact`: the cleaner keeps the last record of every key; "
+        "`compact,delete`: both",
         (
             f"{ROLL}::test_retention_by_time",
-            "tests/controller/test_topics.py::test_the_delete_cleanup_policy_stays_accepted",
+            f"{CLEANER_SERVICE}::test_only_topics_whose_policy_includes_compact_are_cleaned",
+            f"{COMPACTION_IT}::test_switching_cleanup_policy_to_compact_live_compacts_every_replica",
+            "tests/broker/test_node_wiring.py::test_topic_configs_override_the_broker_log_defaults",
+        ),
+    ),
+    "delete.retention.ms": Key(
+        "how long a tombstone stays after the cleaner first saw it (then removed below the offset every replica "
+        "has reached)",
+        (
+            f"{CLEANER_PASS}::test_tombstones_stay_for_delete_retention_and_below_the_tombstone_horizon_only",
+            f"{CLEANER_SERVICE}::test_settings_come_from_the_topic_then_the_cluster_default_then_the_node",
+            f"{COMPACTION_IT}::test_a_replica_offline_past_delete_retention_comes_back_and_leads_without_deleted_keys",
+        ),
+    ),
+    "max.compaction.lag.ms": Key(
+        "clean a log whose oldest dirty record is older, whatever its dirty ratio",
+        (
+            "tests/log/cleaner/test_cleaner_core.py::test_max_compaction_lag_forces_a_quiet_log_below_the_ratio_once_it_passes",
+            f"{COMPACTION_IT}::test_min_compaction_lag_keeps_young_records_and_max_lag_cleans_a_quiet_log",
+        ),
+    ),
+    "min.cleanable.dirty.ratio": Key(
+        "clean a log once its dirty bytes are this share of its cleanable bytes",
+        (
+            "tests/log/cleaner/test_cleaner_core.py::test_the_dirtiest_log_above_the_ratio_is_chosen_and_skipped_logs_are_not",
+            f"{COMPACTION_IT}::test_min_compaction_lag_keeps_young_records_and_max_lag_cleans_a_quiet_log",
+        ),
+    ),
+    "min.compaction.lag.ms": Key(
+        "records younger than this are never cleaned",
+        (
+            f"{CLEANER_PASS}::test_records_younger_than_min_compaction_lag_are_kept",
+            f"{COMPACTION_IT}::test_min_compaction_lag_keeps_young_records_and_max_lag_cleans_a_quiet_log",
         ),
     ),
     "compression.type": Key(
@@ -258,7 +295,51 @@ NODE: dict[str, Key] = {
         "default of index.interval.bytes", (LOG_DEFAULTS, *TOPIC["index.interval.bytes"].tests)
     ),
     "log.cleanup.policy": Key(
-        "only `delete` (compaction is refused: not supported yet)", (NODE_REFUSALS, NODE_ONLY_DEFAULT)
+        "default of cleanup.policy",
+        (
+            NODE_REFUSALS,
+            NODE_ONLY_DEFAULT,
+            f"{CLEANER_SERVICE}::test_only_topics_whose_policy_includes_compact_are_cleaned",
+        ),
+    ),
+    "log.cleaner.enable": Key("run the log cleaner (compaction) on this broker", (CLEANER_KEYS,)),
+    "log.cleaner.threads": Key("cleaner threads, each cleaning one log at a time", (CLEANER_KEYS,)),
+    "log.cleaner.dedupe.buffer.size": Key(
+        "memory of the key -> offset maps of all cleaner threads (24 bytes a key); a larger dirty section is "
+        "cleaned in several passes",
+        (
+            CLEANER_KEYS,
+            f"{CLEANER_PASS}::test_a_section_larger_than_the_map_is_cleaned_in_several_passes",
+            "tests/integration/test_compaction_torture.py::test_a_compacted_partition_holds_exactly_the_last_value_of_every_live_key_on_every_replica",
+        ),
+    ),
+    "log.cleaner.io.buffer.load.factor": Key("how full an offset map may get", (CLEANER_KEYS,)),
+    "log.cleaner.io.max.bytes.per.second": Key(
+        "cleaner read plus write rate, shared by its threads",
+        (
+            CLEANER_KEYS,
+            "tests/log/cleaner/test_cleaner_core.py::test_the_throttle_holds_the_rate_and_one_second_of_credit",
+        ),
+    ),
+    "log.cleaner.backoff.ms": Key(
+        "how long a cleaner thread sleeps when no log is due",
+        (CLEANER_KEYS, f"{CLEANER_SERVICE}::test_the_backoff_is_waited_only_when_no_log_is_due"),
+    ),
+    "log.cleaner.min.cleanable.ratio": Key(
+        "default of min.cleanable.dirty.ratio",
+        (f"{CLEANER_SERVICE}::test_settings_come_from_the_topic_then_the_cluster_default_then_the_node",),
+    ),
+    "log.cleaner.delete.retention.ms": Key(
+        "default of delete.retention.ms",
+        (f"{CLEANER_SERVICE}::test_settings_come_from_the_topic_then_the_cluster_default_then_the_node",),
+    ),
+    "log.cleaner.min.compaction.lag.ms": Key(
+        "default of min.compaction.lag.ms",
+        (f"{CLEANER_SERVICE}::test_settings_come_from_the_topic_then_the_cluster_default_then_the_node",),
+    ),
+    "log.cleaner.max.compaction.lag.ms": Key(
+        "default of max.compaction.lag.ms",
+        (f"{CLEANER_SERVICE}::test_settings_come_from_the_topic_then_the_cluster_default_then_the_node",),
     ),
     "log.max.open.files": Key(
         "file descriptors open segments may hold across all logs (least recently used are closed)",
@@ -302,6 +383,13 @@ NODE: dict[str, Key] = {
         (
             COORDINATOR_CONFIG,
             "tests/controller/test_topics.py::test_the_internal_offsets_topic_is_compacted_and_capped",
+        ),
+    ),
+    "offsets.topic.segment.bytes": Key(
+        "segment.bytes of `__consumer_offsets`: the cleaner keeps it about this small per partition",
+        (
+            "tests/controller/test_topics.py::test_the_internal_offsets_topic_is_compacted_and_capped",
+            f"{COMPACTION_IT}::test_the_offsets_topic_stays_small_under_a_steady_commit_load",
         ),
     ),
     "offsets.retention.minutes": Key(
@@ -552,11 +640,7 @@ def _default(value: object) -> str:
 
 
 def _topic_default(name: str) -> str:
-    broker = {topic: broker for broker, topic in BROKER_LOG_DEFAULTS.items()}.get(name)
-    if broker is None and name in SCHEMA:
-        broker = name
-    if name == "cleanup.policy":
-        broker = "log.cleanup.policy"
+    broker = node_key(name)
     if broker is not None:
         return f"node `{broker}` ({_default(SCHEMA[broker][1])})"
     attr = LogConfig._NAMES[name]

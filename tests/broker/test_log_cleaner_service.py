@@ -204,3 +204,51 @@ def test_a_corrupt_log_is_uncleanable_and_the_others_are_still_cleaned(broker: B
     )
     why = {(r.topic, r.partition): r.uncleanable for d in answer.dirs for r in d.replicas}
     assert "CorruptRecordError" in why[("bad", 0)] and why[("good", 0)] == ""
+
+
+def test_the_node_keys_become_the_cleaner_threads_settings(tmp_path: Path) -> None:
+    keys = {
+        "log.cleaner.threads": 2,
+        "log.cleaner.dedupe.buffer.size": 2 * 1024 * 1024,
+        "log.cleaner.io.buffer.load.factor": 0.5,
+        "log.cleaner.io.max.bytes.per.second": 1_000_000,
+        "log.cleaner.backoff.ms": 250,
+    }
+    b = Broker(tmp_path, **keys)
+    try:
+        threads = b.cleaner.threads
+        assert len(threads) == 2
+        for t in threads:
+            m = t.cleaner.offset_map  # each thread's share of the dedupe buffer, filled to the load factor
+            assert m.slots == 2 * 1024 * 1024 // 2 // 24 and m.max_entries == int(m.slots * 0.5)
+            assert t.cleaner.throttler is threads[0].cleaner.throttler  # one rate for the broker
+            assert t.cleaner.throttler.rate == 1_000_000
+            assert t._backoff == 0.25
+    finally:
+        b.close()
+    off = Broker(tmp_path / "off", **{"log.cleaner.enable": False})
+    try:
+        assert off.cleaner.threads == []
+    finally:
+        off.close()
+
+
+def test_the_backoff_is_waited_only_when_no_log_is_due(broker: Broker) -> None:
+    """A round that cleaned goes on at once; one that found nothing waits ``log.cleaner.backoff.ms``."""
+    broker.apply(records({"c": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0"}}))
+    broker.put("c", [(b"k%d" % (i % 3), b"v%d" % i) for i in range(12)])
+    log = broker.replicas.get("c", 0).log
+    log.high_watermark = log.log_end_offset
+    thread = broker.cleaner.threads[0]
+    waits: list[float | None] = []
+    stop = thread._stop
+
+    def wait(timeout: float | None = None) -> bool:
+        waits.append(timeout)
+        stop.set()  # one idle round is enough
+        return True
+
+    stop.wait = wait  # type: ignore[method-assign]
+    thread._run()
+    assert waits == [0.01]  # the pass ran first without waiting, then nothing was due
+    assert broker.latest("c") == {b"k0": b"v9", b"k1": b"v10", b"k2": b"v11"}
