@@ -107,7 +107,8 @@ def test_topic_lifecycle(home: Path) -> None:
         (("topic", "create", "negative", "-p", "-5"), "INVALID_PARTITIONS"),
         (("topic", "create", "unreplicated", "-r", "0"), "INVALID_REPLICATION_FACTOR"),
         (("topic", "create", "huge", "-p", "1000000"), "max.partitions.per.broker=4000"),
-        (("topic", "create", "compacted", "-c", "cleanup.policy=compact"), "not supported yet"),
+        (("topic", "create", "delayed", "-c", "file.delete.delay.ms=0"), "not supported yet"),
+        (("topic", "create", "shredded", "-c", "cleanup.policy=shred"), "INVALID_CONFIG"),
         (("dev", "kill", "42"), "no node 42"),
     ],
 )
