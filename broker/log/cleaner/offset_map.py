@@ -1,32 +1,35 @@
 """A bounded key -> last offset map for one cleaning pass (Kafka's SkimpyOffsetMap).
 
-Keys are stored as a 16-byte BLAKE2b digest (in one preallocated bytearray) next to an 8-byte offset (in a
-parallel ``array('q')``): 24 bytes a slot, open addressing with linear probing, so the memory is exactly the budget
-(``log.cleaner.dedupe.buffer.size``) whatever the keys' sizes. The map accepts at most ``load_factor`` of its slots
-(Kafka's ``log.cleaner.io.buffer.load.factor``, 0.9) to keep probes short; the cleaner asks ``has_room`` before
-each batch and stops the dirty section there when the map is full (the next pass continues from that offset).
+Keys are stored as a 16-byte BLAKE2b digest next to an 8-byte offset in one preallocated bytearray: 24 bytes a
+slot, open addressing with linear probing, so the memory is exactly the budget (``log.cleaner.dedupe.buffer.size``)
+whatever the keys' sizes. The map accepts at most ``load_factor`` of its slots (Kafka's
+``log.cleaner.io.buffer.load.factor``, 0.9) to keep probes short; the cleaner asks ``has_room`` before each batch
+and stops the dirty section there when the map is full (the next pass continues from that offset).
 
 A digest collision (2**-128 per pair) would make one key's record look superseded by the other's: the same
-trade-off Kafka makes with its MD5 digests. The map never trusts a shorter hash for identity: the slot's whole
-digest is compared.
+trade-off Kafka makes with its MD5 digests. The whole 16-byte digest is compared, never a shorter hash. A free
+slot holds the all-ones digest; a key whose digest were all ones (as unlikely as a collision) would share the
+free slots' marker.
 
 Speed (this is the cleaner's hot path, in pure Python): the cleaner puts and gets a whole batch's keys in one call
 (``put_batch``, ``get_batch``), so the per-key work is one BLAKE2b call and a probe loop of a few C-level
-operations: a free slot is an offset of -1 in the array (one index and compare), a taken slot is matched with
-``bytearray.startswith(digest, position)`` (compares in place, no slice), and the home slot is ``hash(digest)``
-(the digest's own hash, computed once in C; the digest is uniform, so any of its bits would do).
+operations: ``bytearray.startswith(digest, position)`` compares a slot in place (no slice), against the key's
+digest and then the free marker; the offset is unpacked only once the slot is found; the home slot is
+``hash(digest)`` (the digest's own hash, computed in C; the digest is uniform, so any of its bits would do). One
+table keeps a slot's digest and offset in the same cache line: with a large map most probes miss the CPU cache.
 """
 
 from __future__ import annotations
 
-from array import array
+import struct
 from collections.abc import Sequence
 from hashlib import blake2b
 
 DIGEST_SIZE = 16
-OFFSET_SIZE = 8
-SLOT_SIZE = DIGEST_SIZE + OFFSET_SIZE
-_FREE = -1  # offsets are >= 0, so -1 marks a free slot
+SLOT_SIZE = DIGEST_SIZE + 8
+_OFFSET = struct.Struct("<q")
+_FREE = b"\xff" * DIGEST_SIZE
+_CLEAR_CHUNK = 1 << 20
 
 
 class OffsetMap:
@@ -39,19 +42,20 @@ class OffsetMap:
             raise ValueError(f"load factor must be in (0, 1], got {load_factor}")
         self.slots = memory_bytes // SLOT_SIZE
         self.max_entries = max(1, int(self.slots * load_factor))
-        self._digests = bytearray(self.slots * DIGEST_SIZE)  # stale bytes in a free slot are never compared
-        self._offsets = array("q", [_FREE]) * self.slots
-        assert self._offsets.itemsize == OFFSET_SIZE
+        self._table = bytearray(b"\xff" * SLOT_SIZE) * self.slots  # a free slot's offset bytes are never read
         self.size = 0
         self.latest_offset = -1  # the largest offset put: the end (inclusive) of the section the map covers
 
     @property
     def memory_bytes(self) -> int:
         """The bytes the table holds: ``slots * SLOT_SIZE``, allocated once."""
-        return len(self._digests) + len(self._offsets) * self._offsets.itemsize
+        return len(self._table)
 
     def clear(self) -> None:
-        self._offsets[:] = array("q", [_FREE]) * self.slots
+        table = self._table
+        ones = b"\xff" * min(len(table), _CLEAR_CHUNK)
+        for p in range(0, len(table), len(ones)):  # in place, a chunk at a time (no second table-sized buffer)
+            table[p : p + len(ones)] = ones[: len(table) - p]
         self.size = 0
         self.latest_offset = -1
 
@@ -74,37 +78,37 @@ class OffsetMap:
     def put_batch(self, keys: Sequence[bytes | None], offsets: Sequence[int]) -> None:
         """``put(keys[i], offsets[i])`` for each i, in order, skipping None keys. OverflowError when a new key
         finds the map full (the keys before it are in)."""
-        digests, table, slots = self._digests, self._offsets, self.slots
+        table, slots, end = self._table, self.slots, len(self._table)
         size, max_entries, latest = self.size, self.max_entries, self.latest_offset
+        pack = _OFFSET.pack_into
         bounded = size + len(keys) >= slots  # the table may fill: probe at most ``slots`` times
         try:
             for key, offset in zip(keys, offsets):
                 if key is None:
                     continue
                 digest = blake2b(key, digest_size=DIGEST_SIZE).digest()
-                i = hash(digest) % slots
+                p = hash(digest) % slots * SLOT_SIZE
                 if bounded:
-                    i = self._find_bounded(digest, i)
-                    if i < 0 or table[i] == _FREE:
-                        if i < 0 or size >= max_entries:
-                            raise OverflowError("offset map is full")
-                        digests[i * DIGEST_SIZE : (i + 1) * DIGEST_SIZE] = digest
-                        size += 1
+                    p = self._find_bounded(digest, p)
+                    new = p < 0 or table.startswith(_FREE, p)
                 else:
                     # Terminates: fewer than ``slots`` keys are in, so a free slot is reached.
                     while True:
-                        if table[i] == _FREE:
-                            if size >= max_entries:
-                                raise OverflowError("offset map is full")
-                            digests[i * DIGEST_SIZE : (i + 1) * DIGEST_SIZE] = digest
-                            size += 1
+                        if table.startswith(digest, p):
+                            new = False
                             break
-                        if digests.startswith(digest, i * DIGEST_SIZE):
+                        if table.startswith(_FREE, p):
+                            new = True
                             break
-                        i += 1
-                        if i == slots:
-                            i = 0
-                table[i] = offset
+                        p += SLOT_SIZE
+                        if p == end:
+                            p = 0
+                if new:
+                    if p < 0 or size >= max_entries:
+                        raise OverflowError("offset map is full")
+                    table[p : p + DIGEST_SIZE] = digest
+                    size += 1
+                pack(table, p + DIGEST_SIZE, offset)
                 if offset > latest:
                     latest = offset
         finally:
@@ -112,7 +116,8 @@ class OffsetMap:
 
     def get_batch(self, keys: Sequence[bytes | None]) -> list[int]:
         """``get(key)`` for each key (-1 for a None key)."""
-        digests, table, slots = self._digests, self._offsets, self.slots
+        table, slots, end = self._table, self.slots, len(self._table)
+        unpack = _OFFSET.unpack_from
         bounded = self.size >= slots
         out: list[int] = []
         append = out.append
@@ -121,29 +126,31 @@ class OffsetMap:
                 append(-1)
                 continue
             digest = blake2b(key, digest_size=DIGEST_SIZE).digest()
-            i = hash(digest) % slots
+            p = hash(digest) % slots * SLOT_SIZE
             if bounded:
-                i = self._find_bounded(digest, i)
-                append(-1 if i < 0 else table[i])
+                p = self._find_bounded(digest, p)
+                append(-1 if p < 0 or table.startswith(_FREE, p) else unpack(table, p + DIGEST_SIZE)[0])
                 continue
             while True:
-                offset = table[i]
-                if offset == _FREE or digests.startswith(digest, i * DIGEST_SIZE):
-                    append(offset)
+                if table.startswith(digest, p):
+                    append(unpack(table, p + DIGEST_SIZE)[0])
                     break
-                i += 1
-                if i == slots:
-                    i = 0
+                if table.startswith(_FREE, p):
+                    append(-1)
+                    break
+                p += SLOT_SIZE
+                if p == end:
+                    p = 0
         return out
 
-    def _find_bounded(self, digest: bytes, i: int) -> int:
-        """The slot of ``digest`` or the free slot where it would go, probing from ``i`` at most once around the
-        table; -1 if absent from a full table. The slow path, for a table that is or may become full."""
-        digests, table, slots = self._digests, self._offsets, self.slots
-        for _ in range(slots):
-            if table[i] == _FREE or digests.startswith(digest, i * DIGEST_SIZE):
-                return i
-            i += 1
-            if i == slots:
-                i = 0
+    def _find_bounded(self, digest: bytes, p: int) -> int:
+        """The position of ``digest``'s slot or of the free slot where it would go, probing from ``p`` at most once
+        around the table; -1 if absent from a full table. The slow path, for a table that is or may become full."""
+        table, end = self._table, len(self._table)
+        for _ in range(self.slots):
+            if table.startswith(digest, p) or table.startswith(_FREE, p):
+                return p
+            p += SLOT_SIZE
+            if p == end:
+                p = 0
         return -1
