@@ -3,8 +3,9 @@
 
 Writes a compacted-topic log (``--mb`` of 100-byte values over ``--keys`` keys, 100 records a batch, optionally
 compressed), then times (1) copying its sealed segment files (read + write + fsync, what any recopy costs at
-least) and (2) one cleaner pass over the same data, on two copies of the directory. Prints MB/s of log cleaned (by the
-wall clock, and per second of the cleaning thread's CPU time) and the ratio cleaner / copy. Runs in well under a minute at the default size.
+least) and (2) one cleaner pass over the same data, on two copies of the directory. Prints MB/s of log cleaned (by
+the wall clock, and per second of the cleaning thread's CPU time) and the ratio cleaner / copy. Runs in well under
+a minute at the default size.
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ class OffsetMap:
         table, slots, end = self._table, self.slots, len(self._table)
         size, max_entries, latest = self.size, self.max_entries, self.latest_offset
         pack = _OFFSET.pack_into
-        bounded = size + len(keys) >= slots  # the table may fill: probe at most ``slots`` times
+        bounded = size + len(keys) > slots  # the table may fill: probe at most ``slots`` times
         try:
             for key, offset in zip(keys, offsets):
                 if key is None:
@@ -92,7 +92,7 @@ class OffsetMap:
                     p = self._find_bounded(digest, p)
                     new = p < 0 or table.startswith(_FREE, p)
                 else:
-                    # Terminates: fewer than ``slots`` keys are in, so a free slot is reached.
+                    # Terminates: before each put fewer than ``slots`` keys are in, so a free slot is reached.
                     while True:
                         if table.startswith(digest, p):
                             new = False
