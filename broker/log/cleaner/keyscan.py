@@ -11,6 +11,7 @@ batch it must rebuild are then decoded alone, from their spans (``decode_span``)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from odradek.client.errors import CorruptRecordError
@@ -42,8 +43,18 @@ def records_section(data: bytes, h: BatchHeader) -> tuple[bytes, int, int]:
     return section, 0, len(section)
 
 
-def scan_batch(data: bytes, h: BatchHeader) -> ScannedBatch:
-    """Scan the records of the batch at ``h.position`` in ``data`` (CorruptRecordError as ``decode_records``)."""
+PAUSE_EVERY = 256  # records between two ``pause`` calls: a fraction of a millisecond of scanning
+
+
+def _no_pause() -> None:
+    pass
+
+
+def scan_batch(data: bytes, h: BatchHeader, pause: Callable[[], None] = _no_pause) -> ScannedBatch:
+    """Scan the records of the batch at ``h.position`` in ``data`` (CorruptRecordError as ``decode_records``).
+
+    ``pause`` is called every PAUSE_EVERY records: the cleaner lets the broker's event loop have the interpreter
+    there, so that a batch of many thousand records does not hold it for milliseconds."""
     buf, pos, end = records_section(data, h)
     base_offset = h.base_offset
     offsets: list[int] = []
@@ -54,6 +65,8 @@ def scan_batch(data: bytes, h: BatchHeader) -> ScannedBatch:
     # The varint reads are decode_records' inline ones: one and two bytes inline, read_zigzag beyond.
     try:
         for i in range(h.records_count):
+            if i & (PAUSE_EVERY - 1) == PAUSE_EVERY - 1:
+                pause()
             # length
             z = buf[pos]
             if z < 0x80:

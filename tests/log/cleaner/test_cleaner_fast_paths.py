@@ -4,13 +4,21 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_cleaner_pass import append, latest, rows
 
-from odradek.broker.log.cleaner.keyscan import decode_span, scan_batch
+from odradek.broker.log.cleaner.cleaner import Cleaner
+from odradek.broker.log.cleaner.keyscan import PAUSE_EVERY, decode_span, scan_batch
 from odradek.broker.log.cleaner.offset_map import SLOT_SIZE, OffsetMap
+from odradek.broker.log.cleaner.policy import CompactionConfig
+from odradek.broker.log.config import LogConfig
+from odradek.broker.log.log import Log
 from odradek.client.errors import CorruptRecordError
 from odradek.client.record.batch import RecordBatch
 from odradek.client.record.builder import encode_batch
@@ -157,3 +165,22 @@ def test_a_large_map_matches_a_dict_and_is_cleared_in_place() -> None:
         m.clear()
         ref.clear()
         assert m._table is table and table == b"\xff" * len(table)
+
+
+def test_a_pass_over_large_batches_defers_every_few_hundred_records_and_keeps_the_last_values(
+    open_log: Callable[..., Log], tmp_path: Path, clock: Any
+) -> None:
+    """Batches of 1000 records: the cleaner lets the event loop in within each (not only between batches), and the
+    chunked scan, map and rebuild keep exactly the last value of each key."""
+    log = open_log(tmp_path / "t-0", LogConfig(segment_bytes=64 * 1024), clock=clock)
+    rng = random.Random(5)
+    for _ in range(12):
+        append(log, clock, [(b"key-%d" % rng.randrange(3000), rng.randbytes(8)) for _ in range(1000)])
+    before = rows(log)
+    active = log.segment_base_offsets[-1]
+    deferrals: list[int] = []
+    cleaner = Cleaner(1 << 20, clock=clock, defer=lambda: deferrals.append(1))
+    stats = cleaner.clean(log, CompactionConfig(), 0, active, log.log_end_offset)
+    assert rows(log) == latest(before, active) and stats.records_removed > 0
+    batches = active // 1000
+    assert len(deferrals) >= 2 * batches * (1 + 1000 // PAUSE_EVERY)  # per batch: read, scan, chunks; map, recopy
