@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from odradek.broker.log import durability
+from odradek.broker.log.cleaner.keyscan import PAUSE_EVERY, decode_span, scan_batch
 from odradek.broker.log.cleaner.offset_map import OffsetMap
 from odradek.broker.log.cleaner.policy import CompactionConfig
 from odradek.broker.log.cleaner.stats import PassStats
@@ -44,7 +45,6 @@ from odradek.broker.log.log import CompactionView, Log, SegmentStat, wall_clock_
 from odradek.broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, MAX_RELATIVE_OFFSET, TIME_INDEX_SUFFIX
 from odradek.broker.log.swap import cleaned_path
 from odradek.client.errors import CorruptRecordError, OdradekError
-from odradek.client.record.batch import RecordBatch
 from odradek.client.record.builder import assemble_batch, encode_record
 from odradek.client.record.header import (
     DELETE_HORIZON_FLAG,
@@ -73,6 +73,7 @@ class _BatchFilter:
     tombstone_horizon_offset: int
     protected: set[int]  # last offsets of the producers' last batches
     stats: PassStats
+    defer: Callable[[], None]  # between chunks of PAUSE_EVERY records (see _defer_to_other_threads)
     tombstone_due: list[int] = field(default_factory=list)
 
     def apply(self, data: bytes, h: BatchHeader) -> bytes | memoryview | None:
@@ -80,44 +81,58 @@ class _BatchFilter:
         raw = memoryview(data)[h.position : h.position + h.size]
         if h.is_control or h.last_offset in self.protected:
             return raw
-        records = RecordBatch(data, h).records()
+        defer = self.defer
+        scanned = scan_batch(data, h, defer)
+        keys, offsets = scanned.keys, scanned.offsets
+        count = len(keys)
         stats = self.stats
-        stats.records_read += len(records)
+        stats.records_read += count
         flagged = bool(h.attributes & DELETE_HORIZON_FLAG)
         horizon = h.base_timestamp if flagged else self.now_ms + self.delete_retention_ms
         expired = flagged and horizon <= self.now_ms
-        get = self.offset_map.get
-        kept = []
+        latest: list[int] = []
+        for i in range(0, count, PAUSE_EVERY):
+            latest += self.offset_map.get_batch(keys[i : i + PAUSE_EVERY])
+            defer()
+        null_values = set(scanned.tombstones)
+        kept: list[int] = []  # indexes of the surviving records
         tombstones = 0
-        for r in records:
-            if r.key is None:
+        for i in range(count):
+            if keys[i] is None:
                 stats.keyless_records += 1
-            elif get(r.key) > r.offset:
+            elif latest[i] > offsets[i]:
                 continue
-            elif r.value is None:
-                if expired and r.offset < self.tombstone_horizon_offset:
+            elif i in null_values:
+                if expired and offsets[i] < self.tombstone_horizon_offset:
                     stats.tombstones_removed += 1
                     continue
                 tombstones += 1
                 if expired:
-                    stats.tombstone_blocked_offset = min(stats.tombstone_blocked_offset, r.offset)
-            kept.append(r)
-        stats.records_removed += len(records) - len(kept)
+                    stats.tombstone_blocked_offset = min(stats.tombstone_blocked_offset, offsets[i])
+            kept.append(i)
+        stats.records_removed += count - len(kept)
         if tombstones and not expired:
             stats.tombstone_due_ms = min(stats.tombstone_due_ms, horizon)
         stamp = tombstones > 0 and not flagged
-        if len(kept) == len(records) and not stamp:
-            return raw
+        if len(kept) == count and not stamp:
+            return raw  # the common case of a clean section: no value decoded
         if not kept:
             return None
         flagged = flagged or stamp
         base_ts = horizon if flagged else h.base_timestamp
-        encoded = b"".join(
-            encode_record(r.offset - h.base_offset, r.timestamp - base_ts, r.key, r.value, r.headers) for r in kept
-        )
-        max_ts = h.max_timestamp if h.is_log_append_time else max(r.timestamp for r in kept)
+        encoded: list[bytes] = []
+        max_ts = -1
+        for first, stop in _runs(kept, PAUSE_EVERY):
+            for r in decode_span(scanned, first, stop):
+                encoded.append(
+                    encode_record(r.offset - h.base_offset, r.timestamp - base_ts, r.key, r.value, r.headers)
+                )
+                max_ts = max(max_ts, r.timestamp)
+            defer()
+        if h.is_log_append_time:
+            max_ts = h.max_timestamp
         return assemble_batch(
-            encoded,
+            b"".join(encoded),
             len(kept),
             h.compression,
             h.attributes | (DELETE_HORIZON_FLAG if flagged else 0),
@@ -130,6 +145,18 @@ class _BatchFilter:
             h.producer_epoch,
             h.base_sequence,
         )
+
+
+def _runs(indexes: list[int], longest: int) -> Iterator[tuple[int, int]]:
+    """The runs of consecutive numbers in sorted ``indexes`` as [first, stop) pairs, none longer than ``longest``:
+    [0, 1, 2, 5] -> (0, 3), (5, 6)."""
+    first = prev = indexes[0]
+    for i in indexes[1:]:
+        if i != prev + 1 or i - first == longest:
+            yield first, prev + 1
+            first = i
+        prev = i
+    yield first, prev + 1
 
 
 class _SegmentWriter:
@@ -234,9 +261,10 @@ def group_segments(segments: list[SegmentStat], max_bytes: int, max_index_entrie
 def _defer_to_other_threads() -> None:
     """Let a thread that waits for the interpreter lock have it (the broker's event loop). A CPU-bound thread
     that never blocks keeps the lock for a whole switch interval each time it gets it, so it takes about half the
-    interpreter from a busy broker; releasing it after every batch (``sched_yield`` releases the lock, and costs
-    well under a microsecond where ``time.sleep(0)`` costs tens) makes the cleaner run mostly when the event loop
-    does not need the interpreter, as a low-priority thread would."""
+    interpreter from a busy broker; releasing it after every batch, and every ``PAUSE_EVERY`` records inside a large
+    one (a producer's 1 MB batch holds thousands: milliseconds of work), makes the cleaner run mostly when the event
+    loop does not need the interpreter, as a low-priority thread would (``sched_yield`` releases the lock, and costs
+    well under a microsecond where ``time.sleep(0)`` costs tens)."""
     os.sched_yield()
 
 
@@ -255,7 +283,8 @@ class Cleaner:
         defer: Callable[[], None] = _defer_to_other_threads,
     ) -> None:
         """``throttler``: a bucket shared with the other cleaner threads (else one of ``io_max_bytes_per_second``
-        for this cleaner alone). ``defer`` runs between batches (see ``_defer_to_other_threads``)."""
+        for this cleaner alone). ``defer`` runs between batches and every ``PAUSE_EVERY`` records of a batch (see
+        ``_defer_to_other_threads``)."""
         self._map_size = (dedupe_buffer_bytes, load_factor)
         self._offset_map: OffsetMap | None = None
         self._clock = clock
@@ -326,9 +355,14 @@ class Cleaner:
                             f"({m.max_entries} entries): raise log.cleaner.dedupe.buffer.size"
                         )
                     return h.base_offset
-                for r in RecordBatch(data, h).records():
-                    if r.key is not None and r.offset >= first_dirty:
-                        m.put(r.key, r.offset)
+                scanned = scan_batch(data, h, self._defer)
+                keys, offsets = scanned.keys, scanned.offsets
+                if h.base_offset < first_dirty:  # a batch straddling the start of the dirty section
+                    kept = [i for i, offset in enumerate(offsets) if offset >= first_dirty]
+                    keys, offsets = [keys[i] for i in kept], [offsets[i] for i in kept]
+                for i in range(0, len(keys), PAUSE_EVERY):
+                    m.put_batch(keys[i : i + PAUSE_EVERY], offsets[i : i + PAUSE_EVERY])
+                    self._defer()
         return end
 
     def clean(
@@ -383,6 +417,7 @@ class Cleaner:
             tombstone_horizon_offset,
             set(log.producer_last_offsets().values()),
             stats,
+            self._defer,
         )
         groups = group_segments(to_clean, log.config.segment_bytes, config_max_entries)
         for i, group in enumerate(groups):

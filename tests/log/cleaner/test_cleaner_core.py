@@ -22,7 +22,7 @@ NOW = 1_700_000_000_000
 
 def test_the_map_keeps_the_latest_offset_and_is_bounded_by_its_budget() -> None:
     m = OffsetMap(100 * SLOT_SIZE, load_factor=0.9)
-    assert m.slots == 100 and m.max_entries == 90 and len(m._table) == 100 * SLOT_SIZE
+    assert m.slots == 100 and m.max_entries == 90 and m.memory_bytes == 100 * SLOT_SIZE
     for i in range(90):
         m.put(b"k%d" % i, i)
     m.put(b"k3", 500)  # an update takes no new slot
