@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from replicas import latest_values
 
 from odradek.broker.config import NodeConfig
 from odradek.broker.describe_log_dirs import describe_log_dirs, replica_positions
@@ -16,7 +17,6 @@ from odradek.broker.log.manager import LogManager
 from odradek.broker.log_cleaner import BrokerLogCleaner, compaction_config
 from odradek.broker.log_dirs import log_dir_usage
 from odradek.broker.replica_manager import ReplicaManager
-from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
 from odradek.controller.metadata.image import BROKER_RESOURCE, CLUSTER_DEFAULT, TOPIC_RESOURCE, MetadataDelta
 from odradek.proto import metadata_pb2 as md
@@ -78,16 +78,7 @@ class Broker:
             p.append_as_leader(encode_batch([value], [key], timestamps=1_000))
 
     def latest(self, topic: str) -> dict[bytes, bytes | None]:
-        log, out = self.replicas.get(topic, 0).log, {}
-        offset = log.log_start_offset
-        while offset < log.log_end_offset:
-            data = log.read(offset, 1 << 20)
-            for b in read_batches(bytes(data.records)):
-                for r in b.records():
-                    assert r.key is not None
-                    out[r.key] = r.value
-            offset = data.next_offset
-        return out
+        return latest_values(self.replicas.get(topic, 0).log)
 
     def clean(self) -> int:
         """Rounds of the first cleaner thread until none is due; the number of passes."""

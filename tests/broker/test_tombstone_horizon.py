@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from controller_images import brokers, build, epoch_of, partition, topic
-from replicas import Controller, Replicas
+from replicas import Controller, Replicas, latest_values
 
 from odradek.broker.isr_changes import IsrChangeBatcher
 from odradek.broker.log.cleaner.cleaner import Cleaner
@@ -25,7 +25,6 @@ from odradek.broker.log.cleaner.runner import CleanerThread, CompactedLog
 from odradek.broker.log.config import LogConfig
 from odradek.broker.partition import Partition
 from odradek.broker.replication import LeaderState
-from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
 
 NOW = 10_000_000
@@ -38,17 +37,7 @@ def put(p: Partition, key: bytes, value: bytes | None) -> None:
 
 
 def latest(p: Partition) -> dict[bytes, bytes | None]:
-    """Each key's last record in ``p``'s log, read from its start (a tombstone as None)."""
-    log, out = p.log, {}
-    offset = log.log_start_offset
-    while offset < log.log_end_offset:
-        data = log.read(offset, 1 << 20)
-        for b in read_batches(bytes(data.records)):
-            for r in b.records():
-                assert r.key is not None
-                out[r.key] = r.value
-        offset = data.next_offset
-    return out
+    return latest_values(p.log)
 
 
 def clean(p: Partition, horizon: Callable[[Partition], int]) -> None:
