@@ -25,7 +25,7 @@ import grpc
 from odradek.broker import delete_records, describe_log_dirs
 from odradek.broker.log.rewrite import LOG_APPEND_TIME
 from odradek.broker.metrics import NodeMetrics
-from odradek.broker.partition import FollowerRead, Partition
+from odradek.broker.partition import FollowerRead, LowWatermark, Partition
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager, monotonic_ms
 from odradek.client.errors import ErrorCode, InvalidRequestError, NotLeaderOrFollowerError, OdradekError
@@ -439,7 +439,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         every ISR replica's log starts there too (or REQUEST_TIMED_OUT after ``timeout_ms``); the new log start is
         written to the log-start checkpoint first, so it survives a crash of this broker."""
         response = pb.DeleteRecordsResponse()
-        waits: list[tuple[pb.DeleteRecordsPartitionResponse, Partition, asyncio.Future]] = []
+        waits: list[tuple[pb.DeleteRecordsPartitionResponse, asyncio.Future[LowWatermark]]] = []
         for t in request.topics:
             add = response.topics.add(name=t.name).partitions.add
             for dp in t.partitions:
@@ -455,20 +455,20 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                         if hint is not None:
                             r.current_leader.CopyFrom(hint)
                     continue
-                waits.append((r, partition, partition.wait_for_low_watermark(target)))
+                waits.append((r, partition.wait_for_low_watermark(target)))
         if waits:
             await asyncio.to_thread(self.replicas.logs.checkpoint_log_start_offsets)
-            futures = [f for _, _, f in waits]
+            futures = [f for _, f in waits]
             await asyncio.wait(futures, timeout=(request.timeout_ms if request.timeout_ms > 0 else 30000) / 1000)
-            for r, partition, future in waits:
+            for r, future in waits:
                 if not future.done():
                     future.cancel()
                     r.error = ErrorCode.REQUEST_TIMED_OUT
                     r.error_message = "not every in-sync replica reached the new log start offset in time"
-                elif future.result() != ErrorCode.NONE:
-                    r.error = future.result()
+                elif (done := future.result()).error != ErrorCode.NONE:
+                    r.error = ErrorCode.ValueType(done.error)
                 else:
-                    r.low_watermark = partition.low_watermark()
+                    r.low_watermark = done.low_watermark
         return response
 
     # ---- Unclean recovery ----

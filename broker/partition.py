@@ -57,6 +57,13 @@ class FollowerRead(NamedTuple):
     all_replicas_offset: int = -1  # the offset every replica has reached (LeaderState.all_replicas_offset)
 
 
+class LowWatermark(NamedTuple):
+    """How a DeleteRecords wait ended: its error code and, on success, the low watermark then reached."""
+
+    error: int
+    low_watermark: int = -1
+
+
 class Partition:
     def __init__(
         self,
@@ -83,7 +90,7 @@ class Partition:
         self._replica_waiters: list[asyncio.Future] = []  # follower fetches
         self._acks: list[tuple[int, asyncio.Future]] = []  # (offset the HW must reach, future) of acks=all
         # DeleteRecords answers: (log start every ISR replica must reach, future of the error code)
-        self._low_watermark_waiters: list[tuple[int, asyncio.Future]] = []
+        self._low_watermark_waiters: list[tuple[int, asyncio.Future[LowWatermark]]] = []
         # As a follower: the offset every replica has reached, as the leader last told (tombstone_horizon).
         self._all_replicas_offset = 0
 
@@ -312,15 +319,17 @@ class Partition:
         """The lowest log start offset over the ISR, as the leader knows it (-1 when some member is not known)."""
         return self.check_leader().low_watermark(self.log.log_start_offset)
 
-    def wait_for_low_watermark(self, offset: int) -> asyncio.Future:
-        """A future of the error code for a DeleteRecords up to ``offset``: NONE once every ISR replica's log
-        starts at or after it, NOT_LEADER_OR_FOLLOWER if this replica stops leading first."""
-        future = asyncio.get_running_loop().create_future()
+    def wait_for_low_watermark(self, offset: int) -> asyncio.Future[LowWatermark]:
+        """A future of the answer to a DeleteRecords up to ``offset``: NONE with the low watermark reached, once
+        every ISR replica's log starts at or after it; NOT_LEADER_OR_FOLLOWER if this replica stops leading first.
+        The low watermark is the one of that instant: a replica rejoining the ISR afterwards, which has not yet
+        reported its new log start, must not make the answer look as if the records were still there."""
+        future: asyncio.Future[LowWatermark] = asyncio.get_running_loop().create_future()
         state = self.leader_state
         if state is None:
-            future.set_result(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        elif state.low_watermark(self.log.log_start_offset) >= offset:
-            future.set_result(ErrorCode.NONE)
+            future.set_result(LowWatermark(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+        elif (low := state.low_watermark(self.log.log_start_offset)) >= offset:
+            future.set_result(LowWatermark(ErrorCode.NONE, low))
         else:
             self._low_watermark_waiters.append((offset, future))
         return future
@@ -334,7 +343,7 @@ class Partition:
             if future.done():
                 continue
             if offset <= low:
-                future.set_result(ErrorCode.NONE)
+                future.set_result(LowWatermark(ErrorCode.NONE, low))
             else:
                 waiting.append((offset, future))
         self._low_watermark_waiters = waiting
@@ -343,7 +352,7 @@ class Partition:
         waiters, self._low_watermark_waiters = self._low_watermark_waiters, []
         for _, future in waiters:
             if not future.done():
-                future.set_result(code)
+                future.set_result(LowWatermark(code))
 
     def on_leader_stall(self, now_ms: int) -> None:
         if self.leader_state is not None:

@@ -59,7 +59,7 @@ async def test_the_answer_waits_until_every_isr_replica_starts_at_the_offset(pai
     fetch(leader, follower)  # the answer carries the leader's log start: the follower takes it
     assert follower.log.log_start_offset == 4 and not waiter.done()
     fetch(leader, follower)  # its next fetch reports it
-    assert waiter.done() and waiter.result() == ErrorCode.NONE
+    assert waiter.done() and waiter.result() == (ErrorCode.NONE, 4)
     assert leader.low_watermark() == 4
     with pytest.raises(OffsetOutOfRangeError):
         follower.log.read(2, 1 << 20)  # consumers below the new start are out of range on every replica
@@ -88,7 +88,10 @@ async def test_a_replica_leaving_the_isr_no_longer_holds_the_answer_back(pair) -
     waiter = leader.wait_for_low_watermark(6)
     assert not waiter.done()
     leader.update(state(isr=(2,), partition_epoch=1), 1, 0)
-    assert waiter.done() and waiter.result() == ErrorCode.NONE
+    assert waiter.done() and waiter.result() == (ErrorCode.NONE, 6)
+    # The follower rejoins before it has reported its new log start: the answer keeps the low watermark reached.
+    leader.update(state(isr=(2, 1), partition_epoch=2), 1, 0)
+    assert leader.low_watermark() < 6 and waiter.result().low_watermark == 6
 
 
 async def test_losing_leadership_answers_not_leader(pair) -> None:
@@ -96,7 +99,7 @@ async def test_losing_leadership_answers_not_leader(pair) -> None:
     leader.delete_records(6)
     waiter = leader.wait_for_low_watermark(6)
     leader.update(state(leader=1, leader_epoch=4), 1, 0)
-    assert waiter.done() and waiter.result() == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert waiter.done() and waiter.result().error == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 def test_the_low_watermark_is_the_lowest_isr_log_start() -> None:
