@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from odradek.client.errors import ErrorCode
-from odradek.controller.metadata.image import TOPIC_RESOURCE, MetadataImage
+from odradek.controller.metadata.image import TOPIC_RESOURCE, MetadataImage, TopicImage
 from odradek.controller.placement import BrokerSlot, PlacementError, assign_replicas
 from odradek.proto import metadata_pb2 as md
 
@@ -248,17 +248,26 @@ def internal_topic_request(
     return TopicRequest(name=name, partitions=partitions, replication_factor=rf, configs=configs)
 
 
-def delete_topic(image: MetadataImage, name: str) -> TopicOutcome:
-    out = TopicOutcome(name)
+def _user_topic(image: MetadataImage, name: str, out: TopicOutcome, internal_reason: str) -> TopicImage | None:
+    """The existing user topic ``name`` (its id set in ``out``), or None with ``out``'s error set: an internal
+    topic (INVALID_TOPIC_EXCEPTION, ``internal_reason``) or an unknown one."""
     if name in INTERNAL_TOPICS:
         out.error = ErrorCode.INVALID_TOPIC_EXCEPTION
-        out.message = f"'{name}' is an internal topic: the cluster keeps it"
-        return out
+        out.message = f"'{name}' is an internal topic: {internal_reason}"
+        return None
     topic = image.topic(name)
     if topic is None:
         out.error, out.message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic '{name}'"
-        return out
+        return None
     out.topic_id = topic.topic_id
+    return topic
+
+
+def delete_topic(image: MetadataImage, name: str) -> TopicOutcome:
+    out = TopicOutcome(name)
+    topic = _user_topic(image, name, out, "the cluster keeps it")
+    if topic is None:
+        return out
     out.records.append(md.MetadataRecord(remove_topic=md.RemoveTopicRecord(topic_id=topic.topic_id)))
     return out
 
@@ -274,15 +283,9 @@ def create_partitions(
     Never fewer partitions: records are routed by ``hash(key) % count``, so shrinking would strand data.
     Internal topics keep the count the cluster gave them (their keys map to coordinators by it)."""
     out = TopicOutcome(name)
-    if name in INTERNAL_TOPICS:
-        out.error = ErrorCode.INVALID_TOPIC_EXCEPTION
-        out.message = f"'{name}' is an internal topic: its partition count is fixed"
-        return out
-    topic = image.topic(name)
+    topic = _user_topic(image, name, out, "its partition count is fixed")
     if topic is None:
-        out.error, out.message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic '{name}'"
         return out
-    out.topic_id = topic.topic_id
     current = len(topic.partitions)
     if total_count <= current:
         out.error = ErrorCode.INVALID_PARTITIONS
