@@ -72,6 +72,7 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     CONCURRENT_TRANSACTIONS: _ErrorCode.ValueType  # 51
     TRANSACTION_COORDINATOR_FENCED: _ErrorCode.ValueType  # 52
     KAFKA_STORAGE_ERROR: _ErrorCode.ValueType  # 56
+    UNKNOWN_PRODUCER_ID: _ErrorCode.ValueType  # 59
     NON_EMPTY_GROUP: _ErrorCode.ValueType  # 68
     GROUP_ID_NOT_FOUND: _ErrorCode.ValueType  # 69
     FENCED_LEADER_EPOCH: _ErrorCode.ValueType  # 74
@@ -95,8 +96,10 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     DUPLICATE_BROKER_REGISTRATION: _ErrorCode.ValueType  # 101
     BROKER_ID_NOT_REGISTERED: _ErrorCode.ValueType  # 102
     INCONSISTENT_CLUSTER_ID: _ErrorCode.ValueType  # 104
+    TRANSACTIONAL_ID_NOT_FOUND: _ErrorCode.ValueType  # 105
     INELIGIBLE_REPLICA: _ErrorCode.ValueType  # 107
     NEW_LEADER_ELECTED: _ErrorCode.ValueType  # 108
+    TRANSACTION_ABORTABLE: _ErrorCode.ValueType  # 120
 
 class ErrorCode(_ErrorCode, metaclass=_ErrorCodeEnumTypeWrapper):
     """Typed error codes. Values mirror Kafka's protocol error codes so that operators and client authors can map
@@ -152,6 +155,7 @@ INVALID_TRANSACTION_TIMEOUT: ErrorCode.ValueType  # 50
 CONCURRENT_TRANSACTIONS: ErrorCode.ValueType  # 51
 TRANSACTION_COORDINATOR_FENCED: ErrorCode.ValueType  # 52
 KAFKA_STORAGE_ERROR: ErrorCode.ValueType  # 56
+UNKNOWN_PRODUCER_ID: ErrorCode.ValueType  # 59
 NON_EMPTY_GROUP: ErrorCode.ValueType  # 68
 GROUP_ID_NOT_FOUND: ErrorCode.ValueType  # 69
 FENCED_LEADER_EPOCH: ErrorCode.ValueType  # 74
@@ -175,8 +179,10 @@ INVALID_UPDATE_VERSION: ErrorCode.ValueType  # 95
 DUPLICATE_BROKER_REGISTRATION: ErrorCode.ValueType  # 101
 BROKER_ID_NOT_REGISTERED: ErrorCode.ValueType  # 102
 INCONSISTENT_CLUSTER_ID: ErrorCode.ValueType  # 104
+TRANSACTIONAL_ID_NOT_FOUND: ErrorCode.ValueType  # 105
 INELIGIBLE_REPLICA: ErrorCode.ValueType  # 107
 NEW_LEADER_ELECTED: ErrorCode.ValueType  # 108
+TRANSACTION_ABORTABLE: ErrorCode.ValueType  # 120
 Global___ErrorCode: _TypeAlias = ErrorCode  # noqa: Y015
 
 @_typing.final

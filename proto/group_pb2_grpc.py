@@ -89,6 +89,11 @@ class GroupCoordinatorStub:
                 request_serializer=odradek_dot_proto_dot_group__pb2.DeleteGroupsRequest.SerializeToString,
                 response_deserializer=odradek_dot_proto_dot_group__pb2.DeleteGroupsResponse.FromString,
                 _registered_method=True)
+        self.TxnOffsetCommit = channel.unary_unary(
+                '/odradek.v1.GroupCoordinator/TxnOffsetCommit',
+                request_serializer=odradek_dot_proto_dot_group__pb2.TxnOffsetCommitRequest.SerializeToString,
+                response_deserializer=odradek_dot_proto_dot_group__pb2.TxnOffsetCommitResponse.FromString,
+                _registered_method=True)
 
 
 class GroupCoordinatorServicer:
@@ -160,6 +165,12 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TxnOffsetCommit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -217,6 +228,11 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.DeleteGroups,
                     request_deserializer=odradek_dot_proto_dot_group__pb2.DeleteGroupsRequest.FromString,
                     response_serializer=odradek_dot_proto_dot_group__pb2.DeleteGroupsResponse.SerializeToString,
+            ),
+            'TxnOffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.TxnOffsetCommit,
+                    request_deserializer=odradek_dot_proto_dot_group__pb2.TxnOffsetCommitRequest.FromString,
+                    response_serializer=odradek_dot_proto_dot_group__pb2.TxnOffsetCommitResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -516,6 +532,33 @@ class GroupCoordinator:
             '/odradek.v1.GroupCoordinator/DeleteGroups',
             odradek_dot_proto_dot_group__pb2.DeleteGroupsRequest.SerializeToString,
             odradek_dot_proto_dot_group__pb2.DeleteGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TxnOffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.GroupCoordinator/TxnOffsetCommit',
+            odradek_dot_proto_dot_group__pb2.TxnOffsetCommitRequest.SerializeToString,
+            odradek_dot_proto_dot_group__pb2.TxnOffsetCommitResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -47,6 +47,7 @@ class GroupCoordinatorStub:
     ListGroups: _grpc.UnaryUnaryMultiCallable[_group_pb2.ListGroupsRequest, _group_pb2.ListGroupsResponse]
     DescribeGroups: _grpc.UnaryUnaryMultiCallable[_group_pb2.DescribeGroupsRequest, _group_pb2.DescribeGroupsResponse]
     DeleteGroups: _grpc.UnaryUnaryMultiCallable[_group_pb2.DeleteGroupsRequest, _group_pb2.DeleteGroupsResponse]
+    TxnOffsetCommit: _grpc.UnaryUnaryMultiCallable[_group_pb2.TxnOffsetCommitRequest, _group_pb2.TxnOffsetCommitResponse]
 
 @_typing.type_check_only
 class GroupCoordinatorAsyncStub(GroupCoordinatorStub):
@@ -62,6 +63,7 @@ class GroupCoordinatorAsyncStub(GroupCoordinatorStub):
     ListGroups: _aio.UnaryUnaryMultiCallable[_group_pb2.ListGroupsRequest, _group_pb2.ListGroupsResponse]  # type: ignore[assignment]
     DescribeGroups: _aio.UnaryUnaryMultiCallable[_group_pb2.DescribeGroupsRequest, _group_pb2.DescribeGroupsResponse]  # type: ignore[assignment]
     DeleteGroups: _aio.UnaryUnaryMultiCallable[_group_pb2.DeleteGroupsRequest, _group_pb2.DeleteGroupsResponse]  # type: ignore[assignment]
+    TxnOffsetCommit: _aio.UnaryUnaryMultiCallable[_group_pb2.TxnOffsetCommitRequest, _group_pb2.TxnOffsetCommitResponse]  # type: ignore[assignment]
 
 class GroupCoordinatorServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -140,5 +142,12 @@ class GroupCoordinatorServicer(metaclass=_abc_1.ABCMeta):
         request: _group_pb2.DeleteGroupsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_group_pb2.DeleteGroupsResponse, _abc.Awaitable[_group_pb2.DeleteGroupsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def TxnOffsetCommit(
+        self,
+        request: _group_pb2.TxnOffsetCommitRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_group_pb2.TxnOffsetCommitResponse, _abc.Awaitable[_group_pb2.TxnOffsetCommitResponse]]: ...
 
 def add_GroupCoordinatorServicer_to_server(servicer: GroupCoordinatorServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
