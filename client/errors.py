@@ -225,6 +225,63 @@ class GroupNotEmptyError(OdradekError):
     code = ErrorCode.UNKNOWN_MEMBER_ID
 
 
+class InvalidTxnStateError(OdradekError):
+    """The request does not fit the transaction's state: EndTxn without a transaction, a non-transactional write
+    from a producer whose transaction is open on the partition, a commit of a transaction that was aborted."""
+
+    code = ErrorCode.INVALID_TXN_STATE
+
+
+class ProducerFencedError(OdradekError):
+    """Another producer with the same transactional.id started (or the coordinator aborted this producer's
+    transaction at its timeout and bumped its epoch): this one is a zombie. Fatal: close the producer."""
+
+    code = ErrorCode.PRODUCER_FENCED
+
+
+class TransactionCoordinatorFencedError(OdradekError):
+    """A transaction marker from an older coordinator than the partition has seen for the producer."""
+
+    code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
+class ConcurrentTransactionsError(OdradekError):
+    """The producer's previous transaction is still completing (its markers being written): retry shortly."""
+
+    code = ErrorCode.CONCURRENT_TRANSACTIONS
+
+
+class InvalidTransactionTimeoutError(OdradekError):
+    """transaction.timeout.ms is above the broker's transaction.max.timeout.ms (or not positive)."""
+
+    code = ErrorCode.INVALID_TRANSACTION_TIMEOUT
+
+
+class InvalidProducerIdMappingError(OdradekError):
+    """The producer id does not belong to the transactional id (the id expired or another producer took it)."""
+
+    code = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+
+
+class TransactionAbortableError(OdradekError):
+    """The transaction cannot go on (e.g. a batch's partition was not in the ongoing transaction when it reached
+    the partition): abort it and start another."""
+
+    code = ErrorCode.TRANSACTION_ABORTABLE
+
+
+class TransactionalIdNotFoundError(OdradekError):
+    """No coordinator knows this transactional id."""
+
+    code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+
+
+class UnknownProducerIdError(OdradekError):
+    """The partition has no state for the producer id (its records were deleted by retention)."""
+
+    code = ErrorCode.UNKNOWN_PRODUCER_ID
+
+
 _BY_CODE: dict[int, type[OdradekError]] = {
     cls.code: cls
     for cls in (
@@ -250,6 +307,15 @@ _BY_CODE: dict[int, type[OdradekError]] = {
         RequestTimedOutError,
         FencedInstanceIdError,
         CoordinatorNotAvailableError,
+        InvalidTxnStateError,
+        ProducerFencedError,
+        TransactionCoordinatorFencedError,
+        ConcurrentTransactionsError,
+        InvalidTransactionTimeoutError,
+        InvalidProducerIdMappingError,
+        TransactionAbortableError,
+        TransactionalIdNotFoundError,
+        UnknownProducerIdError,
     )
 }
 
