@@ -687,9 +687,14 @@ class OffsetFetchRequest(_message.Message):
     GROUP_ID_FIELD_NUMBER: _builtins.int
     ALL_TOPICS_FIELD_NUMBER: _builtins.int
     TOPICS_FIELD_NUMBER: _builtins.int
+    REQUIRE_STABLE_FIELD_NUMBER: _builtins.int
     group_id: _builtins.str
     all_topics: _builtins.bool
     """Kafka's null topic list: every partition the group has committed"""
+    require_stable: _builtins.bool
+    """KIP-447: a partition with transactional offsets still waiting for their transaction's marker answers
+    UNSTABLE_OFFSET_COMMIT (retriable) rather than an offset that may be about to change.
+    """
     @_builtins.property
     def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___OffsetFetchTopic]: ...
     def __init__(
@@ -698,10 +703,11 @@ class OffsetFetchRequest(_message.Message):
         group_id: _builtins.str = ...,
         all_topics: _builtins.bool = ...,
         topics: _abc.Iterable[Global___OffsetFetchTopic] | None = ...,
+        require_stable: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_topics", b"all_topics", "group_id", b"group_id", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_topics", b"all_topics", "group_id", b"group_id", "require_stable", b"require_stable", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
