@@ -12,7 +12,9 @@ cores'; this shell
 - appends what the cores ask to persist as a leader append and waits for the high watermark (acks=all) up to
   ``offsets.commit.timeout.ms``, then reports the outcome back to the core;
 - runs each partition's timers (one task, sleeping until the earliest ``next_deadline_ms`` of its groups and
-  woken whenever a request may have moved it) and its offset retention.
+  woken whenever a request may have moved it) and its offset retention;
+- appends a TxnOffsetCommit as one transactional batch of the producer and, told by ``on_txn_marker`` that the
+  producer's marker reached the partition, commits or drops those offsets (see offsets.py).
 
 Clock: the cores see one clock in milliseconds that never goes backwards within the process but reads as wall
 time (the wall clock at start plus the monotonic time since), so timers are immune to clock steps and the
@@ -62,6 +64,7 @@ from odradek.broker.groups.records import (
     RecordValue,
     group_tombstone,
 )
+from odradek.broker.log.log import AppendInfo
 from odradek.broker.partition import Partition
 from odradek.client.consumer.protocol import Subscription
 from odradek.client.errors import ErrorCode, OdradekError
@@ -173,6 +176,8 @@ class CoordinatorPartition:
         self.wake = asyncio.Event()
         self.tasks: set[asyncio.Task[None]] = set()
         self.generations: dict[str, int] = {}
+        self.replayed = False  # the load has read the log up to the end it started at
+        self.deferred_markers: list[tuple[int, bool]] = []  # markers reported while the load was still reading
 
     def current(self) -> bool:
         """Still the leader at the epoch it loaded (else nothing it holds may be acted on)."""
@@ -189,6 +194,12 @@ class CoordinatorPartition:
         self.tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             logger.error("offsets partition %d: %s failed", self.index, task.get_name(), exc_info=task.exception())
+
+
+def append_coordinator_batch(partition: Partition, batch: bytes) -> AppendInfo:
+    """The coordinator's own leader append (acks=all). A transactional offsets batch carries no sequence, so the
+    log must take it as the coordinator's append, not a producer's."""
+    return partition.append_as_leader(batch, acks=-1)
 
 
 class GroupCoordinator:
@@ -246,6 +257,11 @@ class GroupCoordinator:
             replay_batches(data.records, cp.store, groups)
             offset = data.next_offset
             await asyncio.sleep(0)
+        # a marker reported during the read may lie past the end it started at; one it read is a no-op again
+        cp.replayed = True
+        for producer_id, committed in cp.deferred_markers:
+            cp.store.on_txn_marker(producer_id, committed)
+        cp.deferred_markers.clear()
         now = self.clock()
         for group_id, value in groups.items():
             cp.groups[group_id] = ClassicGroup.restore(
@@ -394,13 +410,22 @@ class GroupCoordinator:
         if cp.current() and cp.groups.get(group.group_id) is group:
             self._apply(cp, group, group.on_persisted(action.persist_id, self.clock(), ErrorCode.ValueType(error)))
 
-    async def _append(self, cp: CoordinatorPartition, records: Sequence[tuple[RecordKey, RecordValue | None]]) -> int:
-        """A leader append of ``records`` at the loaded epoch, waiting for the high watermark (acks=all) up to
-        offsets.commit.timeout.ms; the error code of the outcome."""
+    async def _append(
+        self,
+        cp: CoordinatorPartition,
+        records: Sequence[tuple[RecordKey, RecordValue | None]],
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> int:
+        """A leader append of ``records`` at the loaded epoch (with a producer id: one transactional batch of that
+        producer), waiting for the high watermark (acks=all) up to offsets.commit.timeout.ms; the error code of
+        the outcome."""
         if not cp.current():
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         try:
-            info = cp.partition.append_as_leader(encode_records(records, self.clock()), acks=-1)
+            info = append_coordinator_batch(
+                cp.partition, encode_records(records, self.clock(), producer_id, producer_epoch)
+            )
         except OdradekError as e:
             return e.code
         future = cp.partition.wait_for_commit(info.last_offset + 1)
@@ -612,6 +637,96 @@ class GroupCoordinator:
             return errors
         finally:
             self._drop_if_unused(cp, group_id)
+
+    async def txn_commit_offsets(
+        self,
+        group_id: str,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, int]:
+        """TxnOffsetCommit: the error of each partition. The KIP-447 checks run against the live group (a group
+        that does not exist yet is checked as a new, empty one: generation -1 and no member pass); the accepted
+        offsets are appended as one transactional batch of the producer and stay pending until its marker."""
+        cp = self._route(group_id)
+        if producer_id < 0 or not 0 <= producer_epoch < 2**15:
+            return dict.fromkeys(offsets, int(ErrorCode.INVALID_REQUEST))
+        group = cp.groups.get(group_id)
+        if group is None:
+            group = self._new_group(cp, group_id)
+        try:
+            error = group.validate_txn_offset_commit(member_id, group_instance_id, generation_id)
+            if error != ErrorCode.NONE:
+                return dict.fromkeys(offsets, int(error))
+            image = self._image()
+            errors: dict[TopicPartition, int] = {}
+            valid: dict[TopicPartition, OffsetAndMetadata] = {}
+            for tp, commit in offsets.items():
+                if image.partition(tp.topic, tp.partition) is None:
+                    errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    valid[tp] = commit
+            result = cp.store.prepare_txn_commit(group_id, producer_id, producer_epoch, valid, self.clock())
+            errors.update(result.errors)
+            if result.append is not None:
+                code = await self._append(cp, result.append.records, producer_id, producer_epoch)
+                if cp.current():
+                    if code == ErrorCode.NONE:
+                        cp.store.on_appended(result.append.append_id)
+                    else:
+                        cp.store.on_append_failed(result.append.append_id)
+                elif code == ErrorCode.NONE:
+                    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                if code != ErrorCode.NONE:
+                    logger.info(
+                        "TxnOffsetCommit of %s (producer %d, epoch %d) for group %s failed: %s",
+                        transactional_id or "-",
+                        producer_id,
+                        producer_epoch,
+                        group_id,
+                        ErrorCode.Name(ErrorCode.ValueType(code)),
+                    )
+                for tp, c in result.errors.items():
+                    if c == ErrorCode.NONE:
+                        errors[tp] = commit_append_error(code)
+            return errors
+        finally:
+            self._drop_if_unused(cp, group_id)
+
+    def on_txn_marker(self, offsets_partition: int, producer_id: int, committed: bool) -> None:
+        """A COMMIT or ABORT marker of ``producer_id`` was replicated in ``__consumer_offsets-offsets_partition``:
+        commit or drop the producer's pending offsets there. A partition not coordinated here is left to whoever
+        loads it (it replays the marker); one still loading applies it once it has read its log."""
+        cp = self.partitions.get(offsets_partition)
+        if cp is None or not cp.current():
+            return
+        if not cp.replayed:
+            cp.deferred_markers.append((producer_id, committed))
+            return
+        applied = cp.store.on_txn_marker(producer_id, committed)
+        now = self.clock()
+        for key in applied:
+            self.commits[key.group] = self.commits.get(key.group, 0) + 1
+            if key.group not in cp.groups:
+                cp.groups[key.group] = ClassicGroup(key.group, self.config.group, self._member_ids, now)
+        logger.debug(
+            "offsets partition %d: %s of producer %d (%d offsets committed)",
+            offsets_partition,
+            "COMMIT" if committed else "ABORT",
+            producer_id,
+            len(applied),
+        )
+
+    def unstable_partitions(self, group_id: str, partitions: Iterable[TopicPartition] | None) -> set[TopicPartition]:
+        """Of ``partitions`` (None: all the group's), those with transactional offsets waiting for their marker
+        (OffsetFetch with require_stable answers them UNSTABLE_OFFSET_COMMIT)."""
+        cp = self._route(group_id)
+        pending = cp.store.pending_txn_partitions(group_id)
+        return pending if partitions is None else pending.intersection(partitions)
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None

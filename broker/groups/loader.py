@@ -6,6 +6,10 @@ Pure functions, so the shell only moves bytes: ``group_record`` and ``encode_rec
 last metadata record (a tombstone removes the group), and ``snapshot_of`` turns such a record back into the
 ``GroupSnapshot`` that ``ClassicGroup.restore`` takes. Which partitions to load or unload on a leadership change
 is ``plan_leadership``.
+
+A transactional commit is one transactional batch of the producer (``encode_records`` with a producer id: base
+sequence -1, the coordinator's own append); replayed, its offsets wait in the store for that producer's control
+batch, which commits or aborts them. A transaction whose marker is not in the log yet stays pending after the load.
 """
 
 from __future__ import annotations
@@ -27,8 +31,11 @@ from odradek.broker.groups.records import (
     encode_key,
     encode_value,
 )
+from odradek.client.errors import CorruptRecordError
 from odradek.client.record.batch import Bytes, read_batches
 from odradek.client.record.builder import BatchBuilder
+from odradek.client.record.control import ControlType, parse_control_record
+from odradek.client.record.header import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 logger = logging.getLogger(__name__)
 
@@ -85,9 +92,19 @@ def snapshot_of(group_id: str, value: GroupMetadataValue) -> GroupSnapshot:
     )
 
 
-def encode_records(records: Sequence[tuple[RecordKey, RecordValue | None]], timestamp_ms: int) -> bytes:
-    """One uncompressed batch of ``records`` (keys and values in Kafka's layout; None values are tombstones)."""
-    builder = BatchBuilder()
+def encode_records(
+    records: Sequence[tuple[RecordKey, RecordValue | None]],
+    timestamp_ms: int,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+) -> bytes:
+    """One uncompressed batch of ``records`` (keys and values in Kafka's layout; None values are tombstones); with
+    a producer id, a transactional batch of that producer (no sequence: the log does not check one for the
+    coordinator's appends)."""
+    if producer_id == NO_PRODUCER_ID:
+        builder = BatchBuilder()
+    else:
+        builder = BatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True)
     for key, value in records:
         builder.append(timestamp_ms, encode_key(key), encode_value(value))
     return builder.build()
@@ -106,12 +123,23 @@ def replay_batches(
     stats: ReplayStats | None = None,
 ) -> None:
     """Apply every record of ``data`` (whole batches, in log order): offset commits to ``store``, group metadata to
-    ``groups`` (the last record of a group wins; a tombstone removes it). Control batches carry no records of
-    ours; a record this codec cannot read (another coordinator's type, or corrupt) is skipped and counted."""
+    ``groups`` (the last record of a group wins; a tombstone removes it). Offsets of a transactional batch wait
+    for the producer's control batch (COMMIT or ABORT); a record this codec cannot read (another coordinator's
+    type, or corrupt) is skipped and counted."""
     stats = stats if stats is not None else ReplayStats()
     for batch in read_batches(data):
-        if batch.header.is_control:
+        header = batch.header
+        if header.is_control:
+            for record in batch.records():
+                try:
+                    marker = parse_control_record(record)
+                except CorruptRecordError as e:
+                    stats.skipped += 1
+                    logger.warning("control record at offset %d skipped: %s", record.offset, e)
+                    continue
+                store.on_txn_marker(header.producer_id, marker.type is ControlType.COMMIT)
             continue
+        producer_id = header.producer_id if header.is_transactional else NO_PRODUCER_ID
         for record in batch.records():
             if record.key is None:
                 stats.skipped += 1
@@ -129,7 +157,7 @@ def replay_batches(
                 elif isinstance(value, GroupMetadataValue):
                     groups[key.group] = value
             else:
-                store.replay(key, value)
+                store.replay(key, value, producer_id)
 
 
 def plan_leadership(loaded: Mapping[int, int], leading: Mapping[int, int]) -> tuple[list[int], list[tuple[int, int]]]:

@@ -7,6 +7,7 @@ The client host of a JoinGroup is the gRPC peer's address, as Kafka takes it fro
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from odradek.broker.groups.coordinator import CoordinatorError, GroupCoordinator
@@ -17,7 +18,7 @@ from odradek.broker.groups.messages import (
     LeavingMember,
     SyncGroupRequest,
 )
-from odradek.broker.groups.offsets import OffsetAndMetadata
+from odradek.broker.groups.offsets import NO_OFFSET, OffsetAndMetadata
 from odradek.client.errors import ErrorCode
 from odradek.client.structs import TopicPartition
 from odradek.proto import group_pb2 as gpb
@@ -42,6 +43,16 @@ def _optional(message: Any, name: str) -> str | None:
 
 def _code(code: int) -> ErrorCode.ValueType:
     return ErrorCode.ValueType(code)
+
+
+def _commit_offsets(topics: Iterable[gpb.OffsetCommitTopic]) -> dict[TopicPartition, OffsetAndMetadata]:
+    return {
+        TopicPartition(t.name, p.partition): OffsetAndMetadata(
+            p.committed_offset, p.committed_leader_epoch, p.committed_metadata
+        )
+        for t in topics
+        for p in t.partitions
+    }
 
 
 class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
@@ -149,13 +160,7 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         return response
 
     async def OffsetCommit(self, request, context):
-        offsets = {
-            TopicPartition(t.name, p.partition): OffsetAndMetadata(
-                p.committed_offset, p.committed_leader_epoch, p.committed_metadata
-            )
-            for t in request.topics
-            for p in t.partitions
-        }
+        offsets = _commit_offsets(request.topics)
         try:
             errors = await self.coordinator.commit_offsets(
                 request.group_id,
@@ -173,16 +178,45 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
                 topic.partitions.add(partition=p.partition, error=errors[TopicPartition(t.name, p.partition)])
         return response
 
+    async def TxnOffsetCommit(self, request, context):
+        offsets = _commit_offsets(request.topics)
+        try:
+            errors = await self.coordinator.txn_commit_offsets(
+                request.group_id,
+                request.transactional_id,
+                request.producer_id,
+                request.producer_epoch,
+                request.generation_id,
+                request.member_id,
+                _optional(request, "group_instance_id"),
+                offsets,
+            )
+        except CoordinatorError as e:
+            errors = dict.fromkeys(offsets, int(e.code))
+        response = gpb.TxnOffsetCommitResponse()
+        for t in request.topics:
+            topic = response.topics.add(name=t.name)
+            for p in t.partitions:
+                topic.partitions.add(partition=p.partition, error=_code(errors[TopicPartition(t.name, p.partition)]))
+        return response
+
     async def OffsetFetch(self, request, context):
         wanted = (
             None if request.all_topics else [TopicPartition(t.name, p) for t in request.topics for p in t.partitions]
         )
         try:
             error, offsets = self.coordinator.fetch_offsets(request.group_id, wanted)
+            unstable = (
+                self.coordinator.unstable_partitions(request.group_id, wanted)
+                if request.require_stable and error == ErrorCode.NONE
+                else set()
+            )
         except CoordinatorError as e:
             return gpb.OffsetFetchResponse(error=_code(e.code))
         response = gpb.OffsetFetchResponse(error=error)
         by_topic: dict[str, gpb.OffsetFetchTopicResponse] = {}
+        for tp in unstable:  # KIP-447: an offset about to change is not answered (a retriable error instead)
+            offsets[tp] = NO_OFFSET
         for tp, value in sorted(offsets.items()):
             topic = by_topic.get(tp.topic)
             if topic is None:
@@ -192,6 +226,7 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
                 committed_offset=value.offset,
                 committed_leader_epoch=value.leader_epoch,
                 metadata=value.metadata,
+                error=ErrorCode.UNSTABLE_OFFSET_COMMIT if tp in unstable else ErrorCode.NONE,
             )
         return response
 
