@@ -75,6 +75,7 @@ class TxnBroker(FakeBroker):
         if not request.transactional_id:
             return await super().InitProducerId(request, context)
         cluster.requests[self.node, "InitProducerId"] += 1
+        cluster.last_request["InitProducerId"] = request
         with cluster.lock:
             if self.node != COORDINATOR:
                 return pb.InitProducerIdResponse(error=ErrorCode.NOT_COORDINATOR)

@@ -59,6 +59,25 @@ def test_transactional_config_defaults_and_validation() -> None:
         assert message in str(info.value)
 
 
+def test_transaction_timeout_is_sent_with_init_producer_id(txn_cluster: TxnCluster) -> None:
+    with producer(txn_cluster, **{"transaction.timeout.ms": 12_000}) as p:
+        p.init_transactions()
+    request = txn_cluster.last_request["InitProducerId"]
+    assert (request.transactional_id, request.transaction_timeout_ms) == ("copier-0", 12_000)
+
+
+def test_read_committed_consumers_fetch_with_that_isolation_level(txn_cluster: TxnCluster) -> None:
+    from odradek.client import Consumer
+    from odradek.proto import broker_pb2 as pb
+
+    for level, wire in (("read_committed", pb.READ_COMMITTED), ("read_uncommitted", pb.READ_UNCOMMITTED)):
+        with Consumer({"bootstrap.servers": txn_cluster.bootstrap, "isolation.level": level}) as c:
+            c.assign([TopicPartition("t", 0)])
+            c.seek(TopicPartition("t", 0), 0)
+            c.poll(200)
+        assert txn_cluster.last_request["Fetch"].isolation_level == wire
+
+
 # ---- the happy path ----
 
 
