@@ -491,6 +491,19 @@ PRODUCER_KEYS: dict[str, Key] = {
         "place keyed records by stickiness instead of by key",
         (f"{CLIENT}::test_partitioner_ignore_keys_spreads_keyed_records_by_stickiness_not_by_key",),
     ),
+    "transactional.id": Key(
+        "makes the producer transactional (docs/transactions.md); needs idempotence and `acks=all`",
+        (
+            "tests/client/test_transactional_producer.py::"
+            "test_a_committed_transaction_adds_partitions_sends_offsets_and_bumps_the_epoch",
+            "tests/client/test_transactional_producer.py::test_transactional_config_defaults_and_validation",
+        ),
+    ),
+    "transaction.timeout.ms": Key(
+        "the coordinator aborts a transaction open longer than this (at most the brokers' "
+        "`transaction.max.timeout.ms`); needs a `transactional.id`",
+        ("tests/client/test_transactional_producer.py::test_transaction_timeout_is_sent_with_init_producer_id",),
+    ),
     "enable.idempotence": Key(
         "producer ids and sequences: no duplicates from retries",
         (
@@ -559,10 +572,11 @@ CONSUMER_KEYS: dict[str, Key] = {
     ),
     "max.poll.records": Key("records one poll returns at most", (f"{CONSUMER}::test_max_poll_records",)),
     "isolation.level": Key(
-        "only `read_uncommitted`: there are no transactions yet (`read_committed` is refused)",
+        "`read_committed`: only committed transactional records, up to the last stable offset; `read_uncommitted`: "
+        "everything up to the high watermark",
         (
-            "tests/client/test_config.py::test_bad_consumer_configs",
-            "tests/client/test_config.py::test_the_supported_values_of_refused_options_stay_accepted",
+            "tests/client/test_transactional_producer.py::test_read_committed_consumers_fetch_with_that_isolation_level",
+            "tests/client/test_completed_fetch.py::test_read_committed_drops_aborted_transactions",
         ),
     ),
     "check.crcs": Key(

@@ -50,6 +50,7 @@ SANS_IO_CORES = [
     "odradek.broker.groups.partitioner",
     "odradek.client.consumer.protocol",
     "odradek.client.consumer.rebalance",
+    "odradek.client.producer.transactions",
     "odradek.client.consumer.assignors",
     "odradek.client.consumer.assignors.base",
     "odradek.client.consumer.assignors.range",
