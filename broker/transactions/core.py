@@ -174,11 +174,17 @@ class TxnCore:
     def ongoing(self) -> int:
         return sum(md.state is TxnState.ONGOING for md in self.txns.values())
 
-    def needs_producer_id(self, transactional_id: str) -> bool:
-        """Whether an InitProducerId or EndTxn for the id may have to hand out a new producer id (a new id, or an
-        exhausted epoch): the shell then obtains one before the call."""
+    def needs_producer_id(self, transactional_id: str, *, ending: bool = False) -> bool:
+        """Whether an InitProducerId (or with ``ending`` an EndTxn) for the id may have to hand out a new producer
+        id (a new id, or an exhausted epoch): the shell then obtains one before the call."""
         md = self.txns.get(transactional_id)
+        if ending:
+            return md is not None and md.state is TxnState.ONGOING and epoch_exhausted(md)
         return md is None or epoch_exhausted(md)
+
+    def completions_to_retry(self) -> bool:
+        """Some transaction has its markers written but its Complete* record not (a failed write)."""
+        return any(txn_id not in self._pending for txn_id in self._markers_done)
 
     # -- requests --------------------------------------------------------------------------------------------------
 
