@@ -27,6 +27,7 @@ class Harness:
     markers: list[WriteMarkers] = field(default_factory=list)
     log: list[tuple[str, TxnMetadata | None]] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
+    last_token: int = 0  # of the newest request
     completed: list[bool] = field(default_factory=list)
     _tokens: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _pids: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
@@ -63,6 +64,7 @@ class Harness:
         return next(self._pids) if self.core.needs_producer_id(txn_id, ending=ending) else None
 
     def _answer(self, token: int) -> Reply | None:
+        self.last_token = token
         return self.replies.get(token)
 
     def init(self, txn_id: str = "t", timeout: int = TIMEOUT, pid: int = -1, epoch: int = -1) -> Reply | None:
