@@ -217,7 +217,7 @@ def snapshot_path(tmp_path: Path, offset: int) -> Path:
         lambda data: data[:3],  # torn inside the header
         lambda data: b"",
         lambda data: data[:-10] + bytes([data[-10] ^ 0x01]) + data[-9:],  # bit flip
-        lambda data: b"\x00\x02" + data[2:],  # unknown version
+        lambda data: b"\x00\x63" + data[2:],  # unknown version
         lambda data: data + b"\x00",  # trailing garbage
     ],
 )
