@@ -39,6 +39,7 @@ from odradek.broker.log.epoch_cache import LeaderEpochCache
 from odradek.broker.log.handles import SegmentHandles
 from odradek.broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Invalid, LogSegment
 from odradek.broker.log.swap import complete_swaps
+from odradek.broker.log.txn_index import TXN_INDEX_SUFFIX
 from odradek.client.errors import CorruptRecordError
 
 logger = logging.getLogger(__name__)
@@ -159,5 +160,6 @@ def remove_leftovers(directory: Path) -> None:
     logs = {p.name[: -len(LOG_SUFFIX)] for p in directory.glob("*" + LOG_SUFFIX)}
     for path in directory.iterdir():
         name = path.name
-        if any(name.endswith(s) and name[: -len(s)] not in logs for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+        suffixes = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+        if any(name.endswith(s) and name[: -len(s)] not in logs for s in suffixes):
             path.unlink(missing_ok=True)
