@@ -69,7 +69,7 @@ class TransactionIndex:
             return []
         if len(data) % ENTRY_SIZE:
             raise CorruptIndexError(f"{self.path}: {len(data)} bytes is not a whole number of entries")
-        entries = []
+        entries: list[AbortedTxnEntry] = []
         for fields in _ENTRY.iter_unpack(data):
             if fields[0] != ENTRY_VERSION:
                 raise CorruptIndexError(f"{self.path}: unknown entry version {fields[0]}")
@@ -142,7 +142,7 @@ class TransactionIndex:
     def collect(self, start: int, upper: int) -> tuple[list[AbortedTxnEntry], bool]:
         """The entries of transactions overlapping [start, upper) (marker at or after ``start``, first offset below
         ``upper``), and whether the search is complete (an entry's last stable offset reached ``upper``)."""
-        found = []
+        found: list[AbortedTxnEntry] = []
         for entry in self.entries:
             if entry.last_offset >= start and entry.first_offset < upper:
                 found.append(entry)
