@@ -190,20 +190,20 @@ def build_aborts(log: Log) -> dict[str, int]:
     """Interleaved transactions over many small segments; returns notable offsets."""
     at = {}
     at["a"] = log.append_as_leader(txn(P1, 0, count=5), 0).first_offset
-    for i in range(4):
+    for _ in range(4):
         log.append_as_leader(plain(4), 0)
     at["b"] = log.append_as_leader(txn(P2, 0, count=5), 0).first_offset
     log.append_as_leader(txn(P1, 5, count=5), 0)
     at["a_end"] = marker(log, P1, committed=False)
-    for i in range(4):
+    for _ in range(4):
         log.append_as_leader(plain(4), 0)
     at["c"] = log.append_as_leader(txn(P3, 0, count=5), 0).first_offset
     at["b_end"] = marker(log, P2, committed=True)
-    for i in range(3):
+    for _ in range(3):
         log.append_as_leader(plain(4), 0)
     at["c_end"] = marker(log, P3, committed=False)
     at["d"] = log.append_as_leader(txn(P1, 0, count=5, epoch=1), 0).first_offset
-    for i in range(3):
+    for _ in range(3):
         log.append_as_leader(plain(4), 0)
     return at
 
