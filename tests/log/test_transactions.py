@@ -300,3 +300,16 @@ def test_deleted_segments_take_their_index_along(tmp_path: Path) -> None:
     assert not list((tmp_path / "t-0").glob("*" + TXN_INDEX_SUFFIX))
     assert log.aborted_transactions(log.log_start_offset, log.log_end_offset) == []
     log.close()
+
+
+def test_a_torn_aborted_index_of_a_sealed_segment_is_rebuilt_on_a_clean_open(tmp_path: Path) -> None:
+    log = open_log(tmp_path, SMALL)
+    build_aborts(log)
+    expected = state(log)
+    log.close()
+    for path in (tmp_path / "t-0").glob("*" + TXN_INDEX_SUFFIX):
+        with open(path, "ab") as f:
+            f.write(b"\x01\x02\x03")
+    reopened = open_log(tmp_path, SMALL, clean_shutdown=True)
+    assert state(reopened) == expected
+    reopened.close()
