@@ -715,7 +715,9 @@ class Log:
         for i, batch in enumerate(batches):
             bits = view[position + _FLAGS_AT] & _TXN_BITS
             flags.append(bits)
-            if bits & CONTROL_FLAG:
+            # Only a producer's control batches are transaction markers: the metadata log's Raft control records
+            # are control batches without a producer id.
+            if bits & CONTROL_FLAG and batch[6] != NO_PRODUCER_ID:
                 markers[i] = _marker_of(next(read_batches(view[position : position + batch[1]])).records())
             position += batch[1]
         with self._lock:
