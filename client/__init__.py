@@ -2,8 +2,16 @@
 
 from odradek.client.admin import Admin, AsyncAdmin
 from odradek.client.consumer import AsyncConsumer, Consumer
-from odradek.client.producer import AsyncProducer, Producer
-from odradek.client.structs import ConsumerRecord, OffsetAndTimestamp, RecordMetadata, TopicPartition
+from odradek.client.producer import AsyncProducer, Producer, TransactionAbortedError
+from odradek.client.structs import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    GroupMetadata,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    RecordMetadata,
+    TopicPartition,
+)
 
 __all__ = [
     "Admin",
@@ -11,9 +19,13 @@ __all__ = [
     "AsyncConsumer",
     "AsyncProducer",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
+    "GroupMetadata",
+    "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "Producer",
     "RecordMetadata",
     "TopicPartition",
+    "TransactionAbortedError",
 ]

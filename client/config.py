@@ -86,10 +86,16 @@ def _acks(name: str, value: Any) -> int:
 
 
 def _isolation(name: str, value: Any) -> str:
-    level = _choice("read_uncommitted", "read_committed")(name, value)
-    if level == "read_committed":
-        raise ConfigError(f"{name}=read_committed is not supported yet: odradek has no transactions")
-    return level
+    return _choice("read_uncommitted", "read_committed")(name, value)
+
+
+def _transactional_id(name: str, value: Any) -> str | None:
+    """Unset (None) or a non-empty string: the producer's identity across restarts."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
+    return value
 
 
 def _group_name(name: str, value: Any) -> str | None:
@@ -181,13 +187,20 @@ class ProducerConfig(ClientConfig):
     max_request_size: int = option(1_048_576, _int(1))
     partitioner_ignore_keys: bool = option(False, _bool)
     enable_idempotence: bool = option(True, _bool)
+    transactional_id: str | None = option(None, _transactional_id)
+    transaction_timeout_ms: int = option(60_000, _int(1))
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> Self:
         """As Kafka (3.0+): idempotence is on by default; settings it cannot work with (acks other than all,
         retries 0, more than 5 requests in flight) are an error if it was asked for, and turn it off if it was
-        only the default."""
+        only the default. A transactional.id asks for idempotence."""
         parsed = super().from_mapping(config)
+        transactional = parsed.transactional_id is not None
+        if transactional and not parsed.enable_idempotence:
+            raise ConfigError("transactional.id needs enable.idempotence=true")
+        if not transactional and "transaction.timeout.ms" in config:
+            raise ConfigError("transaction.timeout.ms needs a transactional.id")
         if not parsed.enable_idempotence:
             return parsed
         conflicts = [
@@ -204,6 +217,8 @@ class ProducerConfig(ClientConfig):
         ]
         if not conflicts:
             return parsed
+        if transactional:
+            raise ConfigError(f"transactional.id needs: {'; '.join(conflicts)}")
         if "enable.idempotence" in config:
             raise ConfigError(f"enable.idempotence=true needs: {'; '.join(conflicts)}")
         return replace(parsed, enable_idempotence=False)

@@ -62,3 +62,7 @@ class GroupMetadata(NamedTuple):
     generation_id: int
     member_id: str
     group_instance_id: str | None
+
+
+# Kafka's name for it: what ``Consumer.group_metadata()`` returns and ``Producer.send_offsets_to_transaction`` takes.
+ConsumerGroupMetadata = GroupMetadata

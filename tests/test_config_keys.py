@@ -52,6 +52,8 @@ CLEANER_SERVICE = "tests/broker/test_log_cleaner_service.py"
 CLEANER_PASS = "tests/log/cleaner/test_cleaner_pass.py"
 CLEANER_KEYS = f"{CLEANER_SERVICE}::test_the_node_keys_become_the_cleaner_threads_settings"
 COMPACTION_IT = "tests/integration/test_compaction.py"
+TXN_CONFIG = "tests/transactions/test_coordinator_shell.py::test_the_node_keys_become_the_coordinator_config"
+TXN_RULES = "tests/transactions/test_txn_rules.py"
 
 TOPIC: dict[str, Key] = {
     "cleanup.policy": Key(
@@ -374,6 +376,29 @@ NODE: dict[str, Key] = {
         "largest request the node accepts",
         ("tests/broker/test_node_wiring.py::test_socket_request_max_bytes_refuses_a_larger_request",),
     ),
+    "transaction.state.log.num.partitions": Key(
+        "partitions of `__transaction_state` when a broker creates it on first use", (TXN_CONFIG,)
+    ),
+    "transaction.state.log.replication.factor": Key(
+        "replication factor of `__transaction_state` (capped at the registered brokers)", (TXN_CONFIG,)
+    ),
+    "transaction.state.log.min.isr": Key("min.insync.replicas of `__transaction_state`", (TXN_CONFIG,)),
+    "transaction.state.log.segment.bytes": Key("segment.bytes of `__transaction_state`", (TXN_CONFIG,)),
+    "transaction.max.timeout.ms": Key(
+        "the largest transaction.timeout.ms a producer may ask for (larger: INVALID_TRANSACTION_TIMEOUT)",
+        (TXN_CONFIG, f"{TXN_RULES}::test_a_timeout_above_the_maximum_is_refused"),
+    ),
+    "transactional.id.expiration.ms": Key(
+        "a transactional id without a transaction and unused this long is removed",
+        (TXN_CONFIG, f"{TXN_RULES}::test_an_unused_id_expires_but_not_one_with_a_transaction"),
+    ),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": Key(
+        "how often the coordinator aborts transactions past their timeout",
+        (TXN_CONFIG, f"{TXN_RULES}::test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced"),
+    ),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": Key(
+        "how often the coordinator removes expired transactional ids", (TXN_CONFIG,)
+    ),
     "offsets.topic.num.partitions": Key(
         "partitions of `__consumer_offsets` when a broker creates it on first use",
         (COORDINATOR_CONFIG, f"{GROUPS_IT}::test_find_coordinator_creates_the_offsets_topic_and_names_its_leader"),
@@ -491,6 +516,19 @@ PRODUCER_KEYS: dict[str, Key] = {
         "place keyed records by stickiness instead of by key",
         (f"{CLIENT}::test_partitioner_ignore_keys_spreads_keyed_records_by_stickiness_not_by_key",),
     ),
+    "transactional.id": Key(
+        "makes the producer transactional (docs/transactions.md); needs idempotence and `acks=all`",
+        (
+            "tests/client/test_transactional_producer.py::"
+            "test_a_committed_transaction_adds_partitions_sends_offsets_and_bumps_the_epoch",
+            "tests/client/test_transactional_producer.py::test_transactional_config_defaults_and_validation",
+        ),
+    ),
+    "transaction.timeout.ms": Key(
+        "the coordinator aborts a transaction open longer than this (at most the brokers' "
+        "`transaction.max.timeout.ms`); needs a `transactional.id`",
+        ("tests/client/test_transactional_producer.py::test_transaction_timeout_is_sent_with_init_producer_id",),
+    ),
     "enable.idempotence": Key(
         "producer ids and sequences: no duplicates from retries",
         (
@@ -559,10 +597,11 @@ CONSUMER_KEYS: dict[str, Key] = {
     ),
     "max.poll.records": Key("records one poll returns at most", (f"{CONSUMER}::test_max_poll_records",)),
     "isolation.level": Key(
-        "only `read_uncommitted`: there are no transactions yet (`read_committed` is refused)",
+        "`read_committed`: only committed transactional records, up to the last stable offset; `read_uncommitted`: "
+        "everything up to the high watermark",
         (
-            "tests/client/test_config.py::test_bad_consumer_configs",
-            "tests/client/test_config.py::test_the_supported_values_of_refused_options_stay_accepted",
+            "tests/client/test_transactional_producer.py::test_read_committed_consumers_fetch_with_that_isolation_level",
+            "tests/client/test_completed_fetch.py::test_read_committed_drops_aborted_transactions",
         ),
     ),
     "check.crcs": Key(

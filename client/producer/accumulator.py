@@ -224,6 +224,7 @@ class RecordAccumulator:
         max_bytes: int,
         muted: Collection[TopicPartition] = (),
         idempotent: bool = False,
+        allowed: Callable[[TopicPartition], bool] | None = None,
     ) -> tuple[dict[int, list[ProducerBatch]], list[ProducerBatch], float, bool]:
         """Take the batches to send now, grouped by leader. Returns them, the batches that expired
         (``delivery.timeout.ms``), when the next waiting batch becomes sendable, and whether a sendable batch has
@@ -238,7 +239,8 @@ class RecordAccumulator:
         ``max_bytes`` (at least one batch). ``muted`` partitions (a request of theirs is in flight) wait. For the
         ``idempotent`` producer a request takes at most IDEMPOTENT_BATCHES of a partition (the broker remembers that
         many per producer, so a retry of any of them is recognised), and a retried batch goes alone (a duplicate is
-        answered with its original offsets, which batches after it would not follow)."""
+        answered with its original offsets, which batches after it would not follow). A transactional producer
+        passes ``allowed``: a partition not yet added to its transaction waits (``allowed`` notes it for adding)."""
         by_node: dict[int, list[ProducerBatch]] = {}
         sizes: dict[int, int] = {}
         expired: list[ProducerBatch] = []
@@ -255,7 +257,7 @@ class RecordAccumulator:
             for tp, queue in queues:
                 while queue and queue[0].created <= expiry:
                     expired.append(self._pop(queue))
-                if not queue or tp in muted:
+                if not queue or tp in muted or (allowed is not None and not allowed(tp)):
                     leaders.append(-1)  # skipped by the second pass too
                     continue
                 leader = leader_of(tp.topic, tp.partition)

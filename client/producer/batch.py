@@ -91,9 +91,11 @@ class ProducerBatch:
     def record_count(self) -> int:
         return len(self.values)
 
-    def encode(self, compression: str) -> bytes:
+    def encode(self, compression: str, transactional: bool = False) -> bytes:
         """The v2 batch, encoded once (a retry resends the same bytes). One timestamp for the batch and no keys
-        or headers when that is what the records have: ``encode_batch``'s fastest path."""
+        or headers when that is what the records have: ``encode_batch``'s fastest path. ``transactional`` sets
+        the batch's transactional flag (a transactional producer's records, hidden from read_committed readers
+        until the transaction commits)."""
         if self.encoded is None:
             values, keys, timestamps = self.values, self.keys, self.timestamps
             first = timestamps[0]
@@ -106,6 +108,7 @@ class ProducerBatch:
                 producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch,
                 base_sequence=self.base_sequence,
+                is_transactional=transactional,
             )
         return self.encoded
 

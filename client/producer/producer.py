@@ -21,14 +21,21 @@ from typing import Any, NamedTuple, cast, overload
 from odradek.client.background import BackgroundLoop
 from odradek.client.config import ProducerConfig
 from odradek.client.connection import DEFAULT_MAX_MESSAGE_BYTES, ChannelPool
-from odradek.client.errors import ClientTimeoutError, RecordTooLargeError, UnknownTopicOrPartitionError
+from odradek.client.errors import (
+    ClientTimeoutError,
+    InvalidTxnStateError,
+    RecordTooLargeError,
+    UnknownTopicOrPartitionError,
+)
 from odradek.client.metadata import Metadata
 from odradek.client.producer.accumulator import RecordAccumulator
 from odradek.client.producer.batch import DeferredRecordFuture, Headers, RecordFuture
 from odradek.client.producer.partitioner import StickyPartitioner, murmur2
 from odradek.client.producer.sender import Sender
+from odradek.client.producer.transactions import TransactionAbortedError, TxnState
+from odradek.client.producer.txn_client import TransactionClient
 from odradek.client.record.header import HEADER_SIZE
-from odradek.client.structs import RecordMetadata
+from odradek.client.structs import GroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
 
 # Estimated framing of one record: length, attributes, timestamp and offset deltas, key and value lengths and the
 # header count take 8-12 bytes for records below 8 KiB. Used for batch.size and memory accounting only.
@@ -91,7 +98,9 @@ class AsyncProducer:
         self._pool = ChannelPool(max(DEFAULT_MAX_MESSAGE_BYTES, cfg.max_request_size + 65_536))
         self._metadata = Metadata(cfg, self._pool)
         self._accumulator = RecordAccumulator(cfg, self._wake_sender)
-        self._sender = Sender(cfg, self._metadata, self._accumulator)
+        self._txn = TransactionClient(cfg, self._metadata, self._pool) if cfg.transactional_id is not None else None
+        self._txn_manager = None if self._txn is None else self._txn.manager
+        self._sender = Sender(cfg, self._metadata, self._accumulator, self._txn)
         self._counts = self._metadata.partition_counts
         self._sticky = StickyPartitioner()
         self._sticky_current = self._sticky.current
@@ -129,7 +138,12 @@ class AsyncProducer:
         if None). Without ``partition``, a key picks the partition as Kafka does and key-less records stick to one.
         Raises TypeError/ValueError for bad arguments, RecordTooLargeError for a record above max.request.size or
         buffer.memory, UnknownTopicOrPartitionError for a partition the topic lacks: all before anything is sent.
+        With a transactional.id, only between begin_transaction() and commit or abort (InvalidTxnStateError
+        otherwise; TransactionAbortableError after the transaction failed; the fatal error once fenced).
         """
+        txn = self._txn_manager
+        if txn is not None and not self._replaying:  # a deferred record was checked when it was sent
+            txn.check_send()
         if value.__class__ is bytes:
             size = len(value) + RECORD_OVERHEAD
         else:
@@ -246,6 +260,104 @@ class AsyncProducer:
                     f"failed to allocate buffer.memory within max.block.ms ({self._max_block * 1000:.0f} ms)"
                 ) from None
 
+    # ---- transactions ----
+
+    def _transactions(self) -> TransactionClient:
+        if self._txn is None:
+            raise InvalidTxnStateError("transactions need the transactional.id config")
+        if self._closed:
+            raise RuntimeError("the producer is closed")
+        return self._txn
+
+    def _deadline(self, timeout: float | None) -> float:
+        return time.monotonic() + (self._max_block if timeout is None else timeout)
+
+    async def init_transactions(self, timeout: float | None = None) -> None:
+        """Register the transactional.id with its coordinator and get the producer id and epoch: fences any older
+        producer with the same id and completes or aborts what it left open. Call once, first. ``timeout`` in
+        seconds (max.block.ms if None); after ClientTimeoutError it may be called again."""
+        txn = self._transactions()
+        async with txn.lock:
+            await txn.init(self._deadline(timeout))
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: records sent from now on are committed or aborted together. Local only; the
+        coordinator learns of the transaction with its first partition or offsets."""
+        self._transactions().manager.begin()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_metadata: GroupMetadata,
+        timeout: float | None = None,
+    ) -> None:
+        """Commit a consumer group's positions (the offset of the next record to read, per partition) as part of
+        the transaction: visible to the group only if the transaction commits. ``group_metadata`` is the
+        consuming ``Consumer.group_metadata()``: the coordinator refuses the offsets of a member that is no longer
+        in that generation (CommitFailedError; abort and rewind)."""
+        if not isinstance(group_metadata, GroupMetadata):
+            raise TypeError(f"group_metadata must be Consumer.group_metadata(), not {type(group_metadata).__name__}")
+        checked: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if isinstance(om, int) and not isinstance(om, bool):
+                om = OffsetAndMetadata(om)
+            if not isinstance(om, OffsetAndMetadata) or om.offset < 0:
+                raise ValueError(f"offset for {tp} must be a non-negative int or OffsetAndMetadata, not {om!r}")
+            checked[TopicPartition(*tp)] = om
+        txn = self._transactions()
+        async with txn.lock:
+            if not checked:
+                txn.manager.check_send()  # still only inside a transaction
+                return
+            await txn.send_offsets(checked, group_metadata, self._deadline(timeout))
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        """Deliver every record of the transaction (flush), then commit it. On TransactionAbortableError (or any
+        error but the fatal ones) call abort_transaction(); on ProducerFencedError close the producer. After
+        ClientTimeoutError it may be called again."""
+        txn = self._transactions()
+        deadline = self._deadline(timeout)
+        async with txn.lock:
+            manager = txn.manager
+            manager.begin_commit()
+            await self.flush(max(0.0, deadline - time.monotonic()))
+            if manager.has_error:
+                raise manager.refusal("commit_transaction()") from manager.error
+            await txn.end(deadline)
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: records not yet sent are dropped (their futures fail with
+        TransactionAbortedError), those sent are hidden from read_committed readers, offsets sent to it are not
+        committed. The way out of a failed (abortable) transaction."""
+        txn = self._transactions()
+        deadline = self._deadline(timeout)
+        async with txn.lock:
+            txn.manager.begin_abort()
+            await self._drop_deferred(TransactionAbortedError("record dropped unsent: the transaction was aborted"))
+            self._sender.abort_unsent()
+            await self._wait_in_flight(max(0.0, deadline - time.monotonic()))
+            await txn.end(deadline)
+
+    async def _drop_deferred(self, error: BaseException) -> None:
+        if self._replay is not None:
+            self._replay.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._replay
+        while self._deferred:
+            self._deferred.popleft().future.set_exception(error)
+
+    async def _wait_in_flight(self, timeout: float) -> None:
+        """Wait for the batches already sent to be answered (an abort must not overtake them)."""
+        batches = self._accumulator.begin_flush()
+        try:
+            async with asyncio.timeout(timeout):
+                for batch in batches:
+                    await batch.wait()
+        except TimeoutError:
+            raise ClientTimeoutError(f"records in flight not answered within {timeout} s") from None
+        finally:
+            self._accumulator.end_flush()
+
     # ---- the rest of the API ----
 
     async def send_and_wait(
@@ -285,6 +397,11 @@ class AsyncProducer:
         undelivered fail with ClientTimeoutError."""
         if self._closed:
             return
+        manager = self._txn_manager
+        if manager is not None and manager.state in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR):
+            # As Kafka: an open transaction is aborted rather than left to time out at the coordinator.
+            with contextlib.suppress(Exception):
+                await self.abort_transaction(timeout)
         with contextlib.suppress(ClientTimeoutError):
             await self.flush(timeout)
         self._closed = True
@@ -296,6 +413,8 @@ class AsyncProducer:
         while self._deferred:
             self._deferred.popleft().future.set_exception(ClientTimeoutError("producer closed before sending"))
         await self._sender.stop()
+        if self._txn is not None:
+            await self._txn.close()
         await self._metadata.close()
         await self._pool.close()
 
@@ -349,6 +468,29 @@ class Producer:
 
     def flush(self, timeout: float | None = None) -> None:
         self._loop.run(self._core.flush(timeout))
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self._loop.run(self._core.init_transactions(timeout))
+
+    def begin_transaction(self) -> None:
+        self._loop.run(self._begin())
+
+    async def _begin(self) -> None:
+        self._core.begin_transaction()  # on the loop, where the transaction's state changes
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_metadata: GroupMetadata,
+        timeout: float | None = None,
+    ) -> None:
+        self._loop.run(self._core.send_offsets_to_transaction(offsets, group_metadata, timeout))
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        self._loop.run(self._core.commit_transaction(timeout))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._loop.run(self._core.abort_transaction(timeout))
 
     def partitions_for(self, topic: str) -> list[int]:
         return self._loop.run(self._core.partitions_for(topic))

@@ -32,6 +32,8 @@ from odradek.client.metadata import Metadata, rpc_error
 from odradek.client.producer.accumulator import RecordAccumulator
 from odradek.client.producer.batch import ProducerBatch
 from odradek.client.producer.idempotence import ProducerIdentity
+from odradek.client.producer.transactions import TransactionAbortedError, TxnState
+from odradek.client.producer.txn_client import TransactionClient
 from odradek.client.structs import TopicPartition
 from odradek.proto import broker_pb2 as pb
 
@@ -58,7 +60,13 @@ _ProduceCall = grpc.aio.UnaryUnaryCall[pb.ProduceRequest, pb.ProduceResponse]
 
 
 class Sender:
-    def __init__(self, config: ProducerConfig, metadata: Metadata, accumulator: RecordAccumulator) -> None:
+    def __init__(
+        self,
+        config: ProducerConfig,
+        metadata: Metadata,
+        accumulator: RecordAccumulator,
+        txn: TransactionClient | None = None,
+    ) -> None:
         self._metadata = metadata
         self._accumulator = accumulator
         self._acks = config.acks
@@ -79,6 +87,14 @@ class Sender:
         self._throttled: dict[int, float] = {}  # node -> monotonic time its throttle ends
         self._requests: set[asyncio.Task[None]] = set()
         self._identity = ProducerIdentity() if config.enable_idempotence else None
+        # A transactional producer: its identity comes from init_transactions() and every EndTxn, never from a
+        # local epoch bump; a partition's batches wait until the partition is in the transaction.
+        self._txn = txn
+        self._transactional_id = ""
+        if txn is not None:
+            self._identity = txn.identity
+            self._transactional_id = txn.manager.transactional_id
+            txn.wake_sender = self.wakeup
         self._init_task: asyncio.Task[None] | None = None
         self._calls: dict[_ProduceCall, tuple[int, list[ProducerBatch], float]] = {}
         self._abandoned: set[_ProduceCall] = set()
@@ -141,14 +157,27 @@ class Sender:
         accumulator.wakeup_pending = False
         now = time.monotonic()
         identity = self._identity
-        if identity is not None and (not identity.ready or identity.needs_new_id):
+        txn = self._txn
+        allowed = None
+        if txn is not None:
+            self._drop_if_ending(txn)
+            allowed = txn.manager.send_allowed
+        elif identity is not None and (not identity.ready or identity.needs_new_id):
             if self._init_task is None:
                 self._init_task = self._loop.create_task(self._init_producer_id())
             return float("inf")  # woken when the producer id arrives
         while True:
             by_node, expired, next_ready, unknown_leader = accumulator.drain(
-                now, self._metadata.leader, self._can_send, self._max_request_size, self._muted, identity is not None
+                now,
+                self._metadata.leader,
+                self._can_send,
+                self._max_request_size,
+                self._muted,
+                identity is not None,
+                allowed,
             )
+            if txn is not None:
+                txn.maybe_add_partitions()
             for batch in expired:
                 self._fail(batch, ClientTimeoutError(self._expiry_message(batch, now)))
             if unknown_leader:
@@ -164,6 +193,24 @@ class Sender:
                 task.add_done_callback(self._requests.discard)
             if not by_node:
                 return min([next_ready, *(t for t in self._throttled.values() if t > now)])
+
+    def _drop_if_ending(self, txn: TransactionClient) -> None:
+        """While the transaction is being aborted, or has failed, its unsent batches (retries included) are
+        dropped: they must not reach a partition now."""
+        manager = txn.manager
+        if manager.state not in (TxnState.ABORTING_TRANSACTION, TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR):
+            return
+        unsent = self._accumulator.unsent()
+        if unsent:
+            reason = "aborted" if manager.error is None else f"failed: {manager.error}"
+            error = TransactionAbortedError(f"record dropped unsent: the transaction {reason}")
+            for batch in unsent:
+                self._fail(batch, error)
+
+    def abort_unsent(self) -> None:
+        """On abort_transaction(): drop the unsent batches now (the next drain would too)."""
+        if self._txn is not None:
+            self._drop_if_ending(self._txn)
 
     async def _init_producer_id(self) -> None:
         """Get a producer id (or, past the largest epoch, a new one) from any broker; retry until one answers."""
@@ -205,8 +252,10 @@ class Sender:
         topics: dict[str, dict[int, list[ProducerBatch]]] = {}
         for batch in batches:
             topics.setdefault(batch.topic, {}).setdefault(batch.partition, []).append(batch)
+        transactional = self._txn is not None
         return pb.ProduceRequest(
             acks=self._acks,
+            transactional_id=self._transactional_id,
             timeout_ms=self._timeout_ms,
             client_id=self._client_id,
             topics=[
@@ -215,7 +264,7 @@ class Sender:
                     partitions=[
                         pb.ProducePartition(
                             partition=partition,
-                            records=b"".join([b.encode(compression) for b in group]),
+                            records=b"".join([b.encode(compression, transactional) for b in group]),
                         )
                         for partition, group in partitions.items()
                     ],
@@ -333,7 +382,10 @@ class Sender:
             self._accumulator.reenqueue(retry)
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
-        if self._identity is not None:
+        if self._txn is not None:
+            # The transaction cannot commit now; its abort bumps the epoch at the coordinator (sequences restart).
+            self._txn.manager.on_batch_failed(error)
+        elif self._identity is not None:
             self._identity.bump_epoch(batch)  # the broker's view of its sequence is unknown now
         batch.fail(error)
         self._accumulator.release(batch)

@@ -126,8 +126,6 @@ def test_bootstrap_servers_is_required() -> None:
         ({"partition.assignment.strategy": ""}, "at least one assignor is required"),
         ({"partition.assignment.strategy": "range,range"}, "an assignor is listed twice"),
         ({"partition.assignment.strategy": 3}, "must be a comma-separated list of assignor names"),
-        ({"isolation.level": "read_committed"}, "isolation.level=read_committed is not supported yet"),
-        ({"isolation.level": "READ_COMMITTED"}, "isolation.level=read_committed is not supported yet"),
     ],
 )
 def test_bad_consumer_configs(config: dict, message: str) -> None:
@@ -137,10 +135,11 @@ def test_bad_consumer_configs(config: dict, message: str) -> None:
 
 
 def test_the_supported_values_of_refused_options_stay_accepted() -> None:
-    """isolation.level is refused only for what odradek cannot do yet, not for its default; group.id may be
-    unset."""
+    """Both isolation levels are accepted (read_committed since transactions); group.id may be unset."""
     c = ConsumerConfig.from_mapping({**SERVERS, "group.id": None, "isolation.level": "read_uncommitted"})
     assert (c.group_id, c.isolation_level) == (None, "read_uncommitted")
+    c = ConsumerConfig.from_mapping({**SERVERS, "isolation.level": "READ_COMMITTED"})
+    assert c.isolation_level == "read_committed"
 
 
 def test_config_error_is_one_clear_type() -> None:
