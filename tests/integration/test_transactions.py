@@ -145,9 +145,11 @@ def test_an_open_transaction_is_aborted_at_its_timeout_and_a_late_commit_is_fenc
 
 
 def test_a_timeout_above_the_maximum_is_refused(odradek_cluster) -> None:
-    with producer(odradek_cluster, "t-too-long", **{"transaction.timeout.ms": 120000}) as p:
-        with pytest.raises(InvalidTransactionTimeoutError):
-            p.init_transactions()
+    with (
+        producer(odradek_cluster, "t-too-long", **{"transaction.timeout.ms": 120000}) as p,
+        pytest.raises(InvalidTransactionTimeoutError),
+    ):
+        p.init_transactions()
 
 
 def test_send_outside_a_transaction_is_refused(odradek_cluster) -> None:
@@ -178,7 +180,7 @@ def test_raw_bad_input_gets_typed_errors_and_nothing_is_visible(odradek_cluster,
         leader = admin.describe_topic("other").partitions[0].leader
     finally:
         admin.close()
-    data, txn = broker_stubs[leader]
+    data, _ = broker_stubs[leader]
     init = data.InitProducerId(pb.InitProducerIdRequest(producer_id=-1), timeout=10)
 
     def batch(value: bytes) -> bytes:
