@@ -11,9 +11,10 @@ from typing import Any
 import grpc
 import pytest
 
-from odradek.client import Admin, Consumer, Producer, TopicPartition
+from odradek.client import Admin, Consumer, ConsumerGroupMetadata, OffsetAndMetadata, Producer, TopicPartition
 from odradek.client.connection import channel_options
 from odradek.client.errors import (
+    CommitFailedError,
     ErrorCode,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
@@ -231,3 +232,48 @@ def test_raw_bad_input_gets_typed_errors_and_nothing_is_visible(odradek_cluster,
     assert txn.EndTxn(other, timeout=10).error == ErrorCode.INVALID_PRODUCER_ID_MAPPING
     rows = read(odradek_cluster, {"other": 1}, "read_uncommitted", 2.0)
     assert values(rows, b"raw-") == []
+
+
+def test_offsets_sent_to_a_transaction_are_committed_with_it_and_a_stale_generation_is_refused(odradek_cluster) -> None:
+    servers = odradek_cluster.bootstrap_servers
+    with Producer({"bootstrap.servers": servers}) as plain:
+        for i in range(20):
+            plain.send("in", b"offsets-%d" % i, partition=0)
+    tp = TopicPartition("in", 0)
+    with (
+        Consumer(
+            {
+                "bootstrap.servers": servers,
+                "group.id": "g-txn",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        ) as consumer,
+        producer(odradek_cluster, "t-offsets") as p,
+    ):
+        consumer.subscribe(["in"])
+        wait_for(lambda: consumer.poll(timeout_ms=200) or None, 30, what="records for the group member")
+        metadata = consumer.group_metadata()
+        assert metadata.generation_id > 0
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("out", b"derived", partition=1)
+        p.send_offsets_to_transaction({tp: OffsetAndMetadata(7)}, metadata)
+        p.commit_transaction()
+        # Visible once the COMMIT marker reached the group's offsets partition (written after EndTxn answers).
+        wait_for(lambda: (c := consumer.committed([tp])[tp]) is not None and c.offset == 7, 15, what="the offsets")
+        p.begin_transaction()
+        p.send_offsets_to_transaction({tp: OffsetAndMetadata(9)}, metadata)
+        p.abort_transaction()
+        p.begin_transaction()  # waits for the abort's markers (CONCURRENT_TRANSACTIONS until then)
+        p.send("out", b"after-abort", partition=1).result(10)
+        assert consumer.committed([tp])[tp].offset == 7
+        p.abort_transaction()
+        # A zombie of an earlier generation (KIP-447): refused, and the transaction can only be aborted.
+        p.begin_transaction()
+        stale = ConsumerGroupMetadata(metadata.group_id, metadata.generation_id - 1, metadata.member_id, None)
+        with pytest.raises(CommitFailedError):
+            p.send_offsets_to_transaction({tp: OffsetAndMetadata(11)}, stale)
+        p.abort_transaction()
+        assert consumer.committed([tp])[tp].offset == 7
