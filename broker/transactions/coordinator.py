@@ -51,6 +51,7 @@ logger = logging.getLogger(__name__)
 LOAD_READ_BYTES = 1 << 20
 HW_POLL_S = 1.0  # a loading partition re-checks its high watermark at least this often
 RETRY_COMPLETE_S = 0.2  # how soon a failed Complete* write is tried again
+CONCURRENT_HOLD_S = 1.0  # how long AddPartitionsToTxn/AddOffsetsToTxn wait for the previous transaction to complete
 
 
 class ProducerIds(Protocol):
@@ -103,6 +104,9 @@ class TxnStatePartition:
         self.unloaded = False
         self.waiters: dict[int, asyncio.Future[Reply]] = {}
         self.wake = asyncio.Event()
+        # Set (and replaced) whenever a write of this partition's log or a transaction's markers completes: requests
+        # held on CONCURRENT_TRANSACTIONS try again then (TransactionCoordinator._call_when_settled).
+        self.settled = asyncio.Event()
         self.tasks: set[asyncio.Task[None]] = set()
 
     def current(self) -> bool:
@@ -336,7 +340,7 @@ class TransactionCoordinator:
                 for p in partitions
             }
         core = tp.core
-        reply = await self._call(
+        reply = await self._call_when_settled(
             tp,
             lambda token: core.add_partitions(
                 token, transactional_id, producer_id, producer_epoch, partitions, self.clock()
@@ -365,7 +369,7 @@ class TransactionCoordinator:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE  # no group has a coordinator yet
         count = len(offsets.partitions)
         core = tp.core
-        reply = await self._call(
+        reply = await self._call_when_settled(
             tp,
             lambda token: core.add_offsets(
                 token, transactional_id, producer_id, producer_epoch, group_id, count, self.clock()
@@ -484,6 +488,28 @@ class TransactionCoordinator:
         if tp.unloaded:
             return
         self._apply(tp, tp.core.on_persisted(persist_id, code, self.clock()))
+        self._settled(tp)
+
+    @staticmethod
+    def _settled(tp: TxnStatePartition) -> None:
+        tp.settled.set()
+        tp.settled = asyncio.Event()
+
+    async def _call_when_settled(self, tp: TxnStatePartition, request: Callable[[int], Output]) -> Reply:
+        """``_call``, but a CONCURRENT_TRANSACTIONS answer (the id's previous transaction is still writing its
+        markers and its completion) is held and the request tried again each time a write of the partition
+        completes, for up to CONCURRENT_HOLD_S. The producer would otherwise retry after a backoff: with
+        transactions following each other, that wait was most of a short transaction's cost."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CONCURRENT_HOLD_S
+        while True:
+            settled = tp.settled
+            reply = await self._call(tp, request)
+            remaining = deadline - loop.time()
+            if reply.error != ErrorCode.CONCURRENT_TRANSACTIONS or remaining <= 0 or not tp.current():
+                return reply
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(settled.wait(), remaining)
 
     async def _write_markers(self, tp: TxnStatePartition, action: WriteMarkers) -> None:
         written = await self.markers.write(action, tp.epoch)
@@ -502,6 +528,7 @@ class TransactionCoordinator:
                     action.transactional_id, action.producer_id, action.producer_epoch, self.clock()
                 ),
             )
+            self._settled(tp)
 
     async def _timers(self, tp: TxnStatePartition) -> None:
         """Abort timed-out transactions, retry failed Complete* writes, expire unused ids."""

@@ -186,6 +186,26 @@ async def test_the_next_coordinator_writes_the_markers_the_first_left_unwritten(
     await second.close()
 
 
+async def test_adding_a_partition_while_the_last_transaction_completes_waits_for_it(cluster) -> None:
+    """AddPartitionsToTxn arriving while the previous transaction's markers are still being written is held until
+    the transaction completes (not answered CONCURRENT_TRANSACTIONS for the producer to retry after a backoff), and
+    is answered CONCURRENT_TRANSACTIONS only if that takes longer than the hold."""
+    c = coordinator(cluster)
+    await until(lambda: c.partitions[0].loaded, "the partition loads")
+    _, pid, epoch = await c.init_producer_id("tx", 60_000)
+    await c.add_partitions("tx", pid, epoch, [TP])
+    cluster.acknowledge = False  # markers are refused until the test lets them through
+    _, pid, epoch = await c.end_txn("tx", pid, epoch, True)
+    add = asyncio.ensure_future(c.add_partitions("tx", pid, epoch, [TP]))
+    await cluster.sent.wait()
+    await asyncio.sleep(0.05)
+    assert not add.done() and state(c) is TxnState.PREPARE_COMMIT
+    cluster.acknowledge = True
+    assert await asyncio.wait_for(add, 5) == (ErrorCode.NONE, {TP: ErrorCode.NONE})
+    assert state(c) is TxnState.ONGOING
+    await c.close()
+
+
 def test_the_node_keys_become_the_coordinator_config() -> None:
     base = {"process.roles": "broker", "node.id": 4, "controller.quorum.voters": "1@127.0.0.1:7001"}
     config = NodeConfig(
