@@ -33,11 +33,21 @@ from odradek.broker.log_dirs import log_dir_gauges, log_dir_usage
 from odradek.broker.metrics import NodeMetrics, gauge
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager, broker_log_config
+from odradek.broker.transactions.coordinator import TransactionCoordinator, TxnCoordinatorConfig
+from odradek.broker.transactions.markers import MarkerChannel, grpc_sender
+from odradek.broker.transactions.records import TRANSACTION_STATE_TOPIC
+from odradek.broker.transactions.service import TransactionsService
+from odradek.broker.txn_markers import PartitionTransactions
+from odradek.broker.txn_verifier import TxnVerifier
+from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode, StorageError
+from odradek.client.structs import TopicPartition
 from odradek.controller.metadata.state_machine import MetadataStateMachine
 from odradek.proto import controller_pb2 as cpb
 
 logger = logging.getLogger(__name__)
+
+MARKER_RPC_TIMEOUT_S = 30.0  # one WriteTxnMarkers call: the leader answers once the marker is replicated
 
 # One step of a graceful stop, bounded in time by the node.
 Step = Callable[[str, Awaitable[object]], Awaitable[None]]
@@ -100,6 +110,20 @@ class BrokerRole:
             c.node_id, lambda: self.replicas.image, CoordinatorConfig.from_node(c), self._create_offsets_topic
         )
         self.replicas.add_leadership_listener(self.groups.on_leadership)
+        self.producer_ids = ProducerIdManager(c.node_id, self._broker_epoch, self.lifecycle.call)
+        self._marker_pool = ChannelPool()
+        image = lambda: self.replicas.image  # noqa: E731
+        self.transactions = TransactionCoordinator(
+            c.node_id,
+            image,
+            TxnCoordinatorConfig.from_node(c),
+            self._create_transaction_state_topic,
+            self.producer_ids,
+            MarkerChannel(image, grpc_sender(image, self._marker_pool, MARKER_RPC_TIMEOUT_S)),
+        )
+        self.replicas.add_leadership_listener(self.transactions.on_leadership)
+        self.partition_transactions = PartitionTransactions(self.replicas, self.groups.on_txn_marker)
+        self.verifier = TxnVerifier(c.node_id, self.transactions.find_coordinator, self._verify_locally)
         self.cleaner = BrokerLogCleaner(c, self.logs, self.replicas)
         self.end_offsets = EndOffsetPoller(
             lambda: {tp for offsets in self.groups.committed_offsets().values() for tp in offsets},
@@ -154,14 +178,43 @@ class BrokerRole:
             self.metrics,
             controller_id=controller_id,
             session_valid=self.lifecycle.session_valid,
-            producer_ids=ProducerIdManager(c.node_id, self._broker_epoch, self.lifecycle.call),
+            producer_ids=self.producer_ids,
             fetch_max_bytes=c["fetch.max.bytes"],
             uncleanable=self.cleaner.uncleanable,
+            verifier=self.verifier,
+            transactions=self.transactions,
         )
 
     def group_service(self) -> GroupCoordinatorService:
-        """The group coordinator served on the broker listener."""
-        return GroupCoordinatorService(self.groups)
+        """The group coordinator served on the broker listener (FindCoordinator answers for transactions too)."""
+        return GroupCoordinatorService(self.groups, self.transactions.find_coordinator)
+
+    def transactions_service(self) -> TransactionsService:
+        """The transaction coordinator and the partition leaders' marker writes, on the broker listener."""
+        return TransactionsService(self.transactions, self.partition_transactions)
+
+    async def _verify_locally(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """Verification when this broker is the producer's coordinator: no round trip."""
+        error, answers = self.transactions.verify(transactional_id, producer_id, producer_epoch, partitions)
+        return dict.fromkeys(partitions, error) if error != ErrorCode.NONE else answers
+
+    async def _create_transaction_state_topic(self, partitions: int, replication_factor: int) -> None:
+        """The transaction state topic on first use (FindCoordinator for a transactional id), created by the
+        active controller with transaction.state.log.min.isr and .segment.bytes."""
+        c = self.config
+        request = cpb.CreateInternalTopicRequest(
+            broker_id=c.node_id,
+            name=TRANSACTION_STATE_TOPIC,
+            num_partitions=partitions,
+            replication_factor=replication_factor,
+            segment_bytes=c["transaction.state.log.segment.bytes"],
+            min_insync_replicas=c["transaction.state.log.min.isr"],
+        )
+        response = await self.lifecycle.call("CreateInternalTopic", request)
+        if response is not None and response.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+            logger.warning("creating %s failed: %s", TRANSACTION_STATE_TOPIC, response.error_message or response.error)
 
     async def _create_offsets_topic(self, partitions: int, replication_factor: int) -> None:
         """The offsets topic on first use, created by the active controller (it caps the replication factor)."""
@@ -195,6 +248,9 @@ class BrokerRole:
             await asyncio.gather(self._group_lag_task, return_exceptions=True)
         await step("group-lag", self.end_offsets.close())
         await step("groups", self.groups.close())
+        await step("transactions", self.transactions.close())
+        await step("transaction-channels", self._close_transaction_channels())
+        await step("producer-ids", self.producer_ids.close())
         await step("isr", self.isr_changes.stop())
         await step("fetchers", self.fetchers.close())
         await step("lifecycle", self.lifecycle.stop())
@@ -207,6 +263,10 @@ class BrokerRole:
             await asyncio.gather(self._log_task, return_exceptions=True)
         await asyncio.to_thread(self.cleaner.stop)
         self.logs.close(self.lifecycle.broker_epoch)
+
+    async def _close_transaction_channels(self) -> None:
+        await self.verifier.close()
+        await self._marker_pool.close()
 
     def gauges(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         """The broker's state gauges, read at scrape time."""
@@ -251,8 +311,23 @@ class BrokerRole:
             hw.add_metric(labels, p.log.high_watermark)
         yield leo
         yield hw
+        lso = gauge("odradek_last_stable_offset", "last stable offset (led partitions)", ["topic", "partition"])
+        lso_lag = gauge(
+            "odradek_last_stable_offset_lag",
+            "high watermark minus last stable offset: offsets read_committed consumers wait for (led partitions)",
+            ["topic", "partition"],
+        )
+        for p in partitions:
+            if p.is_leader and not p.log.offline:
+                labels = [p.topic, str(p.partition)]
+                stable = p.log.last_stable_offset
+                lso.add_metric(labels, stable)
+                lso_lag.add_metric(labels, p.log.high_watermark - stable)
+        yield lso
+        yield lso_lag
         yield from log_dir_gauges(log_dir_usage(self.logs))
         yield from self.groups.metrics()
+        yield from self.transactions.metrics()
         yield from self._group_lag_gauges()
         yield from self.cleaner.gauges()
 

@@ -267,6 +267,15 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "group.min.session.timeout.ms": (_at_least(1), 6000),
     "group.max.session.timeout.ms": (_at_least(1), 1800000),
     "group.max.size": (_at_least(1), 2**31 - 1),
+    # the transaction coordinator (Kafka's names and defaults)
+    "transaction.state.log.num.partitions": (_at_least(1), 50),
+    "transaction.state.log.replication.factor": (_at_least(1), 3),
+    "transaction.state.log.min.isr": (_at_least(1), 2),
+    "transaction.state.log.segment.bytes": (_at_least(14), 104857600),
+    "transaction.max.timeout.ms": (_at_least(1), 900000),
+    "transactional.id.expiration.ms": (_at_least(1), 604800000),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_at_least(1), 10000),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (_at_least(1), 3600000),
     "socket.request.max.bytes": (_int, 104857600),
 }
 

@@ -28,7 +28,19 @@ from odradek.broker.metrics import NodeMetrics
 from odradek.broker.partition import FollowerRead, LowWatermark, Partition
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager, monotonic_ms
-from odradek.client.errors import ErrorCode, InvalidRequestError, NotLeaderOrFollowerError, OdradekError
+from odradek.broker.transactions.coordinator import TransactionCoordinator
+from odradek.broker.txn_verifier import TxnVerifier
+from odradek.client.errors import (
+    ErrorCode,
+    InvalidRequestError,
+    InvalidTxnStateError,
+    NotLeaderOrFollowerError,
+    OdradekError,
+    error_for_code,
+    error_name,
+)
+from odradek.client.record.header import HEADER_SIZE, TRANSACTIONAL_FLAG, parse_header
+from odradek.client.structs import TopicPartition
 from odradek.controller.metadata.image import MetadataImage
 from odradek.controller.topics import INTERNAL_TOPICS
 from odradek.proto import broker_pb2 as pb
@@ -60,6 +72,23 @@ def _leader_hint(image: MetadataImage, topic: str, partition: int) -> common_pb2
 DEFAULT_FETCH_MAX_BYTES = 57_671_680
 
 
+_ATTRIBUTES_LOW_BYTE = 22  # the low byte of a batch's attributes, which holds the transactional flag
+
+
+def _transactional_without_id(request: pb.ProduceRequest) -> dict[tuple[str, int], OdradekError]:
+    """Transactional batches in a request without a transactional id are refused: no coordinator could verify or
+    end their transaction. One byte per partition, so plain produce requests pay next to nothing."""
+    refused: dict[tuple[str, int], OdradekError] = {}
+    for t in request.topics:
+        for p in t.partitions:
+            records = p.records
+            if len(records) > _ATTRIBUTES_LOW_BYTE and records[_ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_FLAG:
+                refused[(t.name, p.partition)] = InvalidTxnStateError(
+                    "a transactional batch needs the producer's transactional id in the request"
+                )
+    return refused
+
+
 class _FetchKind(NamedTuple):
     """What differs between a consumer's and a follower's pass over a Fetch request's partitions."""
 
@@ -82,6 +111,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         producer_ids: ProducerIdManager | None = None,
         fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES,
         uncleanable: Callable[[], Mapping[tuple[str, int], str]] = dict,
+        verifier: TxnVerifier | None = None,
+        transactions: TransactionCoordinator | None = None,
     ) -> None:
         self.metrics = metrics or NodeMetrics(broker_id)
         self.broker_id = broker_id
@@ -98,6 +129,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self.fetch_max_bytes = fetch_max_bytes
         # The log cleaner's uncleanable partitions and why (DescribeLogDirs reports them).
         self.uncleanable = uncleanable
+        # Asks transaction coordinators about a producer's first transactional batch on a partition.
+        self.verifier = verifier
+        # This broker's transaction coordinator: InitProducerId with a transactional id goes there.
+        self.transactions = transactions
 
     @property
     def image(self) -> MetadataImage:
@@ -178,6 +213,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         get = self.replicas.get
         acks = request.acks
         lost_session = not self.session_valid()
+        if request.transactional_id:
+            refused = await self._verify_transactional(request) if not lost_session else {}
+        else:
+            refused = _transactional_without_id(request)
         waits: list[tuple[pb.ProducePartitionResponse, str, asyncio.Future]] = []
         for t in request.topics:
             name = t.name
@@ -192,6 +231,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                         )
                     if lost_session:
                         raise NotLeaderOrFollowerError(f"broker {self.broker_id} has no controller session")
+                    if refused and (error := refused.get((name, index))) is not None:
+                        raise error
                     partition = get(name, index)
                     info = partition.append_as_leader(p.records, acks=acks)
                 except OdradekError as e:
@@ -214,6 +255,45 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         if waits:
             await self._wait_for_commit(waits, request.timeout_ms)
         return response
+
+    async def _verify_transactional(self, request: pb.ProduceRequest) -> dict[tuple[str, int], OdradekError]:
+        """The partitions of a transactional produce request that must not be appended, with their errors: a
+        producer's first transactional batch on a partition that its coordinator does not list in the producer's ongoing
+        transaction (txn_verifier.py). Anything else is left to the append, which has the right errors."""
+        refused: dict[tuple[str, int], OdradekError] = {}
+        pending: dict[tuple[int, int], list[TopicPartition]] = {}
+        partitions = self.replicas.partitions
+        for t in request.topics:
+            for p in t.partitions:
+                if len(p.records) < HEADER_SIZE:
+                    continue
+                header = parse_header(p.records)
+                if not header.is_transactional:
+                    continue
+                partition = partitions.get((t.name, p.partition))
+                if partition is None or not partition.is_leader:
+                    continue
+                pid, epoch = header.producer_id, header.producer_epoch
+                if not partition.log.has_ongoing_transaction(pid, epoch):
+                    pending.setdefault((pid, epoch), []).append(TopicPartition(t.name, p.partition))
+        if pending and self.verifier is None:
+            for tps in pending.values():
+                for tp in tps:
+                    refused[(tp.topic, tp.partition)] = OdradekError(
+                        "this broker cannot verify transactions", code=ErrorCode.NOT_ENOUGH_REPLICAS
+                    )
+        elif pending:
+            assert self.verifier is not None
+            for (pid, epoch), tps in pending.items():
+                answers = await self.verifier.verify(request.transactional_id, pid, epoch, tps)
+                for tp, code in answers.items():
+                    if code != ErrorCode.NONE:
+                        refused[(tp.topic, tp.partition)] = error_for_code(
+                            code,
+                            f"{tp.topic}-{tp.partition} is not in the ongoing transaction of producer {pid}"
+                            f" at epoch {epoch} ({error_name(code)})",
+                        )
+        return refused
 
     async def _wait_for_commit(
         self, waits: list[tuple[pb.ProducePartitionResponse, str, asyncio.Future]], timeout_ms: int
@@ -267,11 +347,15 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 r = add(
                     partition=index,
                     high_watermark=read.high_watermark,
-                    last_stable_offset=read.high_watermark,
+                    last_stable_offset=read.high_watermark if read.last_stable_offset < 0 else read.last_stable_offset,
                     log_start_offset=read.log_start_offset,
                     log_end_offset=read.log_end_offset,
                     all_replicas_offset=read.all_replicas_offset,
                 )
+                if read.aborted:
+                    add_aborted = r.aborted_transactions.add
+                    for txn in read.aborted:
+                        add_aborted(producer_id=txn.producer_id, first_offset=txn.first_offset)
                 if read.diverging is not None:
                     r.diverging_epoch.epoch = read.diverging.epoch
                     r.diverging_epoch.end_offset = read.diverging.end_offset
@@ -299,7 +383,14 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
         def read(partition: Partition, fp, max_bytes: int) -> FollowerRead:
             data = partition.read(fp.fetch_offset, max_bytes, fp.current_leader_epoch)
-            return FollowerRead(data, None, data.high_watermark, data.log_start_offset, data.log_end_offset)
+            lso = min(data.high_watermark, partition.log.last_stable_offset)
+            return FollowerRead(data, None, data.high_watermark, data.log_start_offset, data.log_end_offset, -1, lso)
+
+        def read_committed(partition: Partition, fp, max_bytes: int) -> FollowerRead:
+            data, lso, aborted = partition.read_committed(fp.fetch_offset, max_bytes, fp.current_leader_epoch)
+            return FollowerRead(
+                data, None, data.high_watermark, data.log_start_offset, data.log_end_offset, -1, lso, aborted
+            )
 
         def on_error(r: pb.FetchPartitionResponse, topic: str, e: OdradekError) -> None:
             r.log_start_offset = -1
@@ -309,7 +400,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     r.current_leader.CopyFrom(hint)
 
         max_bytes = min(request.max_bytes if request.max_bytes > 0 else 1 << 62, self.fetch_max_bytes)
-        return _FetchKind(read, on_error, max_bytes, count_bytes_out=True)
+        committed = request.isolation_level == pb.READ_COMMITTED
+        return _FetchKind(read_committed if committed else read, on_error, max_bytes, count_bytes_out=True)
 
     def _follower_fetch(self, request) -> _FetchKind | None:
         """A follower's fetch: records up to the log end offset, divergence answers, and its progress recorded
@@ -391,7 +483,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 try:
                     partition = self.replicas.get(t.name, lp.partition)
                     partition.check_leader(lp.current_leader_epoch)
-                    offset, timestamp = self._offset_for(partition, lp.timestamp)
+                    offset, timestamp = self._offset_for(
+                        partition, lp.timestamp, request.isolation_level == pb.READ_COMMITTED
+                    )
                     results.append(
                         pb.ListOffsetsPartitionResponse(
                             partition=lp.partition,
@@ -412,18 +506,20 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return pb.ListOffsetsResponse(topics=topics)
 
     @staticmethod
-    def _offset_for(partition: Partition, timestamp: int) -> tuple[int, int]:
+    def _offset_for(partition: Partition, timestamp: int, read_committed: bool = False) -> tuple[int, int]:
         """The answer for one partition. While a new leader's high watermark catches up, LATEST (and a timestamp
-        not found below it) is OFFSET_NOT_AVAILABLE rather than an end older than one already given out."""
+        not found below it) is OFFSET_NOT_AVAILABLE rather than an end older than one already given out. For
+        read_committed the end is the last stable offset, as Kafka answers."""
         log_ = partition.log
         if timestamp == EARLIEST:
             return log_.log_start_offset, -1
         if timestamp == LATEST:
-            return partition.visible_high_watermark(), -1
+            return (partition.last_stable_offset() if read_committed else partition.visible_high_watermark()), -1
         if timestamp < 0:
             raise InvalidRequestError(f"unsupported ListOffsets timestamp {timestamp}")
         found = log_.offset_for_timestamp(timestamp)
-        if found is None or found.offset >= log_.high_watermark:
+        end = log_.last_stable_offset if read_committed else log_.high_watermark
+        if found is None or found.offset >= end:
             partition.visible_high_watermark()  # -1 only once the high watermark is the real one
             return -1, -1
         return found.offset, found.timestamp  # the record's own timestamp, as Kafka answers
@@ -524,15 +620,23 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         request: pb.InitProducerIdRequest,
         context: grpc.aio.ServicerContext[pb.InitProducerIdRequest, pb.InitProducerIdResponse],
     ) -> pb.InitProducerIdResponse:
-        """Idempotent producers only (empty ``transactional_id``): a new id at epoch 0, or, for a producer that
-        hit an unrecoverable sequence error (KIP-360), its id at the next epoch, so it can restart its sequences
-        without the partitions mistaking its new batches for duplicates or gaps."""
+        """An idempotent producer (empty ``transactional_id``) gets a new id at epoch 0, or, after an unrecoverable
+        sequence error (KIP-360), its id at the next epoch, so it can restart its sequences without the partitions
+        mistaking its new batches for duplicates or gaps. A transactional producer is answered by its transactional
+        id's coordinator (this broker, or NOT_COORDINATOR), which fences its older incarnations."""
 
         def error(code: ErrorCode.ValueType) -> pb.InitProducerIdResponse:
             return pb.InitProducerIdResponse(error=code, producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH)
 
         if request.transactional_id:
-            return error(ErrorCode.UNSUPPORTED_VERSION)  # transactions are not implemented yet
+            if self.transactions is None:
+                return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            code, pid, epoch = await self.transactions.init_producer_id(
+                request.transactional_id, request.transaction_timeout_ms, request.producer_id, request.producer_epoch
+            )
+            if code != ErrorCode.NONE:
+                return error(ErrorCode.ValueType(code))
+            return pb.InitProducerIdResponse(producer_id=pid, producer_epoch=epoch)
         pid, epoch = request.producer_id, request.producer_epoch
         # Kafka refuses an id without an epoch and vice versa; here producer_id -1 alone asks for a new id, as
         # proto3 cannot tell an epoch left unset from epoch 0 (and a new id is always a safe answer).

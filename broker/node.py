@@ -31,7 +31,14 @@ from odradek.controller.brokers import BrokerControl
 from odradek.controller.metadata.state_machine import MetadataStateMachine
 from odradek.controller.quorum.driver import RaftDriver, RaftService
 from odradek.controller.services import AdminService, ControllerService
-from odradek.proto import admin_pb2_grpc, broker_pb2_grpc, controller_pb2_grpc, group_pb2_grpc, raft_pb2_grpc
+from odradek.proto import (
+    admin_pb2_grpc,
+    broker_pb2_grpc,
+    controller_pb2_grpc,
+    group_pb2_grpc,
+    raft_pb2_grpc,
+    transaction_pb2_grpc,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -166,6 +173,7 @@ class Node:
         service = broker.service(lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id)
         broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
         group_pb2_grpc.add_GroupCoordinatorServicer_to_server(broker.group_service(), server)
+        transaction_pb2_grpc.add_TransactionsServicer_to_server(broker.transactions_service(), server)
 
     def _collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         """State gauges, read at scrape time."""

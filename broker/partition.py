@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from odradek.broker.log.log import AppendInfo, FetchData, Log
+from odradek.broker.log.log import AbortedTxn, AppendInfo, AppendOrigin, FetchData, Log
 from odradek.broker.log.rewrite import rewrite_for_append
 from odradek.broker.replication import IsrChange, LeaderState, Progress
 from odradek.client.errors import (
@@ -55,6 +55,17 @@ class FollowerRead(NamedTuple):
     log_start_offset: int
     log_end_offset: int
     all_replicas_offset: int = -1  # the offset every replica has reached (LeaderState.all_replicas_offset)
+    last_stable_offset: int = -1  # consumers: the last stable offset (-1: the high watermark, for followers)
+    aborted: list[AbortedTxn] | None = None  # read_committed consumers: the aborted transactions read
+
+
+class CommittedRead(NamedTuple):
+    """A read_committed consumer's read: batches below the last stable offset, that offset, and the aborted
+    transactions overlapping what was read (the consumer drops their records)."""
+
+    data: FetchData
+    last_stable_offset: int
+    aborted: list[AbortedTxn]
 
 
 class LowWatermark(NamedTuple):
@@ -200,11 +211,13 @@ class Partition:
         max_message_bytes: int | None = None,
         acks: int = 1,
         now_ms: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendInfo:
         """Append a producer's batches; each must fit ``max_message_bytes``, by default the topic's
         max.message.bytes (the broker's message.max.bytes unless the topic overrides it). The topic's
         message.timestamp.type and compression.type are applied first (stamped at ``now_ms``, default the wall
-        clock), so the log, and the followers copying it, hold the batches as the topic says."""
+        clock), so the log, and the followers copying it, hold the batches as the topic says. ``origin``
+        COORDINATOR is the group coordinator's own transactional offset commits (Log.append_as_leader)."""
         state = self.check_leader()
         if acks == -1 and len(self.isr) < self.min_isr:
             raise NotEnoughReplicasError(
@@ -218,7 +231,7 @@ class Partition:
             config.compression_type,
             time.time_ns() // 1_000_000 if now_ms is None else now_ms,
         )
-        info = self.log.append_as_leader(records, self.leader_epoch, max_message_bytes)
+        info = self.log.append_as_leader(records, self.leader_epoch, max_message_bytes, origin=origin)
         self._wake(self._replica_waiters)
         self._apply(state.on_append(self.log.log_end_offset))
         return info
@@ -256,6 +269,45 @@ class Partition:
         high watermark catches up, see ``visible_high_watermark``)."""
         hw = self.visible_high_watermark(client_epoch)
         return self.log.read(offset, max_bytes, max_offset=hw)
+
+    # -- transactions ---------------------------------------------------------------------------------------------
+
+    def last_stable_offset(self, client_epoch: int = -1) -> int:
+        """The end of what read_committed consumers may read: the high watermark clients may see, lowered to the
+        first offset of a transaction not yet decided (or decided by a marker not yet replicated)."""
+        return min(self.visible_high_watermark(client_epoch), self.log.last_stable_offset)
+
+    def read_committed(self, offset: int, max_bytes: int, client_epoch: int = -1) -> CommittedRead:
+        """A read_committed consumer's read: whole batches below the last stable offset and the aborted
+        transactions among them. The offset only moves up, so reading after computing it is safe."""
+        lso = self.last_stable_offset(client_epoch)
+        data = self.log.read(offset, max_bytes, max_offset=lso)
+        aborted = self.log.aborted_transactions(offset, min(data.next_offset, lso)) if len(data.records) else []
+        return CommittedRead(data, lso, aborted)
+
+    def append_marker(
+        self, committed: bool, producer_id: int, producer_epoch: int, coordinator_epoch: int, now_ms: int | None = None
+    ) -> AppendInfo:
+        """Append a transaction's COMMIT or ABORT marker as the leader (the coordinator's WriteTxnMarkers). Like
+        Kafka, a marker is an acks=all write: refused (NOT_ENOUGH_REPLICAS, retried by the coordinator) while the
+        ISR is below min.insync.replicas."""
+        state = self.check_leader()
+        if len(self.isr) < self.min_isr:
+            raise NotEnoughReplicasError(
+                f"{self.topic}-{self.partition}: ISR {list(self.isr)} is smaller than min.insync.replicas "
+                f"{self.min_isr}"
+            )
+        info = self.log.append_marker(
+            committed,
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            self.leader_epoch,
+            time.time_ns() // 1_000_000 if now_ms is None else now_ms,
+        )
+        self._wake(self._replica_waiters)
+        self._apply(state.on_append(self.log.log_end_offset))
+        return info
 
     def read_for_follower(
         self,

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import grpc
 
 from odradek.client.admin_groups import GroupAdmin
+from odradek.client.admin_transactions import TransactionAdmin
 from odradek.client.background import BackgroundLoop
 from odradek.client.config import AdminConfig
 from odradek.client.connection import ChannelPool
@@ -317,7 +318,7 @@ def _replica(r: pb.ReplicaState, high_watermark: int) -> ReplicaDescription:
     )
 
 
-class AsyncAdmin(GroupAdmin):
+class AsyncAdmin(GroupAdmin, TransactionAdmin):
     def __init__(self, config: Mapping[str, Any]) -> None:
         cfg = AdminConfig.from_mapping(config)
         self._servers = list(cfg.bootstrap_servers)

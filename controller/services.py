@@ -162,7 +162,8 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         )
 
     async def CreateInternalTopic(self, request, context):
-        """A broker's first use of an internal topic (the offsets topic): created with the internal configs."""
+        """A broker's first use of an internal topic (the offsets or transaction state topic): created with the
+        internal configs."""
         if request.name not in INTERNAL_TOPICS:
             return cpb.CreateInternalTopicResponse(
                 error=ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=f"'{request.name}' is not an internal topic"
@@ -172,7 +173,12 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             if image.topic(request.name) is not None:
                 return [], None
             topic_request = internal_topic_request(
-                image, request.name, request.num_partitions, request.replication_factor, request.segment_bytes
+                image,
+                request.name,
+                request.num_partitions,
+                request.replication_factor,
+                request.segment_bytes,
+                request.min_insync_replicas,
             )
             out = create_topic(image, topic_request, internal=True)
             return out.records, out

@@ -15,7 +15,8 @@ from odradek.proto import metadata_pb2 as md
 MAX_NAME_LENGTH = 249
 # Topics the cluster itself creates and keeps: users may read them, but not create, delete or produce to them.
 OFFSETS_TOPIC = "__consumer_offsets"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 _LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
@@ -235,14 +236,20 @@ def create_topic(
 
 
 def internal_topic_request(
-    image: MetadataImage, name: str, partitions: int, replication_factor: int, segment_bytes: int = 0
+    image: MetadataImage,
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    segment_bytes: int = 0,
+    min_insync_replicas: int = 0,
 ) -> TopicRequest:
     """The creation of an internal topic as the cluster makes it: the replication factor capped at the registered
-    brokers, ``min.insync.replicas`` 2 where it is at least 3 (else 1), compacted, with segments of
-    ``segment_bytes`` (0: the broker default) so that the cleaner, which never touches the active segment, keeps
-    the topic small."""
+    brokers, ``min.insync.replicas`` as asked but at most the replication factor (0: 2 where it is at least 3,
+    else 1), compacted, with segments of ``segment_bytes`` (0: the broker default) so that the cleaner, which never
+    touches the active segment, keeps the topic small."""
     rf = max(1, min(replication_factor, len(image.brokers)))
-    configs = {"cleanup.policy": "compact", "min.insync.replicas": "2" if rf >= 3 else "1"}
+    min_isr = min(min_insync_replicas, rf) if min_insync_replicas > 0 else (2 if rf >= 3 else 1)
+    configs = {"cleanup.policy": "compact", "min.insync.replicas": str(min_isr)}
     if segment_bytes > 0:
         configs["segment.bytes"] = str(segment_bytes)
     return TopicRequest(name=name, partitions=partitions, replication_factor=rf, configs=configs)

@@ -413,12 +413,17 @@ class CreateInternalTopicRequest(_message.Message):
     NUM_PARTITIONS_FIELD_NUMBER: _builtins.int
     REPLICATION_FACTOR_FIELD_NUMBER: _builtins.int
     SEGMENT_BYTES_FIELD_NUMBER: _builtins.int
+    MIN_INSYNC_REPLICAS_FIELD_NUMBER: _builtins.int
     broker_id: _builtins.int
     name: _builtins.str
     num_partitions: _builtins.int
     replication_factor: _builtins.int
     segment_bytes: _builtins.int
     """the topic's segment.bytes (offsets.topic.segment.bytes); 0 leaves the default"""
+    min_insync_replicas: _builtins.int
+    """The topic's min.insync.replicas (transaction.state.log.min.isr), capped at the replication factor; 0: 2 where
+    the replication factor is at least 3, else 1.
+    """
     def __init__(
         self,
         *,
@@ -427,10 +432,11 @@ class CreateInternalTopicRequest(_message.Message):
         num_partitions: _builtins.int = ...,
         replication_factor: _builtins.int = ...,
         segment_bytes: _builtins.int = ...,
+        min_insync_replicas: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_id", b"broker_id", "name", b"name", "num_partitions", b"num_partitions", "replication_factor", b"replication_factor", "segment_bytes", b"segment_bytes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_id", b"broker_id", "min_insync_replicas", b"min_insync_replicas", "name", b"name", "num_partitions", b"num_partitions", "replication_factor", b"replication_factor", "segment_bytes", b"segment_bytes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

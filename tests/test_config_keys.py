@@ -52,6 +52,8 @@ CLEANER_SERVICE = "tests/broker/test_log_cleaner_service.py"
 CLEANER_PASS = "tests/log/cleaner/test_cleaner_pass.py"
 CLEANER_KEYS = f"{CLEANER_SERVICE}::test_the_node_keys_become_the_cleaner_threads_settings"
 COMPACTION_IT = "tests/integration/test_compaction.py"
+TXN_CONFIG = "tests/transactions/test_coordinator_shell.py::test_the_node_keys_become_the_coordinator_config"
+TXN_RULES = "tests/transactions/test_txn_rules.py"
 
 TOPIC: dict[str, Key] = {
     "cleanup.policy": Key(
@@ -373,6 +375,29 @@ NODE: dict[str, Key] = {
     "socket.request.max.bytes": Key(
         "largest request the node accepts",
         ("tests/broker/test_node_wiring.py::test_socket_request_max_bytes_refuses_a_larger_request",),
+    ),
+    "transaction.state.log.num.partitions": Key(
+        "partitions of `__transaction_state` when a broker creates it on first use", (TXN_CONFIG,)
+    ),
+    "transaction.state.log.replication.factor": Key(
+        "replication factor of `__transaction_state` (capped at the registered brokers)", (TXN_CONFIG,)
+    ),
+    "transaction.state.log.min.isr": Key("min.insync.replicas of `__transaction_state`", (TXN_CONFIG,)),
+    "transaction.state.log.segment.bytes": Key("segment.bytes of `__transaction_state`", (TXN_CONFIG,)),
+    "transaction.max.timeout.ms": Key(
+        "the largest transaction.timeout.ms a producer may ask for (larger: INVALID_TRANSACTION_TIMEOUT)",
+        (TXN_CONFIG, f"{TXN_RULES}::test_a_timeout_above_the_maximum_is_refused"),
+    ),
+    "transactional.id.expiration.ms": Key(
+        "a transactional id without a transaction and unused this long is removed",
+        (TXN_CONFIG, f"{TXN_RULES}::test_an_unused_id_expires_but_not_one_with_a_transaction"),
+    ),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": Key(
+        "how often the coordinator aborts transactions past their timeout",
+        (TXN_CONFIG, f"{TXN_RULES}::test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced"),
+    ),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": Key(
+        "how often the coordinator removes expired transactional ids", (TXN_CONFIG,)
     ),
     "offsets.topic.num.partitions": Key(
         "partitions of `__consumer_offsets` when a broker creates it on first use",

@@ -64,7 +64,7 @@ from odradek.broker.groups.records import (
     RecordValue,
     group_tombstone,
 )
-from odradek.broker.log.log import AppendInfo
+from odradek.broker.log.log import AppendInfo, AppendOrigin
 from odradek.broker.partition import Partition
 from odradek.client.consumer.protocol import Subscription
 from odradek.client.errors import ErrorCode, OdradekError
@@ -199,7 +199,7 @@ class CoordinatorPartition:
 def append_coordinator_batch(partition: Partition, batch: bytes) -> AppendInfo:
     """The coordinator's own leader append (acks=all). A transactional offsets batch carries no sequence, so the
     log must take it as the coordinator's append, not a producer's."""
-    return partition.append_as_leader(batch, acks=-1)
+    return partition.append_as_leader(batch, acks=-1, origin=AppendOrigin.COORDINATOR)
 
 
 class GroupCoordinator:

@@ -7,7 +7,7 @@ The client host of a JoinGroup is the gRPC peer's address, as Kafka takes it fro
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from odradek.broker.groups.coordinator import CoordinatorError, GroupCoordinator
@@ -37,6 +37,10 @@ def peer_host(context: Any) -> str:
     return host.strip("[]")
 
 
+FindTxnCoordinator = Callable[[str], tuple[int, int, str, int]]
+"""transactional id -> (error, node id, host, port) of its coordinator."""
+
+
 def _optional(message: Any, name: str) -> str | None:
     return getattr(message, name) if message.HasField(name) else None
 
@@ -56,18 +60,36 @@ def _commit_offsets(topics: Iterable[gpb.OffsetCommitTopic]) -> dict[TopicPartit
 
 
 class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    """``find_transaction_coordinator`` answers FindCoordinator for transactional ids (key type TRANSACTION)."""
+
+    def __init__(self, coordinator: GroupCoordinator, find_transaction_coordinator: FindTxnCoordinator | None = None):
         self.coordinator = coordinator
+        self.find_transaction_coordinator = find_transaction_coordinator
 
     async def FindCoordinator(self, request, context):
         coordinators = []
         for key in request.keys:
+            if request.key_type == gpb.TRANSACTION and self.find_transaction_coordinator is not None:
+                if not key:
+                    coordinators.append(
+                        gpb.Coordinator(
+                            key=key,
+                            error=ErrorCode.INVALID_REQUEST,
+                            error_message="the transactional id is empty",
+                            node_id=-1,
+                            port=-1,
+                        )
+                    )
+                    continue
+                error, node, host, port = self.find_transaction_coordinator(key)
+                coordinators.append(gpb.Coordinator(key=key, error=_code(error), node_id=node, host=host, port=port))
+                continue
             if request.key_type != gpb.GROUP:
                 coordinators.append(
                     gpb.Coordinator(
                         key=key,
                         error=ErrorCode.INVALID_REQUEST,
-                        error_message="only group coordinators exist (transactions are not supported yet)",
+                        error_message=f"unknown coordinator key type {request.key_type}",
                         node_id=-1,
                         port=-1,
                     )

@@ -10,12 +10,19 @@ duplicated fds without it, so a flush running in a worker thread does not stall 
 Opening (``Log.open``) recovers the directory first: loading or scanning segments, truncating a torn tail,
 refusing corruption (recovery.py). A log that fails to open, or later hits an I/O error, goes offline: every
 operation raises its error.
+
+Transactions: leader appends, follower appends and the producer-state replay (on open and after truncation) all
+feed each producer batch's header to the producer state, with the marker of a control batch, so every replica
+knows the open transactions, the ``first_unstable_offset`` and the ``last_stable_offset`` (what ``read_committed``
+consumers may see). An ABORT marker that ends a transaction adds an entry to the aborted-transaction index of the
+segment holding it (txn_index.py); ``aborted_transactions`` answers fetches from those indexes.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import enum
 import logging
 import os
 import struct
@@ -31,15 +38,24 @@ from odradek.broker.log.checkpoint import fsync_dir
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.epoch_cache import LeaderEpochCache
 from odradek.broker.log.handles import SegmentHandles
-from odradek.broker.log.producer_state import MAX_RETAINED_BATCHES, ProducerStateManager, increment_sequence
+from odradek.broker.log.index import CorruptIndexError
+from odradek.broker.log.producer_state import (
+    MAX_RETAINED_BATCHES,
+    CompletedTxn,
+    ProducerStateManager,
+    increment_sequence,
+)
 from odradek.broker.log.recovery import recover
 from odradek.broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment, TimestampOffset
 from odradek.broker.log.swap import commit_swap
+from odradek.broker.log.txn_index import AbortedTxnEntry
 from odradek.client.errors import (
     CorruptRecordError,
     ErrorCode,
+    InvalidProducerEpochError,
     InvalidRecordError,
     InvalidRequestError,
+    InvalidTxnStateError,
     OdradekError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
@@ -47,11 +63,14 @@ from odradek.client.errors import (
     StorageError,
 )
 from odradek.client.record.batch import read_batches
+from odradek.client.record.control import ControlMarker, ControlType, build_control_batch, parse_control_record
 from odradek.client.record.header import (
+    CONTROL_FLAG,
     LOG_OVERHEAD,
     NO_PRODUCER_ID,
     PREFIX,
     PREFIX_SIZE,
+    TRANSACTIONAL_FLAG,
     AppendBatch,
     validate_for_append,
 )
@@ -60,6 +79,8 @@ logger = logging.getLogger(__name__)
 
 _BASE_OFFSET = struct.Struct(">q")
 _NO_LIMIT = 2**63 - 1  # followers copy what the leader accepted: no max.message.bytes check
+_FLAGS_AT = 22  # the low byte of a batch's attributes: the transactional and control bits
+_TXN_BITS = TRANSACTIONAL_FLAG | CONTROL_FLAG
 _pack_prefix = PREFIX.pack
 
 
@@ -69,6 +90,33 @@ def wall_clock_ms() -> int:
 
 class UnexpectedAppendOffsetError(InvalidRequestError):
     """A follower append whose offsets do not continue the log (Kafka's UnexpectedAppendOffsetException)."""
+
+
+class AppendOrigin(enum.Enum):
+    """Who appends as leader. CLIENT: a producer (sequence checks; control batches refused). COORDINATOR: the
+    group coordinator's own transactional writes (e.g. offset commits in a transaction: producer id and epoch,
+    no sequence)."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+
+
+class AbortedTxn(NamedTuple):
+    """An aborted transaction overlapping a fetched range, as a fetch response lists it."""
+
+    producer_id: int
+    first_offset: int
+
+
+class ActiveProducer(NamedTuple):
+    """A producer the partition knows (DescribeProducers); -1 for an unknown sequence or no open transaction."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
 
 
 class AppendInfo(NamedTuple):
@@ -127,6 +175,7 @@ class CompactionView(NamedTuple):
     log_start_offset: int
     high_watermark: int
     generation: int
+    first_unstable_offset: int | None = None  # the cleaner never cleans at or past it
 
 
 class Log:
@@ -215,14 +264,15 @@ class Log:
         self._segments, self._bases = r.segments, [seg.base_offset for seg in r.segments]
         self._epochs = r.epochs
         self._log_start, self._hw, self._recovery_point = r.log_start_offset, r.high_watermark, r.recovery_point
-        self._rebuild_producer_state()
+        self._rebuild_producer_state(r.rescanned_from)
 
-    def _rebuild_producer_state(self) -> None:
-        """Producer state from the latest usable snapshot plus the batches after it (producer_state.py). Lock
-        held."""
+    def _rebuild_producer_state(self, replay_from: int | None = None) -> None:
+        """Producer state from the latest usable snapshot (at or below ``replay_from`` when given) plus the batches
+        after it (producer_state.py). The replay also adds the aborted-index entries of the markers it meets that
+        are missing (recovery empties the indexes of the segments it scans again). Lock held."""
         producers = self._producers
         leo = self.log_end_offset
-        offset = producers.load(self._log_start, leo)
+        offset = producers.load(self._log_start, leo, replay_from)
         while offset < leo:
             data = self.read(offset, 1 << 20)
             if not data.records:
@@ -230,7 +280,12 @@ class Log:
             for batch in read_batches(data.records, validate=False):
                 h = batch.header
                 if h.producer_id != NO_PRODUCER_ID and h.base_offset >= offset:
-                    producers.update(
+                    marker = None
+                    if h.is_control:
+                        marker = _marker_of(batch.records())
+                        if marker is None:
+                            continue
+                    txn = producers.update(
                         h.producer_id,
                         h.producer_epoch,
                         h.base_sequence,
@@ -238,10 +293,27 @@ class Log:
                         h.base_offset,
                         h.last_offset,
                         h.max_timestamp,
+                        is_transactional=h.is_transactional,
+                        marker=marker,
                     )
+                    if txn is not None:
+                        self._index_aborted(txn)
             offset = data.next_offset
         producers.map_end_offset = leo
+        producers.on_high_watermark(self._hw)
         producers.remove_expired(self._clock())
+
+    def _index_aborted(self, txn: CompletedTxn) -> None:
+        """An ABORT marker ended ``txn``: its entry in the aborted index of the segment holding the marker (kept if
+        there). Lock held."""
+        if not txn.is_aborted:
+            return
+        lso = self._producers.last_stable_offset_after(txn)
+        seg = self._segments[max(0, bisect.bisect_right(self._bases, txn.last_offset) - 1)]
+        try:
+            seg.txn_index.add(AbortedTxnEntry(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+        except OSError as e:
+            raise self._fail(StorageError(f"{self.dir.name}: aborted index write failed: {e}")) from e
 
     # -- state ---------------------------------------------------------------------------------------------------
 
@@ -264,9 +336,75 @@ class Log:
 
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
-        """Set by replication; clamped to [log start offset, log end offset] as Kafka does."""
+        """Set by replication; clamped to [log start offset, log end offset] as Kafka does. Transactions whose
+        marker it passes stop holding back the last stable offset."""
         with self._lock:
             self._hw = min(max(offset, self._log_start), self.log_end_offset)
+            if self.failure is None:
+                self._producers.on_high_watermark(self._hw)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction that is open, or completed with its marker not yet below the
+        high watermark; None if there is none."""
+        with self._lock:
+            self._check_usable()
+            first = self._producers.first_unstable_offset
+            return None if first is None else max(first, self._log_start)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """min(first unstable offset, high watermark): ``read_committed`` consumers read below it."""
+        with self._lock:
+            first = self.first_unstable_offset
+            return self._hw if first is None else min(first, self._hw)
+
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """True if the producer has a transaction open here at that epoch (the leader then needs no verification)."""
+        with self._lock:
+            self._check_usable()
+            return self._producers.has_ongoing_transaction(producer_id, producer_epoch)
+
+    def aborted_transactions(self, start: int, upper: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start, upper): marker at or after ``start``, first offset below
+        ``upper`` (a ``read_committed`` fetch returns them so the consumer drops their records)."""
+        return [AbortedTxn(e.producer_id, e.first_offset) for e in self.aborted_index_entries(start, upper)]
+
+    def aborted_index_entries(self, start: int, upper: int) -> list[AbortedTxnEntry]:
+        """``aborted_transactions`` with the whole index entries. The search starts at the segment holding
+        ``start`` (a transaction overlapping the range has its marker there or later) and stops at an entry whose
+        last stable offset reaches ``upper``."""
+        with self._lock:
+            self._check_usable()
+            found: list[AbortedTxnEntry] = []
+            i = max(0, bisect.bisect_right(self._bases, start) - 1)
+            try:
+                for seg in self._segments[i:]:
+                    entries, complete = seg.txn_index.collect(start, upper)
+                    found += entries
+                    if complete:
+                        break
+            except OSError as e:
+                raise self._fail(StorageError(f"{self.dir.name}: aborted index read failed: {e}")) from e
+            except CorruptIndexError as e:  # a damaged index file met after open
+                raise self._fail(CorruptRecordError(str(e))) from None
+            return found
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """The producers this partition knows, for DescribeProducers."""
+        with self._lock:
+            self._check_usable()
+            return [
+                ActiveProducer(
+                    e.producer_id,
+                    e.epoch,
+                    e.last_seq,
+                    e.last_timestamp,
+                    e.coordinator_epoch,
+                    -1 if e.txn_first_offset is None else e.txn_first_offset,
+                )
+                for e in self._producers.producers.values()
+            ]
 
     @property
     def latest_epoch(self) -> int | None:
@@ -324,7 +462,11 @@ class Log:
     # -- appends -------------------------------------------------------------------------------------------------
 
     def append_as_leader(
-        self, buf: bytes | bytearray | memoryview, leader_epoch: int, max_batch_size: int | None = None
+        self,
+        buf: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        max_batch_size: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendInfo:
         """Validate the producer's batches, assign offsets from the log end offset, stamp ``leader_epoch``, append.
 
@@ -334,6 +476,11 @@ class Log:
         CorruptRecordError / RecordTooLargeError and leaves the log as it was. Offsets and epoch live outside the
         CRC, so each batch is written as a new 16-byte prefix plus a view of the rest of the caller's buffer: one
         pwritev, no payload copy.
+
+        Transactions (``origin``): control batches are refused (markers come through ``append_marker``) and a
+        transactional batch needs a producer id and epoch (InvalidRecordError). A CLIENT's batches pass the
+        sequence checks; a non-transactional batch of a producer whose transaction is open here is refused
+        (InvalidTxnStateError). A COORDINATOR's batches are checked for a stale epoch only (no sequence).
         """
         view = memoryview(buf)
         config = self.config
@@ -341,36 +488,103 @@ class Log:
         batches = validate_for_append(buf, view, limit, True)
         size = len(view)
         if size > config.segment_bytes:
-            return self._append_in_parts(view, batches, lambda part: self.append_as_leader(part, leader_epoch, limit))
+            return self._append_in_parts(
+                view, batches, lambda part: self.append_as_leader(part, leader_epoch, limit, origin)
+            )
         idempotent = batches[0][6] != NO_PRODUCER_ID or (
             len(batches) > 1 and any(b[6] != NO_PRODUCER_ID for b in batches)
         )
+        flags = 0
+        position = 0
+        for batch in batches:
+            flags |= view[position + _FLAGS_AT]
+            position += batch[1]
+        transactional = _check_transactional_flags(view, batches) if flags & _TXN_BITS else False
         with self._lock:
             if self.failure is not None or self._closed:
                 self._check_usable()
             if idempotent:
-                duplicate = self._check_producer(batches)
-                if duplicate is not None:
-                    return duplicate
-            if leader_epoch != self._epochs.latest_epoch:
-                self._start_epoch(leader_epoch)
-            seg = self._segments[-1]
-            first = offset = seg.end_offset()
-            iov: list[bytes | memoryview] = []
-            max_ts, max_ts_offset, records, position = -1, first, 0, 0
-            for _, batch_size, delta, batch_max_ts, count, _, _, _, _ in batches:
-                rest = view[position + PREFIX_SIZE : position + batch_size]
-                iov += _pack_prefix(offset, batch_size - LOG_OVERHEAD, leader_epoch), rest
-                if batch_max_ts > max_ts:
-                    max_ts, max_ts_offset = batch_max_ts, offset
-                records += count
-                offset += delta + 1
-                position += batch_size
-            self._write(seg, iov, size, batches, first, offset - 1, max_ts, records)
+                if origin is AppendOrigin.CLIENT:
+                    duplicate = self._check_producer(batches)
+                    if duplicate is not None:
+                        return duplicate
+                    if not transactional and self._producers.ongoing_transaction(batches[0][6]) is not None:
+                        raise InvalidTxnStateError(
+                            f"producer {batches[0][6]} wrote a non-transactional batch while its transaction is open"
+                        )
+                else:
+                    self._check_coordinator_batches(batches)
+            info = self._append_locked(view, batches, size, leader_epoch)
             if idempotent:
-                self._update_producers(batches, first)
-            info = (first, offset - 1, max_ts, max_ts_offset, records, len(batches), size, self._log_start)
-            return _append_info(info)
+                self._update_producers(batches, info.first_offset, transactional)
+            return info
+
+    def append_marker(
+        self,
+        committed: bool,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        leader_epoch: int,
+        timestamp_ms: int,
+    ) -> AppendInfo:
+        """Append a COMMIT or ABORT marker (a control batch) for the producer's transaction, as leader.
+
+        Raises InvalidProducerEpochError if ``producer_epoch`` is older than the producer's epoch here, and
+        TransactionCoordinatorFencedError if ``coordinator_epoch`` is older than the last one seen for it. The
+        marker ends the producer's open transaction (an ABORT adds an aborted-index entry) and its epoch becomes
+        the producer's; a marker for a producer with no open transaction (a retry) is appended all the same."""
+        marker_type = ControlType.COMMIT if committed else ControlType.ABORT
+        buf = build_control_batch(marker_type, producer_id, producer_epoch, coordinator_epoch, timestamp_ms)
+        view = memoryview(buf)
+        batches = validate_for_append(buf, view, _NO_LIMIT, True)
+        with self._lock:
+            if self.failure is not None or self._closed:
+                self._check_usable()
+            self._producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            info = self._append_locked(view, batches, len(view), leader_epoch)
+            txn = self._producers.update(
+                producer_id,
+                producer_epoch,
+                -1,
+                -1,
+                info.first_offset,
+                info.last_offset,
+                info.max_timestamp,
+                marker=ControlMarker(marker_type, coordinator_epoch),
+            )
+            if txn is not None:
+                self._index_aborted(txn)
+            return info
+
+    def _append_locked(self, view: memoryview, batches: list[AppendBatch], size: int, leader_epoch: int) -> AppendInfo:
+        """Assign offsets from the log end, stamp ``leader_epoch``, write. Lock held, batches checked."""
+        if leader_epoch != self._epochs.latest_epoch:
+            self._start_epoch(leader_epoch)
+        seg = self._segments[-1]
+        first = offset = seg.end_offset()
+        iov: list[bytes | memoryview] = []
+        max_ts, max_ts_offset, records, position = -1, first, 0, 0
+        for _, batch_size, delta, batch_max_ts, count, _, _, _, _ in batches:
+            rest = view[position + PREFIX_SIZE : position + batch_size]
+            iov += _pack_prefix(offset, batch_size - LOG_OVERHEAD, leader_epoch), rest
+            if batch_max_ts > max_ts:
+                max_ts, max_ts_offset = batch_max_ts, offset
+            records += count
+            offset += delta + 1
+            position += batch_size
+        self._write(seg, iov, size, batches, first, offset - 1, max_ts, records)
+        info = (first, offset - 1, max_ts, max_ts_offset, records, len(batches), size, self._log_start)
+        return _append_info(info)
+
+    def _check_coordinator_batches(self, batches: list[AppendBatch]) -> None:
+        """A coordinator's transactional batches: one producer, an epoch, not older than the producer's."""
+        pid, producer_epoch = batches[0][6], batches[0][7]
+        if producer_epoch < 0 or any((b[6], b[7]) != (pid, producer_epoch) for b in batches):
+            raise InvalidRecordError("coordinator batches need one producer id and epoch")
+        entry = self._producers.producers.get(pid)
+        if entry is not None and producer_epoch < entry.epoch:
+            raise InvalidProducerEpochError(f"producer {pid}: epoch {producer_epoch} is older than {entry.epoch}")
 
     def _check_producer(self, batches: list[AppendBatch]) -> AppendInfo | None:
         """Validate an idempotent producer's batches against its sequence (producer_state.py); for a retried
@@ -401,11 +615,20 @@ class Log:
             last = increment_sequence(next_seq, delta)
         return None
 
-    def _update_producers(self, batches: list[AppendBatch], first_offset: int) -> None:
+    def _update_producers(self, batches: list[AppendBatch], first_offset: int, transactional: bool) -> None:
         """Record appended idempotent batches (offsets assigned from ``first_offset``) in the producer state."""
         update, offset = self._producers.update, first_offset
         for _, _, delta, batch_max_ts, _, _, pid, producer_epoch, seq in batches:
-            update(pid, producer_epoch, seq, increment_sequence(seq, delta), offset, offset + delta, batch_max_ts)
+            update(
+                pid,
+                producer_epoch,
+                seq,
+                increment_sequence(seq, delta),
+                offset,
+                offset + delta,
+                batch_max_ts,
+                is_transactional=transactional,
+            )
             offset += delta + 1
 
     def start_leader_epoch(self, leader_epoch: int) -> None:
@@ -486,6 +709,17 @@ class Log:
         first, last = batches[0][0], batches[-1][0] + batches[-1][2]
         if last - first > MAX_RELATIVE_OFFSET:
             raise InvalidRequestError(f"batches span {last - first} offsets, more than a segment can index")
+        flags: list[int] = []
+        markers: dict[int, ControlMarker | None] = {}  # batch index -> a control batch's marker
+        position = 0
+        for i, batch in enumerate(batches):
+            bits = view[position + _FLAGS_AT] & _TXN_BITS
+            flags.append(bits)
+            # Only a producer's control batches are transaction markers: the metadata log's Raft control records
+            # are control batches without a producer id.
+            if bits & CONTROL_FLAG and batch[6] != NO_PRODUCER_ID:
+                markers[i] = _marker_of(next(read_batches(view[position : position + batch[1]])).records())
+            position += batch[1]
         with self._lock:
             self._check_usable()
             self._check_fetch_offset(fetch_offset)
@@ -508,9 +742,27 @@ class Log:
                     self._epochs.assign(epoch, base)
             self._write(self._segments[-1], [view], size, batches, None, last, max_ts, records)
             update = self._producers.update
-            for base, _, delta, batch_max_ts, _, _, pid, producer_epoch, seq in batches:
-                if pid != NO_PRODUCER_ID:
-                    update(pid, producer_epoch, seq, increment_sequence(seq, delta), base, base + delta, batch_max_ts)
+            for i, (base, _, delta, batch_max_ts, _, _, pid, producer_epoch, seq) in enumerate(batches):
+                if pid == NO_PRODUCER_ID:
+                    continue
+                marker = None
+                if flags[i] & CONTROL_FLAG:
+                    marker = markers[i]
+                    if marker is None:
+                        continue
+                txn = update(
+                    pid,
+                    producer_epoch,
+                    seq,
+                    increment_sequence(seq, delta),
+                    base,
+                    base + delta,
+                    batch_max_ts,
+                    is_transactional=bool(flags[i] & TRANSACTIONAL_FLAG),
+                    marker=marker,
+                )
+                if txn is not None:
+                    self._index_aborted(txn)
             info = (first, last, max_ts, max_ts_offset, records, len(batches), size, self._log_start)
             return _append_info(info)
 
@@ -583,6 +835,7 @@ class Log:
         for seg in self._segments[start:]:
             if seg.base_offset >= to_offset:
                 break
+            seg.txn_index.sync()
             fd = seg.dup_fd()
             try:
                 durability.fsync(fd)
@@ -801,6 +1054,7 @@ class Log:
                 self._log_start,
                 self._hw,
                 self._truncations,
+                self._producers.first_unstable_offset,
             )
 
     def producer_last_offsets(self) -> dict[int, int]:
@@ -809,6 +1063,18 @@ class Log:
         with self._lock:
             self._check_usable()
             return {pid: entry.last_offset for pid, entry in self._producers.producers.items()}
+
+    def producer_protected_offsets(self) -> set[int]:
+        """The last offsets of each producer's last data batch and last marker: the cleaner keeps those batches
+        whole, so a restarted broker still finds each producer's sequence, epoch and coordinator epoch."""
+        with self._lock:
+            self._check_usable()
+            offsets = set()
+            for entry in self._producers.producers.values():
+                offsets.add(entry.last_data_offset)
+                offsets.add(entry.marker_offset)
+            offsets.discard(-1)
+            return offsets
 
     def moved_since(self, view: CompactionView) -> bool:
         """True if the log was closed or truncated, or lost a sealed segment of ``view`` (retention, DeleteRecords)
@@ -870,6 +1136,9 @@ class Log:
             start = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
             fds: list[int] = []
             try:
+                for seg in self._segments[start:]:
+                    if seg.base_offset < target:
+                        seg.txn_index.sync()  # rare (only after an abort), so under the lock
                 fds.extend(seg.dup_fd() for seg in self._segments[start:] if seg.base_offset < target)
             except OSError as e:
                 for fd in fds:
@@ -920,3 +1189,27 @@ class Log:
                 for seg in self._segments:
                     with contextlib.suppress(OSError):
                         seg.close()
+
+
+def _check_transactional_flags(view: memoryview, batches: list[AppendBatch]) -> bool:
+    """Refuse control batches from appenders (markers come through ``Log.append_marker``), transactional batches
+    without a producer id, and requests mixing transactional and other batches. True if the batches are
+    transactional."""
+    position = 0
+    kinds = set()
+    for batch in batches:
+        bits = view[position + _FLAGS_AT] & _TXN_BITS
+        if bits & CONTROL_FLAG:
+            raise InvalidRecordError("control batches are written by the transaction coordinator only")
+        if bits and batch[6] == NO_PRODUCER_ID:
+            raise InvalidRecordError("a transactional batch needs a producer id")
+        kinds.add(bits)
+        position += batch[1]
+    if len(kinds) > 1:
+        raise InvalidRecordError("transactional and non-transactional batches in one partition's records")
+    return bool(kinds.pop())
+
+
+def _marker_of(records: list) -> ControlMarker | None:
+    """The marker in a control batch's records; None for a control batch without records."""
+    return parse_control_record(records[0]) if records else None

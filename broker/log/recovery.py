@@ -39,6 +39,7 @@ from odradek.broker.log.epoch_cache import LeaderEpochCache
 from odradek.broker.log.handles import SegmentHandles
 from odradek.broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Invalid, LogSegment
 from odradek.broker.log.swap import complete_swaps
+from odradek.broker.log.txn_index import TXN_INDEX_SUFFIX
 from odradek.client.errors import CorruptRecordError
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,9 @@ class Recovered(NamedTuple):
     log_start_offset: int
     high_watermark: int
     recovery_point: int
+    # The base offset of the first segment scanned again (its aborted-transaction index emptied, to be rebuilt by
+    # the producer-state replay, which must start at or below it); None if every segment was loaded as it was.
+    rescanned_from: int | None = None
 
 
 def recover(
@@ -77,9 +81,10 @@ def recover(
     bases = sorted(int(p.name[: -len(LOG_SUFFIX)]) for p in directory.glob("*" + LOG_SUFFIX))
     now = clock()
     segments = [LogSegment(directory, b, config, handles, lock, now) for b in bases]
+    rescanned_from = None
     try:
         if segments:
-            recover_segments(segments, epochs, recovery_point, clean)
+            rescanned_from = recover_segments(segments, epochs, recovery_point, clean)
         else:
             segments.append(_new_segment(directory, log_start_offset, config, handles, lock, clock))
         leo = segments[-1].end_offset()
@@ -104,6 +109,7 @@ def recover(
         log_start,
         high_watermark=min(max(high_watermark, log_start), leo),
         recovery_point=leo if clean else min(recovery_point, leo),
+        rescanned_from=rescanned_from,
     )
 
 
@@ -121,16 +127,22 @@ def _new_segment(
     return seg
 
 
-def recover_segments(segments: list[LogSegment], epochs: LeaderEpochCache, recovery_point: int, clean: bool) -> None:
-    """Load trusted segments, recover the others (all from the one holding the recovery point if unclean)."""
+def recover_segments(
+    segments: list[LogSegment], epochs: LeaderEpochCache, recovery_point: int, clean: bool
+) -> int | None:
+    """Load trusted segments, recover the others (all from the one holding the recovery point if unclean); return
+    the base offset of the first segment recovered (None if none was)."""
     bases = [seg.base_offset for seg in segments]
     first_recovered = len(bases) if clean else max(0, bisect.bisect_right(bases, recovery_point) - 1)
+    rescanned_from = None
     for i, seg in enumerate(segments):
         last = i == len(segments) - 1
         if i < first_recovered and seg.load():
             if last:
                 seg.activate()
             continue
+        if rescanned_from is None:
+            rescanned_from = seg.base_offset
         invalid = seg.recover(seg.base_offset, epochs)
         if invalid is not None:
             judge(seg, invalid, last, recovery_point)
@@ -138,6 +150,7 @@ def recover_segments(segments: list[LogSegment], epochs: LeaderEpochCache, recov
             if seg.end_offset() > bases[i + 1]:
                 raise CorruptRecordError(f"{seg.log_path}: batches run past the next segment's base offset")
             seg.seal()
+    return rescanned_from
 
 
 def judge(seg: LogSegment, invalid: Invalid, last: bool, recovery_point: int) -> None:
@@ -159,5 +172,6 @@ def remove_leftovers(directory: Path) -> None:
     logs = {p.name[: -len(LOG_SUFFIX)] for p in directory.glob("*" + LOG_SUFFIX)}
     for path in directory.iterdir():
         name = path.name
-        if any(name.endswith(s) and name[: -len(s)] not in logs for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+        suffixes = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+        if any(name.endswith(s) and name[: -len(s)] not in logs for s in suffixes):
             path.unlink(missing_ok=True)

@@ -22,6 +22,7 @@ from odradek.broker.log.config import LogConfig
 from odradek.broker.log.epoch_cache import LeaderEpochCache
 from odradek.broker.log.handles import SegmentHandles
 from odradek.broker.log.index import CorruptIndexError, OffsetIndex, TimeIndex
+from odradek.broker.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from odradek.client.errors import CorruptRecordError
 from odradek.client.record.batch import read_batches
 from odradek.client.record.header import (
@@ -109,6 +110,7 @@ class LogSegment:
         index_bytes = config.segment_index_bytes
         self.offset_index = OffsetIndex(stem.with_name(stem.name + INDEX_SUFFIX), base_offset, index_bytes)
         self.time_index = TimeIndex(stem.with_name(stem.name + TIME_INDEX_SUFFIX), base_offset, index_bytes)
+        self.txn_index = TransactionIndex(stem.with_name(stem.name + TXN_INDEX_SUFFIX))
         self.config = config
         self.lock = lock
         self._handles = handles
@@ -156,10 +158,12 @@ class LogSegment:
         os.ftruncate(fd, 0)
         self.offset_index.create()
         self.time_index.create()
+        self.txn_index.reset()
 
     def load(self) -> bool:
         """Open a segment written before, trusting its log and checking its indexes; False if an index is missing
-        or inconsistent with the log and needs a rebuild (``recover``). Leaves the indexes read-only."""
+        or inconsistent with the log and needs a rebuild (``recover``). Leaves the indexes read-only. A missing
+        aborted-transaction index is an empty one; a torn one needs the rebuild too."""
         fd = self._file()
         self.size = self._reserved = os.fstat(fd).st_size
         self.next_offset = None
@@ -167,6 +171,8 @@ class LogSegment:
             self.offset_index.load()
             self.time_index.load()
         except (FileNotFoundError, CorruptIndexError):
+            return False
+        if not self.txn_index.check():
             return False
         offset, position = self.offset_index.last_entry()
         ts, ts_offset = self.time_index.last_entry()
@@ -192,12 +198,14 @@ class LogSegment:
 
         Stops at the first invalid batch and returns where it is; the segment then holds the valid prefix in
         memory (``size``) while the file still has the rest, for the log to judge as torn tail or corruption.
-        Leaves the indexes writable.
+        Leaves the indexes writable. The aborted-transaction index is emptied: the log's producer-state replay
+        rebuilds it (it needs the transactions' first offsets, which may lie in earlier segments).
         """
         fd = self._file()
         file_size = os.fstat(fd).st_size
         self.offset_index.create()
         self.time_index.create()
+        self.txn_index.reset()
         self.size = 0
         self._reserved = file_size
         self.next_offset = self.base_offset
@@ -443,6 +451,8 @@ class LogSegment:
             self.truncate_bytes(position)
             self.offset_index.truncate_to(base)
             self.time_index.truncate_to(base)
+            self.txn_index.truncate_to(base)
+            self.txn_index.sync()
         self._read_ends.clear()
         self._scan_tail(fd)
 
@@ -465,6 +475,7 @@ class LogSegment:
         durability.fsync(fd)
         self.offset_index.seal()
         self.time_index.seal()
+        self.txn_index.sync()
 
     def dup_fd(self) -> int:
         """A private duplicate of the log fd, for an fsync without the log lock (eviction cannot close it)."""
@@ -481,6 +492,7 @@ class LogSegment:
         for path in (self.log_path, self.offset_index.path, self.time_index.path):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
+        self.txn_index.delete()
 
     def find_valid_batch(self, after: int, min_offset: int) -> int | None:
         """Position of a valid batch anywhere after byte ``after`` (to tell a corrupt batch followed by data from a

@@ -1,7 +1,8 @@
 """Replacing sealed segments with cleaned ones, crash-safely (the log cleaner's last step, and its recovery).
 
 A cleaned segment replacing the old segments with base offsets in [base, end) is written as
-``<base>.log.cleaned`` (with ``.index.cleaned`` and ``.timeindex.cleaned``) and fsynced. Then, under the log's
+``<base>.log.cleaned`` (with ``.index.cleaned`` and ``.timeindex.cleaned``, and ``.txnindex.cleaned`` when it holds
+aborted transactions) and fsynced. Then, under the log's
 lock, ``commit_swap``:
 
 1. renames the index files to ``<base>-<end>.index.swap`` / ``.timeindex.swap``, then the log file to
@@ -26,10 +27,12 @@ from typing import Protocol
 
 from odradek.broker.log.checkpoint import fsync_dir
 from odradek.broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_name
+from odradek.broker.log.txn_index import TXN_INDEX_SUFFIX
 
 CLEANED = ".cleaned"
 SWAP = ".swap"
-SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX)  # the log file last: its rename commits
+SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX)  # the log file last: its rename commits
+FINAL_ORDER = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 class Deletable(Protocol):
@@ -65,14 +68,18 @@ def commit_swap(
 
     for suffix in SUFFIXES:
         at(f"swap{suffix}")
+        if suffix == TXN_INDEX_SUFFIX and not cleaned_path(directory, base, suffix).exists():
+            continue  # no aborted transaction in the cleaned segment
         os.rename(cleaned_path(directory, base, suffix), swap_path(directory, base, end, suffix))
     at("fsync-swap")
     fsync_dir(directory)
     for seg in old:
         at("delete-old")
         seg.delete()
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for suffix in FINAL_ORDER:
         at(f"final{suffix}")
+        if suffix == TXN_INDEX_SUFFIX and not swap_path(directory, base, end, suffix).exists():
+            continue
         os.rename(swap_path(directory, base, end, suffix), final_path(directory, base, suffix))
     at("fsync-final")
     fsync_dir(directory)
@@ -103,7 +110,7 @@ def complete_swaps(directory: Path) -> bool:
                     old = _parse_base(path.name, suffix)
                     if old is not None and base <= old < end:
                         path.unlink(missing_ok=True)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in FINAL_ORDER:
             swap = swap_path(directory, base, end, suffix)
             if swap.exists():
                 os.rename(swap, final_path(directory, base, suffix))

@@ -36,9 +36,10 @@ def _command_modules():
         perf,
         server,
         topic,
+        transactions,
     )
 
-    return [server, dev, cluster, topic, groups, leader, partition, data, perf, chaos, deploy, demo]
+    return [server, dev, cluster, topic, groups, transactions, leader, partition, data, perf, chaos, deploy, demo]
 
 
 class _Version(argparse.Action):

@@ -251,9 +251,9 @@ async def test_init_producer_id_new_ids_and_epoch_bumps() -> None:
 
 async def test_init_producer_id_refusals() -> None:
     s = service(1000, FakeController())
-    unsupported = (ErrorCode.UNSUPPORTED_VERSION, -1, -1)
     invalid = (ErrorCode.INVALID_REQUEST, -1, -1)
-    assert await answer(s, init(transactional_id="txn")) == unsupported
+    # A transactional id goes to the transaction coordinator; a service without one cannot answer it.
+    assert await answer(s, init(transactional_id="txn")) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)
     assert await answer(s, init(5, -1)) == invalid
     assert await answer(s, init(-7, 0)) == invalid
     assert await answer(s, init(5, 40000)) == invalid

@@ -217,7 +217,7 @@ def snapshot_path(tmp_path: Path, offset: int) -> Path:
         lambda data: data[:3],  # torn inside the header
         lambda data: b"",
         lambda data: data[:-10] + bytes([data[-10] ^ 0x01]) + data[-9:],  # bit flip
-        lambda data: b"\x00\x02" + data[2:],  # unknown version
+        lambda data: b"\x00\x63" + data[2:],  # unknown version
         lambda data: data + b"\x00",  # trailing garbage
     ],
 )
@@ -335,3 +335,45 @@ def test_producers_view_is_read_only(tmp_path: Path) -> None:
     append(state, PID, 0, 0, 1, 0)
     with pytest.raises(TypeError):
         state.producers[PID + 1] = state.producers[PID]  # type: ignore[index]
+
+
+def test_snapshot_v2_round_trips_transactions(tmp_path: Path) -> None:
+    from odradek.client.record.control import ControlMarker, ControlType
+
+    state = ProducerStateManager(tmp_path)
+    state.update(PID, 0, 0, 1, 0, 1, T0, is_transactional=True)
+    state.update(PID + 1, 3, 0, 0, 2, 2, T0, is_transactional=True)
+    done = state.update(PID + 1, 4, -1, -1, 3, 3, T0, marker=ControlMarker(ControlType.ABORT, 7))
+    assert done is not None and done.is_aborted and done.first_offset == 2
+    state.take_snapshot()
+    loaded = ProducerStateManager(tmp_path)
+    assert loaded.load(0, 4) == 4
+    assert snapshot_state(loaded) == snapshot_state(state)
+    assert loaded.ongoing_transaction(PID) == 0
+    assert loaded.producers[PID + 1].epoch == 4 and loaded.producers[PID + 1].coordinator_epoch == 7
+    assert not loaded.producers[PID + 1].batches  # the marker's new epoch forgot the old batches
+    assert loaded.first_unstable_offset == 0
+    loaded.on_high_watermark(4)
+    assert loaded.first_unstable_offset == 0  # PID's transaction is still open
+    state.update(PID, 1, -1, -1, 4, 4, T0, marker=ControlMarker(ControlType.COMMIT, 7))
+    state.take_snapshot()
+    reloaded = ProducerStateManager(tmp_path)
+    reloaded.load(0, 5)
+    assert reloaded.first_unstable_offset == 0  # the commit marker (offset 4) is not below the high watermark
+    reloaded.on_high_watermark(5)
+    assert reloaded.first_unstable_offset is None
+
+
+def test_a_version_1_snapshot_still_loads(tmp_path: Path) -> None:
+    import struct
+
+    from crc32c import crc32c
+
+    body = struct.pack(">qi", 20, 1) + struct.pack(">qhqB", PID, 2, T0, 1) + struct.pack(">iiqqq", 0, 9, 10, 19, T0)
+    snapshot_path(tmp_path, 20).write_bytes(struct.pack(">hI", 1, crc32c(body)) + body)
+    state = ProducerStateManager(tmp_path)
+    assert state.load(0, 20) == 20
+    entry = state.producers[PID]
+    assert (entry.epoch, entry.last_seq, entry.last_offset, entry.coordinator_epoch) == (2, 9, 19, -1)
+    assert entry.txn_first_offset is None and state.first_unstable_offset is None
+    assert state.check(PID, 2, 10, 12) is None  # the sequence continues

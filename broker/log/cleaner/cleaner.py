@@ -17,7 +17,12 @@ What a pass keeps, batch by batch, for segments from the log start up to the end
 - a record without a key is kept (counted in ``keyless_records``): Kafka's broker refuses keyless records for a
   compacted topic and its cleaner drops any that got in; this log cannot know whether they were accepted on
   purpose, and never loses data silently;
-- control batches are kept whole, as is the last batch of every producer id (its sequence lets an idempotent
+- the records of aborted transactions are removed (the aborted-transaction indexes say which; they never enter the
+  offset map either, so an aborted value supersedes nothing), and a transaction marker goes once no data of its
+  transaction is left before it and its delete horizon passed, stamped and bounded by the tombstone horizon offset
+  as a tombstone is (a follower that has the data but not yet the marker must still get it). An ABORT marker kept
+  with data before it keeps its aborted-index entry in the cleaned segment (transactions.py);
+- the last data batch and last marker of every producer id are kept whole (its sequence lets an idempotent
   producer continue, and a restarted broker rebuilds the producer state from it);
 - a batch left without records is dropped; a batch losing some is rebuilt with ``assemble_batch`` in its own codec,
   keeping its base offset, last offset delta (so its sequence range), epoch and producer fields.
@@ -40,12 +45,16 @@ from odradek.broker.log.cleaner.offset_map import OffsetMap
 from odradek.broker.log.cleaner.policy import CompactionConfig
 from odradek.broker.log.cleaner.stats import PassStats
 from odradek.broker.log.cleaner.throttle import Throttler
+from odradek.broker.log.cleaner.transactions import TxnTracker
 from odradek.broker.log.index import OffsetIndex, TimeIndex
 from odradek.broker.log.log import CompactionView, Log, SegmentStat, wall_clock_ms
 from odradek.broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, MAX_RELATIVE_OFFSET, TIME_INDEX_SUFFIX
 from odradek.broker.log.swap import cleaned_path
+from odradek.broker.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxnEntry, encode_entries
 from odradek.client.errors import CorruptRecordError, OdradekError
+from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import assemble_batch, encode_record
+from odradek.client.record.control import ControlType, parse_control_record
 from odradek.client.record.header import (
     DELETE_HORIZON_FLAG,
     HEADER_SIZE,
@@ -71,16 +80,27 @@ class _BatchFilter:
     now_ms: int
     delete_retention_ms: int
     tombstone_horizon_offset: int
-    protected: set[int]  # last offsets of the producers' last batches
+    protected: set[int]  # last offsets of the producers' last data batches and markers
     stats: PassStats
     defer: Callable[[], None]  # between chunks of PAUSE_EVERY records (see _defer_to_other_threads)
+    txns: TxnTracker
     tombstone_due: list[int] = field(default_factory=list)
 
     def apply(self, data: bytes, h: BatchHeader) -> bytes | memoryview | None:
         """The batch as the cleaned segment holds it, or None to drop it."""
         raw = memoryview(data)[h.position : h.position + h.size]
-        if h.is_control or h.last_offset in self.protected:
+        if h.is_control:
+            removable = self.txns.on_marker(h, control_type(data, h))
+            if not removable or h.last_offset in self.protected:
+                return raw
+            return self._expire_marker(data, h, raw)
+        aborted = self.txns.on_data_batch(h)
+        if h.last_offset in self.protected:
             return raw
+        if aborted:
+            self.stats.records_read += h.records_count
+            self.stats.records_removed += h.records_count
+            return None
         defer = self.defer
         scanned = scan_batch(data, h, defer)
         keys, offsets = scanned.keys, scanned.offsets
@@ -146,6 +166,58 @@ class _BatchFilter:
             h.base_sequence,
         )
 
+    def _expire_marker(self, data: bytes, h: BatchHeader, raw: memoryview) -> bytes | memoryview | None:
+        """A marker with no data of its transaction left: removed once its delete horizon passed (and it lies below
+        the tombstone horizon offset); stamped with the horizon the first time it is met, as tombstones are."""
+        stats = self.stats
+        if h.attributes & DELETE_HORIZON_FLAG:
+            horizon = h.base_timestamp
+            if horizon > self.now_ms:
+                stats.tombstone_due_ms = min(stats.tombstone_due_ms, horizon)
+                return raw
+            if h.last_offset < self.tombstone_horizon_offset:
+                stats.markers_removed += 1
+                return None
+            stats.tombstone_blocked_offset = min(stats.tombstone_blocked_offset, h.base_offset)
+            return raw
+        horizon = self.now_ms + self.delete_retention_ms
+        stats.tombstone_due_ms = min(stats.tombstone_due_ms, horizon)
+        records = next(read_batches(raw, validate=False)).records()
+        encoded = b"".join(
+            encode_record(r.offset - h.base_offset, r.timestamp - horizon, r.key, r.value, r.headers) for r in records
+        )
+        return assemble_batch(
+            encoded,
+            len(records),
+            h.compression,
+            h.attributes | DELETE_HORIZON_FLAG,
+            h.base_offset,
+            h.partition_leader_epoch,
+            h.last_offset_delta,
+            horizon,
+            h.max_timestamp,
+            h.producer_id,
+            h.producer_epoch,
+            h.base_sequence,
+        )
+
+
+def control_type(data: bytes, h: BatchHeader) -> ControlType | None:
+    """The marker type of the control batch ``h`` in ``data`` (None: it holds no record)."""
+    records = next(read_batches(memoryview(data)[h.position : h.position + h.size], validate=False)).records()
+    return parse_control_record(records[0]).type if records else None
+
+
+def _stable_end(view: CompactionView) -> int:
+    """The base offset of the segment holding the log's first unstable offset: nothing at or past an open or
+    unreplicated transaction is cleaned (its outcome is not known everywhere yet)."""
+    first = view.first_unstable_offset
+    if first is not None:
+        for seg in view.sealed:
+            if seg.end_offset > first:
+                return seg.base_offset
+    return view.active_base_offset
+
 
 def _runs(indexes: list[int], longest: int) -> Iterator[tuple[int, int]]:
     """The runs of consecutive numbers in sorted ``indexes`` as [first, stop) pairs, none longer than ``longest``:
@@ -180,6 +252,7 @@ class _SegmentWriter:
         self._offsets = bytearray()
         self._times = bytearray()
         self._last_time = -1
+        self.aborted: list[AbortedTxnEntry] = []  # the cleaned segment's aborted-index entries
 
     def append(self, batch: bytes | memoryview, base_offset: int, max_ts: int) -> None:
         if max_ts > self._max_ts:
@@ -224,7 +297,10 @@ class _SegmentWriter:
             self._fd = -1
         if self.size and len(self._times) // 12 < self._max_time_entries:
             self._time_entry()  # as LogSegment.seal
-        for suffix, data in ((INDEX_SUFFIX, self._offsets), (TIME_INDEX_SUFFIX, self._times)):
+        files: list[tuple[str, bytes | bytearray]] = [(INDEX_SUFFIX, self._offsets), (TIME_INDEX_SUFFIX, self._times)]
+        if self.aborted:
+            files.append((TXN_INDEX_SUFFIX, encode_entries(self.aborted)))
+        for suffix, data in files:
             fd = os.open(cleaned_path(self.dir, self.base, suffix), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 os.write(fd, data)
@@ -236,7 +312,7 @@ class _SegmentWriter:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             cleaned_path(self.dir, self.base, suffix).unlink(missing_ok=True)
 
 
@@ -333,18 +409,31 @@ class Cleaner:
         finally:
             os.close(fd)
 
-    def build_map(self, view: CompactionView, first_dirty: int, end: int, stats: PassStats) -> int:
-        """Put the keys of [first_dirty, end) into the map; return where it stopped (``end``, or the base offset of
-        the first batch that did not fit)."""
+    def build_map(
+        self,
+        view: CompactionView,
+        first_dirty: int,
+        end: int,
+        stats: PassStats,
+        aborted: list[AbortedTxnEntry] | None = None,
+    ) -> int:
+        """Put the keys of [first_dirty, end) into the map, but those of ``aborted`` transactions (the log's
+        aborted-index entries overlapping the range); return where it stopped (``end``, or the base offset of the
+        first batch that did not fit)."""
+        aborted = aborted or []
         m = self.offset_map
         m.clear()
+        txns = TxnTracker(aborted)
         for seg in view.sealed:
             if seg.end_offset <= first_dirty:
                 continue
             if seg.base_offset >= end:
                 break
             for data, h in self._batches(seg, stats):
-                if h.last_offset < first_dirty or h.is_control:
+                if h.is_control:
+                    txns.on_marker(h, control_type(data, h))
+                    continue
+                if txns.on_data_batch(h) or h.last_offset < first_dirty:
                     continue
                 if h.base_offset >= end:
                     return end
@@ -403,8 +492,8 @@ class Cleaner:
         first_dirty, start = stats.first_dirty, stats.start_ms
         throttled_before = self.throttler.throttled_ms
         sealed_end = view.sealed[-1].end_offset if view.sealed else view.log_start_offset
-        end = min(end, view.active_base_offset, max(sealed_end, first_dirty))
-        map_end = self.build_map(view, first_dirty, end, stats)
+        end = min(end, view.active_base_offset, max(sealed_end, first_dirty), _stable_end(view))
+        map_end = self.build_map(view, first_dirty, end, stats, log.aborted_index_entries(first_dirty, end))
         stats.end = max(map_end, first_dirty)
         stats.map_entries = self.offset_map.size
         stats.map_utilization = self.offset_map.utilization
@@ -415,9 +504,10 @@ class Cleaner:
             start,
             config.delete_retention_ms,
             tombstone_horizon_offset,
-            set(log.producer_last_offsets().values()),
+            log.producer_protected_offsets(),
             stats,
             self._defer,
+            TxnTracker(log.aborted_index_entries(view.log_start_offset, map_end)),
         )
         groups = group_segments(to_clean, log.config.segment_bytes, config_max_entries)
         for i, group in enumerate(groups):
@@ -447,6 +537,7 @@ class Cleaner:
                     out = batch_filter.apply(data, h)
                     if out is not None:
                         writer.append(out, h.base_offset, _MAX_TIMESTAMP.unpack_from(out, 35)[0])
+            writer.aborted = batch_filter.txns.take_kept_entries()
             writer.finish()
             stats.bytes_written += writer.size
             swapped = log.replace_segments(view, group, end, self.swap_step)

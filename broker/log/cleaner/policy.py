@@ -9,8 +9,9 @@ replicas reached them) is eligible too, even with nothing dirty: its pass recopi
 
 The cleanable section ends, as Kafka's does, at a segment boundary: the base offset of the first segment that is
 the active one, or holds offsets at or above the high watermark (those may still be truncated away: a record that
-will not survive must not supersede one that will), or holds a record younger than ``min.compaction.lag.ms``
-(judged by the segment's largest timestamp).
+will not survive must not supersede one that will), or holds the first unstable offset (an open transaction, or one
+whose marker is not replicated yet: whether its records stay is not decided), or holds a record younger than
+``min.compaction.lag.ms`` (judged by the segment's largest timestamp).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class LogSnapshot:
     config: CompactionConfig
     # When retained tombstones may go (CleanerManager.snapshot): a log with no new dirty record is cleaned then.
     tombstone_due_ms: int = NEVER
+    first_unstable_offset: int | None = None  # the log's (None: no transaction holds it back)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +95,11 @@ def first_uncleanable_offset(snapshot: LogSnapshot, now_ms: int) -> int:
     """The base offset of the first segment that must not be cleaned (see the module docstring)."""
     segments = snapshot.segments
     lag = snapshot.config.min_compaction_lag_ms
+    stable = snapshot.high_watermark
+    if snapshot.first_unstable_offset is not None:
+        stable = min(stable, snapshot.first_unstable_offset)
     for seg in segments[:-1]:
-        if seg.end_offset > snapshot.high_watermark or (lag > 0 and seg.max_timestamp > now_ms - lag):
+        if seg.end_offset > stable or (lag > 0 and seg.max_timestamp > now_ms - lag):
             return seg.base_offset
     return segments[-1].base_offset if segments else snapshot.log_start_offset
 

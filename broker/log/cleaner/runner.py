@@ -44,7 +44,15 @@ def log_snapshot(key: Hashable, log: Log, config: CompactionConfig) -> LogSnapsh
         SegmentInfo(s.base_offset, s.end_offset, s.size, s.max_timestamp, s.first_timestamp) for s in view.sealed
     ]
     segments.append(SegmentInfo(view.active_base_offset, view.active_end_offset, view.active_size, -1))
-    return LogSnapshot(key, segments, view.log_start_offset, view.high_watermark, 0, config)
+    return LogSnapshot(
+        key,
+        segments,
+        view.log_start_offset,
+        view.high_watermark,
+        0,
+        config,
+        first_unstable_offset=view.first_unstable_offset,
+    )
 
 
 def read_checkpoint(log_dir: Path) -> dict[tuple[str, int], int]:

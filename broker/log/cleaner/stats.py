@@ -18,6 +18,7 @@ class PassStats:
     records_read: int = 0
     records_removed: int = 0
     tombstones_removed: int = 0
+    markers_removed: int = 0  # transaction markers whose transaction's data was gone and delete horizon passed
     keyless_records: int = 0
     segments_in: int = 0
     segments_out: int = 0
@@ -27,8 +28,9 @@ class PassStats:
     duration_ms: int = 0
     throttled_ms: float = 0.0
     aborted: bool = False  # the log changed under the pass (truncated, segments deleted): redone later
-    # Retained tombstones: the earliest future delete horizon, and the lowest offset of a tombstone whose horizon
-    # passed but which lies at or above the tombstone horizon offset. They make the log due again (policy.py).
+    # Retained tombstones (and removable transaction markers): the earliest future delete horizon, and the lowest
+    # offset of one whose horizon passed but which lies at or above the tombstone horizon offset. They make the log
+    # due again (policy.py).
     tombstone_due_ms: int = NEVER
     tombstone_blocked_offset: int = NEVER
 

@@ -1,0 +1,205 @@
+"""The transaction coordinator's shell over a real ``__transaction_state`` partition (one replica on a real log), a
+fake marker transport and a simulated clock: a transaction from InitProducerId to its Complete* record, markers
+carrying the coordinator epoch, the routing errors, and a failover: the next coordinator loads the log and writes
+the markers of a transaction the first one left in Prepare*."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from controller_images import brokers, partition, topic
+
+from odradek.broker.config import NodeConfig
+from odradek.broker.log.log import Log
+from odradek.broker.partition import Partition
+from odradek.broker.transactions.coordinator import TransactionCoordinator, TxnCoordinatorConfig
+from odradek.broker.transactions.markers import MarkerChannel
+from odradek.broker.transactions.metadata import TxnState
+from odradek.broker.transactions.records import TRANSACTION_STATE_TOPIC, read_records
+from odradek.client.errors import ErrorCode
+from odradek.client.structs import TopicPartition
+from odradek.controller.metadata.image import MetadataImage, PartitionRegistration, image_from_records
+from odradek.proto import transaction_pb2 as tpb
+
+STATE_ID = b"\x07" * 16
+DATA_ID = b"\x08" * 16
+TP = TopicPartition("t", 0)
+MAX = 1 << 20
+
+
+class Cluster:
+    """``__transaction_state-0`` led by broker 1 alone; topic ``t`` with one partition led by broker 2."""
+
+    def __init__(self, root: Path) -> None:
+        self.state = Partition(TRANSACTION_STATE_TOPIC, 0, Log.open(root / f"{TRANSACTION_STATE_TOPIC}-0"), 1)
+        self.lead(1)
+        self.image: MetadataImage = image_from_records(
+            [
+                *brokers(1, 2),
+                topic(TRANSACTION_STATE_TOPIC, STATE_ID),
+                partition(0, [1], topic_id=STATE_ID, leader_epoch=1),
+                topic("t", DATA_ID),
+                partition(0, [2], topic_id=DATA_ID),
+            ]
+        )
+        self.requests: list[tuple[int, tpb.WriteTxnMarkersRequest]] = []
+        self.acknowledge = True
+        self.sent = asyncio.Event()
+
+    def lead(self, epoch: int) -> None:
+        self.state.update(PartitionRegistration(STATE_ID, 0, (1,), (1,), 1, epoch, epoch), 1, 0)
+
+    async def send(self, broker: int, request: tpb.WriteTxnMarkersRequest) -> tpb.WriteTxnMarkersResponse:
+        self.requests.append((broker, request))
+        self.sent.set()
+        code = ErrorCode.NONE if self.acknowledge else ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return tpb.WriteTxnMarkersResponse(
+            markers=[
+                tpb.TxnMarkerResult(
+                    producer_id=m.producer_id,
+                    topics=[
+                        tpb.TxnTopicResult(
+                            name=t.name,
+                            partitions=[tpb.TxnPartitionResult(partition=p, error=code) for p in t.partitions],
+                        )
+                        for t in m.topics
+                    ],
+                )
+                for m in request.markers
+            ]
+        )
+
+    def records(self) -> list[TxnState | None]:
+        data = self.state.log.read(0, MAX)
+        return [md.state if md else None for _, md in read_records(data.records)]
+
+
+class ProducerIds:
+    def __init__(self) -> None:
+        self.next = 100
+
+    async def next_id(self) -> int:
+        self.next += 1
+        return self.next
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    c = Cluster(tmp_path)
+    yield c
+    c.state.log.close()
+
+
+def coordinator(cluster: Cluster, clock: Callable[[], int] | None = None) -> TransactionCoordinator:
+    async def create(partitions: int, replication_factor: int) -> None:
+        raise AssertionError("the topic exists")
+
+    markers = MarkerChannel(lambda: cluster.image, cluster.send, backoff_ms=10)
+    c = TransactionCoordinator(
+        1, lambda: cluster.image, TxnCoordinatorConfig(), create, ProducerIds(), markers, clock or ManualClock()
+    )
+    c.on_leadership({(TRANSACTION_STATE_TOPIC, 0): cluster.state})
+    return c
+
+
+async def until(condition: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+def state(c: TransactionCoordinator, txn_id: str = "tx") -> TxnState | None:
+    _, md = c.describe(txn_id)
+    return md.state if md else None
+
+
+async def test_a_transaction_runs_to_its_complete_record_with_markers_at_the_coordinator_epoch(cluster) -> None:
+    c = coordinator(cluster)
+    await until(lambda: c.partitions[0].loaded, "the partition loads")
+    error, pid, epoch = await c.init_producer_id("tx", 60_000)
+    assert (error, pid, epoch) == (ErrorCode.NONE, 101, 0)
+    assert await c.add_partitions("tx", pid, epoch, [TP]) == (ErrorCode.NONE, {TP: ErrorCode.NONE})
+    assert c.verify("tx", pid, epoch, [TP]) == (ErrorCode.NONE, {TP: ErrorCode.NONE})
+    assert await c.end_txn("tx", pid, epoch, True) == (ErrorCode.NONE, pid, 1)
+    await until(lambda: state(c) is TxnState.COMPLETE_COMMIT, "the Complete record")
+    [(broker, request)] = cluster.requests
+    [marker] = request.markers
+    assert broker == 2 and (marker.producer_id, marker.producer_epoch, marker.committed) == (pid, 1, True)
+    assert marker.coordinator_epoch == 1  # the leader epoch the coordinator loaded at
+    assert cluster.records() == [TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT]
+    assert c.committed == 1 and c.aborted == 0
+    await c.close()
+
+
+async def test_unknown_partitions_and_routing_errors(cluster) -> None:
+    c = coordinator(cluster)
+    assert (await c.init_producer_id("tx", 60_000))[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    await until(lambda: c.partitions[0].loaded, "the partition loads")
+    _, pid, epoch = await c.init_producer_id("tx", 60_000)
+    gone = TopicPartition("nope", 0)
+    assert await c.add_partitions("tx", pid, epoch, [TP, gone]) == (
+        ErrorCode.NONE,
+        {TP: ErrorCode.INVALID_REQUEST, gone: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION},
+    )
+    assert state(c) is TxnState.EMPTY
+    cluster.lead(2)  # a new leader epoch: what was loaded at epoch 1 may not be acted on
+    assert (await c.end_txn("tx", pid, epoch, True))[0] == ErrorCode.NOT_COORDINATOR
+    c.on_leadership({(TRANSACTION_STATE_TOPIC, 0): cluster.state})
+    await until(lambda: c.partitions[0].loaded, "the partition reloads")
+    assert state(c) is TxnState.EMPTY
+    assert c.find_coordinator("tx") == (ErrorCode.NONE, 1, "127.0.0.1", 9001)
+    assert c.find_coordinator("")[0] == ErrorCode.INVALID_REQUEST
+    await c.close()
+
+
+async def test_the_next_coordinator_writes_the_markers_the_first_left_unwritten(cluster) -> None:
+    first = coordinator(cluster)
+    await until(lambda: first.partitions[0].loaded, "the partition loads")
+    _, pid, epoch = await first.init_producer_id("tx", 60_000)
+    await first.add_partitions("tx", pid, epoch, [TP])
+    cluster.acknowledge = False  # the partition's leader never acknowledges: markers stay unwritten
+    assert await first.end_txn("tx", pid, epoch, False) == (ErrorCode.NONE, pid, 1)
+    await cluster.sent.wait()
+    await first.close()  # the coordinator dies with the abort prepared
+    assert cluster.records()[-1] is TxnState.PREPARE_ABORT
+    cluster.requests.clear()
+    cluster.acknowledge = True
+    cluster.lead(2)
+    second = coordinator(cluster)
+    await until(lambda: state(second) is TxnState.COMPLETE_ABORT, "the abort completes after the failover")
+    marker = cluster.requests[-1][1].markers[0]
+    assert (marker.producer_id, marker.producer_epoch, marker.committed, marker.coordinator_epoch) == (pid, 1, False, 2)
+    assert second.aborted == 1
+    await second.close()
+
+
+def test_the_node_keys_become_the_coordinator_config() -> None:
+    base = {"process.roles": "broker", "node.id": 4, "controller.quorum.voters": "1@127.0.0.1:7001"}
+    config = NodeConfig(
+        {
+            **base,
+            "transaction.state.log.num.partitions": 7,
+            "transaction.state.log.replication.factor": 2,
+            "transaction.state.log.min.isr": 1,
+            "transaction.state.log.segment.bytes": 1000,
+            "transaction.max.timeout.ms": 5000,
+            "transactional.id.expiration.ms": 6000,
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": 70,
+            "transaction.remove.expired.transaction.cleanup.interval.ms": 80,
+        }
+    )
+    assert TxnCoordinatorConfig.from_node(config) == TxnCoordinatorConfig(7, 2, 1, 1000, 5000, 6000, 70, 80)
+    assert TxnCoordinatorConfig.from_node(NodeConfig(base)) == TxnCoordinatorConfig()  # Kafka's defaults
