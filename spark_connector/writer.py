@@ -158,7 +158,8 @@ def _transactional_task(
     group = config["transactional.id"]
 
     def read_marker() -> OffsetAndMetadata | None:
-        with Consumer({"bootstrap.servers": config["bootstrap.servers"], "group.id": group}) as consumer:
+        reader = {"bootstrap.servers": config["bootstrap.servers"], "group.id": group, "enable.auto.commit": "false"}
+        with Consumer(reader) as consumer:
             return consumer.committed([MARKER_PARTITION])[MARKER_PARTITION]
 
     producer = Producer(config)

@@ -7,6 +7,7 @@ replays write rows twice."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -54,11 +55,15 @@ class Query:
         self.source, self.checkpoint = tmp / "in", tmp / "checkpoint"
         self.source.mkdir()
         self.files = 0
+        self.created = time.time() - 3600
 
     def add_file(self, n: int) -> None:
         first = self.files * 1000
         lines = (json.dumps({"k": f"k-{i}", "v": f"v-{i}"}) for i in range(first, first + n))
-        (self.source / f"{self.files}.json").write_text("\n".join(lines) + "\n")
+        path = self.source / f"{self.files}.json"
+        path.write_text("\n".join(lines) + "\n")
+        mtime = self.created + self.files  # the file source takes files in modification-time order
+        os.utime(path, (mtime, mtime))
         self.files += 1
 
     def start(self, transform=None):
