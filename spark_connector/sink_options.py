@@ -6,6 +6,10 @@ passed with Spark's ``kafka.`` prefix under their Kafka names. Three things are 
 they pass silently: ``acks`` is always ``all`` (the sink's at-least-once guarantee rests on it), a ``kafka.`` option
 the producer does not have is an error (Kafka's client only logs a warning), and so is a column the sink does not
 write (Spark drops it). Every error names its option or column, because Spark shows the message and nothing else.
+
+``transactional.id.prefix`` (not in Spark's Kafka sink, which has no transactional mode) makes every task write in a
+transaction of its own id ``<prefix>-<partition>`` (``spark_connector/transactional_sink.py``). One
+``kafka.transactional.id`` cannot serve every task (each would fence the others), so that option is refused.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ from odradek.client.config import ProducerConfig
 from odradek.client.errors import ConfigError
 from odradek.spark_connector.options import OptionError, _bootstrap
 
-__all__ = ["COLUMNS", "ColumnError", "Columns", "SinkOptions"]
+__all__ = ["COLUMNS", "TXN_PREFIX_OPTION", "ColumnError", "Columns", "SinkOptions", "transactional_id"]
 
 PRODUCER_PREFIX = "kafka."
+TXN_PREFIX_OPTION = "transactional.id.prefix"
 
 _ACKS_ALL = ("all", "-1")
 _BINARY_OR_STRING = (BinaryType(), StringType())
@@ -52,6 +57,8 @@ class SinkOptions:
     bootstrap_servers: tuple[str, ...]
     topic: str | None = None
     producer: tuple[tuple[str, str], ...] = ()
+    transactional_id_prefix: str | None = None
+    """Set: each task writes its rows in one transaction as ``<prefix>-<partition id>`` (exactly once)."""
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -74,22 +81,56 @@ class SinkOptions:
             raise OptionError(
                 "kafka.acks",
                 f"must be all (or -1), got {acks!r}: the sink only reports a row written once every in-sync "
-                "replica has it, which its at-least-once guarantee depends on",
+                "replica has it, which its at-least-once guarantee (and a transaction's commit) depends on",
             )
-        _check_producer(servers, producer)
-        return cls(servers, topic, tuple(producer.items()))
+        prefix = _transactional_prefix(opts.get(TXN_PREFIX_OPTION), producer)
+        extra = {"transactional.id": transactional_id(prefix, 0)} if prefix is not None else {}
+        _check_producer(servers, producer, extra)
+        return cls(servers, topic, tuple(producer.items()), prefix)
 
-    def producer_config(self) -> dict[str, str]:
-        """The config of each task's producer: acks=all always, idempotence on unless ``kafka.`` options say
-        otherwise."""
-        return {"bootstrap.servers": ",".join(self.bootstrap_servers), **dict(self.producer), "acks": "all"}
+    def producer_config(self, partition_id: int | None = None) -> dict[str, str]:
+        """The config of a task's producer: acks=all always, idempotence on unless ``kafka.`` options say
+        otherwise; in transactional mode the transactional id of the task's input partition ``partition_id``."""
+        config = {"bootstrap.servers": ",".join(self.bootstrap_servers), **dict(self.producer), "acks": "all"}
+        if self.transactional_id_prefix is not None:
+            if partition_id is None:
+                raise ValueError("a transactional sink's producer needs the task's partition id")
+            config["transactional.id"] = transactional_id(self.transactional_id_prefix, partition_id)
+        return config
 
 
-def _check_producer(servers: tuple[str, ...], producer: dict[str, str]) -> None:
+def transactional_id(prefix: str, partition_id: int) -> str:
+    """The transactional id of the task writing input partition ``partition_id``: the same for every attempt of
+    that task, in every micro-batch and run of the query, so a new attempt fences the earlier ones."""
+    return f"{prefix}-{partition_id}"
+
+
+def _transactional_prefix(value: str | None, producer: dict[str, str]) -> str | None:
+    """The validated ``transactional.id.prefix``, and the ``kafka.`` options that conflict with it (or need it)."""
+    if "transactional.id" in producer:
+        raise OptionError(
+            "kafka.transactional.id",
+            f"one transactional id cannot serve every task (each would fence the others); set {TXN_PREFIX_OPTION} "
+            "instead: each task then uses <prefix>-<input partition>",
+        )
+    if value is None:
+        if "transaction.timeout.ms" in producer:
+            raise OptionError("kafka.transaction.timeout.ms", f"needs {TXN_PREFIX_OPTION} (the transactional mode)")
+        return None
+    if not value.strip() or value != value.strip():
+        raise OptionError(TXN_PREFIX_OPTION, f"must be a non-empty name without surrounding spaces, got {value!r}")
+    if producer.get("enable.idempotence", "").strip().lower() == "false":
+        raise OptionError(
+            "kafka.enable.idempotence", f"must be true with {TXN_PREFIX_OPTION}: transactions need idempotence"
+        )
+    return value
+
+
+def _check_producer(servers: tuple[str, ...], producer: dict[str, str], extra: Mapping[str, str]) -> None:
     """Parse the producer options as a task will; the error names the options its message mentions (the key of
     a malformed or unknown one, or each of several that conflict)."""
     try:
-        ProducerConfig.from_mapping({"bootstrap.servers": ",".join(servers), **producer, "acks": "all"})
+        ProducerConfig.from_mapping({"bootstrap.servers": ",".join(servers), **producer, **extra, "acks": "all"})
     except ConfigError as e:
         named = [PRODUCER_PREFIX + k for k in producer if k in str(e)] or [PRODUCER_PREFIX + k for k in producer]
         raise OptionError("/".join(named), str(e)) from None

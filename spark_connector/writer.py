@@ -11,6 +11,10 @@ the log can hold a row more than once. Idempotence removes duplicates only withi
 one task attempt (the producer's own retries after a timeout or a leader change); it cannot recognise a row a
 previous attempt sent. With idempotence on, rows a task attempt sends to one partition keep the task's order.
 Readers that need each row once must de-duplicate, for example on a unique key or header.
+
+With ``transactional.id.prefix`` the guarantee is **exactly once** for ``read_committed`` readers: each task writes
+its rows in a transaction that also records which write it was, and an attempt finding its write already committed
+writes nothing (``spark_connector/transactional_sink.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -26,11 +31,13 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from odradek.client import Producer
+from odradek.client import Consumer, Producer
 from odradek.client.errors import OdradekError
 from odradek.client.producer.producer import DeliveryFuture
+from odradek.client.structs import OffsetAndMetadata
 from odradek.spark_connector.options import OptionError
 from odradek.spark_connector.sink_options import Columns, SinkOptions
+from odradek.spark_connector.transactional_sink import MARKER_PARTITION, Marker, streaming_marker, write_once
 
 __all__ = ["BatchWriter", "SinkCommitMessage", "SinkWriteError", "StreamWriter", "batch_writer", "stream_writer"]
 
@@ -47,10 +54,12 @@ class SinkWriteError(RuntimeError):
 
 @dataclass
 class SinkCommitMessage(WriterCommitMessage):
-    """What one task wrote: every one of ``records`` was acknowledged by all in-sync replicas."""
+    """What one task wrote: every one of ``records`` was acknowledged by all in-sync replicas (and committed, in
+    transactional mode). ``skipped``: transactional mode found this write committed by an earlier attempt."""
 
     records: int
     seconds: float
+    skipped: bool = False
 
 
 def batch_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> BatchWriter:
@@ -58,7 +67,8 @@ def batch_writer(options: Mapping[str, str], schema: StructType, overwrite: bool
     if overwrite:
         raise OptionError("mode", "overwrite is not supported: records are appended to a log; use mode('append')")
     sink = SinkOptions.parse(options)
-    return BatchWriter(sink, Columns.of(schema, sink.topic))
+    # A job's id, drawn once on the driver: its task retries and speculative attempts share it, a new job does not.
+    return BatchWriter(sink, Columns.of(schema, sink.topic), f"job-{uuid.uuid4()}")
 
 
 def stream_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> StreamWriter:
@@ -72,18 +82,19 @@ class BatchWriter(DataSourceArrowWriter):
     """Tasks get Arrow record batches: columns become Python lists in one C call each, where Rows would cost
     Spark a conversion per value."""
 
-    def __init__(self, options: SinkOptions, columns: Columns) -> None:
+    def __init__(self, options: SinkOptions, columns: Columns, job: str = "") -> None:
         self.options = options
         self.columns = columns
+        self.job = job
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        return write_task(self.options, self.columns, arrow_rows(iterator, self.columns))
+        return write_task(self.options, self.columns, arrow_rows(iterator, self.columns), lambda: Marker(self.job, 0))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         logger.info("odradek sink: job wrote %s", _summary(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        logger.warning("odradek sink: job aborted; %s", _aborted(messages))
+        logger.warning("odradek sink: job aborted; %s", _aborted(messages, self.options))
 
 
 class StreamWriter(DataSourceStreamArrowWriter):
@@ -92,13 +103,13 @@ class StreamWriter(DataSourceStreamArrowWriter):
         self.columns = columns
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        return write_task(self.options, self.columns, arrow_rows(iterator, self.columns))
+        return write_task(self.options, self.columns, arrow_rows(iterator, self.columns), _micro_batch_marker)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         logger.info("odradek sink: micro-batch %d wrote %s", batchId, _summary(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        logger.warning("odradek sink: micro-batch %d aborted; %s", batchId, _aborted(messages))
+        logger.warning("odradek sink: micro-batch %d aborted; %s", batchId, _aborted(messages, self.options))
 
 
 def arrow_rows(batches: Iterable[pa.RecordBatch], columns: Columns) -> Iterator[tuple]:
@@ -113,22 +124,63 @@ def arrow_rows(batches: Iterable[pa.RecordBatch], columns: Columns) -> Iterator[
         yield from zip(*lists)
 
 
-def write_task(options: SinkOptions, columns: Columns, rows: Iterable[tuple]) -> SinkCommitMessage:
-    """One task: send every row with one producer, then wait until each is acknowledged or raise."""
+def write_task(
+    options: SinkOptions, columns: Columns, rows: Iterable[tuple], marker: Callable[[], Marker]
+) -> SinkCommitMessage:
+    """One task: send every row with one producer, then wait until each is acknowledged or raise. In
+    transactional mode, in one transaction with the ``marker`` of this write, unless it was committed already."""
     start = time.monotonic()
     rows = iter(rows)
     first = next(rows, None)
     if first is None:  # no producer for an empty input partition: after a shuffle, most may be empty
         return SinkCommitMessage(0, 0.0)
+    rows = itertools.chain((first,), rows)
+    if options.transactional_id_prefix is not None:
+        return _transactional_task(options, columns, rows, marker(), start)
     producer = Producer(options.producer_config())
     failed = True
     try:
-        records = send_rows(producer, columns, options.topic, itertools.chain((first,), rows))
+        records = send_rows(producer, columns, options.topic, rows)
         failed = False
     finally:
         # After a failure, stop at once: whatever is still queued will be sent again by the task's retry.
         producer.close(0 if failed else None)
     return SinkCommitMessage(records, time.monotonic() - start)
+
+
+def _transactional_task(
+    options: SinkOptions, columns: Columns, rows: Iterable[tuple], marker: Marker, start: float
+) -> SinkCommitMessage:
+    context = TaskContext.get()
+    if context is None:
+        raise SinkWriteError("the transactional mode runs in Spark tasks only: it needs the task's partition id")
+    config = options.producer_config(context.partitionId())
+    group = config["transactional.id"]
+
+    def read_marker() -> OffsetAndMetadata | None:
+        reader = {"bootstrap.servers": config["bootstrap.servers"], "group.id": group, "enable.auto.commit": "false"}
+        with Consumer(reader) as consumer:
+            return consumer.committed([MARKER_PARTITION])[MARKER_PARTITION]
+
+    producer = Producer(config)
+    failed = True
+    try:
+        records = write_once(
+            producer, group, marker, read_marker, lambda: send_rows(producer, columns, options.topic, rows)
+        )
+        failed = False
+    finally:
+        producer.close(0 if failed else None)  # the transaction was aborted (or left to the next attempt to abort)
+    if records is None:
+        return SinkCommitMessage(0, time.monotonic() - start, skipped=True)
+    return SinkCommitMessage(records, time.monotonic() - start)
+
+
+def _micro_batch_marker() -> Marker:
+    context = TaskContext.get()
+    if context is None:
+        raise SinkWriteError("the transactional mode runs in Spark tasks only: it needs the micro-batch id")
+    return streaming_marker(context.getLocalProperty)
 
 
 def send_rows(producer: Producer, columns: Columns, topic: str | None, rows: Iterable[tuple]) -> int:
@@ -189,11 +241,18 @@ def _row(n: int | None) -> str:
 def _summary(messages: list[WriterCommitMessage | None]) -> str:
     done = [m for m in messages if isinstance(m, SinkCommitMessage)]
     slowest = max((m.seconds for m in done), default=0.0)
-    return f"{sum(m.records for m in done)} records in {len(done)} tasks (slowest {slowest:.1f} s)"
+    skipped = sum(m.skipped for m in done)
+    already = f"; {skipped} tasks found their rows committed by an earlier attempt" if skipped else ""
+    return f"{sum(m.records for m in done)} records in {len(done)} tasks (slowest {slowest:.1f} s){already}"
 
 
-def _aborted(messages: list[WriterCommitMessage | None]) -> str:
+def _aborted(messages: list[WriterCommitMessage | None], options: SinkOptions) -> str:
     failed = sum(m is None for m in messages)
+    if options.transactional_id_prefix is not None:
+        return (
+            f"{failed} of {len(messages)} tasks failed. Tasks that finished committed {_summary(messages)}; failed "
+            "tasks committed nothing (a re-run of the micro-batch writes only what was not committed)"
+        )
     return (
         f"{failed} of {len(messages)} tasks failed. Tasks that finished wrote {_summary(messages)}, which stay in "
         "the log; failed tasks may have written part of their rows (at-least-once: a rerun sends them again)"
