@@ -144,10 +144,17 @@ def test_find_coordinator_creates_the_offsets_topic_and_names_its_leader(brokers
     assert all(len(p.replicas) == 3 for p in topic.partitions)
     for address in brokers.values():  # every broker names the same coordinator
         assert find(address, GROUP).node_id == node
-    unsupported = stub(first).FindCoordinator(
-        gpb.FindCoordinatorRequest(key_type=gpb.TRANSACTION, keys=["tx"]), timeout=10
+    # A transactional id's coordinator leads its partition of another internal topic, created on first use too.
+    request = gpb.FindCoordinatorRequest(key_type=gpb.TRANSACTION, keys=["tx"])
+    assert stub(first).FindCoordinator(request, timeout=10).coordinators[0].error == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    found = wait_for(
+        lambda: (c := stub(first).FindCoordinator(request, timeout=10).coordinators[0]).error == ErrorCode.NONE and c,
+        30,
+        what="the transaction coordinator",
     )
-    assert unsupported.coordinators[0].error == ErrorCode.INVALID_REQUEST
+    assert found.node_id in brokers and len(admin.describe_topic("__transaction_state").partitions) > 0
+    empty = stub(first).FindCoordinator(gpb.FindCoordinatorRequest(key_type=gpb.TRANSACTION, keys=[""]), timeout=10)
+    assert empty.coordinators[0].error == ErrorCode.INVALID_REQUEST
 
 
 def test_two_members_form_one_generation_and_get_the_leaders_assignment(brokers, admin) -> None:
