@@ -144,6 +144,22 @@ def subscribed_topics(group: ClassicGroup) -> set[str] | None:
     return topics
 
 
+def coordinator_address(
+    image: MetadataImage, topic_name: str, key: str
+) -> tuple[ErrorCode.ValueType, int, str, int] | None:
+    """(error, node id, host, port) of the leader of ``key``'s partition of the internal topic ``topic_name`` (Kafka's
+    hash of the key), the coordinator of a group or a transactional id; COORDINATOR_NOT_AVAILABLE while that
+    partition has no live leader; None while the topic does not exist (the caller has it created)."""
+    topic = image.topic(topic_name)
+    if topic is None or not topic.partitions:
+        return None
+    state = topic.partitions.get(offsets_partition_for(key, len(topic.partitions)))
+    broker = image.brokers.get(state.leader) if state is not None else None
+    if broker is None or broker.fenced:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    return ErrorCode.NONE, broker.broker_id, broker.host, broker.port
+
+
 class Clock:
     """Milliseconds that never go backwards in the process and read as wall time (see the module docstring)."""
 
@@ -331,16 +347,11 @@ class GroupCoordinator:
         first use (COORDINATOR_NOT_AVAILABLE until it exists and the partition has a live leader)."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, -1, "", -1
-        image = self._image()
-        topic = image.topic(OFFSETS_TOPIC)
-        if topic is None or not topic.partitions:
+        found = coordinator_address(self._image(), OFFSETS_TOPIC, group_id)
+        if found is None:
             self._ensure_offsets_topic()
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        state = topic.partitions.get(offsets_partition_for(group_id, len(topic.partitions)))
-        broker = image.brokers.get(state.leader) if state is not None else None
-        if broker is None or broker.fenced:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        return ErrorCode.NONE, broker.broker_id, broker.host, broker.port
+        return found
 
     def _ensure_offsets_topic(self) -> None:
         if self._create_task is not None and not self._create_task.done():

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from odradek.broker.config import NodeConfig
-from odradek.broker.groups.coordinator import Clock
+from odradek.broker.groups.coordinator import Clock, coordinator_address
 from odradek.broker.groups.loader import plan_leadership
 from odradek.broker.groups.partitioner import offsets_partition_for
 from odradek.broker.groups.records import OFFSETS_TOPIC
@@ -248,16 +248,11 @@ class TransactionCoordinator:
         (COORDINATOR_NOT_AVAILABLE until it exists and the partition has a live leader)."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, -1, "", -1
-        image = self._image()
-        topic = image.topic(TRANSACTION_STATE_TOPIC)
-        if topic is None or not topic.partitions:
+        found = coordinator_address(self._image(), TRANSACTION_STATE_TOPIC, transactional_id)
+        if found is None:
             self._ensure_topic()
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        state = topic.partitions.get(offsets_partition_for(transactional_id, len(topic.partitions)))
-        broker = image.brokers.get(state.leader) if state is not None else None
-        if broker is None or broker.fenced:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        return ErrorCode.NONE, broker.broker_id, broker.host, broker.port
+        return found
 
     def _ensure_topic(self) -> None:
         if self._create_task is not None and not self._create_task.done():
