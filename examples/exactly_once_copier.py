@@ -8,7 +8,8 @@ partitions; each needs its own ``--transactional-id`` that stays the same across
 fences its former self).
 
     python examples/exactly_once_copier.py --bootstrap-servers localhost:9092 --input in --output out \\
-        --group copiers --transactional-id copier-0 [--idle-exit-s 10]
+        --group copiers --transactional-id copier-0 [--idle-exit-s 10] \\
+        [--consumer-property session.timeout.ms=10000] [--producer-property transaction.timeout.ms=30000]
 
 An abortable error (a refused batch, a rebalance that took the partitions) aborts the transaction and rewinds
 the consumer to the group's committed positions, so the batch is copied again; ProducerFencedError (another
@@ -45,7 +46,16 @@ def rewind(consumer: Consumer) -> None:
             consumer.seek(tp, om.offset)
 
 
-def copy(servers: str, input_topic: str, output_topic: str, group: str, txn_id: str, idle_exit_s: float) -> int:
+def copy(
+    servers: str,
+    input_topic: str,
+    output_topic: str,
+    group: str,
+    txn_id: str,
+    idle_exit_s: float,
+    consumer_properties: dict[str, str] | None = None,
+    producer_properties: dict[str, str] | None = None,
+) -> int:
     """Copy until ``idle_exit_s`` passes without input (0: forever). Returns the records copied."""
     consumer = Consumer(
         {
@@ -54,9 +64,10 @@ def copy(servers: str, input_topic: str, output_topic: str, group: str, txn_id: 
             "enable.auto.commit": False,  # the offsets are committed by the transactions
             "isolation.level": "read_committed",  # the input may be another transactional copier's output
             "auto.offset.reset": "earliest",
+            **(consumer_properties or {}),
         }
     )
-    producer = Producer({"bootstrap.servers": servers, "transactional.id": txn_id})
+    producer = Producer({"bootstrap.servers": servers, "transactional.id": txn_id, **(producer_properties or {})})
     copied = 0
     try:
         producer.init_transactions()
@@ -91,6 +102,13 @@ def copy(servers: str, input_topic: str, output_topic: str, group: str, txn_id: 
     return copied
 
 
+def property_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap-servers", required=True)
@@ -99,9 +117,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--group", required=True)
     parser.add_argument("--transactional-id", required=True)
     parser.add_argument("--idle-exit-s", type=float, default=0.0, help="stop after this long without input")
+    for side in ("consumer", "producer"):
+        parser.add_argument(
+            f"--{side}-property",
+            type=property_pair,
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help=f"a {side} config setting (repeatable)",
+        )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    n = copy(args.bootstrap_servers, args.input, args.output, args.group, args.transactional_id, args.idle_exit_s)
+    n = copy(
+        args.bootstrap_servers,
+        args.input,
+        args.output,
+        args.group,
+        args.transactional_id,
+        args.idle_exit_s,
+        dict(args.consumer_property),
+        dict(args.producer_property),
+    )
     logger.info("copied %d records", n)
 
 
