@@ -4,13 +4,14 @@ recorded in a History for chaos/txn_checker.py.
 
 Producer i owns transactional id ``chaos-txn-<i>``. Its n-th transaction ``t<i>-<n>`` writes 1 to 4 unique values
 ``t<i>-<n>-<j>`` to random partitions, flushes them into the log, then commits (most) or aborts (one in five),
-recording each step before the call and its outcome after. A commit that fails is aborted if the producer still can (abortable errors); otherwise
-(fenced, or a call that keeps timing out) the instance is replaced: a new producer with the same id runs
-``init_transactions()``, which fences the old one and makes the coordinator abort what it left open. One
-transaction in twelve is abandoned that way on purpose, as by a crashed process, and its old producer, a zombie,
-then tries to commit it anyway: that commit must fail and its writes must never be visible. At the end each id is
-initialised once more (closing whatever was left open), and the final pass reads every partition with
-``read_committed`` up to its last stable offset, then with ``read_uncommitted`` up to its high watermark.
+recording each step before the call and its outcome after. A commit that fails is aborted if the producer still
+can (abortable errors); otherwise (fenced, or a call that keeps timing out) the instance is replaced: a new
+producer with the same id runs ``init_transactions()``, which fences the old one and makes the coordinator abort
+what it left open. One transaction in twelve is abandoned that way on purpose, as by a crashed process, and its old
+producer, a zombie, then tries to commit it anyway: that commit must fail and its writes must never be visible.
+At the end each id is initialised once more (closing whatever was left open), and the final pass reads every
+partition with ``read_committed`` up to its last stable offset, then with ``read_uncommitted`` up to its high
+watermark.
 
 Loops are bounded in time and count and stop by themselves; the randomness is seeded.
 """
