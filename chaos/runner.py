@@ -126,7 +126,12 @@ def run(options: RunOptions, log=print) -> RunResult:
     if options.workload == "txn":
         group_faults = [f for f in group_faults if f not in COORDINATOR_FAULTS]
     if group_faults and options.workload != "group":
-        raise ValueError(f"faults {group_faults} need the group workload")
+        also = (
+            " (the coordinator faults also run with the txn workload)"
+            if set(group_faults) & {*COORDINATOR_FAULTS}
+            else ""
+        )
+        raise ValueError(f"faults {group_faults} need the group workload{also}")
     workload_bug = options.bug if options.bug in WORKLOAD_BUGS else ""
     if workload_bug and options.workload != "txn":
         raise ValueError(f"bug {workload_bug} needs the txn workload")

@@ -23,6 +23,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from odradek.chaos.history import (
     FinalRead,
@@ -38,7 +39,6 @@ from odradek.chaos.history import (
 from odradek.chaos.workload import _text
 from odradek.client import Admin, Consumer, Producer, TopicPartition
 from odradek.client.errors import ClientTimeoutError
-from odradek.client.producer.batch import RecordFuture
 
 MAX_TXNS_PER_PRODUCER = 100_000
 ABORT_SHARE = 0.2
@@ -245,8 +245,8 @@ class TxnWorkload:
         else:
             self.history.append(TxnEnd(txn, "commit", "ok", process=name))
 
-    def _outcome(self, name: str, txn: str, value: str, partition: int) -> Callable[[RecordFuture], None]:
-        def record(future: RecordFuture) -> None:
+    def _outcome(self, name: str, txn: str, value: str, partition: int) -> Callable[[Any], None]:
+        def record(future: Any) -> None:  # a RecordFuture or a DeferredRecordFuture
             error = future.exception(0)
             if error is None:
                 offset = future.result(0).offset

@@ -82,7 +82,7 @@ def _run(args: argparse.Namespace) -> int:
         raise CommandError(f"unknown fault {unknown[0] if unknown else '(none)'}; choose from {', '.join(ALL_FAULTS)}")
     if set(faults) & refused:
         needs = [
-            f"{f} needs --workload {'group or txn' if f in COORDINATOR_FAULTS else 'group'}"
+            f"{f} (need --workload {'group or txn' if f in COORDINATOR_FAULTS else 'group'})"
             for f in sorted(set(faults) & refused)
         ]
         raise CommandError(f"faults that do not apply to --workload {args.workload}: {'; '.join(needs)}")
