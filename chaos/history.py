@@ -4,7 +4,10 @@ The checker judges a run only from this record, so it must hold everything neede
 slow or failed client: sends before their outcome, the offset an ack claimed, whether an error was definite, each
 consumer read with its offset, the explicit position resets of consumers, and a final read of every partition.
 The group workload adds what a consumer group promises about: each record a member processed, each commit that was
-acknowledged, and the committed offsets that OffsetFetch answered.
+acknowledged, and the committed offsets that OffsetFetch answered. The transactional workload records its writes
+with the transaction they belong to (``TxnWrite``, ``TxnAck``, ``TxnSendError``), each step of a transaction's end
+(``TxnEnd``), its ``read_committed`` readers as ``Read`` and ``FinalRead``, and a last ``read_uncommitted`` pass over
+the whole log (``UncommittedRead``).
 
 Values are text: a workload writes unique strings such as ``"p3-000123"`` (producer 3's 123rd write) and decodes
 the bytes it reads back (UTF-8 with ``surrogateescape`` keeps arbitrary bytes round-trippable through JSON).
@@ -152,6 +155,63 @@ class Heal(Event):
     detail: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class TxnWrite(Event):
+    """A send inside transaction ``txn`` (the transactional workload), recorded before the send is made."""
+
+    txn: str
+    value: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class TxnAck(Event):
+    """A transactional write was acknowledged at ``offset``: where it is in the log, committed or not."""
+
+    txn: str
+    value: str
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TxnSendError(Event):
+    """A transactional write failed; ``definite`` if ``send()`` refused it, so it never was part of the
+    transaction (a failed future may hide an append, which then shares the transaction's fate)."""
+
+    txn: str
+    value: str
+    topic: str
+    partition: int
+    error: str
+    definite: bool = False
+
+
+TXN_OPS = ("commit", "abort", "fence")
+TXN_RESULTS = ("invoke", "ok", "fail")
+
+
+@dataclass(frozen=True, slots=True)
+class TxnEnd(Event):
+    """A step of the end of transaction ``txn``: ``op`` commit or abort, ``result`` invoke (recorded before the
+    call), ok (acknowledged: the outcome is decided) or fail (unknown). ``fence`` ``ok``: a new producer with the
+    same transactional id finished ``init_transactions`` while the transaction was open and its commit was never
+    invoked, so the coordinator aborted it."""
+
+    txn: str
+    op: str
+    result: str
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class UncommittedRead(_Observed):
+    """A record of the final ``read_uncommitted`` pass of the transactional workload: the whole log, aborted
+    records included, to compare offsets and acknowledgements against."""
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     "send": Send,
     "ack": Ack,
@@ -165,6 +225,11 @@ EVENT_TYPES: dict[str, type[Event]] = {
     "committed": Committed,
     "fault": Fault,
     "heal": Heal,
+    "txn_write": TxnWrite,
+    "txn_ack": TxnAck,
+    "txn_send_error": TxnSendError,
+    "txn_end": TxnEnd,
+    "uncommitted_read": UncommittedRead,
 }
 _TYPE_NAMES = {cls: name for name, cls in EVENT_TYPES.items()}
 _FIELDS = {cls: tuple(f.name for f in fields(cls)) for cls in EVENT_TYPES.values()}

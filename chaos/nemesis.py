@@ -19,8 +19,10 @@ Fault kinds (``--faults``):
   was written since their last fsync (broker/log/durability.py), then restart it;
 - ``wipe-disk``: SIGKILL a random broker, empty its data directories and format them again (a replaced disk),
   restart it;
-- ``kill-coordinator`` / ``pause-coordinator`` (group workload): the same to the broker leading the group's
-  ``__consumer_offsets`` partition, its coordinator (found with FindCoordinator);
+- ``kill-coordinator`` / ``pause-coordinator`` (group and transactional workloads): the same to the broker leading
+  the group's ``__consumer_offsets`` partition, its coordinator (found with FindCoordinator), or with the
+  transactional workload the transaction coordinator of one of its transactional ids (the leader of the id's
+  ``__transaction_state`` partition);
 - ``kill-consumer`` (group workload): crash a group member (it stops heartbeating and never leaves the group,
   as a killed process); the heal starts a new member in its place;
 - ``disk-full``: fill a random broker's data directory (a tmpfs) so that its writes fail with ENOSPC (blocks its
@@ -59,6 +61,7 @@ NETWORK_FAULTS = ("partition", "bridge", "slow", "isolate-kill-leader")
 RESPONSE_FAULTS = ("lost-responses", "late-responses")  # need the broker->controller proxy
 DISK_FAULTS = ("crash-unsynced", "wipe-disk", "disk-full")
 GROUP_FAULTS = ("kill-coordinator", "pause-coordinator", "kill-consumer")  # need the group workload
+COORDINATOR_FAULTS = ("kill-coordinator", "pause-coordinator")  # also with the transactional workload
 ALL_FAULTS = PROCESS_FAULTS + NETWORK_FAULTS + RESPONSE_FAULTS + DISK_FAULTS + GROUP_FAULTS
 
 
@@ -115,9 +118,11 @@ class Nemesis:
         log=print,
         proxy: FaultProxy | None = None,
         members: GroupMembers | None = None,
+        transactional_ids: list[str] | None = None,
     ) -> None:
         self.cluster = cluster
         self.members = members  # the group workload's consumers, for the group faults
+        self.transactional_ids = transactional_ids or []  # the transactional workload's, for the coordinator faults
         self.history = history
         self.topic = topic
         self.network = network
@@ -149,16 +154,21 @@ class Nemesis:
             return None
         return leader if leader > 0 else None
 
-    def _coordinator(self) -> int | None:
-        """The broker coordinating the workload's group, as the first broker that answers names it."""
-        if self.members is None:
-            raise RuntimeError("the group faults need the group workload")
+    def _coordinator(self, choice: int) -> int | None:
+        """The broker coordinating the workload's group, or with transactional ids the transaction coordinator of
+        one of them (chosen by ``choice``), as the first broker that answers names it."""
+        if self.members is not None:
+            key_type, key = gpb.GROUP, self.members.group
+        elif self.transactional_ids:
+            key_type, key = gpb.TRANSACTION, self.transactional_ids[choice % len(self.transactional_ids)]
+        else:
+            raise RuntimeError("the coordinator faults need the group or the transactional workload")
         for n in self.cluster.nodes:
             if not n.broker_port:
                 continue
             try:
                 with grpc.insecure_channel(f"{n.host}:{n.broker_port}") as channel:
-                    request = gpb.FindCoordinatorRequest(keys=[self.members.group])
+                    request = gpb.FindCoordinatorRequest(key_type=key_type, keys=[key])
                     found = group_pb2_grpc.GroupCoordinatorStub(channel).FindCoordinator(request, timeout=3)
             except grpc.RpcError:
                 continue
@@ -196,7 +206,7 @@ class Nemesis:
         elif kind == "kill-controller":
             target = self._controller_leader()
         elif kind in ("kill-coordinator", "pause-coordinator"):
-            target = self._coordinator()
+            target = self._coordinator(step.choice)
         elif kind == "kill-consumer":
             return self._kill_consumer(step)
         elif kind == "isolate-kill-leader":

@@ -38,6 +38,7 @@ from odradek.chaos.checker import Report, check
 from odradek.chaos.group_workload import GroupWorkload
 from odradek.chaos.history import History
 from odradek.chaos.nemesis import (
+    COORDINATOR_FAULTS,
     GROUP_FAULTS,
     NETWORK_FAULTS,
     RESPONSE_FAULTS,
@@ -48,6 +49,9 @@ from odradek.chaos.nemesis import (
 )
 from odradek.chaos.netns import NetnsNetwork
 from odradek.chaos.proxy import FaultProxy
+from odradek.chaos.txn_checker import check as check_transactions
+from odradek.chaos.txn_workload import BUGS as WORKLOAD_BUGS
+from odradek.chaos.txn_workload import TXN_NODE_SETTINGS, TxnWorkload
 from odradek.chaos.workload import Workload
 from odradek.client import Admin
 from odradek.deploy.local import DevCluster, process_state
@@ -68,7 +72,8 @@ GROUP_NODE_SETTINGS = {
     "group.initial.rebalance.delay.ms": 300,
     "group.min.session.timeout.ms": 2000,
 }
-WORKLOADS = ("default", "group")
+WORKLOADS = ("default", "group", "txn")
+RATES = {"default": 200.0, "group": 200.0, "txn": 20.0}  # writes, or with txn transactions, per second per producer
 
 
 @dataclass
@@ -80,14 +85,14 @@ class RunOptions:
     partitions: int = 6
     producers: int = 2
     consumers: int = 2
-    rate: float = 200.0  # writes per second per producer
+    rate: float | None = None  # per producer: writes per second, transactions per second with txn (RATES)
     controllers: int = 3
     brokers: int = 3
     directory: Path | None = None
     keep: bool = False
-    bug: str = ""  # unsafe.testing.bug for every node: proves the checker catches a broken cluster
+    bug: str = ""  # unsafe.testing.bug for every node, or a workload bug (txn_workload.BUGS): the checker must fail
     history_path: Path | None = None
-    workload: str = "default"  # or "group": the consumers are members of one group that commit (group_workload.py)
+    workload: str = "default"  # "group": consumers in one group that commit (group_workload.py); "txn": transactions
 
 
 @dataclass
@@ -118,8 +123,18 @@ def run(options: RunOptions, log=print) -> RunResult:
     if options.workload not in WORKLOADS:
         raise ValueError(f"unknown workload {options.workload!r}; choose from {', '.join(WORKLOADS)}")
     group_faults = [f for f in options.faults if f in GROUP_FAULTS]
+    if options.workload == "txn":
+        group_faults = [f for f in group_faults if f not in COORDINATOR_FAULTS]
     if group_faults and options.workload != "group":
-        raise ValueError(f"faults {group_faults} need the group workload")
+        also = (
+            " (the coordinator faults also run with the txn workload)"
+            if set(group_faults) & {*COORDINATOR_FAULTS}
+            else ""
+        )
+        raise ValueError(f"faults {group_faults} need the group workload{also}")
+    workload_bug = options.bug if options.bug in WORKLOAD_BUGS else ""
+    if workload_bug and options.workload != "txn":
+        raise ValueError(f"bug {workload_bug} needs the txn workload")
     network_faults = [f for f in options.faults if f in NETWORK_FAULTS]
     use_netns = NetnsNetwork.available()
     if network_faults and not use_netns:
@@ -135,7 +150,9 @@ def run(options: RunOptions, log=print) -> RunResult:
     overrides: dict[str, Any] = dict(NODE_SETTINGS)
     if options.workload == "group":
         overrides.update(GROUP_NODE_SETTINGS)
-    if options.bug:
+    if options.workload == "txn":
+        overrides.update(TXN_NODE_SETTINGS)
+    if options.bug and not workload_bug:
         overrides["unsafe.testing.bug"] = options.bug
     cluster: DevCluster | None = None
     proxy: FaultProxy | None = None
@@ -170,19 +187,17 @@ def run(options: RunOptions, log=print) -> RunResult:
         for s in steps:
             log(f"  {s.at:7.2f}s {s.kind} for {s.duration}s")
         history = History()
-        kind = GroupWorkload if options.workload == "group" else Workload
-        workload = kind(
-            cluster.bootstrap_servers,
-            topic,
-            options.partitions,
-            history,
-            options.producers,
-            options.consumers,
-            options.rate,
-            max_seconds=options.duration + 300,
-        )
+        rate = options.rate or RATES[options.workload]
+        args = (cluster.bootstrap_servers, topic, options.partitions, history, options.producers, options.consumers)
+        workload: Workload | TxnWorkload
+        if options.workload == "txn":
+            workload = TxnWorkload(*args, rate, max_seconds=options.duration + 300, seed=options.seed, bug=workload_bug)
+        else:
+            kind = GroupWorkload if options.workload == "group" else Workload
+            workload = kind(*args, rate, max_seconds=options.duration + 300)
         members = workload if isinstance(workload, GroupWorkload) else None
-        nemesis = Nemesis(cluster, history, topic, net, log, proxy, members)
+        txn_ids = workload.transactional_ids if isinstance(workload, TxnWorkload) else None
+        nemesis = Nemesis(cluster, history, topic, net, log, proxy, members, txn_ids)
         workload.start()
         stop = threading.Event()
         churn = MetadataChurn(cluster.admin_servers, stop)
@@ -221,7 +236,7 @@ def run(options: RunOptions, log=print) -> RunResult:
         consistent, detail = metadata_agrees(cluster)
         if options.history_path is not None:
             history.write_jsonl(options.history_path)
-        report = check(history)
+        report = check_transactions(history) if options.workload == "txn" else check(history)
         return RunResult(report, mechanism, nemesis.injected, consistent, detail, directory)
     finally:
         if cluster is not None:

@@ -45,6 +45,7 @@ SANS_IO_CORES = [
     "odradek.controller.isr",
     "odradek.controller.placement",
     "odradek.chaos.checker",
+    "odradek.chaos.txn_checker",
     "odradek.broker.groups.records",
     "odradek.broker.groups.offsets",
     "odradek.broker.groups.partitioner",

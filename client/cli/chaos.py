@@ -34,46 +34,64 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="kill,pause,kill-leader,pause-leader,kill-controller,partition",
         help="comma-separated, or 'all': kill, pause, kill-leader, pause-leader, kill-controller, partition, bridge, "
         "slow, isolate-kill-leader, lost-responses, late-responses, crash-unsynced, wipe-disk, disk-full; with "
-        "--workload group also kill-coordinator, pause-coordinator, kill-consumer",
+        "--workload group also kill-coordinator, pause-coordinator, kill-consumer; with --workload txn also "
+        "kill-coordinator, pause-coordinator (the transaction coordinator)",
     )
     run.add_argument(
         "--workload",
-        choices=("default", "group"),
+        choices=("default", "group", "txn"),
         default="default",
         help="default: producers and assign readers; group: the consumers are members of one group that commit "
-        "after processing (checked for unprocessed records and lost or regressed commits)",
+        "after processing (checked for unprocessed records and lost or regressed commits); txn: transactional "
+        "producers that commit or abort, read_committed readers (checked for lost commits, aborted and uncommitted "
+        "reads, partial transactions)",
     )
     run.add_argument("--consumers", type=int, default=2, help="consumers (group members with --workload group)")
     run.add_argument("--seed", type=int, default=1)
     run.add_argument("--interval", type=float, default=3.0, help="seconds between fault starts")
     run.add_argument("--partitions", type=int, default=6)
-    run.add_argument("--rate", type=float, default=200.0, help="writes per second per producer")
+    run.add_argument(
+        "--rate", type=float, help="writes per second per producer (200), transactions with --workload txn (20)"
+    )
     run.add_argument("--dir", type=Path, help="where the run's cluster lives (default: a temporary directory)")
     run.add_argument("--keep", action="store_true", help="keep the run's directory (node logs) afterwards")
     run.add_argument("--history", type=Path, help="write the history as JSON Lines here")
     run.add_argument("--json", type=Path, help="write the report as JSON here")
     run.add_argument(
         "--unsafe-bug",
-        choices=("ack-before-replication",),
-        help="run the cluster with this injected bug, to see the checker catch it",
+        choices=("ack-before-replication", "read-uncommitted"),
+        help="run with this injected bug, to see the checker catch it: ack-before-replication in every node; "
+        "read-uncommitted (--workload txn) in the readers, which then ignore the transactions",
     )
     run.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from odradek.chaos.nemesis import ALL_FAULTS, GROUP_FAULTS
+    from odradek.chaos.nemesis import ALL_FAULTS, COORDINATOR_FAULTS, GROUP_FAULTS
     from odradek.chaos.runner import RunOptions, run
 
+    # The faults a workload cannot take: the group faults need a group; the transactional workload has
+    # transaction coordinators but no group members.
+    inapplicable = {"default": set(GROUP_FAULTS), "group": set(), "txn": set(GROUP_FAULTS) - set(COORDINATOR_FAULTS)}
+    refused = inapplicable[args.workload]
     faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     if faults == ["all"]:
-        faults = [f for f in ALL_FAULTS if args.workload == "group" or f not in GROUP_FAULTS]
+        faults = [f for f in ALL_FAULTS if f not in refused]
     unknown = sorted(set(faults) - set(ALL_FAULTS))
     if unknown or not faults:
         raise CommandError(f"unknown fault {unknown[0] if unknown else '(none)'}; choose from {', '.join(ALL_FAULTS)}")
-    if args.workload != "group" and set(faults) & set(GROUP_FAULTS):
-        raise CommandError(f"faults {', '.join(sorted(set(faults) & set(GROUP_FAULTS)))} need --workload group")
+    if set(faults) & refused:
+        needs = [
+            f"{f} (need --workload {'group or txn' if f in COORDINATOR_FAULTS else 'group'})"
+            for f in sorted(set(faults) & refused)
+        ]
+        raise CommandError(f"faults that do not apply to --workload {args.workload}: {'; '.join(needs)}")
+    if args.unsafe_bug == "read-uncommitted" and args.workload != "txn":
+        raise CommandError("--unsafe-bug read-uncommitted needs --workload txn")
     if args.consumers < 1:
         raise CommandError("--consumers must be at least 1")
+    if args.rate is not None and args.rate <= 0:
+        raise CommandError("--rate must be positive")
     options = RunOptions(
         duration=args.duration,
         faults=faults,
