@@ -11,7 +11,7 @@
 Each figure is the median of ``--rounds`` rounds, the two runs of a round back to back (the order alternates), so
 that a neighbour's load on this shared machine moves both sides of a ratio alike.
 
-    python bench/txn_bench.py [--records N] [--txn-records N] [--rounds R] [--brokers B]
+    python bench/txn_bench.py [--records N] [--txn-records N] [--rounds R] [--brokers B] [--value-bytes N]
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ from pathlib import Path
 from odradek.client import Admin, Consumer, Producer, TopicPartition
 from odradek.deploy.local import DevCluster
 
-VALUE = b"v" * 100
 PARTITIONS = 4
 
 
-def produce(servers: str, topic: str, records: int, txn_records: int, transactional_id: str | None) -> float:
+def produce(
+    servers: str, topic: str, records: int, txn_records: int, transactional_id: str | None, value: bytes
+) -> float:
     """Records per second through one producer; with ``transactional_id``, committing every ``txn_records``."""
     config = {"bootstrap.servers": servers, "acks": "all", "linger.ms": 5}
     if transactional_id:
@@ -42,7 +43,7 @@ def produce(servers: str, topic: str, records: int, txn_records: int, transactio
             if transactional_id:
                 p.begin_transaction()
             for i in range(first, min(first + txn_records, records)):
-                p.send(topic, VALUE, partition=i % PARTITIONS)
+                p.send(topic, value, partition=i % PARTITIONS)
             if transactional_id:
                 p.commit_transaction()
         p.flush()
@@ -72,6 +73,7 @@ def main() -> None:
     parser.add_argument("--txn-records", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--brokers", type=int, default=1)
+    parser.add_argument("--value-bytes", type=int, default=100, help="each record's value size")
     args = parser.parse_args()
     node = {"transaction.state.log.num.partitions": 1, "offsets.topic.num.partitions": 1}
     with tempfile.TemporaryDirectory() as directory:
@@ -80,6 +82,7 @@ def main() -> None:
         try:
             servers = cluster.bootstrap_servers
             produce_ratios, consume_ratios = [], []
+            value = b"v" * args.value_bytes
             with Admin({"bootstrap.servers": servers}) as admin:
                 for r in range(args.rounds):
                     plain_topic, txn_topic = f"idem-{r}", f"txn-{r}"
@@ -88,7 +91,7 @@ def main() -> None:
                     runs = [("idempotent", plain_topic, None), ("transactional", txn_topic, f"bench-{r}")]
                     rates = {}
                     for name, topic, txn_id in runs if r % 2 == 0 else runs[::-1]:
-                        rates[name] = produce(servers, topic, args.records, args.txn_records, txn_id)
+                        rates[name] = produce(servers, topic, args.records, args.txn_records, txn_id, value)
                     reads = {}
                     for isolation in ("read_uncommitted", "read_committed")[:: 1 if r % 2 == 0 else -1]:
                         reads[isolation] = consume(servers, txn_topic, args.records, isolation)
@@ -96,8 +99,9 @@ def main() -> None:
                     consume_ratios.append(reads["read_committed"] / reads["read_uncommitted"])
                     print(
                         f"round {r + 1}: produce idempotent {rates['idempotent']:,.0f}/s, transactional "
-                        f"{rates['transactional']:,.0f}/s ({args.txn_records}-record transactions): "
-                        f"{produce_ratios[-1]:.2f}; consume read_uncommitted {reads['read_uncommitted']:,.0f}/s, "
+                        f"{rates['transactional']:,.0f}/s ({args.txn_records}-record transactions, "
+                        f"{args.value_bytes}-byte values): {produce_ratios[-1]:.2f}; "
+                        f"consume read_uncommitted {reads['read_uncommitted']:,.0f}/s, "
                         f"read_committed {reads['read_committed']:,.0f}/s: {consume_ratios[-1]:.2f}",
                         flush=True,
                     )
