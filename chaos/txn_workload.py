@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import random
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -36,7 +35,7 @@ from odradek.chaos.history import (
     TxnWrite,
     UncommittedRead,
 )
-from odradek.chaos.workload import _text
+from odradek.chaos.workload import WorkerThreads, _text
 from odradek.client import Admin, Consumer, Producer, TopicPartition
 from odradek.client.errors import ClientTimeoutError
 
@@ -55,7 +54,7 @@ TXN_NODE_SETTINGS = {
 BUGS = ("read-uncommitted",)  # injected into the workload, to prove the checker catches them
 
 
-class TxnWorkload:
+class TxnWorkload(WorkerThreads):
     def __init__(
         self,
         servers: str,
@@ -83,24 +82,7 @@ class TxnWorkload:
         # Per producer: its transactions whose commit was never invoked and that no abort ended yet: the next
         # successful init_transactions of the id aborts them.
         self._open: list[list[str]] = [[] for _ in range(producers)]
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._produce, args=(i,), name=f"chaos-txn-producer-{i}", daemon=True)
-            for i in range(producers)
-        ] + [
-            threading.Thread(target=self._consume, args=(i,), name=f"chaos-txn-reader-{i}", daemon=True)
-            for i in range(consumers)
-        ]
-
-    def start(self) -> None:
-        for t in self._threads:
-            t.start()
-
-    def stop(self, timeout: float = 120.0) -> None:
-        """Stop after the transactions under way end, stop the readers."""
-        self._stop.set()
-        for t in self._threads:
-            t.join(timeout)
+        super().__init__(producers, consumers, "chaos-txn", reader="reader")
 
     def _running(self) -> bool:
         return not self._stop.is_set() and time.monotonic() < self.deadline

@@ -9,6 +9,7 @@ Loops are bounded in time and count and stop by themselves.
 
 from __future__ import annotations
 
+import abc
 import threading
 import time
 
@@ -23,7 +24,38 @@ def _text(value: bytes | None) -> str:
     return "" if value is None else value.decode("utf-8", "surrogateescape")
 
 
-class Workload:
+class WorkerThreads(abc.ABC):
+    """A workload's producer and reader threads (``_produce(i)``, ``_consume(i)``), started together and stopped
+    by one event that every loop watches."""
+
+    def __init__(self, producers: int, consumers: int, prefix: str, reader: str = "consumer") -> None:
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._produce, args=(i,), name=f"{prefix}-producer-{i}", daemon=True)
+            for i in range(producers)
+        ] + [
+            threading.Thread(target=self._consume, args=(i,), name=f"{prefix}-{reader}-{i}", daemon=True)
+            for i in range(consumers)
+        ]
+
+    @abc.abstractmethod
+    def _produce(self, index: int) -> None: ...
+
+    @abc.abstractmethod
+    def _consume(self, index: int) -> None: ...
+
+    def start(self) -> None:
+        for t in self._threads:
+            t.start()
+
+    def stop(self, timeout: float = 120.0) -> None:
+        """Set the stop event, then wait for every thread (producers finish what is under way first)."""
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout)
+
+
+class Workload(WorkerThreads):
     def __init__(
         self,
         servers: str,
@@ -41,24 +73,7 @@ class Workload:
         self.history = history
         self.rate = rate  # writes per second per producer
         self.deadline = time.monotonic() + max_seconds
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._produce, args=(i,), name=f"chaos-producer-{i}", daemon=True)
-            for i in range(producers)
-        ] + [
-            threading.Thread(target=self._consume, args=(i,), name=f"chaos-consumer-{i}", daemon=True)
-            for i in range(consumers)
-        ]
-
-    def start(self) -> None:
-        for t in self._threads:
-            t.start()
-
-    def stop(self, timeout: float = 120.0) -> None:
-        """Stop sending, wait for every outcome (the producers flush), stop the consumers."""
-        self._stop.set()
-        for t in self._threads:
-            t.join(timeout)
+        super().__init__(producers, consumers, "chaos")
 
     def _produce(self, index: int) -> None:
         name = f"p{index}"
