@@ -1119,6 +1119,10 @@ class Log:
                 raise self._fail(e) from None
             self._segments[i:j] = [seg]
             self._bases[i:j] = [base]
+            try:
+                self._producers.remove_stray_snapshots(self._bases)
+            except OSError as e:
+                raise self._fail(StorageError(f"{self.dir.name}: deleting producer snapshots failed: {e}")) from e
             return True
 
     # -- durability and shutdown --------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ import bisect
 import logging
 import struct
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -389,6 +389,15 @@ class ProducerStateManager:
         a load would still start from."""
         offsets = self.snapshot_offsets()
         self._delete(offsets[: max(bisect.bisect_right(offsets, offset) - 1, 0)])
+
+    def remove_stray_snapshots(self, segment_bases: Sequence[int]) -> None:
+        """Compaction merged segments: keep the snapshots at the remaining segments' base offsets and the newest
+        (a clean shutdown's, at the log end), delete the rest. A load or a truncation replays from the nearest
+        kept snapshot below its offset, so the deleted ones only saved replay within a merged segment; without
+        this every roll's snapshot outlived the segments it bounded, one file per roll forever."""
+        offsets = self.snapshot_offsets()
+        bases = set(segment_bases)
+        self._delete([o for o in offsets[:-1] if o not in bases])
 
     def _path(self, offset: int) -> Path:
         return self.directory / f"{offset:0{_OFFSET_DIGITS}d}{SNAPSHOT_SUFFIX}"

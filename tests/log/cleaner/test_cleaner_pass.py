@@ -183,6 +183,42 @@ def test_the_last_batch_of_each_producer_is_kept_and_it_can_continue(
     assert rows(log)[-1][3] == b"p51"
 
 
+def snapshot_offsets(directory: Path) -> list[int]:
+    return sorted(int(p.name.split(".")[0]) for p in directory.glob("*.snapshot"))
+
+
+def test_merging_segments_deletes_their_producer_snapshots_and_the_state_survives_a_crash(
+    open_log: Callable[..., Log], tmp_path: Path, clock: Any
+) -> None:
+    """Each roll writes a producer snapshot; once compaction merges segments away their snapshots must go too,
+    or a compacted topic gathers one file per roll forever. Duplicate detection still works after a crash."""
+    directory = tmp_path / "t-0"
+    log = open_log(directory, CONFIG, clock=clock)
+    seq = 0
+    for round_ in range(6):
+        for _ in range(15):
+            append(log, clock, [(b"k", b"v%d" % (seq + i)) for i in range(5)], producer_id=7, producer_epoch=0,
+                   base_sequence=seq)  # fmt: skip
+            seq += 5
+        fill(log, clock, 20, keys=3, seed=round_)
+    rolls = len(snapshot_offsets(directory))
+    assert rolls == log.num_segments - 1 > 8  # one per roll
+    for _ in range(3):
+        clean(log, clock)
+    bases = log.segment_base_offsets
+    assert log.num_segments < rolls // 2
+    left = snapshot_offsets(directory)
+    assert set(left[:-1]) <= set(bases) and len(left) <= log.num_segments
+    log.close()
+    log = open_log(directory, CONFIG, clean_shutdown=False, clock=clock)  # recovery replays from a snapshot
+    retry = encode_batch([b"v%d" % i for i in range(seq - 5, seq)], [b"k"] * 5, clock.now, producer_id=7,
+                         producer_epoch=0, base_sequence=seq - 5)  # fmt: skip
+    end = log.log_end_offset
+    assert log.append_as_leader(retry, 0).batch_count == 0 and log.log_end_offset == end  # still a duplicate
+    append(log, clock, [(b"k", b"next")], producer_id=7, producer_epoch=0, base_sequence=seq)
+    assert rows(log)[-1][3] == b"next"
+
+
 def test_a_corrupt_log_is_uncleanable_and_reported_once_while_others_are_cleaned(
     open_log: Callable[..., Log], tmp_path: Path, clock: Any
 ) -> None:
