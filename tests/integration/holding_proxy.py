@@ -1,4 +1,5 @@
-"""A gRPC proxy for tests that holds one request back and delivers it later, as a slow network would.
+"""A gRPC proxy for tests that holds one request back and delivers it later, as a slow network would, or
+throws away the answers of requests the broker has carried out, as a connection lost at that instant would.
 
 One proxy port per broker on 127.0.0.1, served from its own event loop thread. Every method of every service is
 forwarded byte for byte to the port's broker, and each answer that names a broker's address (Metadata,
@@ -9,6 +10,10 @@ bootstrapped to the proxies never reaches a broker directly.
 and the client's call fails at once with UNAVAILABLE, as a lost connection would, so the client goes on (it may
 retry). ``release()`` later sends the held request's bytes to the broker it was addressed to and returns the
 broker's answer, for the test to check what a request delayed that long gets.
+
+``drop_answers(method name, raw request)``, when given, is asked about every call as it arrives; for a call it
+says True to, the request is forwarded and carried out but the broker's answer is thrown away, and the client's call
+fails UNAVAILABLE instead (``answers_dropped`` counts them).
 """
 
 from __future__ import annotations
@@ -95,9 +100,11 @@ class _Forwarder(grpc.GenericRpcHandler):
 
 
 class HoldingProxy:
-    def __init__(self, brokers: dict[int, int]) -> None:
+    def __init__(self, brokers: dict[int, int], drop_answers: Callable[[str, bytes], bool] | None = None) -> None:
         """``brokers``: broker node id -> its broker port on 127.0.0.1."""
         self._upstream = brokers
+        self._drop_answers = drop_answers
+        self.answers_dropped = 0
         self.ports: dict[int, int] = {}
         self.calls: Counter[str] = Counter()  # method name -> calls forwarded to a broker
         self.dropped = 0  # matching calls failed after the held one (drop_repeats)
@@ -205,12 +212,16 @@ class HoldingProxy:
     async def forward(self, node_id: int, path: str, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         if self._take(node_id, path, request):
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the test proxy holds this request back")
+        name = METHODS[path][0] if path in METHODS else path
+        drop = self._drop_answers is not None and self._drop_answers(name, request)
         try:
             response = await self._call(node_id, path, request, context.time_remaining())
         except grpc.aio.AioRpcError as e:
             await context.abort(e.code(), e.details() or "")
-        name = METHODS[path][0] if path in METHODS else path
         self.calls[name] += 1
+        if drop:
+            self.answers_dropped += 1
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the test proxy dropped the broker's answer")
         return self._rewrite(name, response)
 
     def _rewrite(self, name: str, response: bytes) -> bytes:

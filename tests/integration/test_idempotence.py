@@ -10,18 +10,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
 import signal
 import time
-from collections import Counter
 from collections.abc import Iterator
 
 import grpc
 import pytest
 
 from odradek.client import Admin, Consumer, Producer, TopicPartition
-from odradek.client.background import BackgroundLoop
 from odradek.client.connection import channel_options
 from odradek.client.errors import RETRIABLE_CODES, ErrorCode
 from odradek.client.record.batch import read_batches
@@ -31,12 +28,12 @@ from odradek.proto import broker_pb2 as pb
 from odradek.proto import broker_pb2_grpc
 
 from .conftest import start_cluster, wait_for
+from .holding_proxy import HoldingProxy
 
 pytestmark = pytest.mark.integration
 
 # As test_replication.py: quick ISR changes and follower fetches.
 SETTINGS = {"replica.lag.time.max.ms": 3000, "replica.fetch.backoff.ms": 200, "replica.fetch.wait.max.ms": 200}
-BROKER_SERVICE = "/odradek.v1.Broker/"
 RECORDS = 3000
 PARTITIONS = 3
 DROP_RATE = 0.3
@@ -58,104 +55,24 @@ def brokers_of(cluster: DevCluster) -> dict[int, int]:
 # ---- the proxy ---------------------------------------------------------------------------------------------------
 
 
-class _Forwarder(grpc.GenericRpcHandler):
-    """Every Broker-service method of one proxy port, as raw bytes (no (de)serializers) to one broker."""
+class ProduceDropper:
+    """The proxy's ``drop_answers``: notes every batch of every Produce request on its way to a broker, and drops the
+    broker's answer to a ``drop_rate`` share of them: the batches were appended, but the client cannot know."""
 
-    def __init__(self, proxy: DroppingProxy, node_id: int) -> None:
-        self._proxy = proxy
-        self._node_id = node_id
-
-    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
-        method = handler_call_details.method
-        if not method.startswith(BROKER_SERVICE):
-            return None
-        proxy, node_id = self._proxy, self._node_id
-
-        async def handle(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-            return await proxy.forward(node_id, method, request, context)
-
-        return grpc.unary_unary_rpc_method_handler(handle)
-
-
-class DroppingProxy:
-    """One proxy port per broker on 127.0.0.1, served from its own event loop thread.
-
-    Metadata answers are rewritten so that every broker's address is its proxy's: a client bootstrapped to the
-    proxies never reaches a broker directly. Produce calls are forwarded, and for a ``drop_rate`` share of them the
-    broker's answer is thrown away and the client's call fails UNAVAILABLE instead: the batches were appended, but
-    the client cannot know. Everything else passes through unchanged."""
-
-    def __init__(self, brokers: dict[int, int], drop_rate: float, seed: int = 1) -> None:
+    def __init__(self, drop_rate: float, seed: int = 1) -> None:
         self.drop_rate = drop_rate
         self._random = random.Random(seed)
-        self._upstream = brokers
-        self.ports: dict[int, int] = {}
-        self.calls: Counter[str] = Counter()  # method name -> calls forwarded to a broker
         self.produce_batches: list[tuple[str, int, int, int, int]] = []  # (topic, partition, pid, epoch, seq) sent
-        self.dropped = 0
-        self._channels: dict[int, grpc.aio.Channel] = {}
-        self._servers: list[grpc.aio.Server] = []
-        self._loop = BackgroundLoop("test-proxy")
-        try:
-            self._loop.run(self._start(), timeout=10)
-        except BaseException:
-            self._loop.stop()
-            raise
 
-    @property
-    def bootstrap_servers(self) -> str:
-        return ",".join(f"127.0.0.1:{p}" for p in self.ports.values())
-
-    async def _start(self) -> None:
-        for node_id, port in self._upstream.items():
-            self._channels[node_id] = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=channel_options())
-            server = grpc.aio.server(options=channel_options())
-            server.add_generic_rpc_handlers((_Forwarder(self, node_id),))
-            self.ports[node_id] = server.add_insecure_port("127.0.0.1:0")
-            await server.start()
-            self._servers.append(server)
-
-    async def _stop(self) -> None:
-        await asyncio.gather(*(s.stop(grace=0) for s in self._servers), return_exceptions=True)
-        await asyncio.gather(*(c.close() for c in self._channels.values()), return_exceptions=True)
-
-    def close(self) -> None:
-        try:
-            self._loop.run(self._stop(), timeout=10)
-        finally:
-            self._loop.stop()
-
-    def __enter__(self) -> DroppingProxy:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def forward(self, node_id: int, method: str, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        name = method[len(BROKER_SERVICE) :]
-        if name == "Produce":
-            for t in pb.ProduceRequest.FromString(request).topics:
-                for p in t.partitions:
-                    for batch in read_batches(p.records):
-                        h = batch.header
-                        self.produce_batches.append(
-                            (t.name, p.partition, h.producer_id, h.producer_epoch, h.base_sequence)
-                        )
-        call = self._channels[node_id].unary_unary(method, request_serializer=None, response_deserializer=None)
-        try:
-            response = await call(request, timeout=context.time_remaining())
-        except grpc.aio.AioRpcError as e:
-            await context.abort(e.code(), e.details() or "")
-        self.calls[name] += 1
-        if name == "Metadata":
-            metadata = pb.MetadataResponse.FromString(response)
-            for b in metadata.brokers:
-                b.host, b.port = "127.0.0.1", self.ports[b.node_id]
-            return metadata.SerializeToString()
-        if name == "Produce" and self._random.random() < self.drop_rate:
-            self.dropped += 1
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "the test proxy dropped the broker's answer")
-        return response
+    def __call__(self, method: str, request: bytes) -> bool:
+        if method != "Produce":
+            return False
+        for t in pb.ProduceRequest.FromString(request).topics:
+            for p in t.partitions:
+                for batch in read_batches(p.records):
+                    h = batch.header
+                    self.produce_batches.append((t.name, p.partition, h.producer_id, h.producer_epoch, h.base_sequence))
+        return self._random.random() < self.drop_rate
 
 
 # ---- reading back ------------------------------------------------------------------------------------------------
@@ -224,7 +141,8 @@ def run_through_dropping_proxy(cluster: DevCluster, admin: Admin, topic: str, **
         what="leaders and full ISRs",
     )
     started = time.monotonic()
-    with DroppingProxy(brokers_of(cluster), DROP_RATE) as proxy:
+    dropper = ProduceDropper(DROP_RATE)
+    with HoldingProxy(brokers_of(cluster), drop_answers=dropper) as proxy:
         with Producer({"bootstrap.servers": proxy.bootstrap_servers, **config}) as producer:
             futures = []
             for i in range(RECORDS):
@@ -234,7 +152,7 @@ def run_through_dropping_proxy(cluster: DevCluster, admin: Admin, topic: str, **
             producer.flush(90)
             metadata = [f.result(0) for f in futures]  # every send succeeded
         elapsed = time.monotonic() - started
-        calls, dropped, sent_batches = dict(proxy.calls), proxy.dropped, list(proxy.produce_batches)
+        calls, dropped, sent_batches = dict(proxy.calls), proxy.answers_dropped, list(dropper.produce_batches)
     assert calls.get("Metadata", 0) > 0 and calls.get("Produce", 0) > 0, calls
     assert dropped > 0, "the proxy dropped nothing: the test proved nothing"
 
