@@ -28,7 +28,7 @@ KEY_OPTIONS = {
 }
 ANONYMOUS_NOTE = (
     f"odradek has no authentication yet: every client connects as the user {ANONYMOUS}, so user quotas apply to "
-    f"{ANONYMOUS} (or to the default user)"
+    f"{ANONYMOUS} (or come from the default user)"
 )
 
 
@@ -54,8 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "quota entity",
     )
     describe.epilog = (
-        f"With --client-id alone the user is {ANONYMOUS}: {ANONYMOUS_NOTE}. With --user alone, the client is one "
-        "whose client id has no quota of its own."
+        f"Without --user the user is {ANONYMOUS}, as {ANONYMOUS_NOTE[0].lower()}{ANONYMOUS_NOTE[1:]}. Without "
+        "--client-id, the client is one whose client id has no quota of its own."
     )
     describe.add_argument("--user", help=f"the client's user (default: {ANONYMOUS} when --client-id is given)")
     describe.add_argument("--client-id", help="the client's client.id")

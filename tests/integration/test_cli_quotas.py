@@ -84,6 +84,8 @@ def test_set_describe_delete_round_trip(cluster: DevCluster) -> None:
         "path": path,
         "quotas": {"producer_byte_rate": 1048576, "request_percentage": 12.5},
     }
+    human = odradek(cluster, "quota", "describe").stdout
+    assert "ENTITY" in human and "PRODUCER_BYTE_RATE" in human and path in human
     out = as_json(cluster, "quota", "delete", *entity_args, "--producer-byte-rate")
     assert out == {"entity": {"user": "alice", "client_id": "app"}, "path": path, "removed": ["producer_byte_rate"]}
     wait_for(lambda: stored_paths(cluster)[path]["quotas"] == {"request_percentage": 12.5}, 10, what="one key removed")
