@@ -1,4 +1,4 @@
-"""The admin client: cluster, quorum, brokers, topics, leadership and reassignments (``AsyncAdmin``, and
+"""The admin client: cluster, quorum, brokers, topics, leadership, reassignments and client quotas (``AsyncAdmin``, and
 ``Admin`` for synchronous code).
 
 Requests go to any reachable node from ``bootstrap.servers``; nodes forward metadata writes to the active
@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import grpc
 
 from odradek.client.admin_groups import GroupAdmin
+from odradek.client.admin_quotas import QuotaAdmin
 from odradek.client.admin_transactions import TransactionAdmin
 from odradek.client.background import BackgroundLoop
 from odradek.client.config import AdminConfig
@@ -318,7 +319,7 @@ def _replica(r: pb.ReplicaState, high_watermark: int) -> ReplicaDescription:
     )
 
 
-class AsyncAdmin(GroupAdmin, TransactionAdmin):
+class AsyncAdmin(GroupAdmin, TransactionAdmin, QuotaAdmin):
     def __init__(self, config: Mapping[str, Any]) -> None:
         cfg = AdminConfig.from_mapping(config)
         self._servers = list(cfg.bootstrap_servers)

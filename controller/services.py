@@ -21,6 +21,15 @@ from odradek.broker.topic_defaults import topic_defaults as topic_defaults_of_no
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.controller.active import ActiveController, now_ms
+from odradek.controller.client_quotas import (
+    Alteration,
+    Component,
+    FilterComponent,
+    QuotaOp,
+    alter_client_quotas,
+    components_of,
+    describe_client_quotas,
+)
 from odradek.controller.config_changes import ConfigOp, alter_cluster_defaults, alter_topic_configs
 from odradek.controller.elections import PartitionOutcome, elect_leaders, every_partition
 from odradek.controller.isr import alter_partition, isr_items
@@ -670,6 +679,79 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                 results.append(apb.AlterConfigsResult(topic=t.topic, error=code, error_message=str(e)))
         return apb.IncrementalAlterConfigsResponse(results=results, cluster_defaults_result=cluster_result)
 
+    async def AlterClientQuotas(
+        self,
+        request: apb.AlterClientQuotasRequest,
+        context: grpc.aio.ServicerContext[apb.AlterClientQuotasRequest, apb.AlterClientQuotasResponse],
+    ) -> apb.AlterClientQuotasResponse:
+        controller = self._local_controller()
+        if controller is None:
+            return await self._forward(
+                lambda s: s.AlterClientQuotas(request, timeout=30),
+                apb.AlterClientQuotasResponse(error=ErrorCode.NOT_CONTROLLER),
+            )
+        alterations = [
+            Alteration(
+                [_component(c) for c in entry.entity],
+                [QuotaOp(op.key, op.value, op.remove) for op in entry.ops],
+            )
+            for entry in request.entries
+        ]
+
+        def decide(image: MetadataImage, _offset: int):
+            results = alter_client_quotas(image, alterations)
+            records = [] if request.validate_only else [r for out in results for r in out.records]
+            return records, results
+
+        try:
+            results = await controller.write(decide)
+        except OdradekError as e:
+            return apb.AlterClientQuotasResponse(error=ErrorCode.ValueType(e.code))
+        return apb.AlterClientQuotasResponse(
+            entries=[
+                apb.QuotaAlterationResult(entity=entry.entity, error=out.error, error_message=out.message)
+                for entry, out in zip(request.entries, results)
+            ]
+        )
+
+    async def DescribeClientQuotas(
+        self,
+        request: apb.DescribeClientQuotasRequest,
+        context: grpc.aio.ServicerContext[apb.DescribeClientQuotasRequest, apb.DescribeClientQuotasResponse],
+    ) -> apb.DescribeClientQuotasResponse:
+        """From this node's own image: what this node's brokers enforce."""
+        filters = [
+            FilterComponent(c.entity_type, _MATCHES.get(c.match_type, "exact"), c.match) for c in request.components
+        ]
+        try:
+            found = describe_client_quotas(self.sm.image.client_quotas, filters, request.strict)
+        except OdradekError as e:
+            return apb.DescribeClientQuotasResponse(error=ErrorCode.ValueType(e.code), error_message=str(e))
+        return apb.DescribeClientQuotasResponse(
+            entries=[
+                apb.ClientQuotaEntry(
+                    entity=[
+                        apb.QuotaEntityComponent(
+                            entity_type=c.entity_type, name=c.name or "", is_default=c.name is None
+                        )
+                        for c in components_of(entity)
+                    ],
+                    values=[apb.QuotaValue(key=k, value=v) for k, v in sorted(values.items())],
+                )
+                for entity, values in found
+            ]
+        )
+
+
+def _component(c: apb.QuotaEntityComponent) -> Component:
+    return Component(c.entity_type, None if c.is_default else c.name)
+
+
+_MATCHES: dict[int, Literal["exact", "default", "any"]] = {
+    apb.QUOTA_MATCH_EXACT: "exact",
+    apb.QUOTA_MATCH_DEFAULT: "default",
+    apb.QUOTA_MATCH_ANY: "any",
+}
 
 _OPS: dict[int, Literal["set", "delete", "append", "subtract"]] = {
     apb.SET: "set",

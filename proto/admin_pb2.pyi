@@ -95,6 +95,29 @@ SUBTRACT: AlterConfigOp.ValueType  # 3
 """remove values from a list config"""
 Global___AlterConfigOp: _TypeAlias = AlterConfigOp  # noqa: Y015
 
+class _QuotaMatchType:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _QuotaMatchTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_QuotaMatchType.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    QUOTA_MATCH_EXACT: _QuotaMatchType.ValueType  # 0
+    """the component named `match`"""
+    QUOTA_MATCH_DEFAULT: _QuotaMatchType.ValueType  # 1
+    """the default of the entity type"""
+    QUOTA_MATCH_ANY: _QuotaMatchType.ValueType  # 2
+    """any component of the entity type, named or default"""
+
+class QuotaMatchType(_QuotaMatchType, metaclass=_QuotaMatchTypeEnumTypeWrapper): ...
+
+QUOTA_MATCH_EXACT: QuotaMatchType.ValueType  # 0
+"""the component named `match`"""
+QUOTA_MATCH_DEFAULT: QuotaMatchType.ValueType  # 1
+"""the default of the entity type"""
+QUOTA_MATCH_ANY: QuotaMatchType.ValueType  # 2
+"""any component of the entity type, named or default"""
+Global___QuotaMatchType: _TypeAlias = QuotaMatchType  # noqa: Y015
+
 @_typing.final
 class BrokerInfo(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -1135,3 +1158,296 @@ class CreatePartitionsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CreatePartitionsResponse: _TypeAlias = CreatePartitionsResponse  # noqa: Y015
+
+@_typing.final
+class QuotaEntityComponent(_message.Message):
+    """---- Client quotas (Kafka's KIP-546): stored as ClientQuotaRecords in the metadata log ----
+
+    One component of a quota entity: a user or a client id, named or the default (every one without its own).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_TYPE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    IS_DEFAULT_FIELD_NUMBER: _builtins.int
+    entity_type: _builtins.str
+    """"user" or "client-id" """
+    name: _builtins.str
+    """ignored when is_default"""
+    is_default: _builtins.bool
+    def __init__(
+        self,
+        *,
+        entity_type: _builtins.str = ...,
+        name: _builtins.str = ...,
+        is_default: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity_type", b"entity_type", "is_default", b"is_default", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QuotaEntityComponent: _TypeAlias = QuotaEntityComponent  # noqa: Y015
+
+@_typing.final
+class QuotaAlterOp(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    REMOVE_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    """producer_byte_rate, consumer_byte_rate or request_percentage"""
+    value: _builtins.float
+    """ignored by remove"""
+    remove: _builtins.bool
+    """remove the entity's value for key (fine when it has none)"""
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        value: _builtins.float = ...,
+        remove: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "remove", b"remove", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QuotaAlterOp: _TypeAlias = QuotaAlterOp  # noqa: Y015
+
+@_typing.final
+class QuotaAlteration(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_FIELD_NUMBER: _builtins.int
+    OPS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entity(self) -> _containers.RepeatedCompositeFieldContainer[Global___QuotaEntityComponent]: ...
+    @_builtins.property
+    def ops(self) -> _containers.RepeatedCompositeFieldContainer[Global___QuotaAlterOp]: ...
+    def __init__(
+        self,
+        *,
+        entity: _abc.Iterable[Global___QuotaEntityComponent] | None = ...,
+        ops: _abc.Iterable[Global___QuotaAlterOp] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "ops", b"ops"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QuotaAlteration: _TypeAlias = QuotaAlteration  # noqa: Y015
+
+@_typing.final
+class AlterClientQuotasRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
+    validate_only: _builtins.bool
+    """check the changes, change nothing"""
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___QuotaAlteration]:
+        """each applies all or nothing, independently of the others"""
+
+    def __init__(
+        self,
+        *,
+        entries: _abc.Iterable[Global___QuotaAlteration] | None = ...,
+        validate_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "validate_only", b"validate_only"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterClientQuotasRequest: _TypeAlias = AlterClientQuotasRequest  # noqa: Y015
+
+@_typing.final
+class QuotaAlterationResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    error: _common_pb2.ErrorCode.ValueType
+    error_message: _builtins.str
+    @_builtins.property
+    def entity(self) -> _containers.RepeatedCompositeFieldContainer[Global___QuotaEntityComponent]: ...
+    def __init__(
+        self,
+        *,
+        entity: _abc.Iterable[Global___QuotaEntityComponent] | None = ...,
+        error: _common_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "error", b"error", "error_message", b"error_message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QuotaAlterationResult: _TypeAlias = QuotaAlterationResult  # noqa: Y015
+
+@_typing.final
+class AlterClientQuotasResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    THROTTLE_TIME_MS_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    throttle_time_ms: _builtins.int
+    error: _common_pb2.ErrorCode.ValueType
+    """the whole request (NOT_CONTROLLER...); per entry below"""
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___QuotaAlterationResult]: ...
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: _builtins.int = ...,
+        error: _common_pb2.ErrorCode.ValueType = ...,
+        entries: _abc.Iterable[Global___QuotaAlterationResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "error", b"error", "throttle_time_ms", b"throttle_time_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterClientQuotasResponse: _TypeAlias = AlterClientQuotasResponse  # noqa: Y015
+
+@_typing.final
+class QuotaFilterComponent(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_TYPE_FIELD_NUMBER: _builtins.int
+    MATCH_TYPE_FIELD_NUMBER: _builtins.int
+    MATCH_FIELD_NUMBER: _builtins.int
+    entity_type: _builtins.str
+    """"user" or "client-id" """
+    match_type: Global___QuotaMatchType.ValueType
+    match: _builtins.str
+    """for QUOTA_MATCH_EXACT"""
+    def __init__(
+        self,
+        *,
+        entity_type: _builtins.str = ...,
+        match_type: Global___QuotaMatchType.ValueType = ...,
+        match: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity_type", b"entity_type", "match", b"match", "match_type", b"match_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QuotaFilterComponent: _TypeAlias = QuotaFilterComponent  # noqa: Y015
+
+@_typing.final
+class DescribeClientQuotasRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMPONENTS_FIELD_NUMBER: _builtins.int
+    STRICT_FIELD_NUMBER: _builtins.int
+    strict: _builtins.bool
+    """only entities with no component of a type the filter leaves out"""
+    @_builtins.property
+    def components(self) -> _containers.RepeatedCompositeFieldContainer[Global___QuotaFilterComponent]:
+        """The entities whose every component given here matches (each entity type at most once); empty: all."""
+
+    def __init__(
+        self,
+        *,
+        components: _abc.Iterable[Global___QuotaFilterComponent] | None = ...,
+        strict: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["components", b"components", "strict", b"strict"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeClientQuotasRequest: _TypeAlias = DescribeClientQuotasRequest  # noqa: Y015
+
+@_typing.final
+class QuotaValue(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    value: _builtins.float
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        value: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QuotaValue: _TypeAlias = QuotaValue  # noqa: Y015
+
+@_typing.final
+class ClientQuotaEntry(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_FIELD_NUMBER: _builtins.int
+    VALUES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entity(self) -> _containers.RepeatedCompositeFieldContainer[Global___QuotaEntityComponent]: ...
+    @_builtins.property
+    def values(self) -> _containers.RepeatedCompositeFieldContainer[Global___QuotaValue]: ...
+    def __init__(
+        self,
+        *,
+        entity: _abc.Iterable[Global___QuotaEntityComponent] | None = ...,
+        values: _abc.Iterable[Global___QuotaValue] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClientQuotaEntry: _TypeAlias = ClientQuotaEntry  # noqa: Y015
+
+@_typing.final
+class DescribeClientQuotasResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    THROTTLE_TIME_MS_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    throttle_time_ms: _builtins.int
+    error: _common_pb2.ErrorCode.ValueType
+    error_message: _builtins.str
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___ClientQuotaEntry]:
+        """from the answering node's own metadata image"""
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: _builtins.int = ...,
+        error: _common_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        entries: _abc.Iterable[Global___ClientQuotaEntry] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "error", b"error", "error_message", b"error_message", "throttle_time_ms", b"throttle_time_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeClientQuotasResponse: _TypeAlias = DescribeClientQuotasResponse  # noqa: Y015

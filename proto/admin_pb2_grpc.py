@@ -84,6 +84,16 @@ class AdminStub:
                 request_serializer=odradek_dot_proto_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
                 response_deserializer=odradek_dot_proto_dot_admin__pb2.CreatePartitionsResponse.FromString,
                 _registered_method=True)
+        self.AlterClientQuotas = channel.unary_unary(
+                '/odradek.v1.Admin/AlterClientQuotas',
+                request_serializer=odradek_dot_proto_dot_admin__pb2.AlterClientQuotasRequest.SerializeToString,
+                response_deserializer=odradek_dot_proto_dot_admin__pb2.AlterClientQuotasResponse.FromString,
+                _registered_method=True)
+        self.DescribeClientQuotas = channel.unary_unary(
+                '/odradek.v1.Admin/DescribeClientQuotas',
+                request_serializer=odradek_dot_proto_dot_admin__pb2.DescribeClientQuotasRequest.SerializeToString,
+                response_deserializer=odradek_dot_proto_dot_admin__pb2.DescribeClientQuotasResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -149,6 +159,18 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterClientQuotas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeClientQuotas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -201,6 +223,16 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.CreatePartitions,
                     request_deserializer=odradek_dot_proto_dot_admin__pb2.CreatePartitionsRequest.FromString,
                     response_serializer=odradek_dot_proto_dot_admin__pb2.CreatePartitionsResponse.SerializeToString,
+            ),
+            'AlterClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterClientQuotas,
+                    request_deserializer=odradek_dot_proto_dot_admin__pb2.AlterClientQuotasRequest.FromString,
+                    response_serializer=odradek_dot_proto_dot_admin__pb2.AlterClientQuotasResponse.SerializeToString,
+            ),
+            'DescribeClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeClientQuotas,
+                    request_deserializer=odradek_dot_proto_dot_admin__pb2.DescribeClientQuotasRequest.FromString,
+                    response_serializer=odradek_dot_proto_dot_admin__pb2.DescribeClientQuotasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -473,6 +505,60 @@ class Admin:
             '/odradek.v1.Admin/CreatePartitions',
             odradek_dot_proto_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
             odradek_dot_proto_dot_admin__pb2.CreatePartitionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Admin/AlterClientQuotas',
+            odradek_dot_proto_dot_admin__pb2.AlterClientQuotasRequest.SerializeToString,
+            odradek_dot_proto_dot_admin__pb2.AlterClientQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Admin/DescribeClientQuotas',
+            odradek_dot_proto_dot_admin__pb2.DescribeClientQuotasRequest.SerializeToString,
+            odradek_dot_proto_dot_admin__pb2.DescribeClientQuotasResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -43,6 +43,8 @@ class AdminStub:
     DescribeConfigs: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DescribeConfigsRequest, _admin_pb2.DescribeConfigsResponse]
     IncrementalAlterConfigs: _grpc.UnaryUnaryMultiCallable[_admin_pb2.IncrementalAlterConfigsRequest, _admin_pb2.IncrementalAlterConfigsResponse]
     CreatePartitions: _grpc.UnaryUnaryMultiCallable[_admin_pb2.CreatePartitionsRequest, _admin_pb2.CreatePartitionsResponse]
+    AlterClientQuotas: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AlterClientQuotasRequest, _admin_pb2.AlterClientQuotasResponse]
+    DescribeClientQuotas: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DescribeClientQuotasRequest, _admin_pb2.DescribeClientQuotasResponse]
 
 @_typing.type_check_only
 class AdminAsyncStub(AdminStub):
@@ -57,6 +59,8 @@ class AdminAsyncStub(AdminStub):
     DescribeConfigs: _aio.UnaryUnaryMultiCallable[_admin_pb2.DescribeConfigsRequest, _admin_pb2.DescribeConfigsResponse]  # type: ignore[assignment]
     IncrementalAlterConfigs: _aio.UnaryUnaryMultiCallable[_admin_pb2.IncrementalAlterConfigsRequest, _admin_pb2.IncrementalAlterConfigsResponse]  # type: ignore[assignment]
     CreatePartitions: _aio.UnaryUnaryMultiCallable[_admin_pb2.CreatePartitionsRequest, _admin_pb2.CreatePartitionsResponse]  # type: ignore[assignment]
+    AlterClientQuotas: _aio.UnaryUnaryMultiCallable[_admin_pb2.AlterClientQuotasRequest, _admin_pb2.AlterClientQuotasResponse]  # type: ignore[assignment]
+    DescribeClientQuotas: _aio.UnaryUnaryMultiCallable[_admin_pb2.DescribeClientQuotasRequest, _admin_pb2.DescribeClientQuotasResponse]  # type: ignore[assignment]
 
 class AdminServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -128,5 +132,19 @@ class AdminServicer(metaclass=_abc_1.ABCMeta):
         request: _admin_pb2.CreatePartitionsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.CreatePartitionsResponse, _abc.Awaitable[_admin_pb2.CreatePartitionsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def AlterClientQuotas(
+        self,
+        request: _admin_pb2.AlterClientQuotasRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.AlterClientQuotasResponse, _abc.Awaitable[_admin_pb2.AlterClientQuotasResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DescribeClientQuotas(
+        self,
+        request: _admin_pb2.DescribeClientQuotasRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.DescribeClientQuotasResponse, _abc.Awaitable[_admin_pb2.DescribeClientQuotasResponse]]: ...
 
 def add_AdminServicer_to_server(servicer: AdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -41,6 +41,7 @@ SANS_IO_CORES = [
     "odradek.broker.groups.members",
     "odradek.broker.groups.messages",
     "odradek.controller.elections",
+    "odradek.controller.client_quotas",
     "odradek.controller.unclean_recovery",
     "odradek.controller.isr",
     "odradek.controller.placement",

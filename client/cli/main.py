@@ -34,12 +34,28 @@ def _command_modules():
         leader,
         partition,
         perf,
+        quotas,
         server,
         topic,
         transactions,
     )
 
-    return [server, dev, cluster, topic, groups, transactions, leader, partition, data, perf, chaos, deploy, demo]
+    return [
+        server,
+        dev,
+        cluster,
+        topic,
+        groups,
+        transactions,
+        quotas,
+        leader,
+        partition,
+        data,
+        perf,
+        chaos,
+        deploy,
+        demo,
+    ]
 
 
 class _Version(argparse.Action):
