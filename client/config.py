@@ -9,6 +9,7 @@ CLI flag gives (``"5"``, ``"true"``, ``"all"``). Anything unknown, malformed or 
 from __future__ import annotations
 
 import difflib
+import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from typing import Any, ClassVar, Self, TypeVar
@@ -283,3 +284,25 @@ class AdminConfig(_Options):
     bootstrap_servers: tuple[str, ...] = required(_servers)
     request_timeout_ms: int = option(30_000, _int(1))
     retry_backoff_ms: int = option(100, _int(0))
+
+
+# Numbers for generated client ids, per process as in Kafka's clients.
+_PRODUCER_IDS = itertools.count(1)
+_CONSUMER_IDS = itertools.count(1)
+
+
+ClientOptions = TypeVar("ClientOptions", ProducerConfig, ConsumerConfig)
+
+
+def with_client_id(config: Mapping[str, Any], parsed: ClientOptions) -> ClientOptions:
+    """``parsed`` with Kafka's generated client.id when the application set none (an explicit one, even empty,
+    is kept): ``producer-<transactional.id>`` or ``producer-N``, ``consumer-<group.id>-N`` or ``consumer-N``. Brokers
+    key their quotas on it, so every client has one."""
+    if "client.id" in config:
+        return parsed
+    if isinstance(parsed, ProducerConfig):
+        name = f"producer-{parsed.transactional_id or next(_PRODUCER_IDS)}"
+    else:
+        group = f"{parsed.group_id}-" if parsed.group_id is not None else ""
+        name = f"consumer-{group}{next(_CONSUMER_IDS)}"
+    return replace(parsed, client_id=name)

@@ -1,7 +1,9 @@
 """ListOffsets: a partition's first offset, its end, or the first offset at a timestamp, asked of its leader.
 
 The consumer uses it for ``auto.offset.reset`` and ``seek_to_beginning``/``seek_to_end``; the admin client and
-CLI can use it for offsets and lag. Leader errors are retried after re-routing until the timeout.
+CLI can use it for offsets and lag. Leader errors are retried after re-routing until the timeout. Given the
+caller's ``NodeThrottles``, a request waits for its broker's throttle to end (KIP-219) and a response's
+``throttle_time_ms`` holds the broker in turn.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from odradek.client.errors import (
 )
 from odradek.client.metadata import Metadata, rpc_error
 from odradek.client.structs import TopicPartition
+from odradek.client.throttle import NodeThrottles
 from odradek.proto import broker_pb2 as pb
 
 EARLIEST = -2  # ListOffsets timestamp: the log start offset
@@ -37,12 +40,13 @@ async def list_offsets(
     timeout: float,
     backoff: float = 0.1,
     isolation_level: pb.IsolationLevel.ValueType = pb.READ_UNCOMMITTED,
+    throttles: NodeThrottles | None = None,
 ) -> dict[TopicPartition, int]:
     """The offset for each partition's timestamp (EARLIEST, LATEST, or ms: the first offset at or after it, -1 if
     none). Raises UnknownTopicOrPartitionError for a missing topic or partition, the typed error of a non-retriable
     answer, or the last retriable one (ClientTimeoutError if none) once ``timeout`` seconds have passed."""
     found = await list_offsets_and_timestamps(
-        metadata, timestamps, timeout=timeout, backoff=backoff, isolation_level=isolation_level
+        metadata, timestamps, timeout=timeout, backoff=backoff, isolation_level=isolation_level, throttles=throttles
     )
     return {tp: offset for tp, (offset, _) in found.items()}
 
@@ -54,6 +58,7 @@ async def list_offsets_and_timestamps(
     timeout: float,
     backoff: float = 0.1,
     isolation_level: pb.IsolationLevel.ValueType = pb.READ_UNCOMMITTED,
+    throttles: NodeThrottles | None = None,
 ) -> dict[TopicPartition, tuple[int, int]]:
     """As ``list_offsets``, with the timestamp the broker reports beside each offset (-1 for EARLIEST/LATEST)."""
     deadline = time.monotonic() + timeout
@@ -73,7 +78,7 @@ async def list_offsets_and_timestamps(
             last_error = LeaderNotAvailableError(f"no leader for {sorted(by_leader.pop(-1))}")
             metadata.request_refresh()
         answers = await asyncio.gather(
-            *(_ask(metadata, node, asked, isolation_level, deadline) for node, asked in by_leader.items())
+            *(_ask(metadata, node, asked, isolation_level, deadline, throttles) for node, asked in by_leader.items())
         )
         for answer in answers:
             for tp, result in answer.items():
@@ -100,6 +105,7 @@ async def _ask(
     timestamps: dict[TopicPartition, int],
     isolation_level: pb.IsolationLevel.ValueType,
     deadline: float,
+    throttles: NodeThrottles | None = None,
 ) -> dict[TopicPartition, tuple[int, int] | OdradekError]:
     """One ListOffsets RPC: (offset, timestamp) or a typed error per partition (leader hints applied on the way)."""
     topics: dict[str, list[pb.ListOffsetsPartition]] = {}
@@ -116,6 +122,12 @@ async def _ask(
         isolation_level=isolation_level,
         topics=[pb.ListOffsetsTopic(name=name, partitions=partitions) for name, partitions in topics.items()],
     )
+    if throttles is not None and throttles.until(node) > time.monotonic():
+        await asyncio.sleep(min(throttles.until(node), deadline) - time.monotonic())
+        wait = throttles.until(node) - time.monotonic()
+        if wait > 0:
+            message = f"broker {node} throttles this client for {wait * 1000:.0f} ms more"
+            return dict.fromkeys(timestamps, error_for_code(ErrorCode.THROTTLING_QUOTA_EXCEEDED, message))
     stub = metadata.stub(node)
     try:
         if stub is None:
@@ -128,6 +140,8 @@ async def _ask(
     except LeaderNotAvailableError as e:
         metadata.request_refresh()
         return dict.fromkeys(timestamps, e)
+    if throttles is not None:
+        throttles.hold(node, response.throttle_time_ms, time.monotonic())
     results: dict[TopicPartition, tuple[int, int] | OdradekError] = {}
     for t in response.topics:
         for p in t.partitions:

@@ -454,8 +454,14 @@ COMMON: dict[str, Key] = {
         ),
     ),
     "client.id": Key(
-        "sent with every Produce and Fetch request (the broker keeps no per-client quotas or logs yet)",
-        (f"{CLIENT}::test_client_id_is_sent_with_produce_and_fetch",),
+        "names the client to brokers, which key quotas on it: `client-id` gRPC metadata on every call, and in Produce "
+        "and Fetch requests; unset: `producer-N`, `producer-<transactional.id>`, `consumer-<group.id>-N` or "
+        "`consumer-N`, as Kafka generates",
+        (
+            f"{CLIENT}::test_client_id_is_sent_with_produce_and_fetch",
+            "tests/client/test_throttling.py::test_every_call_carries_the_client_id_metadata",
+            "tests/client/test_throttling.py::test_a_client_without_client_id_gets_one_generated_as_kafka_does",
+        ),
     ),
     "request.timeout.ms": Key(
         "how long a request may take",

@@ -61,6 +61,8 @@ SANS_IO_CORES = [
     "odradek.client.consumer.protocol",
     "odradek.client.consumer.rebalance",
     "odradek.client.producer.transactions",
+    "odradek.client.metrics",
+    "odradek.client.throttle",
     "odradek.client.consumer.assignors",
     "odradek.client.consumer.assignors.base",
     "odradek.client.consumer.assignors.range",

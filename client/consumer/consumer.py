@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any, Literal, overload
 
 from odradek.client.background import BackgroundLoop
-from odradek.client.config import ConsumerConfig
+from odradek.client.config import ConsumerConfig, with_client_id
 from odradek.client.connection import DEFAULT_MAX_MESSAGE_BYTES, ChannelPool
 from odradek.client.consumer.coordinator import ConsumerCoordinator
 from odradek.client.consumer.fetcher import Fetcher, wait_for_position
@@ -36,6 +36,7 @@ from odradek.client.structs import (
     OffsetAndTimestamp,
     TopicPartition,
 )
+from odradek.client.throttle import throttle_metrics
 from odradek.proto import broker_pb2 as pb
 
 logger = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ class AsyncConsumer:
     """Create inside a running event loop. ``poll`` returns up to ``max.poll.records`` records, fetching ahead."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
-        cfg = ConsumerConfig.from_mapping(config)
+        cfg = with_client_id(config, ConsumerConfig.from_mapping(config))
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -112,7 +113,7 @@ class AsyncConsumer:
         self._max_poll_records = cfg.max_poll_records
         self._timeout = cfg.request_timeout_ms / 1000
         self._isolation = pb.READ_COMMITTED if cfg.isolation_level == "read_committed" else pb.READ_UNCOMMITTED
-        self._pool = ChannelPool(max(DEFAULT_MAX_MESSAGE_BYTES, cfg.fetch_max_bytes + 1_048_576))
+        self._pool = ChannelPool(max(DEFAULT_MAX_MESSAGE_BYTES, cfg.fetch_max_bytes + 1_048_576), cfg.client_id)
         self._metadata = Metadata(cfg, self._pool)
         self._coordinator = ConsumerCoordinator(cfg, self._metadata, self._pool) if cfg.group_id else None
         self._fetcher = Fetcher(cfg, self._metadata, self._coordinator.committed if self._coordinator else None)
@@ -398,6 +399,7 @@ class AsyncConsumer:
             timeout=self._timeout,
             backoff=self._config.retry_backoff_ms / 1000,
             isolation_level=self._isolation,
+            throttles=self._fetcher.throttles,
         )
         return {
             tp: OffsetAndTimestamp(offset, timestamp) if offset >= 0 else None
@@ -412,7 +414,14 @@ class AsyncConsumer:
             timeout=self._timeout,
             backoff=self._config.retry_backoff_ms / 1000,
             isolation_level=self._isolation,
+            throttles=self._fetcher.throttles,
         )
+
+    def metrics(self) -> dict[str, float]:
+        """The consumer's metrics by Kafka's names: ``fetch-throttle-time-avg`` and ``-max``, the throttle time
+        (ms) brokers reported on Fetch responses over the last 30 to 60 s (NaN when none came; see
+        odradek.client.metrics)."""
+        return throttle_metrics("fetch", self._fetcher.throttles, time.monotonic())
 
     async def close(self, *, leave_group: bool | None = None) -> None:
         """Commit the positions (enable.auto.commit), leave the group, and release everything.
@@ -630,6 +639,13 @@ class Consumer:
 
     def offsets_for_times(self, timestamps: PartitionTimestamps) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         return self._loop.run(self._core.offsets_for_times(timestamps))
+
+    def metrics(self) -> dict[str, float]:
+        """As ``AsyncConsumer.metrics`` (read on the client loop while it runs)."""
+        if self._closed:
+            return self._core.metrics()
+        result: dict[str, float] = self._loop.run(_call(self._core.metrics))
+        return result
 
     def close(self, *, leave_group: bool | None = None) -> None:
         """As ``AsyncConsumer.close``; the listener runs on this thread."""

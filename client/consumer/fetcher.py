@@ -5,6 +5,7 @@ of that broker's fetchable partitions (few, large RPCs), long-polling with ``fet
 ``fetch.max.wait.ms``. It prefetches: a partition is fetched again as soon as at most one response of it is
 buffered, from the end of that response, so the next data is on its way while the application processes the
 current poll. Positions without a value are resolved with ListOffsets (``auto.offset.reset``, ``seek_to_*``).
+A broker's ``throttle_time_ms`` (its quota, KIP-219) holds every Fetch and ListOffsets to it until it has passed.
 
 ``poll()`` may run on another thread (the sync facade decodes on the caller's thread), so the partition states are
 guarded by one lock; a generation number per partition discards responses that a seek made stale.
@@ -36,6 +37,7 @@ from odradek.client.errors import (
 from odradek.client.metadata import Metadata, rpc_error
 from odradek.client.offsets import EARLIEST, LATEST, list_offsets
 from odradek.client.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from odradek.client.throttle import NodeThrottles
 from odradek.proto import broker_pb2 as pb
 
 logger = logging.getLogger(__name__)
@@ -117,7 +119,9 @@ class Fetcher:
         self._with_data: deque[AssignedPartition] = deque()  # partitions with buffered responses, in arrival order
         self._failed: deque[AssignedPartition] = deque()  # partitions with an error for poll() to raise
         self._nodes_in_flight: set[int] = set()
-        self._throttled: dict[int, float] = {}
+        # Per broker, when its quota throttle ends (KIP-219): no Fetch or ListOffsets goes to it before; the Fetch
+        # throttle times feed metrics().
+        self.throttles = NodeThrottles()
         self._default_reset = {"earliest": EARLIEST, "latest": LATEST}.get(config.auto_offset_reset)
         self._isolation = pb.READ_COMMITTED if config.isolation_level == "read_committed" else pb.READ_UNCOMMITTED
         self._check_crcs = config.check_crcs
@@ -347,8 +351,9 @@ class Fetcher:
                     continue
                 if node in self._nodes_in_flight:
                     continue
-                if self._throttled.get(node, 0.0) > now:
-                    wake_at = min(wake_at, self._throttled[node])
+                throttled_until = self.throttles.until(node)
+                if throttled_until > now:
+                    wake_at = min(wake_at, throttled_until)
                     continue
                 offset = state.buffered[-1].fetch_end if state.buffered else state.position
                 fetches.setdefault(node, []).append((state, state.generation, offset))
@@ -379,6 +384,7 @@ class Fetcher:
                 timeout=self._timeout,
                 backoff=self._backoff,
                 isolation_level=self._isolation,
+                throttles=self.throttles,
             )
         except OdradekError as e:
             logger.debug("offset reset of %s failed: %s", sorted(timestamps), e)
@@ -511,8 +517,7 @@ class Fetcher:
     ) -> None:
         """Apply a Fetch response (under the lock)."""
         now = time.monotonic()
-        if response.throttle_time_ms > 0:
-            self._throttled[node] = now + response.throttle_time_ms / 1000
+        self.throttles.record(node, response.throttle_time_ms, now)
         asked = {state.tp: (state, generation, offset) for state, generation, offset in partitions}
         if response.error != ErrorCode.NONE:
             for state, _, _ in partitions:

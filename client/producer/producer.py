@@ -15,11 +15,11 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple, cast, overload
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple, TypeVar, cast, overload
 
 from odradek.client.background import BackgroundLoop
-from odradek.client.config import ProducerConfig
+from odradek.client.config import ProducerConfig, with_client_id
 from odradek.client.connection import DEFAULT_MAX_MESSAGE_BYTES, ChannelPool
 from odradek.client.errors import (
     ClientTimeoutError,
@@ -36,6 +36,7 @@ from odradek.client.producer.transactions import TransactionAbortedError, TxnSta
 from odradek.client.producer.txn_client import TransactionClient
 from odradek.client.record.header import HEADER_SIZE
 from odradek.client.structs import GroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
+from odradek.client.throttle import throttle_metrics
 
 # Estimated framing of one record: length, attributes, timestamp and offset deltas, key and value lengths and the
 # header count take 8-12 bytes for records below 8 KiB. Used for batch.size and memory accounting only.
@@ -46,6 +47,7 @@ DeliveryFuture = RecordFuture | DeferredRecordFuture
 Value = bytes | str | None
 
 _time_ns = time.time_ns
+T = TypeVar("T")
 
 
 class _Blocked(Exception):
@@ -89,13 +91,13 @@ class AsyncProducer:
     """Create inside a running event loop; ``send`` from that loop's thread, everything else awaited."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
-        cfg = ProducerConfig.from_mapping(config)
+        cfg = with_client_id(config, ProducerConfig.from_mapping(config))
         try:
             self._loop = asyncio.get_running_loop()
         except RuntimeError:
             raise RuntimeError("create AsyncProducer inside a running event loop (or use Producer)") from None
         self._loop_thread = threading.get_ident()
-        self._pool = ChannelPool(max(DEFAULT_MAX_MESSAGE_BYTES, cfg.max_request_size + 65_536))
+        self._pool = ChannelPool(max(DEFAULT_MAX_MESSAGE_BYTES, cfg.max_request_size + 65_536), cfg.client_id)
         self._metadata = Metadata(cfg, self._pool)
         self._accumulator = RecordAccumulator(cfg, self._wake_sender)
         self._txn = TransactionClient(cfg, self._metadata, self._pool) if cfg.transactional_id is not None else None
@@ -392,6 +394,12 @@ class AsyncProducer:
         count = await self._metadata.wait_for_topic(topic, self._max_block)
         return list(range(count))
 
+    def metrics(self) -> dict[str, float]:
+        """The producer's metrics by Kafka's names: ``produce-throttle-time-avg`` and ``-max``, the throttle time
+        (ms) brokers reported on Produce responses over the last 30 to 60 s (NaN when none came; see
+        odradek.client.metrics)."""
+        return throttle_metrics("produce", self._sender.throttles, time.monotonic())
+
     async def close(self, timeout: float | None = None) -> None:
         """Deliver what was sent (waiting up to ``timeout`` seconds, forever if None), then stop; records still
         undelivered fail with ClientTimeoutError."""
@@ -417,6 +425,11 @@ class AsyncProducer:
             await self._txn.close()
         await self._metadata.close()
         await self._pool.close()
+
+
+async def _call(method: Callable[[], T]) -> T:
+    """Run a plain method on the client loop (its state is the loop's)."""
+    return method()
 
 
 class Producer:
@@ -494,6 +507,12 @@ class Producer:
 
     def partitions_for(self, topic: str) -> list[int]:
         return self._loop.run(self._core.partitions_for(topic))
+
+    def metrics(self) -> dict[str, float]:
+        """As ``AsyncProducer.metrics`` (read on the client loop while it runs)."""
+        if self._closed:
+            return self._core.metrics()
+        return self._loop.run(_call(self._core.metrics))
 
     def close(self, timeout: float | None = None) -> None:
         if self._closed:

@@ -7,6 +7,8 @@ carry lingered, small batches) and one per partition. Encoding happens here, onc
 a batch back at the front of its partition's queue for ``retry.backoff.ms``; leader errors first re-route it (a
 leader hint from the response, or a metadata refresh). A batch fails for good on a non-retriable error, after
 ``retries`` retries, or once ``delivery.timeout.ms`` has passed since it was created.
+A broker's ``throttle_time_ms`` (its quota, KIP-219) holds every Produce to it until it has passed: its batches
+wait in the accumulator meanwhile, and the drain pass sleeps until the throttle ends.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from odradek.client.producer.idempotence import ProducerIdentity
 from odradek.client.producer.transactions import TransactionAbortedError, TxnState
 from odradek.client.producer.txn_client import TransactionClient
 from odradek.client.structs import TopicPartition
+from odradek.client.throttle import NodeThrottles
 from odradek.proto import broker_pb2 as pb
 
 logger = logging.getLogger(__name__)
@@ -84,7 +87,9 @@ class Sender:
         # later, smaller request first), so a partition's next batches wait for the answer: that is what keeps
         # each partition's records in send order, retries included. Requests still pipeline across partitions.
         self._muted: set[TopicPartition] = set()
-        self._throttled: dict[int, float] = {}  # node -> monotonic time its throttle ends
+        # Per broker, when its quota throttle ends (KIP-219): its partitions' batches wait in the accumulator until
+        # then (the drain pass wakes at the end, not before), and the throttle times feed metrics().
+        self.throttles = NodeThrottles()
         self._requests: set[asyncio.Task[None]] = set()
         self._identity = ProducerIdentity() if config.enable_idempotence else None
         # A transactional producer: its identity comes from init_transactions() and every EndTxn, never from a
@@ -129,7 +134,7 @@ class Sender:
         in_flight = self._in_flight.get(node, 0)
         if in_flight >= (self._max_in_flight if full else self._max_small_in_flight):
             return False
-        return self._throttled.get(node, 0.0) <= time.monotonic()
+        return self.throttles.until(node) <= time.monotonic()
 
     async def _run(self) -> None:
         loop = self._loop
@@ -192,7 +197,7 @@ class Sender:
                 self._requests.add(task)
                 task.add_done_callback(self._requests.discard)
             if not by_node:
-                return min([next_ready, *(t for t in self._throttled.values() if t > now)])
+                return min(next_ready, self.throttles.next_end(now))
 
     def _drop_if_ending(self, txn: TransactionClient) -> None:
         """While the transaction is being aborted, or has failed, its unsent batches (retries included) are
@@ -333,8 +338,7 @@ class Sender:
             self._watchdog = None
 
     def _complete(self, node: int, response: pb.ProduceResponse, batches: list[ProducerBatch]) -> None:
-        if response.throttle_time_ms > 0:
-            self._throttled[node] = time.monotonic() + response.throttle_time_ms / 1000
+        self.throttles.record(node, response.throttle_time_ms, time.monotonic())
         groups: dict[tuple[str, int], list[ProducerBatch]] = {}
         for batch in batches:
             groups.setdefault((batch.topic, batch.partition), []).append(batch)

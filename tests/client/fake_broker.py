@@ -4,8 +4,8 @@ Each fake broker is a grpc.aio server implementing Metadata, Produce, Fetch (wit
 the real broker's data plane does: per-partition error codes, NOT_LEADER_OR_FOLLOWER with a
 ``current_leader`` hint, offsets assigned by rewriting each batch's base offset, whole batches on fetch, the high
 watermark as the end. All brokers share one cluster state and run on their own thread's event loop, so tests can
-drive synchronous clients. Tests steer it: move leaders, inject error codes, truncate the log start, and count the
-requests each broker served.
+drive synchronous clients. Tests steer it: move leaders, inject error codes, truncate the log start, throttle
+answers, and count the requests each broker served (with their arrival times and client-id metadata).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import bisect
 import contextlib
 import itertools
 import threading
+import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,10 @@ class FakeCluster:
         self.max_partition_in_flight = 0
         self.produce_log: list[tuple[int, int, list[tuple[str, int, int]]]] = []  # (node, acks, [(t, p, batches)])
         self.fetch_log: list[tuple[int, list[tuple[str, int, int]]]] = []  # (node, [(topic, partition, offset)])
+        self.throttle_ms: dict[tuple[int, str], int] = {}  # (node, rpc) -> throttle_time_ms of every answer
+        self.arrivals: list[tuple[int, str, float]] = []  # (node, rpc, time.monotonic()) of each request
+        self.answers: list[tuple[int, str, float]] = []  # (node, rpc, time.monotonic()) of each answer
+        self.client_ids: dict[str, list[str | None]] = {}  # rpc -> the client-id metadata of each call
         self.loop = BackgroundLoop("fake-cluster")
         self.ports: dict[int, int] = {}
         self._servers: list[grpc.aio.Server] = []
@@ -133,6 +138,17 @@ class FakeCluster:
             data = b"".join(self.topics[topic][partition].batches)
         return [r for batch in read_batches(data) for r in batch.records()]
 
+    def note(self, node: int, rpc: str, context: Any) -> None:
+        """A request arrived: when, and the client-id metadata it carried."""
+        self.arrivals.append((node, rpc, time.monotonic()))
+        self.client_ids.setdefault(rpc, []).append(dict(context.invocation_metadata()).get("client-id"))
+
+    def answer(self, node: int, rpc: str, response: Any) -> Any:
+        """Send ``response`` with the throttle set for (node, rpc), noting when."""
+        response.throttle_time_ms = self.throttle_ms.get((node, rpc), 0)
+        self.answers.append((node, rpc, time.monotonic()))
+        return response
+
     def rpc_count(self, rpc: str, node: int | None = None) -> int:
         return sum(n for (nd, name), n in self.requests.items() if name == rpc and node in (None, nd))
 
@@ -187,6 +203,7 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
     async def Metadata(self, request, context):
         cluster = self.cluster
         cluster.requests[self.node, "Metadata"] += 1
+        cluster.note(self.node, "Metadata", context)
         with cluster.lock:
             names = list(request.topics) or sorted(cluster.topics)
             topics = []
@@ -215,6 +232,7 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
     async def InitProducerId(self, request, context):
         cluster = self.cluster
         cluster.requests[self.node, "InitProducerId"] += 1
+        cluster.note(self.node, "InitProducerId", context)
         with cluster.lock:
             cluster.next_producer_id += 1
             return pb.InitProducerIdResponse(producer_id=cluster.next_producer_id, producer_epoch=0)
@@ -223,6 +241,7 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
         cluster = self.cluster
         cluster.requests[self.node, "Produce"] += 1
         cluster.last_request["Produce"] = request
+        cluster.note(self.node, "Produce", context)
         partitions = [(t.name, p.partition) for t in request.topics for p in t.partitions]
         cluster.produce_in_flight[self.node] += 1
         cluster.max_produce_in_flight[self.node] = max(
@@ -233,7 +252,7 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
         try:
             if cluster.produce_delay:
                 await asyncio.sleep(cluster.produce_delay)
-            return self._produce(request)
+            return cluster.answer(self.node, "Produce", self._produce(request))
         finally:
             cluster.produce_in_flight[self.node] -= 1
             cluster.partition_in_flight.subtract(partitions)
@@ -319,6 +338,7 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
     async def Fetch(self, request, context):
         self.cluster.requests[self.node, "Fetch"] += 1
         self.cluster.last_request["Fetch"] = request
+        self.cluster.note(self.node, "Fetch", context)
         asked = [(t.name, p.partition, p.fetch_offset) for t in request.topics for p in t.partitions]
         self.cluster.fetch_log.append((self.node, asked))
         loop = asyncio.get_running_loop()
@@ -327,12 +347,13 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
             response, total = self._read(request)
             remaining = deadline - loop.time()
             if total >= max(1, request.min_bytes) or remaining <= 0:
-                return response
+                return self.cluster.answer(self.node, "Fetch", response)
             await self.cluster.wait_for_data(remaining)
 
     async def ListOffsets(self, request, context):
         cluster = self.cluster
         cluster.requests[self.node, "ListOffsets"] += 1
+        cluster.note(self.node, "ListOffsets", context)
         topics = []
         with cluster.lock:
             for t in request.topics:
@@ -350,4 +371,4 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
                         r.current_leader.CopyFrom(hint)
                     results.append(r)
                 topics.append(pb.ListOffsetsTopicResponse(name=t.name, partitions=results))
-        return pb.ListOffsetsResponse(topics=topics)
+        return cluster.answer(self.node, "ListOffsets", pb.ListOffsetsResponse(topics=topics))
