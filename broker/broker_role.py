@@ -32,7 +32,9 @@ from odradek.broker.log_cleaner import BrokerLogCleaner
 from odradek.broker.log_dirs import log_dir_gauges, log_dir_usage
 from odradek.broker.metrics import NodeMetrics, gauge
 from odradek.broker.producer_ids import ProducerIdManager
+from odradek.broker.quotas.manager import QuotaConfig
 from odradek.broker.replica_manager import ReplicaManager, broker_log_config
+from odradek.broker.throttling import BrokerQuotas
 from odradek.broker.transactions.coordinator import TransactionCoordinator, TxnCoordinatorConfig
 from odradek.broker.transactions.markers import MarkerChannel, grpc_sender
 from odradek.broker.transactions.records import TRANSACTION_STATE_TOPIC
@@ -111,7 +113,7 @@ class BrokerRole:
         )
         self.replicas.add_leadership_listener(self.groups.on_leadership)
         self.producer_ids = ProducerIdManager(c.node_id, self._broker_epoch, self.lifecycle.call)
-        self._marker_pool = ChannelPool()
+        self._marker_pool = ChannelPool(inter_broker=True)
         image = lambda: self.replicas.image  # noqa: E731
         self.transactions = TransactionCoordinator(
             c.node_id,
@@ -129,6 +131,11 @@ class BrokerRole:
             lambda: {tp for offsets in self.groups.committed_offsets().values() for tp in offsets},
             lambda: self.replicas.image,
         )
+        self.quotas = BrokerQuotas(
+            QuotaConfig(num_samples=c["quota.window.num"], window_ms=c["quota.window.size.seconds"] * 1000),
+            lambda: self.replicas.image,
+        )
+        metrics.add_collector(self.quotas.metrics)
         self._group_lag_task: asyncio.Task[None] | None = None
         sm.on_change(self.replicas.publish)
         loop = asyncio.get_running_loop()
@@ -183,6 +190,7 @@ class BrokerRole:
             uncleanable=self.cleaner.uncleanable,
             verifier=self.verifier,
             transactions=self.transactions,
+            quotas=self.quotas,
         )
 
     def group_service(self) -> GroupCoordinatorService:
@@ -393,3 +401,4 @@ class BrokerRole:
                 await asyncio.to_thread(self.logs.tick)
             except Exception:
                 logger.exception("log maintenance failed")
+            self.quotas.expire()

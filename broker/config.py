@@ -277,6 +277,9 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_at_least(1), 10000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (_at_least(1), 3600000),
     "socket.request.max.bytes": (_int, 104857600),
+    # client quotas (KIP-13): rates are measured over quota.window.num windows of quota.window.size.seconds
+    "quota.window.num": (_at_least(2), 11),
+    "quota.window.size.seconds": (_at_least(1), 1),
 }
 
 

@@ -28,6 +28,7 @@ from odradek.broker.metrics import NodeMetrics
 from odradek.broker.partition import FollowerRead, LowWatermark, Partition
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager, monotonic_ms
+from odradek.broker.throttling import BrokerQuotas, current_client
 from odradek.broker.transactions.coordinator import TransactionCoordinator
 from odradek.broker.txn_verifier import TxnVerifier
 from odradek.client.errors import (
@@ -113,6 +114,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         uncleanable: Callable[[], Mapping[tuple[str, int], str]] = dict,
         verifier: TxnVerifier | None = None,
         transactions: TransactionCoordinator | None = None,
+        quotas: BrokerQuotas | None = None,
     ) -> None:
         self.metrics = metrics or NodeMetrics(broker_id)
         self.broker_id = broker_id
@@ -133,6 +135,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self.verifier = verifier
         # This broker's transaction coordinator: InitProducerId with a transactional id goes there.
         self.transactions = transactions
+        # Client quotas: produce bytes are charged after the append, fetch bytes checked before the read.
+        self.quotas = quotas
 
     @property
     def image(self) -> MetadataImage:
@@ -252,9 +256,24 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             if appended:
                 self.metrics.bytes_in.labels(name).inc(appended)
                 self.metrics.messages_in.labels(name).inc(records)
+        if self.quotas is not None and self.quotas.produce.enabled:
+            self._charge_produce(request, response)
         if waits:
             await self._wait_for_commit(waits, request.timeout_ms)
         return response
+
+    def _charge_produce(self, request: pb.ProduceRequest, response: pb.ProduceResponse) -> None:
+        """Charge the request's record bytes to its client's produce quota, after the append (as Kafka: the
+        records are kept, and the client is held back afterwards)."""
+        who, quotas = current_client(), self.quotas
+        if who is None or quotas is None:
+            return
+        size = sum(len(p.records) for t in request.topics for p in t.partitions)
+        quota, now = quotas.produce, quotas.clock()
+        throttle = quota.record(who.user, who.client_id, size, now)
+        if throttle > 0:
+            quota.record_throttle(who.user, who.client_id, throttle, now)
+            response.throttle_time_ms = throttle
 
     async def _verify_transactional(self, request: pb.ProduceRequest) -> dict[tuple[str, int], OdradekError]:
         """The partitions of a transactional produce request that must not be appended, with their errors: a
@@ -314,7 +333,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     # ---- Fetch ----
 
-    def _read(self, request) -> tuple[pb.FetchResponse, int, list[Partition], dict[str, int]]:
+    def _read(self, request, cap: int | None = None) -> tuple[pb.FetchResponse, int, list[Partition], dict[str, int]]:
         """One pass over the requested partitions: the response, bytes found, partitions to wait on, and record
         bytes per topic (counted as bytes out only for the pass whose answer is sent, and only for consumers).
 
@@ -322,7 +341,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         built in place (``add``): upb deep-copies messages passed to a constructor, which for lists of partition
         responses meant copying every record payload once per nesting level."""
         response = pb.FetchResponse()
-        kind = self._follower_fetch(request) if request.replica_id >= 0 else self._consumer_fetch(request)
+        kind = self._follower_fetch(request) if request.replica_id >= 0 else self._consumer_fetch(request, cap)
         if kind is None:
             response.error = ErrorCode.STALE_BROKER_EPOCH
             return response, 1, [], {}
@@ -377,7 +396,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     waiting.append(partition)
         return response, total, waiting, sizes
 
-    def _consumer_fetch(self, request) -> _FetchKind:
+    def _consumer_fetch(self, request, cap: int | None = None) -> _FetchKind:
         """A consumer's fetch: records below the (visible) high watermark, capped by the broker's fetch.max.bytes
         too (as Kafka; a follower's is not), and errors that re-route the client answered with a leader hint."""
 
@@ -399,7 +418,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 if hint is not None:
                     r.current_leader.CopyFrom(hint)
 
-        max_bytes = min(request.max_bytes if request.max_bytes > 0 else 1 << 62, self.fetch_max_bytes)
+        max_bytes = min(request.max_bytes if request.max_bytes > 0 else 1 << 62, self.fetch_max_bytes, cap or 1 << 62)
         committed = request.isolation_level == pb.READ_COMMITTED
         return _FetchKind(read_committed if committed else read, on_error, max_bytes, count_bytes_out=True)
 
@@ -436,13 +455,32 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     async def Fetch(
         self, request: pb.FetchRequest, context: grpc.aio.ServicerContext[pb.FetchRequest, pb.FetchResponse]
     ) -> pb.FetchResponse:
-        response, sizes = await self._fetch(request)
+        quotas = self.quotas
+        who = current_client() if quotas is not None and quotas.fetch.enabled and request.replica_id < 0 else None
+        cap = None
+        if quotas is not None and who is not None:
+            # Checked before the read: a client over its quota gets no data (and is not charged for any).
+            now = quotas.clock()
+            throttle = quotas.fetch.throttle_time(who.user, who.client_id, now)
+            if throttle > 0:
+                quotas.fetch.record_throttle(who.user, who.client_id, throttle, now)
+                return pb.FetchResponse(throttle_time_ms=throttle)
+            window = quotas.fetch.max_value_in_window(who.user, who.client_id)
+            cap = None if window is None else max(1, int(window))  # one answer exceeds the quota by a window at most
+        response, sizes = await self._fetch(request, cap)
         for topic, size in sizes.items():
             self.metrics.bytes_out.labels(topic).inc(size)
+        if quotas is not None and who is not None:
+            now = quotas.clock()
+            throttle = quotas.fetch.record(who.user, who.client_id, sum(sizes.values()), now)
+            if throttle > 0:
+                quotas.fetch.record_throttle(who.user, who.client_id, throttle, now)
+                response.throttle_time_ms = throttle
         return response
 
-    async def _fetch(self, request) -> tuple[pb.FetchResponse, dict[str, int]]:
-        response, total, waiting, sizes = self._read(request)
+    async def _fetch(self, request, cap: int | None = None) -> tuple[pb.FetchResponse, dict[str, int]]:
+        """``cap``: the most record bytes this answer may carry (a consumer's fetch quota), beyond one batch."""
+        response, total, waiting, sizes = self._read(request, cap)
         min_bytes = max(1, request.min_bytes)
         if total >= min_bytes or request.max_wait_ms <= 0 or not waiting:
             return response, sizes
@@ -460,12 +498,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 async with asyncio.timeout(remaining):
                     await future
             except TimeoutError:
-                response, _, _, sizes = self._read(request)
+                response, _, _, sizes = self._read(request, cap)
                 return response, sizes
             finally:
                 for partition in waiting:
                     partition.remove_waiter(future, replica)
-            response, total, waiting, sizes = self._read(request)
+            response, total, waiting, sizes = self._read(request, cap)
             if total >= min_bytes or not waiting:
                 return response, sizes
 

@@ -214,7 +214,7 @@ class ReplicaFetcherManager:
         self.broker_epoch = broker_epoch
         self.image = image
         self.config = config
-        self.pool = ChannelPool()
+        self.pool = ChannelPool(inter_broker=True)
         self.fetchers: dict[int, LeaderFetcher] = {}
         self._following: dict[Key, tuple[int, int]] = {}  # key -> (leader id, leader epoch)
         self.lag: dict[Key, int] = {}

@@ -24,6 +24,7 @@ from odradek.broker.broker_role import BrokerRole
 from odradek.broker.config import ConfigError, Endpoint, NodeConfig
 from odradek.broker.metrics import NodeMetrics, gauge
 from odradek.broker.storage import verify_storage
+from odradek.broker.throttling import QuotaInterceptor
 from odradek.broker.topic_defaults import topic_defaults
 from odradek.client.connection import channel_options
 from odradek.controller.active import ActiveController
@@ -90,12 +91,14 @@ class Node:
         value = self._topic_setting(topic, "min.insync.replicas")
         return int(value) if value is not None else self.config["min.insync.replicas"]
 
-    def _server(self, endpoint: Endpoint | None) -> grpc.aio.Server:
+    def _server(
+        self, endpoint: Endpoint | None, interceptors: tuple[grpc.aio.ServerInterceptor, ...] = ()
+    ) -> grpc.aio.Server:
         if endpoint is None:  # the config refuses a role without its listener; this guards the programming error
             raise ConfigError("no listener for this role")
         server = grpc.aio.server(
             options=channel_options(self.config["socket.request.max.bytes"]),
-            interceptors=[self.metrics.interceptor()],
+            interceptors=[self.metrics.interceptor(), *interceptors],
         )
         bound = server.add_insecure_port(f"{endpoint.host}:{endpoint.port}")
         if bound == 0:
@@ -167,8 +170,8 @@ class Node:
     # -- broker role --------------------------------------------------------------------------------------------
 
     def _serve_broker(self, broker: BrokerRole, admin: AdminService) -> None:
-        """The broker listener: Admin, the data plane and the group coordinator."""
-        server = self._server(self.config.broker_listener)
+        """The broker listener: Admin, the data plane and the group coordinator, under client quotas."""
+        server = self._server(self.config.broker_listener, (QuotaInterceptor(broker.quotas),))
         admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
         service = broker.service(lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id)
         broker_pb2_grpc.add_BrokerServicer_to_server(service, server)

@@ -68,7 +68,7 @@ class TxnVerifier:
         self.broker_id = broker_id
         self.find_coordinator = find_coordinator
         self.local_verify = local_verify
-        self._pool = ChannelPool()
+        self._pool = ChannelPool(inter_broker=True)
 
     async def verify(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]

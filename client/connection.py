@@ -96,6 +96,9 @@ def with_port(server: str) -> str:
 
 
 CLIENT_ID_KEY = "client-id"  # the gRPC metadata key a client's ``client.id`` travels under (quotas key on it)
+# Marks a broker's own calls to other brokers, which client quotas exempt. Until authentication exists (then the
+# inter-broker principal does this) any caller could set it: it is a courtesy between brokers, not a control.
+INTER_BROKER_KEY = "odradek-inter-broker"
 
 
 class ChannelPool:
@@ -106,9 +109,18 @@ class ChannelPool:
     multicallables rather than by a gRPC interceptor: an intercepted call costs about 25 µs more client CPU per RPC
     than the metadata itself (measured with small unary calls), and the caller keeps gRPC's own call objects."""
 
-    def __init__(self, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, client_id: str | None = None) -> None:
+    def __init__(
+        self,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        client_id: str | None = None,
+        inter_broker: bool = False,
+    ) -> None:
+        """``inter_broker``: the pool of a broker calling other brokers (see ``INTER_BROKER_KEY``)."""
         self._options = channel_options(max_message_bytes)
-        self._metadata = None if client_id is None else ((CLIENT_ID_KEY, client_id),)
+        metadata: tuple[tuple[str, str], ...] = ((CLIENT_ID_KEY, client_id),) if client_id is not None else ()
+        if inter_broker:
+            metadata += ((INTER_BROKER_KEY, "1"),)
+        self._metadata = metadata or None
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     def get(self, address: str) -> grpc.aio.Channel:

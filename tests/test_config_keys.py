@@ -372,6 +372,14 @@ NODE: dict[str, Key] = {
         "largest consumer fetch response",
         ("tests/broker/test_fetch_max_bytes.py::test_fetch_max_bytes_caps_a_consumer_fetch",),
     ),
+    "quota.window.num": Key(
+        "client quota rates are measured over this many windows (KIP-13)",
+        (WIRING, "tests/quotas/test_rate.py::test_obsolete_samples_are_purged_before_measuring"),
+    ),
+    "quota.window.size.seconds": Key(
+        "the length of one client quota window; a request-quota throttle is at most one window",
+        (WIRING, "tests/quotas/test_manager.py::test_max_value_in_window"),
+    ),
     "socket.request.max.bytes": Key(
         "largest request the node accepts",
         ("tests/broker/test_node_wiring.py::test_socket_request_max_bytes_refuses_a_larger_request",),

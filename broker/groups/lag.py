@@ -71,7 +71,7 @@ class EndOffsetPoller:
         self._partitions = partitions
         self._image = image
         self._interval = interval_s
-        self._pool = ChannelPool()
+        self._pool = ChannelPool(inter_broker=True)
         self.ends: dict[TopicPartition, int] = {}
 
     def _leader_of(self, tp: TopicPartition) -> int:

@@ -169,6 +169,8 @@ async def node(tmp_path: Path):
             "log.max.open.files": 77,
             "log.retention.check.interval.ms": 6_000,
             "socket.request.max.bytes": 200_000,
+            "quota.window.num": 7,
+            "quota.window.size.seconds": 3,
             "unsafe.testing.bug": "ack-before-replication",
             **LOG_DEFAULTS,
         },
@@ -200,6 +202,8 @@ async def test_a_started_node_hands_each_key_to_its_component(node: Node, tmp_pa
     assert node.broker.logs.manager_config.retention_check_interval_ms == 6_000
     assert node.broker.logs.default_config == broker_log_config(node.config)
     assert node.broker.replicas.unsafe_bug == "ack-before-replication"
+    for manager in (node.broker.quotas.produce, node.broker.quotas.fetch, node.broker.quotas.request):
+        assert (manager.config.num_samples, manager.config.window_ms) == (7, 3000)
     lifecycle = node.broker.lifecycle
     assert (lifecycle.listener.host, lifecycle.listener.port) == ("advertised.example", 9999)  # what it registers
     assert (lifecycle.listener.rack, lifecycle.interval, lifecycle.session_timeout) == ("rack-b", 0.7, 8.0)

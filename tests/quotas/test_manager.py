@@ -44,12 +44,12 @@ def test_request_time_is_a_percentage_of_one_core_and_its_throttle_is_bounded_by
     m = manager(QuotaKind.REQUEST, {entity(user=USER): {REQUEST_PERCENTAGE: 1}})
     for second in range(10):
         throttle = m.record(USER, "spammer", 1000, second * 1000)  # a whole core each second: 100 %
-    [stats] = m.stats(9_000)
+    [stats] = m.stats(10_000)
     assert stats.rate == pytest.approx(100.0)
     assert stats.recorded_total == 10_000  # handling ms
     # Unbounded, (100 - 1) / 1 * 10 s would be 990 s.
     assert throttle == 1000
-    assert m.throttle_time(USER, "spammer", 9_000) == 1000
+    assert m.throttle_time(USER, "spammer", 10_000) == 1000
 
 
 def test_request_time_within_its_percentage_is_not_throttled() -> None:
@@ -61,7 +61,7 @@ def test_request_time_within_its_percentage_is_not_throttled() -> None:
 
 def test_byte_throttles_are_not_bounded_by_a_window() -> None:
     m = manager(QuotaKind.FETCH, {entity(client_default=True): {CONSUMER_BYTE_RATE: 100}})
-    assert m.record(USER, "c", 3000, 0) == 20_000  # 300 B/s over the padded 10 s: (300 - 100) / 100 * 10 s
+    assert m.record(USER, "c", 3000, 0) == 25_000  # 600 B/s over the padded 5 s: (600 - 100) / 100 * 5 s
 
 
 def test_throttle_time_measures_without_recording() -> None:
@@ -89,17 +89,17 @@ def test_max_value_in_window() -> None:
 
 def test_client_ids_under_one_user_quota_share_one_sensor() -> None:
     m = manager(QuotaKind.PRODUCE, {entity(user="alice"): {PRODUCER_BYTE_RATE: 500}})
-    assert m.record("alice", "a", 3000, 0) == 0
-    # Together 6,000 B over 10 s: 600 B/s, over alice's 500 although each sent only 300 B/s.
-    assert m.record("alice", "b", 3000, 0) == 2000
-    assert sensors(m, 0) == {("alice", ""): 6000}
+    assert m.record("alice", "a", 1500, 0) == 0
+    # Together 3,000 B over the padded 5 s: 600 B/s, over alice's 500 although each sent only 300 B/s.
+    assert m.record("alice", "b", 1500, 0) == 1000
+    assert sensors(m, 0) == {("alice", ""): 3000}
 
 
 def test_under_a_client_id_default_each_client_id_has_its_own_sensor() -> None:
     m = manager(QuotaKind.PRODUCE, {entity(client_default=True): {PRODUCER_BYTE_RATE: 500}})
-    assert m.record("alice", "a", 3000, 0) == 0
-    assert m.record("alice", "b", 3000, 0) == 0
-    assert sensors(m, 0) == {("", "a"): 3000, ("", "b"): 3000}
+    assert m.record("alice", "a", 1500, 0) == 0
+    assert m.record("alice", "b", 1500, 0) == 0
+    assert sensors(m, 0) == {("", "a"): 1500, ("", "b"): 1500}
 
 
 def test_under_a_user_and_client_id_default_each_pair_has_its_own_sensor() -> None:
@@ -119,21 +119,21 @@ def test_clients_without_a_quota_are_measured_but_never_throttled_while_the_kind
 
 def test_a_changed_quota_applies_to_existing_sensors_at_once() -> None:
     m = manager(QuotaKind.PRODUCE, {entity(client_default=True): {PRODUCER_BYTE_RATE: 500}})
-    assert m.record(USER, "c", 4000, 0) == 0  # 400 B/s
+    assert m.record(USER, "c", 2000, 0) == 0  # 400 B/s over the padded 5 s
     m.set_quotas({entity(client_default=True): {PRODUCER_BYTE_RATE: 200}})
     assert m.stats(0)[0].quota == 200
-    assert m.throttle_time(USER, "c", 0) == 10_000  # (400 - 200) / 200 * 10 s, with the history kept
+    assert m.throttle_time(USER, "c", 0) == 5_000  # (400 - 200) / 200 * 5 s, with the history kept
     m.set_quotas({entity(client_default=True): {PRODUCER_BYTE_RATE: 1000}})
     assert m.throttle_time(USER, "c", 0) == 0
 
 
 def test_a_no_quota_sensor_gets_the_quota_set_later_for_its_client_id() -> None:
     m = manager(QuotaKind.PRODUCE, {entity(client_id="other"): {PRODUCER_BYTE_RATE: 1}})
-    m.record(USER, "c", 4000, 0)
+    m.record(USER, "c", 2000, 0)
     assert m.stats(0)[0].quota is None
     m.set_quotas({entity(client_id="c"): {PRODUCER_BYTE_RATE: 200}})
     assert [(s.client_id, s.quota) for s in m.stats(0)] == [("c", 200)]
-    assert m.throttle_time(USER, "c", 0) == 10_000
+    assert m.throttle_time(USER, "c", 0) == 5_000
 
 
 def test_set_quotas_drops_the_cached_resolutions() -> None:

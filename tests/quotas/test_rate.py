@@ -5,15 +5,25 @@ import pytest
 from odradek.broker.quotas.rate import SampledRate, SampledStat, throttle_time_ms
 
 
-def test_a_short_history_is_padded_to_num_samples_minus_one_windows() -> None:
+def test_a_short_history_is_padded_to_half_the_span() -> None:
     rate = SampledRate(num_samples=11, window_ms=1000)
+    assert rate.padding_windows == 5
     rate.record(100, 0)
-    assert rate.window_size_ms(0) == 10_000  # nothing elapsed: 10 empty windows assumed
-    assert rate.rate(0) == pytest.approx(10.0)
-    assert rate.window_size_ms(2_500) == 2_500 + 8 * 1000  # 2 full windows seen, 8 padded
-    assert rate.window_size_ms(10_000) == 10_000  # 10 full windows: no padding
-    assert rate.window_size_ms(10_700) == 10_700
+    assert rate.window_size_ms(0) == 5_000  # nothing elapsed: 5 windows assumed
+    assert rate.rate(0) == pytest.approx(20.0)
+    assert rate.window_size_ms(2_500) == 5_000
+    assert rate.window_size_ms(5_000) == 5_000
+    assert rate.window_size_ms(10_700) == 10_700  # past the padding: the history as it is
     assert rate.rate(10_700) == pytest.approx(100 / 10.7)
+
+
+def test_a_steady_client_is_measured_at_its_rate_although_each_sample_starts_with_a_record() -> None:
+    """400 units at every whole second: right after each record the samples hold one record more than the
+    seconds elapsed; the padding keeps that from reading as a faster rate (unpadded: 800/s after one second)."""
+    rate = SampledRate(num_samples=11, window_ms=1000)
+    for second in range(30):
+        rate.record(400, second * 1000)
+        assert rate.rate(second * 1000) <= 500, second
 
 
 def test_obsolete_samples_are_purged_before_measuring() -> None:
@@ -21,10 +31,9 @@ def test_obsolete_samples_are_purged_before_measuring() -> None:
     rate.record(1000, 0)
     rate.record(500, 5_000)
     assert rate.rate(10_999) == pytest.approx(1500 / 10.999)
-    # The sample that started at 0 is 11 windows old at 11,000: it is dropped, and the window starts at 5,000
-    # (6 full windows, padded to 10).
-    assert rate.window_size_ms(11_000) == 10_000
-    assert rate.rate(11_000) == pytest.approx(50.0)
+    # The sample that started at 0 is 11 windows old at 11,000: it is dropped, and the window starts at 5,000.
+    assert rate.window_size_ms(11_000) == 6_000
+    assert rate.rate(11_000) == pytest.approx(500 / 6)
     assert rate.rate(16_000) == 0.0  # both gone
 
 
@@ -50,11 +59,12 @@ def test_the_ring_recycles_its_oldest_sample() -> None:
     assert rate.rate(2_000) == pytest.approx(14.0)
 
 
-def test_the_window_is_never_below_one_ms() -> None:
-    rate = SampledRate(num_samples=1, window_ms=1000)
+def test_the_padding_is_at_least_one_window() -> None:
+    rate = SampledRate(num_samples=2, window_ms=1000)
+    assert rate.padding_windows == 1
     rate.record(5, 42)
-    assert rate.window_size_ms(42) == 1
-    assert rate.rate(42) == pytest.approx(5000.0)
+    assert rate.window_size_ms(42) == 1000
+    assert rate.rate(42) == pytest.approx(5.0)
 
 
 def test_an_empty_rate_is_zero() -> None:
