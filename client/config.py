@@ -277,11 +277,12 @@ class ConsumerConfig(ClientConfig):
 
 @dataclass(frozen=True, kw_only=True)
 class AdminConfig(_Options):
-    """Admin options: only those the admin client acts on (it keeps no metadata cache and sends no client id)."""
+    """Admin options: only those the admin client acts on (it keeps no metadata cache)."""
 
     KIND = "admin"
 
     bootstrap_servers: tuple[str, ...] = required(_servers)
+    client_id: str = option("", _string)
     request_timeout_ms: int = option(30_000, _int(1))
     retry_backoff_ms: int = option(100, _int(0))
 
@@ -289,6 +290,12 @@ class AdminConfig(_Options):
 # Numbers for generated client ids, per process as in Kafka's clients.
 _PRODUCER_IDS = itertools.count(1)
 _CONSUMER_IDS = itertools.count(1)
+_ADMIN_IDS = itertools.count(1)
+
+
+def admin_client_id(config: Mapping[str, Any], parsed: AdminConfig) -> str:
+    """The admin client's client.id: the application's (even empty), else Kafka's generated ``adminclient-N``."""
+    return parsed.client_id if "client.id" in config else f"adminclient-{next(_ADMIN_IDS)}"
 
 
 ClientOptions = TypeVar("ClientOptions", ProducerConfig, ConsumerConfig)

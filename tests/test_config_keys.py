@@ -463,10 +463,11 @@ COMMON: dict[str, Key] = {
     ),
     "client.id": Key(
         "names the client to brokers, which key quotas on it: `client-id` gRPC metadata on every call, and in Produce "
-        "and Fetch requests; unset: `producer-N`, `producer-<transactional.id>`, `consumer-<group.id>-N` or "
-        "`consumer-N`, as Kafka generates",
+        "and Fetch requests; unset: `producer-N`, `producer-<transactional.id>`, `consumer-<group.id>-N`, "
+        "`consumer-N` or `adminclient-N`, as Kafka generates",
         (
             f"{CLIENT}::test_client_id_is_sent_with_produce_and_fetch",
+            "tests/client/test_admin_client_id.py::test_the_admin_client_sends_its_client_id_on_every_call",
             "tests/client/test_throttling.py::test_every_call_carries_the_client_id_metadata",
             "tests/client/test_throttling.py::test_a_client_without_client_id_gets_one_generated_as_kafka_does",
         ),
