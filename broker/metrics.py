@@ -8,6 +8,7 @@ Raft) is read at scrape time by a collector, so the hot paths pay nothing for it
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 
 import grpc
@@ -67,18 +68,16 @@ class _FunctionCollector(Collector):
         yield from self._collect()
 
 
-class _MetricsInterceptor(grpc.aio.ServerInterceptor):
-    """Counts and times every unary RPC by API method.
+class WrappingInterceptor(grpc.aio.ServerInterceptor, ABC):
+    """An interceptor that wraps each unary method's behaviour once and caches the wrapped handler.
 
-    grpc.aio runs the interceptor chain on every RPC, so the timed handler of each method is built once and
-    cached: the per-RPC cost is one dict lookup plus the timing itself, not the continuation, a new closure, a
-    new method handler and three ``labels()`` look-ups (each takes a lock) per call (small RPCs are
-    dominated by fixed per-RPC CPU). The handlers are registered before the server starts and never change, so
-    a method's handler is the same for every call.
+    grpc.aio runs the interceptor chain on every RPC; building the wrapper once per method makes the per-RPC cost
+    one dict lookup plus the wrapper itself, not the continuation, a new closure, a new method handler and any
+    label look-ups per call (small RPCs are dominated by fixed per-RPC CPU). The handlers are registered before
+    the server starts and never change, so a method's handler is the same for every call.
     """
 
-    def __init__(self, metrics: NodeMetrics) -> None:
-        self.metrics = metrics
+    def __init__(self) -> None:
         self._handlers: dict[str, grpc.RpcMethodHandler] = {}
 
     async def intercept_service(self, continuation, handler_call_details):
@@ -89,13 +88,31 @@ class _MetricsInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler
-        timed = self._timed(method.rsplit("/", 1)[-1], handler.unary_unary)
-        cached = self._handlers[method] = grpc.unary_unary_rpc_method_handler(
-            timed, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
-        )
+        wrapped = self.wrap(method.rsplit("/", 1)[-1], handler.unary_unary)
+        if wrapped is None:
+            cached = handler
+        else:
+            cached = grpc.unary_unary_rpc_method_handler(
+                wrapped,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        self._handlers[method] = cached
         return cached
 
-    def _timed(self, api: str, inner: Callable) -> Callable:
+    @abstractmethod
+    def wrap(self, api: str, inner: Callable) -> Callable | None:
+        """The behaviour of method ``api`` wrapping ``inner``, or None to leave the method alone."""
+
+
+class _MetricsInterceptor(WrappingInterceptor):
+    """Counts and times every unary RPC by API method."""
+
+    def __init__(self, metrics: NodeMetrics) -> None:
+        super().__init__()
+        self.metrics = metrics
+
+    def wrap(self, api: str, inner: Callable) -> Callable:
         observe = self.metrics.latency.labels(api).observe
         ok = self.metrics.requests.labels(api, "ok").inc
         failed = self.metrics.requests.labels(api, "error").inc

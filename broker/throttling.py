@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 import grpc
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from odradek.broker.metrics import WrappingInterceptor
 from odradek.broker.quotas.manager import QuotaConfig, QuotaKind, QuotaManager
 from odradek.broker.quotas.mutes import Mutes
 from odradek.client.connection import CLIENT_ID_KEY, INTER_BROKER_KEY
@@ -173,29 +174,16 @@ class _TimedSteps:
                 send, error = None, e
 
 
-class QuotaInterceptor(grpc.aio.ServerInterceptor):
+class QuotaInterceptor(WrappingInterceptor):
     """Applies ``BrokerQuotas`` to every client RPC of the broker listener (see the module docstring)."""
 
     def __init__(self, quotas: BrokerQuotas) -> None:
+        super().__init__()
         self.quotas = quotas
-        self._handlers: dict[str, grpc.RpcMethodHandler] = {}
 
-    async def intercept_service(self, continuation, handler_call_details):
-        method = handler_call_details.method
-        cached = self._handlers.get(method)
-        if cached is not None:
-            return cached
-        handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None or method.rsplit("/", 1)[-1] in EXEMPT_METHODS:
-            return handler
-        cached = self._handlers[method] = grpc.unary_unary_rpc_method_handler(
-            self._wrap(handler.unary_unary),
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
-        return cached
-
-    def _wrap(self, inner: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap(self, api: str, inner: Callable[..., Any]) -> Callable[..., Any] | None:
+        if api in EXEMPT_METHODS:
+            return None
         quotas = self.quotas
 
         async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:

@@ -5,9 +5,6 @@ input refused with a typed error and nothing stored."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
@@ -18,6 +15,7 @@ from odradek.client.errors import InvalidRequestError
 from odradek.client.quotas import QuotaEntity, entity
 from odradek.deploy.local import DevCluster
 
+from .cli_runner import as_json, odradek
 from .conftest import start_cluster, wait_for
 
 pytestmark = pytest.mark.integration
@@ -28,24 +26,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
     c = start_cluster(tmp_path_factory.mktemp("cluster"), controllers=1, brokers=2)
     yield c
     c.stop_all(timeout=10)
-
-
-def odradek(cluster: DevCluster, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ODRADEK_HOME": str(cluster.directory / "home")}
-    env.pop("ODRADEK_BOOTSTRAP_SERVERS", None)
-    return subprocess.run(
-        [sys.executable, "-m", "odradek.client.cli.main", *args, "-X", cluster.admin_servers],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
-
-
-def as_json(cluster: DevCluster, *args: str):
-    result = odradek(cluster, *args, "--format", "json")
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
 
 
 def node_addresses(cluster: DevCluster) -> dict[int, str]:

@@ -6,10 +6,8 @@ every broker."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -19,6 +17,7 @@ from odradek.client.admin import Admin
 from odradek.client.producer.partitioner import partition_for_key
 from odradek.deploy.local import DevCluster, process_state
 
+from .cli_runner import as_json, odradek
 from .conftest import start_cluster, wait_for
 
 pytestmark = pytest.mark.integration
@@ -30,24 +29,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
     c = start_cluster(tmp_path_factory.mktemp("cluster"), controllers=1, brokers=3)
     yield c
     c.stop_all(timeout=10)
-
-
-def odradek(cluster: DevCluster, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ODRADEK_HOME": str(cluster.directory / "home")}
-    env.pop("ODRADEK_BOOTSTRAP_SERVERS", None)
-    return subprocess.run(
-        [sys.executable, "-m", "odradek.client.cli.main", *args, "-X", cluster.admin_servers],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=90,
-    )
-
-
-def as_json(cluster: DevCluster, *args: str):
-    result = odradek(cluster, *args, "--format", "json")
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
 
 
 def one_error(result: subprocess.CompletedProcess) -> str:
