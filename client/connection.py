@@ -175,6 +175,10 @@ class _WithMetadata(grpc.aio.UnaryUnaryMultiCallable[Req, Resp]):
         )
 
 
+def _unary_only(method: str) -> TypeError:
+    return TypeError(f"{method}: odradek clients make unary calls only, and only those carry the pool's metadata")
+
+
 class _MetadataChannel(grpc.aio.Channel):
     """A channel whose unary calls (every odradek RPC is unary) carry ``metadata``; the rest is delegated."""
 
@@ -201,7 +205,7 @@ class _MetadataChannel(grpc.aio.Channel):
         response_deserializer: Callable[[bytes], Resp] | None = None,
         **kwargs: Any,
     ) -> grpc.aio.UnaryStreamMultiCallable[Req, Resp]:
-        raise NotImplementedError("odradek clients make unary calls only")
+        raise _unary_only(method)
 
     def stream_unary(
         self,
@@ -210,7 +214,7 @@ class _MetadataChannel(grpc.aio.Channel):
         response_deserializer: Callable[[bytes], Resp] | None = None,
         **kwargs: Any,
     ) -> grpc.aio.StreamUnaryMultiCallable[Req, Resp]:
-        raise NotImplementedError("odradek clients make unary calls only")
+        raise _unary_only(method)
 
     def stream_stream(
         self,
@@ -219,7 +223,7 @@ class _MetadataChannel(grpc.aio.Channel):
         response_deserializer: Callable[[bytes], Resp] | None = None,
         **kwargs: Any,
     ) -> grpc.aio.StreamStreamMultiCallable[Req, Resp]:
-        raise NotImplementedError("odradek clients make unary calls only")
+        raise _unary_only(method)
 
     async def close(self, grace: float | None = None) -> None:
         await self._channel.close(grace)
