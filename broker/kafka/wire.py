@@ -1,0 +1,157 @@
+"""The Kafka listener's shared vocabulary: request headers, answers made of bytes and file ranges, and who sent a
+request. Sans-I/O: nothing here touches a socket; ``FileSlice`` only holds a file descriptor for the sender."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+# Kafka's "never" for flexible versions and the like: an int16 no version reaches.
+NO_VERSION = 32767
+
+
+class ProtocolError(Exception):
+    """A request the listener cannot parse or will not serve (malformed, unknown API key, unsupported version):
+    its connection is closed with a log line, as Kafka does, and no other connection is affected."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    """Request header v0-v2. ``size`` is the header's length in the frame: the body starts there."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    size: int
+
+
+class FileSlice:
+    """A byte range of a segment file, for the listener to send with ``sendfile`` (zero copy).
+
+    Owns ``fd``, a duplicate of the segment's descriptor, so the range stays readable when the segment's own
+    descriptor is evicted from the handle cache or the file is deleted meanwhile. Whoever ends up with the slice
+    closes it (``close`` is idempotent); ``read`` is the buffered fallback for transports that cannot sendfile."""
+
+    __slots__ = ("fd", "position", "length")
+
+    def __init__(self, fd: int, position: int, length: int) -> None:
+        self.fd = fd
+        self.position = position
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __repr__(self) -> str:
+        return f"FileSlice(fd={self.fd}, position={self.position}, length={self.length})"
+
+    def read(self) -> bytes:
+        """The range's bytes (short only if the file was truncated under it)."""
+        parts, position, left = [], self.position, self.length
+        while left > 0:
+            chunk = os.pread(self.fd, left, position)
+            if not chunk:
+                break
+            parts.append(chunk)
+            position += len(chunk)
+            left -= len(chunk)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+
+Chunk = bytes | bytearray | memoryview | FileSlice
+
+
+def chunks_size(chunks: list[Chunk]) -> int:
+    return sum(len(c) for c in chunks)
+
+
+def close_chunks(chunks: list[Chunk]) -> None:
+    """Close the file slices among ``chunks`` (an answer that is dropped instead of sent)."""
+    for c in chunks:
+        if isinstance(c, FileSlice):
+            c.close()
+
+
+@dataclass(slots=True)
+class Response:
+    """What the listener writes for one request: the response header then the body (the listener adds the size
+    prefix), and how long to hold this connection's next requests (KIP-219 muting of a throttled client)."""
+
+    chunks: list[Chunk]
+    throttle_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionInfo:
+    """One client connection, as the listener accepted it."""
+
+    connection_id: int
+    listener: str
+    peer_host: str
+    peer_port: int
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Who sent a request: its connection and the header's client id."""
+
+    connection: ConnectionInfo
+    client_id: str
+
+    @property
+    def peer(self) -> str:
+        """The peer as gRPC names it (``ipv4:host:port``), the key quota muting and group members use."""
+        host = self.connection.peer_host
+        kind = "ipv6" if ":" in host else "ipv4"
+        return (
+            f"{kind}:[{host}]:{self.connection.peer_port}"
+            if kind == "ipv6"
+            else f"{kind}:{host}:{self.connection.peer_port}"
+        )
+
+
+class Reply(Protocol):
+    """A handler's answer before encoding: the request quota's throttle is decided after the handler ran, and goes
+    into the body's ``throttle_time_ms``."""
+
+    @property
+    def throttle_ms(self) -> int:
+        """The throttle the handler itself decided (produce and fetch byte quotas), 0 if none."""
+        ...
+
+    def encode(self, throttle_ms: int) -> list[Chunk]:
+        """The response body, with ``throttle_time_ms`` = ``throttle_ms`` where the version has the field."""
+        ...
+
+
+Handler = Callable[[RequestContext, RequestHeader, memoryview], Awaitable[Reply | None]]
+"""Serves one API: the request body (after the header) to a reply, or None when no response is sent (Produce with
+acks=0). Raises ProtocolError for a body it cannot parse."""
+
+Dispatch = Callable[[ConnectionInfo, memoryview], Awaitable[Response | None]]
+"""The listener's view of the APIs: one request frame (without its size prefix) to what to write back, or None."""
+
+
+class ServiceContext:
+    """The little of a gRPC servicer context that odradek's services read (the peer and the client id), so the
+    Kafka listener calls the very same service methods the gRPC listener does."""
+
+    __slots__ = ("_peer", "_metadata")
+
+    def __init__(self, ctx: RequestContext, client_id_key: str) -> None:
+        self._peer = ctx.peer
+        self._metadata = ((client_id_key, ctx.client_id),)
+
+    def peer(self) -> str:
+        return self._peer
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._metadata
