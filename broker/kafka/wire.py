@@ -35,7 +35,7 @@ class FileSlice:
     descriptor is evicted from the handle cache or the file is deleted meanwhile. Whoever ends up with the slice
     closes it (``close`` is idempotent); ``read`` is the buffered fallback for transports that cannot sendfile."""
 
-    __slots__ = ("fd", "position", "length")
+    __slots__ = ("fd", "length", "position")
 
     def __init__(self, fd: int, position: int, length: int) -> None:
         self.fd = fd
@@ -144,7 +144,7 @@ class ServiceContext:
     """The little of a gRPC servicer context that odradek's services read (the peer and the client id), so the
     Kafka listener calls the very same service methods the gRPC listener does."""
 
-    __slots__ = ("_peer", "_metadata")
+    __slots__ = ("_metadata", "_peer")
 
     def __init__(self, ctx: RequestContext, client_id_key: str) -> None:
         self._peer = ctx.peer
