@@ -22,6 +22,9 @@ class KafkaBackend:
     listener: str  # the Kafka listener's name: Metadata answers each broker's endpoint of that listener
     image: Callable[[], MetadataImage]
     controller_id: Callable[[], int]  # the active controller as this broker knows it, -1 if none
+    # node id -> that broker's advertised (host, port) of this listener; None if it has none or is unknown. Every
+    # address a Kafka client is given (Metadata, FindCoordinator, leader hints) comes from here.
+    endpoint: Callable[[int], tuple[str, int] | None]
     data: BrokerService  # Metadata, Produce, Fetch, ListOffsets, DeleteRecords, InitProducerId, ...
     groups: GroupCoordinatorService  # groups, offsets, FindCoordinator
     transactions: TransactionsService  # transaction coordinator APIs
