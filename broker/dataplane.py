@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import grpc
 
@@ -75,16 +75,42 @@ DEFAULT_FETCH_MAX_BYTES = 57_671_680
 
 _ATTRIBUTES_LOW_BYTE = 22  # the low byte of a batch's attributes, which holds the transactional flag
 
+Records = bytes | bytearray | memoryview
+ProduceTopics = list[tuple[str, list[tuple[int, Records]]]]
+"""A produce request's data, whatever the listener: (topic, [(partition, record batches)]) in request order."""
 
-def _transactional_without_id(request: pb.ProduceRequest) -> dict[tuple[str, int], OdradekError]:
+
+class ProduceResult:
+    """One partition's answer to a produce request (``error`` None: appended at ``base_offset``)."""
+
+    __slots__ = ("base_offset", "error", "log_append_time_ms", "log_start_offset", "partition")
+
+    def __init__(
+        self,
+        partition: int,
+        error: OdradekError | None = None,
+        base_offset: int = -1,
+        log_append_time_ms: int = -1,
+        log_start_offset: int = -1,
+    ) -> None:
+        self.partition = partition
+        self.error = error
+        self.base_offset = base_offset
+        self.log_append_time_ms = log_append_time_ms
+        self.log_start_offset = log_start_offset
+
+    def fail(self, error: OdradekError) -> None:
+        self.error, self.base_offset, self.log_append_time_ms = error, -1, -1
+
+
+def _transactional_without_id(topics: ProduceTopics) -> dict[tuple[str, int], OdradekError]:
     """Transactional batches in a request without a transactional id are refused: no coordinator could verify or
     end their transaction. One byte per partition, so plain produce requests pay next to nothing."""
     refused: dict[tuple[str, int], OdradekError] = {}
-    for t in request.topics:
-        for p in t.partitions:
-            records = p.records
+    for name, partitions in topics:
+        for index, records in partitions:
             if len(records) > _ATTRIBUTES_LOW_BYTE and records[_ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_FLAG:
-                refused[(t.name, p.partition)] = InvalidTxnStateError(
+                refused[(name, index)] = InvalidTxnStateError(
                     "a transactional batch needs the producer's transactional id in the request"
                 )
     return refused
@@ -93,10 +119,46 @@ def _transactional_without_id(request: pb.ProduceRequest) -> dict[tuple[str, int
 class _FetchKind(NamedTuple):
     """What differs between a consumer's and a follower's pass over a Fetch request's partitions."""
 
-    read: Callable[[Partition, pb.FetchPartition, int], FollowerRead]  # one partition, at most ``int`` bytes
-    on_error: Callable[[pb.FetchPartitionResponse, str, OdradekError], None]  # completes an error answer
+    read: Callable[[Partition, Any, int], FollowerRead]  # one partition, at most ``int`` bytes
     max_bytes: int  # the request's byte budget
     count_bytes_out: bool  # whether record bytes count as the topic's bytes out
+
+
+class FetchOutcome(NamedTuple):
+    """One partition's answer to a fetch, whatever the listener: what was read, or the error."""
+
+    partition: int
+    read: FollowerRead | None
+    error: OdradekError | None = None
+
+
+FetchOutcomes = list[tuple[str, list[FetchOutcome]]]
+
+
+class FetchAnswer(NamedTuple):
+    """A fetch request's answer: each partition's outcome in request order (none when the client was throttled
+    before the read), the fetch quota's throttle (ms), and whether a follower's broker epoch was stale."""
+
+    outcomes: FetchOutcomes
+    throttle_ms: int = 0
+    stale_epoch: bool = False
+
+
+class _FetchPass(NamedTuple):
+    outcomes: FetchOutcomes | None  # None: the follower's broker epoch is stale
+    total: int  # bytes found (an error or a divergence counts 1: worth answering now)
+    waiting: list[Partition]  # partitions that had nothing, to wait on
+    sizes: dict[str, int]  # record bytes per topic, counted as bytes out for consumers
+
+
+def close_outcomes(outcomes: FetchOutcomes | None) -> None:
+    """Close the file slices of a pass that is not sent (the purgatory read again)."""
+    for _, parts in outcomes or ():
+        for o in parts:
+            if o.read is not None and o.read.data is not None:
+                close = getattr(o.read.data.records, "close", None)
+                if close is not None:
+                    close()
 
 
 class BrokerService(broker_pb2_grpc.BrokerServicer):
@@ -190,44 +252,71 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     # ---- Produce ----
 
-    def _partition_error(self, response: pb.ProducePartitionResponse, topic: str, e: OdradekError) -> None:
-        """Fill ``response`` (its partition already set) with ``e`` and, where the client must re-route, the
-        leader hint."""
-        response.error = ErrorCode.ValueType(e.code)
-        response.base_offset = -1
-        response.log_append_time_ms = -1
-        response.error_message = str(e)
-        if e.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
-            hint = _leader_hint(self.image, topic, response.partition)
-            if hint is not None:
-                response.current_leader.CopyFrom(hint)
+    def leader_hint(self, topic: str, partition: int, error: OdradekError) -> common_pb2.LeaderHint | None:
+        """The current leader, for an error after which the client must re-route (so it need not ask for
+        metadata first)."""
+        if error.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+            return _leader_hint(self.image, topic, partition)
+        return None
 
     async def Produce(
         self, request: pb.ProduceRequest, context: grpc.aio.ServicerContext[pb.ProduceRequest, pb.ProduceResponse]
     ) -> pb.ProduceResponse:
+        topics = [(t.name, [(p.partition, p.records) for p in t.partitions]) for t in request.topics]
+        answers, throttle = await self.produce(request.acks, request.timeout_ms, request.transactional_id, topics)
         # Responses are built in place (``add``) rather than from lists of messages: upb deep-copies every
         # message passed to a constructor, once per nesting level.
-        response = pb.ProduceResponse()
-        if request.acks not in (0, 1, -1):
-            for t in request.topics:
-                add = response.topics.add(name=t.name).partitions.add
-                for p in t.partitions:
-                    add(partition=p.partition, error=ErrorCode.INVALID_REQUIRED_ACKS, base_offset=-1)
-            return response
-        get = self.replicas.get
-        acks = request.acks
-        lost_session = not self.session_valid()
-        if request.transactional_id:
-            refused = await self._verify_transactional(request) if not lost_session else {}
-        else:
-            refused = _transactional_without_id(request)
-        waits: list[tuple[pb.ProducePartitionResponse, str, asyncio.Future]] = []
-        for t in request.topics:
-            name = t.name
+        response = pb.ProduceResponse(throttle_time_ms=throttle)
+        for name, results in answers:
             add = response.topics.add(name=name).partitions.add
+            for r in results:
+                e = r.error
+                if e is None:
+                    add(
+                        partition=r.partition,
+                        base_offset=r.base_offset,
+                        log_append_time_ms=r.log_append_time_ms,
+                        log_start_offset=r.log_start_offset,
+                    )
+                    continue
+                out = add(
+                    partition=r.partition,
+                    error=ErrorCode.ValueType(e.code),
+                    base_offset=-1,
+                    log_append_time_ms=-1,
+                    error_message=str(e),
+                )
+                hint = self.leader_hint(name, r.partition, e)
+                if hint is not None:
+                    out.current_leader.CopyFrom(hint)
+        return response
+
+    async def produce(
+        self, acks: int, timeout_ms: int, transactional_id: str | None, topics: ProduceTopics
+    ) -> tuple[list[tuple[str, list[ProduceResult]]], int]:
+        """Append a produce request's batches as the leader: each partition's result, in request order, and the
+        produce quota's throttle (ms). The one implementation behind both listeners (gRPC and Kafka).
+
+        ``acks=-1`` waits until every batch is below its partition's high watermark (the produce purgatory); a
+        batch not committed in ``timeout_ms`` answers REQUEST_TIMED_OUT."""
+        if acks not in (0, 1, -1):
+            error = OdradekError(f"acks must be 0, 1 or -1, not {acks}", code=ErrorCode.INVALID_REQUIRED_ACKS)
+            return [(name, [ProduceResult(index, error) for index, _ in parts]) for name, parts in topics], 0
+        get = self.replicas.get
+        lost_session = not self.session_valid()
+        if transactional_id:
+            refused = await self._verify_transactional(transactional_id, topics) if not lost_session else {}
+        else:
+            refused = _transactional_without_id(topics)
+        answers: list[tuple[str, list[ProduceResult]]] = []
+        waits: list[tuple[ProduceResult, asyncio.Future]] = []
+        size = 0
+        for name, parts in topics:
+            results: list[ProduceResult] = []
+            answers.append((name, results))
             appended = records = 0
-            for p in t.partitions:
-                index = p.partition
+            for index, batches in parts:
+                size += len(batches)
                 try:
                     if name in INTERNAL_TOPICS:  # written only by the cluster itself (the group coordinator)
                         raise OdradekError(
@@ -238,63 +327,66 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     if refused and (error := refused.get((name, index))) is not None:
                         raise error
                     partition = get(name, index)
-                    info = partition.append_as_leader(p.records, acks=acks)
+                    info = partition.append_as_leader(batches, acks=acks)
                 except OdradekError as e:
-                    self._partition_error(add(partition=index), name, e)
+                    results.append(ProduceResult(index, e))
                     continue
                 appended += info.size
                 records += info.record_count
                 log_append_time = partition.log.config.message_timestamp_type == LOG_APPEND_TIME
-                r = add(
-                    partition=index,
+                r = ProduceResult(
+                    index,
                     base_offset=info.first_offset,
                     log_append_time_ms=info.max_timestamp if log_append_time else -1,
                     log_start_offset=info.log_start_offset,
                 )
+                results.append(r)
                 if acks == -1:
-                    waits.append((r, name, partition.wait_for_commit(info.last_offset + 1)))
+                    waits.append((r, partition.wait_for_commit(info.last_offset + 1)))
             if appended:
                 self.metrics.bytes_in.labels(name).inc(appended)
                 self.metrics.messages_in.labels(name).inc(records)
+        throttle = 0
         if self.quotas is not None and self.quotas.produce.enabled:
-            self._charge_produce(request, response)
+            throttle = self._charge_produce(size)
         if waits:
-            await self._wait_for_commit(waits, request.timeout_ms)
-        return response
+            await self._wait_for_commit(waits, timeout_ms)
+        return answers, throttle
 
-    def _charge_produce(self, request: pb.ProduceRequest, response: pb.ProduceResponse) -> None:
-        """Charge the request's record bytes to its client's produce quota, after the append (as Kafka: the
-        records are kept, and the client is held back afterwards)."""
+    def _charge_produce(self, size: int) -> int:
+        """Charge a request's record bytes to its client's produce quota, after the append (as Kafka: the
+        records are kept, and the client is held back afterwards); the throttle in ms."""
         who, quotas = current_client(), self.quotas
         if who is None or quotas is None:
-            return
-        size = sum(len(p.records) for t in request.topics for p in t.partitions)
+            return 0
         quota, now = quotas.produce, quotas.clock()
         throttle = quota.record(who.user, who.client_id, size, now)
         if throttle > 0:
             quota.record_throttle(who.user, who.client_id, throttle, now)
-            response.throttle_time_ms = throttle
+        return throttle
 
-    async def _verify_transactional(self, request: pb.ProduceRequest) -> dict[tuple[str, int], OdradekError]:
+    async def _verify_transactional(
+        self, transactional_id: str, topics: ProduceTopics
+    ) -> dict[tuple[str, int], OdradekError]:
         """The partitions of a transactional produce request that must not be appended, with their errors: a
         producer's first transactional batch on a partition that its coordinator does not list in the producer's ongoing
         transaction (txn_verifier.py). Anything else is left to the append, which has the right errors."""
         refused: dict[tuple[str, int], OdradekError] = {}
         pending: dict[tuple[int, int], list[TopicPartition]] = {}
         partitions = self.replicas.partitions
-        for t in request.topics:
-            for p in t.partitions:
-                if len(p.records) < HEADER_SIZE:
+        for name, parts in topics:
+            for index, records in parts:
+                if len(records) < HEADER_SIZE:
                     continue
-                header = parse_header(p.records)
+                header = parse_header(records)
                 if not header.is_transactional:
                     continue
-                partition = partitions.get((t.name, p.partition))
+                partition = partitions.get((name, index))
                 if partition is None or not partition.is_leader:
                     continue
                 pid, epoch = header.producer_id, header.producer_epoch
                 if not partition.log.has_ongoing_transaction(pid, epoch):
-                    pending.setdefault((pid, epoch), []).append(TopicPartition(t.name, p.partition))
+                    pending.setdefault((pid, epoch), []).append(TopicPartition(name, index))
         if pending and self.verifier is None:
             for tps in pending.values():
                 for tp in tps:
@@ -304,7 +396,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         elif pending:
             assert self.verifier is not None
             for (pid, epoch), tps in pending.items():
-                answers = await self.verifier.verify(request.transactional_id, pid, epoch, tps)
+                answers = await self.verifier.verify(transactional_id, pid, epoch, tps)
                 for tp, code in answers.items():
                     if code != ErrorCode.NONE:
                         refused[(tp.topic, tp.partition)] = error_for_code(
@@ -314,57 +406,96 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                         )
         return refused
 
-    async def _wait_for_commit(
-        self, waits: list[tuple[pb.ProducePartitionResponse, str, asyncio.Future]], timeout_ms: int
-    ) -> None:
+    async def _wait_for_commit(self, waits: list[tuple[ProduceResult, asyncio.Future]], timeout_ms: int) -> None:
         """acks=all: hold the answer until every batch is below its partition's high watermark (the produce
         purgatory); a batch not committed in ``timeout_ms`` answers REQUEST_TIMED_OUT."""
-        futures = [f for _, _, f in waits]
+        futures = [f for _, f in waits]
         await asyncio.wait(futures, timeout=(timeout_ms if timeout_ms > 0 else 30000) / 1000)
-        for r, topic, future in waits:
+        for r, future in waits:
             if not future.done():
                 future.cancel()
                 code, message = ErrorCode.REQUEST_TIMED_OUT, "not replicated to the ISR in time"
             else:
                 code, message = future.result(), ""
             if code != ErrorCode.NONE:
-                e = OdradekError(message or ErrorCode.Name(code), code=code)
-                self._partition_error(r, topic, e)
+                r.fail(error_for_code(code, message or ErrorCode.Name(code)))
 
     # ---- Fetch ----
 
-    def _read(self, request, cap: int | None = None) -> tuple[pb.FetchResponse, int, list[Partition], dict[str, int]]:
-        """One pass over the requested partitions: the response, bytes found, partitions to wait on, and record
-        bytes per topic (counted as bytes out only for the pass whose answer is sent, and only for consumers).
-
-        Consumers and followers share this loop; ``_FetchKind`` holds what differs between them. The response is
-        built in place (``add``): upb deep-copies messages passed to a constructor, which for lists of partition
-        responses meant copying every record payload once per nesting level."""
-        response = pb.FetchResponse()
-        kind = self._follower_fetch(request) if request.replica_id >= 0 else self._consumer_fetch(request, cap)
+    def _read(self, request, cap: int | None = None, as_file: bool = False) -> _FetchPass:
+        """One pass over the requested partitions. Consumers and followers share this loop; ``_FetchKind`` holds
+        what differs between them. ``as_file``: records as file slices of the segments (the Kafka listener sends
+        them with sendfile) rather than bytes."""
+        kind = self._follower_fetch(request) if request.replica_id >= 0 else self._consumer_fetch(request, cap, as_file)
         if kind is None:
-            response.error = ErrorCode.STALE_BROKER_EPOCH
-            return response, 1, [], {}
+            return _FetchPass(None, 1, [], {})
         get = self.replicas.get
-        read_one, on_error, count_bytes_out = kind.read, kind.on_error, kind.count_bytes_out
+        read_one, count_bytes_out = kind.read, kind.count_bytes_out
         remaining = kind.max_bytes
         total = 0
+        outcomes: FetchOutcomes = []
         waiting: list[Partition] = []
         sizes: dict[str, int] = {}
+        follower = request.replica_id >= 0
         for t in request.topics:
             name = t.name
-            add = response.topics.add(name=name).partitions.add
+            results: list[FetchOutcome] = []
+            outcomes.append((name, results))
             for fp in t.partitions:
                 index = fp.partition
                 try:
                     partition = get(name, index)
                     read = read_one(partition, fp, min(fp.partition_max_bytes, remaining))
                 except OdradekError as e:
-                    on_error(add(partition=index, error=e.code, high_watermark=-1, last_stable_offset=-1), name, e)
+                    results.append(FetchOutcome(index, None, e))
                     total += 1  # an error is worth answering now
                     continue
+                results.append(FetchOutcome(index, read))
+                if read.diverging is not None:
+                    total += 1
+                    continue
+                if follower and fp.log_start_offset < read.log_start_offset:
+                    total += 1  # a follower behind our log start (DeleteRecords) learns it now, not at max_wait_ms
+                assert read.data is not None  # set whenever no divergence is reported
+                size = len(read.data.records)
+                total += size
+                remaining = max(1, remaining - size)
+                if size:
+                    if count_bytes_out:
+                        sizes[name] = sizes.get(name, 0) + size
+                else:
+                    waiting.append(partition)
+        return _FetchPass(outcomes, total, waiting, sizes)
+
+    def _fetch_response(self, request, answer: FetchAnswer) -> pb.FetchResponse:
+        """The gRPC answer. Built in place (``add``): upb deep-copies messages passed to a constructor, which for
+        lists of partition responses meant copying every record payload once per nesting level."""
+        response = pb.FetchResponse(throttle_time_ms=answer.throttle_ms)
+        if answer.stale_epoch:
+            response.error = ErrorCode.STALE_BROKER_EPOCH
+            return response
+        follower = request.replica_id >= 0
+        for name, outcomes in answer.outcomes:
+            add = response.topics.add(name=name).partitions.add
+            for o in outcomes:
+                read, e = o.read, o.error
+                if read is None:
+                    assert e is not None
+                    r = add(partition=o.partition, error=e.code, high_watermark=-1, last_stable_offset=-1)
+                    if follower:
+                        if e.code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                            p = self.replicas.partitions.get((name, o.partition))
+                            if p is not None:
+                                r.log_start_offset = p.log.log_start_offset
+                                r.log_end_offset = p.log.log_end_offset
+                    else:
+                        r.log_start_offset = -1
+                        hint = self.fetch_leader_hint(name, o.partition, e)
+                        if hint is not None:
+                            r.current_leader.CopyFrom(hint)
+                    continue
                 r = add(
-                    partition=index,
+                    partition=o.partition,
                     high_watermark=read.high_watermark,
                     last_stable_offset=read.high_watermark if read.last_stable_offset < 0 else read.last_stable_offset,
                     log_start_offset=read.log_start_offset,
@@ -378,49 +509,40 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 if read.diverging is not None:
                     r.diverging_epoch.epoch = read.diverging.epoch
                     r.diverging_epoch.end_offset = read.diverging.end_offset
-                    total += 1
                     continue
-                if fp.log_start_offset < read.log_start_offset and request.replica_id >= 0:
-                    total += 1  # a follower behind our log start (DeleteRecords) learns it now, not at max_wait_ms
-                assert read.data is not None  # set whenever no divergence is reported
+                assert read.data is not None
                 records = read.data.records
-                size = len(records)
-                total += size
-                remaining = max(1, remaining - size)
-                if size:
+                if len(records):
                     # upb takes only bytes; bytes() of a bytes object is that object, so only a view is copied.
-                    r.records = bytes(records)
-                    if count_bytes_out:
-                        sizes[name] = sizes.get(name, 0) + size
-                else:
-                    waiting.append(partition)
-        return response, total, waiting, sizes
+                    r.records = bytes(records)  # type: ignore[arg-type]
+        return response
 
-    def _consumer_fetch(self, request, cap: int | None = None) -> _FetchKind:
+    def fetch_leader_hint(self, topic: str, partition: int, error: OdradekError) -> common_pb2.LeaderHint | None:
+        """The current leader for a consumer's fetch error that re-routes it (OFFSET_NOT_AVAILABLE: the leader
+        is right, only its high watermark is catching up)."""
+        return _leader_hint(self.image, topic, partition) if error.code in _HINTED_FETCH_ERRORS else None
+
+    def _consumer_fetch(self, request, cap: int | None = None, as_file: bool = False) -> _FetchKind:
         """A consumer's fetch: records below the (visible) high watermark, capped by the broker's fetch.max.bytes
-        too (as Kafka; a follower's is not), and errors that re-route the client answered with a leader hint."""
+        too (as Kafka; a follower's is not)."""
+        options = {"as_file": True} if as_file else {}
 
-        def read(partition: Partition, fp, max_bytes: int) -> FollowerRead:
-            data = partition.read(fp.fetch_offset, max_bytes, fp.current_leader_epoch)
+        def read(partition: Partition, fp: Any, max_bytes: int) -> FollowerRead:
+            data = partition.read(fp.fetch_offset, max_bytes, fp.current_leader_epoch, **options)
             lso = min(data.high_watermark, partition.log.last_stable_offset)
             return FollowerRead(data, None, data.high_watermark, data.log_start_offset, data.log_end_offset, -1, lso)
 
-        def read_committed(partition: Partition, fp, max_bytes: int) -> FollowerRead:
-            data, lso, aborted = partition.read_committed(fp.fetch_offset, max_bytes, fp.current_leader_epoch)
+        def read_committed(partition: Partition, fp: Any, max_bytes: int) -> FollowerRead:
+            data, lso, aborted = partition.read_committed(
+                fp.fetch_offset, max_bytes, fp.current_leader_epoch, **options
+            )
             return FollowerRead(
                 data, None, data.high_watermark, data.log_start_offset, data.log_end_offset, -1, lso, aborted
             )
 
-        def on_error(r: pb.FetchPartitionResponse, topic: str, e: OdradekError) -> None:
-            r.log_start_offset = -1
-            if e.code in _HINTED_FETCH_ERRORS:
-                hint = _leader_hint(self.image, topic, r.partition)
-                if hint is not None:
-                    r.current_leader.CopyFrom(hint)
-
         max_bytes = min(request.max_bytes if request.max_bytes > 0 else 1 << 62, self.fetch_max_bytes, cap or 1 << 62)
         committed = request.isolation_level == pb.READ_COMMITTED
-        return _FetchKind(read_committed if committed else read, on_error, max_bytes, count_bytes_out=True)
+        return _FetchKind(read_committed if committed else read, max_bytes, count_bytes_out=True)
 
     def _follower_fetch(self, request) -> _FetchKind | None:
         """A follower's fetch: records up to the log end offset, divergence answers, and its progress recorded
@@ -431,7 +553,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             return None
         now = monotonic_ms()
 
-        def read(partition: Partition, fp, max_bytes: int) -> FollowerRead:
+        def read(partition: Partition, fp: Any, max_bytes: int) -> FollowerRead:
             return partition.read_for_follower(
                 replica,
                 fp.fetch_offset,
@@ -442,70 +564,74 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 fp.log_start_offset,
             )
 
-        def on_error(r: pb.FetchPartitionResponse, topic: str, e: OdradekError) -> None:
-            if e.code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                p = self.replicas.partitions.get((topic, r.partition))
-                if p is not None:
-                    r.log_start_offset = p.log.log_start_offset
-                    r.log_end_offset = p.log.log_end_offset
-
         max_bytes = request.max_bytes if request.max_bytes > 0 else 1 << 62
-        return _FetchKind(read, on_error, max_bytes, count_bytes_out=False)
+        return _FetchKind(read, max_bytes, count_bytes_out=False)
 
     async def Fetch(
         self, request: pb.FetchRequest, context: grpc.aio.ServicerContext[pb.FetchRequest, pb.FetchResponse]
     ) -> pb.FetchResponse:
+        return self._fetch_response(request, await self.fetch(request))
+
+    async def fetch(self, request, as_file: bool = False) -> FetchAnswer:
+        """Serve a fetch (consumer or follower), the one implementation behind both listeners. ``request`` is a
+        gRPC FetchRequest or anything with its field names. A consumer's fetch quota is checked before the read (a
+        client over it gets no data and is not charged) and charged after; one answer exceeds it by one window
+        at most."""
         quotas = self.quotas
         who = current_client() if quotas is not None and quotas.fetch.enabled and request.replica_id < 0 else None
         cap = None
         if quotas is not None and who is not None:
-            # Checked before the read: a client over its quota gets no data (and is not charged for any).
             now = quotas.clock()
             throttle = quotas.fetch.throttle_time(who.user, who.client_id, now)
             if throttle > 0:
                 quotas.fetch.record_throttle(who.user, who.client_id, throttle, now)
-                return pb.FetchResponse(throttle_time_ms=throttle)
+                return FetchAnswer([], throttle)
             window = quotas.fetch.max_value_in_window(who.user, who.client_id)
-            cap = None if window is None else max(1, int(window))  # one answer exceeds the quota by a window at most
-        response, sizes = await self._fetch(request, cap)
-        for topic, size in sizes.items():
+            cap = None if window is None else max(1, int(window))
+        done = await self._fetch(request, cap, as_file)
+        if done.outcomes is None:
+            return FetchAnswer([], 0, stale_epoch=True)
+        for topic, size in done.sizes.items():
             self.metrics.bytes_out.labels(topic).inc(size)
+        throttle = 0
         if quotas is not None and who is not None:
             now = quotas.clock()
-            throttle = quotas.fetch.record(who.user, who.client_id, sum(sizes.values()), now)
+            throttle = quotas.fetch.record(who.user, who.client_id, sum(done.sizes.values()), now)
             if throttle > 0:
                 quotas.fetch.record_throttle(who.user, who.client_id, throttle, now)
-                response.throttle_time_ms = throttle
-        return response
+        return FetchAnswer(done.outcomes, throttle)
 
-    async def _fetch(self, request, cap: int | None = None) -> tuple[pb.FetchResponse, dict[str, int]]:
-        """``cap``: the most record bytes this answer may carry (a consumer's fetch quota), beyond one batch."""
-        response, total, waiting, sizes = self._read(request, cap)
+    async def _fetch(self, request, cap: int | None, as_file: bool) -> _FetchPass:
+        """Read, and long-poll in the purgatory while less than ``min_bytes`` was found. ``cap``: the most record
+        bytes this answer may carry (a consumer's fetch quota), beyond one batch."""
+        done = self._read(request, cap, as_file)
         min_bytes = max(1, request.min_bytes)
-        if total >= min_bytes or request.max_wait_ms <= 0 or not waiting:
-            return response, sizes
+        if done.total >= min_bytes or request.max_wait_ms <= 0 or not done.waiting:
+            return done
         loop = asyncio.get_running_loop()
         deadline = time.monotonic() + request.max_wait_ms / 1000
+        replica = request.replica_id >= 0
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return response, sizes
+                return done
             future = loop.create_future()
-            replica = request.replica_id >= 0
+            waiting = done.waiting
             for partition in waiting:
                 partition.add_waiter(future, replica)
             try:
                 async with asyncio.timeout(remaining):
                     await future
             except TimeoutError:
-                response, _, _, sizes = self._read(request, cap)
-                return response, sizes
+                close_outcomes(done.outcomes)
+                return self._read(request, cap, as_file)
             finally:
                 for partition in waiting:
                     partition.remove_waiter(future, replica)
-            response, total, waiting, sizes = self._read(request, cap)
-            if total >= min_bytes or not waiting:
-                return response, sizes
+            close_outcomes(done.outcomes)
+            done = self._read(request, cap, as_file)
+            if done.total >= min_bytes or not done.waiting:
+                return done
 
     # ---- ListOffsets ----
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from replicas import OneReplica
@@ -26,8 +27,10 @@ def fetched_batches(service: BrokerService) -> int:
             )
         ],
     )
-    response, _, _, _ = service._read(request)
-    return len(list(read_batches(response.topics[0].partitions[0].records)))
+    answer = asyncio.run(service.fetch(request))
+    read = answer.outcomes[0][1][0].read
+    assert read is not None and read.data is not None
+    return len(list(read_batches(read.data.records)))
 
 
 def test_fetch_max_bytes_caps_a_consumer_fetch(tmp_path: Path) -> None:
