@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import grpc
@@ -76,7 +76,7 @@ DEFAULT_FETCH_MAX_BYTES = 57_671_680
 _ATTRIBUTES_LOW_BYTE = 22  # the low byte of a batch's attributes, which holds the transactional flag
 
 Records = bytes | bytearray | memoryview
-ProduceTopics = list[tuple[str, list[tuple[int, Records]]]]
+ProduceTopics = Sequence[tuple[str, Sequence[tuple[int, Records]]]]
 """A produce request's data, whatever the listener: (topic, [(partition, record batches)]) in request order."""
 
 
@@ -300,8 +300,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         ``acks=-1`` waits until every batch is below its partition's high watermark (the produce purgatory); a
         batch not committed in ``timeout_ms`` answers REQUEST_TIMED_OUT."""
         if acks not in (0, 1, -1):
-            error = OdradekError(f"acks must be 0, 1 or -1, not {acks}", code=ErrorCode.INVALID_REQUIRED_ACKS)
-            return [(name, [ProduceResult(index, error) for index, _ in parts]) for name, parts in topics], 0
+            invalid = OdradekError(f"acks must be 0, 1 or -1, not {acks}", code=ErrorCode.INVALID_REQUIRED_ACKS)
+            return [(name, [ProduceResult(index, invalid) for index, _ in parts]) for name, parts in topics], 0
         get = self.replicas.get
         lost_session = not self.session_valid()
         if transactional_id:
@@ -514,7 +514,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 records = read.data.records
                 if len(records):
                     # upb takes only bytes; bytes() of a bytes object is that object, so only a view is copied.
-                    r.records = bytes(records)  # type: ignore[arg-type]
+                    r.records = bytes(records)
         return response
 
     def fetch_leader_hint(self, topic: str, partition: int, error: OdradekError) -> common_pb2.LeaderHint | None:
