@@ -174,6 +174,38 @@ class _TimedSteps:
                 send, error = None, e
 
 
+async def handle_under_quotas(
+    quotas: BrokerQuotas, who: ClientIdentity, handler: Coroutine[Any, Any, Any], throttled: Callable[[Any], int]
+) -> tuple[Any, int]:
+    """Run one client request under quotas, whatever the listener: hold it while ``who`` is muted, name the client
+    for the byte quotas (``current_client``), time the handler's event-loop steps for the request quota, then mute
+    the client for the largest throttle. Returns the handler's answer and that throttle (ms), which the caller puts
+    into the answer's ``throttle_time_ms``; ``throttled(answer)`` is the throttle the handler already decided."""
+    wait = quotas.mutes.remaining_ms(who, quotas.clock())
+    if wait > 0:
+        await asyncio.sleep(wait / 1000)
+    token = _current.set(who)
+    timed = _TimedSteps(handler) if quotas.request.enabled else None
+    try:
+        answer = await (timed if timed is not None else handler)
+    finally:
+        _current.reset(token)
+    now = quotas.clock()
+    throttle = 0
+    if timed is not None:
+        throttle = quotas.request.record(who.user, who.client_id, timed.seconds * 1000, now)
+        if throttle > 0:
+            quotas.request.record_throttle(who.user, who.client_id, throttle, now)
+    throttle = max(throttle, throttled(answer))
+    if throttle > 0:
+        quotas.mutes.mute(who, now + throttle)
+    return answer, throttle
+
+
+def _response_throttle(response: Any) -> int:
+    return int(getattr(response, "throttle_time_ms", 0))
+
+
 class QuotaInterceptor(WrappingInterceptor):
     """Applies ``BrokerQuotas`` to every client RPC of the broker listener (see the module docstring)."""
 
@@ -193,29 +225,9 @@ class QuotaInterceptor(WrappingInterceptor):
             if _is_inter_broker(metadata):
                 return await inner(request, context)
             who = ClientIdentity(context.peer(), ANONYMOUS, _client_id(metadata, request))
-            wait = quotas.mutes.remaining_ms(who, quotas.clock())
-            if wait > 0:
-                await asyncio.sleep(wait / 1000)
-            token = _current.set(who)
-            try:
-                if quotas.request.enabled:
-                    timed = _TimedSteps(inner(request, context))
-                    response = await timed
-                else:
-                    response = await inner(request, context)
-            finally:
-                _current.reset(token)
-            now = quotas.clock()
-            throttle = 0
-            if quotas.request.enabled:
-                throttle = quotas.request.record(who.user, who.client_id, timed.seconds * 1000, now)
-                if throttle > 0:
-                    quotas.request.record_throttle(who.user, who.client_id, throttle, now)
-            throttle = max(throttle, getattr(response, "throttle_time_ms", 0))
-            if throttle > 0:
-                if hasattr(response, "throttle_time_ms"):
-                    response.throttle_time_ms = throttle
-                quotas.mutes.mute(who, now + throttle)
+            response, throttle = await handle_under_quotas(quotas, who, inner(request, context), _response_throttle)
+            if throttle > 0 and hasattr(response, "throttle_time_ms"):
+                response.throttle_time_ms = throttle
             return response
 
         return handle

@@ -4,9 +4,9 @@ request. Sans-I/O: nothing here touches a socket; ``FileSlice`` only holds a fil
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 # Kafka's "never" for flexible versions and the like: an int16 no version reaches.
 NO_VERSION = 32767
@@ -132,7 +132,7 @@ class Reply(Protocol):
         ...
 
 
-Handler = Callable[[RequestContext, RequestHeader, memoryview], Awaitable[Reply | None]]
+Handler = Callable[[RequestContext, RequestHeader, memoryview], Coroutine[Any, Any, Reply | None]]
 """Serves one API: the request body (after the header) to a reply, or None when no response is sent (Produce with
 acks=0). Raises ProtocolError for a body it cannot parse."""
 

@@ -1,0 +1,65 @@
+"""From a request frame to its response: parse the header, find the API, run its handler under client quotas,
+encode the answer behind the response header.
+
+A frame that cannot be served (an unknown API key, a version outside the served range, a malformed header or
+body) raises ProtocolError, and the listener closes that connection, as Kafka does; the one exception is
+ApiVersions at an unknown version, which is answered (KIP-511) so clients can negotiate."""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from typing import Any
+
+from odradek.broker.kafka import api_versions
+from odradek.broker.kafka.apis import API_VERSIONS_KEY, ApiRegistry
+from odradek.broker.kafka.header import encode_response_header, read_request_header
+from odradek.broker.kafka.wire import ConnectionInfo, ProtocolError, Reply, RequestContext, Response
+from odradek.broker.throttling import BrokerQuotas, ClientIdentity, handle_under_quotas
+from odradek.client.quotas import ANONYMOUS
+
+
+def _reply_throttle(reply: Reply | None) -> int:
+    return 0 if reply is None else reply.throttle_ms
+
+
+class KafkaDispatcher:
+    """The listener's ``Dispatch``: one frame (without its size prefix) to a Response, or None (acks=0)."""
+
+    def __init__(self, registry: ApiRegistry, quotas: BrokerQuotas | None = None) -> None:
+        self.registry = registry
+        self.quotas = quotas
+
+    def _flexible(self, key: int, version: int) -> bool:
+        found = self.registry.get(key)
+        return found is not None and found[0].flexible(version)
+
+    async def __call__(self, connection: ConnectionInfo, frame: memoryview) -> Response | None:
+        header = read_request_header(frame, self._flexible)
+        found = self.registry.get(header.api_key)
+        if found is None:
+            raise ProtocolError(f"unknown API key {header.api_key}")
+        spec, handler = found
+        version = header.api_version
+        reply: Reply | None
+        throttle = 0
+        if not spec.serves(version):
+            if spec.key != API_VERSIONS_KEY:
+                raise ProtocolError(
+                    f"{spec.name} v{version} is not supported (v{spec.min_version} to v{spec.max_version})"
+                )
+            reply = api_versions.unsupported_version(spec)
+            version = 0
+        else:
+            ctx = RequestContext(connection, header.client_id or "")
+            call: Coroutine[Any, Any, Reply | None] = handler(ctx, header, frame[header.size :])
+            quotas = self.quotas
+            if quotas is not None and quotas.refresh():
+                who = ClientIdentity(ctx.peer, ANONYMOUS, ctx.client_id)
+                reply, throttle = await handle_under_quotas(quotas, who, call, _reply_throttle)
+            else:
+                reply = await call
+            if reply is None:
+                return None
+            throttle = max(throttle, reply.throttle_ms)
+        head = encode_response_header(header.correlation_id, spec.response_header_version(version))
+        return Response([head, *reply.encode(throttle)], throttle)
