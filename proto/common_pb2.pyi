@@ -62,6 +62,8 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     INVALID_CONFIG: _ErrorCode.ValueType  # 40
     NOT_CONTROLLER: _ErrorCode.ValueType  # 41
     INVALID_REQUEST: _ErrorCode.ValueType  # 42
+    UNSUPPORTED_FOR_MESSAGE_FORMAT: _ErrorCode.ValueType  # 43
+    """a produce request with record formats before v2 (Kafka listener)"""
     POLICY_VIOLATION: _ErrorCode.ValueType  # 44
     OUT_OF_ORDER_SEQUENCE_NUMBER: _ErrorCode.ValueType  # 45
     DUPLICATE_SEQUENCE_NUMBER: _ErrorCode.ValueType  # 46
@@ -145,6 +147,8 @@ INVALID_REPLICA_ASSIGNMENT: ErrorCode.ValueType  # 39
 INVALID_CONFIG: ErrorCode.ValueType  # 40
 NOT_CONTROLLER: ErrorCode.ValueType  # 41
 INVALID_REQUEST: ErrorCode.ValueType  # 42
+UNSUPPORTED_FOR_MESSAGE_FORMAT: ErrorCode.ValueType  # 43
+"""a produce request with record formats before v2 (Kafka listener)"""
 POLICY_VIOLATION: ErrorCode.ValueType  # 44
 OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode.ValueType  # 45
 DUPLICATE_SEQUENCE_NUMBER: ErrorCode.ValueType  # 46
