@@ -1,0 +1,285 @@
+"""Produce and Fetch on the Kafka listener: the hot path, with hand-written codecs and no copy of record data.
+
+A produce request's record batches are memoryview slices of the request frame, appended as they are by the
+broker's one produce implementation (``BrokerService.produce``). A fetch is served by the broker's one fetch
+implementation (``BrokerService.fetch``) asked for file slices of the segments, which the listener sends with
+sendfile. What these handlers add is only the translation: Kafka's versions, record formats before v2 refused
+with UNSUPPORTED_FOR_MESSAGE_FORMAT, topic ids (Fetch v13+), and leader hints with the leader's Kafka address
+(KIP-951) so clients re-route without a metadata round trip.
+
+Fetch sessions (KIP-227) are not kept: every answer carries session id 0, which tells the client to send full
+fetch requests, as Kafka does when its session cache is full.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
+
+from odradek.broker.dataplane import FetchAnswer, ProduceResult
+from odradek.broker.kafka.apis import ApiRegistry, ApiSpec
+from odradek.broker.kafka.backend import KafkaBackend
+from odradek.broker.kafka.fetch_codec import (
+    FETCH_FLEXIBLE_FROM,
+    FETCH_KEY,
+    FETCH_MAX_VERSION,
+    FETCH_MIN_VERSION,
+    FetchPartition,
+    FetchPartitionResult,
+    FetchRequestData,
+    FetchTopicResult,
+    decode_fetch_request,
+    encode_fetch_response,
+)
+from odradek.broker.kafka.primitives import NodeEndpoint
+from odradek.broker.kafka.produce_codec import (
+    PRODUCE_FLEXIBLE_FROM,
+    PRODUCE_KEY,
+    PRODUCE_MAX_VERSION,
+    PRODUCE_MIN_VERSION,
+    ProducePartitionResult,
+    decode_produce_request,
+    encode_produce_response,
+)
+from odradek.broker.kafka.wire import Chunk, Handler, ProtocolError, Reply, RequestContext, RequestHeader, close_chunks
+from odradek.client.errors import ErrorCode
+from odradek.proto import common_pb2
+
+MAGIC_OFFSET = 16  # a record batch's magic byte (a legacy message set has its magic at the same place)
+RECORD_FORMAT_VERSION = 2
+FIRST_V2_PRODUCE_VERSION = 3  # Produce v0-v2 carry legacy message sets only
+NODE_ENDPOINTS_FETCH_VERSION = 16
+NODE_ENDPOINTS_PRODUCE_VERSION = 10
+UNKNOWN_TOPIC_ID = 100  # Kafka's error for a topic id the broker does not know (Fetch v13+)
+
+
+class _Hints:
+    """Leader hints for re-routing answers, and the Kafka addresses of the leaders they name."""
+
+    def __init__(self, backend: KafkaBackend) -> None:
+        self.backend = backend
+        self.nodes: dict[int, NodeEndpoint] = {}
+
+    def leader(self, hint: common_pb2.LeaderHint | None) -> tuple[int, int] | None:
+        if hint is None or hint.leader_id < 0:
+            return None
+        found = self.backend.endpoint(hint.leader_id)
+        if found is None:
+            return None
+        broker = self.backend.image().brokers.get(hint.leader_id)
+        self.nodes[hint.leader_id] = (hint.leader_id, found[0], found[1], (broker.rack or None) if broker else None)
+        return hint.leader_id, hint.leader_epoch
+
+    def endpoints(self) -> list[NodeEndpoint]:
+        return [self.nodes[n] for n in sorted(self.nodes)]
+
+
+class _Encoded:
+    """A reply encoded once the final throttle (this handler's and the request quota's) is known."""
+
+    __slots__ = ("_encode", "throttle_ms")
+
+    def __init__(self, throttle_ms: int, encode: Callable[[int], list[Chunk]]) -> None:
+        self.throttle_ms = throttle_ms
+        self._encode = encode
+
+    def encode(self, throttle_ms: int) -> list[Chunk]:
+        return self._encode(max(throttle_ms, self.throttle_ms))
+
+
+# ---- Produce ----
+
+
+def _produce_result(r: ProduceResult, topic: str, backend: KafkaBackend, hints: _Hints) -> ProducePartitionResult:
+    e = r.error
+    if e is None:
+        return ProducePartitionResult(r.partition, 0, r.base_offset, r.log_append_time_ms, r.log_start_offset)
+    leader = hints.leader(backend.data.leader_hint(topic, r.partition, e))
+    return ProducePartitionResult(r.partition, e.code, -1, -1, -1, error_message=str(e), current_leader=leader)
+
+
+def _legacy_format(records: memoryview | None) -> bool:
+    return records is not None and len(records) > MAGIC_OFFSET and records[MAGIC_OFFSET] != RECORD_FORMAT_VERSION
+
+
+def produce_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
+    """Produce v0-v11. v0-v2 are advertised because librdkafka enables compression only for brokers that list
+    them; their legacy message sets are refused per partition, as are legacy sets in later versions."""
+    spec = ApiSpec(PRODUCE_KEY, "Produce", PRODUCE_MIN_VERSION, PRODUCE_MAX_VERSION, PRODUCE_FLEXIBLE_FROM)
+
+    async def handle(ctx: RequestContext, header: RequestHeader, body: memoryview) -> Reply | None:
+        version = header.api_version
+        request = decode_produce_request(body, version)
+        refused: dict[tuple[str, int], ProducePartitionResult] = {}
+        topics: list[tuple[str, list[tuple[int, memoryview]]]] = []
+        for t in request.topics:
+            parts: list[tuple[int, memoryview]] = []
+            for p in t.partitions:
+                if version < FIRST_V2_PRODUCE_VERSION or _legacy_format(p.records):
+                    code = ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+                    refused[(t.name, p.index)] = ProducePartitionResult(
+                        p.index, code, -1, error_message="only record batches (magic 2) are supported"
+                    )
+                elif p.records is None:
+                    refused[(t.name, p.index)] = ProducePartitionResult(
+                        p.index, ErrorCode.INVALID_RECORD, -1, error_message="no records"
+                    )
+                else:
+                    parts.append((p.index, p.records))
+            topics.append((t.name, parts))
+        answers, throttle = await backend.data.produce(
+            request.acks, request.timeout_ms, request.transactional_id, topics
+        )
+        hints = _Hints(backend)
+        results: list[tuple[str, list[ProducePartitionResult]]] = []
+        failed: list[str] = []
+        for (name, answered), t in zip(answers, request.topics, strict=True):
+            by_index = {r.partition: _produce_result(r, name, backend, hints) for r in answered}
+            out = []
+            for p in t.partitions:
+                result = refused.get((name, p.index)) or by_index[p.index]
+                if result.error_code:
+                    failed.append(f"{name}-{p.index}: {ErrorCode.Name(result.error_code)}")
+                out.append(result)
+            results.append((name, out))
+        if request.acks == 0:
+            if failed:
+                # No answer can carry the error: close the connection, so the client refreshes its metadata.
+                raise ProtocolError(f"acks=0 produce failed ({', '.join(failed[:3])}); closing the connection")
+            return None
+        endpoints = hints.endpoints() if version >= NODE_ENDPOINTS_PRODUCE_VERSION else []
+        return _Encoded(throttle, lambda ms: [encode_produce_response(version, results, ms, endpoints)])
+
+    return spec, handle
+
+
+# ---- Fetch ----
+
+
+class _Partition(NamedTuple):
+    """One requested partition under the broker's field names (BrokerService.fetch reads these attributes)."""
+
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int
+    last_fetched_epoch: int
+    log_start_offset: int
+
+
+class _Topic(NamedTuple):
+    name: str
+    partitions: list[_Partition]
+
+
+class _FetchSpec(NamedTuple):
+    """A consumer fetch under the broker's field names."""
+
+    replica_id: int
+    replica_epoch: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    topics: list[_Topic]
+
+
+def _partitions(parts: Iterable[FetchPartition]) -> list[_Partition]:
+    return [
+        _Partition(
+            p.partition,
+            p.fetch_offset,
+            p.partition_max_bytes,
+            p.current_leader_epoch,
+            p.last_fetched_epoch,
+            p.log_start_offset,
+        )
+        for p in parts
+    ]
+
+
+def _fetch_results(
+    backend: KafkaBackend, answer: FetchAnswer, read_committed: bool, hints: _Hints
+) -> dict[str, list[FetchPartitionResult]]:
+    out: dict[str, list[FetchPartitionResult]] = {}
+    for name, outcomes in answer.outcomes:
+        results = out.setdefault(name, [])
+        for o in outcomes:
+            read, e = o.read, o.error
+            if read is None:
+                assert e is not None
+                leader = hints.leader(backend.data.fetch_leader_hint(name, o.partition, e))
+                results.append(FetchPartitionResult(o.partition, e.code, -1, -1, -1, current_leader=leader))
+                continue
+            assert read.data is not None
+            lso = read.high_watermark if read.last_stable_offset < 0 else read.last_stable_offset
+            aborted = None
+            if read_committed:
+                aborted = [(txn.producer_id, txn.first_offset) for txn in read.aborted or ()]
+            records = read.data.records
+            results.append(
+                FetchPartitionResult(
+                    o.partition,
+                    0,
+                    read.high_watermark,
+                    lso,
+                    read.log_start_offset,
+                    aborted,
+                    records=records if len(records) else b"",
+                )
+            )
+    return out
+
+
+def fetch_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
+    """Fetch v4-v16, consumers only (replicas replicate over gRPC)."""
+    spec = ApiSpec(FETCH_KEY, "Fetch", FETCH_MIN_VERSION, FETCH_MAX_VERSION, FETCH_FLEXIBLE_FROM)
+
+    async def handle(ctx: RequestContext, header: RequestHeader, body: memoryview) -> Reply | None:
+        version = header.api_version
+        request: FetchRequestData = decode_fetch_request(body, version)
+        if request.replica_id >= 0:
+            raise ProtocolError("follower fetches are served on the gRPC listener only")
+        image = backend.image()
+        unknown: list[FetchTopicResult] = []
+        topics: list[_Topic] = []
+        ids: dict[str, bytes] = {}
+        for t in request.topics:
+            name = t.topic
+            if version >= 13:
+                found = image.topics.get(t.topic_id)
+                if found is None:
+                    results = [FetchPartitionResult(p.partition, UNKNOWN_TOPIC_ID, -1) for p in t.partitions]
+                    unknown.append(FetchTopicResult("", t.topic_id, results))
+                    continue
+                name = found.name
+                ids[name] = t.topic_id
+            topics.append(_Topic(name, _partitions(t.partitions)))
+        spec_ = _FetchSpec(
+            -1, -1, request.max_wait_ms, request.min_bytes, request.max_bytes, request.isolation_level, topics
+        )
+        answer = await backend.data.fetch(spec_, as_file=True)
+        if answer.stale_epoch:  # only follower fetches have a broker epoch
+            raise ProtocolError("unexpected stale broker epoch on a consumer fetch")
+        hints = _Hints(backend)
+        try:
+            by_topic = _fetch_results(backend, answer, request.isolation_level == 1, hints)
+        except BaseException:
+            for _, outcomes in answer.outcomes:
+                for o in outcomes:
+                    if o.read is not None and o.read.data is not None:
+                        close_chunks([o.read.data.records])
+            raise
+        results = [FetchTopicResult(name, ids.get(name, bytes(16)), parts) for name, parts in by_topic.items()]
+        endpoints = hints.endpoints() if version >= NODE_ENDPOINTS_FETCH_VERSION else []
+        topics_out = results + unknown
+        return _Encoded(
+            answer.throttle_ms, lambda ms: encode_fetch_response(version, topics_out, ms, node_endpoints=endpoints)
+        )
+
+    return spec, handle
+
+
+def register(registry: ApiRegistry, backend: KafkaBackend) -> None:
+    for spec, handler in (produce_api(backend), fetch_api(backend)):
+        registry.add(spec, handler)
