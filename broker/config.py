@@ -182,6 +182,8 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "listeners": (_listeners, "PLAINTEXT://127.0.0.1:9092"),
     "advertised.listeners": (_listeners, ""),
     "controller.listener.names": (_csv, "CONTROLLER"),
+    # Listeners of these names speak Kafka's binary protocol (for Kafka clients) instead of gRPC.
+    "kafka.listener.names": (_csv, "KAFKA"),
     "log.dirs": (_csv, "/var/lib/odradek/data"),
     "metadata.log.dir": (str, ""),
     "broker.rack": (str, ""),
@@ -277,6 +279,8 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_at_least(1), 10000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (_at_least(1), 3600000),
     "socket.request.max.bytes": (_int, 104857600),
+    # The Kafka listener closes a connection idle this long (Kafka's name and default).
+    "connections.max.idle.ms": (_at_least(1), 600000),
     # client quotas (KIP-13): rates are measured over quota.window.num windows of quota.window.size.seconds
     "quota.window.num": (_at_least(2), 11),
     "quota.window.size.seconds": (_at_least(1), 1),
@@ -333,10 +337,32 @@ class NodeConfig:
             raise ConfigError(f"controller node {self.node_id} is not in controller.quorum.voters")
         if self.is_controller and self.controller_listener is None:
             raise ConfigError("a controller needs a CONTROLLER listener in 'listeners'")
+        self._check_listeners()
         if self.is_broker and self.broker_listener is None:
-            raise ConfigError("a broker needs a non-controller listener in 'listeners'")
+            raise ConfigError("a broker needs a listener in 'listeners' that is neither a controller nor a Kafka one")
         if self._values["group.min.session.timeout.ms"] > self._values["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
+
+    def _check_listeners(self) -> None:
+        controller = {n.upper() for n in self._values["controller.listener.names"]}
+        kafka = {n.upper() for n in self._values["kafka.listener.names"]}
+        both = sorted(controller & kafka)
+        if both:
+            raise ConfigError(f"listener name {both[0]} is in both controller.listener.names and kafka.listener.names")
+        listeners: dict[str, Endpoint] = self._values["listeners"]
+        named = [n for n in listeners if n in kafka]
+        if named and not self.is_broker:
+            raise ConfigError(f"listener {named[0]} speaks Kafka's protocol, which only a broker serves")
+        if len(named) > 1:
+            raise ConfigError(f"only one Kafka listener is supported, not {', '.join(named)}")
+        stray = [n for n in self._values["advertised.listeners"] if n in kafka and n not in listeners]
+        if stray:
+            raise ConfigError(f"advertised.listeners names {stray[0]}, which is not in 'listeners'")
+        owners: dict[int, str] = {}
+        for name, endpoint in listeners.items():
+            other = owners.setdefault(endpoint.port, name) if endpoint.port else name
+            if other != name:
+                raise ConfigError(f"listeners {other} and {name} both use port {endpoint.port}")
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
@@ -375,17 +401,38 @@ class NodeConfig:
 
     @property
     def controller_listener(self) -> Endpoint | None:
-        names = set(self._values["controller.listener.names"])
+        names = self._names("controller.listener.names")
         return next((e for n, e in self._values["listeners"].items() if n in names), None)
+
+    def _names(self, key: str) -> frozenset[str]:
+        return frozenset(n.upper() for n in self._values[key])
+
+    def _grpc(self, listeners: Mapping[str, Endpoint]) -> Endpoint | None:
+        """The first listener that is neither a controller nor a Kafka one: the broker's gRPC listener."""
+        other = self._names("controller.listener.names") | self._names("kafka.listener.names")
+        return next((e for n, e in listeners.items() if n not in other), None)
+
+    def _kafka(self, listeners: Mapping[str, Endpoint]) -> Endpoint | None:
+        names = self._names("kafka.listener.names")
+        return next((e for n, e in listeners.items() if n in names), None)
 
     @property
     def broker_listener(self) -> Endpoint | None:
-        names = set(self._values["controller.listener.names"])
-        return next((e for n, e in self._values["listeners"].items() if n not in names), None)
+        """Where the broker serves gRPC clients and replica fetches."""
+        return self._grpc(self._values["listeners"])
 
     @property
     def advertised_broker_listener(self) -> Endpoint | None:
-        names = set(self._values["controller.listener.names"])
-        advertised = self._values["advertised.listeners"]
-        found = next((e for n, e in advertised.items() if n not in names), None)
-        return found or self.broker_listener
+        return self._grpc(self._values["advertised.listeners"]) or self.broker_listener
+
+    @property
+    def kafka_listener(self) -> Endpoint | None:
+        """Where the broker serves Kafka's binary protocol; None without a listener named in kafka.listener.names."""
+        return self._kafka(self._values["listeners"])
+
+    @property
+    def advertised_kafka_listener(self) -> Endpoint | None:
+        """The Kafka listener's address registered for clients: its advertised.listeners entry, else the listener."""
+        if self.kafka_listener is None:
+            return None
+        return self._kafka(self._values["advertised.listeners"]) or self.kafka_listener

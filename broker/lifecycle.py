@@ -45,10 +45,13 @@ class BrokerLifecycleManager:
         previous_broker_epoch: int = -1,
         offline: Callable[[], tuple[Sequence[str], Mapping[bytes, Sequence[int]]]] = lambda: ((), {}),
         on_registered: Callable[[], None] = lambda: None,
+        listeners: Sequence[tuple[str, str, int]] = (),
     ) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.listener = common_pb2.Node(node_id=broker_id, host=host, port=port, rack=rack)
+        # (name, host, port) of the other advertised listeners (the Kafka one), registered with the gRPC address
+        self.listeners = [common_pb2.Listener(name=n, host=h, port=p) for n, h, p in listeners]
         self.rack = rack
         self.log_dirs = log_dirs
         self.voters = voters
@@ -129,6 +132,7 @@ class BrokerLifecycleManager:
             cluster_id=self.cluster_id,
             incarnation_id=self.incarnation_id,
             listener=self.listener,
+            listeners=self.listeners,
             rack=self.rack,
             log_dirs=self.log_dirs,
             previous_broker_epoch=self.broker_epoch if self.broker_epoch >= 0 else self.previous_broker_epoch,

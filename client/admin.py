@@ -49,13 +49,32 @@ _LEADER_MOVED = frozenset(
 
 
 @dataclass(frozen=True)
+class ListenerDescription:
+    """One advertised listener of a broker besides its gRPC address, e.g. its Kafka listener (name KAFKA)."""
+
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
 class BrokerDescription:
     node_id: int
-    host: str
+    host: str  # host and port: the gRPC listener (odradek's clients)
     port: int
     rack: str
     fenced: bool
     epoch: int
+    # The broker's other advertised listeners: today at most one, its Kafka listener (for Kafka clients).
+    listeners: list[ListenerDescription] = field(default_factory=list)
+
+    @property
+    def kafka_address(self) -> str:
+        """host:port of the broker's Kafka listener; "" without one."""
+        return str(self.listeners[0]) if self.listeners else ""
 
 
 @dataclass(frozen=True)
@@ -64,6 +83,8 @@ class ClusterDescription:
     controller_leader: int
     bootstrap_servers: str
     brokers: list[BrokerDescription]
+    # Kafka clients' bootstrap.servers: the unfenced brokers' Kafka listeners; "" when no broker has one.
+    kafka_bootstrap_servers: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -382,7 +403,15 @@ class AsyncAdmin(GroupAdmin, TransactionAdmin, QuotaAdmin):
         r = await self._call(lambda s: s.DescribeCluster(pb.DescribeClusterRequest(), timeout=self._rpc_timeout()))
         self._check(r.error)
         brokers = [
-            BrokerDescription(b.node_id, b.host, b.port, b.rack, b.fenced, b.epoch)
+            BrokerDescription(
+                b.node_id,
+                b.host,
+                b.port,
+                b.rack,
+                b.fenced,
+                b.epoch,
+                [ListenerDescription(li.name, li.host, li.port) for li in b.listeners],
+            )
             for b in sorted(r.brokers, key=lambda b: b.node_id)
         ]
         return ClusterDescription(
@@ -390,6 +419,7 @@ class AsyncAdmin(GroupAdmin, TransactionAdmin, QuotaAdmin):
             controller_leader=r.controller_id,
             bootstrap_servers=",".join(f"{b.host}:{b.port}" for b in brokers if not b.fenced),
             brokers=brokers,
+            kafka_bootstrap_servers=",".join(b.kafka_address for b in brokers if not b.fenced and b.kafka_address),
         )
 
     async def describe_quorum(self) -> QuorumDescription:

@@ -7,7 +7,7 @@ controller gives every broker a full session timeout before fencing it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from odradek.client.errors import ErrorCode
@@ -18,7 +18,7 @@ from odradek.controller.elections import (
     changes_for_offline_partitions,
     one_replica,
 )
-from odradek.controller.metadata.image import MetadataDelta, MetadataImage
+from odradek.controller.metadata.image import MetadataDelta, MetadataImage, listener_messages
 from odradek.controller.offline_replicas import Replica, offline_replica_records
 from odradek.proto import metadata_pb2 as md
 
@@ -87,12 +87,14 @@ class BrokerControl:
         next_offset: int,
         now_ms: int,
         previous_broker_epoch: int = -1,
+        listeners: Sequence[tuple[str, str, int]] = (),
     ) -> Decision:
         """Register (or re-register after a restart). The broker epoch is the registration record's offset.
 
         ``previous_broker_epoch`` is the epoch the broker recorded at its last clean shutdown (-1: none, its last
         stop was unclean or its log dir is new). Unless it matches the current registration, the broker may miss
-        records it had acknowledged, so it leaves every ISR and ELR in the same batch."""
+        records it had acknowledged, so it leaves every ISR and ELR in the same batch. ``listeners`` are its other
+        advertised listeners as (name, host, port), e.g. its Kafka listener; a new registration replaces them."""
         if cluster_id != self.cluster_id:
             return Decision(
                 error=ErrorCode.INCONSISTENT_CLUSTER_ID,
@@ -115,6 +117,7 @@ class BrokerControl:
             rack=rack,
             fenced=True,
             log_dirs=log_dirs,
+            listeners=listener_messages(listeners),
         )
         records = [md.MetadataRecord(register_broker=record)]
         if current is not None and not current.fenced:

@@ -33,7 +33,7 @@ from odradek.controller.client_quotas import (
 from odradek.controller.config_changes import ConfigOp, alter_cluster_defaults, alter_topic_configs
 from odradek.controller.elections import PartitionOutcome, elect_leaders, every_partition
 from odradek.controller.isr import alter_partition, isr_items
-from odradek.controller.metadata.image import MetadataImage, PartitionRegistration
+from odradek.controller.metadata.image import MetadataImage, PartitionRegistration, listener_messages
 from odradek.controller.metadata.state_machine import MetadataStateMachine
 from odradek.controller.producer_ids import allocate_producer_ids
 from odradek.controller.quorum.driver import RaftDriver
@@ -90,6 +90,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
                 next_offset=next_offset,
                 now_ms=now_ms(),
                 previous_broker_epoch=request.previous_broker_epoch,
+                listeners=[(li.name, li.host, li.port) for li in request.listeners],
             )
             return (d.records if d.error == ErrorCode.NONE else []), d
 
@@ -378,6 +379,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                     fenced=b.fenced,
                     epoch=b.epoch,
                     in_controlled_shutdown=b.in_controlled_shutdown,
+                    listeners=listener_messages(b.listeners),
                 )
                 for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
             ],

@@ -39,12 +39,13 @@ GENERATED = frozenset(
         "listeners",
         "advertised.listeners",
         "controller.listener.names",
+        "kafka.listener.names",
         "metrics.port",
         "broker.rack",
     }
 )
 NODE_ID = "{node_id}"  # replaced by each node's id in string property values ("/data/{node_id}")
-_SETTINGS = ("cluster_id", "broker_port", "controller_port", "metrics_port")
+_SETTINGS = ("cluster_id", "broker_port", "controller_port", "metrics_port", "kafka_port")
 _TOP_KEYS = {*_SETTINGS, "properties", "nodes"}
 _NODE_KEYS = {"id", "host", "roles", "rack"}
 _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)$")  # a name, IPv4 or [IPv6]: no scheme, no port
@@ -97,6 +98,7 @@ class ClusterSpec:
     broker_port: int = 9092
     controller_port: int = 9093
     metrics_port: int = 9100
+    kafka_port: int = 9192  # each broker's Kafka listener, for Kafka clients; 0: none
     properties: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -117,9 +119,9 @@ class ClusterSpec:
                 check_cluster_id(self.cluster_id)  # what `odradek storage format` accepts
             except StorageFormatError as e:
                 raise ClusterSpecError(f"cluster_id: {e}") from None
-        for name in ("broker_port", "controller_port", "metrics_port"):
+        for name in ("broker_port", "controller_port", "metrics_port", "kafka_port"):
             port = getattr(self, name)
-            lowest = 0 if name == "metrics_port" else 1  # metrics.port 0 turns metrics off
+            lowest = 0 if name in ("metrics_port", "kafka_port") else 1  # 0 turns metrics, the Kafka listener off
             if isinstance(port, bool) or not isinstance(port, int) or not lowest <= port <= 65535:
                 raise ClusterSpecError(f"{name} {port!r} must be a port number")
         self._check_addresses()
@@ -129,6 +131,7 @@ class ClusterSpec:
         owners: dict[tuple[str, int], str] = {}
         for node in self.nodes:
             ports = [("broker_port", self.broker_port)] if node.is_broker else []
+            ports += [("kafka_port", self.kafka_port)] if node.is_broker and self.kafka_port else []
             ports += [("controller_port", self.controller_port)] if node.is_controller else []
             ports += [("metrics_port", self.metrics_port)] if self.metrics_port else []
             for name, port in ports:
@@ -267,13 +270,14 @@ def render_node_config(spec: ClusterSpec, node_id: int) -> str:
     node = spec.node(node_id)
     properties = {name: _substitute(value, node_id) for name, value in spec.properties.items()}
     log_dirs = properties.pop("log.dirs", SCHEMA["log.dirs"][1])
-    listeners = [f"PLAINTEXT://{node.host}:{spec.broker_port}"] if node.is_broker else []
-    listeners += [f"CONTROLLER://{node.host}:{spec.controller_port}"] if node.is_controller else []
+    broker = [f"PLAINTEXT://{node.host}:{spec.broker_port}"] if node.is_broker else []
+    broker += [f"KAFKA://{node.host}:{spec.kafka_port}"] if node.is_broker and spec.kafka_port else []
+    controller = [f"CONTROLLER://{node.host}:{spec.controller_port}"] if node.is_controller else []
     values = {
         "node_id": node_id,
         "voters": spec.voters,
-        "listeners": ",".join(listeners),
-        "advertised_listeners": f"PLAINTEXT://{node.host}:{spec.broker_port}",
+        "listeners": ",".join(broker + controller),
+        "advertised_listeners": ",".join(broker),
         "metrics_port": spec.metrics_port,
         "log_dirs": log_dirs,
     }

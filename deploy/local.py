@@ -121,6 +121,7 @@ class DevNode:
     broker_port: int = 0
     controller_port: int = 0
     metrics_port: int = 0
+    kafka_port: int = 0  # a broker's Kafka listener (Kafka's binary protocol, for Kafka clients)
     pid: int = 0
     host: str = "127.0.0.1"
     netns: str = ""  # a network namespace to run in (the chaos harness's hosts), "" for this one
@@ -169,7 +170,7 @@ class DevCluster:
         else:
             specs = [(i, ["controller"]) for i in range(1, controllers + 1)]
             specs += [(controllers + i, ["broker"]) for i in range(1, brokers + 1)]
-        ports = iter(free_ports(3 * len(specs)))  # distinct: two nodes on one port never start
+        ports = iter(free_ports(4 * len(specs)))  # distinct: two nodes on one port never start
         for node_id, roles in specs:
             node_dir = cluster.directory / f"node-{node_id}"
             if node_dir.exists():
@@ -183,6 +184,7 @@ class DevCluster:
                     broker_port=next(ports) if "broker" in roles else 0,
                     controller_port=next(ports) if "controller" in roles else 0,
                     metrics_port=next(ports),
+                    kafka_port=next(ports) if "broker" in roles else 0,
                     host=host,
                     netns=netns,
                 )
@@ -194,6 +196,8 @@ class DevCluster:
                 listeners.append(f"PLAINTEXT://{n.host}:{n.broker_port}")
             if n.controller_port:
                 listeners.append(f"CONTROLLER://{n.host}:{n.controller_port}")
+            if n.kafka_port:
+                listeners.append(f"KAFKA://{n.host}:{n.kafka_port}")
             props: dict[str, Any] = {
                 "process.roles": ",".join(n.roles),
                 "node.id": n.node_id,
@@ -239,6 +243,11 @@ class DevCluster:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(f"{n.host}:{n.broker_port}" for n in self.nodes if n.broker_port)
+
+    @property
+    def kafka_bootstrap_servers(self) -> str:
+        """What Kafka clients connect to: every broker's Kafka listener."""
+        return ",".join(f"{n.host}:{n.kafka_port}" for n in self.nodes if n.kafka_port)
 
     @property
     def controller_servers(self) -> str:
@@ -311,6 +320,7 @@ class DevCluster:
                 "state": process_state(n.pid),
                 "broker": f"127.0.0.1:{n.broker_port}" if n.broker_port else None,
                 "controller": f"127.0.0.1:{n.controller_port}" if n.controller_port else None,
+                "kafka": f"127.0.0.1:{n.kafka_port}" if n.kafka_port else None,
                 "metrics": f"http://127.0.0.1:{n.metrics_port}/metrics" if n.metrics_port else None,
                 "log": str(n.log_file),
             }
@@ -389,7 +399,8 @@ def running_cluster(
     directory deleted unless one was given.
 
     ``config`` applies to every node's TOML config (e.g. ``{"num.partitions": 3}``). The cluster's
-    ``bootstrap_servers`` is what clients connect to::
+    ``bootstrap_servers`` is what clients connect to; ``kafka_bootstrap_servers`` (every broker's Kafka listener)
+    is what Kafka's own clients connect to::
 
         with running_cluster(brokers=1, topics={"orders": 3}) as cluster:
             producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})

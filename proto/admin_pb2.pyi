@@ -129,6 +129,7 @@ class BrokerInfo(_message.Message):
     FENCED_FIELD_NUMBER: _builtins.int
     EPOCH_FIELD_NUMBER: _builtins.int
     IN_CONTROLLED_SHUTDOWN_FIELD_NUMBER: _builtins.int
+    LISTENERS_FIELD_NUMBER: _builtins.int
     node_id: _builtins.int
     host: _builtins.str
     port: _builtins.int
@@ -137,6 +138,10 @@ class BrokerInfo(_message.Message):
     epoch: _builtins.int
     """broker epoch: the metadata offset of its latest registration"""
     in_controlled_shutdown: _builtins.bool
+    @_builtins.property
+    def listeners(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Listener]:
+        """other advertised listeners by name, besides host:port (the gRPC one)"""
+
     def __init__(
         self,
         *,
@@ -147,10 +152,11 @@ class BrokerInfo(_message.Message):
         fenced: _builtins.bool = ...,
         epoch: _builtins.int = ...,
         in_controlled_shutdown: _builtins.bool = ...,
+        listeners: _abc.Iterable[_common_pb2.Listener] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "fenced", b"fenced", "host", b"host", "in_controlled_shutdown", b"in_controlled_shutdown", "node_id", b"node_id", "port", b"port", "rack", b"rack"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "fenced", b"fenced", "host", b"host", "in_controlled_shutdown", b"in_controlled_shutdown", "listeners", b"listeners", "node_id", b"node_id", "port", b"port", "rack", b"rack"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -220,6 +220,33 @@ class Node(_message.Message):
 Global___Node: _TypeAlias = Node  # noqa: Y015
 
 @_typing.final
+class Listener(_message.Message):
+    """One named listener of a broker, as advertised (e.g. its Kafka listener: name KAFKA)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    HOST_FIELD_NUMBER: _builtins.int
+    PORT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    host: _builtins.str
+    port: _builtins.int
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        host: _builtins.str = ...,
+        port: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["host", b"host", "name", b"name", "port", b"port"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Listener: _TypeAlias = Listener  # noqa: Y015
+
+@_typing.final
 class EpochEndOffset(_message.Message):
     """The end offset of a leader epoch: the divergence point a follower truncates to."""
 

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from odradek.proto import common_pb2 as odradek_dot_proto_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eodradek/proto/controller.proto\x12\nodradek.v1\x1a\x1aodradek/proto/common.proto\"\xbd\x01\n\x19\x42rokerRegistrationRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x12\n\ncluster_id\x18\x02 \x01(\t\x12\x16\n\x0eincarnation_id\x18\x03 \x01(\x0c\x12\"\n\x08listener\x18\x04 \x01(\x0b\x32\x10.odradek.v1.Node\x12\x0c\n\x04rack\x18\x05 \x01(\t\x12\x10\n\x08log_dirs\x18\x06 \x03(\t\x12\x1d\n\x15previous_broker_epoch\x18\x07 \x01(\x03\"\x82\x01\n\x1a\x42rokerRegistrationResponse\x12$\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x15.odradek.v1.ErrorCode\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x15\n\rerror_message\x18\x04 \x01(\t\"\xe2\x01\n\x16\x42rokerHeartbeatRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x1f\n\x17\x63urrent_metadata_offset\x18\x03 \x01(\x03\x12\x12\n\nwant_fence\x18\x04 \x01(\x08\x12\x19\n\x11want_shutdown_now\x18\x05 \x01(\x08\x12\x18\n\x10offline_log_dirs\x18\x06 \x03(\t\x12\x35\n\x10offline_replicas\x18\x07 \x03(\x0b\x32\x1b.odradek.v1.OfflineReplicas\"7\n\x0fOfflineReplicas\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x12\n\npartitions\x18\x02 \x03(\x05\"\x95\x01\n\x17\x42rokerHeartbeatResponse\x12$\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x15.odradek.v1.ErrorCode\x12\x14\n\x0cis_caught_up\x18\x02 \x01(\x08\x12\x11\n\tis_fenced\x18\x03 \x01(\x08\x12\x18\n\x10should_shut_down\x18\x04 \x01(\x08\x12\x11\n\tleader_id\x18\x05 \x01(\x05\"g\n\x12\x41lterPartitionItem\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x03 \x01(\x05\x12\x0f\n\x07new_isr\x18\x04 \x03(\x05\"W\n\x13\x41lterPartitionTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x32\n\npartitions\x18\x02 \x03(\x0b\x32\x1e.odradek.v1.AlterPartitionItem\"q\n\x15\x41lterPartitionRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12/\n\x06topics\x18\x03 \x03(\x0b\x32\x1f.odradek.v1.AlterPartitionTopic\"\xa1\x01\n\x1a\x41lterPartitionItemResponse\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12$\n\x05\x65rror\x18\x02 \x01(\x0e\x32\x15.odradek.v1.ErrorCode\x12\x0e\n\x06leader\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x0b\n\x03isr\x18\x05 \x03(\x05\x12\x17\n\x0fpartition_epoch\x18\x06 \x01(\x05\"g\n\x1b\x41lterPartitionTopicResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12:\n\npartitions\x18\x02 \x03(\x0b\x32&.odradek.v1.AlterPartitionItemResponse\"w\n\x16\x41lterPartitionResponse\x12$\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x15.odradek.v1.ErrorCode\x12\x37\n\x06topics\x18\x02 \x03(\x0b\x32\'.odradek.v1.AlterPartitionTopicResponse\"E\n\x1a\x41llocateProducerIdsRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"w\n\x1b\x41llocateProducerIdsResponse\x12$\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x15.odradek.v1.ErrorCode\x12\x19\n\x11producer_id_start\x18\x02 \x01(\x03\x12\x17\n\x0fproducer_id_len\x18\x03 \x01(\x05\"\xa5\x01\n\x1a\x43reateInternalTopicRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x16\n\x0enum_partitions\x18\x03 \x01(\x05\x12\x1a\n\x12replication_factor\x18\x04 \x01(\x05\x12\x15\n\rsegment_bytes\x18\x05 \x01(\x03\x12\x1b\n\x13min_insync_replicas\x18\x06 \x01(\x05\"Z\n\x1b\x43reateInternalTopicResponse\x12$\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x15.odradek.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t2\xf2\x03\n\nController\x12_\n\x0eRegisterBroker\x12%.odradek.v1.BrokerRegistrationRequest\x1a&.odradek.v1.BrokerRegistrationResponse\x12Z\n\x0f\x42rokerHeartbeat\x12\".odradek.v1.BrokerHeartbeatRequest\x1a#.odradek.v1.BrokerHeartbeatResponse\x12W\n\x0e\x41lterPartition\x12!.odradek.v1.AlterPartitionRequest\x1a\".odradek.v1.AlterPartitionResponse\x12\x66\n\x13\x41llocateProducerIds\x12&.odradek.v1.AllocateProducerIdsRequest\x1a\'.odradek.v1.AllocateProducerIdsResponse\x12\x66\n\x13\x43reateInternalTopic\x12&.odradek.v1.CreateInternalTopicRequest\x1a\'.odradek.v1.CreateInternalTopicResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eodradek/proto/controller.proto\x12\nodradek.v1\x1a\x1aodradek/proto/common.proto\"\xe6\x01\n\x19\x42rokerRegistrationRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x12\n\ncluster_id\x18\x02 \x01(\t\x12\x16\n\x0eincarnation_id\x18\x03 \x01(\x0c\x12\"\n\x08listener\x18\x04 \x01(\x0b\x32\x10.odradek.v1.Node\x12\x0c\n\x04rack\x18\x05 \x01(\t\x12\x10\n\x08log_dirs\x18\x06 \x03(\t\x12\x1d\n\x15previous_broker_epoch\x18\x07 \x01(\x03\x12\'\n\tlisteners\x18\x08 \x03(\x0b\x32\x14.odradek.v1.Listener\"\x82\x01\n\x1a\x42rokerRegistrationResponse\x12$\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x15.odradek.v1.ErrorCode\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x15\n\rerror_message\x18\x04 \x01(\t\"\xe2\x01\n\x16\x42rokerHeartbeatRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x1f\n\x17\x63urrent_metadata_offset\x18\x03 \x01(\x03\x12\x12\n\nwant_fence\x18\x04 \x01(\x08\x12\x19\n\x11want_shutdown_now\x18\x05 \x01(\x08\x12\x18\n\x10offline_log_dirs\x18\x06 \x03(\t\x12\x35\n\x10offline_replicas\x18\x07 \x03(\x0b\x32\x1b.odradek.v1.OfflineReplicas\"7\n\x0fOfflineReplicas\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x12\n\npartitions\x18\x02 \x03(\x05\"\x95\x01\n\x17\x42rokerHeartbeatResponse\x12$\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x15.odradek.v1.ErrorCode\x12\x14\n\x0cis_caught_up\x18\x02 \x01(\x08\x12\x11\n\tis_fenced\x18\x03 \x01(\x08\x12\x18\n\x10should_shut_down\x18\x04 \x01(\x08\x12\x11\n\tleader_id\x18\x05 \x01(\x05\"g\n\x12\x41lterPartitionItem\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x03 \x01(\x05\x12\x0f\n\x07new_isr\x18\x04 \x03(\x05\"W\n\x13\x41lterPartitionTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x32\n\npartitions\x18\x02 \x03(\x0b\x32\x1e.odradek.v1.AlterPartitionItem\"q\n\x15\x41lterPartitionRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12/\n\x06topics\x18\x03 \x03(\x0b\x32\x1f.odradek.v1.AlterPartitionTopic\"\xa1\x01\n\x1a\x41lterPartitionItemResponse\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12$\n\x05\x65rror\x18\x02 \x01(\x0e\x32\x15.odradek.v1.ErrorCode\x12\x0e\n\x06leader\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x0b\n\x03isr\x18\x05 \x03(\x05\x12\x17\n\x0fpartition_epoch\x18\x06 \x01(\x05\"g\n\x1b\x41lterPartitionTopicResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12:\n\npartitions\x18\x02 \x03(\x0b\x32&.odradek.v1.AlterPartitionItemResponse\"w\n\x16\x41lterPartitionResponse\x12$\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x15.odradek.v1.ErrorCode\x12\x37\n\x06topics\x18\x02 \x03(\x0b\x32\'.odradek.v1.AlterPartitionTopicResponse\"E\n\x1a\x41llocateProducerIdsRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"w\n\x1b\x41llocateProducerIdsResponse\x12$\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x15.odradek.v1.ErrorCode\x12\x19\n\x11producer_id_start\x18\x02 \x01(\x03\x12\x17\n\x0fproducer_id_len\x18\x03 \x01(\x05\"\xa5\x01\n\x1a\x43reateInternalTopicRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x16\n\x0enum_partitions\x18\x03 \x01(\x05\x12\x1a\n\x12replication_factor\x18\x04 \x01(\x05\x12\x15\n\rsegment_bytes\x18\x05 \x01(\x03\x12\x1b\n\x13min_insync_replicas\x18\x06 \x01(\x05\"Z\n\x1b\x43reateInternalTopicResponse\x12$\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x15.odradek.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t2\xf2\x03\n\nController\x12_\n\x0eRegisterBroker\x12%.odradek.v1.BrokerRegistrationRequest\x1a&.odradek.v1.BrokerRegistrationResponse\x12Z\n\x0f\x42rokerHeartbeat\x12\".odradek.v1.BrokerHeartbeatRequest\x1a#.odradek.v1.BrokerHeartbeatResponse\x12W\n\x0e\x41lterPartition\x12!.odradek.v1.AlterPartitionRequest\x1a\".odradek.v1.AlterPartitionResponse\x12\x66\n\x13\x41llocateProducerIds\x12&.odradek.v1.AllocateProducerIdsRequest\x1a\'.odradek.v1.AllocateProducerIdsResponse\x12\x66\n\x13\x43reateInternalTopic\x12&.odradek.v1.CreateInternalTopicRequest\x1a\'.odradek.v1.CreateInternalTopicResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,35 +33,35 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'odradek.proto.controller_pb
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_BROKERREGISTRATIONREQUEST']._serialized_start=75
-  _globals['_BROKERREGISTRATIONREQUEST']._serialized_end=264
-  _globals['_BROKERREGISTRATIONRESPONSE']._serialized_start=267
-  _globals['_BROKERREGISTRATIONRESPONSE']._serialized_end=397
-  _globals['_BROKERHEARTBEATREQUEST']._serialized_start=400
-  _globals['_BROKERHEARTBEATREQUEST']._serialized_end=626
-  _globals['_OFFLINEREPLICAS']._serialized_start=628
-  _globals['_OFFLINEREPLICAS']._serialized_end=683
-  _globals['_BROKERHEARTBEATRESPONSE']._serialized_start=686
-  _globals['_BROKERHEARTBEATRESPONSE']._serialized_end=835
-  _globals['_ALTERPARTITIONITEM']._serialized_start=837
-  _globals['_ALTERPARTITIONITEM']._serialized_end=940
-  _globals['_ALTERPARTITIONTOPIC']._serialized_start=942
-  _globals['_ALTERPARTITIONTOPIC']._serialized_end=1029
-  _globals['_ALTERPARTITIONREQUEST']._serialized_start=1031
-  _globals['_ALTERPARTITIONREQUEST']._serialized_end=1144
-  _globals['_ALTERPARTITIONITEMRESPONSE']._serialized_start=1147
-  _globals['_ALTERPARTITIONITEMRESPONSE']._serialized_end=1308
-  _globals['_ALTERPARTITIONTOPICRESPONSE']._serialized_start=1310
-  _globals['_ALTERPARTITIONTOPICRESPONSE']._serialized_end=1413
-  _globals['_ALTERPARTITIONRESPONSE']._serialized_start=1415
-  _globals['_ALTERPARTITIONRESPONSE']._serialized_end=1534
-  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_start=1536
-  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_end=1605
-  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_start=1607
-  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_end=1726
-  _globals['_CREATEINTERNALTOPICREQUEST']._serialized_start=1729
-  _globals['_CREATEINTERNALTOPICREQUEST']._serialized_end=1894
-  _globals['_CREATEINTERNALTOPICRESPONSE']._serialized_start=1896
-  _globals['_CREATEINTERNALTOPICRESPONSE']._serialized_end=1986
-  _globals['_CONTROLLER']._serialized_start=1989
-  _globals['_CONTROLLER']._serialized_end=2487
+  _globals['_BROKERREGISTRATIONREQUEST']._serialized_end=305
+  _globals['_BROKERREGISTRATIONRESPONSE']._serialized_start=308
+  _globals['_BROKERREGISTRATIONRESPONSE']._serialized_end=438
+  _globals['_BROKERHEARTBEATREQUEST']._serialized_start=441
+  _globals['_BROKERHEARTBEATREQUEST']._serialized_end=667
+  _globals['_OFFLINEREPLICAS']._serialized_start=669
+  _globals['_OFFLINEREPLICAS']._serialized_end=724
+  _globals['_BROKERHEARTBEATRESPONSE']._serialized_start=727
+  _globals['_BROKERHEARTBEATRESPONSE']._serialized_end=876
+  _globals['_ALTERPARTITIONITEM']._serialized_start=878
+  _globals['_ALTERPARTITIONITEM']._serialized_end=981
+  _globals['_ALTERPARTITIONTOPIC']._serialized_start=983
+  _globals['_ALTERPARTITIONTOPIC']._serialized_end=1070
+  _globals['_ALTERPARTITIONREQUEST']._serialized_start=1072
+  _globals['_ALTERPARTITIONREQUEST']._serialized_end=1185
+  _globals['_ALTERPARTITIONITEMRESPONSE']._serialized_start=1188
+  _globals['_ALTERPARTITIONITEMRESPONSE']._serialized_end=1349
+  _globals['_ALTERPARTITIONTOPICRESPONSE']._serialized_start=1351
+  _globals['_ALTERPARTITIONTOPICRESPONSE']._serialized_end=1454
+  _globals['_ALTERPARTITIONRESPONSE']._serialized_start=1456
+  _globals['_ALTERPARTITIONRESPONSE']._serialized_end=1575
+  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_start=1577
+  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_end=1646
+  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_start=1648
+  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_end=1767
+  _globals['_CREATEINTERNALTOPICREQUEST']._serialized_start=1770
+  _globals['_CREATEINTERNALTOPICREQUEST']._serialized_end=1935
+  _globals['_CREATEINTERNALTOPICRESPONSE']._serialized_start=1937
+  _globals['_CREATEINTERNALTOPICRESPONSE']._serialized_end=2027
+  _globals['_CONTROLLER']._serialized_start=2030
+  _globals['_CONTROLLER']._serialized_end=2528
 # @@protoc_insertion_point(module_scope)

@@ -32,6 +32,7 @@ class BrokerRegistrationRequest(_message.Message):
     RACK_FIELD_NUMBER: _builtins.int
     LOG_DIRS_FIELD_NUMBER: _builtins.int
     PREVIOUS_BROKER_EPOCH_FIELD_NUMBER: _builtins.int
+    LISTENERS_FIELD_NUMBER: _builtins.int
     broker_id: _builtins.int
     cluster_id: _builtins.str
     incarnation_id: _builtins.bytes
@@ -45,6 +46,10 @@ class BrokerRegistrationRequest(_message.Message):
     def listener(self) -> _common_pb2.Node: ...
     @_builtins.property
     def log_dirs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def listeners(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Listener]:
+        """The broker's other advertised listeners by name, besides the gRPC one in `listener` (its Kafka listener)."""
+
     def __init__(
         self,
         *,
@@ -55,10 +60,11 @@ class BrokerRegistrationRequest(_message.Message):
         rack: _builtins.str = ...,
         log_dirs: _abc.Iterable[_builtins.str] | None = ...,
         previous_broker_epoch: _builtins.int = ...,
+        listeners: _abc.Iterable[_common_pb2.Listener] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["listener", b"listener"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_id", b"broker_id", "cluster_id", b"cluster_id", "incarnation_id", b"incarnation_id", "listener", b"listener", "log_dirs", b"log_dirs", "previous_broker_epoch", b"previous_broker_epoch", "rack", b"rack"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_id", b"broker_id", "cluster_id", b"cluster_id", "incarnation_id", b"incarnation_id", "listener", b"listener", "listeners", b"listeners", "log_dirs", b"log_dirs", "previous_broker_epoch", b"previous_broker_epoch", "rack", b"rack"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -22,47 +22,48 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from odradek.proto import common_pb2 as odradek_dot_proto_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1codradek/proto/metadata.proto\x12\nodradek.v1\",\n\x0e\x42rokerEndpoint\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0c\n\x04port\x18\x02 \x01(\x05\"\xb5\x01\n\x14RegisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x16\n\x0eincarnation_id\x18\x02 \x01(\x0c\x12\x14\n\x0c\x62roker_epoch\x18\x03 \x01(\x03\x12,\n\x08\x65ndpoint\x18\x04 \x01(\x0b\x32\x1a.odradek.v1.BrokerEndpoint\x12\x0c\n\x04rack\x18\x05 \x01(\t\x12\x0e\n\x06\x66\x65nced\x18\x06 \x01(\x08\x12\x10\n\x08log_dirs\x18\x07 \x03(\t\"A\n\x16UnregisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"<\n\x11\x46\x65nceBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\">\n\x13UnfenceBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"i\n\x1e\x42rokerRegistrationChangeRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x1e\n\x16in_controlled_shutdown\x18\x03 \x01(\x08\"-\n\x0bTopicRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\"\xb8\x02\n\x0fPartitionRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x10\n\x08replicas\x18\x03 \x03(\x05\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12\x0e\n\x06leader\x18\x05 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x07 \x01(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\x08 \x03(\x05\x12\x19\n\x11removing_replicas\x18\t \x03(\x05\x12 \n\x18\x65ligible_leader_replicas\x18\n \x03(\x05\x12\x16\n\x0elast_known_elr\x18\x0b \x03(\x05\x12\x1e\n\x11last_known_leader\x18\x0c \x01(\x05H\x00\x88\x01\x01\x42\x14\n\x12_last_known_leader\"\xc8\x02\n\x15PartitionChangeRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x13\n\x06leader\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12\x13\n\x0bisr_changed\x18\x05 \x01(\x08\x12\x10\n\x08replicas\x18\x06 \x03(\x05\x12\x18\n\x10replicas_changed\x18\x07 \x01(\x08\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\x08 \x03(\x05\x12\x19\n\x11removing_replicas\x18\t \x03(\x05\x12 \n\x18\x65ligible_leader_replicas\x18\n \x03(\x05\x12\x13\n\x0b\x65lr_changed\x18\x0b \x01(\x08\x12\x16\n\x0elast_known_elr\x18\x0c \x03(\x05\x12\x19\n\x11leader_recovering\x18\r \x01(\x08\x42\t\n\x07_leader\"h\n\x0c\x43onfigRecord\x12\x15\n\rresource_type\x18\x01 \x01(\x05\x12\x15\n\rresource_name\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x12\n\x05value\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_value\"\xba\x01\n\x11\x43lientQuotaRecord\x12\x0c\n\x04user\x18\x01 \x01(\t\x12\x10\n\x08has_user\x18\x02 \x01(\x08\x12\x14\n\x0cuser_default\x18\x03 \x01(\x08\x12\x11\n\tclient_id\x18\x04 \x01(\t\x12\x15\n\rhas_client_id\x18\x05 \x01(\x08\x12\x19\n\x11\x63lient_id_default\x18\x06 \x01(\x08\x12\x0b\n\x03key\x18\x07 \x01(\t\x12\r\n\x05value\x18\x08 \x01(\x01\x12\x0e\n\x06remove\x18\t \x01(\x08\"V\n\x11ProducerIdsRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x18\n\x10next_producer_id\x18\x03 \x01(\x03\"%\n\x11RemoveTopicRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\"M\n\x12LeaderChangeRecord\x12\x11\n\tleader_id\x18\x01 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\x12\x0e\n\x06voters\x18\x03 \x03(\x05\"\x81\x06\n\x0eMetadataRecord\x12;\n\x0fregister_broker\x18\x01 \x01(\x0b\x32 .odradek.v1.RegisterBrokerRecordH\x00\x12?\n\x11unregister_broker\x18\x02 \x01(\x0b\x32\".odradek.v1.UnregisterBrokerRecordH\x00\x12\x35\n\x0c\x66\x65nce_broker\x18\x03 \x01(\x0b\x32\x1d.odradek.v1.FenceBrokerRecordH\x00\x12\x39\n\x0eunfence_broker\x18\x04 \x01(\x0b\x32\x1f.odradek.v1.UnfenceBrokerRecordH\x00\x12P\n\x1a\x62roker_registration_change\x18\x05 \x01(\x0b\x32*.odradek.v1.BrokerRegistrationChangeRecordH\x00\x12(\n\x05topic\x18\x06 \x01(\x0b\x32\x17.odradek.v1.TopicRecordH\x00\x12\x30\n\tpartition\x18\x07 \x01(\x0b\x32\x1b.odradek.v1.PartitionRecordH\x00\x12=\n\x10partition_change\x18\x08 \x01(\x0b\x32!.odradek.v1.PartitionChangeRecordH\x00\x12*\n\x06\x63onfig\x18\t \x01(\x0b\x32\x18.odradek.v1.ConfigRecordH\x00\x12\x35\n\x0c\x63lient_quota\x18\n \x01(\x0b\x32\x1d.odradek.v1.ClientQuotaRecordH\x00\x12\x35\n\x0cproducer_ids\x18\x0b \x01(\x0b\x32\x1d.odradek.v1.ProducerIdsRecordH\x00\x12\x35\n\x0cremove_topic\x18\x0c \x01(\x0b\x32\x1d.odradek.v1.RemoveTopicRecordH\x00\x12\x37\n\rleader_change\x18\r \x01(\x0b\x32\x1e.odradek.v1.LeaderChangeRecordH\x00\x42\x08\n\x06record\"v\n\x10MetadataSnapshot\x12\x12\n\nend_offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x12\n\ncluster_id\x18\x03 \x01(\t\x12+\n\x07records\x18\x04 \x03(\x0b\x32\x1a.odradek.v1.MetadataRecord\"<\n\rMetadataBatch\x12+\n\x07records\x18\x01 \x03(\x0b\x32\x1a.odradek.v1.MetadataRecordb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1codradek/proto/metadata.proto\x12\nodradek.v1\x1a\x1aodradek/proto/common.proto\",\n\x0e\x42rokerEndpoint\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0c\n\x04port\x18\x02 \x01(\x05\"\xde\x01\n\x14RegisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x16\n\x0eincarnation_id\x18\x02 \x01(\x0c\x12\x14\n\x0c\x62roker_epoch\x18\x03 \x01(\x03\x12,\n\x08\x65ndpoint\x18\x04 \x01(\x0b\x32\x1a.odradek.v1.BrokerEndpoint\x12\x0c\n\x04rack\x18\x05 \x01(\t\x12\x0e\n\x06\x66\x65nced\x18\x06 \x01(\x08\x12\x10\n\x08log_dirs\x18\x07 \x03(\t\x12\'\n\tlisteners\x18\x08 \x03(\x0b\x32\x14.odradek.v1.Listener\"A\n\x16UnregisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"<\n\x11\x46\x65nceBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\">\n\x13UnfenceBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"i\n\x1e\x42rokerRegistrationChangeRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x1e\n\x16in_controlled_shutdown\x18\x03 \x01(\x08\"-\n\x0bTopicRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\"\xb8\x02\n\x0fPartitionRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x10\n\x08replicas\x18\x03 \x03(\x05\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12\x0e\n\x06leader\x18\x05 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x07 \x01(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\x08 \x03(\x05\x12\x19\n\x11removing_replicas\x18\t \x03(\x05\x12 \n\x18\x65ligible_leader_replicas\x18\n \x03(\x05\x12\x16\n\x0elast_known_elr\x18\x0b \x03(\x05\x12\x1e\n\x11last_known_leader\x18\x0c \x01(\x05H\x00\x88\x01\x01\x42\x14\n\x12_last_known_leader\"\xc8\x02\n\x15PartitionChangeRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x13\n\x06leader\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12\x13\n\x0bisr_changed\x18\x05 \x01(\x08\x12\x10\n\x08replicas\x18\x06 \x03(\x05\x12\x18\n\x10replicas_changed\x18\x07 \x01(\x08\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\x08 \x03(\x05\x12\x19\n\x11removing_replicas\x18\t \x03(\x05\x12 \n\x18\x65ligible_leader_replicas\x18\n \x03(\x05\x12\x13\n\x0b\x65lr_changed\x18\x0b \x01(\x08\x12\x16\n\x0elast_known_elr\x18\x0c \x03(\x05\x12\x19\n\x11leader_recovering\x18\r \x01(\x08\x42\t\n\x07_leader\"h\n\x0c\x43onfigRecord\x12\x15\n\rresource_type\x18\x01 \x01(\x05\x12\x15\n\rresource_name\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x12\n\x05value\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_value\"\xba\x01\n\x11\x43lientQuotaRecord\x12\x0c\n\x04user\x18\x01 \x01(\t\x12\x10\n\x08has_user\x18\x02 \x01(\x08\x12\x14\n\x0cuser_default\x18\x03 \x01(\x08\x12\x11\n\tclient_id\x18\x04 \x01(\t\x12\x15\n\rhas_client_id\x18\x05 \x01(\x08\x12\x19\n\x11\x63lient_id_default\x18\x06 \x01(\x08\x12\x0b\n\x03key\x18\x07 \x01(\t\x12\r\n\x05value\x18\x08 \x01(\x01\x12\x0e\n\x06remove\x18\t \x01(\x08\"V\n\x11ProducerIdsRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x18\n\x10next_producer_id\x18\x03 \x01(\x03\"%\n\x11RemoveTopicRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\"M\n\x12LeaderChangeRecord\x12\x11\n\tleader_id\x18\x01 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\x12\x0e\n\x06voters\x18\x03 \x03(\x05\"\x81\x06\n\x0eMetadataRecord\x12;\n\x0fregister_broker\x18\x01 \x01(\x0b\x32 .odradek.v1.RegisterBrokerRecordH\x00\x12?\n\x11unregister_broker\x18\x02 \x01(\x0b\x32\".odradek.v1.UnregisterBrokerRecordH\x00\x12\x35\n\x0c\x66\x65nce_broker\x18\x03 \x01(\x0b\x32\x1d.odradek.v1.FenceBrokerRecordH\x00\x12\x39\n\x0eunfence_broker\x18\x04 \x01(\x0b\x32\x1f.odradek.v1.UnfenceBrokerRecordH\x00\x12P\n\x1a\x62roker_registration_change\x18\x05 \x01(\x0b\x32*.odradek.v1.BrokerRegistrationChangeRecordH\x00\x12(\n\x05topic\x18\x06 \x01(\x0b\x32\x17.odradek.v1.TopicRecordH\x00\x12\x30\n\tpartition\x18\x07 \x01(\x0b\x32\x1b.odradek.v1.PartitionRecordH\x00\x12=\n\x10partition_change\x18\x08 \x01(\x0b\x32!.odradek.v1.PartitionChangeRecordH\x00\x12*\n\x06\x63onfig\x18\t \x01(\x0b\x32\x18.odradek.v1.ConfigRecordH\x00\x12\x35\n\x0c\x63lient_quota\x18\n \x01(\x0b\x32\x1d.odradek.v1.ClientQuotaRecordH\x00\x12\x35\n\x0cproducer_ids\x18\x0b \x01(\x0b\x32\x1d.odradek.v1.ProducerIdsRecordH\x00\x12\x35\n\x0cremove_topic\x18\x0c \x01(\x0b\x32\x1d.odradek.v1.RemoveTopicRecordH\x00\x12\x37\n\rleader_change\x18\r \x01(\x0b\x32\x1e.odradek.v1.LeaderChangeRecordH\x00\x42\x08\n\x06record\"v\n\x10MetadataSnapshot\x12\x12\n\nend_offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x12\n\ncluster_id\x18\x03 \x01(\t\x12+\n\x07records\x18\x04 \x03(\x0b\x32\x1a.odradek.v1.MetadataRecord\"<\n\rMetadataBatch\x12+\n\x07records\x18\x01 \x03(\x0b\x32\x1a.odradek.v1.MetadataRecordb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'odradek.proto.metadata_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_BROKERENDPOINT']._serialized_start=44
-  _globals['_BROKERENDPOINT']._serialized_end=88
-  _globals['_REGISTERBROKERRECORD']._serialized_start=91
-  _globals['_REGISTERBROKERRECORD']._serialized_end=272
-  _globals['_UNREGISTERBROKERRECORD']._serialized_start=274
-  _globals['_UNREGISTERBROKERRECORD']._serialized_end=339
-  _globals['_FENCEBROKERRECORD']._serialized_start=341
-  _globals['_FENCEBROKERRECORD']._serialized_end=401
-  _globals['_UNFENCEBROKERRECORD']._serialized_start=403
-  _globals['_UNFENCEBROKERRECORD']._serialized_end=465
-  _globals['_BROKERREGISTRATIONCHANGERECORD']._serialized_start=467
-  _globals['_BROKERREGISTRATIONCHANGERECORD']._serialized_end=572
-  _globals['_TOPICRECORD']._serialized_start=574
-  _globals['_TOPICRECORD']._serialized_end=619
-  _globals['_PARTITIONRECORD']._serialized_start=622
-  _globals['_PARTITIONRECORD']._serialized_end=934
-  _globals['_PARTITIONCHANGERECORD']._serialized_start=937
-  _globals['_PARTITIONCHANGERECORD']._serialized_end=1265
-  _globals['_CONFIGRECORD']._serialized_start=1267
-  _globals['_CONFIGRECORD']._serialized_end=1371
-  _globals['_CLIENTQUOTARECORD']._serialized_start=1374
-  _globals['_CLIENTQUOTARECORD']._serialized_end=1560
-  _globals['_PRODUCERIDSRECORD']._serialized_start=1562
-  _globals['_PRODUCERIDSRECORD']._serialized_end=1648
-  _globals['_REMOVETOPICRECORD']._serialized_start=1650
-  _globals['_REMOVETOPICRECORD']._serialized_end=1687
-  _globals['_LEADERCHANGERECORD']._serialized_start=1689
-  _globals['_LEADERCHANGERECORD']._serialized_end=1766
-  _globals['_METADATARECORD']._serialized_start=1769
-  _globals['_METADATARECORD']._serialized_end=2538
-  _globals['_METADATASNAPSHOT']._serialized_start=2540
-  _globals['_METADATASNAPSHOT']._serialized_end=2658
-  _globals['_METADATABATCH']._serialized_start=2660
-  _globals['_METADATABATCH']._serialized_end=2720
+  _globals['_BROKERENDPOINT']._serialized_start=72
+  _globals['_BROKERENDPOINT']._serialized_end=116
+  _globals['_REGISTERBROKERRECORD']._serialized_start=119
+  _globals['_REGISTERBROKERRECORD']._serialized_end=341
+  _globals['_UNREGISTERBROKERRECORD']._serialized_start=343
+  _globals['_UNREGISTERBROKERRECORD']._serialized_end=408
+  _globals['_FENCEBROKERRECORD']._serialized_start=410
+  _globals['_FENCEBROKERRECORD']._serialized_end=470
+  _globals['_UNFENCEBROKERRECORD']._serialized_start=472
+  _globals['_UNFENCEBROKERRECORD']._serialized_end=534
+  _globals['_BROKERREGISTRATIONCHANGERECORD']._serialized_start=536
+  _globals['_BROKERREGISTRATIONCHANGERECORD']._serialized_end=641
+  _globals['_TOPICRECORD']._serialized_start=643
+  _globals['_TOPICRECORD']._serialized_end=688
+  _globals['_PARTITIONRECORD']._serialized_start=691
+  _globals['_PARTITIONRECORD']._serialized_end=1003
+  _globals['_PARTITIONCHANGERECORD']._serialized_start=1006
+  _globals['_PARTITIONCHANGERECORD']._serialized_end=1334
+  _globals['_CONFIGRECORD']._serialized_start=1336
+  _globals['_CONFIGRECORD']._serialized_end=1440
+  _globals['_CLIENTQUOTARECORD']._serialized_start=1443
+  _globals['_CLIENTQUOTARECORD']._serialized_end=1629
+  _globals['_PRODUCERIDSRECORD']._serialized_start=1631
+  _globals['_PRODUCERIDSRECORD']._serialized_end=1717
+  _globals['_REMOVETOPICRECORD']._serialized_start=1719
+  _globals['_REMOVETOPICRECORD']._serialized_end=1756
+  _globals['_LEADERCHANGERECORD']._serialized_start=1758
+  _globals['_LEADERCHANGERECORD']._serialized_end=1835
+  _globals['_METADATARECORD']._serialized_start=1838
+  _globals['_METADATARECORD']._serialized_end=2607
+  _globals['_METADATASNAPSHOT']._serialized_start=2609
+  _globals['_METADATASNAPSHOT']._serialized_end=2727
+  _globals['_METADATABATCH']._serialized_start=2729
+  _globals['_METADATABATCH']._serialized_end=2789
 # @@protoc_insertion_point(module_scope)

@@ -9,6 +9,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from odradek.proto import common_pb2 as _common_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -53,6 +54,7 @@ class RegisterBrokerRecord(_message.Message):
     RACK_FIELD_NUMBER: _builtins.int
     FENCED_FIELD_NUMBER: _builtins.int
     LOG_DIRS_FIELD_NUMBER: _builtins.int
+    LISTENERS_FIELD_NUMBER: _builtins.int
     broker_id: _builtins.int
     incarnation_id: _builtins.bytes
     broker_epoch: _builtins.int
@@ -62,6 +64,10 @@ class RegisterBrokerRecord(_message.Message):
     def endpoint(self) -> Global___BrokerEndpoint: ...
     @_builtins.property
     def log_dirs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def listeners(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Listener]:
+        """other advertised listeners by name, besides `endpoint` (the gRPC one)"""
+
     def __init__(
         self,
         *,
@@ -72,10 +78,11 @@ class RegisterBrokerRecord(_message.Message):
         rack: _builtins.str = ...,
         fenced: _builtins.bool = ...,
         log_dirs: _abc.Iterable[_builtins.str] | None = ...,
+        listeners: _abc.Iterable[_common_pb2.Listener] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["endpoint", b"endpoint"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "endpoint", b"endpoint", "fenced", b"fenced", "incarnation_id", b"incarnation_id", "log_dirs", b"log_dirs", "rack", b"rack"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "endpoint", b"endpoint", "fenced", b"fenced", "incarnation_id", b"incarnation_id", "listeners", b"listeners", "log_dirs", b"log_dirs", "rack", b"rack"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -54,6 +54,7 @@ CLEANER_KEYS = f"{CLEANER_SERVICE}::test_the_node_keys_become_the_cleaner_thread
 COMPACTION_IT = "tests/integration/test_compaction.py"
 TXN_CONFIG = "tests/transactions/test_coordinator_shell.py::test_the_node_keys_become_the_coordinator_config"
 TXN_RULES = "tests/transactions/test_txn_rules.py"
+KAFKA_CONFIG = "tests/broker/test_kafka_listener_config.py"
 
 TOPIC: dict[str, Key] = {
     "cleanup.policy": Key(
@@ -167,16 +168,27 @@ NODE: dict[str, Key] = {
         ),
     ),
     "advertised.listeners": Key(
-        "the broker address registered for clients, when it differs from the listener",
+        "the broker addresses (gRPC, Kafka) registered for clients, when they differ from the listeners",
         (
             "tests/broker/test_node_wiring.py::test_listener_names_pick_the_controller_listener_and_advertised_overrides_the_broker_address",
+            f"{KAFKA_CONFIG}::test_the_kafka_listener_is_apart_from_the_grpc_broker_listener",
             WIRING,
         ),
     ),
     "controller.listener.names": Key(
-        "which listener names carry the controller (the others are the broker's)",
+        "which listener names carry the controller (the others are the broker's: gRPC, or Kafka's protocol for "
+        "those in `kafka.listener.names`)",
         (
             "tests/broker/test_node_wiring.py::test_listener_names_pick_the_controller_listener_and_advertised_overrides_the_broker_address",
+        ),
+    ),
+    "kafka.listener.names": Key(
+        "which listener names speak Kafka's binary protocol, for Kafka clients (a broker has at most one such "
+        "listener; the broker's gRPC listener is the first that is neither a controller nor a Kafka one)",
+        (
+            f"{KAFKA_CONFIG}::test_the_kafka_listener_is_apart_from_the_grpc_broker_listener",
+            f"{KAFKA_CONFIG}::test_the_advertised_kafka_address_falls_back_to_the_listener_and_names_are_configurable",
+            f"{KAFKA_CONFIG}::test_bad_kafka_listener_layouts_are_refused",
         ),
     ),
     "log.dirs": Key(
@@ -383,6 +395,10 @@ NODE: dict[str, Key] = {
     "socket.request.max.bytes": Key(
         "largest request the node accepts",
         ("tests/broker/test_node_wiring.py::test_socket_request_max_bytes_refuses_a_larger_request",),
+    ),
+    "connections.max.idle.ms": Key(
+        "the Kafka listener closes a connection idle this long",
+        (f"{KAFKA_CONFIG}::test_connections_max_idle_ms_is_kafkas_ten_minutes_unless_set",),
     ),
     "transaction.state.log.num.partitions": Key(
         "partitions of `__transaction_state` when a broker creates it on first use", (TXN_CONFIG,)

@@ -6,9 +6,10 @@ import argparse
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import asdict
 from typing import TypeVar
 
-from odradek.client.admin import AsyncAdmin
+from odradek.client.admin import AsyncAdmin, ClusterDescription
 from odradek.client.cli.common import add_command
 from odradek.client.cli.config_changes import add_alter_arguments, changes
 from odradek.client.cli.output import emit, table
@@ -72,14 +73,22 @@ def _alter_config(args: argparse.Namespace) -> None:
     emit(data, args.format, human=f"{verb}: cluster-wide broker defaults\ndynamic: {shown}")
 
 
+BROKER_COLUMNS = ["node_id", "host", "port", "kafka", "rack", "fenced", "epoch"]
+
+
+def _broker_rows(info: ClusterDescription) -> list[dict]:
+    """Each broker for people: its gRPC host and port, and its Kafka listener's address ("-" without one)."""
+    return [{**asdict(b), "kafka": b.kafka_address or None} for b in info.brokers]
+
+
 def _info(args: argparse.Namespace) -> None:
     info = with_admin(args, lambda a: a.describe_cluster())
-    data = info.to_dict()
+    kafka = f"kafka bootstrap servers: {info.kafka_bootstrap_servers}\n" if info.kafka_bootstrap_servers else ""
     human = (
         f"cluster id: {info.cluster_id}\ncontroller leader: {info.controller_leader}\n"
-        f"bootstrap servers: {info.bootstrap_servers}\n\n" + table(data["brokers"])
+        f"bootstrap servers: {info.bootstrap_servers}\n{kafka}\n" + table(_broker_rows(info), BROKER_COLUMNS)
     )
-    emit(data, args.format, human=human)
+    emit(info.to_dict(), args.format, human=human)
 
 
 def _quorum(args: argparse.Namespace) -> None:
@@ -99,5 +108,4 @@ def _quorum(args: argparse.Namespace) -> None:
 
 def _brokers(args: argparse.Namespace) -> None:
     info = with_admin(args, lambda a: a.describe_cluster())
-    rows = info.to_dict()["brokers"]
-    emit(rows, args.format, human=table(rows, ["node_id", "host", "port", "rack", "fenced", "epoch"]))
+    emit(info.to_dict()["brokers"], args.format, human=table(_broker_rows(info), BROKER_COLUMNS))

@@ -98,12 +98,14 @@ def _up(args: argparse.Namespace) -> None:
         "cluster_id": cluster.cluster_id,
         "dir": str(cluster.directory),
         "bootstrap_servers": cluster.bootstrap_servers,
+        "kafka_bootstrap_servers": cluster.kafka_bootstrap_servers,
         "controllers": cluster.controller_servers,
         "nodes": cluster.status(),
     }
     human = (
         f"cluster {cluster.cluster_id} is up in {cluster.directory}\n"
         f"bootstrap servers: {cluster.bootstrap_servers}\n"
+        f"kafka bootstrap servers: {cluster.kafka_bootstrap_servers}\n"
         f"controllers: {cluster.controller_servers}\n"
     )
     emit(data, args.format, human=human)
@@ -122,7 +124,7 @@ def _down(args: argparse.Namespace) -> None:
 
 def _status(args: argparse.Namespace) -> None:
     rows = DevCluster.load(_dir(args)).status()
-    columns = ["node_id", "roles", "pid", "state", "broker", "controller", "metrics", "log"]
+    columns = ["node_id", "roles", "pid", "state", "broker", "kafka", "controller", "metrics", "log"]
     emit(rows, args.format, human=table(rows, columns))
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from odradek.proto import common_pb2
 from odradek.proto import metadata_pb2 as md
 
 NO_LEADER = -1
@@ -31,11 +32,18 @@ class BrokerRegistration:
     fenced: bool = True
     in_controlled_shutdown: bool = False
     log_dirs: tuple[str, ...] = ()
+    # (name, host, port) of the broker's advertised listeners besides the gRPC one (``host``, ``port``): its Kafka
+    # listener, so that any broker can tell Kafka clients where the others are.
+    listeners: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def active(self) -> bool:
         """May lead and be in ISRs: registered, unfenced, not shutting down."""
         return not self.fenced and not self.in_controlled_shutdown
+
+    def endpoint(self, name: str) -> tuple[str, int] | None:
+        """The advertised (host, port) of the listener called ``name``; None if the broker registered none."""
+        return next(((host, port) for n, host, port in self.listeners if n == name), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +128,7 @@ class MetadataImage:
                         rack=b.rack,
                         fenced=b.fenced,
                         log_dirs=b.log_dirs,
+                        listeners=listener_messages(b.listeners),
                     )
                 )
             )
@@ -148,6 +157,10 @@ class MetadataImage:
         if self.next_producer_id:
             out.append(md.MetadataRecord(producer_ids=md.ProducerIdsRecord(next_producer_id=self.next_producer_id)))
         return out
+
+
+def listener_messages(listeners: Iterable[tuple[str, str, int]]) -> list[common_pb2.Listener]:
+    return [common_pb2.Listener(name=name, host=host, port=port) for name, host, port in listeners]
 
 
 def partition_record(p: PartitionRegistration) -> md.PartitionRecord:
@@ -279,6 +292,7 @@ class MetadataDelta:
             rack=r.rack,
             fenced=r.fenced,
             log_dirs=tuple(r.log_dirs),
+            listeners=tuple((li.name, li.host, li.port) for li in r.listeners),
         )
         self.changed_brokers.add(r.broker_id)
 

@@ -221,3 +221,39 @@ def test_snapshot_records_rebuild_the_same_image() -> None:
     image = apply(image, create_topic(image, TopicRequest("a", 4, 2, {"cleanup.policy": "delete"})).records)
     rebuilt = image_from_records(image.to_records(), offset=image.offset, epoch=image.epoch)
     assert rebuilt == image
+
+
+def test_registered_listeners_are_in_the_image_survive_snapshots_and_follow_a_re_registration() -> None:
+    life = BrokerControl("c1", session_timeout_ms=9000, unclean_allowed=lambda _t: False)
+
+    def register(image: MetadataImage, incarnation: bytes, listeners: list, offset: int, now_ms: int) -> MetadataImage:
+        d = life.register(
+            image,
+            broker_id=1,
+            cluster_id="c1",
+            incarnation_id=incarnation * 16,
+            host="b1.example",
+            port=9092,
+            rack="",
+            log_dirs=[],
+            next_offset=offset,
+            now_ms=now_ms,
+            listeners=listeners,
+        )
+        assert d.error == ErrorCode.NONE
+        return apply(image, d.records)
+
+    image = register(MetadataImage(), b"a", [("KAFKA", "b1.example", 9192)], 10, 0)
+    broker = image.brokers[1]
+    assert broker.listeners == (("KAFKA", "b1.example", 9192),)
+    assert broker.endpoint("KAFKA") == ("b1.example", 9192)
+    assert broker.endpoint("OTHER") is None
+    assert (broker.host, broker.port) == ("b1.example", 9092)  # the gRPC address is apart
+    rebuilt = image_from_records(image.to_records(), offset=image.offset, epoch=image.epoch)
+    assert rebuilt.brokers[1].endpoint("KAFKA") == ("b1.example", 9192)
+    # a restart (new incarnation, still fenced) with a moved Kafka listener replaces the address...
+    image = register(image, b"b", [("KAFKA", "b1.example", 19192)], 20, 1)
+    assert image.brokers[1].endpoint("KAFKA") == ("b1.example", 19192)
+    # ...and one without a Kafka listener leaves none behind
+    image = register(image, b"c", [], 30, 2)
+    assert image.brokers[1].listeners == () and image.brokers[1].endpoint("KAFKA") is None

@@ -106,6 +106,7 @@ def test_cluster_template_renders_the_inventory(ansible_env: dict[str, str], tmp
     assert len(texts) == 1  # every node gets the same description
     spec = load_cluster(out / "combined-7.toml")
     assert spec.cluster_id == "q3vBFp6uRmW5Yx0wRkqkDg"
+    assert spec.kafka_port == 9192  # odradek_kafka_port
     assert [(n.node_id, n.host, n.roles, n.rack) for n in spec.nodes] == [
         (1, "10.0.0.11", ("controller",), ""),
         (2, "10.0.0.12", ("controller",), ""),

@@ -83,6 +83,19 @@ def test_a_broker_config_advertises_its_host_and_carries_its_rack() -> None:
     assert '"broker.rack"' not in render_node_config(spec, 5)
 
 
+def test_brokers_get_a_kafka_listener_on_kafka_port_and_advertise_it() -> None:
+    spec = parse_cluster(description(kafka_port=19192))
+    for node_id in (3, 4):  # combined and broker
+        config = node_config(spec, node_id)
+        host = spec.node(node_id).host
+        assert str(config.kafka_listener) == str(config.advertised_kafka_listener) == f"{host}:19192"
+        assert str(config.advertised_broker_listener) == f"{host}:9092"
+    assert node_config(spec, 1).kafka_listener is None  # a controller serves no clients
+    assert parse_cluster(description()).kafka_port == 9192  # on by default
+    off = parse_cluster(description(kafka_port=0))
+    assert all(node_config(off, n).kafka_listener is None for n in (3, 4))
+
+
 def test_a_combined_node_listens_on_both_ports() -> None:
     spec = parse_cluster(description())
     assert spec.node(3).roles == ("broker", "controller")
@@ -139,6 +152,10 @@ def _node(data: dict[str, Any], index: int, **changes: Any) -> dict[str, Any]:
         (_node(description(), 1, id=1), "node 1: id used by more than one node"),
         (_node(description(), 4, host="10.0.0.4"), "node 5: broker_port 10.0.0.4:9092 is also node 4's broker_port"),
         (description(metrics_port=9092), "node 3: metrics_port 10.0.0.3:9092 is also node 3's broker_port"),
+        (description(kafka_port=9092), "node 3: kafka_port 10.0.0.3:9092 is also node 3's broker_port"),
+        (description(kafka_port=9093), "node 3: controller_port 10.0.0.3:9093 is also node 3's kafka_port"),
+        (description(kafka_port=-1), "kafka_port -1 must be a port number"),
+        (description(properties={"kafka.listener.names": "K"}), "properties: 'kafka.listener.names' is set per node"),
         (description(nodes=[{"id": 1, "host": "h", "roles": ["broker"]}]), "no node has the controller role"),
         (_node(description(), 3, roles=["brokr"]), "node 4: roles ['brokr'] must be controller, broker or both"),
         (_node(description(), 3, roles=[]), "node 4: roles [] must be"),

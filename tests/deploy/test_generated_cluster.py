@@ -4,6 +4,7 @@ loopback address (the description's ports are the same on every node, as on VMs)
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import subprocess
 import sys
@@ -23,10 +24,10 @@ def odradek(*args: str) -> list[str]:
 
 @pytest.mark.integration
 def test_generated_configs_run_a_healthy_cluster(tmp_path: Path) -> None:
-    broker_port, controller_port = free_port(), free_port()
+    broker_port, controller_port, kafka_port = free_port(), free_port(), free_port()
     (tmp_path / "cluster.toml").write_text(
         f'cluster_id = "{CLUSTER_ID}"\nbroker_port = {broker_port}\ncontroller_port = {controller_port}\n'
-        f'metrics_port = 0\n[properties]\n"log.dirs" = "{tmp_path}/data-{{node_id}}"\n'
+        f'kafka_port = {kafka_port}\nmetrics_port = 0\n[properties]\n"log.dirs" = "{tmp_path}/data-{{node_id}}"\n'
         '"broker.heartbeat.interval.ms" = 500\n'
         '[[nodes]]\nid = 1\nhost = "127.0.0.11"\nroles = ["controller"]\n'
         '[[nodes]]\nid = 2\nhost = "127.0.0.12"\nroles = ["broker"]\nrack = "r1"\n'
@@ -57,6 +58,10 @@ def test_generated_configs_run_a_healthy_cluster(tmp_path: Path) -> None:
             odradek("broker", "list", "-X", servers, "--format", "json"), capture_output=True, text=True, timeout=60
         )
         assert '"rack": "r1"' in brokers.stdout
+        # the generated KAFKA listener is registered next to the gRPC address
+        assert json.loads(brokers.stdout)[0]["listeners"] == [
+            {"name": "KAFKA", "host": "127.0.0.12", "port": kafka_port}
+        ]
 
 
 def stop(nodes: list[subprocess.Popen[bytes]]) -> None:

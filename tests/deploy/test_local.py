@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from odradek.broker.config import NodeConfig
 from odradek.deploy import pytest_plugin
 from odradek.deploy.local import (
     DevCluster,
@@ -55,6 +56,23 @@ def test_a_cluster_without_controllers_or_with_negative_brokers_is_refused(
     with pytest.raises(LocalClusterError):
         DevCluster.create(tmp_path, controllers, brokers)
     assert not (tmp_path / "cluster.json").exists()
+
+
+@pytest.mark.parametrize("combined", [False, True])
+def test_every_dev_broker_gets_a_kafka_listener_on_its_own_port(tmp_path: Path, combined: bool) -> None:
+    cluster = DevCluster.create(tmp_path, 2, 2, combined)
+    configs = {n.node_id: NodeConfig.load(n.config) for n in cluster.nodes}
+    kafka = {i: c.kafka_listener for i, c in configs.items() if c.is_broker}
+    assert len(kafka) == 2 and all(e is not None for e in kafka.values())
+    assert all(c.kafka_listener is None for c in configs.values() if not c.is_broker)
+    ports = [p for n in cluster.nodes for p in (n.broker_port, n.controller_port, n.metrics_port, n.kafka_port) if p]
+    assert len(ports) == len(set(ports))  # its own port, apart from every other listener of every node
+    assert cluster.kafka_bootstrap_servers == ",".join(f"127.0.0.1:{e.port}" for e in kafka.values())  # type: ignore[union-attr]
+    assert all(
+        s["kafka"] == (f"127.0.0.1:{n.kafka_port}" if n.kafka_port else None)
+        for n, s in zip(cluster.nodes, cluster.status())
+    )
+    assert DevCluster.load(tmp_path).kafka_bootstrap_servers == cluster.kafka_bootstrap_servers  # saved
 
 
 async def test_run_sync_works_inside_a_running_event_loop() -> None:

@@ -34,20 +34,40 @@ def as_json(home: Path, *args: str):
 def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("home")
     up = as_json(home, "dev", "up", "--controllers", "3", "--brokers", "3", "--set", "broker.session.timeout.ms=3000")
-    assert len(up["nodes"]) == 6
+    assert len(up["nodes"]) == 6 and len(up["kafka_bootstrap_servers"].split(",")) == 3
     yield home
     odradek(home, "dev", "down", "--purge", check=False)
 
 
 def test_cluster_info_and_broker_list_shapes(home: Path) -> None:
     info = as_json(home, "cluster", "info")
-    assert set(info) == {"cluster_id", "controller_leader", "bootstrap_servers", "brokers"}
+    assert set(info) == {"cluster_id", "controller_leader", "bootstrap_servers", "kafka_bootstrap_servers", "brokers"}
     assert info["controller_leader"] in (1, 2, 3)
     assert len(info["bootstrap_servers"].split(",")) == 3
     brokers = as_json(home, "broker", "list")
     assert [b["node_id"] for b in brokers] == [4, 5, 6]
-    assert all(set(b) == {"node_id", "host", "port", "rack", "fenced", "epoch"} for b in brokers)
+    assert all(set(b) == {"node_id", "host", "port", "rack", "fenced", "epoch", "listeners"} for b in brokers)
     assert not any(b["fenced"] for b in brokers)
+
+
+def test_brokers_register_their_kafka_listeners_and_both_addresses_are_shown(home: Path) -> None:
+    """dev up gives each broker a Kafka listener; the broker registers it with the controller, which records it in
+    the metadata every node serves, and cluster info and broker list show it next to the gRPC address."""
+    kafka = {n["node_id"]: n["kafka"] for n in as_json(home, "dev", "status") if n["kafka"]}
+    assert sorted(kafka) == [4, 5, 6]
+    brokers = as_json(home, "broker", "list")
+    for b in brokers:
+        host, port = kafka[b["node_id"]].rsplit(":", 1)
+        assert b["listeners"] == [{"name": "KAFKA", "host": host, "port": int(port)}]
+        assert int(port) != b["port"]
+    info = as_json(home, "cluster", "info")
+    assert info["kafka_bootstrap_servers"] == ",".join(kafka[i] for i in (4, 5, 6))
+    assert [b["listeners"] for b in info["brokers"]] == [b["listeners"] for b in brokers]
+    human = odradek(home, "cluster", "info").stdout
+    assert f"kafka bootstrap servers: {info['kafka_bootstrap_servers']}" in human
+    listed = odradek(home, "broker", "list").stdout.splitlines()
+    assert listed[0].split()[:4] == ["NODE_ID", "HOST", "PORT", "KAFKA"]
+    assert [line.split()[3] for line in listed[1:]] == [kafka[i] for i in (4, 5, 6)]
 
 
 def test_cluster_quorum_shape(home: Path) -> None:

@@ -41,5 +41,12 @@ def test_snapshot_transfer_to_an_empty_observer_and_reload_on_restart(tmp_path: 
         cluster.start(follower)
         with Admin({"bootstrap.servers": f"127.0.0.1:{cluster.node(follower).controller_port}"}) as restarted:
             wait_for(lambda: set(names) <= set(restarted.list_topics()), 20, 0.2, "the restarted controller")
+            # the brokers' registered Kafka listeners came back with the snapshot
+            kafka = {n.node_id: [("KAFKA", n.host, n.kafka_port)] for n in cluster.nodes if n.kafka_port}
+            registered = {
+                b.node_id: [(li.name, li.host, li.port) for li in b.listeners]
+                for b in restarted.describe_cluster().brokers
+            }
+            assert registered == kafka
     finally:
         cluster.stop_all(timeout=10)
