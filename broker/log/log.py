@@ -81,7 +81,7 @@ logger = logging.getLogger(__name__)
 _BASE_OFFSET = struct.Struct(">q")
 
 Buffered = bytes | memoryview
-R = TypeVar("R", Buffered, FileSlice | bytes, Buffered | FileSlice)
+R = TypeVar("R", bound=Buffered | FileSlice, covariant=True)
 _NO_LIMIT = 2**63 - 1  # followers copy what the leader accepted: no max.message.bytes check
 _FLAGS_AT = 22  # the low byte of a batch's attributes: the transactional and control bits
 _TXN_BITS = TRANSACTIONAL_FLAG | CONTROL_FLAG
