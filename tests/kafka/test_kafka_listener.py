@@ -8,6 +8,7 @@ import asyncio
 import errno
 import logging
 import os
+import random
 import socket
 import struct
 from collections.abc import Awaitable, Callable, Iterator
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 import uvloop
 
+from odradek.broker.kafka.framing import FrameReader, FrameSizeError
 from odradek.broker.kafka.server import KafkaListener
 from odradek.broker.kafka.wire import Chunk, ConnectionInfo, FileSlice, ProtocolError, Response
 
@@ -338,3 +340,25 @@ def test_bad_settings_are_refused() -> None:
         KafkaListener("127.0.0.1", 0, "KAFKA", apis, max_request_bytes=0, idle_timeout_ms=1000)
     with pytest.raises(ValueError, match="idle_timeout_ms"):
         KafkaListener("127.0.0.1", 0, "KAFKA", apis, max_request_bytes=100, idle_timeout_ms=0)
+
+
+def test_frames_are_cut_the_same_whatever_the_reads() -> None:
+    rng = random.Random(5)
+    frames = [rng.randbytes(rng.choice((0, 1, 5, 300, 70_000))) for _ in range(40)]
+    stream = b"".join(SIZE.pack(len(f)) + f for f in frames)
+    for max_read in (1, 7, 4096, 1 << 20):
+        reader, got, position = FrameReader(100_000, read_ahead=1024), [], 0
+        while position < len(stream):
+            target = reader.recv_buffer()
+            n = min(len(target), rng.randint(1, max_read), len(stream) - position)
+            target[:n] = stream[position : position + n]
+            position += n
+            reader.received(n)
+            while (frame := reader.next_frame()) is not None:
+                got.append(bytes(frame))
+        assert got == frames and not reader.partial
+    reader = FrameReader(10)
+    reader.recv_buffer()[:4] = SIZE.pack(11)
+    reader.received(4)
+    with pytest.raises(FrameSizeError, match="request size 11 outside"):
+        reader.next_frame()
