@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
+from odradek.broker.kafka.wire import FileSlice
 from odradek.broker.log.log import AbortedTxn, AppendInfo, AppendOrigin, FetchData, Log
 from odradek.broker.log.rewrite import rewrite_for_append
 from odradek.broker.replication import IsrChange, LeaderState, Progress
@@ -264,11 +265,11 @@ class Partition:
             )
         return hw
 
-    def read(self, offset: int, max_bytes: int, client_epoch: int = -1) -> FetchData:
+    def read(self, offset: int, max_bytes: int, client_epoch: int = -1, as_file: bool = False) -> FetchData:
         """A consumer read: whole batches below the high watermark (OFFSET_NOT_AVAILABLE while a new leader's
-        high watermark catches up, see ``visible_high_watermark``)."""
+        high watermark catches up, see ``visible_high_watermark``). ``as_file``: see ``Log.read``."""
         hw = self.visible_high_watermark(client_epoch)
-        return self.log.read(offset, max_bytes, max_offset=hw)
+        return self.log.read(offset, max_bytes, max_offset=hw, as_file=as_file)
 
     # -- transactions ---------------------------------------------------------------------------------------------
 
@@ -277,12 +278,20 @@ class Partition:
         first offset of a transaction not yet decided (or decided by a marker not yet replicated)."""
         return min(self.visible_high_watermark(client_epoch), self.log.last_stable_offset)
 
-    def read_committed(self, offset: int, max_bytes: int, client_epoch: int = -1) -> CommittedRead:
+    def read_committed(
+        self, offset: int, max_bytes: int, client_epoch: int = -1, as_file: bool = False
+    ) -> CommittedRead:
         """A read_committed consumer's read: whole batches below the last stable offset and the aborted
-        transactions among them. The offset only moves up, so reading after computing it is safe."""
+        transactions among them. The offset only moves up, so reading after computing it is safe. ``as_file``:
+        see ``Log.read`` (the slice is closed here if the aborted-transaction lookup fails)."""
         lso = self.last_stable_offset(client_epoch)
-        data = self.log.read(offset, max_bytes, max_offset=lso)
-        aborted = self.log.aborted_transactions(offset, min(data.next_offset, lso)) if len(data.records) else []
+        data = self.log.read(offset, max_bytes, max_offset=lso, as_file=as_file)
+        try:
+            aborted = self.log.aborted_transactions(offset, min(data.next_offset, lso)) if len(data.records) else []
+        except BaseException:
+            if isinstance(data.records, FileSlice):
+                data.records.close()
+            raise
         return CommittedRead(data, lso, aborted)
 
     def append_marker(

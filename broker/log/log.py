@@ -31,8 +31,9 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import NamedTuple, cast
+from typing import Generic, Literal, NamedTuple, TypeVar, cast, overload
 
+from odradek.broker.kafka.wire import FileSlice
 from odradek.broker.log import durability
 from odradek.broker.log.checkpoint import fsync_dir
 from odradek.broker.log.config import LogConfig
@@ -78,6 +79,9 @@ from odradek.client.record.header import (
 logger = logging.getLogger(__name__)
 
 _BASE_OFFSET = struct.Struct(">q")
+
+Buffered = bytes | memoryview
+R = TypeVar("R", bound=Buffered | FileSlice, covariant=True)
 _NO_LIMIT = 2**63 - 1  # followers copy what the leader accepted: no max.message.bytes check
 _FLAGS_AT = 22  # the low byte of a batch's attributes: the transactional and control bits
 _TXN_BITS = TRANSACTIONAL_FLAG | CONTROL_FLAG
@@ -135,20 +139,33 @@ class AppendInfo(NamedTuple):
 _append_info = cast("Callable[[tuple[int, ...]], AppendInfo]", partial(tuple.__new__, AppendInfo))
 
 
-class FetchData(NamedTuple):
+class FetchData(NamedTuple, Generic[R]):
     """Whole batches plus the partition's offsets, read under one lock hold so they agree.
 
-    ``records`` is bytes, or a memoryview over a larger read when cut at ``max_bytes`` (no copy).
+    ``records`` is bytes, or a memoryview over a larger read when cut at ``max_bytes`` (no copy); for a read with
+    ``as_file`` (the Kafka listener's zero-copy fetch) a non-empty answer is instead a FileSlice over the same
+    batches in the segment file, which the caller must close, and an empty one is still b"".
     ``first_offset`` is the first batch's base offset (it may precede the requested offset, as in Kafka);
     ``next_offset`` is where the next read continues. Both equal the requested offset when nothing is returned.
     """
 
-    records: bytes | memoryview
+    records: R
     first_offset: int
     next_offset: int
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+
+
+def _first_base_offset(data: Buffered | FileSlice) -> int:
+    """The first batch's base offset: from the bytes, or a small read of a file slice (closed if that fails)."""
+    if not isinstance(data, FileSlice):
+        return int(_BASE_OFFSET.unpack_from(data)[0])
+    try:
+        return int(_BASE_OFFSET.unpack(os.pread(data.fd, _BASE_OFFSET.size, data.position))[0])
+    except BaseException:
+        data.close()
+        raise
 
 
 class SegmentStat(NamedTuple):
@@ -844,10 +861,51 @@ class Log:
 
     # -- reads ----------------------------------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True) -> FetchData:
+    @overload
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+        as_file: Literal[False] = False,
+    ) -> FetchData[Buffered]: ...
+
+    @overload
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+        *,
+        as_file: Literal[True],
+    ) -> FetchData[FileSlice | bytes]: ...
+
+    @overload
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+        as_file: bool = False,
+    ) -> FetchData[Buffered | FileSlice]: ...
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+        as_file: bool = False,
+    ) -> FetchData[Buffered | FileSlice]:
         """Whole batches from the one holding ``offset``, at most ``max_bytes`` (but at least one batch if
         ``min_one_batch``), all ending below ``max_offset`` (the high watermark or last stable offset for
         consumers; None for followers). Reads one segment; the caller reads again from ``next_offset``.
+
+        ``as_file`` answers a FileSlice over the same batches instead of their bytes (see FetchData): its fd is a
+        duplicate taken under the lock, so a later handle eviction, retention or cleaning cannot change it.
 
         Raises OffsetOutOfRangeError outside [log start offset, log end offset].
         """
@@ -861,11 +919,11 @@ class Log:
                 i = bisect.bisect_right(self._bases, offset) - 1
                 try:
                     for seg in self._segments[i:]:
-                        found = seg.read(offset, max_bytes, max_offset, min_one_batch)
+                        found = seg.read(offset, max_bytes, max_offset, min_one_batch, as_file)
                         if found is not None:
                             data, next_offset = found
                             if data:
-                                first = _BASE_OFFSET.unpack_from(data)[0]
+                                first = _first_base_offset(data)
                                 return FetchData(data, first, next_offset, self._hw, self._log_start, leo)
                             break
                 except OSError as e:

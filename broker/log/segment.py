@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from odradek.broker.kafka.wire import FileSlice
 from odradek.broker.log import durability
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.epoch_cache import LeaderEpochCache
@@ -50,6 +51,7 @@ _OFFSET_ENTRY = OffsetIndex.entry
 _TIME_ENTRY = TimeIndex.entry
 _LAST_OFFSET_DELTA = struct.Struct(">i")
 _DELTA_AT = 23  # where last_offset_delta sits in the header
+_HEAD_TO_DELTA = _DELTA_AT + _LAST_OFFSET_DELTA.size
 
 
 class TimestampOffset(NamedTuple):
@@ -363,11 +365,15 @@ class LogSegment:
         return None
 
     def read(
-        self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
-    ) -> tuple[bytes | memoryview, int] | None:
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool, as_file: bool = False
+    ) -> tuple[bytes | memoryview | FileSlice, int] | None:
         """Whole batches from the one holding ``offset``: (data, offset after the last batch returned). Stops
         before the batch holding ``max_offset``, and after ``max_bytes`` unless the first batch alone is larger
-        and ``min_one_batch``. None if ``offset`` is past this segment's last batch."""
+        and ``min_one_batch``. None if ``offset`` is past this segment's last batch.
+
+        With ``as_file`` a non-empty answer is a FileSlice over the same bytes, on a duplicate of the segment's
+        fd (so handle eviction or deletion after this call does not change it), found by walking batch headers
+        only: the records are never read into Python. The caller owns the slice."""
         fd = self._file()
         found = self._locate(fd, offset)
         if found is None:
@@ -380,15 +386,47 @@ class LogSegment:
                 end, end_offset = cut
             if end <= start:
                 return b"", offset
+        data: bytes | memoryview | FileSlice
         if end - start <= max_bytes:
-            data: bytes | memoryview = os.pread(fd, end - start, start)
             next_offset = end_offset
+            data = FileSlice(os.dup(fd), start, end - start) if as_file else os.pread(fd, end - start, start)
+        elif as_file:
+            length, next_offset = self._whole_batches_span(fd, start, max_bytes, offset, min_one_batch)
+            data = FileSlice(os.dup(fd), start, length) if length else b""
         else:
             data, next_offset = self._read_whole_batches(fd, start, max_bytes, offset, min_one_batch)
         if len(self._read_ends) >= 64:
             self._read_ends.clear()
         self._read_ends[next_offset] = start + len(data)
         return data, next_offset
+
+    def _whole_batches_span(
+        self, fd: int, start: int, max_bytes: int, offset: int, min_one_batch: bool
+    ) -> tuple[int, int]:
+        """(length, next offset) of the batches _read_whole_batches returns, from their headers alone."""
+        limit = start + max_bytes
+        indexed_offset, indexed = self.offset_index.lookup_position(limit)
+        p, next_offset = (indexed, indexed_offset) if indexed > start else (start, offset)
+        while p + LOG_OVERHEAD <= limit:
+            head = self._head_at(fd, p)
+            size = batch_size_at(head, 0)
+            if p + size > limit:
+                break
+            next_offset = _next_offset_at(head, 0)
+            p += size
+        if p > start:
+            return p - start, next_offset
+        if not min_one_batch:
+            return 0, offset
+        head = self._head_at(fd, start)
+        return batch_size_at(head, 0), _next_offset_at(head, 0)
+
+    def _head_at(self, fd: int, position: int) -> bytes:
+        """A batch's header up to its last offset delta (size and next offset; no record bytes)."""
+        head = os.pread(fd, _HEAD_TO_DELTA, position)
+        if len(head) < _HEAD_TO_DELTA:
+            raise CorruptRecordError(f"{self.log_path}: batch header cut short at byte {position}")
+        return head
 
     def _read_whole_batches(
         self, fd: int, start: int, max_bytes: int, offset: int, min_one_batch: bool

@@ -1,0 +1,364 @@
+"""The Kafka listener's network shell on real loopback sockets under uvloop, against a fake dispatch.
+
+The fake protocol: a frame is ``command:argument``; the answer is whatever the command says (see FakeApis)."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import random
+import socket
+import struct
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+import uvloop
+
+from odradek.broker.kafka.framing import FrameReader, FrameSizeError
+from odradek.broker.kafka.server import KafkaListener
+from odradek.broker.kafka.wire import Chunk, ConnectionInfo, FileSlice, ProtocolError, Response
+
+SIZE = struct.Struct(">i")
+MAX_REQUEST = 1 << 20
+TIMEOUT_S = 15
+
+
+def run(scenario: Callable[[], Awaitable[None]]) -> None:
+    """Run ``scenario`` on a uvloop loop, as the node does, bounded in time."""
+
+    async def bounded() -> None:
+        assert isinstance(asyncio.get_running_loop(), uvloop.Loop)
+        await asyncio.wait_for(scenario(), TIMEOUT_S)
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(bounded())
+
+
+class FakeApis:
+    """A dispatch that records what it was called with and when, and never runs two requests of a connection at
+    once unnoticed."""
+
+    def __init__(self, files: Path | None = None) -> None:
+        self.calls: list[tuple[int, bytes, float]] = []  # (connection id, frame, loop time)
+        self.in_flight: dict[int, int] = {}
+        self.max_in_flight = 0
+        self.slices: list[FileSlice] = []
+        self.files = files
+        self.block = asyncio.Event()
+        self.arrived: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def __call__(self, conn: ConnectionInfo, frame: memoryview) -> Response | None:
+        assert isinstance(frame, memoryview)
+        data = bytes(frame)
+        self.calls.append((conn.connection_id, data, asyncio.get_running_loop().time()))
+        self.arrived.put_nowait(data)
+        self.in_flight[conn.connection_id] = self.in_flight.get(conn.connection_id, 0) + 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight[conn.connection_id])
+        try:
+            return await self._answer(data)
+        finally:
+            self.in_flight[conn.connection_id] -= 1
+
+    async def _answer(self, data: bytes) -> Response | None:
+        command, _, arg = data.partition(b":")
+        if command == b"echo":
+            return Response([b"echo:", arg])
+        if command == b"slow":
+            await asyncio.sleep(0.05)
+            return Response([bytearray(arg)])
+        if command == b"none":
+            return None
+        if command == b"throttle":
+            return Response([b"throttled"], throttle_ms=int(arg))
+        if command == b"protocol-error":
+            raise ProtocolError("unknown API key 999")
+        if command == b"boom":
+            raise RuntimeError("a handler bug")
+        if command == b"block":
+            await self.block.wait()
+            return Response([b"late"])
+        if command in (b"file", b"truncated"):
+            assert self.files is not None
+            name, position, length = arg.decode().split(",")
+            path = self.files / name
+            chunks: list[Chunk] = [b"head:"]
+            for _ in range(2):
+                piece = FileSlice(os.open(path, os.O_RDONLY), int(position), int(length))
+                self.slices.append(piece)
+                chunks += [piece, memoryview(b"|")]
+            if command == b"truncated":
+                os.truncate(path, int(position) + int(length) // 2)
+            return Response(chunks)
+        raise ProtocolError(f"unknown command {command!r}")
+
+
+class Client:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def connect(cls, listener: KafkaListener, receive_buffer: int | None = None) -> Client:
+        if receive_buffer is None:
+            return cls(*await asyncio.open_connection("127.0.0.1", listener.port))
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)  # a small window: the sender stalls
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", listener.port))
+        return cls(*await asyncio.open_connection(sock=sock))
+
+    def send(self, *frames: bytes) -> None:
+        self.writer.write(b"".join(SIZE.pack(len(f)) + f for f in frames))
+
+    async def receive(self) -> bytes:
+        (size,) = SIZE.unpack(await self.reader.readexactly(4))
+        return await self.reader.readexactly(size)
+
+    async def call(self, frame: bytes) -> bytes:
+        self.send(frame)
+        return await self.receive()
+
+    async def closed_by_peer(self) -> bool:
+        """True once the listener closed the connection (EOF or reset), with nothing else received first."""
+        try:
+            return await self.reader.read(1) == b""
+        except ConnectionResetError:
+            return True
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def started(apis: FakeApis, **kwargs: object) -> KafkaListener:
+    options: dict[str, object] = {"max_request_bytes": MAX_REQUEST, "idle_timeout_ms": 60_000, **kwargs}
+    listener = KafkaListener("127.0.0.1", 0, "KAFKA", apis, **options)  # type: ignore[arg-type]
+    await listener.start()
+    assert listener.port > 0
+    return listener
+
+
+def test_pipelined_requests_are_answered_one_at_a_time_in_order() -> None:
+    big = os.urandom(300_000)  # larger than the read-ahead: received into its own buffer
+
+    async def scenario() -> None:
+        apis = FakeApis()
+        listener = await started(apis)
+        client = await Client.connect(listener)
+        frames = [b"slow:a", b"echo:b", b"none:", b"slow:c", b"echo:" + big, b"echo:d"] * 3
+        client.send(*frames)
+        answers = [await client.receive() for _ in range(15)]
+        assert answers == [b"a", b"echo:b", b"c", b"echo:" + big, b"echo:d"] * 3
+        assert [c[1] for c in apis.calls] == frames
+        assert apis.max_in_flight == 1
+        assert listener.connection_count == 1
+        client.close()
+        await listener.stop()
+        assert listener.connection_count == 0
+
+    run(scenario)
+
+
+BAD_INPUTS = {
+    "oversized": SIZE.pack(MAX_REQUEST + 1) + b"x" * 100,
+    "negative size": SIZE.pack(-5),
+    "garbage": b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    "cut short": SIZE.pack(100) + b"echo:only part",
+    "protocol error": SIZE.pack(14) + b"protocol-error",
+    "handler bug": SIZE.pack(4) + b"boom",
+}
+
+
+@pytest.mark.parametrize("bad", BAD_INPUTS)
+def test_a_bad_request_closes_only_its_connection(bad: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="odradek.broker.kafka.server")
+
+    async def scenario() -> None:
+        apis = FakeApis()
+        listener = await started(apis)
+        good, victim = await Client.connect(listener), await Client.connect(listener)
+        assert await good.call(b"echo:1") == b"echo:1"
+        assert await victim.call(b"echo:2") == b"echo:2"
+        victim.writer.write(BAD_INPUTS[bad])
+        if bad == "cut short":
+            victim.writer.write_eof()
+        assert await victim.closed_by_peer()
+        assert listener.connection_count == 1
+        assert await good.call(b"echo:3") == b"echo:3"
+        later = await Client.connect(listener)  # and the listener still accepts
+        assert await later.call(b"echo:4") == b"echo:4"
+        dispatched = {"protocol error": [b"protocol-error"], "handler bug": [b"boom"]}.get(bad, [])
+        assert [c[1] for c in apis.calls if c[0] == 2] == [b"echo:2", *dispatched]  # bad frames never reach it
+        for client in (good, later, victim):
+            client.close()
+        await listener.stop()
+
+    run(scenario)
+    closing = [r for r in caplog.records if "closing 127.0.0.1:" in r.getMessage()]
+    assert len(closing) == 1, caplog.text
+    if bad == "handler bug":
+        assert closing[0].levelno == logging.ERROR and closing[0].exc_info is not None
+        assert "a handler bug" in caplog.text
+    else:
+        assert closing[0].levelno == logging.WARNING and closing[0].exc_info is None
+    reason = {"oversized": "request size", "negative size": "request size -5", "garbage": "request size"}
+    reason |= {"cut short": "ended inside a request", "protocol error": "unknown API key 999"}
+    if bad in reason:
+        assert reason[bad] in closing[0].getMessage()
+
+
+def test_idle_connections_are_closed() -> None:
+    async def scenario() -> None:
+        apis = FakeApis()
+        listener = await started(apis, idle_timeout_ms=300)
+        client = await Client.connect(listener)
+        loop = asyncio.get_running_loop()
+        for _ in range(3):  # requests keep it open past the timeout
+            await asyncio.sleep(0.15)
+            assert await client.call(b"slow:x") == b"x"
+        answered = loop.time()
+        assert await client.closed_by_peer()
+        idle = loop.time() - answered
+        assert 0.25 <= idle < 5, idle
+        assert listener.connection_count == 0
+        await listener.stop()
+
+    run(scenario)
+
+
+def test_a_throttled_response_holds_the_next_request() -> None:
+    async def scenario() -> None:
+        apis = FakeApis()
+        listener = await started(apis)
+        client, other = await Client.connect(listener), await Client.connect(listener)
+        client.send(b"throttle:400", b"echo:after")
+        assert await client.receive() == b"throttled"
+        assert await other.call(b"echo:meanwhile") == b"echo:meanwhile"  # other connections are not muted
+        assert await client.receive() == b"echo:after"
+        times = {frame: t for _, frame, t in apis.calls}
+        assert 0.35 <= times[b"echo:after"] - times[b"throttle:400"] < 5
+        assert times[b"echo:meanwhile"] < times[b"echo:after"]
+        client.send(b"throttle:0", b"echo:now")
+        assert [await client.receive(), await client.receive()] == [b"throttled", b"echo:now"]
+        for c in (client, other):
+            c.close()
+        await listener.stop()
+
+    run(scenario)
+
+
+@pytest.fixture
+def data_file(tmp_path: Path) -> Iterator[bytes]:
+    content = os.urandom(4 << 20)
+    (tmp_path / "segment.log").write_bytes(content)
+    yield content
+
+
+@pytest.mark.parametrize("mode", ["sendfile", "use_sendfile=False", "sendfile refused"])
+def test_file_slices_arrive_byte_identical(
+    mode: str, data_file: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_sendfile = os.sendfile
+    sendfile_bytes: list[int] = []
+
+    def spy_sendfile(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
+        if mode == "sendfile refused":
+            raise OSError(errno.EINVAL, "sendfile refused")
+        sent = real_sendfile(out_fd, in_fd, offset, count)
+        sendfile_bytes.append(sent)
+        return sent
+
+    monkeypatch.setattr(os, "sendfile", spy_sendfile)
+    position, length = 1000, len(data_file) - 5000
+
+    async def scenario() -> None:
+        apis = FakeApis(tmp_path)
+        listener = await started(apis, use_sendfile=mode != "use_sendfile=False")
+        client = await Client.connect(listener)
+        answer = await client.call(f"file:segment.log,{position},{length}".encode())
+        piece = data_file[position : position + length]
+        assert answer == b"head:" + piece + b"|" + piece + b"|"
+        assert [s.fd for s in apis.slices] == [-1, -1]  # closed once sent
+        assert await client.call(b"echo:next") == b"echo:next"
+        client.close()
+        await listener.stop()
+
+    run(scenario)
+    assert sum(sendfile_bytes) == (2 * length if mode == "sendfile" else 0)
+
+
+@pytest.mark.parametrize("use_sendfile", [True, False])
+def test_a_slice_whose_file_shrank_closes_the_connection(
+    use_sendfile: bool, data_file: bytes, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        apis = FakeApis(tmp_path)
+        listener = await started(apis, use_sendfile=use_sendfile)
+        client, other = await Client.connect(listener), await Client.connect(listener)
+        client.send(b"truncated:segment.log,0,100000")
+        (size,) = SIZE.unpack(await client.reader.readexactly(4))
+        assert size == len(b"head:|" + b"|") + 2 * 100_000
+        with pytest.raises(asyncio.IncompleteReadError):
+            await client.reader.readexactly(size)
+        assert [s.fd for s in apis.slices] == [-1, -1]
+        assert await other.call(b"echo:fine") == b"echo:fine"
+        for c in (client, other):
+            c.close()
+        await listener.stop()
+
+    run(scenario)
+    assert "the file shrank" in caplog.text
+
+
+def test_stop_closes_connections_and_the_slices_of_unsent_answers(data_file: bytes, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        apis = FakeApis(tmp_path)
+        listener = await started(apis)
+        reader_stalled = await Client.connect(listener, receive_buffer=4096)
+        blocked = await Client.connect(listener)
+        reader_stalled.send(f"file:segment.log,0,{len(data_file)}".encode())  # 8 MiB the client never reads
+        blocked.send(b"block:")
+        assert {await apis.arrived.get(), await apis.arrived.get()} == {b"block:", b"file:segment.log,0,4194304"}
+        assert listener.connection_count == 2
+        assert apis.slices[-1].fd >= 0  # the answer is stuck on a full socket
+        await listener.stop()
+        assert listener.connection_count == 0
+        assert [s.fd for s in apis.slices] == [-1, -1]
+        assert await blocked.closed_by_peer()
+        with pytest.raises((OSError, asyncio.TimeoutError)):
+            await asyncio.wait_for(Client.connect(listener), 2)
+        for c in (reader_stalled, blocked):
+            c.close()
+
+    run(scenario)
+
+
+def test_bad_settings_are_refused() -> None:
+    apis = FakeApis()
+    with pytest.raises(ValueError, match="max_request_bytes"):
+        KafkaListener("127.0.0.1", 0, "KAFKA", apis, max_request_bytes=0, idle_timeout_ms=1000)
+    with pytest.raises(ValueError, match="idle_timeout_ms"):
+        KafkaListener("127.0.0.1", 0, "KAFKA", apis, max_request_bytes=100, idle_timeout_ms=0)
+
+
+def test_frames_are_cut_the_same_whatever_the_reads() -> None:
+    rng = random.Random(5)
+    frames = [rng.randbytes(rng.choice((0, 1, 5, 300, 70_000))) for _ in range(40)]
+    stream = b"".join(SIZE.pack(len(f)) + f for f in frames)
+    for max_read in (1, 7, 4096, 1 << 20):
+        reader, got, position = FrameReader(100_000, read_ahead=1024), [], 0
+        while position < len(stream):
+            target = reader.recv_buffer()
+            n = min(len(target), rng.randint(1, max_read), len(stream) - position)
+            target[:n] = stream[position : position + n]
+            position += n
+            reader.received(n)
+            while (frame := reader.next_frame()) is not None:
+                got.append(bytes(frame))
+        assert got == frames and not reader.partial
+    reader = FrameReader(10)
+    reader.recv_buffer()[:4] = SIZE.pack(11)
+    reader.received(4)
+    with pytest.raises(FrameSizeError, match="request size 11 outside"):
+        reader.next_frame()
