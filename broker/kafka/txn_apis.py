@@ -65,7 +65,9 @@ class TxnApis:
         self.backend = backend
 
     @staticmethod
-    def _ctx(ctx: RequestContext) -> ServiceContext:
+    def _ctx(ctx: RequestContext) -> Any:
+        """The context the service methods read (typed Any: some are annotated with gRPC's servicer context, of
+        which ``ServiceContext`` has just the part they use)."""
         return ServiceContext(ctx, CLIENT_ID_KEY)
 
     async def init_producer_id(self, ctx: RequestContext, v: int, req: Any) -> Any:

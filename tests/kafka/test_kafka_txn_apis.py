@@ -303,6 +303,7 @@ async def test_txn_offset_commit(version: int) -> None:
                     gpb.OffsetCommitPartitionResponse(partition=0, error=ErrorCode.NONE),
                     gpb.OffsetCommitPartitionResponse(partition=1, error=ErrorCode.ILLEGAL_GENERATION),
                     gpb.OffsetCommitPartitionResponse(partition=2, error=ErrorCode.PRODUCER_FENCED),
+                    gpb.OffsetCommitPartitionResponse(partition=3, error=ErrorCode.TRANSACTION_ABORTABLE),
                 ],
             )
         ],
@@ -349,5 +350,6 @@ async def test_txn_offset_commit(version: int) -> None:
     assert [(t.name, p.partition_index, p.error_code) for t in r.topics for p in t.partitions] == [
         ("t", 0, 0),
         ("t", 1, ErrorCode.ILLEGAL_GENERATION),
-        ("t", 2, ErrorCode.INVALID_PRODUCER_EPOCH),
+        ("t", 2, ErrorCode.INVALID_PRODUCER_EPOCH),  # no TxnOffsetCommit version knows PRODUCER_FENCED
+        ("t", 3, ErrorCode.TRANSACTION_ABORTABLE if version >= 4 else ErrorCode.INVALID_TXN_STATE),
     ]
