@@ -1,0 +1,252 @@
+"""The producer-id and transaction APIs on the Kafka listener: InitProducerId (the broker service), AddPartitionsToTxn,
+AddOffsetsToTxn and EndTxn (the transactions service) and TxnOffsetCommit (the group coordinator service), each
+translated into the call the gRPC listener makes and its answer back. Every rule is the services'.
+
+Served versions, and why not more (a version that needs what the services lack is not served at all):
+
+- InitProducerId 0-5. v6 is two-phase commit (KIP-939), which odradek has not.
+- AddPartitionsToTxn 0-5: v0-v3 are the clients' form; v4-v5 the brokers' batched form (one call per transaction,
+  with verify_only as the partition leaders' check).
+- AddOffsetsToTxn 0-4.
+- EndTxn 5 only. odradek's transaction coordinator bumps the producer epoch at every transaction end (KIP-890
+  part 2) and v5 is the version whose answer carries the new epoch. A v0-v4 client keeps its epoch for the next
+  transaction and would be fenced by its own coordinator, so those versions are not served.
+- TxnOffsetCommit 0-4. v5 commits in a transaction the producer did not add the group to (KIP-890 part 2 makes it
+  add the offsets partition implicitly); odradek's group coordinator does not add it, so v5 is not served.
+
+Errors a version predates are answered as Kafka answers that version: PRODUCER_FENCED (KIP-588) as
+INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE (KIP-890) as INVALID_TXN_STATE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.producer.transaction import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+)
+
+from odradek.broker.kafka.apis import ApiRegistry, schema_api
+from odradek.broker.kafka.backend import KafkaBackend
+from odradek.broker.kafka.wire import NO_VERSION, RequestContext, ServiceContext
+from odradek.client.connection import CLIENT_ID_KEY
+from odradek.client.errors import ErrorCode
+from odradek.proto import broker_pb2 as pb
+from odradek.proto import group_pb2 as gpb
+from odradek.proto import transaction_pb2 as tpb
+
+NONE = int(ErrorCode.NONE)
+NO_PRODUCER_ID = NO_PRODUCER_EPOCH = -1
+
+
+def compat_error(code: int, version: int, fenced_from: int, abortable_from: int) -> int:
+    """``code`` as a client of ``version`` understands it: the API's first version that knows PRODUCER_FENCED and
+    TRANSACTION_ABORTABLE are ``fenced_from`` and ``abortable_from`` (NO_VERSION: none)."""
+    if code == ErrorCode.PRODUCER_FENCED and version < fenced_from:
+        return int(ErrorCode.INVALID_PRODUCER_EPOCH)
+    if code == ErrorCode.TRANSACTION_ABORTABLE and version < abortable_from:
+        return int(ErrorCode.INVALID_TXN_STATE)
+    return int(code)
+
+
+class TxnApis:
+    """The handlers, one per API: (context, version, decoded request) -> response of that version."""
+
+    def __init__(self, backend: KafkaBackend) -> None:
+        self.backend = backend
+
+    @staticmethod
+    def _ctx(ctx: RequestContext) -> Any:
+        """The context the service methods read (typed Any: some are annotated with gRPC's servicer context, of
+        which ``ServiceContext`` has just the part they use)."""
+        return ServiceContext(ctx, CLIENT_ID_KEY)
+
+    async def init_producer_id(self, ctx: RequestContext, v: int, req: Any) -> Any:
+        def error(code: int, throttle_ms: int = 0) -> Any:
+            return InitProducerIdResponse(
+                version=v,
+                throttle_time_ms=throttle_ms,
+                error_code=compat_error(code, v, 4, 5),
+                producer_id=NO_PRODUCER_ID,
+                producer_epoch=NO_PRODUCER_EPOCH,
+            )
+
+        # Kafka tells null (an idempotent producer) from "" (refused); the proto's empty string means null.
+        if req.transactional_id == "":
+            return error(int(ErrorCode.INVALID_REQUEST))
+        r = await self.backend.data.InitProducerId(
+            pb.InitProducerIdRequest(
+                transactional_id=req.transactional_id or "",
+                transaction_timeout_ms=req.transaction_timeout_ms,
+                producer_id=req.producer_id if v >= 3 else NO_PRODUCER_ID,
+                producer_epoch=req.producer_epoch if v >= 3 else NO_PRODUCER_EPOCH,
+            ),
+            self._ctx(ctx),
+        )
+        if r.error != ErrorCode.NONE:
+            return error(int(r.error), r.throttle_time_ms)
+        return InitProducerIdResponse(
+            version=v,
+            throttle_time_ms=r.throttle_time_ms,
+            error_code=NONE,
+            producer_id=r.producer_id,
+            producer_epoch=r.producer_epoch,
+        )
+
+    async def _add_partitions(
+        self, ctx: RequestContext, v: int, txn_id: str, pid: int, epoch: int, topics: Any, verify_only: bool
+    ) -> tuple[list[Any], int]:
+        """One transaction's per-topic results (every partition asked for, in request order) and the throttle."""
+        r = await self.backend.transactions.AddPartitionsToTxn(
+            tpb.AddPartitionsToTxnRequest(
+                transactional_id=txn_id,
+                producer_id=pid,
+                producer_epoch=epoch,
+                topics=[tpb.TxnTopic(name=t.name, partitions=list(t.partitions)) for t in topics],
+                verify_only=verify_only,
+            ),
+            self._ctx(ctx),
+        )
+        # A request-level error (NOT_COORDINATOR, ...) comes without results: it is every partition's error, as
+        # Kafka answers it.
+        errors = {(t.name, p.partition): int(p.error) for t in r.results for p in t.partitions}
+        Topic = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+        Partition = Topic.AddPartitionsToTxnPartitionResult
+        results = [
+            Topic(
+                name=t.name,
+                results_by_partition=[
+                    Partition(
+                        partition_index=p,
+                        partition_error_code=compat_error(errors.get((t.name, p), int(r.error)), v, 2, 5),
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in topics
+        ]
+        return results, r.throttle_time_ms
+
+    async def add_partitions_to_txn(self, ctx: RequestContext, v: int, req: Any) -> Any:
+        if v <= 3:
+            results, throttle = await self._add_partitions(
+                ctx,
+                v,
+                req.v3_and_below_transactional_id,
+                req.v3_and_below_producer_id,
+                req.v3_and_below_producer_epoch,
+                req.v3_and_below_topics,
+                False,
+            )
+            return AddPartitionsToTxnResponse(
+                version=v, throttle_time_ms=throttle, results_by_topic_v3_and_below=results
+            )
+        by_txn, throttle = [], 0
+        Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
+        for t in req.transactions:
+            results, ms = await self._add_partitions(
+                ctx, v, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, bool(t.verify_only)
+            )
+            throttle = max(throttle, ms)
+            by_txn.append(Result(transactional_id=t.transactional_id, topic_results=results))
+        return AddPartitionsToTxnResponse(
+            version=v, throttle_time_ms=throttle, error_code=NONE, results_by_transaction=by_txn
+        )
+
+    async def add_offsets_to_txn(self, ctx: RequestContext, v: int, req: Any) -> Any:
+        r = await self.backend.transactions.AddOffsetsToTxn(
+            tpb.AddOffsetsToTxnRequest(
+                transactional_id=req.transactional_id,
+                producer_id=req.producer_id,
+                producer_epoch=req.producer_epoch,
+                group_id=req.group_id,
+            ),
+            self._ctx(ctx),
+        )
+        return AddOffsetsToTxnResponse(
+            version=v, throttle_time_ms=r.throttle_time_ms, error_code=compat_error(int(r.error), v, 2, 4)
+        )
+
+    async def end_txn(self, ctx: RequestContext, v: int, req: Any) -> Any:
+        r = await self.backend.transactions.EndTxn(
+            tpb.EndTxnRequest(
+                transactional_id=req.transactional_id,
+                producer_id=req.producer_id,
+                producer_epoch=req.producer_epoch,
+                committed=bool(req.committed),
+            ),
+            self._ctx(ctx),
+        )
+        return EndTxnResponse(
+            version=v,
+            throttle_time_ms=r.throttle_time_ms,
+            error_code=compat_error(int(r.error), v, 2, 4),
+            # -1 on an error, as Kafka answers; the service leaves them 0 then.
+            producer_id=r.producer_id if r.error == ErrorCode.NONE else NO_PRODUCER_ID,
+            producer_epoch=r.producer_epoch if r.error == ErrorCode.NONE else NO_PRODUCER_EPOCH,
+        )
+
+    async def txn_offset_commit(self, ctx: RequestContext, v: int, req: Any) -> Any:
+        request = gpb.TxnOffsetCommitRequest(
+            transactional_id=req.transactional_id,
+            group_id=req.group_id,
+            producer_id=req.producer_id,
+            producer_epoch=req.producer_epoch,
+            generation_id=req.generation_id if v >= 3 else -1,
+            member_id=req.member_id if v >= 3 else "",
+            topics=[
+                gpb.OffsetCommitTopic(
+                    name=t.name,
+                    partitions=[
+                        gpb.OffsetCommitPartition(
+                            partition=p.partition_index,
+                            committed_offset=p.committed_offset,
+                            committed_leader_epoch=p.committed_leader_epoch if v >= 2 else -1,
+                            committed_metadata=p.committed_metadata or "",
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in req.topics
+            ],
+        )
+        if v >= 3 and req.group_instance_id is not None:
+            request.group_instance_id = req.group_instance_id
+        r = await self.backend.groups.TxnOffsetCommit(request, self._ctx(ctx))
+        Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+        Partition = Topic.TxnOffsetCommitResponsePartition
+        return TxnOffsetCommitResponse(
+            version=v,
+            throttle_time_ms=r.throttle_time_ms,
+            topics=[
+                Topic(
+                    name=t.name,
+                    partitions=[
+                        # No TxnOffsetCommit version knows PRODUCER_FENCED: Kafka answers a fenced producer here
+                        # with INVALID_PRODUCER_EPOCH at every version.
+                        Partition(partition_index=p.partition, error_code=compat_error(int(p.error), v, NO_VERSION, 4))
+                        for p in t.partitions
+                    ],
+                )
+                for t in r.topics
+            ],
+        )
+
+
+def register(registry: ApiRegistry, backend: KafkaBackend) -> None:
+    """Adds the producer-id and transaction APIs at the versions the module docstring gives."""
+    apis = TxnApis(backend)
+    registry.add(*schema_api(InitProducerIdRequest, 0, 5, apis.init_producer_id))
+    registry.add(*schema_api(AddPartitionsToTxnRequest, 0, 5, apis.add_partitions_to_txn))
+    registry.add(*schema_api(AddOffsetsToTxnRequest, 0, 4, apis.add_offsets_to_txn))
+    registry.add(*schema_api(EndTxnRequest, 5, 5, apis.end_txn))
+    registry.add(*schema_api(TxnOffsetCommitRequest, 0, 4, apis.txn_offset_commit))

@@ -1,0 +1,589 @@
+"""The group APIs on the Kafka listener (broker/kafka/group_apis.py): each served version's request, encoded by
+kafka-python, reaches the group coordinator service as the gRPC listener would send it, and the service's answer comes
+back in kafka-python's decoding of that version. The service is a recorder with chosen answers: what is tested is
+the translation only (the coordinator's rules have their own tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kafka.protocol.admin.groups import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kafka.protocol.consumer.group import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+
+from odradek.broker.kafka import group_apis
+from odradek.broker.kafka.apis import ApiRegistry
+from odradek.broker.kafka.backend import KafkaBackend
+from odradek.broker.kafka.wire import ConnectionInfo, RequestContext, RequestHeader
+from odradek.client.connection import CLIENT_ID_KEY
+from odradek.client.errors import ErrorCode
+from odradek.proto import group_pb2 as gpb
+
+CTX = RequestContext(ConnectionInfo(1, "KAFKA", "10.0.0.5", 5555), "app-7")
+# Kafka-listener addresses; the service answers the gRPC ones (port 9092), which must never reach a Kafka client.
+KAFKA_ENDPOINTS = {1: ("b1.kafka", 9192), 2: ("b2.kafka", 9193)}
+
+
+class Recorder:
+    """A service whose methods record (request, context) and return the answer chosen for that method."""
+
+    def __init__(self, **answers: Any) -> None:
+        self.answers = answers
+        self.calls: list[tuple[str, Any, Any]] = []
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name not in self.answers:
+            raise AttributeError(name)
+
+        async def method(request: Any, context: Any) -> Any:
+            self.calls.append((name, request, context))
+            answer = self.answers[name]
+            return answer(request) if callable(answer) else answer
+
+        return method
+
+    def requests(self, name: str) -> list[Any]:
+        return [r for n, r, _ in self.calls if n == name]
+
+
+def registry_with(groups: Recorder) -> ApiRegistry:
+    backend = KafkaBackend(
+        broker_id=1,
+        cluster_id="c",
+        listener="KAFKA",
+        image=lambda: None,  # type: ignore[arg-type,return-value]
+        controller_id=lambda: 1,
+        endpoint=KAFKA_ENDPOINTS.get,
+        data=None,  # type: ignore[arg-type]
+        groups=groups,  # type: ignore[arg-type]
+        transactions=None,  # type: ignore[arg-type]
+        admin=None,  # type: ignore[arg-type]
+    )
+    registry = ApiRegistry()
+    group_apis.register(registry, backend)
+    return registry
+
+
+async def roundtrip(registry: ApiRegistry, request: Any, response_cls: Any, version: int, throttle_ms: int = 0) -> Any:
+    """Encode ``request`` at ``version`` with kafka-python, serve it, and decode the reply's bytes likewise."""
+    found = registry.get(request.API_KEY)
+    assert found is not None
+    spec, handler = found
+    assert spec.serves(version)
+    body = bytes(request.encode(version=version))
+    header = RequestHeader(request.API_KEY, version, 42, CTX.client_id, 0)
+    reply = await handler(CTX, header, memoryview(body))
+    assert reply is not None
+    return response_cls.decode(b"".join(bytes(c) for c in reply.encode(throttle_ms)), version=version)  # type: ignore[arg-type]
+
+
+def test_served_versions() -> None:
+    registry = registry_with(Recorder())
+    served = {spec.name: (spec.min_version, spec.max_version) for spec in registry.specs()}
+    assert served == {
+        "FindCoordinator": (0, 5),
+        "JoinGroup": (4, 9),
+        "SyncGroup": (0, 5),
+        "Heartbeat": (0, 4),
+        "LeaveGroup": (0, 5),
+        "OffsetCommit": (2, 8),
+        "OffsetFetch": (1, 8),
+        "DescribeGroups": (0, 5),
+        "ListGroups": (0, 4),
+        "DeleteGroups": (0, 2),
+    }
+    flexible = {spec.name: spec.flexible_from for spec in registry.specs()}
+    assert flexible["JoinGroup"] == 6 and flexible["OffsetFetch"] == 6 and flexible["FindCoordinator"] == 3
+
+
+# ---- FindCoordinator ----
+
+
+def _coordinators(request: gpb.FindCoordinatorRequest) -> gpb.FindCoordinatorResponse:
+    """The service's answers with gRPC addresses: node 1 and 2 lead, node 3 has no Kafka listener, "bad" errs."""
+    out = []
+    for key in request.keys:
+        if key == "bad":
+            out.append(gpb.Coordinator(key=key, error=ErrorCode.INVALID_GROUP_ID, error_message="no", node_id=-1))
+        else:
+            node = {"g1": 1, "g2": 2, "g3": 3}[key]
+            out.append(gpb.Coordinator(key=key, node_id=node, host=f"grpc{node}", port=9092))
+    return gpb.FindCoordinatorResponse(coordinators=out)
+
+
+@pytest.mark.parametrize("version", range(0, 4))
+async def test_find_coordinator_single_key_answers_the_kafka_listener(version: int) -> None:
+    groups = Recorder(FindCoordinator=_coordinators)
+    registry = registry_with(groups)
+    kwargs = {"key_type": 1} if version >= 1 else {}
+    r = await roundtrip(registry, FindCoordinatorRequest(key="g2", **kwargs), FindCoordinatorResponse, version, 30)
+    (sent,) = groups.requests("FindCoordinator")
+    assert list(sent.keys) == ["g2"]
+    assert sent.key_type == (gpb.TRANSACTION if version >= 1 else gpb.GROUP)
+    assert (r.error_code, r.node_id, r.host, r.port) == (0, 2, "b2.kafka", 9193)
+    if version >= 1:
+        assert r.throttle_time_ms == 30 and r.error_message is None
+
+    r = await roundtrip(registry, FindCoordinatorRequest(key="g3"), FindCoordinatorResponse, version)
+    assert (r.error_code, r.node_id, r.host, r.port) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1)
+    r = await roundtrip(registry, FindCoordinatorRequest(key="bad"), FindCoordinatorResponse, version)
+    assert (r.error_code, r.node_id, r.host, r.port) == (ErrorCode.INVALID_GROUP_ID, -1, "", -1)
+    if version >= 1:
+        assert r.error_message == "no"
+
+
+@pytest.mark.parametrize("version", [4, 5])
+async def test_find_coordinator_batched(version: int) -> None:
+    groups = Recorder(FindCoordinator=_coordinators)
+    registry = registry_with(groups)
+    request = FindCoordinatorRequest(key_type=0, coordinator_keys=["g1", "g3", "bad", "g2"])
+    r = await roundtrip(registry, request, FindCoordinatorResponse, version)
+    (sent,) = groups.requests("FindCoordinator")
+    assert list(sent.keys) == ["g1", "g3", "bad", "g2"] and sent.key_type == gpb.GROUP
+    got = [(c.key, c.error_code, c.node_id, c.host, c.port) for c in r.coordinators]
+    assert got == [
+        ("g1", 0, 1, "b1.kafka", 9192),
+        ("g3", ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1),
+        ("bad", ErrorCode.INVALID_GROUP_ID, -1, "", -1),
+        ("g2", 0, 2, "b2.kafka", 9193),
+    ]
+    assert r.coordinators[0].error_message is None and "Kafka listener" in r.coordinators[1].error_message
+
+
+# ---- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ----
+
+SUBSCRIPTION = b"\x00\x01\x00\x00\x00\x01\x00\x03top\xff\xff\xff\xff\x00"
+
+
+@pytest.mark.parametrize("version", range(4, 10))
+async def test_join_group(version: int) -> None:
+    answer = gpb.JoinGroupResponse(
+        generation_id=3,
+        protocol_type="consumer",
+        protocol_name="range",
+        leader="m-1",
+        skip_assignment=True,
+        member_id="m-1",
+        members=[
+            gpb.JoinGroupMember(member_id="m-1", group_instance_id="i-1", metadata=SUBSCRIPTION),
+            gpb.JoinGroupMember(member_id="m-2", metadata=b"\x00\x07"),
+        ],
+    )
+    groups = Recorder(JoinGroup=answer)
+    registry = registry_with(groups)
+    Protocol = JoinGroupRequest.JoinGroupRequestProtocol
+    request = JoinGroupRequest(
+        group_id="g",
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=20_000,
+        member_id="m-1",
+        group_instance_id="i-1",
+        protocol_type="consumer",
+        protocols=[Protocol(name="range", metadata=SUBSCRIPTION), Protocol(name="sticky", metadata=b"")],
+        reason="restart",
+    )
+    r = await roundtrip(registry, request, JoinGroupResponse, version)
+    ((_, sent, context),) = groups.calls
+    assert (sent.group_id, sent.session_timeout_ms, sent.rebalance_timeout_ms, sent.member_id) == (
+        "g",
+        10_000,
+        20_000,
+        "m-1",
+    )
+    assert sent.protocol_type == "consumer" and sent.client_id == "app-7"
+    assert [(p.name, p.metadata) for p in sent.protocols] == [("range", SUBSCRIPTION), ("sticky", b"")]
+    assert sent.HasField("group_instance_id") == (version >= 5)
+    if version >= 5:
+        assert sent.group_instance_id == "i-1"
+    assert sent.reason == ("restart" if version >= 8 else "")
+    assert context.peer() == "ipv4:10.0.0.5:5555"
+    assert context.invocation_metadata() == ((CLIENT_ID_KEY, "app-7"),)
+
+    assert (r.error_code, r.generation_id, r.protocol_name, r.leader, r.member_id) == (0, 3, "range", "m-1", "m-1")
+    assert [(m.member_id, m.metadata) for m in r.members] == [("m-1", SUBSCRIPTION), ("m-2", b"\x00\x07")]
+    if version >= 5:
+        assert [m.group_instance_id for m in r.members] == ["i-1", None]
+    if version >= 7:
+        assert r.protocol_type == "consumer"
+    if version >= 9:
+        assert r.skip_assignment is True
+
+
+@pytest.mark.parametrize("version", range(4, 10))
+async def test_join_group_member_id_required(version: int) -> None:
+    """KIP-394: a new member's first join answers its id with MEMBER_ID_REQUIRED; null names where nullable."""
+    answer = gpb.JoinGroupResponse(error=ErrorCode.MEMBER_ID_REQUIRED, generation_id=-1, member_id="app-7-abc")
+    groups = Recorder(JoinGroup=answer)
+    request = JoinGroupRequest(
+        group_id="g", session_timeout_ms=10_000, rebalance_timeout_ms=-1, member_id="", protocol_type="consumer"
+    )
+    r = await roundtrip(registry_with(groups), request, JoinGroupResponse, version)
+    (sent,) = groups.requests("JoinGroup")
+    assert sent.member_id == "" and not sent.HasField("group_instance_id") and sent.reason == ""
+    assert (r.error_code, r.generation_id, r.member_id, r.members) == (
+        ErrorCode.MEMBER_ID_REQUIRED,
+        -1,
+        "app-7-abc",
+        [],
+    )
+    assert r.protocol_name == ("" if version < 7 else None)
+    if version >= 7:
+        assert r.protocol_type is None
+
+
+@pytest.mark.parametrize("version", range(0, 6))
+async def test_sync_group(version: int) -> None:
+    answer = gpb.SyncGroupResponse(protocol_type="consumer", protocol_name="range", assignment=b"\x00\x01assign")
+    groups = Recorder(SyncGroup=answer)
+    Assignment = SyncGroupRequest.SyncGroupRequestAssignment
+    request = SyncGroupRequest(
+        group_id="g",
+        generation_id=3,
+        member_id="m-1",
+        group_instance_id="i-1",
+        protocol_type="consumer",
+        protocol_name="range",
+        assignments=[Assignment(member_id="m-1", assignment=b"\x01"), Assignment(member_id="m-2", assignment=b"")],
+    )
+    r = await roundtrip(registry_with(groups), request, SyncGroupResponse, version)
+    (sent,) = groups.requests("SyncGroup")
+    assert (sent.group_id, sent.generation_id, sent.member_id) == ("g", 3, "m-1")
+    assert [(a.member_id, a.assignment) for a in sent.assignments] == [("m-1", b"\x01"), ("m-2", b"")]
+    assert sent.HasField("group_instance_id") == (version >= 3)
+    assert (sent.protocol_type, sent.protocol_name) == (("consumer", "range") if version >= 5 else ("", ""))
+    assert (r.error_code, r.assignment) == (0, b"\x00\x01assign")
+    if version >= 5:
+        assert (r.protocol_type, r.protocol_name) == ("consumer", "range")
+
+
+async def test_sync_group_error_nulls_the_protocol() -> None:
+    groups = Recorder(SyncGroup=gpb.SyncGroupResponse(error=ErrorCode.REBALANCE_IN_PROGRESS))
+    request = SyncGroupRequest(group_id="g", generation_id=3, member_id="m-1", assignments=[])
+    r = await roundtrip(registry_with(groups), request, SyncGroupResponse, 5)
+    assert (r.error_code, r.protocol_type, r.protocol_name, r.assignment) == (
+        ErrorCode.REBALANCE_IN_PROGRESS,
+        None,
+        None,
+        b"",
+    )
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+async def test_heartbeat(version: int) -> None:
+    groups = Recorder(Heartbeat=gpb.HeartbeatResponse(error=ErrorCode.REBALANCE_IN_PROGRESS))
+    request = HeartbeatRequest(group_id="g", generation_id=4, member_id="m-1", group_instance_id="i-1")
+    r = await roundtrip(registry_with(groups), request, HeartbeatResponse, version)
+    (sent,) = groups.requests("Heartbeat")
+    assert (sent.group_id, sent.generation_id, sent.member_id) == ("g", 4, "m-1")
+    assert sent.HasField("group_instance_id") == (version >= 3)
+    assert r.error_code == ErrorCode.REBALANCE_IN_PROGRESS
+
+
+@pytest.mark.parametrize("version", range(0, 3))
+@pytest.mark.parametrize(
+    ("top", "member", "expected"),
+    [
+        (ErrorCode.NONE, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.UNKNOWN_MEMBER_ID),
+        (ErrorCode.NOT_COORDINATOR, None, ErrorCode.NOT_COORDINATOR),
+        (ErrorCode.NONE, ErrorCode.NONE, ErrorCode.NONE),
+    ],
+)
+async def test_leave_group_single_member(version: int, top: int, member: int | None, expected: int) -> None:
+    answer = gpb.LeaveGroupResponse(error=top)  # type: ignore[arg-type]
+    if member is not None:
+        answer.members.add(member_id="m-1", error=member)  # type: ignore[arg-type]
+    groups = Recorder(LeaveGroup=answer)
+    r = await roundtrip(
+        registry_with(groups), LeaveGroupRequest(group_id="g", member_id="m-1"), LeaveGroupResponse, version
+    )
+    (sent,) = groups.requests("LeaveGroup")
+    assert sent.group_id == "g"
+    assert [(m.member_id, m.HasField("group_instance_id"), m.reason) for m in sent.members] == [("m-1", False, "")]
+    assert r.error_code == expected
+
+
+@pytest.mark.parametrize("version", range(3, 6))
+async def test_leave_group_batched(version: int) -> None:
+    answer = gpb.LeaveGroupResponse(
+        members=[
+            gpb.LeftMember(member_id="m-1", error=ErrorCode.NONE),
+            gpb.LeftMember(member_id="", group_instance_id="i-2", error=ErrorCode.UNKNOWN_MEMBER_ID),
+        ]
+    )
+    groups = Recorder(LeaveGroup=answer)
+    Identity = LeaveGroupRequest.MemberIdentity
+    request = LeaveGroupRequest(
+        group_id="g",
+        members=[Identity(member_id="m-1", reason="bye"), Identity(member_id="", group_instance_id="i-2")],
+    )
+    r = await roundtrip(registry_with(groups), request, LeaveGroupResponse, version)
+    (sent,) = groups.requests("LeaveGroup")
+    got = [
+        (m.member_id, m.group_instance_id if m.HasField("group_instance_id") else None, m.reason) for m in sent.members
+    ]
+    assert got == [("m-1", None, "bye" if version >= 5 else ""), ("", "i-2", "")]
+    assert r.error_code == 0
+    assert [(m.member_id, m.group_instance_id, m.error_code) for m in r.members] == [
+        ("m-1", None, 0),
+        ("", "i-2", ErrorCode.UNKNOWN_MEMBER_ID),
+    ]
+
+
+# ---- OffsetCommit, OffsetFetch ----
+
+
+def _commit_request(retention_ms: int = -1) -> Any:
+    Topic = OffsetCommitRequest.OffsetCommitRequestTopic
+    Partition = Topic.OffsetCommitRequestPartition
+    return OffsetCommitRequest(
+        group_id="g",
+        generation_id_or_member_epoch=5,
+        member_id="m-1",
+        group_instance_id="i-1",
+        retention_time_ms=retention_ms,
+        topics=[
+            Topic(
+                name="t",
+                partitions=[
+                    Partition(
+                        partition_index=0, committed_offset=100, committed_leader_epoch=7, committed_metadata="md"
+                    ),
+                    Partition(
+                        partition_index=1, committed_offset=5, committed_leader_epoch=-1, committed_metadata=None
+                    ),
+                ],
+            ),
+            Topic(name="u", partitions=[Partition(partition_index=2, committed_offset=0, committed_metadata="")]),
+        ],
+    )
+
+
+@pytest.mark.parametrize("version", range(2, 9))
+async def test_offset_commit(version: int) -> None:
+    def answer(request: gpb.OffsetCommitRequest) -> gpb.OffsetCommitResponse:
+        out = gpb.OffsetCommitResponse()
+        for t in request.topics:
+            topic = out.topics.add(name=t.name)
+            for p in t.partitions:
+                error = ErrorCode.OFFSET_METADATA_TOO_LARGE if p.partition == 1 else ErrorCode.NONE
+                topic.partitions.add(partition=p.partition, error=error)
+        return out
+
+    groups = Recorder(OffsetCommit=answer)
+    r = await roundtrip(registry_with(groups), _commit_request(), OffsetCommitResponse, version)
+    (sent,) = groups.requests("OffsetCommit")
+    assert (sent.group_id, sent.generation_id, sent.member_id) == ("g", 5, "m-1")
+    assert sent.HasField("group_instance_id") == (version >= 7)
+    got = [
+        (t.name, p.partition, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+        for t in sent.topics
+        for p in t.partitions
+    ]
+    epoch = 7 if version >= 6 else -1
+    assert got == [("t", 0, 100, epoch, "md"), ("t", 1, 5, -1, ""), ("u", 2, 0, -1, "")]
+    assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in r.topics] == [
+        ("t", [(0, 0), (1, ErrorCode.OFFSET_METADATA_TOO_LARGE)]),
+        ("u", [(2, 0)]),
+    ]
+
+
+@pytest.mark.parametrize("version", range(2, 5))
+async def test_offset_commit_retention_time_is_refused(version: int) -> None:
+    groups = Recorder(OffsetCommit=gpb.OffsetCommitResponse())
+    r = await roundtrip(registry_with(groups), _commit_request(retention_ms=60_000), OffsetCommitResponse, version)
+    assert groups.calls == []
+    assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in r.topics] == [
+        ("t", [(0, ErrorCode.INVALID_REQUEST), (1, ErrorCode.INVALID_REQUEST)]),
+        ("u", [(2, ErrorCode.INVALID_REQUEST)]),
+    ]
+
+
+def _fetch_answer(request: gpb.OffsetFetchRequest) -> gpb.OffsetFetchResponse:
+    if request.group_id == "gone":
+        return gpb.OffsetFetchResponse(error=ErrorCode.NOT_COORDINATOR)
+    out = gpb.OffsetFetchResponse()
+    t = out.topics.add(name="t")
+    t.partitions.add(partition=0, committed_offset=100, committed_leader_epoch=7, metadata="md")
+    t.partitions.add(
+        partition=1, committed_offset=-1, committed_leader_epoch=-1, error=ErrorCode.UNSTABLE_OFFSET_COMMIT
+    )
+    return out
+
+
+@pytest.mark.parametrize("version", range(1, 8))
+async def test_offset_fetch(version: int) -> None:
+    groups = Recorder(OffsetFetch=_fetch_answer)
+    registry = registry_with(groups)
+    Topic = OffsetFetchRequest.OffsetFetchRequestTopic
+    request = OffsetFetchRequest(group_id="g", topics=[Topic(name="t", partition_indexes=[0, 1])], require_stable=True)
+    r = await roundtrip(registry, request, OffsetFetchResponse, version, throttle_ms=9)
+    (sent,) = groups.requests("OffsetFetch")
+    assert (sent.group_id, sent.all_topics, sent.require_stable) == ("g", False, version >= 7)
+    assert [(t.name, list(t.partitions)) for t in sent.topics] == [("t", [0, 1])]
+    got = [
+        (t.name, p.partition_index, p.committed_offset, p.metadata, p.error_code)
+        for t in r.topics
+        for p in t.partitions
+    ]
+    assert got == [("t", 0, 100, "md", 0), ("t", 1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)]
+    if version >= 5:
+        assert [p.committed_leader_epoch for p in r.topics[0].partitions] == [7, -1]
+    if version >= 2:
+        assert r.error_code == 0
+    if version >= 3:
+        assert r.throttle_time_ms == 9
+
+    # The group's error: top-level from v2, on every partition asked for in v1.
+    request = OffsetFetchRequest(group_id="gone", topics=[Topic(name="t", partition_indexes=[3])])
+    r = await roundtrip(registry, request, OffsetFetchResponse, version)
+    if version >= 2:
+        assert (r.error_code, r.topics) == (ErrorCode.NOT_COORDINATOR, [])
+    else:
+        assert [
+            (t.name, p.partition_index, p.committed_offset, p.error_code) for t in r.topics for p in t.partitions
+        ] == [("t", 3, -1, ErrorCode.NOT_COORDINATOR)]
+
+
+@pytest.mark.parametrize("version", range(2, 8))
+async def test_offset_fetch_all_topics(version: int) -> None:
+    groups = Recorder(OffsetFetch=_fetch_answer)
+    r = await roundtrip(
+        registry_with(groups), OffsetFetchRequest(group_id="g", topics=None), OffsetFetchResponse, version
+    )
+    (sent,) = groups.requests("OffsetFetch")
+    assert sent.all_topics and list(sent.topics) == []
+    assert [(t.name, len(t.partitions)) for t in r.topics] == [("t", 2)]
+
+
+async def test_offset_fetch_v8_many_groups() -> None:
+    groups = Recorder(OffsetFetch=_fetch_answer)
+    Group = OffsetFetchRequest.OffsetFetchRequestGroup
+    Topics = Group.OffsetFetchRequestTopics
+    request = OffsetFetchRequest(
+        groups=[
+            Group(group_id="g", topics=[Topics(name="t", partition_indexes=[0, 1])]),
+            Group(group_id="gone", topics=None),
+        ],
+        require_stable=True,
+    )
+    r = await roundtrip(registry_with(groups), request, OffsetFetchResponse, 8)
+    first, second = groups.requests("OffsetFetch")
+    assert (first.group_id, first.all_topics, first.require_stable) == ("g", False, True)
+    assert [(t.name, list(t.partitions)) for t in first.topics] == [("t", [0, 1])]
+    assert (second.group_id, second.all_topics) == ("gone", True)
+    assert [(g.group_id, g.error_code) for g in r.groups] == [("g", 0), ("gone", ErrorCode.NOT_COORDINATOR)]
+    got = [
+        (t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch, p.metadata, p.error_code)
+        for t in r.groups[0].topics
+        for p in t.partitions
+    ]
+    assert got == [("t", 0, 100, 7, "md", 0), ("t", 1, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)]
+    assert r.groups[1].topics == []
+
+
+# ---- DescribeGroups, ListGroups, DeleteGroups ----
+
+
+@pytest.mark.parametrize("version", range(0, 6))
+async def test_describe_groups(version: int) -> None:
+    answer = gpb.DescribeGroupsResponse(
+        groups=[
+            gpb.DescribedGroup(
+                group_id="g",
+                group_state="Stable",
+                protocol_type="consumer",
+                protocol_data="range",
+                generation_id=4,
+                leader="m-1",
+                members=[
+                    gpb.DescribedMember(
+                        member_id="m-1",
+                        group_instance_id="i-1",
+                        client_id="app-7",
+                        client_host="10.0.0.5",
+                        member_metadata=SUBSCRIPTION,
+                        member_assignment=b"\x00\x01",
+                    )
+                ],
+            ),
+            gpb.DescribedGroup(error=ErrorCode.NOT_COORDINATOR, group_id="h", generation_id=-1),
+        ]
+    )
+    groups = Recorder(DescribeGroups=answer)
+    r = await roundtrip(
+        registry_with(groups), DescribeGroupsRequest(groups=["g", "h"]), DescribeGroupsResponse, version
+    )
+    (sent,) = groups.requests("DescribeGroups")
+    assert list(sent.groups) == ["g", "h"]
+    g, h = r.groups
+    assert (g.error_code, g.group_id, g.group_state, g.protocol_type, g.protocol_data) == (
+        0,
+        "g",
+        "Stable",
+        "consumer",
+        "range",
+    )
+    (m,) = g.members
+    assert (m.member_id, m.client_id, m.client_host, m.member_metadata, m.member_assignment) == (
+        "m-1",
+        "app-7",
+        "10.0.0.5",
+        SUBSCRIPTION,
+        b"\x00\x01",
+    )
+    if version >= 4:
+        assert m.group_instance_id == "i-1"
+    assert (h.error_code, h.group_id, h.members) == (ErrorCode.NOT_COORDINATOR, "h", [])
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+async def test_list_groups(version: int) -> None:
+    answer = gpb.ListGroupsResponse(
+        error=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        groups=[gpb.ListedGroup(group_id="g", protocol_type="consumer", group_state="Empty")],
+    )
+    groups = Recorder(ListGroups=answer)
+    request = ListGroupsRequest(states_filter=["Empty", "Stable"])
+    r = await roundtrip(registry_with(groups), request, ListGroupsResponse, version)
+    (sent,) = groups.requests("ListGroups")
+    assert list(sent.states_filter) == (["Empty", "Stable"] if version >= 4 else [])
+    assert r.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert [(g.group_id, g.protocol_type) for g in r.groups] == [("g", "consumer")]
+    if version >= 4:
+        assert r.groups[0].group_state == "Empty"
+
+
+@pytest.mark.parametrize("version", range(0, 3))
+async def test_delete_groups(version: int) -> None:
+    answer = gpb.DeleteGroupsResponse(
+        results=[gpb.DeletedGroup(group_id="g", error=ErrorCode.NON_EMPTY_GROUP), gpb.DeletedGroup(group_id="h")]
+    )
+    groups = Recorder(DeleteGroups=answer)
+    r = await roundtrip(
+        registry_with(groups), DeleteGroupsRequest(groups_names=["g", "h"]), DeleteGroupsResponse, version
+    )
+    (sent,) = groups.requests("DeleteGroups")
+    assert list(sent.groups) == ["g", "h"]
+    assert [(g.group_id, g.error_code) for g in r.results] == [("g", ErrorCode.NON_EMPTY_GROUP), ("h", 0)]

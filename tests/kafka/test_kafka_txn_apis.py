@@ -1,0 +1,355 @@
+"""The producer-id and transaction APIs on the Kafka listener (broker/kafka/txn_apis.py): each served version's
+request, encoded by kafka-python, reaches the broker, transactions or group coordinator service as the gRPC listener
+would send it, and the service's answer comes back in kafka-python's decoding of that version. The services are
+recorders with chosen answers: only the translation is tested here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kafka.protocol.producer.transaction import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+)
+
+from odradek.broker.kafka import txn_apis
+from odradek.broker.kafka.apis import ApiRegistry
+from odradek.broker.kafka.backend import KafkaBackend
+from odradek.broker.kafka.wire import ConnectionInfo, RequestContext, RequestHeader
+from odradek.client.connection import CLIENT_ID_KEY
+from odradek.client.errors import ErrorCode
+from odradek.proto import broker_pb2 as pb
+from odradek.proto import group_pb2 as gpb
+from odradek.proto import transaction_pb2 as tpb
+
+CTX = RequestContext(ConnectionInfo(3, "KAFKA", "10.0.0.9", 4444), "txn-app")
+
+
+class TxnRecorder:
+    """A service whose methods record (request, context) and return the answer chosen for that method."""
+
+    def __init__(self, **answers: Any) -> None:
+        self.answers = answers
+        self.calls: list[tuple[str, Any, Any]] = []
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name not in self.answers:
+            raise AttributeError(name)
+
+        async def method(request: Any, context: Any) -> Any:
+            self.calls.append((name, request, context))
+            answer = self.answers[name]
+            return answer(request) if callable(answer) else answer
+
+        return method
+
+    def requests(self, name: str) -> list[Any]:
+        return [r for n, r, _ in self.calls if n == name]
+
+
+def txn_registry(
+    data: TxnRecorder | None = None, transactions: TxnRecorder | None = None, groups: TxnRecorder | None = None
+) -> ApiRegistry:
+    backend = KafkaBackend(
+        broker_id=1,
+        cluster_id="c",
+        listener="KAFKA",
+        image=lambda: None,  # type: ignore[arg-type,return-value]
+        controller_id=lambda: 1,
+        endpoint=lambda node: None,
+        data=data or TxnRecorder(),  # type: ignore[arg-type]
+        groups=groups or TxnRecorder(),  # type: ignore[arg-type]
+        transactions=transactions or TxnRecorder(),  # type: ignore[arg-type]
+        admin=None,  # type: ignore[arg-type]
+    )
+    registry = ApiRegistry()
+    txn_apis.register(registry, backend)
+    return registry
+
+
+async def txn_roundtrip(registry: ApiRegistry, request: Any, response_cls: Any, version: int) -> Any:
+    """Encode ``request`` at ``version`` with kafka-python, serve it, and decode the reply's bytes likewise."""
+    found = registry.get(request.API_KEY)
+    assert found is not None
+    spec, handler = found
+    assert spec.serves(version)
+    header = RequestHeader(request.API_KEY, version, 9, CTX.client_id, 0)
+    reply = await handler(CTX, header, memoryview(bytes(request.encode(version=version))))
+    assert reply is not None
+    return response_cls.decode(b"".join(bytes(c) for c in reply.encode(0)), version=version)  # type: ignore[arg-type]
+
+
+def test_served_versions() -> None:
+    served = {spec.name: (spec.min_version, spec.max_version) for spec in txn_registry().specs()}
+    assert served == {
+        "InitProducerId": (0, 5),
+        "AddPartitionsToTxn": (0, 5),
+        "AddOffsetsToTxn": (0, 4),
+        "EndTxn": (5, 5),  # v0-v4 clients keep their epoch across transactions; odradek's coordinator bumps it
+        "TxnOffsetCommit": (0, 4),
+    }
+
+
+# ---- InitProducerId ----
+
+
+@pytest.mark.parametrize("version", range(0, 6))
+async def test_init_producer_id_transactional(version: int) -> None:
+    data = TxnRecorder(
+        InitProducerId=pb.InitProducerIdResponse(producer_id=4000, producer_epoch=3, throttle_time_ms=12)
+    )
+    request = InitProducerIdRequest(
+        transactional_id="tx-1", transaction_timeout_ms=60_000, producer_id=4000, producer_epoch=2
+    )
+    r = await txn_roundtrip(txn_registry(data=data), request, InitProducerIdResponse, version)
+    ((_, sent, context),) = data.calls
+    assert (sent.transactional_id, sent.transaction_timeout_ms) == ("tx-1", 60_000)
+    assert (sent.producer_id, sent.producer_epoch) == ((4000, 2) if version >= 3 else (-1, -1))
+    assert context.peer() == "ipv4:10.0.0.9:4444"
+    assert context.invocation_metadata() == ((CLIENT_ID_KEY, "txn-app"),)
+    assert (r.error_code, r.producer_id, r.producer_epoch, r.throttle_time_ms) == (0, 4000, 3, 12)
+
+
+@pytest.mark.parametrize("version", range(0, 6))
+async def test_init_producer_id_idempotent(version: int) -> None:
+    """A null transactional id is an idempotent producer: the proto's empty string."""
+    data = TxnRecorder(InitProducerId=pb.InitProducerIdResponse(producer_id=77, producer_epoch=0))
+    request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=0)
+    r = await txn_roundtrip(txn_registry(data=data), request, InitProducerIdResponse, version)
+    (sent,) = data.requests("InitProducerId")
+    assert (sent.transactional_id, sent.producer_id, sent.producer_epoch) == ("", -1, -1)
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (0, 77, 0)
+
+
+async def test_init_producer_id_empty_transactional_id_is_refused() -> None:
+    data = TxnRecorder(InitProducerId=pb.InitProducerIdResponse(producer_id=77, producer_epoch=0))
+    request = InitProducerIdRequest(transactional_id="", transaction_timeout_ms=1000)
+    r = await txn_roundtrip(txn_registry(data=data), request, InitProducerIdResponse, 4)
+    assert data.calls == []
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (ErrorCode.INVALID_REQUEST, -1, -1)
+
+
+@pytest.mark.parametrize("version", range(0, 6))
+async def test_init_producer_id_fenced(version: int) -> None:
+    """PRODUCER_FENCED exists from v4 (KIP-588); older clients get INVALID_PRODUCER_EPOCH, as Kafka answers."""
+    answer = pb.InitProducerIdResponse(error=ErrorCode.PRODUCER_FENCED, producer_id=-1, producer_epoch=-1)
+    request = InitProducerIdRequest(transactional_id="tx-1", transaction_timeout_ms=1000)
+    r = await txn_roundtrip(
+        txn_registry(data=TxnRecorder(InitProducerId=answer)), request, InitProducerIdResponse, version
+    )
+    expected = ErrorCode.PRODUCER_FENCED if version >= 4 else ErrorCode.INVALID_PRODUCER_EPOCH
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (expected, -1, -1)
+
+
+# ---- AddPartitionsToTxn ----
+
+
+def _add_answer(request: tpb.AddPartitionsToTxnRequest) -> tpb.AddPartitionsToTxnResponse:
+    if request.transactional_id == "elsewhere":
+        return tpb.AddPartitionsToTxnResponse(error=ErrorCode.NOT_COORDINATOR, throttle_time_ms=5)
+    results = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            error = ErrorCode.NONE
+            if p == 1:
+                error = ErrorCode.TRANSACTION_ABORTABLE if request.verify_only else ErrorCode.PRODUCER_FENCED
+            parts.append(tpb.TxnPartitionResult(partition=p, error=error))
+        results.append(tpb.TxnTopicResult(name=t.name, partitions=parts))
+    return tpb.AddPartitionsToTxnResponse(results=results, throttle_time_ms=5)
+
+
+def _partition_errors(topic_results: Any) -> list[tuple[str, int, int]]:
+    return [(t.name, p.partition_index, p.partition_error_code) for t in topic_results for p in t.results_by_partition]
+
+
+@pytest.mark.parametrize("version", range(0, 4))
+async def test_add_partitions_to_txn_client_form(version: int) -> None:
+    transactions = TxnRecorder(AddPartitionsToTxn=_add_answer)
+    registry = txn_registry(transactions=transactions)
+    Topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+    request = AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id="tx-1",
+        v3_and_below_producer_id=4000,
+        v3_and_below_producer_epoch=2,
+        v3_and_below_topics=[Topic(name="t", partitions=[0, 1]), Topic(name="u", partitions=[2])],
+    )
+    r = await txn_roundtrip(registry, request, AddPartitionsToTxnResponse, version)
+    (sent,) = transactions.requests("AddPartitionsToTxn")
+    assert (sent.transactional_id, sent.producer_id, sent.producer_epoch, sent.verify_only) == ("tx-1", 4000, 2, False)
+    assert [(t.name, list(t.partitions)) for t in sent.topics] == [("t", [0, 1]), ("u", [2])]
+    fenced = ErrorCode.PRODUCER_FENCED if version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
+    assert _partition_errors(r.results_by_topic_v3_and_below) == [("t", 0, 0), ("t", 1, fenced), ("u", 2, 0)]
+    assert r.throttle_time_ms == 5
+
+    # A request-level error is every partition's.
+    request.v3_and_below_transactional_id = "elsewhere"
+    r = await txn_roundtrip(registry, request, AddPartitionsToTxnResponse, version)
+    assert _partition_errors(r.results_by_topic_v3_and_below) == [
+        ("t", 0, ErrorCode.NOT_COORDINATOR),
+        ("t", 1, ErrorCode.NOT_COORDINATOR),
+        ("u", 2, ErrorCode.NOT_COORDINATOR),
+    ]
+
+
+@pytest.mark.parametrize("version", [4, 5])
+async def test_add_partitions_to_txn_batched_form(version: int) -> None:
+    transactions = TxnRecorder(AddPartitionsToTxn=_add_answer)
+    Txn = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
+    Topic = Txn.AddPartitionsToTxnTopic
+    request = AddPartitionsToTxnRequest(
+        transactions=[
+            Txn(
+                transactional_id="tx-1",
+                producer_id=1,
+                producer_epoch=0,
+                verify_only=True,
+                topics=[Topic(name="t", partitions=[0, 1])],
+            ),
+            Txn(
+                transactional_id="elsewhere",
+                producer_id=2,
+                producer_epoch=5,
+                verify_only=False,
+                topics=[Topic(name="u", partitions=[3])],
+            ),
+        ]
+    )
+    r = await txn_roundtrip(txn_registry(transactions=transactions), request, AddPartitionsToTxnResponse, version)
+    first, second = transactions.requests("AddPartitionsToTxn")
+    assert (first.transactional_id, first.producer_id, first.producer_epoch, first.verify_only) == ("tx-1", 1, 0, True)
+    assert (second.transactional_id, second.producer_id, second.producer_epoch, second.verify_only) == (
+        "elsewhere",
+        2,
+        5,
+        False,
+    )
+    assert r.error_code == 0 and r.throttle_time_ms == 5
+    (a, b) = r.results_by_transaction
+    # TRANSACTION_ABORTABLE exists from v5 (KIP-890); v4 answers INVALID_TXN_STATE.
+    abortable = ErrorCode.TRANSACTION_ABORTABLE if version >= 5 else ErrorCode.INVALID_TXN_STATE
+    assert a.transactional_id == "tx-1" and _partition_errors(a.topic_results) == [("t", 0, 0), ("t", 1, abortable)]
+    assert b.transactional_id == "elsewhere" and _partition_errors(b.topic_results) == [
+        ("u", 3, ErrorCode.NOT_COORDINATOR)
+    ]
+
+
+# ---- AddOffsetsToTxn, EndTxn ----
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+async def test_add_offsets_to_txn(version: int) -> None:
+    transactions = TxnRecorder(
+        AddOffsetsToTxn=tpb.AddOffsetsToTxnResponse(error=ErrorCode.PRODUCER_FENCED, throttle_time_ms=4)
+    )
+    request = AddOffsetsToTxnRequest(transactional_id="tx-1", producer_id=4000, producer_epoch=2, group_id="g")
+    r = await txn_roundtrip(txn_registry(transactions=transactions), request, AddOffsetsToTxnResponse, version)
+    (sent,) = transactions.requests("AddOffsetsToTxn")
+    assert (sent.transactional_id, sent.producer_id, sent.producer_epoch, sent.group_id) == ("tx-1", 4000, 2, "g")
+    fenced = ErrorCode.PRODUCER_FENCED if version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
+    assert (r.error_code, r.throttle_time_ms) == (fenced, 4)
+
+
+@pytest.mark.parametrize("committed", [True, False])
+async def test_end_txn(committed: bool) -> None:
+    transactions = TxnRecorder(EndTxn=tpb.EndTxnResponse(producer_id=4000, producer_epoch=3, throttle_time_ms=2))
+    registry = txn_registry(transactions=transactions)
+    request = EndTxnRequest(transactional_id="tx-1", producer_id=4000, producer_epoch=2, committed=committed)
+    r = await txn_roundtrip(registry, request, EndTxnResponse, 5)
+    (sent,) = transactions.requests("EndTxn")
+    assert (sent.transactional_id, sent.producer_id, sent.producer_epoch, sent.committed) == (
+        "tx-1",
+        4000,
+        2,
+        committed,
+    )
+    assert (r.error_code, r.producer_id, r.producer_epoch, r.throttle_time_ms) == (0, 4000, 3, 2)
+
+
+async def test_end_txn_error_answers_no_producer() -> None:
+    transactions = TxnRecorder(EndTxn=tpb.EndTxnResponse(error=ErrorCode.INVALID_TXN_STATE))
+    request = EndTxnRequest(transactional_id="tx-1", producer_id=4000, producer_epoch=2, committed=True)
+    r = await txn_roundtrip(txn_registry(transactions=transactions), request, EndTxnResponse, 5)
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (ErrorCode.INVALID_TXN_STATE, -1, -1)
+
+
+def test_end_txn_before_v5_is_not_served() -> None:
+    found = txn_registry().get(EndTxnRequest.API_KEY)
+    assert found is not None
+    assert not any(found[0].serves(v) for v in range(0, 5))
+
+
+# ---- TxnOffsetCommit ----
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+async def test_txn_offset_commit(version: int) -> None:
+    answer = gpb.TxnOffsetCommitResponse(
+        throttle_time_ms=6,
+        topics=[
+            gpb.OffsetCommitTopicResponse(
+                name="t",
+                partitions=[
+                    gpb.OffsetCommitPartitionResponse(partition=0, error=ErrorCode.NONE),
+                    gpb.OffsetCommitPartitionResponse(partition=1, error=ErrorCode.ILLEGAL_GENERATION),
+                    gpb.OffsetCommitPartitionResponse(partition=2, error=ErrorCode.PRODUCER_FENCED),
+                    gpb.OffsetCommitPartitionResponse(partition=3, error=ErrorCode.TRANSACTION_ABORTABLE),
+                ],
+            )
+        ],
+    )
+    groups = TxnRecorder(TxnOffsetCommit=answer)
+    Topic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    Partition = Topic.TxnOffsetCommitRequestPartition
+    request = TxnOffsetCommitRequest(
+        transactional_id="tx-1",
+        group_id="g",
+        producer_id=4000,
+        producer_epoch=2,
+        generation_id=7,
+        member_id="m-1",
+        group_instance_id="i-1",
+        topics=[
+            Topic(
+                name="t",
+                partitions=[
+                    Partition(
+                        partition_index=0, committed_offset=10, committed_leader_epoch=3, committed_metadata="md"
+                    ),
+                    Partition(partition_index=1, committed_offset=11, committed_metadata=None),
+                    Partition(partition_index=2, committed_offset=12, committed_metadata=""),
+                ],
+            )
+        ],
+    )
+    r = await txn_roundtrip(txn_registry(groups=groups), request, TxnOffsetCommitResponse, version)
+    (sent,) = groups.requests("TxnOffsetCommit")
+    assert (sent.transactional_id, sent.group_id, sent.producer_id, sent.producer_epoch) == ("tx-1", "g", 4000, 2)
+    if version >= 3:
+        assert (sent.generation_id, sent.member_id, sent.group_instance_id) == (7, "m-1", "i-1")
+    else:
+        assert (sent.generation_id, sent.member_id, sent.HasField("group_instance_id")) == (-1, "", False)
+    got = [
+        (p.partition, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+        for t in sent.topics
+        for p in t.partitions
+    ]
+    epoch = 3 if version >= 2 else -1
+    assert got == [(0, 10, epoch, "md"), (1, 11, -1, ""), (2, 12, -1, "")]
+    assert r.throttle_time_ms == 6
+    assert [(t.name, p.partition_index, p.error_code) for t in r.topics for p in t.partitions] == [
+        ("t", 0, 0),
+        ("t", 1, ErrorCode.ILLEGAL_GENERATION),
+        ("t", 2, ErrorCode.INVALID_PRODUCER_EPOCH),  # no TxnOffsetCommit version knows PRODUCER_FENCED
+        ("t", 3, ErrorCode.TRANSACTION_ABORTABLE if version >= 4 else ErrorCode.INVALID_TXN_STATE),
+    ]
