@@ -254,5 +254,6 @@ def encode_fetch_response(
             w.tagged_fields([(0, node_endpoints_field(node_endpoints))])
         else:
             w.no_tagged_fields()
-    chunks.append(w.buf)
+    if w.buf:  # nothing follows the last records of a v4-v11 answer
+        chunks.append(w.buf)
     return chunks
