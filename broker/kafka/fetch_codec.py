@@ -9,7 +9,7 @@ by id, v15 moved the replica id into a tagged field, v16 added the leaders' endp
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from odradek.broker.kafka.primitives import NodeEndpoint, Reader, Writer, node_endpoints_field
 from odradek.broker.kafka.wire import Chunk, FileSlice, ProtocolError
@@ -23,7 +23,8 @@ NO_TOPIC_ID = bytes(16)
 CONSUMER_REPLICA_ID = -1
 
 
-class FetchPartition(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class FetchPartition:
     partition: int
     current_leader_epoch: int  # v9+, else -1
     fetch_offset: int
@@ -32,19 +33,22 @@ class FetchPartition(NamedTuple):
     partition_max_bytes: int
 
 
-class FetchTopic(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class FetchTopic:
     topic: str  # v4-v12; "" from v13
     topic_id: bytes  # v13+ (16 bytes); NO_TOPIC_ID before
     partitions: list[FetchPartition]
 
 
-class ForgottenTopic(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ForgottenTopic:
     topic: str  # v7-v12; "" from v13
     topic_id: bytes  # v13+; NO_TOPIC_ID before
     partitions: list[int]
 
 
-class FetchRequestData(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class FetchRequestData:
     replica_id: int  # -1 for a consumer; from v15 in the ReplicaState tagged field
     replica_epoch: int  # v15+ ReplicaState, else -1
     max_wait_ms: int
@@ -59,7 +63,8 @@ class FetchRequestData(NamedTuple):
     cluster_id: str | None  # v12+ tagged
 
 
-class FetchPartitionResult(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class FetchPartitionResult:
     """One partition's answer; each field goes out only in the versions that have it."""
 
     partition_index: int
@@ -74,7 +79,8 @@ class FetchPartitionResult(NamedTuple):
     current_leader: tuple[int, int] | None = None  # v12+ tagged 1: (leader id, leader epoch)
 
 
-class FetchTopicResult(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class FetchTopicResult:
     topic: str  # sent up to v12
     topic_id: bytes  # sent from v13
     partitions: Sequence[FetchPartitionResult]

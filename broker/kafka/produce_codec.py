@@ -8,7 +8,7 @@ fields); v0-v2 are decoded only so that a client probing them gets an answer.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from odradek.broker.kafka.primitives import NodeEndpoint, Reader, Writer, node_endpoints_field
 from odradek.broker.kafka.wire import ProtocolError
@@ -19,24 +19,28 @@ PRODUCE_MAX_VERSION = 11
 PRODUCE_FLEXIBLE_FROM = 9
 
 
-class ProducePartition(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ProducePartition:
     index: int
     records: memoryview | None  # a slice of the request frame, None if the client sent null
 
 
-class ProduceTopic(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ProduceTopic:
     name: str
     partitions: list[ProducePartition]
 
 
-class ProduceRequestData(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ProduceRequestData:
     transactional_id: str | None  # always None before v3
     acks: int
     timeout_ms: int
     topics: list[ProduceTopic]
 
 
-class ProducePartitionResult(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ProducePartitionResult:
     """One partition's answer; each field goes out only in the versions that have it."""
 
     index: int

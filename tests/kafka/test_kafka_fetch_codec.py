@@ -6,6 +6,7 @@ requests raise only ProtocolError."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import uuid
 from collections.abc import Iterator
@@ -20,9 +21,12 @@ from odradek.broker.kafka.fetch_codec import (
     FETCH_MAX_VERSION,
     FETCH_MIN_VERSION,
     NO_TOPIC_ID,
+    FetchPartition,
     FetchPartitionResult,
     FetchRequestData,
+    FetchTopic,
     FetchTopicResult,
+    ForgottenTopic,
     decode_fetch_request,
     encode_fetch_response,
 )
@@ -100,11 +104,11 @@ def requests(draw: st.DrawFn, version: int) -> tuple[bytes, FetchRequestData]:
         session_id=fixed[4] if version >= 7 else 0,
         session_epoch=fixed[5] if version >= 7 else -1,
         topics=[
-            (
+            FetchTopic(
                 "" if by_id else name,
                 topic_id if by_id else NO_TOPIC_ID,
                 [
-                    (
+                    FetchPartition(
                         p[0],
                         p[1] if version >= 9 else -1,
                         p[2],
@@ -116,10 +120,11 @@ def requests(draw: st.DrawFn, version: int) -> tuple[bytes, FetchRequestData]:
                 ],
             )
             for name, topic_id, parts in topics
-        ],  # type: ignore[misc]  # plain tuples compare equal to the NamedTuples
+        ],
         forgotten_topics=[
-            ("" if by_id else name, topic_id if by_id else NO_TOPIC_ID, parts) for name, topic_id, parts in forgotten
-        ],  # type: ignore[misc]
+            ForgottenTopic("" if by_id else name, topic_id if by_id else NO_TOPIC_ID, parts)
+            for name, topic_id, parts in forgotten
+        ],
         rack_id=rack_id,
         cluster_id=cluster_id,
     )
@@ -217,6 +222,10 @@ def decoded_partition(version: int, p: Any) -> list[Any]:
     return out
 
 
+def fields_of(p: FetchPartitionResult) -> dict[str, Any]:
+    return {f.name: getattr(p, f.name) for f in dataclasses.fields(p)}
+
+
 def topic_key(decoded: Any, by_id: bool) -> str | bytes:
     if not by_id:
         return str(decoded.topic)
@@ -235,7 +244,7 @@ def kafka_python_response(
     partition = topic.PartitionData
 
     def one(p: FetchPartitionResult) -> Any:
-        fields: dict[str, Any] = dict(p._asdict())
+        fields = fields_of(p)
         fields["records"] = records_bytes(p.records)
         if p.aborted_transactions is not None:
             fields["aborted_transactions"] = [

@@ -5,6 +5,7 @@ request frame, and malformed requests raise only ProtocolError."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import struct
 from typing import Any
 
@@ -192,7 +193,7 @@ def kafka_python_response(
     partition = topic.PartitionProduceResponse
 
     def one(p: ProducePartitionResult) -> Any:
-        fields: dict[str, Any] = dict(p._asdict())
+        fields: dict[str, Any] = {f.name: getattr(p, f.name) for f in dataclasses.fields(p)}
         fields["record_errors"] = [
             partition.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m) for i, m in p.record_errors
         ]
