@@ -1,0 +1,265 @@
+"""Fetch requests and responses, v4-v16, by hand: the hot path of reads.
+
+A response is a list of chunks, not one buffer: the fixed parts are bytes and each partition's records are the very
+object the log gave (bytes, a memoryview or a ``FileSlice`` of a segment), placed right after their length prefix,
+so the listener can ``sendfile`` them and Python never reads them. v12 made the messages flexible, v13 named topics
+by id, v15 moved the replica id into a tagged field, v16 added the leaders' endpoints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from odradek.broker.kafka.primitives import NodeEndpoint, Reader, Writer, node_endpoints_field
+from odradek.broker.kafka.wire import Chunk, FileSlice, ProtocolError
+
+FETCH_KEY = 1
+FETCH_MIN_VERSION = 4
+FETCH_MAX_VERSION = 16
+FETCH_FLEXIBLE_FROM = 12
+
+NO_TOPIC_ID = bytes(16)
+CONSUMER_REPLICA_ID = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartition:
+    partition: int
+    current_leader_epoch: int  # v9+, else -1
+    fetch_offset: int
+    last_fetched_epoch: int  # v12+, else -1
+    log_start_offset: int  # v5+, else -1
+    partition_max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchTopic:
+    topic: str  # v4-v12; "" from v13
+    topic_id: bytes  # v13+ (16 bytes); NO_TOPIC_ID before
+    partitions: list[FetchPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class ForgottenTopic:
+    topic: str  # v7-v12; "" from v13
+    topic_id: bytes  # v13+; NO_TOPIC_ID before
+    partitions: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequestData:
+    replica_id: int  # -1 for a consumer; from v15 in the ReplicaState tagged field
+    replica_epoch: int  # v15+ ReplicaState, else -1
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    session_id: int  # v7+, else 0
+    session_epoch: int  # v7+, else -1 (no session: a full fetch)
+    topics: list[FetchTopic]
+    forgotten_topics: list[ForgottenTopic]  # v7+
+    rack_id: str  # v11+, else ""
+    cluster_id: str | None  # v12+ tagged
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartitionResult:
+    """One partition's answer; each field goes out only in the versions that have it."""
+
+    partition_index: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int = -1
+    log_start_offset: int = -1  # v5+
+    aborted_transactions: Sequence[tuple[int, int]] | None = None  # (producer id, first offset); None = null
+    preferred_read_replica: int = -1  # v11+
+    records: Chunk | None = None  # sent as given: never copied, never read
+    diverging_epoch: tuple[int, int] | None = None  # v12+ tagged 0: (epoch, end offset)
+    current_leader: tuple[int, int] | None = None  # v12+ tagged 1: (leader id, leader epoch)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchTopicResult:
+    topic: str  # sent up to v12
+    topic_id: bytes  # sent from v13
+    partitions: Sequence[FetchPartitionResult]
+
+
+def _check_version(version: int) -> None:
+    if not FETCH_MIN_VERSION <= version <= FETCH_MAX_VERSION:
+        raise ProtocolError(f"Fetch v{version} is not served")
+
+
+def decode_fetch_request(body: memoryview, version: int) -> FetchRequestData:
+    """The request body (after the header). Raises ProtocolError if it is malformed."""
+    _check_version(version)
+    r = Reader(body)
+    flexible = version >= FETCH_FLEXIBLE_FROM
+    array = r.compact_array_length if flexible else r.array_length
+    string = r.compact_string if flexible else r.string
+    replica_id = r.int32() if version <= 14 else CONSUMER_REPLICA_ID
+    replica_epoch = -1
+    max_wait_ms = r.int32()
+    min_bytes = r.int32()
+    max_bytes = r.int32()
+    isolation_level = r.int8()
+    session_id, session_epoch = (r.int32(), r.int32()) if version >= 7 else (0, -1)
+    topics = []
+    for _ in range(array()):
+        if version >= 13:
+            topic, topic_id = "", r.uuid()
+        else:
+            topic, topic_id = string(), NO_TOPIC_ID
+        partitions = []
+        for _ in range(array()):
+            partition = r.int32()
+            current_leader_epoch = r.int32() if version >= 9 else -1
+            fetch_offset = r.int64()
+            last_fetched_epoch = r.int32() if version >= 12 else -1
+            log_start_offset = r.int64() if version >= 5 else -1
+            partition_max_bytes = r.int32()
+            if flexible:
+                r.skip_tagged_fields()
+            partitions.append(
+                FetchPartition(
+                    partition,
+                    current_leader_epoch,
+                    fetch_offset,
+                    last_fetched_epoch,
+                    log_start_offset,
+                    partition_max_bytes,
+                )
+            )
+        if flexible:
+            r.skip_tagged_fields()
+        topics.append(FetchTopic(topic, topic_id, partitions))
+    forgotten = []
+    if version >= 7:
+        for _ in range(array()):
+            if version >= 13:
+                topic, topic_id = "", r.uuid()
+            else:
+                topic, topic_id = string(), NO_TOPIC_ID
+            forgotten.append(ForgottenTopic(topic, topic_id, [r.int32() for _ in range(array())]))
+            if flexible:
+                r.skip_tagged_fields()
+    rack_id = string() if version >= 11 else ""
+    cluster_id = None
+    if flexible:
+        for tag, payload in r.tagged_fields():
+            if tag == 0:
+                cluster_id = Reader(payload).compact_nullable_string()
+            elif tag == 1 and version >= 15:
+                state = Reader(payload)
+                replica_id = state.int32()
+                replica_epoch = state.int64()
+    return FetchRequestData(
+        replica_id,
+        replica_epoch,
+        max_wait_ms,
+        min_bytes,
+        max_bytes,
+        isolation_level,
+        session_id,
+        session_epoch,
+        topics,
+        forgotten,
+        rack_id,
+        cluster_id,
+    )
+
+
+def _pair_tag(tag: int, a: int, b: int, b_is_long: bool) -> tuple[int, bytes]:
+    w = Writer()
+    w.int32(a)
+    if b_is_long:
+        w.int64(b)
+    else:
+        w.int32(b)
+    w.no_tagged_fields()
+    return tag, bytes(w.buf)
+
+
+def _records_size(records: Chunk) -> int:
+    return records.nbytes if isinstance(records, memoryview) else len(records)
+
+
+def encode_fetch_response(
+    version: int,
+    topics: Sequence[FetchTopicResult],
+    throttle_ms: int = 0,
+    error_code: int = 0,
+    session_id: int = 0,
+    node_endpoints: Sequence[NodeEndpoint] = (),
+) -> list[Chunk]:
+    """The response body (without the response header) as chunks: bytes for the fixed parts, each partition's
+    ``records`` object itself after its length prefix (null records as a null length, empty ones as length 0 and no
+    chunk). Adjacent fixed parts are merged, so there are about two chunks per partition with records. Raises
+    ProtocolError for a version not served."""
+    _check_version(version)
+    flexible = version >= FETCH_FLEXIBLE_FROM
+    chunks: list[Chunk] = []
+    w = Writer()
+    w.int32(throttle_ms)
+    if version >= 7:
+        w.int16(error_code)
+        w.int32(session_id)
+    array = w.compact_array_length if flexible else w.array_length
+    array(len(topics))
+    for t in topics:
+        if version >= 13:
+            w.uuid(t.topic_id)
+        elif flexible:
+            w.compact_string(t.topic)
+        else:
+            w.string(t.topic)
+        array(len(t.partitions))
+        for p in t.partitions:
+            w.int32(p.partition_index)
+            w.int16(p.error_code)
+            w.int64(p.high_watermark)
+            w.int64(p.last_stable_offset)
+            if version >= 5:
+                w.int64(p.log_start_offset)
+            aborted = p.aborted_transactions
+            array(None if aborted is None else len(aborted))
+            if aborted is not None:
+                for producer_id, first_offset in aborted:
+                    w.int64(producer_id)
+                    w.int64(first_offset)
+                    if flexible:
+                        w.no_tagged_fields()
+            if version >= 11:
+                w.int32(p.preferred_read_replica)
+            records = p.records
+            if records is None:
+                w.buf += b"\x00" if flexible else b"\xff\xff\xff\xff"
+            else:
+                size = _records_size(records)
+                if flexible:
+                    w.uvarint(size + 1)
+                else:
+                    w.int32(size)
+                # An empty FileSlice still goes in the list: whoever ends up with the chunks closes it.
+                if size or isinstance(records, FileSlice):
+                    chunks.append(w.buf)
+                    chunks.append(records)
+                    w.buf = bytearray()
+            if flexible:
+                tags = []
+                if p.diverging_epoch is not None:
+                    tags.append(_pair_tag(0, p.diverging_epoch[0], p.diverging_epoch[1], True))
+                if p.current_leader is not None:
+                    tags.append(_pair_tag(1, p.current_leader[0], p.current_leader[1], False))
+                w.tagged_fields(tags)
+        if flexible:
+            w.no_tagged_fields()
+    if flexible:
+        if version >= 16 and node_endpoints:
+            w.tagged_fields([(0, node_endpoints_field(node_endpoints))])
+        else:
+            w.no_tagged_fields()
+    if w.buf:  # nothing follows the last records of a v4-v11 answer
+        chunks.append(w.buf)
+    return chunks
