@@ -32,8 +32,9 @@ def topic_uuid(topic_id: bytes) -> uuid.UUID:
     return uuid.UUID(bytes=topic_id) if len(topic_id) == 16 else ZERO_UUID
 
 
-def service_context(ctx: RequestContext) -> ServiceContext:
-    """The context the services read the peer and client id from, as on the gRPC listener."""
+def service_context(ctx: RequestContext) -> Any:
+    """The context the services read the peer and client id from, as on the gRPC listener (a ``ServiceContext``,
+    typed Any: it stands in for ``grpc.aio.ServicerContext``, of which the services read only those two)."""
     return ServiceContext(ctx, CLIENT_ID_KEY)
 
 
