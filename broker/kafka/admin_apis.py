@@ -82,6 +82,9 @@ _CONFIG_SOURCES = {
     apb.DEFAULT_CONFIG: 5,
 }
 
+# Kafka's IncrementalAlterConfigs operations (SET, DELETE, APPEND, SUBTRACT), numbered as odradek's AlterConfigOp.
+_ALTER_OPS = frozenset({apb.SET, apb.DELETE, apb.APPEND, apb.SUBTRACT})
+
 _NO_ASSIGNMENTS = "explicit replica assignments are not supported yet: give the partition count"
 
 
@@ -339,13 +342,15 @@ async def _describe_configs(backend: KafkaBackend, ctx: RequestContext, version:
 async def _incremental_alter_configs(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
     """Topic resources, and the broker resource's empty name (the cluster-wide default, applied by every broker).
     odradek has no per-broker dynamic configs: a broker id is refused. Kafka's operation codes (SET, DELETE,
-    APPEND, SUBTRACT) are odradek's."""
+    APPEND, SUBTRACT) are odradek's; an operation Kafka does not define is refused (INVALID_REQUEST)."""
     topics: list[apb.AlterTopicConfigs] = []
     defaults: list[apb.AlterableConfig] = []
     refused: dict[int, str] = {}  # resource index -> why
     for i, r in enumerate(request.resources):
         ops = [apb.AlterableConfig(name=c.name, op=c.config_operation, value=c.value or "") for c in r.configs]
-        if r.resource_type == TOPIC_RESOURCE:
+        if any(c.config_operation not in _ALTER_OPS for c in r.configs):
+            refused[i] = f"unknown config operation in {sorted({c.config_operation for c in r.configs})}"
+        elif r.resource_type == TOPIC_RESOURCE:
             topics.append(apb.AlterTopicConfigs(topic=r.resource_name, configs=ops))
         elif r.resource_type == BROKER_RESOURCE and r.resource_name == "":
             defaults.extend(ops)

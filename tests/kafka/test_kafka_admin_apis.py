@@ -346,6 +346,7 @@ async def test_incremental_alter_configs(version: int) -> None:
             res(
                 resource_type=4, resource_name="1", configs=[op(name="log.retention.ms", config_operation=0, value="1")]
             ),
+            res(resource_type=2, resource_name="u", configs=[op(name="retention.ms", config_operation=9, value="1")]),
         ],
         validate_only=True,
     )
@@ -358,7 +359,7 @@ async def test_incremental_alter_configs(version: int) -> None:
     ]
     assert [(c.name, c.op) for c in sent.cluster_defaults] == [("log.retention.ms", apb.DELETE)]
     got = [(x.resource_type, x.resource_name, x.error_code) for x in r.responses]
-    assert got == [(2, "t", 40), (4, "", 0), (4, "1", 42)]  # no per-broker dynamic configs
+    assert got == [(2, "t", 40), (4, "", 0), (4, "1", 42), (2, "u", 42)]  # no per-broker configs; no operation 9
     assert r.responses[0].error_message == "bad value"
 
 
