@@ -1,0 +1,36 @@
+"""Drive a registered Kafka API handler as the listener does: a request encoded by kafka-python at one version, the
+body handed to the handler, and the reply decoded by kafka-python at the same version (both directions go through
+the real codec)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.kafka.apis import ApiRegistry
+from odradek.broker.kafka.wire import ConnectionInfo, RequestContext, RequestHeader
+
+CONTEXT = RequestContext(ConnectionInfo(1, "KAFKA", "127.0.0.1", 50000), "test-client")
+
+
+async def call(registry: ApiRegistry, request: Any, version: int, throttle_ms: int = 0) -> Any:
+    """``request`` (a kafka-python request object) through its registered handler at ``version``: the decoded
+    response."""
+    key = int(request.API_KEY)
+    found = registry.get(key)
+    assert found is not None, f"API {key} is not registered"
+    spec, handler = found
+    assert spec.serves(version), f"{spec.name} v{version} is not served"
+    body = request.encode(version=version)
+    reply = await handler(CONTEXT, RequestHeader(key, version, 7, CONTEXT.client_id, 0), memoryview(body))
+    assert reply is not None
+    chunks = reply.encode(throttle_ms)
+    response_cls = type(request).__name__.removesuffix("Request") + "Response"
+    module = __import__(type(request).__module__, fromlist=[response_cls])
+    return getattr(module, response_cls).decode(b"".join(bytes(c) for c in chunks), version=version)
+
+
+def served(registry: ApiRegistry, request_cls: Any) -> range:
+    """The versions the registry serves ``request_cls`` at."""
+    found = registry.get(int(request_cls.API_KEY))
+    assert found is not None
+    return range(found[0].min_version, found[0].max_version + 1)

@@ -1,0 +1,477 @@
+"""Kafka's admin APIs on the Kafka listener at every served version. Reads go to the real Admin service over a real
+metadata image (configs and their sources, cluster, client quotas); writes go to a recording stand-in of the
+service, so each test checks the request handed to the service and the Kafka answer made of its reply."""
+
+from __future__ import annotations
+
+import uuid
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from google.protobuf.message import Message
+from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from kafka.protocol.admin.cluster import DescribeClusterRequest
+from kafka.protocol.admin.configs import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from kafka.protocol.admin.topics import (
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteRecordsRequest,
+    DeleteTopicsRequest,
+)
+from kafka_harness import call, served
+
+from odradek.broker.kafka import admin_apis
+from odradek.broker.kafka.apis import ApiRegistry
+from odradek.broker.kafka.backend import KafkaBackend
+from odradek.client.errors import ErrorCode
+from odradek.controller.metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
+from odradek.controller.raft import Role
+from odradek.controller.services import AdminService
+from odradek.proto import admin_pb2 as apb
+from odradek.proto import broker_pb2 as pb
+
+T_ID = bytes(range(16))
+KAFKA = {1: ("kafka-1", 9192), 2: ("kafka-2", 9193), 4: ("kafka-4", 9194)}  # broker 3 has no Kafka address
+
+
+def image() -> MetadataImage:
+    brokers = {
+        b: BrokerRegistration(
+            b, bytes([b]) * 16, 10 * b, f"grpc-{b}", 9000 + b, rack="r1" if b == 1 else "", fenced=b == 4
+        )
+        for b in (1, 2, 3, 4)
+    }
+    parts = {0: PartitionRegistration(T_ID, 0, (1, 2), (1, 2), 1, 0, 0)}
+    return MetadataImage(
+        offset=30,
+        brokers=brokers,
+        topics={T_ID: TopicImage("t", T_ID, parts)},
+        topic_ids={"t": T_ID},
+        configs={(2, "t"): {"retention.ms": "1000"}, (4, ""): {"log.segment.bytes": "2048"}},
+        client_quotas={
+            ("alice", False, None, False): {"producer_byte_rate": 1024.0},
+            (None, False, None, True): {"consumer_byte_rate": 2048.0},
+        },
+    )
+
+
+class Admin:
+    """The real Admin service (no controller on this node, none reachable) for reads; writes are recorded and
+    answered with ``answers[method]``, or by the real service when none is given (NOT_CONTROLLER)."""
+
+    def __init__(self, answers: dict[str, Message]) -> None:
+        sm = SimpleNamespace(image=image(), cluster_id="cluster-x", leader=SimpleNamespace(leader_id=9))
+        driver = SimpleNamespace(node_id=2, leader=SimpleNamespace(role=Role.FOLLOWER))
+        self.real = AdminService(sm, driver, {}, {})  # type: ignore[arg-type]
+        self.answers = answers
+        self.requests: dict[str, Message] = {}
+
+    def __getattr__(self, method: str) -> Any:
+        async def rpc(request: Message, context: Any) -> Message:
+            self.requests[method] = request
+            if method in self.answers:
+                return self.answers[method]
+            return await getattr(self.real, method)(request, context)
+
+        return rpc
+
+
+def setup(**answers: Message) -> tuple[ApiRegistry, Admin]:
+    admin = Admin(answers)
+    backend: Any = KafkaBackend(
+        broker_id=2,
+        cluster_id="cluster-x",
+        listener="KAFKA",
+        image=image,
+        controller_id=lambda: 9,
+        endpoint=KAFKA.get,
+        data=admin,  # type: ignore[arg-type]  # DeleteRecords, recorded the same way
+        groups=None,  # type: ignore[arg-type]
+        transactions=None,  # type: ignore[arg-type]
+        admin=admin,  # type: ignore[arg-type]
+    )
+    r = ApiRegistry()
+    admin_apis.register(r, backend)
+    return r, admin
+
+
+def test_served_versions() -> None:
+    reg, _ = setup()
+    assert served(reg, CreateTopicsRequest) == range(2, 8)
+    assert served(reg, DeleteTopicsRequest) == range(1, 7)
+    assert served(reg, CreatePartitionsRequest) == range(0, 4)
+    assert served(reg, DeleteRecordsRequest) == range(0, 3)
+    assert served(reg, DescribeConfigsRequest) == range(1, 5)
+    assert served(reg, IncrementalAlterConfigsRequest) == range(0, 2)
+    assert served(reg, DescribeClusterRequest) == range(0, 3)
+    assert served(reg, DescribeClientQuotasRequest) == range(0, 2)
+    assert served(reg, AlterClientQuotasRequest) == range(0, 2)
+
+
+# ---- topics ----
+
+
+@pytest.mark.parametrize("version", range(2, 8))
+async def test_create_topics(version: int) -> None:
+    answer = apb.CreateTopicsResponse(
+        throttle_time_ms=15,
+        topics=[
+            apb.TopicResult(name="a", topic_id=T_ID),
+            apb.TopicResult(name="b", error=ErrorCode.INVALID_REPLICA_ASSIGNMENT, error_message="no assignments"),
+        ],
+    )
+    reg, admin = setup(CreateTopics=answer)
+    t = CreateTopicsRequest.CreatableTopic
+    request = CreateTopicsRequest(
+        version=version,
+        topics=[
+            t(
+                name="a",
+                num_partitions=3,
+                replication_factor=-1,
+                assignments=[],
+                configs=[
+                    t.CreatableTopicConfig(name="cleanup.policy", value="compact"),
+                    t.CreatableTopicConfig(name="retention.ms", value=None),
+                ],
+            ),
+            t(
+                name="b",
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=[
+                    t.CreatableReplicaAssignment(partition_index=1, broker_ids=[2, 1]),
+                    t.CreatableReplicaAssignment(partition_index=0, broker_ids=[1, 2]),
+                ],
+                configs=[],
+            ),
+        ],
+        timeout_ms=5000,
+        validate_only=True,
+    )
+    r = await call(reg, request, version)
+    sent = admin.requests["CreateTopics"]
+    assert isinstance(sent, apb.CreateTopicsRequest)
+    assert (sent.timeout_ms, sent.validate_only) == (5000, True)
+    a, b = sent.topics
+    assert (a.name, a.num_partitions, a.replication_factor) == ("a", 3, -1)
+    assert [(c.name, c.value) for c in a.configs] == [("cleanup.policy", "compact")]  # a null value sets nothing
+    assert [list(x.replicas) for x in b.assignments] == [[1, 2], [2, 1]]  # in partition order, for the service
+    assert r.throttle_time_ms == 15
+    ra, rb = r.topics
+    assert (ra.name, ra.error_code, rb.name, rb.error_code, rb.error_message) == ("a", 0, "b", 39, "no assignments")
+    if version >= 7:
+        assert ra.topic_id == uuid.UUID(bytes=T_ID) and rb.topic_id is None  # the zero UUID, as kafka-python reads it
+    if version >= 5:
+        assert (ra.num_partitions, ra.replication_factor) == (-1, -1)  # not returned
+
+
+async def test_create_topics_without_a_reachable_controller_is_not_controller() -> None:
+    reg, _ = setup()  # the real service: no active controller known
+    t = CreateTopicsRequest.CreatableTopic
+    request = CreateTopicsRequest(
+        version=7, topics=[t(name="a", num_partitions=1, replication_factor=1, assignments=[], configs=[])]
+    )
+    r = await call(reg, request, 7)
+    assert [(x.name, x.error_code) for x in r.topics] == [("a", 41)]  # NOT_CONTROLLER: retriable
+
+
+@pytest.mark.parametrize("version", range(1, 7))
+async def test_delete_topics(version: int) -> None:
+    answer = apb.DeleteTopicsResponse(
+        throttle_time_ms=3,
+        topics=[apb.TopicResult(name="t"), apb.TopicResult(name="gone", error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)],
+    )
+    reg, admin = setup(DeleteTopics=answer)
+    if version >= 6:
+        s = DeleteTopicsRequest.DeleteTopicState
+        unknown = uuid.uuid4()
+        topics = [s(name=None, topic_id=uuid.UUID(bytes=T_ID)), s(name=None, topic_id=unknown), s(name="gone")]
+        request = DeleteTopicsRequest(version=version, topics=topics, timeout_ms=100)
+    else:
+        request = DeleteTopicsRequest(version=version, topic_names=["t", "gone"], timeout_ms=100)
+    r = await call(reg, request, version)
+    sent = admin.requests["DeleteTopics"]
+    assert isinstance(sent, apb.DeleteTopicsRequest)
+    assert (list(sent.names), sent.timeout_ms) == (["t", "gone"], 100)  # an id resolved to its topic's name
+    assert r.throttle_time_ms == 3
+    got = [(x.name, x.error_code) for x in r.responses]
+    if version >= 6:
+        assert got == [("t", 0), (None, 100), ("gone", 3)]  # UNKNOWN_TOPIC_ID for the id nobody has
+        assert [x.topic_id for x in r.responses] == [uuid.UUID(bytes=T_ID), unknown, None]  # gone: the zero UUID
+    else:
+        assert got == [("t", 0), ("gone", 3)]
+
+
+@pytest.mark.parametrize("version", range(0, 4))
+async def test_create_partitions(version: int) -> None:
+    answer = apb.CreatePartitionsResponse(
+        topics=[apb.TopicResult(name="t", error=ErrorCode.INVALID_PARTITIONS, error_message="fewer")]
+    )
+    reg, admin = setup(CreatePartitions=answer)
+    t = CreatePartitionsRequest.CreatePartitionsTopic
+    request = CreatePartitionsRequest(
+        version=version,
+        topics=[
+            t(name="t", count=1, assignments=None),
+            t(name="u", count=2, assignments=[t.CreatePartitionsAssignment(broker_ids=[1])]),
+        ],
+        timeout_ms=100,
+        validate_only=True,
+    )
+    r = await call(reg, request, version)
+    sent = admin.requests["CreatePartitions"]
+    assert isinstance(sent, apb.CreatePartitionsRequest)
+    assert [(x.name, x.count) for x in sent.topics] == [("t", 1)] and sent.validate_only
+    got = [(x.name, x.error_code, x.error_message) for x in r.results]
+    assert got[0] == ("t", 37, "fewer")
+    assert got[1][:2] == ("u", 39)  # INVALID_REPLICA_ASSIGNMENT: the service takes no assignments
+
+
+@pytest.mark.parametrize("version", range(0, 3))
+async def test_delete_records(version: int) -> None:
+    answer = pb.DeleteRecordsResponse(
+        throttle_time_ms=4,
+        topics=[
+            pb.DeleteRecordsTopicResponse(
+                name="t",
+                partitions=[
+                    pb.DeleteRecordsPartitionResponse(partition=0, low_watermark=5),
+                    pb.DeleteRecordsPartitionResponse(
+                        partition=1, low_watermark=-1, error=ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    ),
+                ],
+            )
+        ],
+    )
+    reg, admin = setup(DeleteRecords=answer)
+    t = DeleteRecordsRequest.DeleteRecordsTopic
+    request = DeleteRecordsRequest(
+        version=version,
+        topics=[
+            t(
+                name="t",
+                partitions=[
+                    t.DeleteRecordsPartition(partition_index=0, offset=5),
+                    t.DeleteRecordsPartition(partition_index=1, offset=-1),
+                ],
+            )
+        ],
+        timeout_ms=250,
+    )
+    r = await call(reg, request, version)
+    sent = admin.requests["DeleteRecords"]
+    assert isinstance(sent, pb.DeleteRecordsRequest)
+    assert sent.timeout_ms == 250 and [(p.partition, p.offset) for p in sent.topics[0].partitions] == [(0, 5), (1, -1)]
+    assert r.throttle_time_ms == 4
+    assert [(p.partition_index, p.low_watermark, p.error_code) for p in r.topics[0].partitions] == [
+        (0, 5, 0),
+        (1, -1, 6),
+    ]
+
+
+# ---- configs ----
+
+
+def describe(
+    version: int, *resources: tuple[int, str, list[str] | None], synonyms: bool = True
+) -> DescribeConfigsRequest:
+    res = DescribeConfigsRequest.DescribeConfigsResource
+    return DescribeConfigsRequest(
+        version=version,
+        resources=[res(resource_type=k, resource_name=n, configuration_keys=keys) for k, n, keys in resources],
+        include_synonyms=synonyms,
+        include_documentation=False,
+    )
+
+
+@pytest.mark.parametrize("version", range(1, 5))
+async def test_describe_topic_configs(version: int) -> None:
+    reg, _ = setup()
+    r = await call(reg, describe(version, (2, "t", None), (2, "nope", None), (2, "t", ["retention.ms"])), version)
+    t, nope, picked = r.results
+    assert (t.error_code, t.resource_type, t.resource_name) == (0, 2, "t")
+    configs = {c.name: c for c in t.configs}
+    retention, segment, cleanup = configs["retention.ms"], configs["segment.bytes"], configs["cleanup.policy"]
+    assert (retention.value, retention.config_source) == ("1000", 1)  # DYNAMIC_TOPIC_CONFIG
+    assert (segment.value, segment.config_source) == ("2048", 3)  # DYNAMIC_DEFAULT_BROKER_CONFIG
+    assert cleanup.config_source == 5  # DEFAULT_CONFIG
+    assert not retention.read_only and not retention.is_sensitive
+    assert [(s.name, s.value, s.source) for s in segment.synonyms] == [("log.segment.bytes", "2048", 3)]
+    assert [(s.name, s.source) for s in retention.synonyms] == [("retention.ms", 1)]
+    assert nope.error_code == 3 and nope.configs == []
+    assert [c.name for c in picked.configs] == ["retention.ms"]
+
+
+async def test_describe_configs_without_synonyms() -> None:
+    reg, _ = setup()
+    r = await call(reg, describe(4, (2, "t", ["retention.ms"]), synonyms=False), 4)
+    assert r.results[0].configs[0].synonyms == []
+
+
+@pytest.mark.parametrize("version", [1, 4])
+async def test_describe_broker_configs(version: int) -> None:
+    reg, _ = setup()
+    request = describe(
+        version, (4, "", None), (4, "2", None), (4, "2", ["log.retention.ms"]), (4, "7", None), (32, "g", None)
+    )
+    r = await call(reg, request, version)
+    default, this, picked, other, group = r.results
+    # The cluster-wide default resource lists what is set dynamically; this broker's, every dynamic broker config.
+    assert [(c.name, c.value, c.config_source) for c in default.configs] == [("log.segment.bytes", "2048", 3)]
+    sources = {c.name: c.config_source for c in this.configs}
+    assert sources["log.segment.bytes"] == 3 and sources["log.retention.ms"] == 5 and len(sources) > 2
+    assert [c.name for c in picked.configs] == ["log.retention.ms"]
+    assert other.error_code == 42 and "expected 2" in other.error_message  # another broker's resource
+    assert group.error_code == 42  # INVALID_REQUEST: no group configs
+
+
+@pytest.mark.parametrize("version", range(0, 2))
+async def test_incremental_alter_configs(version: int) -> None:
+    answer = apb.IncrementalAlterConfigsResponse(
+        results=[apb.AlterConfigsResult(topic="t", error=ErrorCode.INVALID_CONFIG, error_message="bad value")],
+        cluster_defaults_result=apb.AlterConfigsResult(),
+    )
+    reg, admin = setup(IncrementalAlterConfigs=answer)
+    res = IncrementalAlterConfigsRequest.AlterConfigsResource
+    op = res.AlterableConfig
+    request = IncrementalAlterConfigsRequest(
+        version=version,
+        resources=[
+            res(resource_type=2, resource_name="t", configs=[op(name="retention.ms", config_operation=0, value="5")]),
+            res(
+                resource_type=4, resource_name="", configs=[op(name="log.retention.ms", config_operation=1, value=None)]
+            ),
+            res(
+                resource_type=4, resource_name="1", configs=[op(name="log.retention.ms", config_operation=0, value="1")]
+            ),
+            res(resource_type=2, resource_name="u", configs=[op(name="retention.ms", config_operation=9, value="1")]),
+        ],
+        validate_only=True,
+    )
+    r = await call(reg, request, version)
+    sent = admin.requests["IncrementalAlterConfigs"]
+    assert isinstance(sent, apb.IncrementalAlterConfigsRequest)
+    assert sent.validate_only
+    assert [(t.topic, [(c.name, c.op, c.value) for c in t.configs]) for t in sent.topics] == [
+        ("t", [("retention.ms", apb.SET, "5")])
+    ]
+    assert [(c.name, c.op) for c in sent.cluster_defaults] == [("log.retention.ms", apb.DELETE)]
+    got = [(x.resource_type, x.resource_name, x.error_code) for x in r.responses]
+    assert got == [(2, "t", 40), (4, "", 0), (4, "1", 42), (2, "u", 42)]  # no per-broker configs; no operation 9
+    assert r.responses[0].error_message == "bad value"
+
+
+async def test_incremental_alter_configs_without_a_reachable_controller_is_not_controller() -> None:
+    reg, _ = setup()
+    res = IncrementalAlterConfigsRequest.AlterConfigsResource
+    request = IncrementalAlterConfigsRequest(
+        version=1, resources=[res(resource_type=2, resource_name="t", configs=[])], validate_only=False
+    )
+    r = await call(reg, request, 1)
+    assert r.responses[0].error_code == 41
+
+
+# ---- cluster ----
+
+
+@pytest.mark.parametrize("version", range(0, 3))
+async def test_describe_cluster(version: int) -> None:
+    reg, _ = setup()
+    r = await call(reg, DescribeClusterRequest(version=version, include_cluster_authorized_operations=False), version)
+    assert (r.error_code, r.cluster_id) == (0, "cluster-x")
+    # Live brokers with a Kafka address, at that address; the controller (9) is no broker: this one, which forwards.
+    assert [(b.broker_id, b.host, b.port, b.rack) for b in r.brokers] == [
+        (1, "kafka-1", 9192, "r1"),
+        (2, "kafka-2", 9193, None),
+    ]
+    assert r.controller_id == 2
+    assert r.authorized_operations is None
+    if version >= 2:
+        r = await call(reg, DescribeClusterRequest(version=version, include_fenced_brokers=True), version)
+        assert [(b.broker_id, b.is_fenced) for b in r.brokers] == [(1, False), (2, False), (4, True)]
+
+
+async def test_describe_cluster_controller_endpoints_are_not_on_this_listener() -> None:
+    reg, _ = setup()
+    r = await call(reg, DescribeClusterRequest(version=1, endpoint_type=2), 1)
+    assert r.error_code == 114 and r.brokers == []  # MISMATCHED_ENDPOINT_TYPE
+
+
+# ---- client quotas ----
+
+
+@pytest.mark.parametrize("version", range(0, 2))
+async def test_describe_client_quotas(version: int) -> None:
+    reg, _ = setup()
+    r = await call(reg, DescribeClientQuotasRequest(version=version, components=[], strict=False), version)
+    assert r.error_code == 0
+    got = sorted(
+        ([(e.entity_type, e.entity_name) for e in entry.entity], [(v.key, v.value) for v in entry.values])
+        for entry in r.entries
+    )
+    assert got == [
+        ([("client-id", None)], [("consumer_byte_rate", 2048.0)]),  # the default client id: a null name
+        ([("user", "alice")], [("producer_byte_rate", 1024.0)]),
+    ]
+    c = DescribeClientQuotasRequest.ComponentData
+    exact = DescribeClientQuotasRequest(
+        version=version, components=[c(entity_type="user", match_type=0, match="alice")], strict=True
+    )
+    r = await call(reg, exact, version)
+    assert [[e.entity_name for e in entry.entity] for entry in r.entries] == [["alice"]]
+    bad = DescribeClientQuotasRequest(version=version, components=[c(entity_type="nobody", match_type=2, match=None)])
+    r = await call(reg, bad, version)
+    assert r.error_code != 0 and r.error_message
+
+
+@pytest.mark.parametrize("version", range(0, 2))
+async def test_alter_client_quotas(version: int) -> None:
+    answer = apb.AlterClientQuotasResponse(
+        throttle_time_ms=2,
+        entries=[
+            apb.QuotaAlterationResult(),
+            apb.QuotaAlterationResult(error=ErrorCode.INVALID_REQUEST, error_message="bad key"),
+        ],
+    )
+    reg, admin = setup(AlterClientQuotas=answer)
+    e = AlterClientQuotasRequest.EntryData
+    request = AlterClientQuotasRequest(
+        version=version,
+        entries=[
+            e(
+                entity=[e.EntityData(entity_type="client-id", entity_name=None)],
+                ops=[e.OpData(key="producer_byte_rate", value=10.0, remove=False)],
+            ),
+            e(
+                entity=[e.EntityData(entity_type="user", entity_name="bob")],
+                ops=[e.OpData(key="nonsense", value=0.0, remove=True)],
+            ),
+        ],
+        validate_only=True,
+    )
+    r = await call(reg, request, version)
+    sent = admin.requests["AlterClientQuotas"]
+    assert isinstance(sent, apb.AlterClientQuotasRequest)
+    assert sent.validate_only
+    first, second = sent.entries
+    assert [(c.entity_type, c.name, c.is_default) for c in first.entity] == [("client-id", "", True)]
+    assert [(c.entity_type, c.name, c.is_default) for c in second.entity] == [("user", "bob", False)]
+    assert [(o.key, o.value, o.remove) for o in first.ops] == [("producer_byte_rate", 10.0, False)]
+    assert r.throttle_time_ms == 2
+    assert [(x.error_code, x.error_message) for x in r.entries] == [(0, None), (42, "bad key")]
+    assert [[(c.entity_type, c.entity_name) for c in x.entity] for x in r.entries] == [
+        [("client-id", None)],
+        [("user", "bob")],
+    ]
+
+
+async def test_alter_client_quotas_without_a_reachable_controller_is_not_controller() -> None:
+    reg, _ = setup()
+    e = AlterClientQuotasRequest.EntryData
+    request = AlterClientQuotasRequest(
+        version=1, entries=[e(entity=[e.EntityData(entity_type="user", entity_name="a")], ops=[])], validate_only=False
+    )
+    r = await call(reg, request, 1)
+    assert [x.error_code for x in r.entries] == [41]
