@@ -2,7 +2,8 @@
 
 Both roles share one Raft driver and one metadata image: a controller is a voter of the metadata quorum, a
 broker-only node follows the committed metadata log as an observer. Each role serves on its own listener:
-``CONTROLLER`` carries Raft, Controller and Admin; the broker listener carries Admin (and the data plane).
+``CONTROLLER`` carries Raft, Controller and Admin; the broker listener carries Admin (and the data plane); a broker
+may also serve Kafka's own binary protocol on a Kafka listener, over the same services (broker/kafka/).
 
 This module owns a node's assembly: building each role from the config (``_build_controller``,
 ``_build_broker``), serving its listener, starting and stopping the roles in order, and the node's state gauges.
@@ -22,6 +23,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from odradek.broker.broker_role import BrokerRole
 from odradek.broker.config import ConfigError, Endpoint, NodeConfig
+from odradek.broker.kafka.backend import KafkaBackend
+from odradek.broker.kafka.catalog import kafka_apis
+from odradek.broker.kafka.dispatch import KafkaDispatcher
+from odradek.broker.kafka.server import KafkaListener
 from odradek.broker.metrics import NodeMetrics, gauge
 from odradek.broker.storage import verify_storage
 from odradek.broker.throttling import QuotaInterceptor
@@ -68,6 +73,7 @@ class Node:
         self.controller: ActiveController | None = None
         self.broker: BrokerRole | None = None
         self.servers: list[grpc.aio.Server] = []
+        self.kafka: KafkaListener | None = None
         self.metrics = NodeMetrics(c.node_id)
         self.metrics.add_collector(self._collect)
         self.admin: AdminService | None = None
@@ -119,6 +125,8 @@ class Node:
             self._serve_broker(self.broker, admin)
         for server in self.servers:
             await server.start()
+        if self.kafka is not None:
+            await self.kafka.start()
         self.metrics.serve(c["metrics.port"])
         await self.driver.start()
         if self.controller is not None:
@@ -175,8 +183,38 @@ class Node:
         admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
         service = broker.service(lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id)
         broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
-        group_pb2_grpc.add_GroupCoordinatorServicer_to_server(broker.group_service(), server)
-        transaction_pb2_grpc.add_TransactionsServicer_to_server(broker.transactions_service(), server)
+        groups, transactions = broker.group_service(), broker.transactions_service()
+        group_pb2_grpc.add_GroupCoordinatorServicer_to_server(groups, server)
+        transaction_pb2_grpc.add_TransactionsServicer_to_server(transactions, server)
+        endpoint = self.config.kafka_listener
+        if endpoint is not None:
+            sm, name = self.sm, endpoint.name
+
+            def kafka_address(node_id: int) -> tuple[str, int] | None:
+                registered = sm.image.brokers.get(node_id)
+                return None if registered is None or registered.fenced else registered.endpoint(name)
+
+            backend = KafkaBackend(
+                self.config.node_id,
+                self.cluster_id,
+                name,
+                lambda: sm.image,
+                service.controller_id,
+                kafka_address,
+                service,
+                groups,
+                transactions,
+                admin,
+                broker.quotas,
+            )
+            self.kafka = KafkaListener(
+                endpoint.host,
+                endpoint.port,
+                name,
+                KafkaDispatcher(kafka_apis(backend), broker.quotas),
+                max_request_bytes=self.config["socket.request.max.bytes"],
+                idle_timeout_ms=self.config["connections.max.idle.ms"],
+            )
 
     def _collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         """State gauges, read at scrape time."""
@@ -222,6 +260,8 @@ class Node:
             await _step("controller", self.controller.stop())
         await _step("driver", self.driver.stop(graceful=True))
         await _step("servers", asyncio.gather(*(s.stop(grace=1.0) for s in self.servers)))
+        if self.kafka is not None:
+            await _step("kafka listener", self.kafka.stop())
         if self.broker is not None:
             await self.broker.close()
         if self.admin is not None:

@@ -42,7 +42,7 @@ from odradek.broker.kafka.produce_codec import (
     encode_produce_response,
 )
 from odradek.broker.kafka.wire import Chunk, Handler, ProtocolError, Reply, RequestContext, RequestHeader, close_chunks
-from odradek.client.errors import ErrorCode
+from odradek.client.errors import ErrorCode, error_name
 from odradek.proto import common_pb2
 
 MAGIC_OFFSET = 16  # a record batch's magic byte (a legacy message set has its magic at the same place)
@@ -139,7 +139,7 @@ def produce_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
             for p in t.partitions:
                 result = refused.get((name, p.index)) or by_index[p.index]
                 if result.error_code:
-                    failed.append(f"{name}-{p.index}: {ErrorCode.Name(result.error_code)}")
+                    failed.append(f"{name}-{p.index}: {error_name(result.error_code)}")
                 out.append(result)
             results.append((name, out))
         if request.acks == 0:
@@ -249,8 +249,8 @@ def fetch_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
             if version >= 13:
                 found = image.topics.get(t.topic_id)
                 if found is None:
-                    results = [FetchPartitionResult(p.partition, UNKNOWN_TOPIC_ID, -1) for p in t.partitions]
-                    unknown.append(FetchTopicResult("", t.topic_id, results))
+                    missing = [FetchPartitionResult(p.partition, UNKNOWN_TOPIC_ID, -1) for p in t.partitions]
+                    unknown.append(FetchTopicResult("", t.topic_id, missing))
                     continue
                 name = found.name
                 ids[name] = t.topic_id

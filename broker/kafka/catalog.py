@@ -1,0 +1,24 @@
+"""Every API the Kafka listener serves, registered against one broker's services: the single place that decides
+what ApiVersions advertises."""
+
+from __future__ import annotations
+
+from odradek.broker.kafka import (
+    admin_apis,
+    api_versions,
+    data_apis,
+    group_apis,
+    metadata_apis,
+    offset_apis,
+    txn_apis,
+)
+from odradek.broker.kafka.apis import ApiRegistry
+from odradek.broker.kafka.backend import KafkaBackend
+
+
+def kafka_apis(backend: KafkaBackend) -> ApiRegistry:
+    registry = ApiRegistry()
+    api_versions.register(registry)
+    for module in (data_apis, metadata_apis, offset_apis, admin_apis, group_apis, txn_apis):
+        module.register(registry, backend)
+    return registry
