@@ -1,0 +1,277 @@
+"""Unmodified third-party Kafka clients against the Kafka listener of a real 3-broker cluster: librdkafka
+(confluent-kafka, kcat), kafka-python and aiokafka; and the listener's handling of bad frames from a raw socket."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import struct
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+from odradek.client.admin import Admin
+from odradek.deploy.local import DevCluster
+
+pytestmark = pytest.mark.integration
+
+COUNT = 300
+
+
+@pytest.fixture(scope="module")
+def bootstrap(cluster: DevCluster) -> str:
+    return cluster.kafka_bootstrap_servers
+
+
+def topic(admin: Admin, partitions: int = 3) -> str:
+    name = f"k-{uuid.uuid4().hex[:8]}"
+    admin.create_topic(name, partitions=partitions, replication_factor=3)
+    return name
+
+
+def consume_all(bootstrap: str, name: str, count: int, group: str, timeout: float = 60) -> list:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([name])
+    got = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < count and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            got.append(m)
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return got
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_librdkafka_idempotent_producer_and_group_consumer(bootstrap: str, admin: Admin, codec: str) -> None:
+    name = topic(admin)
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "compression.type": codec}
+    )
+    errors: list = []
+    for i in range(COUNT):
+        producer.produce(
+            name,
+            key=b"k%d" % i,
+            value=b"v%d" % i,
+            headers=[("n", str(i).encode())],
+            on_delivery=lambda err, _m: errors.append(err) if err else None,
+        )
+    assert producer.flush(30) == 0
+    assert errors == []
+    got = consume_all(bootstrap, name, COUNT, f"g-{codec}")
+    assert sorted(m.value() for m in got) == sorted(b"v%d" % i for i in range(COUNT))
+    for m in got:
+        assert m.key() == b"k" + m.value()[1:]
+        assert m.headers() == [("n", m.value()[1:])]
+    # The group's commits are stored, and odradek's own admin client reads them: each partition's is its end.
+    committed = admin.list_group_offsets(f"g-{codec}")
+    assert sum(o.offset for o in committed) == COUNT
+
+
+def test_kafka_python_produce_consume_group_and_admin(bootstrap: str) -> None:
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=20000)
+    name = f"kp-{uuid.uuid4().hex[:8]}"
+    try:
+        admin.create_topics([NewTopic(name, num_partitions=2, replication_factor=3)])
+        described = admin.describe_topics([name])
+        assert described[0]["name"] == name and described[0]["error_code"] == 0
+        assert [len(p["isr_nodes"]) for p in described[0]["partitions"]] == [3, 3]
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        for i in range(100):
+            producer.send(name, key=b"%d" % i, value=b"x%d" % i)
+        producer.flush(30)
+        producer.close()
+        consumer = KafkaConsumer(
+            name,
+            bootstrap_servers=bootstrap,
+            group_id="kp-group",
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=20000,
+        )
+        values = []
+        for record in consumer:
+            values.append(record.value)
+            if len(values) == 100:
+                break
+        consumer.commit()
+        consumer.close()
+        assert sorted(values) == sorted(b"x%d" % i for i in range(100))
+        admin.delete_topics([name])
+        assert name not in admin.list_topics()
+    finally:
+        admin.close()
+
+
+def test_aiokafka_produce_and_group_consume(bootstrap: str, admin: Admin) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    name = topic(admin, partitions=2)
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        await producer.start()
+        try:
+            for i in range(50):
+                await producer.send_and_wait(name, b"a%d" % i, key=b"%d" % i)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(
+            name, bootstrap_servers=bootstrap, group_id="aio-group", auto_offset_reset="earliest"
+        )
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            async with asyncio.timeout(60):
+                while len(got) < 50:
+                    batch = await consumer.getmany(timeout_ms=1000)
+                    for records in batch.values():
+                        got.extend(r.value for r in records)
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        return got
+
+    assert sorted(asyncio.run(run())) == sorted(b"a%d" % i for i in range(50))
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_kcat_metadata_snappy_produce_and_consume(bootstrap: str, admin: Admin) -> None:
+    name = topic(admin, partitions=1)
+    listing = subprocess.run(["kcat", "-b", bootstrap, "-L"], capture_output=True, text=True, timeout=30)
+    assert listing.returncode == 0, listing.stderr
+    assert f'topic "{name}"' in listing.stdout and "3 brokers" in listing.stdout
+    lines = "".join(f"line{i}\n" for i in range(20))
+    produced = subprocess.run(
+        ["kcat", "-b", bootstrap, "-P", "-t", name, "-z", "snappy", "-d", "feature,msg"],
+        input=lines,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert produced.returncode == 0, produced.stderr
+    assert "does not support" not in produced.stderr
+    consumed = subprocess.run(
+        ["kcat", "-b", bootstrap, "-C", "-t", name, "-o", "beginning", "-c", "20", "-e"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.split() == [f"line{i}" for i in range(20)]
+
+
+# ---- bad frames against a real broker ----
+
+
+def _address(bootstrap: str) -> tuple[str, int]:
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    return host, int(port)
+
+
+def _frame(body: bytes) -> bytes:
+    return struct.pack(">i", len(body)) + body
+
+
+def _api_versions(version: int, correlation_id: int = 7) -> bytes:
+    header = struct.pack(">hhih", 18, version, correlation_id, 4) + b"test"
+    if version >= 3:
+        header += b"\x00"  # header v2: no tagged fields
+        return _frame(header + b"\x05test\x021\x00")  # client software name/version, no tagged fields
+    return _frame(header)
+
+
+def _answer(sock: socket.socket) -> bytes:
+    size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+    return _recv_exactly(sock, size)
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def _closed(sock: socket.socket) -> bool:
+    sock.settimeout(10)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+@pytest.fixture
+def connect(bootstrap: str) -> Iterator:
+    opened: list[socket.socket] = []
+
+    def open_() -> socket.socket:
+        s = socket.create_connection(_address(bootstrap), timeout=10)
+        opened.append(s)
+        return s
+
+    yield open_
+    for s in opened:
+        s.close()
+
+
+def test_api_versions_at_an_unknown_version_gets_unsupported_version_and_the_range(connect) -> None:
+    s = connect()
+    s.sendall(_api_versions(99))
+    answer = _answer(s)
+    assert struct.unpack(">i", answer[:4])[0] == 7  # response header v0
+    response = ApiVersionsResponse.decode(answer[4:], version=0)
+    assert response.error_code == 35
+    assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [(18, 0, 3)]
+    s.sendall(_api_versions(3, 8))  # the client retries at a version both know, on the same connection
+    answer = _answer(s)
+    response = ApiVersionsResponse.decode(answer[4:], version=3)
+    assert response.error_code == 0
+    served = {k.api_key for k in response.api_keys}
+    assert {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 18, 19, 20, 22} <= served
+    assert ApiVersionsRequest  # the oracle's request type is the one encoded by hand above
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        struct.pack(">i", 1 << 30),  # a size prefix over socket.request.max.bytes
+        struct.pack(">i", 100) + b"\x00" * 10,  # a frame cut short (then EOF)
+        _frame(struct.pack(">hhih", 9999, 0, 1, -1)),  # an unknown API key
+        _frame(b"\xff" * 3),  # garbage
+    ],
+    ids=["oversized", "cut-short", "unknown-api-key", "garbage"],
+)
+def test_a_bad_frame_closes_only_its_connection(connect, bad: bytes) -> None:
+    bystander = connect()
+    victim = connect()
+    victim.sendall(bad)
+    if bad.startswith(struct.pack(">i", 100)):
+        victim.shutdown(socket.SHUT_WR)
+    assert _closed(victim)
+    bystander.sendall(_api_versions(3))
+    assert struct.unpack(">i", _answer(bystander)[:4])[0] == 7
