@@ -398,7 +398,10 @@ NODE: dict[str, Key] = {
     ),
     "connections.max.idle.ms": Key(
         "the Kafka listener closes a connection idle this long",
-        (f"{KAFKA_CONFIG}::test_connections_max_idle_ms_is_kafkas_ten_minutes_unless_set",),
+        (
+            f"{KAFKA_CONFIG}::test_connections_max_idle_ms_is_kafkas_ten_minutes_unless_set",
+            "tests/kafka/test_kafka_listener.py::test_idle_connections_are_closed",
+        ),
     ),
     "transaction.state.log.num.partitions": Key(
         "partitions of `__transaction_state` when a broker creates it on first use", (TXN_CONFIG,)
