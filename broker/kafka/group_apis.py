@@ -69,6 +69,26 @@ def _instance_id(message: Any) -> str | None:
     return message.group_instance_id if message.HasField("group_instance_id") else None
 
 
+def commit_topics(topics: Iterable[Any], with_epoch: bool) -> list[gpb.OffsetCommitTopic]:
+    """The offsets of an OffsetCommit or TxnOffsetCommit request as the group service takes them (the leader epoch
+    only from the versions that carry it)."""
+    return [
+        gpb.OffsetCommitTopic(
+            name=t.name,
+            partitions=[
+                gpb.OffsetCommitPartition(
+                    partition=p.partition_index,
+                    committed_offset=p.committed_offset,
+                    committed_leader_epoch=p.committed_leader_epoch if with_epoch else -1,
+                    committed_metadata=p.committed_metadata or "",
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
+
+
 class GroupApis:
     """The handlers, one per API: (context, version, decoded request) -> response of that version."""
 
@@ -223,21 +243,7 @@ class GroupApis:
             group_id=req.group_id,
             generation_id=req.generation_id_or_member_epoch,
             member_id=req.member_id,
-            topics=[
-                gpb.OffsetCommitTopic(
-                    name=t.name,
-                    partitions=[
-                        gpb.OffsetCommitPartition(
-                            partition=p.partition_index,
-                            committed_offset=p.committed_offset,
-                            committed_leader_epoch=p.committed_leader_epoch if v >= 6 else -1,
-                            committed_metadata=p.committed_metadata or "",
-                        )
-                        for p in t.partitions
-                    ],
-                )
-                for t in req.topics
-            ],
+            topics=commit_topics(req.topics, with_epoch=v >= 6),
         )
         if v >= 7 and req.group_instance_id is not None:
             request.group_instance_id = req.group_instance_id

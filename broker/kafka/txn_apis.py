@@ -37,6 +37,7 @@ from kafka.protocol.producer.transaction import (
 
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
+from odradek.broker.kafka.group_apis import commit_topics
 from odradek.broker.kafka.wire import NO_VERSION, RequestContext, ServiceContext
 from odradek.client.connection import CLIENT_ID_KEY
 from odradek.client.errors import ErrorCode
@@ -203,21 +204,7 @@ class TxnApis:
             producer_epoch=req.producer_epoch,
             generation_id=req.generation_id if v >= 3 else -1,
             member_id=req.member_id if v >= 3 else "",
-            topics=[
-                gpb.OffsetCommitTopic(
-                    name=t.name,
-                    partitions=[
-                        gpb.OffsetCommitPartition(
-                            partition=p.partition_index,
-                            committed_offset=p.committed_offset,
-                            committed_leader_epoch=p.committed_leader_epoch if v >= 2 else -1,
-                            committed_metadata=p.committed_metadata or "",
-                        )
-                        for p in t.partitions
-                    ],
-                )
-                for t in req.topics
-            ],
+            topics=commit_topics(req.topics, with_epoch=v >= 2),
         )
         if v >= 3 and req.group_instance_id is not None:
             request.group_instance_id = req.group_instance_id
