@@ -34,3 +34,31 @@ def served(registry: ApiRegistry, request_cls: Any) -> range:
     found = registry.get(int(request_cls.API_KEY))
     assert found is not None
     return range(found[0].min_version, found[0].max_version + 1)
+
+
+# Inputs that break careless decoders: lengths and counts at their extremes, and over-long varints.
+HOSTILE = [
+    b"\x7f\xff\xff\xff",  # huge length or count
+    b"\xff\xff\xff\xfe",  # -2
+    b"\x80\x00\x00\x00",  # most negative
+    b"\xff\xff",
+    b"\xff" * 9 + b"\x01",  # a 10-byte varint
+    b"\x80\x80\x80\x80\x80\x00",  # a 6-byte varint
+]
+
+
+def mangle(body: bytes, data: Any) -> bytes:
+    """``body`` with one to four byte flips, hostile insertions or cuts drawn from hypothesis ``data``."""
+    from hypothesis import strategies as st
+
+    mangled = bytearray(body)
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(mangled)))
+        kind = data.draw(st.sampled_from(["flip", "hostile", "cut"]))
+        if kind == "flip" and at < len(mangled):
+            mangled[at] ^= data.draw(st.integers(1, 255))
+        elif kind == "hostile":
+            mangled[at : at + data.draw(st.integers(0, 10))] = data.draw(st.sampled_from(HOSTILE))
+        else:
+            del mangled[at:]
+    return bytes(mangled)

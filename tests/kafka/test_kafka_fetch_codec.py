@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka_harness import mangle
 
 from odradek.broker.kafka.fetch_codec import (
     FETCH_MAX_VERSION,
@@ -368,32 +369,12 @@ def only_protocol_error(body: bytes, version: int) -> None:
         decode_fetch_request(memoryview(body), version)
 
 
-HOSTILE = [
-    b"\x7f\xff\xff\xff",  # huge length or count
-    b"\xff\xff\xff\xfe",  # -2
-    b"\x80\x00\x00\x00",  # most negative
-    b"\xff\xff",
-    b"\xff" * 9 + b"\x01",  # a 10-byte varint
-    b"\x80\x80\x80\x80\x80\x00",  # a 6-byte varint
-]
-
-
 @pytest.mark.parametrize("version", VERSIONS)
 @settings(deadline=None, max_examples=60)
 @given(data=st.data())
 def test_mangled_requests_raise_only_protocol_error(version: int, data: st.DataObject) -> None:
     body, _ = data.draw(requests(version))
-    mangled = bytearray(body)
-    for _ in range(data.draw(st.integers(1, 4))):
-        at = data.draw(st.integers(0, len(mangled)))
-        kind = data.draw(st.sampled_from(["flip", "hostile", "cut"]))
-        if kind == "flip" and at < len(mangled):
-            mangled[at] ^= data.draw(st.integers(1, 255))
-        elif kind == "hostile":
-            mangled[at : at + data.draw(st.integers(0, 10))] = data.draw(st.sampled_from(HOSTILE))
-        else:
-            del mangled[at:]
-    only_protocol_error(bytes(mangled), version)
+    only_protocol_error(mangle(body, data), version)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
