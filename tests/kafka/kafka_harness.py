@@ -62,3 +62,26 @@ def mangle(body: bytes, data: Any) -> bytes:
         else:
             del mangled[at:]
     return bytes(mangled)
+
+
+class Recorder:
+    """A stand-in service whose methods record (request, context) and return the answer chosen for that method (a
+    value, or a function of the request)."""
+
+    def __init__(self, **answers: Any) -> None:
+        self.answers = answers
+        self.calls: list[tuple[str, Any, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in self.answers:
+            raise AttributeError(name)
+
+        async def method(request: Any, context: Any) -> Any:
+            self.calls.append((name, request, context))
+            answer = self.answers[name]
+            return answer(request) if callable(answer) else answer
+
+        return method
+
+    def requests(self, name: str) -> list[Any]:
+        return [r for n, r, _ in self.calls if n == name]

@@ -5,7 +5,6 @@ the translation only (the coordinator's rules have their own tests)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -32,6 +31,7 @@ from kafka.protocol.consumer.group import (
     SyncGroupResponse,
 )
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from kafka_harness import Recorder
 
 from odradek.broker.kafka import group_apis
 from odradek.broker.kafka.apis import ApiRegistry
@@ -44,28 +44,6 @@ from odradek.proto import group_pb2 as gpb
 CTX = RequestContext(ConnectionInfo(1, "KAFKA", "10.0.0.5", 5555), "app-7")
 # Kafka-listener addresses; the service answers the gRPC ones (port 9092), which must never reach a Kafka client.
 KAFKA_ENDPOINTS = {1: ("b1.kafka", 9192), 2: ("b2.kafka", 9193)}
-
-
-class Recorder:
-    """A service whose methods record (request, context) and return the answer chosen for that method."""
-
-    def __init__(self, **answers: Any) -> None:
-        self.answers = answers
-        self.calls: list[tuple[str, Any, Any]] = []
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        if name not in self.answers:
-            raise AttributeError(name)
-
-        async def method(request: Any, context: Any) -> Any:
-            self.calls.append((name, request, context))
-            answer = self.answers[name]
-            return answer(request) if callable(answer) else answer
-
-        return method
-
-    def requests(self, name: str) -> list[Any]:
-        return [r for n, r, _ in self.calls if n == name]
 
 
 def registry_with(groups: Recorder) -> ApiRegistry:

@@ -5,7 +5,6 @@ recorders with chosen answers: only the translation is tested here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from kafka.protocol.producer.transaction import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
 )
+from kafka_harness import Recorder
 
 from odradek.broker.kafka import txn_apis
 from odradek.broker.kafka.apis import ApiRegistry
@@ -35,30 +35,8 @@ from odradek.proto import transaction_pb2 as tpb
 CTX = RequestContext(ConnectionInfo(3, "KAFKA", "10.0.0.9", 4444), "txn-app")
 
 
-class TxnRecorder:
-    """A service whose methods record (request, context) and return the answer chosen for that method."""
-
-    def __init__(self, **answers: Any) -> None:
-        self.answers = answers
-        self.calls: list[tuple[str, Any, Any]] = []
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        if name not in self.answers:
-            raise AttributeError(name)
-
-        async def method(request: Any, context: Any) -> Any:
-            self.calls.append((name, request, context))
-            answer = self.answers[name]
-            return answer(request) if callable(answer) else answer
-
-        return method
-
-    def requests(self, name: str) -> list[Any]:
-        return [r for n, r, _ in self.calls if n == name]
-
-
 def txn_registry(
-    data: TxnRecorder | None = None, transactions: TxnRecorder | None = None, groups: TxnRecorder | None = None
+    data: Recorder | None = None, transactions: Recorder | None = None, groups: Recorder | None = None
 ) -> ApiRegistry:
     backend = KafkaBackend(
         broker_id=1,
@@ -67,9 +45,9 @@ def txn_registry(
         image=lambda: None,  # type: ignore[arg-type,return-value]
         controller_id=lambda: 1,
         endpoint=lambda node: None,
-        data=data or TxnRecorder(),  # type: ignore[arg-type]
-        groups=groups or TxnRecorder(),  # type: ignore[arg-type]
-        transactions=transactions or TxnRecorder(),  # type: ignore[arg-type]
+        data=data or Recorder(),  # type: ignore[arg-type]
+        groups=groups or Recorder(),  # type: ignore[arg-type]
+        transactions=transactions or Recorder(),  # type: ignore[arg-type]
         admin=None,  # type: ignore[arg-type]
     )
     registry = ApiRegistry()
@@ -105,9 +83,7 @@ def test_served_versions() -> None:
 
 @pytest.mark.parametrize("version", range(0, 6))
 async def test_init_producer_id_transactional(version: int) -> None:
-    data = TxnRecorder(
-        InitProducerId=pb.InitProducerIdResponse(producer_id=4000, producer_epoch=3, throttle_time_ms=12)
-    )
+    data = Recorder(InitProducerId=pb.InitProducerIdResponse(producer_id=4000, producer_epoch=3, throttle_time_ms=12))
     request = InitProducerIdRequest(
         transactional_id="tx-1", transaction_timeout_ms=60_000, producer_id=4000, producer_epoch=2
     )
@@ -123,7 +99,7 @@ async def test_init_producer_id_transactional(version: int) -> None:
 @pytest.mark.parametrize("version", range(0, 6))
 async def test_init_producer_id_idempotent(version: int) -> None:
     """A null transactional id is an idempotent producer: the proto's empty string."""
-    data = TxnRecorder(InitProducerId=pb.InitProducerIdResponse(producer_id=77, producer_epoch=0))
+    data = Recorder(InitProducerId=pb.InitProducerIdResponse(producer_id=77, producer_epoch=0))
     request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=0)
     r = await txn_roundtrip(txn_registry(data=data), request, InitProducerIdResponse, version)
     (sent,) = data.requests("InitProducerId")
@@ -132,7 +108,7 @@ async def test_init_producer_id_idempotent(version: int) -> None:
 
 
 async def test_init_producer_id_empty_transactional_id_is_refused() -> None:
-    data = TxnRecorder(InitProducerId=pb.InitProducerIdResponse(producer_id=77, producer_epoch=0))
+    data = Recorder(InitProducerId=pb.InitProducerIdResponse(producer_id=77, producer_epoch=0))
     request = InitProducerIdRequest(transactional_id="", transaction_timeout_ms=1000)
     r = await txn_roundtrip(txn_registry(data=data), request, InitProducerIdResponse, 4)
     assert data.calls == []
@@ -145,7 +121,7 @@ async def test_init_producer_id_fenced(version: int) -> None:
     answer = pb.InitProducerIdResponse(error=ErrorCode.PRODUCER_FENCED, producer_id=-1, producer_epoch=-1)
     request = InitProducerIdRequest(transactional_id="tx-1", transaction_timeout_ms=1000)
     r = await txn_roundtrip(
-        txn_registry(data=TxnRecorder(InitProducerId=answer)), request, InitProducerIdResponse, version
+        txn_registry(data=Recorder(InitProducerId=answer)), request, InitProducerIdResponse, version
     )
     expected = ErrorCode.PRODUCER_FENCED if version >= 4 else ErrorCode.INVALID_PRODUCER_EPOCH
     assert (r.error_code, r.producer_id, r.producer_epoch) == (expected, -1, -1)
@@ -175,7 +151,7 @@ def _partition_errors(topic_results: Any) -> list[tuple[str, int, int]]:
 
 @pytest.mark.parametrize("version", range(0, 4))
 async def test_add_partitions_to_txn_client_form(version: int) -> None:
-    transactions = TxnRecorder(AddPartitionsToTxn=_add_answer)
+    transactions = Recorder(AddPartitionsToTxn=_add_answer)
     registry = txn_registry(transactions=transactions)
     Topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
     request = AddPartitionsToTxnRequest(
@@ -204,7 +180,7 @@ async def test_add_partitions_to_txn_client_form(version: int) -> None:
 
 @pytest.mark.parametrize("version", [4, 5])
 async def test_add_partitions_to_txn_batched_form(version: int) -> None:
-    transactions = TxnRecorder(AddPartitionsToTxn=_add_answer)
+    transactions = Recorder(AddPartitionsToTxn=_add_answer)
     Txn = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
     Topic = Txn.AddPartitionsToTxnTopic
     request = AddPartitionsToTxnRequest(
@@ -249,7 +225,7 @@ async def test_add_partitions_to_txn_batched_form(version: int) -> None:
 
 @pytest.mark.parametrize("version", range(0, 5))
 async def test_add_offsets_to_txn(version: int) -> None:
-    transactions = TxnRecorder(
+    transactions = Recorder(
         AddOffsetsToTxn=tpb.AddOffsetsToTxnResponse(error=ErrorCode.PRODUCER_FENCED, throttle_time_ms=4)
     )
     request = AddOffsetsToTxnRequest(transactional_id="tx-1", producer_id=4000, producer_epoch=2, group_id="g")
@@ -262,7 +238,7 @@ async def test_add_offsets_to_txn(version: int) -> None:
 
 @pytest.mark.parametrize("committed", [True, False])
 async def test_end_txn(committed: bool) -> None:
-    transactions = TxnRecorder(EndTxn=tpb.EndTxnResponse(producer_id=4000, producer_epoch=3, throttle_time_ms=2))
+    transactions = Recorder(EndTxn=tpb.EndTxnResponse(producer_id=4000, producer_epoch=3, throttle_time_ms=2))
     registry = txn_registry(transactions=transactions)
     request = EndTxnRequest(transactional_id="tx-1", producer_id=4000, producer_epoch=2, committed=committed)
     r = await txn_roundtrip(registry, request, EndTxnResponse, 5)
@@ -277,7 +253,7 @@ async def test_end_txn(committed: bool) -> None:
 
 
 async def test_end_txn_error_answers_no_producer() -> None:
-    transactions = TxnRecorder(EndTxn=tpb.EndTxnResponse(error=ErrorCode.INVALID_TXN_STATE))
+    transactions = Recorder(EndTxn=tpb.EndTxnResponse(error=ErrorCode.INVALID_TXN_STATE))
     request = EndTxnRequest(transactional_id="tx-1", producer_id=4000, producer_epoch=2, committed=True)
     r = await txn_roundtrip(txn_registry(transactions=transactions), request, EndTxnResponse, 5)
     assert (r.error_code, r.producer_id, r.producer_epoch) == (ErrorCode.INVALID_TXN_STATE, -1, -1)
@@ -308,7 +284,7 @@ async def test_txn_offset_commit(version: int) -> None:
             )
         ],
     )
-    groups = TxnRecorder(TxnOffsetCommit=answer)
+    groups = Recorder(TxnOffsetCommit=answer)
     Topic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
     Partition = Topic.TxnOffsetCommitRequestPartition
     request = TxnOffsetCommitRequest(
