@@ -89,6 +89,26 @@ def commit_topics(topics: Iterable[Any], with_epoch: bool) -> list[gpb.OffsetCom
     ]
 
 
+def _fetched_topics(topic_cls: Any, partition_cls: Any, topics: Iterable[gpb.OffsetFetchTopicResponse]) -> list[Any]:
+    """The group service's committed offsets as OffsetFetch answers them (per group from v8, the one group before)."""
+    return [
+        topic_cls(
+            name=t.name,
+            partitions=[
+                partition_cls(
+                    partition_index=p.partition,
+                    committed_offset=p.committed_offset,
+                    committed_leader_epoch=p.committed_leader_epoch,
+                    metadata=p.metadata,
+                    error_code=int(p.error),
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
+
+
 class GroupApis:
     """The handlers, one per API: (context, version, decoded request) -> response of that version."""
 
@@ -275,22 +295,7 @@ class GroupApis:
             for g in req.groups:
                 wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
                 r = await self._fetch_offsets(ctx, g.group_id, wanted, require_stable)
-                topics = [
-                    Topics(
-                        name=t.name,
-                        partitions=[
-                            Partitions(
-                                partition_index=p.partition,
-                                committed_offset=p.committed_offset,
-                                committed_leader_epoch=p.committed_leader_epoch,
-                                metadata=p.metadata,
-                                error_code=int(p.error),
-                            )
-                            for p in t.partitions
-                        ],
-                    )
-                    for t in r.topics
-                ]
+                topics = _fetched_topics(Topics, Partitions, r.topics)
                 groups.append(Group(group_id=g.group_id, topics=topics, error_code=int(r.error)))
             return OffsetFetchResponse(version=v, groups=groups)
         wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
@@ -310,22 +315,7 @@ class GroupApis:
                 for name, partitions in wanted or ()
             ]
             return OffsetFetchResponse(version=v, topics=topics)
-        topics = [
-            Topic(
-                name=t.name,
-                partitions=[
-                    Partition(
-                        partition_index=p.partition,
-                        committed_offset=p.committed_offset,
-                        committed_leader_epoch=p.committed_leader_epoch,
-                        metadata=p.metadata,
-                        error_code=int(p.error),
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in r.topics
-        ]
+        topics = _fetched_topics(Topic, Partition, r.topics)
         return OffsetFetchResponse(version=v, topics=topics, error_code=int(r.error))
 
     # ---- DescribeGroups, ListGroups, DeleteGroups ----
