@@ -122,6 +122,7 @@ class BrokerRole:
             self._create_transaction_state_topic,
             self.producer_ids,
             MarkerChannel(image, grpc_sender(image, self._marker_pool, MARKER_RPC_TIMEOUT_S)),
+            self.groups.offsets_partitions_for_transactions,
         )
         self.replicas.add_leadership_listener(self.transactions.on_leadership)
         self.partition_transactions = PartitionTransactions(self.replicas, self.groups.on_txn_marker)

@@ -229,11 +229,16 @@ class EndTxnRequest(_message.Message):
     PRODUCER_ID_FIELD_NUMBER: _builtins.int
     PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
     COMMITTED_FIELD_NUMBER: _builtins.int
+    KEEP_EPOCH_FIELD_NUMBER: _builtins.int
     transactional_id: _builtins.str
     producer_id: _builtins.int
     producer_epoch: _builtins.int
     committed: _builtins.bool
     """true: commit, false: abort"""
+    keep_epoch: _builtins.bool
+    """End the transaction at the epoch it ran at, as before KIP-890 (Kafka clients that send EndTxn below v5);
+    the answer then carries the same epoch.
+    """
     def __init__(
         self,
         *,
@@ -241,10 +246,11 @@ class EndTxnRequest(_message.Message):
         producer_id: _builtins.int = ...,
         producer_epoch: _builtins.int = ...,
         committed: _builtins.bool = ...,
+        keep_epoch: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["committed", b"committed", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "transactional_id", b"transactional_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["committed", b"committed", "keep_epoch", b"keep_epoch", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "transactional_id", b"transactional_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -263,7 +269,7 @@ class EndTxnResponse(_message.Message):
     error_message: _builtins.str
     producer_id: _builtins.int
     """The producer id and epoch for the next transaction: every transaction end bumps the epoch (KIP-890), so a
-    delayed request of this transaction can never land in the next one.
+    delayed request of this transaction can never land in the next one; unchanged with keep_epoch.
     """
     producer_epoch: _builtins.int
     throttle_time_ms: _builtins.int

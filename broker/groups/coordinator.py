@@ -339,6 +339,14 @@ class GroupCoordinator:
         topic = self._image().topic(OFFSETS_TOPIC)
         return len(topic.partitions) if topic is not None and topic.partitions else self.config.num_partitions
 
+    def offsets_partitions_for_transactions(self) -> int:
+        """The partition count AddOffsetsToTxn maps a group with. A transaction may add a group's offsets before any
+        consumer of the group found its coordinator: the topic does not exist yet, so its creation starts now and
+        the configured count, which it will be created with, is the answer (as Kafka's coordinator does)."""
+        if self._image().topic(OFFSETS_TOPIC) is None:
+            self._ensure_offsets_topic()
+        return self.offsets_partition_count()
+
     def partition_of(self, group_id: str) -> int:
         return offsets_partition_for(group_id, self.offsets_partition_count())
 

@@ -8,9 +8,9 @@ Served versions, and why not more (a version that needs what the services lack i
 - AddPartitionsToTxn 0-5: v0-v3 are the clients' form; v4-v5 the brokers' batched form (one call per transaction,
   with verify_only as the partition leaders' check).
 - AddOffsetsToTxn 0-4.
-- EndTxn 5 only. odradek's transaction coordinator bumps the producer epoch at every transaction end (KIP-890
-  part 2) and v5 is the version whose answer carries the new epoch. A v0-v4 client keeps its epoch for the next
-  transaction and would be fenced by its own coordinator, so those versions are not served.
+- EndTxn 0-5. v5 is the version whose answer carries a new epoch: the coordinator bumps the producer epoch at
+  that transaction end (KIP-890 part 2), as it does for odradek's own clients. A v0-v4 client keeps its epoch for
+  the next transaction, so its transactions end at their own epoch, as Kafka ended them before KIP-890.
 - TxnOffsetCommit 0-4. v5 commits in a transaction the producer did not add the group to (KIP-890 part 2 makes it
   add the offsets partition implicitly); odradek's group coordinator does not add it, so v5 is not served.
 
@@ -184,6 +184,7 @@ class TxnApis:
                 producer_id=req.producer_id,
                 producer_epoch=req.producer_epoch,
                 committed=bool(req.committed),
+                keep_epoch=v < 5,
             ),
             self._ctx(ctx),
         )
@@ -235,5 +236,5 @@ def register(registry: ApiRegistry, backend: KafkaBackend) -> None:
     registry.add(*schema_api(InitProducerIdRequest, 0, 5, apis.init_producer_id))
     registry.add(*schema_api(AddPartitionsToTxnRequest, 0, 5, apis.add_partitions_to_txn))
     registry.add(*schema_api(AddOffsetsToTxnRequest, 0, 4, apis.add_offsets_to_txn))
-    registry.add(*schema_api(EndTxnRequest, 5, 5, apis.end_txn))
+    registry.add(*schema_api(EndTxnRequest, 0, 5, apis.end_txn))
     registry.add(*schema_api(TxnOffsetCommitRequest, 0, 4, apis.txn_offset_commit))

@@ -36,7 +36,6 @@ from odradek.broker.config import NodeConfig
 from odradek.broker.groups.coordinator import Clock, coordinator_address
 from odradek.broker.groups.loader import plan_leadership
 from odradek.broker.groups.partitioner import offsets_partition_for
-from odradek.broker.groups.records import OFFSETS_TOPIC
 from odradek.broker.partition import Partition
 from odradek.broker.transactions.core import Output, Persist, Reply, TxnCore, TxnCoreConfig, WriteMarkers
 from odradek.broker.transactions.markers import MarkerChannel
@@ -142,14 +141,18 @@ class TransactionCoordinator:
         create_topic: Callable[[int, int], Coroutine[Any, Any, None]],
         producer_ids: ProducerIds,
         markers: MarkerChannel,
+        offsets_partitions: Callable[[], int],
         clock: Callable[[], int] | None = None,
     ) -> None:
+        """``offsets_partitions`` gives the offsets topic's partition count for AddOffsetsToTxn (the group
+        coordinator's: the configured count while the topic does not exist yet, whose creation it starts)."""
         self.broker_id = broker_id
         self._image = image
         self.config = config
         self._create_topic = create_topic
         self.producer_ids = producer_ids
         self.markers = markers
+        self._offsets_partitions = offsets_partitions
         self.clock = clock or Clock()
         self.partitions: dict[int, TxnStatePartition] = {}
         self._create_task: asyncio.Task[None] | None = None
@@ -359,10 +362,7 @@ class TransactionCoordinator:
         error, tp = self._route(transactional_id)
         if tp is None:
             return error
-        offsets = self._image().topic(OFFSETS_TOPIC)
-        if offsets is None or not offsets.partitions:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE  # no group has a coordinator yet
-        count = len(offsets.partitions)
+        count = self._offsets_partitions()
         core = tp.core
         reply = await self._call_when_settled(
             tp,
@@ -373,13 +373,15 @@ class TransactionCoordinator:
         return reply.error
 
     async def end_txn(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool
+        self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool, bump_epoch: bool = True
     ) -> tuple[int, int, int]:
-        """EndTxn: (error, producer id, producer epoch for the next transaction)."""
+        """EndTxn: (error, producer id, producer epoch for the next transaction). ``bump_epoch=False`` ends it at
+        its own epoch, as before KIP-890."""
         error, tp = self._route(transactional_id)
         if tp is None:
             return error, -1, -1
-        error, fresh = await self._fresh_producer_id(tp.core.needs_producer_id(transactional_id, ending=True))
+        needed = bump_epoch and tp.core.needs_producer_id(transactional_id, ending=True)
+        error, fresh = await self._fresh_producer_id(needed)
         if error != ErrorCode.NONE:
             return error, -1, -1
         error, tp = self._route(transactional_id)
@@ -389,7 +391,14 @@ class TransactionCoordinator:
         reply = await self._call(
             tp,
             lambda token: core.end_txn(
-                token, transactional_id, producer_id, producer_epoch, committed, self.clock(), fresh
+                token,
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                committed,
+                self.clock(),
+                fresh,
+                bump_epoch=bump_epoch,
             ),
         )
         return reply.error, reply.producer_id, reply.producer_epoch

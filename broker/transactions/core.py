@@ -13,6 +13,9 @@ The rules (Kafka's, with KIP-890's epoch bump at every transaction end):
 - EndTxn at epoch E of an Ongoing transaction writes Prepare* with epoch E+1 (last epoch E) and answers (id, E+1);
   from epoch 32766 on, the producer moves to a new producer id at epoch 0 instead (the markers still go to the old
   id at 32767). Repeating that EndTxn (epoch E, same result) succeeds again; any other stale epoch is fenced.
+- EndTxn with ``bump_epoch=False`` is the rule before KIP-890, for clients that send EndTxn below v5: Prepare*
+  keeps epoch E and the answer is (id, E). Repeated, it answers CONCURRENT_TRANSACTIONS while the markers are
+  written and succeeds once the transaction is complete; the other result is an invalid state.
 - InitProducerId bumps the epoch; on an Ongoing transaction it first fences it: Prepare* abort with the bumped
   epoch and no retryable last epoch, answering CONCURRENT_TRANSACTIONS until the abort is complete. A timed-out
   transaction is aborted the same way.
@@ -330,12 +333,17 @@ class TxnCore:
         committed: bool,
         now: int,
         fresh_producer_id: int | None = None,
+        *,
+        bump_epoch: bool = True,
     ) -> Output:
-        """EndTxn: answered once Prepare* is durable, with the producer id and epoch of the next transaction."""
+        """EndTxn: answered once Prepare* is durable, with the producer id and epoch of the next transaction.
+        ``bump_epoch=False`` keeps the epoch (see the module docstring)."""
         out = Output()
         md = self.txns.get(transactional_id)
         if md is None:
             return out.reply(token, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if not bump_epoch:
+            return self._end_keeping_epoch(out, token, md, producer_id, producer_epoch, committed, now)
         if producer_id == md.producer_id and producer_epoch == md.producer_epoch:
             if transactional_id in self._pending or md.state.preparing:
                 return out.reply(token, ErrorCode.CONCURRENT_TRANSACTIONS)
@@ -360,11 +368,36 @@ class TxnCore:
             if (md.state in done) == committed:
                 return out.reply(token, NONE, md.producer_id, md.producer_epoch)
             return out.reply(token, ErrorCode.INVALID_TXN_STATE)
+        return out.reply(token, self._other_producer_error(md, producer_id, producer_epoch))
+
+    def _end_keeping_epoch(
+        self, out: Output, token: int, md: TxnMetadata, producer_id: int, producer_epoch: int, committed: bool, now: int
+    ) -> Output:
+        """EndTxn before KIP-890: the transaction ends at the epoch it ran at. ``last_producer_epoch`` is cleared,
+        as no bump happened that a later request could claim to retry."""
+        if (producer_id, producer_epoch) != (md.producer_id, md.producer_epoch):
+            return out.reply(token, self._other_producer_error(md, producer_id, producer_epoch))
+        if md.transactional_id in self._pending:
+            return out.reply(token, ErrorCode.CONCURRENT_TRANSACTIONS)
+        if md.state is TxnState.ONGOING:
+            state = TxnState.PREPARE_COMMIT if committed else TxnState.PREPARE_ABORT
+            target = replace(md, state=state, last_producer_epoch=NO_PRODUCER_EPOCH, last_update_ms=now)
+            return self._persist(out, target, token)
+        same = (md.state in (TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT)) == committed
+        if md.state.preparing and same:
+            return out.reply(token, ErrorCode.CONCURRENT_TRANSACTIONS)
+        if md.state.complete and same:
+            return out.reply(token, NONE, md.producer_id, md.producer_epoch)
+        return out.reply(token, ErrorCode.INVALID_TXN_STATE)
+
+    @staticmethod
+    def _other_producer_error(md: TxnMetadata, producer_id: int, producer_epoch: int) -> int:
+        """The error for a request from a producer id or epoch other than the id's current ones."""
         if producer_id == md.producer_id:
-            return out.reply(token, _stale_epoch_error(producer_epoch, md.producer_epoch))
+            return _stale_epoch_error(producer_epoch, md.producer_epoch)
         if producer_id == md.last_producer_id:
-            return out.reply(token, ErrorCode.PRODUCER_FENCED)
-        return out.reply(token, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+            return int(ErrorCode.PRODUCER_FENCED)
+        return int(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
 
     @staticmethod
     def _is_retry(md: TxnMetadata, producer_id: int, producer_epoch: int) -> bool:

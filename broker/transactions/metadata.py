@@ -85,8 +85,14 @@ class TxnMetadata:
     def overflowed(self) -> bool:
         """In Prepare*/Complete* right after an epoch overflow: the transaction's data and markers belong to
         ``last_producer_id`` while the producer already holds the new id at epoch 0. Every other bump leaves the
-        epoch at 1 or more, so epoch 0 there can only mean this."""
-        return (self.state.preparing or self.state.complete) and self.producer_epoch == 0 and self.last_producer_id >= 0
+        epoch at 1 or more, and an end that kept the epoch (before KIP-890) clears ``last_producer_epoch``, so epoch
+        0 with a last epoch there can only mean this."""
+        return (
+            (self.state.preparing or self.state.complete)
+            and self.producer_epoch == 0
+            and self.last_producer_id >= 0
+            and self.last_producer_epoch >= 0
+        )
 
     @property
     def marker_producer(self) -> tuple[int, int]:

@@ -86,7 +86,11 @@ class TransactionsService(transaction_pb2_grpc.TransactionsServicer):
 
     async def EndTxn(self, request: tpb.EndTxnRequest, context: Any) -> tpb.EndTxnResponse:
         error, pid, epoch = await self.coordinator.end_txn(
-            request.transactional_id, request.producer_id, request.producer_epoch, request.committed
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            request.committed,
+            bump_epoch=not request.keep_epoch,
         )
         return tpb.EndTxnResponse(error=ErrorCode.ValueType(error), producer_id=pid, producer_epoch=epoch)
 

@@ -73,7 +73,7 @@ def test_served_versions() -> None:
         "InitProducerId": (0, 5),
         "AddPartitionsToTxn": (0, 5),
         "AddOffsetsToTxn": (0, 4),
-        "EndTxn": (5, 5),  # v0-v4 clients keep their epoch across transactions; odradek's coordinator bumps it
+        "EndTxn": (0, 5),
         "TxnOffsetCommit": (0, 4),
     }
 
@@ -237,19 +237,32 @@ async def test_add_offsets_to_txn(version: int) -> None:
 
 
 @pytest.mark.parametrize("committed", [True, False])
-async def test_end_txn(committed: bool) -> None:
+async def test_end_txn_v5_bumps_the_epoch(committed: bool) -> None:
     transactions = Recorder(EndTxn=tpb.EndTxnResponse(producer_id=4000, producer_epoch=3, throttle_time_ms=2))
     registry = txn_registry(transactions=transactions)
     request = EndTxnRequest(transactional_id="tx-1", producer_id=4000, producer_epoch=2, committed=committed)
     r = await txn_roundtrip(registry, request, EndTxnResponse, 5)
     (sent,) = transactions.requests("EndTxn")
-    assert (sent.transactional_id, sent.producer_id, sent.producer_epoch, sent.committed) == (
+    assert (sent.transactional_id, sent.producer_id, sent.producer_epoch, sent.committed, sent.keep_epoch) == (
         "tx-1",
         4000,
         2,
         committed,
+        False,
     )
     assert (r.error_code, r.producer_id, r.producer_epoch, r.throttle_time_ms) == (0, 4000, 3, 2)
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+async def test_end_txn_before_v5_keeps_the_epoch(version: int) -> None:
+    transactions = Recorder(EndTxn=tpb.EndTxnResponse(error=ErrorCode.PRODUCER_FENCED, throttle_time_ms=2))
+    registry = txn_registry(transactions=transactions)
+    request = EndTxnRequest(transactional_id="tx-1", producer_id=4000, producer_epoch=2, committed=True)
+    r = await txn_roundtrip(registry, request, EndTxnResponse, version)
+    (sent,) = transactions.requests("EndTxn")
+    assert (sent.producer_id, sent.producer_epoch, sent.committed, sent.keep_epoch) == (4000, 2, True, True)
+    fenced = ErrorCode.PRODUCER_FENCED if version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
+    assert (r.error_code, r.throttle_time_ms) == (fenced, 2)
 
 
 async def test_end_txn_error_answers_no_producer() -> None:
@@ -257,12 +270,6 @@ async def test_end_txn_error_answers_no_producer() -> None:
     request = EndTxnRequest(transactional_id="tx-1", producer_id=4000, producer_epoch=2, committed=True)
     r = await txn_roundtrip(txn_registry(transactions=transactions), request, EndTxnResponse, 5)
     assert (r.error_code, r.producer_id, r.producer_epoch) == (ErrorCode.INVALID_TXN_STATE, -1, -1)
-
-
-def test_end_txn_before_v5_is_not_served() -> None:
-    found = txn_registry().get(EndTxnRequest.API_KEY)
-    assert found is not None
-    assert not any(found[0].serves(v) for v in range(0, 5))
 
 
 # ---- TxnOffsetCommit ----

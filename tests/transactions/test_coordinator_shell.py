@@ -14,6 +14,7 @@ import pytest
 from controller_images import brokers, partition, topic
 
 from odradek.broker.config import NodeConfig
+from odradek.broker.groups.partitioner import offsets_partition_for
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
 from odradek.broker.transactions.coordinator import TransactionCoordinator, TxnCoordinatorConfig
@@ -47,8 +48,13 @@ class Cluster:
             ]
         )
         self.requests: list[tuple[int, tpb.WriteTxnMarkersRequest]] = []
+        self.offsets_asked = 0  # the group coordinator's answer for AddOffsetsToTxn: 7 partitions
         self.acknowledge = True
         self.sent = asyncio.Event()
+
+    def offsets_partitions(self) -> int:
+        self.offsets_asked += 1
+        return 7
 
     def lead(self, epoch: int) -> None:
         self.state.update(PartitionRegistration(STATE_ID, 0, (1,), (1,), 1, epoch, epoch), 1, 0)
@@ -108,7 +114,14 @@ def coordinator(cluster: Cluster, clock: Callable[[], int] | None = None) -> Tra
 
     markers = MarkerChannel(lambda: cluster.image, cluster.send, backoff_ms=10)
     c = TransactionCoordinator(
-        1, lambda: cluster.image, TxnCoordinatorConfig(), create, ProducerIds(), markers, clock or ManualClock()
+        1,
+        lambda: cluster.image,
+        TxnCoordinatorConfig(),
+        create,
+        ProducerIds(),
+        markers,
+        cluster.offsets_partitions,
+        clock or ManualClock(),
     )
     c.on_leadership({(TRANSACTION_STATE_TOPIC, 0): cluster.state})
     return c
@@ -141,6 +154,34 @@ async def test_a_transaction_runs_to_its_complete_record_with_markers_at_the_coo
     assert marker.coordinator_epoch == 1  # the leader epoch the coordinator loaded at
     assert cluster.records() == [TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT]
     assert c.committed == 1 and c.aborted == 0
+    await c.close()
+
+
+async def test_an_end_keeping_the_epoch_writes_markers_at_it_and_the_next_transaction_uses_it(cluster) -> None:
+    c = coordinator(cluster)
+    await until(lambda: c.partitions[0].loaded, "the partition loads")
+    _, pid, epoch = await c.init_producer_id("tx", 60_000)
+    for n in (1, 2):
+        assert await c.add_partitions("tx", pid, epoch, [TP]) == (ErrorCode.NONE, {TP: ErrorCode.NONE})
+        assert await c.end_txn("tx", pid, epoch, True, bump_epoch=False) == (ErrorCode.NONE, pid, epoch)
+        await until(lambda n=n: state(c) is TxnState.COMPLETE_COMMIT and c.committed == n, "the Complete record")
+        marker = cluster.requests[-1][1].markers[0]
+        assert (marker.producer_id, marker.producer_epoch) == (pid, epoch)
+    assert await c.end_txn("tx", pid, epoch, True, bump_epoch=False) == (ErrorCode.NONE, pid, epoch)  # a retry
+    await c.close()
+
+
+async def test_offsets_join_a_transaction_before_the_offsets_topic_exists(cluster) -> None:
+    """AddOffsetsToTxn may come before any consumer of the group found its coordinator: the group coordinator's
+    count (the configured one, the topic's creation started) maps the group, instead of a retriable error that
+    nothing would ever clear."""
+    c = coordinator(cluster)
+    await until(lambda: c.partitions[0].loaded, "the partition loads")
+    _, pid, epoch = await c.init_producer_id("tx", 60_000)
+    assert await c.add_offsets("tx", pid, epoch, "g") == ErrorCode.NONE
+    assert cluster.offsets_asked == 1
+    _, md = c.describe("tx")
+    assert md is not None and md.partitions == {TopicPartition("__consumer_offsets", offsets_partition_for("g", 7))}
     await c.close()
 
 

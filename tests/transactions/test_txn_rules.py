@@ -70,6 +70,65 @@ def test_a_delayed_end_txn_of_transaction_n_never_ends_transaction_n_plus_1() ->
     assert h.markers == []
 
 
+def test_an_end_keeping_the_epoch_writes_markers_at_it_and_the_next_transaction_runs_at_it() -> None:
+    h = Harness()
+    pid, epoch = ok(h.init())
+    ok(h.add(pid, epoch, A0))
+    assert ok(h.end(pid, epoch, True, bump=False)) == (pid, epoch)
+    md = h.md()
+    assert (md.state, md.producer_epoch, md.last_producer_epoch) == (TxnState.PREPARE_COMMIT, epoch, -1)
+    assert not md.overflowed
+    [m] = h.markers
+    assert (m.producer_id, m.producer_epoch, m.committed) == (pid, epoch, True)
+    h.write_markers()
+    assert h.md().state is TxnState.COMPLETE_COMMIT and h.completed == [True]
+    ok(h.add(pid, epoch, A1))
+    assert ok(h.end(pid, epoch, False, bump=False)) == (pid, epoch)
+    h.write_markers()
+    assert h.md().state is TxnState.COMPLETE_ABORT and h.completed == [True, False]
+
+
+def test_a_repeated_end_keeping_the_epoch_waits_for_the_markers_then_succeeds() -> None:
+    h = Harness()
+    pid, epoch = ok(h.init())
+    ok(h.add(pid, epoch))
+    ok(h.end(pid, epoch, True, bump=False))
+    assert error(h.end(pid, epoch, True, bump=False)) == ErrorCode.CONCURRENT_TRANSACTIONS  # PrepareCommit
+    assert error(h.end(pid, epoch, False, bump=False)) == ErrorCode.INVALID_TXN_STATE
+    h.write_markers()
+    assert ok(h.end(pid, epoch, True, bump=False)) == (pid, epoch)  # CompleteCommit
+    assert error(h.end(pid, epoch, False, bump=False)) == ErrorCode.INVALID_TXN_STATE
+    assert h.markers == [] and h.md().state is TxnState.COMPLETE_COMMIT
+
+
+def test_an_end_keeping_the_epoch_is_fenced_like_any_other_request() -> None:
+    h = Harness()
+    pid, e0 = ok(h.init())
+    ok(h.add(pid, e0))
+    h.now = TIMEOUT + 1
+    h.tick(h.now)  # the timeout aborts it and bumps the epoch
+    h.write_markers()
+    assert error(h.end(pid, e0, True, bump=False)) == ErrorCode.PRODUCER_FENCED
+    assert error(h.end(pid + 1, e0, True, bump=False)) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert error(h.end(pid, h.md().producer_epoch + 1, True, bump=False)) == ErrorCode.INVALID_PRODUCER_EPOCH
+    pid2, e2 = ok(h.init())
+    assert error(h.end(pid2, e2, True, bump=False)) == ErrorCode.INVALID_TXN_STATE  # no transaction open
+
+
+def test_an_end_keeping_epoch_zero_after_a_new_producer_id_is_not_taken_for_an_overflow() -> None:
+    h = Harness()
+    pid, _ = ok(h.init())
+    h.core.replay("t", replace(h.md(), producer_epoch=MAX_PRODUCER_EPOCH - 1))
+    new_pid, epoch = ok(h.init())  # exhausted: a new producer id at epoch 0, the old id remembered
+    assert (epoch, h.md().last_producer_id) == (0, pid)
+    ok(h.add(new_pid, 0, A0))
+    assert ok(h.end(new_pid, 0, True, bump=False)) == (new_pid, 0)
+    [m] = h.markers
+    assert (m.producer_id, m.producer_epoch) == (new_pid, 0)
+    h.write_markers()
+    assert h.md().state is TxnState.COMPLETE_COMMIT
+
+
 def test_an_exhausted_epoch_moves_the_producer_to_a_new_id_and_markers_use_the_old_one() -> None:
     h = Harness()
     pid, _ = ok(h.init())

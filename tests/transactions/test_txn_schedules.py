@@ -5,7 +5,8 @@ interleaved at random. After every step:
 - every durable change is an allowed transition, and a producer's epoch only grows (a new producer id only
   replaces one after an exhausted epoch or for a new id);
 - a request with a fenced (not current) producer id and epoch never succeeds, except an EndTxn retried with the
-  epoch that ended the transaction now being completed, which gets that same answer;
+  epoch that ended the transaction now being completed, which gets that same answer; an EndTxn that keeps the
+  epoch (a client before KIP-890, mixed in at random) succeeds only with the current ones and answers them;
 - the core's state is the last durable record of each id: a coordinator reloaded from the records has the same;
 - every marker request names exactly the partitions of the transaction and its result.
 
@@ -35,6 +36,7 @@ class Sent:
     pid: int
     epoch: int
     committed: bool = False
+    bump: bool = True
 
 
 class Schedule:
@@ -91,6 +93,10 @@ class Schedule:
         elif sent.kind == "end":
             done = TxnState.PREPARE_COMMIT if sent.committed else TxnState.PREPARE_ABORT
             assert md.state in (done, TxnState.COMPLETE_COMMIT if sent.committed else TxnState.COMPLETE_ABORT)
+            if not sent.bump:
+                assert (sent.pid, sent.epoch) == (md.producer_id, md.producer_epoch), "a fenced producer ended one"
+                assert (reply.producer_id, reply.producer_epoch) == (sent.pid, sent.epoch)
+                return
             assert sent.epoch == md.last_producer_epoch >= 0, "a fenced producer ended a transaction"
             assert sent.pid == (md.last_producer_id if md.overflowed else md.producer_id)
             assert (reply.producer_id, reply.producer_epoch) == (md.producer_id, md.producer_epoch)
@@ -119,9 +125,9 @@ class Schedule:
             h.add_offsets(who[0], who[1], rng.choice(["g1", "g2"]), txn_id=txn_id)
             self.note(h, Sent("add", txn_id, *who))
         elif roll < 0.58:
-            committed = rng.random() < 0.6
-            h.end(who[0], who[1], committed, txn_id=txn_id)
-            self.note(h, Sent("end", txn_id, who[0], who[1], committed))
+            committed, bump = rng.random() < 0.6, rng.random() < 0.7
+            h.end(who[0], who[1], committed, txn_id=txn_id, bump=bump)
+            self.note(h, Sent("end", txn_id, who[0], who[1], committed, bump))
         elif roll < 0.62:
             verdict = h.core.verify(txn_id, who[0], who[1], PARTS)
             md = h.core.txns.get(txn_id)

@@ -82,10 +82,10 @@ class Harness:
         self.take(self.core.add_offsets(token, txn_id, pid, epoch, group, partitions, self.now))
         return self._answer(token)
 
-    def end(self, pid: int, epoch: int, committed: bool = True, txn_id: str = "t") -> Reply | None:
+    def end(self, pid: int, epoch: int, committed: bool = True, txn_id: str = "t", bump: bool = True) -> Reply | None:
         token = next(self._tokens)
-        fresh = self.fresh(txn_id, ending=True)
-        self.take(self.core.end_txn(token, txn_id, pid, epoch, committed, self.now, fresh))
+        fresh = self.fresh(txn_id, ending=True) if bump else None
+        self.take(self.core.end_txn(token, txn_id, pid, epoch, committed, self.now, fresh, bump_epoch=bump))
         return self._answer(token)
 
     def tick(self, to: int) -> None:
