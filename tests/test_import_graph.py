@@ -26,6 +26,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 SANS_IO_CORES = [
+    "odradek.broker.kafka.apis",
+    "odradek.broker.kafka.fetch_codec",
+    "odradek.broker.kafka.framing",
+    "odradek.broker.kafka.header",
+    "odradek.broker.kafka.primitives",
+    "odradek.broker.kafka.produce_codec",
+    "odradek.broker.kafka.wire",
     "odradek.controller.raft",
     "odradek.controller.raft.config",
     "odradek.controller.raft.events",

@@ -72,6 +72,44 @@ def _sample(servers: str) -> dict[str, Any]:
     }
 
 
+def _kafka_sample(servers: str) -> dict[str, Any]:
+    """Produce five records through the brokers' Kafka listener with kafka-python, an unmodified Kafka client, and
+    read them back with it: the same topic, storage and metadata, on Kafka's own protocol."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    say(f"\n# the brokers also speak Kafka's protocol ({servers}): 5 records with kafka-python's KafkaProducer")
+    producer = KafkaProducer(bootstrap_servers=servers, acks="all", linger_ms=1)
+    try:
+        futures = [producer.send("demo", f"kafka event {i}".encode(), key=b"kafka-user") for i in range(5)]
+        sent = [f.get(timeout=30) for f in futures]
+    finally:
+        producer.close(timeout=10)
+    for m in sent:
+        say(f"  sent to partition {m.partition} at offset {m.offset}")
+    say("# reading them back with kafka-python's KafkaConsumer")
+    tp = KafkaTopicPartition("demo", sent[0].partition)  # one key: one partition
+    consumer = KafkaConsumer(bootstrap_servers=servers, enable_auto_commit=False)
+    got: list[Any] = []
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, sent[0].offset)
+        deadline = time.monotonic() + 30
+        while len(got) < len(sent) and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200).values():
+                got.extend(records)
+    finally:
+        consumer.close()
+    for r in got:
+        say(f"  partition {r.partition} offset {r.offset} key={_text(r.key)} value={_text(r.value)}")
+    return {
+        "sent": [{"partition": m.partition, "offset": m.offset} for m in sent],
+        "received": [
+            {"partition": r.partition, "offset": r.offset, "key": _text(r.key), "value": _text(r.value)} for r in got
+        ],
+    }
+
+
 def _demo(args: argparse.Namespace) -> None:
     say.out = sys.stderr if args.format == "json" else sys.stdout
     directory = default_dir()
@@ -104,19 +142,25 @@ def _demo(args: argparse.Namespace) -> None:
         )
     cluster = DevCluster.load(directory)
     sample = _sample(cluster.bootstrap_servers)
+    kafka_servers = cluster.kafka_bootstrap_servers
+    kafka = _kafka_sample(kafka_servers)
     _step("its partitions: leaders spread over the brokers, offsets after the sample", "topic", "describe", "demo")
     _step("replication health: no under-replicated or offline partitions", "cluster", "health")
     say(
         "\nThe cluster keeps running. Try: odradek dev kill 1 && odradek cluster quorum   "
         "(a new controller leader is elected),\nor odradek dev kill 4 && odradek cluster health   "
-        "(broker 4's partitions get new leaders from their ISR)\nStop it with: odradek dev down"
+        "(broker 4's partitions get new leaders from their ISR)\n"
+        f"Kafka clients connect to {kafka_servers} (e.g. kcat -b {kafka_servers} -L)"
+        "\nStop it with: odradek dev down"
     )
     if args.format == "json":
         summary = {
             "dir": str(cluster.directory),
             "bootstrap_servers": cluster.bootstrap_servers,
             "controllers": cluster.controller_servers,
+            "kafka_bootstrap_servers": kafka_servers,
             "topic": "demo",
             **sample,
+            "kafka": kafka,
         }
         emit(summary, "json")

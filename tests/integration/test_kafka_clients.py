@@ -275,3 +275,19 @@ def test_a_bad_frame_closes_only_its_connection(connect, bad: bytes) -> None:
     assert _closed(victim)
     bystander.sendall(_api_versions(3))
     assert struct.unpack(">i", _answer(bystander)[:4])[0] == 7
+
+
+def test_the_demo_produces_and_consumes_through_the_kafka_listener(bootstrap: str, admin: Admin) -> None:
+    """``make run``'s demo: kafka-python sends five records to the demo topic and reads them back."""
+    from odradek.client.cli import demo
+
+    if "demo" not in admin.list_topics():
+        admin.create_topic("demo", partitions=6, replication_factor=3)
+    sample = demo._kafka_sample(bootstrap)
+    [partition] = {m["partition"] for m in sample["sent"]}
+    offsets = [m["offset"] for m in sample["sent"]]
+    assert offsets == list(range(offsets[0], offsets[0] + 5))
+    assert sample["received"] == [
+        {"partition": partition, "offset": o, "key": "kafka-user", "value": f"kafka event {i}"}
+        for i, o in enumerate(offsets)
+    ]
