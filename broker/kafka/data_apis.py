@@ -41,7 +41,16 @@ from odradek.broker.kafka.produce_codec import (
     decode_produce_request,
     encode_produce_response,
 )
-from odradek.broker.kafka.wire import Chunk, Handler, ProtocolError, Reply, RequestContext, RequestHeader, close_chunks
+from odradek.broker.kafka.wire import (
+    Chunk,
+    Handler,
+    NoResponse,
+    ProtocolError,
+    Reply,
+    RequestContext,
+    RequestHeader,
+    close_chunks,
+)
 from odradek.client.errors import ErrorCode, error_name
 from odradek.proto import common_pb2
 
@@ -146,7 +155,7 @@ def produce_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
             if failed:
                 # No answer can carry the error: close the connection, so the client refreshes its metadata.
                 raise ProtocolError(f"acks=0 produce failed ({', '.join(failed[:3])}); closing the connection")
-            return None
+            return NoResponse(throttle)  # no answer to carry the throttle: the client is muted instead
         endpoints = hints.endpoints() if version >= NODE_ENDPOINTS_PRODUCE_VERSION else []
         return _Encoded(throttle, lambda ms: [encode_produce_response(version, results, ms, endpoints)])
 

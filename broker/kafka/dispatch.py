@@ -13,7 +13,7 @@ from typing import Any
 from odradek.broker.kafka import api_versions
 from odradek.broker.kafka.apis import API_VERSIONS_KEY, ApiRegistry
 from odradek.broker.kafka.header import encode_response_header, read_request_header
-from odradek.broker.kafka.wire import ConnectionInfo, ProtocolError, Reply, RequestContext, Response
+from odradek.broker.kafka.wire import ConnectionInfo, NoResponse, ProtocolError, Reply, RequestContext, Response
 from odradek.broker.throttling import BrokerQuotas, ClientIdentity, handle_under_quotas
 from odradek.client.quotas import ANONYMOUS
 
@@ -58,7 +58,7 @@ class KafkaDispatcher:
                 reply, throttle = await handle_under_quotas(quotas, who, call, _reply_throttle)
             else:
                 reply = await call
-            if reply is None:
+            if reply is None or isinstance(reply, NoResponse):  # any throttle has muted the client by now
                 return None
             throttle = max(throttle, reply.throttle_ms)
         head = encode_response_header(header.correlation_id, spec.response_header_version(version))

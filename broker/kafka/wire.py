@@ -132,9 +132,20 @@ class Reply(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class NoResponse:
+    """A request served without an answer (Produce with acks=0). It keeps the handler's throttle: such a client
+    reads no ``throttle_time_ms``, so muting it (holding its next request) is all that holds it to its quota."""
+
+    throttle_ms: int = 0
+
+    def encode(self, throttle_ms: int) -> list[Chunk]:
+        return []
+
+
 Handler = Callable[[RequestContext, RequestHeader, memoryview], Coroutine[Any, Any, Reply | None]]
-"""Serves one API: the request body (after the header) to a reply, or None when no response is sent (Produce with
-acks=0). Raises ProtocolError for a body it cannot parse."""
+"""Serves one API: the request body (after the header) to a reply, or None or a NoResponse when no response is
+sent (Produce with acks=0). Raises ProtocolError for a body it cannot parse."""
 
 Dispatch = Callable[[ConnectionInfo, memoryview], Awaitable[Response | None]]
 """The listener's view of the APIs: one request frame (without its size prefix) to what to write back, or None."""

@@ -1,0 +1,84 @@
+"""Produce quotas through the Kafka listener's dispatcher and its real Produce handler: an acks=0 producer gets no
+answer to read a throttle from, so the throttle must mute it (hold its next request), as Kafka mutes the channel."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from types import SimpleNamespace
+from typing import Any
+
+from kafka.protocol.producer import ProduceRequest
+
+from odradek.broker.dataplane import ProduceResult
+from odradek.broker.kafka.apis import ApiRegistry
+from odradek.broker.kafka.data_apis import produce_api
+from odradek.broker.kafka.dispatch import KafkaDispatcher
+from odradek.broker.kafka.wire import ConnectionInfo, RequestContext
+from odradek.broker.quotas.manager import QuotaConfig
+from odradek.broker.throttling import BrokerQuotas, ClientIdentity
+from odradek.client.quotas import ANONYMOUS, PRODUCER_BYTE_RATE, entity
+from odradek.client.record.builder import encode_batch
+
+CLIENT = "greedy"
+CONNECTION = ConnectionInfo(1, "KAFKA", "127.0.0.1", 50000)
+THROTTLE_MS = 200
+VERSION = 7  # request header v1
+
+
+class FakeData:
+    """BrokerService.produce as seen by the handler: every partition appended, the quota's throttle decided."""
+
+    def __init__(self) -> None:
+        self.calls: list[float] = []
+
+    async def produce(self, acks: int, timeout_ms: int, transactional_id: str | None, topics: Any) -> tuple:
+        self.calls.append(time.monotonic())
+        answers = [(name, [ProduceResult(index, base_offset=0) for index, _ in parts]) for name, parts in topics]
+        return answers, THROTTLE_MS
+
+
+def produce_frame(acks: int, correlation_id: int) -> memoryview:
+    topic, partition = ProduceRequest.TopicProduceData, ProduceRequest.TopicProduceData.PartitionProduceData
+    body = ProduceRequest[VERSION](
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=1000,
+        topic_data=[topic(name="t", partition_data=[partition(index=0, records=encode_batch([b"x"], None, 0))])],
+    ).encode(version=VERSION)
+    header = struct.pack(">hhih", 0, VERSION, correlation_id, len(CLIENT)) + CLIENT.encode()
+    return memoryview(header + body)
+
+
+def dispatcher() -> tuple[KafkaDispatcher, BrokerQuotas, FakeData]:
+    data = FakeData()
+    registry = ApiRegistry()
+    registry.add(*produce_api(SimpleNamespace(data=data)))  # type: ignore[arg-type]
+    image = SimpleNamespace(client_quotas={entity(client_id=CLIENT): {PRODUCER_BYTE_RATE: 1000}})
+    quotas = BrokerQuotas(QuotaConfig(), lambda: image)  # type: ignore[arg-type, return-value]
+    return KafkaDispatcher(registry, quotas), quotas, data
+
+
+def test_a_throttled_acks0_produce_sends_nothing_and_mutes_the_client() -> None:
+    dispatch, quotas, data = dispatcher()
+    who = ClientIdentity(RequestContext(CONNECTION, CLIENT).peer, ANONYMOUS, CLIENT)
+
+    async def scenario() -> None:
+        assert await dispatch(CONNECTION, produce_frame(0, 1)) is None
+        assert quotas.mutes.remaining_ms(who, quotas.clock()) > THROTTLE_MS // 2
+        # The client's next request waits for the mute before it is handled.
+        await dispatch(CONNECTION, produce_frame(0, 2))
+        assert data.calls[1] - data.calls[0] >= 0.9 * THROTTLE_MS / 1000
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+
+
+def test_a_throttled_acks1_produce_answers_with_the_throttle() -> None:
+    dispatch, _, _ = dispatcher()
+
+    async def scenario() -> None:
+        response = await dispatch(CONNECTION, produce_frame(1, 1))
+        assert response is not None and response.throttle_ms == THROTTLE_MS
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
