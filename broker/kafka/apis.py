@@ -102,7 +102,7 @@ def schema_api(request_cls: Any, min_version: int, max_version: int, handler: Sc
         flexible[0] if flexible is not None and flexible[0] >= 0 else NO_VERSION,
     )
 
-    async def handle(ctx: RequestContext, header: RequestHeader, body: memoryview) -> Reply | None:
+    async def handle(ctx: RequestContext, header: RequestHeader, body: memoryview) -> Reply:
         version = header.api_version
         try:
             request = request_cls.decode(body, version=version)

@@ -116,7 +116,7 @@ def produce_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
     them; their legacy message sets are refused per partition, as are legacy sets in later versions."""
     spec = ApiSpec(PRODUCE_KEY, "Produce", PRODUCE_MIN_VERSION, PRODUCE_MAX_VERSION, PRODUCE_FLEXIBLE_FROM)
 
-    async def handle(ctx: RequestContext, header: RequestHeader, body: memoryview) -> Reply | None:
+    async def handle(ctx: RequestContext, header: RequestHeader, body: memoryview) -> Reply:
         version = header.api_version
         request = decode_produce_request(body, version)
         refused: dict[tuple[str, int], ProducePartitionResult] = {}
@@ -244,7 +244,7 @@ def fetch_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
     """Fetch v4-v16, consumers only (replicas replicate over gRPC)."""
     spec = ApiSpec(FETCH_KEY, "Fetch", FETCH_MIN_VERSION, FETCH_MAX_VERSION, FETCH_FLEXIBLE_FROM)
 
-    async def handle(ctx: RequestContext, header: RequestHeader, body: memoryview) -> Reply | None:
+    async def handle(ctx: RequestContext, header: RequestHeader, body: memoryview) -> Reply:
         version = header.api_version
         request: FetchRequestData = decode_fetch_request(body, version)
         if request.replica_id >= 0:

@@ -18,8 +18,8 @@ from odradek.broker.throttling import BrokerQuotas, ClientIdentity, handle_under
 from odradek.client.quotas import ANONYMOUS
 
 
-def _reply_throttle(reply: Reply | None) -> int:
-    return 0 if reply is None else reply.throttle_ms
+def _reply_throttle(reply: Reply) -> int:
+    return reply.throttle_ms
 
 
 class KafkaDispatcher:
@@ -40,7 +40,7 @@ class KafkaDispatcher:
             raise ProtocolError(f"unknown API key {header.api_key}")
         spec, handler = found
         version = header.api_version
-        reply: Reply | None
+        reply: Reply
         throttle = 0
         if not spec.serves(version):
             if spec.key != API_VERSIONS_KEY:
@@ -51,14 +51,14 @@ class KafkaDispatcher:
             version = 0
         else:
             ctx = RequestContext(connection, header.client_id or "")
-            call: Coroutine[Any, Any, Reply | None] = handler(ctx, header, frame[header.size :])
+            call: Coroutine[Any, Any, Reply] = handler(ctx, header, frame[header.size :])
             quotas = self.quotas
             if quotas is not None and quotas.refresh():
                 who = ClientIdentity(ctx.peer, ANONYMOUS, ctx.client_id)
                 reply, throttle = await handle_under_quotas(quotas, who, call, _reply_throttle)
             else:
                 reply = await call
-            if reply is None or isinstance(reply, NoResponse):  # any throttle has muted the client by now
+            if isinstance(reply, NoResponse):  # any throttle has muted the client by now
                 return None
             throttle = max(throttle, reply.throttle_ms)
         head = encode_response_header(header.correlation_id, spec.response_header_version(version))

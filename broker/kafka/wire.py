@@ -143,9 +143,9 @@ class NoResponse:
         return []
 
 
-Handler = Callable[[RequestContext, RequestHeader, memoryview], Coroutine[Any, Any, Reply | None]]
-"""Serves one API: the request body (after the header) to a reply, or None or a NoResponse when no response is
-sent (Produce with acks=0). Raises ProtocolError for a body it cannot parse."""
+Handler = Callable[[RequestContext, RequestHeader, memoryview], Coroutine[Any, Any, Reply]]
+"""Serves one API: the request body (after the header) to a reply, a NoResponse when no response is sent (Produce
+with acks=0). Raises ProtocolError for a body it cannot parse."""
 
 Dispatch = Callable[[ConnectionInfo, memoryview], Awaitable[Response | None]]
 """The listener's view of the APIs: one request frame (without its size prefix) to what to write back, or None."""
