@@ -89,14 +89,22 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def client_cpu_seconds() -> float:
+    """CPU seconds of this process (all threads: librdkafka's too) and of its waited-for children (kcat)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 @contextmanager
 def broker_cpu(pid: int) -> Iterator[dict[str, float]]:
-    """The broker's CPU seconds and the wall seconds spent inside the block, in the yielded dict once it ends."""
+    """The broker's CPU seconds, the wall seconds and the clients' CPU seconds per wall second (over 1: they kept
+    more than a core busy) spent inside the block, in the yielded dict once it ends."""
     out: dict[str, float] = {}
-    cpu, wall = cpu_seconds(pid), time.perf_counter()
+    cpu, client, wall = cpu_seconds(pid), client_cpu_seconds(), time.perf_counter()
     yield out
     out["wall"] = time.perf_counter() - wall
     out["cpu"] = cpu_seconds(pid) - cpu
+    out["client"] = (client_cpu_seconds() - client) / out["wall"]
 
 
 def idle_rate(pid: int, seconds: float) -> float:
@@ -318,7 +326,8 @@ def one_broker(tmp: Path, args: argparse.Namespace, only: set[str]) -> None:
         broker = next(node for node in cluster.nodes if node.kafka_port)
         kafka, grpc_servers = cluster.kafka_bootstrap_servers, cluster.bootstrap_servers
         create_topic(cluster, "bench", partitions, 1)
-        produced: dict[str, list[tuple[float, float]]] = {"python": [], "kcat": []}  # (records/s, broker CPU s)
+        # (records/s, broker CPU s, client CPU s/s)
+        produced: dict[str, list[tuple[float, float, float]]] = {"python": [], "kcat": []}
         for round_ in range(args.rounds):
             for client in ("python", "kcat") if round_ % 2 == 0 else ("kcat", "python"):
                 with broker_cpu(broker.pid) as used:
@@ -328,30 +337,29 @@ def one_broker(tmp: Path, args: argparse.Namespace, only: set[str]) -> None:
                         rate = kcat_produce(kafka, "bench", values, n, "1")
                     else:
                         continue
-                produced[client].append((rate, used["cpu"]))
+                produced[client].append((rate, used["cpu"], used["client"]))
         total = n * sum(map(len, produced.values()))
         if "a" in only:
-            rate, cpu = max(produced["python"])
             gb = n * size / 1e9
-            print(
-                f"a. produce, acks=1, 1 broker, {partitions} partitions, {n:,} x {size} B (best of {args.rounds})\n"
-                f"   confluent-kafka  {rate:12,.0f} records/s {rate * size / 1e6:7.1f} MB/s  "
-                f"broker {cpu / gb:5.2f} CPU s/GB of values  {met(rate, PRODUCE_TARGET)}",
-                flush=True,
-            )
-            if produced["kcat"]:
-                rate, cpu = max(produced["kcat"])
-                print(
-                    f"   kcat             {rate:12,.0f} records/s {rate * size / 1e6:7.1f} MB/s  "
-                    f"broker {cpu / gb:5.2f} CPU s/GB of values  (librdkafka from C, process start included)",
-                    flush=True,
-                )
+            print(f"a. produce, acks=1, 1 broker, {partitions} partitions, {n:,} x {size} B (best of {args.rounds})")
+            for client, label, note in (
+                ("python", "confluent-kafka", met(max(produced["python"])[0], PRODUCE_TARGET)),
+                ("kcat", "kcat", "(librdkafka from C, process start included)"),
+            ):
+                if produced[client]:
+                    rate, cpu, client_load = max(produced[client])
+                    print(
+                        f"   {label:<15} {rate:11,.0f} records/s {rate * size / 1e6:6.1f} MB/s  broker "
+                        f"{cpu / gb:4.2f} CPU s/GB of values, client {client_load:4.2f} CPU s/s  {note}",
+                        flush=True,
+                    )
         if not only & {"b", "c"}:
             return
         fetched = log_bytes(cluster, "bench")
         idle = idle_rate(broker.pid, 1.0 if args.quick else 3.0)
         paths = ["kafka", *(["grpc"] if "c" in only else []), *(["kcat"] if kcat and "b" in only else [])]
-        reads: dict[str, list[tuple[float, float, float]]] = {path: [] for path in paths}  # (rate, cpu, wall)
+        # (records/s, broker CPU s, wall s, client CPU s/s)
+        reads: dict[str, list[tuple[float, float, float, float]]] = {path: [] for path in paths}
         for round_ in range(args.rounds):
             for path in paths if round_ % 2 == 0 else paths[::-1]:
                 with broker_cpu(broker.pid) as used:
@@ -361,29 +369,27 @@ def one_broker(tmp: Path, args: argparse.Namespace, only: set[str]) -> None:
                         rate = grpc_consume(grpc_servers, "bench", partitions, total)
                     else:
                         rate = kcat_consume(kafka, "bench", total)
-                reads[path].append((rate, used["cpu"], used["wall"]))
+                reads[path].append((rate, used["cpu"], used["wall"], used["client"]))
         if "b" in only:
-            rate = max(r for r, _, _ in reads["kafka"])
-            print(
-                f"b. consume from page cache, no group, {total:,} x {size} B (best of {args.rounds})\n"
-                f"   confluent-kafka  {rate:12,.0f} records/s {rate * size / 1e6:7.1f} MB/s  "
-                f"{met(rate, CONSUME_TARGET)}",
-                flush=True,
-            )
-            if "kcat" in reads:
-                rate = max(r for r, _, _ in reads["kcat"])
-                print(
-                    f"   kcat             {rate:12,.0f} records/s {rate * size / 1e6:7.1f} MB/s  "
-                    "(librdkafka from C, process start included)",
-                    flush=True,
-                )
+            print(f"b. consume from page cache, no group, {total:,} x {size} B (best of {args.rounds})")
+            for path, label, note in (
+                ("kafka", "confluent-kafka", met(max(reads["kafka"])[0], CONSUME_TARGET)),
+                ("kcat", "kcat", "(librdkafka from C, process start included)"),
+            ):
+                if reads.get(path):
+                    rate, _, _, client_load = max(reads[path])
+                    print(
+                        f"   {label:<15} {rate:11,.0f} records/s {rate * size / 1e6:6.1f} MB/s  "
+                        f"client {client_load:4.2f} CPU s/s  {note}",
+                        flush=True,
+                    )
         if "c" in only:
             gb = fetched / 1e9
             print(f"c. broker CPU per GB fetched ({fetched / 1e6:.0f} MB of segments; broker idle: {idle:.3f} CPU s/s)")
             per_gb: dict[str, tuple[float, float]] = {}
             for path, label in (("kafka", "Kafka listener, confluent-kafka"), ("grpc", "gRPC, odradek Consumer")):
                 # The read with the least broker CPU, raw and with the broker's idle work over its duration taken off.
-                rate, cpu, wall = min(reads[path], key=lambda r: r[1])
+                rate, cpu, wall, _ = min(reads[path], key=lambda r: r[1])
                 per_gb[path] = (cpu / gb, max(0.0, cpu - idle * wall) / gb)
                 print(
                     f"   {label:<34} {per_gb[path][0]:7.2f} CPU s/GB ({per_gb[path][1]:.2f} without idle), "
