@@ -80,6 +80,7 @@ SANS_IO_CORES = [
     "odradek.broker.log.cleaner.policy",
     "odradek.broker.log.cleaner.stats",
     "odradek.broker.log.cleaner.throttle",
+    "odradek.broker.security.acls",
 ]
 IO_MODULES = {"asyncio", "grpc", "socket", "time", "logging"}
 
