@@ -1,0 +1,1 @@
+"""Authentication and authorization: principals, SCRAM credentials, ACLs."""
