@@ -86,7 +86,7 @@ def test_kafkas_valid_rules_parse(rules: str) -> None:
     ],
 )
 def test_bad_syntax_is_a_value_error(rules: str) -> None:
-    with pytest.raises(ValueError, match="rule|replacement"):
+    with pytest.raises(ValueError, match=r"rule|replacement"):
         PrincipalMapper.parse(rules)
 
 
