@@ -65,6 +65,8 @@ SANS_IO_CORES = [
     "odradek.broker.quotas.manager",
     "odradek.broker.quotas.mutes",
     "odradek.broker.quotas.rate",
+    "odradek.broker.security.principal_mapping",
+    "odradek.broker.security.scram",
     "odradek.client.consumer.protocol",
     "odradek.client.consumer.rebalance",
     "odradek.client.producer.transactions",
