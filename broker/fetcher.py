@@ -348,7 +348,7 @@ class ReplicaFetcherManager:
         protocol, address = target
         if protocol == KAFKA:
             logger.info("fetching from broker %d over its Kafka listener at %s", leader_id, address)
-            return KafkaTransport(address, self.broker_id, lambda: self.image().topics)
+            return KafkaTransport(address, self.broker_id, self.image)
         return GrpcTransport(self.pool, address)
 
     def assign(self, p: Partition) -> None:
