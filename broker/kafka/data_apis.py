@@ -291,11 +291,19 @@ def _close_outcomes(answer: FetchAnswer) -> None:
                 close_chunks([o.read.data.records])
 
 
+def _from_a_replica(version: int, body: memoryview) -> bool:
+    """A follower's fetch (v15+: below, the handler refuses it), exempt from client quotas as on gRPC. Decodes the
+    request a second time, which only happens while client quotas are set."""
+    return version >= REPLICA_FETCH_MIN_VERSION and decode_fetch_request(body, version).replica_id >= 0
+
+
 def fetch_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
     """Fetch v4-v16, for consumers and, from v15 (whose ReplicaState carries the broker epoch that fences a
     restarted follower's old incarnation), for followers (replica_fetch.py) through the same BrokerService.fetch
     the gRPC Fetch serves them with."""
-    spec = ApiSpec(FETCH_KEY, "Fetch", FETCH_MIN_VERSION, FETCH_MAX_VERSION, FETCH_FLEXIBLE_FROM)
+    spec = ApiSpec(
+        FETCH_KEY, "Fetch", FETCH_MIN_VERSION, FETCH_MAX_VERSION, FETCH_FLEXIBLE_FROM, inter_broker=_from_a_replica
+    )
 
     async def handle(ctx: RequestContext, header: RequestHeader, body: memoryview) -> Reply:
         version = header.api_version

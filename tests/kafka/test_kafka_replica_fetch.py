@@ -389,6 +389,49 @@ async def test_a_replica_fetch_below_v15_has_no_broker_epoch_and_is_refused(lead
             await handle(CONTEXT, RequestHeader(1, version, 1, "r", 0), memoryview(body))
 
 
+# The held fetch is cancelled during its mute, before its handler coroutine ever runs.
+@pytest.mark.filterwarnings("ignore:coroutine .* was never awaited:RuntimeWarning")
+async def test_a_replica_fetch_is_exempt_from_client_quotas_as_on_grpc(leader: Leader) -> None:
+    """A muted client's requests are held; a follower's fetch, from the very same identity, is not."""
+    from kafka.protocol.consumer import FetchRequest
+
+    from odradek.broker.quotas.manager import QuotaConfig
+    from odradek.broker.throttling import BrokerQuotas, ClientIdentity
+    from odradek.client.quotas import ANONYMOUS, PRODUCER_BYTE_RATE, entity
+
+    client = "odradek-replica-2"
+    quota_image = SimpleNamespace(client_quotas={entity(client_id=client): {PRODUCER_BYTE_RATE: 1000}})
+    quotas = BrokerQuotas(QuotaConfig(), lambda: quota_image)  # type: ignore[arg-type,return-value]
+    dispatch = KafkaDispatcher(leader.registry, quotas)
+    connection = CONTEXT.connection
+    quotas.refresh()
+    peer = type(CONTEXT)(connection, client).peer
+    quotas.mutes.mute(ClientIdentity(peer, ANONYMOUS, client), quotas.clock() + 60_000)
+
+    replica_frame = encode_replica_fetch(one(0, -1), 1, client, leader.image.topic_ids.get)[4:]
+    async with asyncio.timeout(5):
+        answered = await dispatch(connection, memoryview(replica_frame))
+    assert answered is not None
+
+    consumer = FetchRequest[12](
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=MAX_BYTES,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    consumer.with_header(correlation_id=2, client_id=client)
+    held = asyncio.ensure_future(dispatch(connection, memoryview(consumer.encode(header=True))))
+    done, _ = await asyncio.wait([held], timeout=0.5)
+    held.cancel()
+    assert not done  # the mute (60 s) holds the client's own fetch
+
+
 async def test_the_connection_reconnects_after_the_leader_closed_it(leader: Leader) -> None:
     transport = KafkaTransport(leader.address, FOLLOWER, lambda: leader.image)  # type: ignore[arg-type,return-value]
     try:
