@@ -92,6 +92,8 @@ class BrokerRole:
                 partition_max_bytes=c["replica.fetch.max.bytes"],
                 response_max_bytes=c["replica.fetch.response.max.bytes"],
                 backoff_ms=c["replica.fetch.backoff.ms"],
+                protocol=c["replica.fetch.protocol"],
+                kafka_listener_names=frozenset(n.upper() for n in c["kafka.listener.names"]),
             ),
             persist_log_starts=self.logs.checkpoint_log_start_offsets,
         )

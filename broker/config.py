@@ -148,6 +148,13 @@ def _csv(value: Any) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
+def _fetch_protocol(value: Any) -> str:
+    protocol = str(value).lower()
+    if protocol not in ("grpc", "kafka"):
+        raise ConfigError(f"replica.fetch.protocol must be grpc or kafka, not {value!r}")
+    return protocol
+
+
 def _bug(value: Any) -> str:
     if value not in ("", "ack-before-replication"):
         raise ConfigError(f"unknown unsafe.testing.bug {value!r}")
@@ -218,6 +225,9 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "replica.fetch.min.bytes": (_int, 1),
     "replica.fetch.response.max.bytes": (_int, 10485760),
     "replica.fetch.backoff.ms": (_int, 1000),
+    # How followers fetch: "grpc" from the leader's gRPC listener, or "kafka" from its advertised Kafka listener
+    # (over gRPC from a leader that advertises none).
+    "replica.fetch.protocol": (_fetch_protocol, "grpc"),
     "num.replica.fetchers": (
         _only(1, _int, "a broker runs one fetcher per leader broker it follows"),
         1,

@@ -426,7 +426,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         """One pass over the requested partitions. Consumers and followers share this loop; ``_FetchKind`` holds
         what differs between them. ``as_file``: records as file slices of the segments (the Kafka listener sends
         them with sendfile) rather than bytes."""
-        kind = self._follower_fetch(request) if request.replica_id >= 0 else self._consumer_fetch(request, cap, as_file)
+        kind = (
+            self._follower_fetch(request, as_file)
+            if request.replica_id >= 0
+            else self._consumer_fetch(request, cap, as_file)
+        )
         if kind is None:
             return _FetchPass(None, 1, [], {})
         get = self.replicas.get
@@ -483,11 +487,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     assert e is not None
                     r = add(partition=o.partition, error=e.code, high_watermark=-1, last_stable_offset=-1)
                     if follower:
-                        if e.code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                            p = self.replicas.partitions.get((name, o.partition))
-                            if p is not None:
-                                r.log_start_offset = p.log.log_start_offset
-                                r.log_end_offset = p.log.log_end_offset
+                        r.log_start_offset, r.log_end_offset = self.replica_error_bounds(name, o.partition, e)
                     else:
                         r.log_start_offset = -1
                         hint = self.fetch_leader_hint(name, o.partition, e)
@@ -517,6 +517,15 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     r.records = bytes(records)
         return response
 
+    def replica_error_bounds(self, topic: str, partition: int, error: OdradekError) -> tuple[int, int]:
+        """(log start, log end offset) a follower's error answer carries: the partition's own for OFFSET_OUT_OF_RANGE
+        (the follower restarts at the start or truncates to the end), else (0, 0), unused."""
+        if error.code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            p = self.replicas.partitions.get((topic, partition))
+            if p is not None:
+                return p.log.log_start_offset, p.log.log_end_offset
+        return 0, 0
+
     def fetch_leader_hint(self, topic: str, partition: int, error: OdradekError) -> common_pb2.LeaderHint | None:
         """The current leader for a consumer's fetch error that re-routes it (OFFSET_NOT_AVAILABLE: the leader
         is right, only its high watermark is catching up)."""
@@ -544,9 +553,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         committed = request.isolation_level == pb.READ_COMMITTED
         return _FetchKind(read_committed if committed else read, max_bytes, count_bytes_out=True)
 
-    def _follower_fetch(self, request) -> _FetchKind | None:
+    def _follower_fetch(self, request, as_file: bool = False) -> _FetchKind | None:
         """A follower's fetch: records up to the log end offset, divergence answers, and its progress recorded
-        (which may move the high watermark and the ISR). None if the follower's broker epoch is stale."""
+        (which may move the high watermark and the ISR). None if the follower's broker epoch is stale. ``as_file``:
+        records as file slices (the Kafka listener)."""
         replica = request.replica_id
         registered = self.image.brokers.get(replica)
         if registered is None or request.replica_epoch < registered.epoch:
@@ -562,6 +572,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 fp.current_leader_epoch,
                 now,
                 fp.log_start_offset,
+                as_file=as_file,
             )
 
         max_bytes = request.max_bytes if request.max_bytes > 0 else 1 << 62

@@ -9,7 +9,8 @@ the logs diverge, append and take the leader's high watermark and log start offs
 log start.
 
 ``decide`` is the pure rule; ``apply_fetched`` runs it against a ``Partition`` (the fetcher's asyncio loop and a
-simulation both call it).
+simulation both call it). ``ReplicaFetchRequest`` is what a follower asks, whatever the transport (gRPC or the Kafka
+listener) carries it; each transport turns the leader's answer into ``FetchedPartition`` values.
 """
 
 from __future__ import annotations
@@ -27,6 +28,41 @@ class FetchPosition(NamedTuple):
     fetch_offset: int
     last_fetched_epoch: int
     leader_epoch: int
+
+
+class PartitionFetch(NamedTuple):
+    """One partition of a follower's request: its position and what the fetcher asks of the leader for it."""
+
+    partition: int
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    log_start_offset: int
+    partition_max_bytes: int
+
+
+class ReplicaFetchRequest(NamedTuple):
+    """A follower's fetch of every partition it follows at one leader, before any transport encodes it."""
+
+    replica_id: int
+    replica_epoch: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    topics: list[tuple[str, list[PartitionFetch]]]
+
+
+class FetchFailedError(Exception):
+    """A fetch got no usable answer (connection, timeout, a malformed answer): the fetcher retries after its
+    backoff."""
+
+
+class FetchRefusedError(Exception):
+    """The leader refused a whole fetch (a stale broker epoch): the fetcher retries after its backoff."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(ErrorCode.Name(code) if code in ErrorCode.values() else f"error {code}")  # type: ignore[arg-type]
+        self.code = code
 
 
 class FetchedPartition(NamedTuple):

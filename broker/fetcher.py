@@ -11,6 +11,11 @@ joins the new leader's (``assign``); one the leader refuses (not leader, epoch m
 offline (a disk error) leaves the fetcher; the others keep replicating. A log start offset taken from the leader
 (its DeleteRecords or retention) is written to the checkpoint before the next fetch reports it: the leader counts
 a replica as trimmed (DeleteRecords' answer) only once the trim survives that replica's crash.
+
+The request goes over a transport chosen per leader (``replica.fetch.protocol``): the leader's gRPC listener, or
+its Kafka listener (``broker/kafka/replica_connection.py``, whose answers the leader sends with sendfile). A
+transport only carries the request and turns the answer into ``FetchedPartition`` values; everything after
+(``apply_fetched``, parking, backoff) is the same code whatever the transport.
 """
 
 from __future__ import annotations
@@ -19,11 +24,24 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import grpc
 
-from odradek.broker.fetch_response import Append, FetchedPartition, FetchPosition, Refused, Stale, apply_fetched
+from odradek.broker.fetch_response import (
+    Append,
+    FetchedPartition,
+    FetchFailedError,
+    FetchPosition,
+    FetchRefusedError,
+    PartitionFetch,
+    Refused,
+    ReplicaFetchRequest,
+    Stale,
+    apply_fetched,
+)
+from odradek.broker.kafka.replica_connection import KafkaTransport
 from odradek.broker.partition import Partition
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode, OdradekError
@@ -46,6 +64,10 @@ _METADATA_LAG = frozenset(
 )
 
 
+GRPC, KAFKA = "grpc", "kafka"
+FETCH_PROTOCOLS = (GRPC, KAFKA)
+
+
 @dataclass(frozen=True, slots=True)
 class FetcherConfig:
     max_wait_ms: int = 500
@@ -53,6 +75,80 @@ class FetcherConfig:
     partition_max_bytes: int = 1048576
     response_max_bytes: int = 10485760
     backoff_ms: int = 1000
+    # replica.fetch.protocol: "kafka" fetches from a leader's Kafka listener (one of these names) when it
+    # advertises one, else over gRPC.
+    protocol: str = GRPC
+    kafka_listener_names: frozenset[str] = field(default_factory=lambda: frozenset({"KAFKA"}))
+
+    def __post_init__(self) -> None:
+        if self.protocol not in FETCH_PROTOCOLS:
+            raise ValueError(f"replica.fetch.protocol must be one of {', '.join(FETCH_PROTOCOLS)}: {self.protocol!r}")
+
+
+class FetchTransport(Protocol):
+    """Carries one follower fetch to a leader and brings back each partition's answer. Raises FetchFailedError or
+    FetchRefusedError; an answer for a partition not asked for is the caller's to ignore."""
+
+    target: tuple[str, str]  # (protocol, address): a new target gets a new transport
+
+    async def send(self, request: ReplicaFetchRequest, timeout: float) -> dict[Key, FetchedPartition]: ...
+
+    async def close(self) -> None: ...
+
+
+def fetch_request_proto(request: ReplicaFetchRequest) -> pb.FetchRequest:
+    return pb.FetchRequest(
+        replica_id=request.replica_id,
+        replica_epoch=request.replica_epoch,
+        max_wait_ms=request.max_wait_ms,
+        min_bytes=request.min_bytes,
+        max_bytes=request.max_bytes,
+        topics=[
+            pb.FetchTopic(
+                name=name,
+                partitions=[
+                    pb.FetchPartition(
+                        partition=p.partition,
+                        current_leader_epoch=p.current_leader_epoch,
+                        fetch_offset=p.fetch_offset,
+                        last_fetched_epoch=p.last_fetched_epoch,
+                        log_start_offset=p.log_start_offset,
+                        partition_max_bytes=p.partition_max_bytes,
+                    )
+                    for p in parts
+                ],
+            )
+            for name, parts in request.topics
+        ],
+    )
+
+
+class GrpcTransport:
+    """The leader's gRPC listener (the Broker service's Fetch), over the manager's shared channel pool."""
+
+    def __init__(self, pool: ChannelPool, address: str) -> None:
+        self.pool = pool
+        self.address = address
+        self.target = (GRPC, address)
+
+    async def send(self, request: ReplicaFetchRequest, timeout: float) -> dict[Key, FetchedPartition]:
+        stub = broker_pb2_grpc.BrokerStub(self.pool.get(self.address))
+        try:
+            response = await stub.Fetch(fetch_request_proto(request), timeout=timeout)
+        except grpc.aio.AioRpcError as e:
+            raise FetchFailedError(e.code().name) from e
+        if response.error != ErrorCode.NONE:
+            raise FetchRefusedError(response.error)
+        answers: dict[Key, FetchedPartition] = {}
+        for t in response.topics:
+            for r in t.partitions:
+                # A partition answered twice (never, from a correct leader): the first answer counts; a second
+                # would have been dropped as stale once the first was applied.
+                answers.setdefault((t.name, r.partition), FetchedPartition.from_proto(r))
+        return answers
+
+    async def close(self) -> None:
+        """The channel belongs to the manager's pool."""
 
 
 class LeaderFetcher:
@@ -65,6 +161,7 @@ class LeaderFetcher:
         self.parked: set[Key] = set()  # refused by the leader: wait for metadata
         self._changed = asyncio.Event()
         self._log_start_moved = False  # a partition's log start moved in the last answer: checkpoint it
+        self._transport: FetchTransport | None = None
         self._task = asyncio.create_task(self._run(), name=f"fetcher-{leader_id}")
 
     def add(self, p: Partition) -> None:
@@ -80,11 +177,24 @@ class LeaderFetcher:
     async def stop(self) -> None:
         self._task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
+        if self._transport is not None:
+            transport, self._transport = self._transport, None
+            await transport.close()
 
-    def _request(self) -> tuple[pb.FetchRequest, dict[Key, FetchPosition]] | None:
+    async def _transport_for(self, target: tuple[str, str]) -> FetchTransport:
+        """The transport to ``target``, replacing the one to a former target (the leader re-registered elsewhere,
+        or moved to or from its Kafka listener)."""
+        if self._transport is not None and self._transport.target != target:
+            transport, self._transport = self._transport, None
+            await transport.close()
+        if self._transport is None:
+            self._transport = self.manager.transport(self.leader_id, target)
+        return self._transport
+
+    def _request(self) -> tuple[ReplicaFetchRequest, dict[Key, FetchPosition]] | None:
         """The next request and, per partition, the position it was sent at (None when nothing to fetch)."""
         config = self.manager.config
-        topics: dict[str, list[pb.FetchPartition]] = {}
+        topics: dict[str, list[PartitionFetch]] = {}
         sent: dict[Key, FetchPosition] = {}
         for key, p in list(self.partitions.items()):
             if key in self.parked:
@@ -97,24 +207,17 @@ class LeaderFetcher:
                 continue
             sent[key] = FetchPosition(offset, epoch, p.leader_epoch)
             topics.setdefault(key[0], []).append(
-                pb.FetchPartition(
-                    partition=key[1],
-                    current_leader_epoch=p.leader_epoch,
-                    fetch_offset=offset,
-                    last_fetched_epoch=epoch,
-                    log_start_offset=log_start,
-                    partition_max_bytes=config.partition_max_bytes,
-                )
+                PartitionFetch(key[1], p.leader_epoch, offset, epoch, log_start, config.partition_max_bytes)
             )
         if not topics:
             return None
-        request = pb.FetchRequest(
-            replica_id=self.manager.broker_id,
-            replica_epoch=self.manager.broker_epoch(),
-            max_wait_ms=config.max_wait_ms,
-            min_bytes=config.min_bytes,
-            max_bytes=config.response_max_bytes,
-            topics=[pb.FetchTopic(name=name, partitions=parts) for name, parts in topics.items()],
+        request = ReplicaFetchRequest(
+            self.manager.broker_id,
+            self.manager.broker_epoch(),
+            config.max_wait_ms,
+            config.min_bytes,
+            config.response_max_bytes,
+            list(topics.items()),
         )
         return request, sent
 
@@ -122,27 +225,27 @@ class LeaderFetcher:
         backoff = self.manager.config.backoff_ms / 1000
         while True:
             built = self._request()
-            address = self.manager.address_of(self.leader_id)
-            if built is None or address is None:
+            target = self.manager.target_of(self.leader_id)
+            if built is None or target is None:
                 self._changed.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(backoff):  # not wait_for: in 3.11 it can swallow a cancel
                         await self._changed.wait()
                 continue
             request, sent = built
-            stub = broker_pb2_grpc.BrokerStub(self.manager.pool.get(address))
+            transport = await self._transport_for(target)
             timeout = self.manager.config.max_wait_ms / 1000 + 10
             try:
-                response = await stub.Fetch(request, timeout=timeout)
-            except grpc.aio.AioRpcError as e:
-                logger.debug("fetch from broker %d failed: %s", self.leader_id, e.code().name)
+                answers = await transport.send(request, timeout)
+            except FetchFailedError as e:
+                logger.debug("fetch from broker %d failed: %s", self.leader_id, e)
                 await asyncio.sleep(backoff)
                 continue
-            if response.error != ErrorCode.NONE:
-                logger.warning("broker %d refused our fetch: %s", self.leader_id, ErrorCode.Name(response.error))
+            except FetchRefusedError as e:
+                logger.warning("broker %d refused our fetch: %s", self.leader_id, e)
                 await asyncio.sleep(backoff)
                 continue
-            self._apply(response, sent)
+            self._apply(answers, sent)
             if self._log_start_moved:
                 self._log_start_moved = False
                 try:
@@ -150,18 +253,16 @@ class LeaderFetcher:
                 except Exception:  # a failed dir is taken offline by the log manager; keep replicating the rest
                     logger.exception("writing the log start offsets failed")
 
-    def _apply(self, response: pb.FetchResponse, sent: dict[Key, FetchPosition]) -> None:
-        for t in response.topics:
-            for r in t.partitions:
-                key = (t.name, r.partition)
-                p = self.partitions.get(key)
-                position = sent.get(key)
-                if p is None or position is None:
-                    continue  # moved to another leader while the fetch was out, or not asked for
-                try:
-                    self._apply_partition(key, p, position, r)
-                except Exception as e:
-                    self._failed(key, p, e)
+    def _apply(self, answers: dict[Key, FetchedPartition], sent: dict[Key, FetchPosition]) -> None:
+        for key, r in answers.items():
+            p = self.partitions.get(key)
+            position = sent.get(key)
+            if p is None or position is None:
+                continue  # moved to another leader while the fetch was out, or not asked for
+            try:
+                self._apply_partition(key, p, position, r)
+            except Exception as e:
+                self._failed(key, p, e)
 
     def _failed(self, key: Key, p: Partition, error: Exception) -> None:
         """One partition failed; the others keep replicating. An offline log (a disk error) leaves the fetcher
@@ -181,9 +282,9 @@ class LeaderFetcher:
         self.parked.add(key)
         self.manager.retry_later(key, p)
 
-    def _apply_partition(self, key: Key, p: Partition, sent: FetchPosition, r: pb.FetchPartitionResponse) -> None:
+    def _apply_partition(self, key: Key, p: Partition, sent: FetchPosition, r: FetchedPartition) -> None:
         log_start = p.log.log_start_offset
-        action = apply_fetched(p, sent, FetchedPartition.from_proto(r))
+        action = apply_fetched(p, sent, r)
         if p.log.log_start_offset != log_start:
             self._log_start_moved = True
         if isinstance(action, Append):
@@ -218,10 +319,37 @@ class ReplicaFetcherManager:
         self.fetchers: dict[int, LeaderFetcher] = {}
         self._following: dict[Key, tuple[int, int]] = {}  # key -> (leader id, leader epoch)
         self.lag: dict[Key, int] = {}
+        self._no_kafka_listener: set[int] = set()  # leaders already logged as fetched from over gRPC
 
     def address_of(self, broker_id: int) -> str | None:
         b = self.image().brokers.get(broker_id)
         return None if b is None else f"{b.host}:{b.port}"
+
+    def target_of(self, broker_id: int) -> tuple[str, str] | None:
+        """(protocol, address) to fetch from ``broker_id``: its Kafka listener under ``replica.fetch.protocol =
+        kafka`` when it advertises one, else its gRPC listener; None while it is not registered."""
+        b = self.image().brokers.get(broker_id)
+        if b is None:
+            return None
+        if self.config.protocol == KAFKA:
+            found = next(
+                (f"{host}:{port}" for name, host, port in b.listeners if name in self.config.kafka_listener_names),
+                None,
+            )
+            if found is not None:
+                self._no_kafka_listener.discard(broker_id)
+                return KAFKA, found
+            if broker_id not in self._no_kafka_listener:
+                self._no_kafka_listener.add(broker_id)
+                logger.info("broker %d advertises no Kafka listener: fetching from it over gRPC", broker_id)
+        return GRPC, f"{b.host}:{b.port}"
+
+    def transport(self, leader_id: int, target: tuple[str, str]) -> FetchTransport:
+        protocol, address = target
+        if protocol == KAFKA:
+            logger.info("fetching from broker %d over its Kafka listener at %s", leader_id, address)
+            return KafkaTransport(address, self.broker_id, self.image)
+        return GrpcTransport(self.pool, address)
 
     def assign(self, p: Partition) -> None:
         """Fetch ``p`` from its current leader (idempotent; a new leader or epoch restarts it)."""

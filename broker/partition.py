@@ -327,9 +327,10 @@ class Partition:
         client_epoch: int,
         now_ms: int,
         log_start_offset: int = -1,
+        as_file: bool = False,
     ) -> FollowerRead:
         """A follower's fetch: check its log against ours, record its progress (its log end offset, and its log
-        start offset as it reports it), read up to the log end offset."""
+        start offset as it reports it), read up to the log end offset. ``as_file``: see ``Log.read``."""
         state = self.check_leader(client_epoch)
         if replica_id not in self.replicas:
             raise NotLeaderOrFollowerError(f"broker {replica_id} is not a replica of {self.topic}-{self.partition}")
@@ -353,7 +354,7 @@ class Partition:
             )
         self._apply(state.on_follower_fetch(replica_id, fetch_offset, leo, now_ms, log_start_offset))
         self._complete_low_watermark_waiters()
-        data = log_.read(fetch_offset, max_bytes)
+        data = log_.read(fetch_offset, max_bytes, as_file=as_file)
         return FollowerRead(data, None, log_.high_watermark, log_.log_start_offset, leo, state.all_replicas_offset())
 
     # -- DeleteRecords -------------------------------------------------------------------------------------------

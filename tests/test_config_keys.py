@@ -55,6 +55,7 @@ COMPACTION_IT = "tests/integration/test_compaction.py"
 TXN_CONFIG = "tests/transactions/test_coordinator_shell.py::test_the_node_keys_become_the_coordinator_config"
 TXN_RULES = "tests/transactions/test_txn_rules.py"
 KAFKA_CONFIG = "tests/broker/test_kafka_listener_config.py"
+KAFKA_REPLICA = "tests/kafka/test_kafka_replica_fetch.py"
 
 TOPIC: dict[str, Key] = {
     "cleanup.policy": Key(
@@ -286,6 +287,18 @@ NODE: dict[str, Key] = {
         (WIRING, "tests/broker/test_fetcher_positions.py::test_the_fetch_request_carries_the_replica_fetch_settings"),
     ),
     "replica.fetch.backoff.ms": Key("a follower's pause after a failed fetch", (WIRING,)),
+    "replica.fetch.protocol": Key(
+        "`grpc`: followers fetch from the leader's gRPC listener; `kafka`: from its advertised Kafka listener "
+        "(sendfile; over gRPC from a leader without one)",
+        (
+            WIRING,
+            NODE_REFUSALS,
+            f"{KAFKA_REPLICA}::test_a_follower_with_replica_fetch_protocol_kafka_catches_up_over_the_kafka_listener",
+            f"{KAFKA_REPLICA}::test_a_leader_without_a_kafka_listener_is_fetched_from_over_grpc",
+            "tests/integration/test_kafka_replication.py::"
+            "test_followers_on_the_kafka_listener_lose_no_acknowledged_record_across_a_leader_sigkill",
+        ),
+    ),
     "num.replica.fetchers": Key(
         "only 1: one fetcher per leader broker (other values are refused)", (NODE_REFUSALS, NODE_ONLY_DEFAULT)
     ),

@@ -32,6 +32,7 @@ SANS_IO_CORES = [
     "odradek.broker.kafka.header",
     "odradek.broker.kafka.primitives",
     "odradek.broker.kafka.produce_codec",
+    "odradek.broker.kafka.replica_fetch",
     "odradek.broker.kafka.wire",
     "odradek.controller.raft",
     "odradek.controller.raft.config",

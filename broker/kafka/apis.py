@@ -30,6 +30,9 @@ class ApiSpec:
     min_version: int
     max_version: int
     flexible_from: int = NO_VERSION  # the first version with tagged fields (request header v2, response header v1)
+    # Whether a request (version, body) is between brokers (a follower's Fetch), exempt from client quotas as on the
+    # gRPC listener; asked only while quotas are set. None: never.
+    inter_broker: Callable[[int, memoryview], bool] | None = None
 
     def serves(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version

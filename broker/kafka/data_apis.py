@@ -7,6 +7,10 @@ sendfile. What these handlers add is only the translation: Kafka's versions, rec
 with UNSUPPORTED_FOR_MESSAGE_FORMAT, topic ids (Fetch v13+), and leader hints with the leader's Kafka address
 (KIP-951) so clients re-route without a metadata round trip.
 
+Followers may fetch here too (``replica.fetch.protocol = kafka``, from Fetch v15): the same ``BrokerService.fetch``
+serves them, and their answers add the leader's log end offset and all-replicas offset in tags of odradek's own
+(replica_fetch.py).
+
 Fetch sessions (KIP-227) are not kept: every answer carries session id 0, which tells the client to send full
 fetch requests, as Kafka does when its session cache is full.
 """
@@ -41,6 +45,7 @@ from odradek.broker.kafka.produce_codec import (
     decode_produce_request,
     encode_produce_response,
 )
+from odradek.broker.kafka.replica_fetch import REPLICA_FETCH_MIN_VERSION
 from odradek.broker.kafka.wire import (
     Chunk,
     Handler,
@@ -182,7 +187,7 @@ class _Topic(NamedTuple):
 
 
 class _FetchSpec(NamedTuple):
-    """A consumer fetch under the broker's field names."""
+    """A consumer's or a follower's fetch under the broker's field names."""
 
     replica_id: int
     replica_epoch: int
@@ -240,15 +245,72 @@ def _fetch_results(
     return out
 
 
+def _replica_results(backend: KafkaBackend, answer: FetchAnswer) -> dict[str, list[FetchPartitionResult]]:
+    """A follower's answer: the values the gRPC Fetch gives a follower, field for field, with the leader's log end
+    offset and all-replicas offset in odradek's own tags (replica_fetch.py)."""
+    out: dict[str, list[FetchPartitionResult]] = {}
+    for name, outcomes in answer.outcomes:
+        results = out.setdefault(name, [])
+        for o in outcomes:
+            read, e = o.read, o.error
+            if read is None:
+                assert e is not None
+                log_start, log_end = backend.data.replica_error_bounds(name, o.partition, e)
+                results.append(
+                    FetchPartitionResult(
+                        o.partition, e.code, -1, -1, log_start, log_end_offset=log_end, all_replicas_offset=0
+                    )
+                )
+                continue
+            lso = read.high_watermark if read.last_stable_offset < 0 else read.last_stable_offset
+            diverging = None if read.diverging is None else (read.diverging.epoch, read.diverging.end_offset)
+            records: Chunk = b""
+            if diverging is None:
+                assert read.data is not None
+                records = read.data.records if len(read.data.records) else b""
+            results.append(
+                FetchPartitionResult(
+                    o.partition,
+                    0,
+                    read.high_watermark,
+                    lso,
+                    read.log_start_offset,
+                    records=records,
+                    diverging_epoch=diverging,
+                    log_end_offset=read.log_end_offset,
+                    all_replicas_offset=read.all_replicas_offset,
+                )
+            )
+    return out
+
+
+def _close_outcomes(answer: FetchAnswer) -> None:
+    for _, outcomes in answer.outcomes:
+        for o in outcomes:
+            if o.read is not None and o.read.data is not None:
+                close_chunks([o.read.data.records])
+
+
+def _from_a_replica(version: int, body: memoryview) -> bool:
+    """A follower's fetch (v15+: below, the handler refuses it), exempt from client quotas as on gRPC. Decodes the
+    request a second time, which only happens while client quotas are set."""
+    return version >= REPLICA_FETCH_MIN_VERSION and decode_fetch_request(body, version).replica_id >= 0
+
+
 def fetch_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
-    """Fetch v4-v16, consumers only (replicas replicate over gRPC)."""
-    spec = ApiSpec(FETCH_KEY, "Fetch", FETCH_MIN_VERSION, FETCH_MAX_VERSION, FETCH_FLEXIBLE_FROM)
+    """Fetch v4-v16, for consumers and, from v15 (whose ReplicaState carries the broker epoch that fences a
+    restarted follower's old incarnation), for followers (replica_fetch.py) through the same BrokerService.fetch
+    the gRPC Fetch serves them with."""
+    spec = ApiSpec(
+        FETCH_KEY, "Fetch", FETCH_MIN_VERSION, FETCH_MAX_VERSION, FETCH_FLEXIBLE_FROM, inter_broker=_from_a_replica
+    )
 
     async def handle(ctx: RequestContext, header: RequestHeader, body: memoryview) -> Reply:
         version = header.api_version
         request: FetchRequestData = decode_fetch_request(body, version)
-        if request.replica_id >= 0:
-            raise ProtocolError("follower fetches are served on the gRPC listener only")
+        replica = request.replica_id >= 0
+        if replica and version < REPLICA_FETCH_MIN_VERSION:
+            raise ProtocolError(f"a replica fetch needs Fetch v{REPLICA_FETCH_MIN_VERSION}+ (its broker epoch)")
         image = backend.image()
         unknown: list[FetchTopicResult] = []
         topics: list[_Topic] = []
@@ -265,19 +327,28 @@ def fetch_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
                 ids[name] = t.topic_id
             topics.append(_Topic(name, _partitions(t.partitions)))
         spec_ = _FetchSpec(
-            -1, -1, request.max_wait_ms, request.min_bytes, request.max_bytes, request.isolation_level, topics
+            request.replica_id if replica else -1,
+            request.replica_epoch if replica else -1,
+            request.max_wait_ms,
+            request.min_bytes,
+            request.max_bytes,
+            request.isolation_level,
+            topics,
         )
         answer = await backend.data.fetch(spec_, as_file=True)
         if answer.stale_epoch:  # only follower fetches have a broker epoch
-            raise ProtocolError("unexpected stale broker epoch on a consumer fetch")
+            if not replica:
+                raise ProtocolError("unexpected stale broker epoch on a consumer fetch")
+            stale = ErrorCode.STALE_BROKER_EPOCH
+            return _Encoded(answer.throttle_ms, lambda ms: encode_fetch_response(version, [], ms, error_code=stale))
         hints = _Hints(backend)
         try:
-            by_topic = _fetch_results(backend, answer, request.isolation_level == 1, hints)
+            if replica:
+                by_topic = _replica_results(backend, answer)
+            else:
+                by_topic = _fetch_results(backend, answer, request.isolation_level == 1, hints)
         except BaseException:
-            for _, outcomes in answer.outcomes:
-                for o in outcomes:
-                    if o.read is not None and o.read.data is not None:
-                        close_chunks([o.read.data.records])
+            _close_outcomes(answer)
             raise
         results = [FetchTopicResult(name, ids.get(name, bytes(16)), parts) for name, parts in by_topic.items()]
         endpoints = hints.endpoints() if version >= NODE_ENDPOINTS_FETCH_VERSION else []

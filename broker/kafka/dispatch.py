@@ -51,9 +51,14 @@ class KafkaDispatcher:
             version = 0
         else:
             ctx = RequestContext(connection, header.client_id or "")
-            call: Coroutine[Any, Any, Reply] = handler(ctx, header, frame[header.size :])
+            body = frame[header.size :]
             quotas = self.quotas
-            if quotas is not None and quotas.refresh():
+            if quotas is not None and not quotas.refresh():
+                quotas = None
+            if quotas is not None and spec.inter_broker is not None and spec.inter_broker(version, body):
+                quotas = None  # replication is not a client's request: no mute, no request quota
+            call: Coroutine[Any, Any, Reply] = handler(ctx, header, body)
+            if quotas is not None:
                 who = ClientIdentity(ctx.peer, ANONYMOUS, ctx.client_id)
                 reply, throttle = await handle_under_quotas(quotas, who, call, _reply_throttle)
             else:

@@ -3,11 +3,13 @@
 A response is a list of chunks, not one buffer: the fixed parts are bytes and each partition's records are the very
 object the log gave (bytes, a memoryview or a ``FileSlice`` of a segment), placed right after their length prefix,
 so the listener can ``sendfile`` them and Python never reads them. v12 made the messages flexible, v13 named topics
-by id, v15 moved the replica id into a tagged field, v16 added the leaders' endpoints.
+by id, v15 moved the replica id into a tagged field, v16 added the leaders' endpoints. Answers to replica fetches
+(followers, see replica_fetch.py) carry two more partition-level tags of odradek's own.
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,6 +23,11 @@ FETCH_FLEXIBLE_FROM = 12
 
 NO_TOPIC_ID = bytes(16)
 CONSUMER_REPLICA_ID = -1
+# odradek's partition-level tags in answers to replica fetches, far above Kafka's own (0-2) so that no Kafka version
+# reuses them; Kafka clients skip tags they do not know.
+LOG_END_OFFSET_TAG = 10000
+ALL_REPLICAS_OFFSET_TAG = 10001
+_I64 = struct.Struct(">q")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +84,10 @@ class FetchPartitionResult:
     records: Chunk | None = None  # sent as given: never copied, never read
     diverging_epoch: tuple[int, int] | None = None  # v12+ tagged 0: (epoch, end offset)
     current_leader: tuple[int, int] | None = None  # v12+ tagged 1: (leader id, leader epoch)
+    # odradek's own, in answers to replica fetches only (v12+ tagged, int64 each; see replica_fetch.py): the leader's
+    # log end offset and the offset every replica has reached. None (consumers): not written.
+    log_end_offset: int | None = None
+    all_replicas_offset: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +263,10 @@ def encode_fetch_response(
                     tags.append(_pair_tag(0, p.diverging_epoch[0], p.diverging_epoch[1], True))
                 if p.current_leader is not None:
                     tags.append(_pair_tag(1, p.current_leader[0], p.current_leader[1], False))
+                if p.log_end_offset is not None:
+                    tags.append((LOG_END_OFFSET_TAG, _I64.pack(p.log_end_offset)))
+                if p.all_replicas_offset is not None:
+                    tags.append((ALL_REPLICAS_OFFSET_TAG, _I64.pack(p.all_replicas_offset)))
                 w.tagged_fields(tags)
         if flexible:
             w.no_tagged_fields()

@@ -50,6 +50,7 @@ def test_toml_forms_flatten_to_kafka_names(tmp_path: Path) -> None:
         ({"log.cleaner.io.buffer.load.factor": 1}, "must be above 0 and below 1"),
         ({"log.cleaner.dedupe.buffer.size": 1000}, "must be at least 1048576"),
         ({"num.replica.fetchers": 4}, "'num.replica.fetchers': not supported yet, only 1"),
+        ({"replica.fetch.protocol": "http"}, "replica.fetch.protocol must be grpc or kafka"),
         ({"controller.quorum.election.backoff.max.ms": 50}, "election.backoff.max.ms': not supported yet"),
         ({"fetch.max.bytes": 100}, "'fetch.max.bytes': must be at least 1024"),
         ({"max.partitions.per.broker": 0}, "'max.partitions.per.broker': must be at least 1"),

@@ -252,6 +252,8 @@ def kafka_python_response(
                 partition.AbortedTransaction(producer_id=i, first_offset=o) for i, o in p.aborted_transactions
             ]
         diverging, leader = fields.pop("diverging_epoch"), fields.pop("current_leader")
+        for replica_only in ("log_end_offset", "all_replicas_offset"):  # odradek's tags, None in consumer answers
+            assert fields.pop(replica_only) is None
         if diverging is not None:
             fields["diverging_epoch"] = partition.EpochEndOffset(epoch=diverging[0], end_offset=diverging[1])
         if leader is not None:

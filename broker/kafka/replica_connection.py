@@ -1,0 +1,87 @@
+"""A follower's connection to one leader's Kafka listener: the asyncio shell around ``replica_fetch``.
+
+One connection per leader broker, one request in flight: connect when needed, send the frame, read one
+size-prefixed answer within the fetch's timeout. Any error (refused connection, reset, timeout, a malformed answer)
+closes the connection, so the next fetch starts on a fresh one with nothing half-read, and fails the fetch
+(``FetchFailedError``), which the fetcher retries after its backoff, as it does a failed gRPC call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+from collections.abc import Callable
+
+from odradek.broker.fetch_response import FetchedPartition, FetchFailedError, FetchRefusedError, ReplicaFetchRequest
+from odradek.broker.kafka.replica_fetch import decode_replica_fetch_response, encode_replica_fetch
+from odradek.broker.kafka.wire import ProtocolError
+from odradek.controller.metadata.image import MetadataImage
+
+_SIZE = struct.Struct(">i")
+KAFKA = "kafka"
+
+Key = tuple[str, int]
+
+
+class KafkaTransport:
+    """Fetches from the leader at ``address`` (its advertised Kafka listener) as broker ``broker_id``."""
+
+    def __init__(self, address: str, broker_id: int, image: Callable[[], MetadataImage]) -> None:
+        host, _, port = address.rpartition(":")
+        self.host, self.port = host, int(port)
+        self.target = (KAFKA, address)
+        self.client_id = f"odradek-replica-{broker_id}"
+        self._image = image
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._correlation = 0
+        self.connects = 0  # connections opened, for tests and logs
+
+    async def send(self, request: ReplicaFetchRequest, timeout: float) -> dict[Key, FetchedPartition]:
+        try:
+            async with asyncio.timeout(timeout):
+                error, partitions = await self._exchange(request)
+        except (OSError, EOFError, TimeoutError, ProtocolError) as e:  # IncompleteReadError is an EOFError
+            self._drop()
+            raise FetchFailedError(f"{type(e).__name__}: {e}") from e
+        except BaseException:  # cancelled mid-exchange: an answer may still be on its way, so do not reuse it
+            self._drop()
+            raise
+        if error:
+            raise FetchRefusedError(error)
+        return partitions
+
+    async def _exchange(self, request: ReplicaFetchRequest) -> tuple[int, dict[Key, FetchedPartition]]:
+        if self._streams is None:
+            self._streams = await asyncio.open_connection(self.host, self.port)
+            self.connects += 1
+        reader, writer = self._streams
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        correlation = self._correlation
+        image = self._image()
+        writer.write(encode_replica_fetch(request, correlation, self.client_id, image.topic_ids.get))
+        await writer.drain()
+        (size,) = _SIZE.unpack(await reader.readexactly(_SIZE.size))
+        if size < 0:
+            raise ProtocolError(f"an answer of size {size}")
+        frame = await reader.readexactly(size)
+
+        def name(topic_id: bytes) -> str | None:
+            topic = image.topics.get(topic_id)
+            return None if topic is None else topic.name
+
+        answer = decode_replica_fetch_response(frame, correlation, name)
+        return answer.error_code, answer.partitions
+
+    def _drop(self) -> None:
+        """Close the connection now (the transport finishes closing on its own)."""
+        streams, self._streams = self._streams, None
+        if streams is not None:
+            streams[1].close()
+
+    async def close(self) -> None:
+        streams = self._streams
+        self._drop()
+        if streams is not None:
+            with contextlib.suppress(OSError):
+                await streams[1].wait_closed()
