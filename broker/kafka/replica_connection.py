@@ -19,6 +19,9 @@ from odradek.broker.kafka.wire import ProtocolError
 from odradek.controller.metadata.image import MetadataImage
 
 _SIZE = struct.Struct(">i")
+# An answer may exceed the fetch's max_bytes by its first batch (a batch is never split); this slack bounds the
+# buffer a corrupt size prefix can make the follower allocate.
+ANSWER_SLACK_BYTES = 128 << 20
 KAFKA = "kafka"
 
 Key = tuple[str, int]
@@ -62,8 +65,8 @@ class KafkaTransport:
         writer.write(encode_replica_fetch(request, correlation, self.client_id, image.topic_ids.get))
         await writer.drain()
         (size,) = _SIZE.unpack(await reader.readexactly(_SIZE.size))
-        if size < 0:
-            raise ProtocolError(f"an answer of size {size}")
+        if size < 0 or size > request.max_bytes + ANSWER_SLACK_BYTES:
+            raise ProtocolError(f"an answer of size {size} to a fetch of at most {request.max_bytes} bytes")
         frame = await reader.readexactly(size)
 
         def name(topic_id: bytes) -> str | None:

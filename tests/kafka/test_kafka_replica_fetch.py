@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import struct
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -444,6 +445,29 @@ async def test_the_connection_reconnects_after_the_leader_closed_it(leader: Lead
         assert transport.connects == 2
     finally:
         await transport.close()
+
+
+async def test_an_answer_size_past_the_fetch_bound_fails_the_fetch_without_allocating_it() -> None:
+    """A corrupt size prefix (here 1 GiB) fails the fetch and drops the connection; nothing that large is read."""
+
+    async def lying_leader(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        (size,) = struct.unpack(">i", await reader.readexactly(4))
+        await reader.readexactly(size)
+        writer.write(struct.pack(">i", 1 << 30) + b"x" * 100)
+        await writer.drain()
+
+    server = await asyncio.start_server(lying_leader, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    image = SimpleNamespace(topic_ids={}, topics={})
+    transport = KafkaTransport(f"127.0.0.1:{port}", FOLLOWER, lambda: image)  # type: ignore[arg-type,return-value]
+    try:
+        with pytest.raises(FetchFailedError, match="answer of size 1073741824"):
+            await transport.send(ReplicaFetchRequest(FOLLOWER, BROKER_EPOCH, 0, 1, MAX_BYTES, []), 5)
+        assert transport._streams is None
+    finally:
+        await transport.close()
+        server.close()
+        await server.wait_closed()
 
 
 async def test_a_follower_with_replica_fetch_protocol_kafka_catches_up_over_the_kafka_listener(
