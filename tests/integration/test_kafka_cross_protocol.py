@@ -18,6 +18,8 @@ from odradek.client import Admin, Consumer, Producer, TopicPartition
 from odradek.client.structs import CREATE_TIME, LOG_APPEND_TIME
 from odradek.deploy.local import DevCluster
 
+from .kafka_records import produce_records
+
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 3
@@ -50,24 +52,9 @@ def kafka_produce(bootstrap: str, topic: str, log_append_time: bool = False) -> 
     producer = KafkaProducer(
         {"bootstrap.servers": bootstrap, "acks": "all", "compression.type": "lz4", "linger.ms": 20}
     )
-    reports: list = []
-    for i in range(COUNT):
-        if i == COUNT // 2:
-            producer.flush(30)  # at least two batches per partition
-        partition, key, value, headers, ts = record(i)
-        producer.produce(
-            topic,
-            value=value,
-            key=key,
-            partition=partition,
-            headers=headers or None,
-            timestamp=ts,
-            on_delivery=lambda err, msg, i=i: reports.append((i, err, msg)),
-        )
-    assert producer.flush(30) == 0
-    assert [err for _, err, _ in reports if err is not None] == []
+    reports = produce_records(producer, topic, COUNT, record, flush_at=COUNT // 2)  # two batches per partition
     expected: Seen = {}
-    for i, _, msg in reports:
+    for i, msg in reports:
         partition, key, value, headers, ts = record(i)
         ts_type, reported_ts = msg.timestamp()
         assert (msg.partition(), ts_type) == (

@@ -14,6 +14,8 @@ from confluent_kafka import Producer as KafkaProducer
 from odradek.client import Admin
 from odradek.deploy.local import DevCluster
 
+from ..integration.kafka_records import produce_records
+
 pyspark = pytest.importorskip("pyspark")
 pytestmark = pytest.mark.integration
 
@@ -34,22 +36,9 @@ def record(i: int) -> tuple[int, bytes | None, bytes, list, int]:
 
 def produce_with_librdkafka(bootstrap: str, topic: str) -> Rows:
     producer = KafkaProducer({"bootstrap.servers": bootstrap, "acks": "all", "compression.type": "snappy"})
-    reports: list = []
-    for i in range(COUNT):
-        partition, key, value, headers, ts = record(i)
-        producer.produce(
-            topic,
-            value=value,
-            key=key,
-            partition=partition,
-            headers=headers or None,
-            timestamp=ts,
-            on_delivery=lambda err, msg, i=i: reports.append((i, err, msg)),
-        )
-    assert producer.flush(30) == 0
-    assert [err for _, err, _ in reports if err is not None] == []
+    reports = produce_records(producer, topic, COUNT, record)
     produced: Rows = {}
-    for i, _, msg in reports:
+    for i, msg in reports:
         partition, key, value, headers, ts = record(i)
         assert (msg.partition(), msg.timestamp()) == (partition, (TIMESTAMP_CREATE_TIME, ts))
         produced[(partition, msg.offset())] = (key, value, tuple(headers), ts)
