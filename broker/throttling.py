@@ -183,7 +183,11 @@ async def handle_under_quotas(
     into the answer's ``throttle_time_ms``; ``throttled(answer)`` is the throttle the handler already decided."""
     wait = quotas.mutes.remaining_ms(who, quotas.clock())
     if wait > 0:
-        await asyncio.sleep(wait / 1000)
+        try:
+            await asyncio.sleep(wait / 1000)
+        except BaseException:  # cancelled while held (the connection went away): the handler never runs
+            handler.close()
+            raise
     token = _current.set(who)
     timed = _TimedSteps(handler) if quotas.request.enabled else None
     try:
