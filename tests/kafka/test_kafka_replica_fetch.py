@@ -369,23 +369,29 @@ async def test_a_replica_fetch_reaches_brokerservice_fetch_with_the_replicas_id_
     assert leader.partition.log.high_watermark == 0  # the follower's progress (offset 0) was recorded: HW at 0
 
 
-async def test_a_replica_fetch_below_v15_has_no_broker_epoch_and_is_refused(leader: Leader) -> None:
+def empty_fetch(version: int, replica_id: int) -> Any:
+    """kafka-python's Fetch request of no partitions, from a replica (``replica_id`` >= 0) or a consumer (-1)."""
     from kafka.protocol.consumer import FetchRequest
+
+    return FetchRequest[version](
+        replica_id=replica_id,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=MAX_BYTES,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+
+
+async def test_a_replica_fetch_below_v15_has_no_broker_epoch_and_is_refused(leader: Leader) -> None:
 
     _, handle = leader.registry.get(1)  # type: ignore[misc]
     for version in (12, 14):
-        body = FetchRequest[version](
-            replica_id=FOLLOWER,
-            max_wait_ms=0,
-            min_bytes=1,
-            max_bytes=MAX_BYTES,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[],
-            forgotten_topics_data=[],
-            rack_id="",
-        ).encode(version=version)
+        body = empty_fetch(version, FOLLOWER).encode(version=version)
         with pytest.raises(ProtocolError, match="v15"):
             await handle(CONTEXT, RequestHeader(1, version, 1, "r", 0), memoryview(body))
 
@@ -394,7 +400,6 @@ async def test_a_replica_fetch_below_v15_has_no_broker_epoch_and_is_refused(lead
 @pytest.mark.filterwarnings("error")
 async def test_a_replica_fetch_is_exempt_from_client_quotas_as_on_grpc(leader: Leader) -> None:
     """A muted client's requests are held; a follower's fetch, from the very same identity, is not."""
-    from kafka.protocol.consumer import FetchRequest
 
     from odradek.broker.quotas.manager import QuotaConfig
     from odradek.broker.throttling import BrokerQuotas, ClientIdentity
@@ -414,18 +419,7 @@ async def test_a_replica_fetch_is_exempt_from_client_quotas_as_on_grpc(leader: L
         answered = await dispatch(connection, memoryview(replica_frame))
     assert answered is not None
 
-    consumer = FetchRequest[12](
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=1,
-        max_bytes=MAX_BYTES,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
+    consumer = empty_fetch(12, -1)
     consumer.with_header(correlation_id=2, client_id=client)
     held = asyncio.ensure_future(dispatch(connection, memoryview(consumer.encode(header=True))))
     done, _ = await asyncio.wait([held], timeout=0.5)
