@@ -282,6 +282,44 @@ class UnknownProducerIdError(OdradekError):
     code = ErrorCode.UNKNOWN_PRODUCER_ID
 
 
+class AuthorizationError(OdradekError):
+    """The principal the request was made as lacks an ACL the request needs; nothing was changed."""
+
+
+class TopicAuthorizationFailedError(AuthorizationError):
+    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+class GroupAuthorizationFailedError(AuthorizationError):
+    code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+class ClusterAuthorizationFailedError(AuthorizationError):
+    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+class TransactionalIdAuthorizationFailedError(AuthorizationError):
+    code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+class AuthenticationFailedError(OdradekError):
+    """The credentials were refused (a wrong password, an unknown user or a failed SCRAM exchange)."""
+
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
+class UnsupportedSaslMechanismError(OdradekError):
+    """The node does not enable the SASL mechanism the client asked for."""
+
+    code = ErrorCode.UNSUPPORTED_SASL_MECHANISM
+
+
+class SecurityDisabledError(OdradekError):
+    """A security request (ACLs, credentials) on a cluster where that part of security is not configured."""
+
+    code = ErrorCode.SECURITY_DISABLED
+
+
 _BY_CODE: dict[int, type[OdradekError]] = {
     cls.code: cls
     for cls in (
@@ -316,6 +354,13 @@ _BY_CODE: dict[int, type[OdradekError]] = {
         TransactionAbortableError,
         TransactionalIdNotFoundError,
         UnknownProducerIdError,
+        TopicAuthorizationFailedError,
+        GroupAuthorizationFailedError,
+        ClusterAuthorizationFailedError,
+        TransactionalIdAuthorizationFailedError,
+        AuthenticationFailedError,
+        UnsupportedSaslMechanismError,
+        SecurityDisabledError,
     )
 }
 

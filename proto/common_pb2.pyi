@@ -53,7 +53,12 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     INVALID_SESSION_TIMEOUT: _ErrorCode.ValueType  # 26
     REBALANCE_IN_PROGRESS: _ErrorCode.ValueType  # 27
     INVALID_COMMIT_OFFSET_SIZE: _ErrorCode.ValueType  # 28
+    TOPIC_AUTHORIZATION_FAILED: _ErrorCode.ValueType  # 29
+    GROUP_AUTHORIZATION_FAILED: _ErrorCode.ValueType  # 30
+    CLUSTER_AUTHORIZATION_FAILED: _ErrorCode.ValueType  # 31
     INVALID_TIMESTAMP: _ErrorCode.ValueType  # 32
+    UNSUPPORTED_SASL_MECHANISM: _ErrorCode.ValueType  # 33
+    ILLEGAL_SASL_STATE: _ErrorCode.ValueType  # 34
     UNSUPPORTED_VERSION: _ErrorCode.ValueType  # 35
     TOPIC_ALREADY_EXISTS: _ErrorCode.ValueType  # 36
     INVALID_PARTITIONS: _ErrorCode.ValueType  # 37
@@ -73,7 +78,10 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     INVALID_TRANSACTION_TIMEOUT: _ErrorCode.ValueType  # 50
     CONCURRENT_TRANSACTIONS: _ErrorCode.ValueType  # 51
     TRANSACTION_COORDINATOR_FENCED: _ErrorCode.ValueType  # 52
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _ErrorCode.ValueType  # 53
+    SECURITY_DISABLED: _ErrorCode.ValueType  # 54
     KAFKA_STORAGE_ERROR: _ErrorCode.ValueType  # 56
+    SASL_AUTHENTICATION_FAILED: _ErrorCode.ValueType  # 58
     UNKNOWN_PRODUCER_ID: _ErrorCode.ValueType  # 59
     NON_EMPTY_GROUP: _ErrorCode.ValueType  # 68
     GROUP_ID_NOT_FOUND: _ErrorCode.ValueType  # 69
@@ -93,6 +101,9 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     UNSTABLE_OFFSET_COMMIT: _ErrorCode.ValueType  # 88
     THROTTLING_QUOTA_EXCEEDED: _ErrorCode.ValueType  # 89
     PRODUCER_FENCED: _ErrorCode.ValueType  # 90
+    RESOURCE_NOT_FOUND: _ErrorCode.ValueType  # 91
+    DUPLICATE_RESOURCE: _ErrorCode.ValueType  # 92
+    UNACCEPTABLE_CREDENTIAL: _ErrorCode.ValueType  # 93
     INCONSISTENT_VOTER_SET: _ErrorCode.ValueType  # 94
     INVALID_UPDATE_VERSION: _ErrorCode.ValueType  # 95
     DUPLICATE_BROKER_REGISTRATION: _ErrorCode.ValueType  # 101
@@ -138,7 +149,12 @@ UNKNOWN_MEMBER_ID: ErrorCode.ValueType  # 25
 INVALID_SESSION_TIMEOUT: ErrorCode.ValueType  # 26
 REBALANCE_IN_PROGRESS: ErrorCode.ValueType  # 27
 INVALID_COMMIT_OFFSET_SIZE: ErrorCode.ValueType  # 28
+TOPIC_AUTHORIZATION_FAILED: ErrorCode.ValueType  # 29
+GROUP_AUTHORIZATION_FAILED: ErrorCode.ValueType  # 30
+CLUSTER_AUTHORIZATION_FAILED: ErrorCode.ValueType  # 31
 INVALID_TIMESTAMP: ErrorCode.ValueType  # 32
+UNSUPPORTED_SASL_MECHANISM: ErrorCode.ValueType  # 33
+ILLEGAL_SASL_STATE: ErrorCode.ValueType  # 34
 UNSUPPORTED_VERSION: ErrorCode.ValueType  # 35
 TOPIC_ALREADY_EXISTS: ErrorCode.ValueType  # 36
 INVALID_PARTITIONS: ErrorCode.ValueType  # 37
@@ -158,7 +174,10 @@ INVALID_PRODUCER_ID_MAPPING: ErrorCode.ValueType  # 49
 INVALID_TRANSACTION_TIMEOUT: ErrorCode.ValueType  # 50
 CONCURRENT_TRANSACTIONS: ErrorCode.ValueType  # 51
 TRANSACTION_COORDINATOR_FENCED: ErrorCode.ValueType  # 52
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode.ValueType  # 53
+SECURITY_DISABLED: ErrorCode.ValueType  # 54
 KAFKA_STORAGE_ERROR: ErrorCode.ValueType  # 56
+SASL_AUTHENTICATION_FAILED: ErrorCode.ValueType  # 58
 UNKNOWN_PRODUCER_ID: ErrorCode.ValueType  # 59
 NON_EMPTY_GROUP: ErrorCode.ValueType  # 68
 GROUP_ID_NOT_FOUND: ErrorCode.ValueType  # 69
@@ -178,6 +197,9 @@ INVALID_RECORD: ErrorCode.ValueType  # 87
 UNSTABLE_OFFSET_COMMIT: ErrorCode.ValueType  # 88
 THROTTLING_QUOTA_EXCEEDED: ErrorCode.ValueType  # 89
 PRODUCER_FENCED: ErrorCode.ValueType  # 90
+RESOURCE_NOT_FOUND: ErrorCode.ValueType  # 91
+DUPLICATE_RESOURCE: ErrorCode.ValueType  # 92
+UNACCEPTABLE_CREDENTIAL: ErrorCode.ValueType  # 93
 INCONSISTENT_VOTER_SET: ErrorCode.ValueType  # 94
 INVALID_UPDATE_VERSION: ErrorCode.ValueType  # 95
 DUPLICATE_BROKER_REGISTRATION: ErrorCode.ValueType  # 101
