@@ -7,7 +7,10 @@ Configurations run in interleaved rounds so that a noisy neighbour slows all of 
 of the rounds, and the ratio column compares it with RF=1 acks=1 on the same partition count, measured in the
 same run. All six server processes, the client and its perf loop share this machine's cores. Runs in about 90 s.
 
-    python bench/replication_bench.py [--records N] [--rounds R]
+    python bench/replication_bench.py [--records N] [--rounds R] [--replica-fetch-protocol kafka|grpc]
+
+``--replica-fetch-protocol`` sets the followers' transport (default: the nodes' default, kafka); run it once per
+transport to compare them by their ratios to the RF=1 baseline of each run.
 """
 
 from __future__ import annotations
@@ -66,9 +69,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--replica-fetch-protocol", choices=("kafka", "grpc"), default=None)
     args = parser.parse_args()
+    overrides = {"replica.fetch.protocol": args.replica_fetch_protocol} if args.replica_fetch_protocol else {}
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
-        cluster = DevCluster.create(Path(tmp), 3, 3)
+        cluster = DevCluster.create(Path(tmp), 3, 3, overrides=overrides)
         cluster.start_all()
         try:
             asyncio.run(cluster.wait_ready(60))
@@ -90,7 +95,9 @@ def main() -> None:
             admin.close()
         finally:
             cluster.stop_all(timeout=20)
+    transport = args.replica_fetch_protocol or "default (kafka)"
     print(f"perf produce, 100-byte records, {args.records} per run, median of {args.rounds} interleaved rounds")
+    print(f"followers fetch over: {transport}")
     print(f"{'partitions':>10}  {'config':<30} {'records/s':>12} {'vs RF=1 acks=1':>15}")
     for partitions in (1, 3):
         base = statistics.median(results[partitions, CONFIGS[0][0]])

@@ -225,9 +225,9 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "replica.fetch.min.bytes": (_int, 1),
     "replica.fetch.response.max.bytes": (_int, 10485760),
     "replica.fetch.backoff.ms": (_int, 1000),
-    # How followers fetch: "grpc" from the leader's gRPC listener, or "kafka" from its advertised Kafka listener
-    # (over gRPC from a leader that advertises none).
-    "replica.fetch.protocol": (_fetch_protocol, "grpc"),
+    # How followers fetch: "kafka" from the leader's advertised Kafka listener (over gRPC from a leader that
+    # advertises none; it costs the leader less CPU per byte, bench/follower_path_bench.py), or "grpc".
+    "replica.fetch.protocol": (_fetch_protocol, "kafka"),
     "num.replica.fetchers": (
         _only(1, _int, "a broker runs one fetcher per leader broker it follows"),
         1,

@@ -75,8 +75,8 @@ class FetcherConfig:
     partition_max_bytes: int = 1048576
     response_max_bytes: int = 10485760
     backoff_ms: int = 1000
-    # replica.fetch.protocol: "kafka" fetches from a leader's Kafka listener (one of these names) when it
-    # advertises one, else over gRPC.
+    # replica.fetch.protocol: "kafka" (a node's default) fetches from a leader's Kafka listener (one of these names)
+    # when it advertises one, else over gRPC; "grpc" (this class's default, for tests of the fetcher alone).
     protocol: str = GRPC
     kafka_listener_names: frozenset[str] = field(default_factory=lambda: frozenset({"KAFKA"}))
 

@@ -288,15 +288,15 @@ NODE: dict[str, Key] = {
     ),
     "replica.fetch.backoff.ms": Key("a follower's pause after a failed fetch", (WIRING,)),
     "replica.fetch.protocol": Key(
-        "`grpc`: followers fetch from the leader's gRPC listener; `kafka`: from its advertised Kafka listener "
-        "(sendfile; over gRPC from a leader without one)",
+        "`kafka`: followers fetch from the leader's advertised Kafka listener (sendfile; over gRPC from a leader "
+        "without one); `grpc`: from its gRPC listener",
         (
             WIRING,
             NODE_REFUSALS,
             f"{KAFKA_REPLICA}::test_a_follower_with_replica_fetch_protocol_kafka_catches_up_over_the_kafka_listener",
             f"{KAFKA_REPLICA}::test_a_leader_without_a_kafka_listener_is_fetched_from_over_grpc",
             "tests/integration/test_kafka_replication.py::"
-            "test_followers_on_the_kafka_listener_lose_no_acknowledged_record_across_a_leader_sigkill",
+            "test_followers_lose_no_acknowledged_record_across_a_leader_sigkill",
         ),
     ),
     "num.replica.fetchers": Key(

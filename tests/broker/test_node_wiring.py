@@ -166,7 +166,7 @@ async def node(tmp_path: Path):
             "replica.fetch.response.max.bytes": 33_333,
             "replica.fetch.wait.max.ms": 444,
             "replica.fetch.backoff.ms": 555,
-            "replica.fetch.protocol": "kafka",
+            "replica.fetch.protocol": "grpc",
             "log.max.open.files": 77,
             "log.retention.check.interval.ms": 6_000,
             "socket.request.max.bytes": 200_000,
@@ -201,7 +201,7 @@ async def test_a_started_node_hands_each_key_to_its_component(node: Node, tmp_pa
         partition_max_bytes=11_111,
         response_max_bytes=33_333,
         backoff_ms=555,
-        protocol="kafka",
+        protocol="grpc",
     )
     assert node.broker.logs.manager_config.max_open_fds == 77
     assert node.broker.logs.handles.max_open == 77 // 3  # segments with their 3 fds each
