@@ -60,7 +60,9 @@ def write_atomically(path: Path, data: bytes, mode: int) -> None:
 
 
 def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "odradek"), x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    return x509.Name(
+        [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "odradek"), x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    )
 
 
 def _now() -> dt.datetime:
@@ -132,9 +134,7 @@ def make_leaf(
         .add_extension(
             x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
         )
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False
-        )
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
     )
     unique = list(dict.fromkeys(names))
     if unique:

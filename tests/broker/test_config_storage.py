@@ -47,11 +47,22 @@ def test_toml_forms_flatten_to_kafka_names(tmp_path: Path) -> None:
         ({"listener.security.protocol.map": "CONTROLLER:SSL"}, "listener CONTROLLER is SSL: it needs"),
         ({"ssl.client.auth": "maybe"}, "ssl.client.auth must be none, requested or required"),
         (
-            {"listener.security.protocol.map": "CONTROLLER:SSL", "ssl.certificate.location": "c", "ssl.key.location": "k", "ssl.client.auth": "required"},
+            {
+                "listener.security.protocol.map": "CONTROLLER:SSL",
+                "ssl.certificate.location": "c",
+                "ssl.key.location": "k",
+                "ssl.client.auth": "required",
+            },
             "ssl.client.auth=required needs ssl.ca.location",
         ),
         (
-            {"listener.security.protocol.map": "CONTROLLER:SSL", "ssl.certificate.location": "c", "ssl.key.location": "k", "ssl.ca.location": "a", "ssl.client.auth": "requested"},
+            {
+                "listener.security.protocol.map": "CONTROLLER:SSL",
+                "ssl.certificate.location": "c",
+                "ssl.key.location": "k",
+                "ssl.ca.location": "a",
+                "ssl.client.auth": "requested",
+            },
             "ssl.client.auth=requested is not supported on the gRPC listener CONTROLLER",
         ),
         ({"unclean.leader.election.enable": "maybe"}, "true or false"),
