@@ -12,10 +12,14 @@ from pathlib import Path
 import grpc
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
-from odradek.broker.security.tls import ServerTls
+from odradek.broker.config import ConfigError, NodeConfig
+from odradek.broker.security.tls import NodeTls, ServerTls
 from odradek.client.admin import AsyncAdmin
+from odradek.client.config import AdminConfig, ConsumerConfig, ProducerConfig
 from odradek.client.connection import ChannelPool
+from odradek.client.errors import ConfigError as ClientConfigError
 from odradek.client.errors import NetworkError, OdradekError
 from odradek.client.tls import TlsFiles
 from odradek.deploy.certs import Issued, make_ca, make_leaf
@@ -151,3 +155,81 @@ async def test_a_half_written_rotation_keeps_the_current_certificate(
     (tmp_path / "node.crt").write_bytes(other.cert_pem)  # the key file still holds the old key
     assert await asyncio.to_thread(served_serial, port, tmp_path) == before
     assert tls.reloads == 0
+
+
+def node_config(tmp_path: Path, **extra: object) -> NodeConfig:
+    props: dict[str, object] = {
+        "process.roles": "broker,controller",
+        "node.id": 1,
+        "controller.quorum.voters": "1@127.0.0.1:19091",
+        "listeners": "SSL://127.0.0.1:19092,CONTROLLER://127.0.0.1:19091,KAFKA://127.0.0.1:19093",
+        "log.dirs": str(tmp_path / "data"),
+        "ssl.certificate.location": str(tmp_path / "node.crt"),
+        "ssl.key.location": str(tmp_path / "node.key"),
+        "ssl.ca.location": str(tmp_path / "ca.crt"),
+    }
+    props.update(extra)
+    return NodeConfig(props)
+
+
+def test_node_tls_follows_the_node_keys(tmp_path: Path, ca: Issued) -> None:
+    config = node_config(tmp_path, **{"ssl.client.auth": "required"})
+    tls = NodeTls(config)
+    tls.check()
+    assert tls.server is not None and tls.server.client_auth == "required"
+    assert tls.server.files == files(tmp_path, "node")
+    assert tls.server_credentials("SSL") is not None
+    assert tls.server_credentials("CONTROLLER") is None and tls.kafka_context("KAFKA") is None  # PLAINTEXT
+    security = tls.channel_security()
+    assert security("127.0.0.1:19091") is None  # a voter: the CONTROLLER listener's protocol
+    assert security("10.0.0.9:19092") == files(tmp_path, "node")  # a broker: mTLS with the node's certificate
+    assert tls.kafka_client_context() is None
+    mapped = NodeTls(node_config(tmp_path, **{"listener.security.protocol.map": "CONTROLLER:SSL,KAFKA:SASL_SSL"}))
+    assert mapped.channel_security()("127.0.0.1:19091") == files(tmp_path, "node")
+    assert mapped.kafka_context("KAFKA") is not None
+    context = mapped.kafka_client_context()
+    assert context is not None and context.verify_mode == ssl.CERT_REQUIRED
+    assert mapped.server is not None and mapped.server.current().verify_mode == ssl.CERT_NONE  # ssl.client.auth
+    plain = NodeTls(node_config(tmp_path, listeners="PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19091"))
+    assert plain.server is None and plain.channel_security()("10.0.0.9:19092") is None
+
+
+def test_a_missing_file_or_wrong_key_password_stops_the_node_with_its_name(tmp_path: Path, ca: Issued) -> None:
+    with pytest.raises(ConfigError, match=r"ssl\.certificate\.location .*nowhere\.crt"):
+        NodeTls(node_config(tmp_path, **{"ssl.certificate.location": str(tmp_path / "nowhere.crt")})).check()
+    leaf = make_leaf(ca, "locked", ["127.0.0.1"])
+    leaf.write(tmp_path, "locked")
+    encrypted = leaf.key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"secret"),
+    )
+    (tmp_path / "locked.key").write_bytes(encrypted)
+    keys = {"ssl.certificate.location": str(tmp_path / "locked.crt"), "ssl.key.location": str(tmp_path / "locked.key")}
+    NodeTls(node_config(tmp_path, **keys, **{"ssl.key.password": "secret"})).check()
+    with pytest.raises(ConfigError, match=r"ssl\.key\.password"):
+        NodeTls(node_config(tmp_path, **keys, **{"ssl.key.password": "wrong"})).check()
+
+
+def test_client_security_keys_choose_tls_channels(tmp_path: Path) -> None:
+    base = {"bootstrap.servers": "h:1"}
+    assert ProducerConfig.from_mapping(base).tls_files() is None
+    ssl_keys = {
+        "security.protocol": "ssl",
+        "ssl.ca.location": "ca.crt",
+        "ssl.certificate.location": "c.crt",
+        "ssl.key.location": "c.key",
+    }
+    expected = TlsFiles("ca.crt", "c.crt", "c.key")
+    for cls in (ProducerConfig, ConsumerConfig, AdminConfig):
+        parsed = cls.from_mapping({**base, **ssl_keys})
+        assert parsed.security_protocol == "SSL" and parsed.tls_files() == expected
+    assert AdminConfig.from_mapping({**base, "security.protocol": "SASL_SSL"}).tls_files() == TlsFiles()
+    assert AdminConfig.from_mapping({**base, "security.protocol": "SASL_PLAINTEXT"}).tls_files() is None
+    for bad, message in (
+        ({"security.protocol": "TLS"}, "security.protocol must be one of"),
+        ({"ssl.ca.location": "ca.crt"}, "ssl.ca.location needs security.protocol SSL or SASL_SSL"),
+        ({"security.protocol": "SSL", "ssl.key.location": "k"}, "go together"),
+    ):
+        with pytest.raises(ClientConfigError, match=message):
+            AdminConfig.from_mapping({**base, **bad})
