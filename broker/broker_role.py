@@ -34,6 +34,7 @@ from odradek.broker.metrics import NodeMetrics, gauge
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.quotas.manager import QuotaConfig
 from odradek.broker.replica_manager import ReplicaManager, broker_log_config
+from odradek.broker.security.tls import NodeTls
 from odradek.broker.throttling import BrokerQuotas
 from odradek.broker.transactions.coordinator import TransactionCoordinator, TxnCoordinatorConfig
 from odradek.broker.transactions.markers import MarkerChannel, grpc_sender
@@ -94,6 +95,7 @@ class BrokerRole:
                 backoff_ms=c["replica.fetch.backoff.ms"],
                 protocol=c["replica.fetch.protocol"],
                 kafka_listener_names=frozenset(n.upper() for n in c["kafka.listener.names"]),
+                kafka_tls=NodeTls(c).kafka_client_context,
             ),
             persist_log_starts=self.logs.checkpoint_log_start_offsets,
         )

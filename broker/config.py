@@ -34,9 +34,11 @@ class Voter:
     port: int
 
 
-# Listener names that Kafka's default security protocol map gives TLS or SASL: odradek serves plaintext gRPC
-# only, so a listener so named would silently not be what it says.
-SECURE_LISTENER_NAMES = frozenset({"SSL", "SASL_SSL", "SASL_PLAINTEXT"})
+# Kafka's security protocols. A listener's protocol comes from listener.security.protocol.map; the SASL ones add
+# the SASL exchange to plaintext or TLS.
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+CLIENT_AUTH = ("none", "requested", "required")
 
 
 def _listeners(value: str) -> dict[str, Endpoint]:
@@ -46,10 +48,28 @@ def _listeners(value: str) -> dict[str, Endpoint]:
         host, colon, port = address.rpartition(":")
         if not sep or not colon or not port.isdigit():
             raise ConfigError(f"listener '{item}' is not NAME://host:port")
-        if name.upper() in SECURE_LISTENER_NAMES:
-            raise ConfigError(f"listener '{item}': {name.upper()} is not supported yet (connections are plaintext)")
         out[name.upper()] = Endpoint(name.upper(), host or "0.0.0.0", int(port))
     return out
+
+
+def _protocol_map(value: Any) -> dict[str, str]:
+    """Kafka's ``NAME:PROTOCOL,...``; names it does not list keep the default (see ``NodeConfig.listener_protocol``)."""
+    out: dict[str, str] = {}
+    for item in _csv(value):
+        name, colon, protocol = item.partition(":")
+        if not colon or not name.strip():
+            raise ConfigError(f"'{item}' is not NAME:PROTOCOL")
+        if protocol.strip().upper() not in PROTOCOLS:
+            raise ConfigError(f"'{item}': the protocol must be one of {', '.join(PROTOCOLS)}")
+        out[name.strip().upper()] = protocol.strip().upper()
+    return out
+
+
+def _client_auth(value: Any) -> str:
+    auth = str(value).lower()
+    if auth not in CLIENT_AUTH:
+        raise ConfigError(f"ssl.client.auth must be none, requested or required, not {value!r}")
+    return auth
 
 
 def parse_voters(value: str) -> list[Voter]:
@@ -189,6 +209,16 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "listeners": (_listeners, "PLAINTEXT://127.0.0.1:9092"),
     "advertised.listeners": (_listeners, ""),
     "controller.listener.names": (_csv, "CONTROLLER"),
+    # Each listener's security protocol (Kafka's syntax). Unlisted names: PLAINTEXT, SSL, SASL_PLAINTEXT and
+    # SASL_SSL map to themselves, any other name (CONTROLLER, KAFKA, ...) to PLAINTEXT.
+    "listener.security.protocol.map": (_protocol_map, ""),
+    # TLS (SSL and SASL_SSL listeners, and this node's connections to them): PEM files, re-read when they change.
+    "ssl.certificate.location": (str, ""),
+    "ssl.key.location": (str, ""),
+    "ssl.key.password": (str, ""),
+    # The CA that signs peers' certificates: clients' (ssl.client.auth) and the other nodes'. "" = system CAs.
+    "ssl.ca.location": (str, ""),
+    "ssl.client.auth": (_client_auth, "none"),
     # Listeners of these names speak Kafka's binary protocol (for Kafka clients) instead of gRPC.
     "kafka.listener.names": (_csv, "KAFKA"),
     "log.dirs": (_csv, "/var/lib/odradek/data"),
@@ -348,6 +378,7 @@ class NodeConfig:
         if self.is_controller and self.controller_listener is None:
             raise ConfigError("a controller needs a CONTROLLER listener in 'listeners'")
         self._check_listeners()
+        self._check_tls()
         if self.is_broker and self.broker_listener is None:
             raise ConfigError("a broker needs a listener in 'listeners' that is neither a controller nor a Kafka one")
         if self._values["group.min.session.timeout.ms"] > self._values["group.max.session.timeout.ms"]:
@@ -373,6 +404,56 @@ class NodeConfig:
             other = owners.setdefault(endpoint.port, name) if endpoint.port else name
             if other != name:
                 raise ConfigError(f"listeners {other} and {name} both use port {endpoint.port}")
+
+    def _check_tls(self) -> None:
+        secure = [n for n in self.all_listener_names() if self.listener_protocol(n) in TLS_PROTOCOLS]
+        if secure and not (self._values["ssl.certificate.location"] and self._values["ssl.key.location"]):
+            raise ConfigError(
+                f"listener {secure[0]} is {self.listener_protocol(secure[0])}: it needs ssl.certificate.location "
+                "and ssl.key.location (PEM files)"
+            )
+        auth = self._values["ssl.client.auth"]
+        if secure and auth == "required" and not self._values["ssl.ca.location"]:
+            raise ConfigError("ssl.client.auth=required needs ssl.ca.location (the CA that signs client certificates)")
+        kafka = self._names("kafka.listener.names")
+        grpc_secure = [n for n in secure if n not in kafka and n in self._values["listeners"]]
+        if auth == "requested" and grpc_secure:
+            # grpcio's server credentials offer "do not request" or "require and verify", nothing in between.
+            raise ConfigError(
+                f"ssl.client.auth=requested is not supported on the gRPC listener {grpc_secure[0]} (gRPC servers can "
+                "only require a client certificate or not ask for one): use none or required"
+            )
+
+    def all_listener_names(self) -> list[str]:
+        names = list(self._values["listeners"]) + list(self._values["advertised.listeners"])
+        return list(dict.fromkeys(names))
+
+    def listener_protocol(self, name: str) -> str:
+        """The security protocol of listener ``name``: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."""
+        name = name.upper()
+        mapped = self._values["listener.security.protocol.map"].get(name)
+        if mapped is not None:
+            return mapped
+        return name if name in PROTOCOLS else "PLAINTEXT"
+
+    @property
+    def controller_protocol(self) -> str:
+        """The protocol every node uses to reach the controllers: their listener's (controller.listener.names)."""
+        return self.listener_protocol(self._values["controller.listener.names"][0])
+
+    @property
+    def inter_broker_protocol(self) -> str:
+        """The protocol to reach other brokers' gRPC listeners: this node's own broker listener's (all brokers
+        share one layout), or on a controller-only node, which has none, the controller listener's."""
+        listener = self.broker_listener
+        return self.listener_protocol(listener.name) if listener is not None else self.controller_protocol
+
+    @property
+    def kafka_protocol(self) -> str | None:
+        """The Kafka listener's protocol (followers fetching with replica.fetch.protocol=kafka connect with it)."""
+        names = self._values["kafka.listener.names"]
+        own = self.kafka_listener
+        return self.listener_protocol(own.name if own is not None else names[0]) if names else None
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -79,6 +80,8 @@ class FetcherConfig:
     # when it advertises one, else over gRPC; "grpc" (this class's default, for tests of the fetcher alone).
     protocol: str = GRPC
     kafka_listener_names: frozenset[str] = field(default_factory=lambda: frozenset({"KAFKA"}))
+    # The TLS context for a connection to a leader's Kafka listener (None: plaintext), asked per connection.
+    kafka_tls: Callable[[], ssl.SSLContext | None] = field(default=lambda: None, compare=False)
 
     def __post_init__(self) -> None:
         if self.protocol not in FETCH_PROTOCOLS:
@@ -348,7 +351,7 @@ class ReplicaFetcherManager:
         protocol, address = target
         if protocol == KAFKA:
             logger.info("fetching from broker %d over its Kafka listener at %s", leader_id, address)
-            return KafkaTransport(address, self.broker_id, self.image)
+            return KafkaTransport(address, self.broker_id, self.image, self.config.kafka_tls)
         return GrpcTransport(self.pool, address)
 
     def assign(self, p: Partition) -> None:

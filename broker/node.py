@@ -28,10 +28,11 @@ from odradek.broker.kafka.catalog import kafka_apis
 from odradek.broker.kafka.dispatch import KafkaDispatcher
 from odradek.broker.kafka.server import KafkaListener
 from odradek.broker.metrics import NodeMetrics, gauge
+from odradek.broker.security.tls import NodeTls
 from odradek.broker.storage import verify_storage
 from odradek.broker.throttling import QuotaInterceptor
 from odradek.broker.topic_defaults import topic_defaults
-from odradek.client.connection import channel_options
+from odradek.client.connection import channel_options, set_inter_node_security
 from odradek.controller.active import ActiveController
 from odradek.controller.brokers import BrokerControl
 from odradek.controller.metadata.state_machine import MetadataStateMachine
@@ -58,6 +59,10 @@ class Node:
         self.config = config
         self.cluster_id = verify_storage(config)
         c = config
+        self.tls = NodeTls(config)
+        self.tls.check()
+        # Every pool this node makes without explicit security reaches the other nodes this way (mTLS on SSL).
+        set_inter_node_security(self.tls.channel_security())
         self.voters = {v.node_id: f"{v.host}:{v.port}" for v in c.voters}
         self.sm = MetadataStateMachine(self.cluster_id, c["metadata.log.max.snapshot.interval.records"])
         self.driver = RaftDriver(
@@ -106,7 +111,12 @@ class Node:
             options=channel_options(self.config["socket.request.max.bytes"]),
             interceptors=[self.metrics.interceptor(), *interceptors],
         )
-        bound = server.add_insecure_port(f"{endpoint.host}:{endpoint.port}")
+        address = f"{endpoint.host}:{endpoint.port}"
+        credentials = self.tls.server_credentials(endpoint.name)
+        if credentials is None:
+            bound = server.add_insecure_port(address)
+        else:
+            bound = server.add_secure_port(address, credentials)
         if bound == 0:
             raise OSError(f"cannot listen on {endpoint.host}:{endpoint.port}")
         self.servers.append(server)
@@ -214,6 +224,7 @@ class Node:
                 KafkaDispatcher(kafka_apis(backend), broker.quotas),
                 max_request_bytes=self.config["socket.request.max.bytes"],
                 idle_timeout_ms=self.config["connections.max.idle.ms"],
+                tls=self.tls.kafka_context(name),
             )
 
     def _collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:

@@ -22,8 +22,8 @@ from odradek.client.admin_quotas import QuotaAdmin
 from odradek.client.admin_transactions import TransactionAdmin
 from odradek.client.background import BackgroundLoop
 from odradek.client.config import AdminConfig, admin_client_id
-from odradek.client.connection import ChannelPool
-from odradek.client.errors import ErrorCode, OdradekError, error_for_code, error_name
+from odradek.client.connection import ChannelPool, tls_hint
+from odradek.client.errors import ErrorCode, NetworkError, OdradekError, error_for_code, error_name
 from odradek.client.health import ClusterHealth, compute_health
 from odradek.proto import admin_pb2 as pb
 from odradek.proto import admin_pb2_grpc, broker_pb2_grpc
@@ -346,7 +346,7 @@ class AsyncAdmin(GroupAdmin, TransactionAdmin, QuotaAdmin):
         self._servers = list(cfg.bootstrap_servers)
         self._timeout = cfg.request_timeout_ms / 1000
         self._backoff = cfg.retry_backoff_ms / 1000
-        self._pool = ChannelPool(client_id=admin_client_id(config, cfg))
+        self._pool = ChannelPool(client_id=admin_client_id(config, cfg), security=cfg.tls_files())
         self._order = list(self._servers)
         random.shuffle(self._order)
         self._first = 0  # index in _order of the node that answered last: try it first next time
@@ -380,7 +380,8 @@ class AsyncAdmin(GroupAdmin, TransactionAdmin, QuotaAdmin):
                         f"{address} does not implement this request ({e.details() or 'UNIMPLEMENTED'})",
                         code=ErrorCode.UNSUPPORTED_VERSION,
                     ) from None
-                last = OdradekError(f"{address}: {e.details() or e.code().name}", code=ErrorCode.NETWORK_EXCEPTION)
+                details = tls_hint(e.details() or e.code().name, self._pool.security_for(address))
+                last = NetworkError(f"{address}: {details}")
             else:
                 error = _request_error(response)
                 if error not in _RETRY_ON_NODE:

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Self, TypeVar
 from odradek.client.connection import parse_servers
 from odradek.client.errors import ConfigError
 from odradek.client.record.header import COMPRESSION_CODES
+from odradek.client.tls import TlsFileError, TlsFiles
 
 INT32_MAX = 2**31 - 1
 Parser = Callable[[str, Any], Any]
@@ -159,8 +160,46 @@ class _Options:
         return cls(**values)
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+
+
+def _protocol(name: str, value: Any) -> str:
+    if not isinstance(value, str) or value.upper() not in SECURITY_PROTOCOLS:
+        raise ConfigError(f"{name} must be one of {', '.join(SECURITY_PROTOCOLS)}, got {value!r}")
+    return value.upper()
+
+
 @dataclass(frozen=True, kw_only=True)
-class ClientConfig(_Options):
+class SecurityOptions(_Options):
+    """How a client connects (Kafka's names), shared by every client: the protocol, and for SSL and SASL_SSL the
+    CA that signs the brokers' certificates ("" = the system's CAs) and a client certificate for mTLS."""
+
+    security_protocol: str = option("PLAINTEXT", _protocol)
+    ssl_ca_location: str = option("", _string)
+    ssl_certificate_location: str = option("", _string)
+    ssl_key_location: str = option("", _string)
+
+    def __post_init__(self) -> None:
+        given = [n for n in ("ssl_ca_location", "ssl_certificate_location", "ssl_key_location") if getattr(self, n)]
+        if given and self.security_protocol not in TLS_PROTOCOLS:
+            name = given[0].replace("_", ".")
+            raise ConfigError(f"{name} needs security.protocol SSL or SASL_SSL, not {self.security_protocol}")
+        if bool(self.ssl_certificate_location) != bool(self.ssl_key_location):
+            raise ConfigError("ssl.certificate.location and ssl.key.location go together: set both or neither")
+
+    def tls_files(self) -> TlsFiles | None:
+        """What channels are made with: TLS files under SSL and SASL_SSL, None (plaintext) otherwise."""
+        if self.security_protocol not in TLS_PROTOCOLS:
+            return None
+        try:
+            return TlsFiles(self.ssl_ca_location, self.ssl_certificate_location, self.ssl_key_location)
+        except TlsFileError as e:
+            raise ConfigError(str(e)) from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientConfig(SecurityOptions):
     """Options every client has."""
 
     KIND = "client"
@@ -225,6 +264,7 @@ class ProducerConfig(ClientConfig):
         return replace(parsed, enable_idempotence=False)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         # Kafka's rule: a batch must be able to linger and then wait a full request timeout before it expires.
         if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
             raise ConfigError(
@@ -266,6 +306,7 @@ class ConsumerConfig(ClientConfig):
         return parsed
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ConfigError(
                 f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than session.timeout.ms "
@@ -276,7 +317,7 @@ class ConsumerConfig(ClientConfig):
 
 
 @dataclass(frozen=True, kw_only=True)
-class AdminConfig(_Options):
+class AdminConfig(SecurityOptions):
     """Admin options: only those the admin client acts on (it keeps no metadata cache)."""
 
     KIND = "admin"

@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 
 import grpc
 
+from odradek.client.tls import TlsFiles
+
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
@@ -101,6 +103,41 @@ CLIENT_ID_KEY = "client-id"  # the gRPC metadata key a client's ``client.id`` tr
 INTER_BROKER_KEY = "odradek-inter-broker"
 
 
+SecurityFor = Callable[[str], TlsFiles | None]
+
+
+def _plaintext(_address: str) -> TlsFiles | None:
+    return None
+
+
+_inter_node: SecurityFor = _plaintext
+
+
+def set_inter_node_security(security_for: SecurityFor | None) -> None:
+    """How this process's node reaches other nodes (TLS files per address, None for plaintext), for every pool made
+    without an explicit ``security``: a node installs it once at start (one node per process) instead of handing
+    it to each of the many components that call other nodes. ``None`` restores plaintext."""
+    global _inter_node
+    _inter_node = security_for or _plaintext
+
+
+class _NodeDefault:
+    """``ChannelPool``'s default security: the node's inter-node setting at the time a channel is made."""
+
+
+NODE_DEFAULT = _NodeDefault()
+# The hint a plaintext client adds to a connection closed during setup: what a TLS listener does to a plaintext
+# HTTP/2 preface.
+TLS_HINT = "the server closed the connection at once: if its listener uses TLS, set security.protocol=SSL"
+
+
+def tls_hint(details: str, security: TlsFiles | None) -> str:
+    """``details`` of a failed call, with a hint naming TLS when a plaintext channel was closed as it opened."""
+    if security is None and ("Socket closed" in details or "Connection reset" in details):
+        return f"{details} ({TLS_HINT})"
+    return details
+
+
 class ChannelPool:
     """Async channels keyed by address, created lazily and closed together.
 
@@ -114,9 +151,13 @@ class ChannelPool:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         client_id: str | None = None,
         inter_broker: bool = False,
+        security: TlsFiles | _NodeDefault | None = NODE_DEFAULT,
     ) -> None:
-        """``inter_broker``: the pool of a broker calling other brokers (see ``INTER_BROKER_KEY``)."""
+        """``inter_broker``: the pool of a broker calling other brokers (see ``INTER_BROKER_KEY``). ``security``: TLS
+        files for every channel (a client's ssl.* settings), None for plaintext; by default the node's inter-node
+        setting (``set_inter_node_security``)."""
         self._options = channel_options(max_message_bytes)
+        self._security = security
         metadata: tuple[tuple[str, str], ...] = ((CLIENT_ID_KEY, client_id),) if client_id is not None else ()
         if inter_broker:
             metadata += ((INTER_BROKER_KEY, "1"),)
@@ -126,11 +167,21 @@ class ChannelPool:
     def get(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            channel = grpc.aio.insecure_channel(address, options=self._options)
+            security = self.security_for(address)
+            if security is None:
+                channel = grpc.aio.insecure_channel(address, options=self._options)
+            else:
+                channel = grpc.aio.secure_channel(address, security.channel_credentials(), options=self._options)
             if self._metadata is not None:
                 channel = _MetadataChannel(channel, self._metadata)
             self._channels[address] = channel
         return channel
+
+    def security_for(self, address: str) -> TlsFiles | None:
+        """The TLS files a channel to ``address`` uses (None: plaintext)."""
+        if isinstance(self._security, _NodeDefault):
+            return _inter_node(address)
+        return self._security
 
     async def drop(self, address: str) -> None:
         """Forget a channel (e.g. after the node at that address went away), closing it."""

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import grpc
 
 from odradek.client.config import ClientConfig
-from odradek.client.connection import ChannelPool
+from odradek.client.connection import ChannelPool, tls_hint
 from odradek.client.errors import (
     ClientTimeoutError,
     ErrorCode,
@@ -44,10 +44,13 @@ class PartitionLeader(NamedTuple):
     epoch: int
 
 
-def rpc_error(address: str, e: grpc.aio.AioRpcError) -> OdradekError:
+def rpc_error(address: str, e: grpc.aio.AioRpcError, pool: ChannelPool | None = None) -> OdradekError:
     """The typed error for a failed RPC: a deadline is a timeout, anything else a network failure (both
-    retriable)."""
-    message = f"{address}: {e.details() or e.code().name}"
+    retriable). With the ``pool`` the call went through, a plaintext channel closed at once names TLS."""
+    details = e.details() or e.code().name
+    if pool is not None:
+        details = tls_hint(details, pool.security_for(address))
+    message = f"{address}: {details}"
     if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
         return RequestTimedOutError(message)
     return NetworkError(message)
@@ -241,7 +244,7 @@ class Metadata:
                     try:
                         response = future.result()
                     except grpc.aio.AioRpcError as e:
-                        failures.append(str(rpc_error(address, e)))
+                        failures.append(str(rpc_error(address, e, self._pool)))
                         continue
                     self._last_error = None
                     self._apply(response, request.all_topics)

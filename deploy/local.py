@@ -31,6 +31,7 @@ from odradek.broker.config import NodeConfig
 from odradek.broker.storage import format_storage
 from odradek.client.admin import AsyncAdmin
 from odradek.client.errors import OdradekError
+from odradek.deploy.certs import make_ca, make_leaf
 from odradek.deploy.process import (
     free_port,
     free_ports,
@@ -52,6 +53,7 @@ __all__ = [
 ]
 
 STATE_FILE = "cluster.json"
+TLS_DIR = "tls"  # a TLS cluster's CA and admin client certificate, under the cluster's directory
 
 T = TypeVar("T")
 
@@ -140,6 +142,7 @@ class DevCluster:
     directory: Path
     cluster_id: str
     nodes: list[DevNode] = field(default_factory=list)
+    tls: bool = False  # every listener is SSL, with mTLS between nodes and for clients (create's ``tls``)
 
     # ---- layout ----
 
@@ -152,9 +155,12 @@ class DevCluster:
         combined: bool = False,
         overrides: dict[str, Any] | None = None,
         hosts: Callable[[int], tuple[str, str]] | None = None,
+        tls: bool = False,
     ) -> DevCluster:
         """Configs and formatted storage for the nodes (ids: controllers 1..N, then brokers). ``hosts`` maps a node
-        id to the (address, network namespace) it runs at; by default every node is on 127.0.0.1 here."""
+        id to the (address, network namespace) it runs at; by default every node is on 127.0.0.1 here. ``tls``:
+        the cluster gets its own CA (``tls/ca.crt``), a certificate per node and an admin client certificate, every
+        listener is SSL and requires a client certificate (``client_config`` has what a client needs)."""
         if controllers < 1:
             raise LocalClusterError("a cluster needs at least one controller")
         if brokers < 0:
@@ -164,7 +170,11 @@ class DevCluster:
             if any(process_state(n.pid) != "stopped" for n in existing.nodes):
                 raise LocalClusterError(f"a dev cluster is already running in {directory} ('odradek dev down' first)")
         directory.mkdir(parents=True, exist_ok=True)
-        cluster = cls(directory.resolve(), random_cluster_id())
+        cluster = cls(directory.resolve(), random_cluster_id(), tls=tls)
+        ca = make_ca(f"odradek dev cluster {cluster.cluster_id}") if tls else None
+        if ca is not None:
+            ca.write(cluster.directory / TLS_DIR, "ca")
+            make_leaf(ca, "admin").write(cluster.directory / TLS_DIR, "admin-client")
         if combined:
             specs = [(i, ["broker", "controller"]) for i in range(1, controllers + 1)]
         else:
@@ -193,7 +203,7 @@ class DevCluster:
         for n in cluster.nodes:
             listeners = []
             if n.broker_port:
-                listeners.append(f"PLAINTEXT://{n.host}:{n.broker_port}")
+                listeners.append(f"{'SSL' if tls else 'PLAINTEXT'}://{n.host}:{n.broker_port}")
             if n.controller_port:
                 listeners.append(f"CONTROLLER://{n.host}:{n.controller_port}")
             if n.kafka_port:
@@ -207,8 +217,19 @@ class DevCluster:
                 "metrics.port": n.metrics_port,
                 "default.replication.factor": max(1, min(3, brokers if not combined else controllers)),
             }
-            props.update(overrides or {})
             n.directory.mkdir(parents=True)
+            if ca is not None:
+                cert, key = make_leaf(ca, f"node-{n.node_id}", [n.host, "127.0.0.1", "localhost"]).write(
+                    n.directory, "node"
+                )
+                props |= {
+                    "listener.security.protocol.map": "SSL:SSL,CONTROLLER:SSL,KAFKA:SSL",
+                    "ssl.certificate.location": str(cert),
+                    "ssl.key.location": str(key),
+                    "ssl.ca.location": str(cluster.directory / TLS_DIR / "ca.crt"),
+                    "ssl.client.auth": "required",
+                }
+            props.update(overrides or {})
             Path(n.config).write_text(tomli_w.dumps({k: props[k] for k in sorted(props)}))
             format_storage(NodeConfig.load(n.config), cluster.cluster_id)
         cluster.save()
@@ -220,13 +241,15 @@ class DevCluster:
         if not path.exists():
             raise LocalClusterError(f"no dev cluster in {directory}")
         data = json.loads(path.read_text())
-        return cls(Path(data["directory"]), data["cluster_id"], [DevNode(**n) for n in data["nodes"]])
+        nodes = [DevNode(**n) for n in data["nodes"]]
+        return cls(Path(data["directory"]), data["cluster_id"], nodes, tls=data.get("tls", False))
 
     def save(self) -> None:
         data = {
             "directory": str(self.directory),
             "cluster_id": self.cluster_id,
             "nodes": [asdict(n) for n in self.nodes],
+            "tls": self.tls,
         }
         tmp = self.directory / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(data, indent=2))
@@ -239,6 +262,25 @@ class DevCluster:
         raise LocalClusterError(
             f"no node {node_id} in the dev cluster (nodes: {', '.join(str(n.node_id) for n in self.nodes)})"
         )
+
+    def security_config(self) -> dict[str, str]:
+        """A client's security keys for this cluster: the CA and the admin client certificate under TLS."""
+        if not self.tls:
+            return {}
+        tls = self.directory / TLS_DIR
+        return {
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(tls / "ca.crt"),
+            "ssl.certificate.location": str(tls / "admin-client.crt"),
+            "ssl.key.location": str(tls / "admin-client.key"),
+        }
+
+    def client_config(self, **extra: Any) -> dict[str, Any]:
+        """A client config for this cluster: ``bootstrap.servers`` (the brokers') and its security keys."""
+        return {"bootstrap.servers": self.bootstrap_servers, **self.security_config(), **extra}
+
+    def _admin_config(self, timeout_ms: int) -> dict[str, Any]:
+        return {"bootstrap.servers": self.admin_servers, "request.timeout.ms": timeout_ms, **self.security_config()}
 
     @property
     def bootstrap_servers(self) -> str:
@@ -331,7 +373,7 @@ class DevCluster:
         """Registered brokers' epochs now ({} if the cluster does not answer): a restarted broker is ready only
         once it has registered anew, with a newer epoch (``wait_ready``)."""
         try:
-            async with AsyncAdmin({"bootstrap.servers": self.admin_servers, "request.timeout.ms": 2000}) as admin:
+            async with AsyncAdmin(self._admin_config(2000)) as admin:
                 return {b.node_id: b.epoch for b in (await admin.describe_cluster()).brokers}
         except OdradekError:
             return {}
@@ -343,7 +385,7 @@ class DevCluster:
         running = {n.node_id for n in self.nodes if "broker" in n.roles and process_state(n.pid) == "running"}
         deadline = time.monotonic() + timeout
         last = "no answer"
-        async with AsyncAdmin({"bootstrap.servers": self.admin_servers, "request.timeout.ms": 2000}) as admin:
+        async with AsyncAdmin(self._admin_config(2000)) as admin:
             while time.monotonic() < deadline:
                 try:
                     info = await admin.describe_cluster()
@@ -373,7 +415,7 @@ class DevCluster:
     async def create_topics(self, topics: Mapping[str, int | TopicSpec | Mapping[str, Any]]) -> list[str]:
         """Create the topics that do not exist yet (see ``topic_specs``); return the names created."""
         created = []
-        async with AsyncAdmin({"bootstrap.servers": self.admin_servers, "request.timeout.ms": 10000}) as admin:
+        async with AsyncAdmin(self._admin_config(10000)) as admin:
             existing = set(await admin.list_topics(include_internal=True))
             for name, spec in topic_specs(topics).items():
                 if name in existing:
@@ -393,6 +435,7 @@ def running_cluster(
     topics: Mapping[str, int | TopicSpec | Mapping[str, Any]] | None = None,
     directory: str | Path | None = None,
     timeout: float = 60.0,
+    tls: bool = False,
 ) -> Iterator[DevCluster]:
     """A cluster of real ``odradek server`` processes for the length of a ``with`` block: started, ready (a
     controller leads, every broker is unfenced) and holding ``topics`` on entry; stopped on exit, and its
@@ -409,7 +452,7 @@ def running_cluster(
     owned = directory is None
     root = Path(tempfile.mkdtemp(prefix="odradek-")) if directory is None else Path(directory)
     try:
-        cluster = DevCluster.create(root, controllers, brokers, combined, dict(config or {}))
+        cluster = DevCluster.create(root, controllers, brokers, combined, dict(config or {}), tls=tls)
         cluster.start_all_and_wait(timeout)
         try:
             if specs:

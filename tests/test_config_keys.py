@@ -56,6 +56,10 @@ TXN_CONFIG = "tests/transactions/test_coordinator_shell.py::test_the_node_keys_b
 TXN_RULES = "tests/transactions/test_txn_rules.py"
 KAFKA_CONFIG = "tests/broker/test_kafka_listener_config.py"
 KAFKA_REPLICA = "tests/kafka/test_kafka_replica_fetch.py"
+TLS = "tests/security/test_tls.py"
+NODE_TLS = f"{TLS}::test_node_tls_follows_the_node_keys"
+KAFKA_TLS = "tests/kafka/test_kafka_listener.py"
+CLIENT_TLS = f"{TLS}::test_client_security_keys_choose_tls_channels"
 
 TOPIC: dict[str, Key] = {
     "cleanup.policy": Key(
@@ -161,7 +165,8 @@ NODE: dict[str, Key] = {
         ("tests/integration/test_quorum.py::test_three_controllers_elect_a_leader_within_3s", NODE_REFUSALS),
     ),
     "listeners": Key(
-        "`NAME://host:port,...` to listen on (plaintext; the names SSL, SASL_SSL and SASL_PLAINTEXT are refused)",
+        "`NAME://host:port,...` to listen on; each name's security protocol comes from "
+        "`listener.security.protocol.map`",
         (
             "tests/broker/test_node_wiring.py::test_listener_names_pick_the_controller_listener_and_advertised_overrides_the_broker_address",
             "tests/broker/test_node_wiring.py::test_socket_request_max_bytes_refuses_a_larger_request",
@@ -174,6 +179,54 @@ NODE: dict[str, Key] = {
             "tests/broker/test_node_wiring.py::test_listener_names_pick_the_controller_listener_and_advertised_overrides_the_broker_address",
             f"{KAFKA_CONFIG}::test_the_kafka_listener_is_apart_from_the_grpc_broker_listener",
             WIRING,
+        ),
+    ),
+    "listener.security.protocol.map": Key(
+        "`NAME:PROTOCOL,...` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) per listener name; unlisted names PLAINTEXT, "
+        "SSL, SASL_PLAINTEXT and SASL_SSL map to themselves, any other to PLAINTEXT. Nodes reach each other with the "
+        "protocol of the listener they connect to",
+        (
+            "tests/broker/test_config_storage.py::test_listener_protocols_follow_kafkas_default_map_and_the_configured_one",
+            NODE_TLS,
+            NODE_REFUSALS,
+        ),
+    ),
+    "ssl.certificate.location": Key(
+        "PEM certificate (chain) served on SSL/SASL_SSL listeners and presented to other nodes (mTLS); re-read "
+        "when the file changes",
+        (
+            NODE_TLS,
+            f"{TLS}::test_a_renewed_certificate_is_served_to_new_connections_without_restart",
+            f"{KAFKA_TLS}::test_a_renewed_certificate_serves_the_next_handshakes",
+            NODE_REFUSALS,
+        ),
+    ),
+    "ssl.key.location": Key(
+        "PEM private key of `ssl.certificate.location`",
+        (NODE_TLS, f"{TLS}::test_a_half_written_rotation_keeps_the_current_certificate", NODE_REFUSALS),
+    ),
+    "ssl.key.password": Key(
+        "password of an encrypted `ssl.key.location`",
+        (f"{TLS}::test_a_missing_file_or_wrong_key_password_stops_the_node_with_its_name",),
+    ),
+    "ssl.ca.location": Key(
+        "PEM CA certificate(s) that sign client and node certificates (verified on both sides); empty: the "
+        "system's CAs",
+        (
+            NODE_TLS,
+            f"{TLS}::test_mtls_reaches_the_service_and_other_identities_are_refused",
+            f"{KAFKA_TLS}::test_client_auth_required_refuses_a_missing_foreign_or_expired_certificate",
+        ),
+    ),
+    "ssl.client.auth": Key(
+        "`none`, `requested` (Kafka listener only: grpcio servers cannot request without requiring) or `required` "
+        "(a certificate the CA signed, within its validity)",
+        (
+            NODE_TLS,
+            f"{TLS}::test_mtls_reaches_the_service_and_other_identities_are_refused",
+            f"{TLS}::test_without_client_auth_a_ca_trusting_client_is_served",
+            f"{KAFKA_TLS}::test_client_auth_required_refuses_a_missing_foreign_or_expired_certificate",
+            NODE_REFUSALS,
         ),
     ),
     "controller.listener.names": Key(
@@ -486,6 +539,22 @@ NODE: dict[str, Key] = {
 }
 
 COMMON: dict[str, Key] = {
+    "security.protocol": Key(
+        "`PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`: TLS channels under SSL and SASL_SSL",
+        (CLIENT_TLS, f"{TLS}::test_an_ssl_admin_client_reaches_the_listener"),
+    ),
+    "ssl.ca.location": Key(
+        "PEM CA that signs the brokers' certificates (SSL, SASL_SSL); empty: the system's CAs",
+        (CLIENT_TLS, f"{TLS}::test_without_client_auth_a_ca_trusting_client_is_served"),
+    ),
+    "ssl.certificate.location": Key(
+        "PEM client certificate presented to listeners that ask for one (mTLS)",
+        (CLIENT_TLS, f"{TLS}::test_mtls_reaches_the_service_and_other_identities_are_refused"),
+    ),
+    "ssl.key.location": Key(
+        "PEM private key of `ssl.certificate.location`",
+        (CLIENT_TLS, f"{TLS}::test_an_ssl_admin_client_reaches_the_listener"),
+    ),
     "bootstrap.servers": Key(
         "`host[:port],...` of any nodes (port 9092 by default)",
         (

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import struct
 from collections.abc import Callable
 
@@ -28,14 +29,22 @@ Key = tuple[str, int]
 
 
 class KafkaTransport:
-    """Fetches from the leader at ``address`` (its advertised Kafka listener) as broker ``broker_id``."""
+    """Fetches from the leader at ``address`` (its advertised Kafka listener) as broker ``broker_id``; over TLS with
+    the context ``tls`` gives for each connection (the leader's Kafka listener is SSL or SASL_SSL)."""
 
-    def __init__(self, address: str, broker_id: int, image: Callable[[], MetadataImage]) -> None:
+    def __init__(
+        self,
+        address: str,
+        broker_id: int,
+        image: Callable[[], MetadataImage],
+        tls: Callable[[], ssl.SSLContext | None] = lambda: None,
+    ) -> None:
         host, _, port = address.rpartition(":")
         self.host, self.port = host, int(port)
         self.target = (KAFKA, address)
         self.client_id = f"odradek-replica-{broker_id}"
         self._image = image
+        self._tls = tls
         self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         self._correlation = 0
         self.connects = 0  # connections opened, for tests and logs
@@ -44,7 +53,8 @@ class KafkaTransport:
         try:
             async with asyncio.timeout(timeout):
                 error, partitions = await self._exchange(request)
-        except (OSError, EOFError, TimeoutError, ProtocolError) as e:  # IncompleteReadError is an EOFError
+        # IncompleteReadError is an EOFError; ssl.SSLError (a refused certificate) an OSError
+        except (OSError, EOFError, TimeoutError, ProtocolError) as e:
             self._drop()
             raise FetchFailedError(f"{type(e).__name__}: {e}") from e
         except BaseException:  # cancelled mid-exchange: an answer may still be on its way, so do not reuse it
@@ -56,7 +66,13 @@ class KafkaTransport:
 
     async def _exchange(self, request: ReplicaFetchRequest) -> tuple[int, dict[Key, FetchedPartition]]:
         if self._streams is None:
-            self._streams = await asyncio.open_connection(self.host, self.port)
+            context = self._tls()
+            if context is None:
+                self._streams = await asyncio.open_connection(self.host, self.port)
+            else:
+                self._streams = await asyncio.open_connection(
+                    self.host, self.port, ssl=context, server_hostname=self.host
+                )
             self.connects += 1
         reader, writer = self._streams
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF

@@ -4,6 +4,10 @@ Each connection owns a raw non-blocking socket (no asyncio transport: see socket
 that reads a frame, awaits its answer, writes it, and only then reads the next, so requests are handled strictly
 one at a time in arrival order, as Kafka does; pipelined requests wait in the read-ahead buffer or the socket.
 A bad frame or a failing handler closes only its own connection.
+
+On a TLS listener each accepted socket is wrapped in an ``ssl.SSLSocket`` (still non-blocking) from the context the
+listener's ``tls`` callable gives at that moment (so a reloaded certificate serves the next handshakes), the
+handshake runs before the first frame, and responses go out as bytes: sendfile cannot encrypt.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ import functools
 import itertools
 import logging
 import socket
+import ssl
 import struct
+from collections.abc import Callable
 
 from odradek.broker.kafka.framing import FrameReader, FrameSizeError
 from odradek.broker.kafka.socket_writer import SliceTruncatedError, SocketWriter
@@ -23,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 ACCEPT_RETRY_S = 0.1  # after EMFILE and the like, before accepting again
+HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that has not finished its handshake by then is dropped
 
 
 class _Closed(Exception):
@@ -60,7 +67,9 @@ class KafkaListener:
         idle_timeout_ms: int,
         use_sendfile: bool = True,
         backlog: int = 128,
+        tls: Callable[[], ssl.SSLContext] | None = None,
     ) -> None:
+        """``tls``: gives the server context for each new connection (the listener is SSL or SASL_SSL)."""
         if max_request_bytes < 1:
             raise ValueError(f"max_request_bytes must be positive, not {max_request_bytes}")
         if idle_timeout_ms < 1:
@@ -73,6 +82,7 @@ class KafkaListener:
         self.idle_timeout_ms = idle_timeout_ms
         self.use_sendfile = use_sendfile
         self.backlog = backlog
+        self.tls = tls
         self._sock: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
         self._connections: dict[int, asyncio.Task[None]] = {}  # by connection id
@@ -136,14 +146,22 @@ class KafkaListener:
                 logger.debug("Kafka listener %s: dropping %s: %s", self.listener_name, address, e)
                 conn.close()
                 continue
+            if self.tls is not None:
+                try:
+                    conn = self.tls().wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+                except (OSError, ssl.SSLError) as e:
+                    logger.warning("Kafka listener %s: dropping %s: %s", self.listener_name, address, e)
+                    conn.close()
+                    continue
             info = ConnectionInfo(next(self._ids), self.listener_name, address[0], address[1])
-            task = loop.create_task(_Connection(self, conn, info).run(), name=f"kafka-conn-{info.connection_id}")
+            connection = _Connection(self, conn, info)
+            task = loop.create_task(connection.run(), name=f"kafka-conn-{info.connection_id}")
             self._connections[info.connection_id] = task
             # A done callback, not a finally: it also runs for a task cancelled (stop) before it ever started.
-            task.add_done_callback(functools.partial(self._closed, info.connection_id, conn))
+            task.add_done_callback(functools.partial(self._closed, info.connection_id, connection))
 
-    def _closed(self, connection_id: int, sock: socket.socket, _: asyncio.Task[None]) -> None:
-        sock.close()
+    def _closed(self, connection_id: int, connection: _Connection, _: asyncio.Task[None]) -> None:
+        connection.sock.close()
         del self._connections[connection_id]
 
 
@@ -167,6 +185,8 @@ class _Connection:
     async def run(self) -> None:
         listener, peer = self.info.listener, self._peer()
         try:
+            if isinstance(self.sock, ssl.SSLSocket):
+                await self._handshake(self.sock)
             await self._loop()
         except (_Closed, ConnectionError):
             logger.debug("Kafka listener %s: %s closed the connection", listener, peer)
@@ -176,6 +196,8 @@ class _Connection:
             logger.warning("Kafka listener %s: closing %s: %s", listener, peer, e)
         except _HandlerFailed as e:
             logger.error("Kafka listener %s: closing %s: a request failed", listener, peer, exc_info=e.__cause__)
+        except ssl.SSLError as e:  # a failed handshake (a plaintext client, an unknown or expired certificate)
+            logger.warning("Kafka listener %s: closing %s: TLS: %s", listener, peer, e.reason or e)
         except OSError as e:  # writing to a peer that left
             logger.info("Kafka listener %s: closing %s: %s", listener, peer, e)
 
@@ -206,15 +228,31 @@ class _Connection:
                 await asyncio.sleep(response.throttle_ms / 1000)
             self.last_active = self.loop.time()
 
+    async def _handshake(self, sock: ssl.SSLSocket) -> None:
+        deadline = self.loop.time() + min(self.idle_s, HANDSHAKE_TIMEOUT_S)
+        while True:
+            try:
+                sock.do_handshake()
+                return
+            except ssl.SSLWantReadError:
+                await self._readable(deadline)
+            except ssl.SSLWantWriteError:
+                await self.writer.writable()
+
     async def _receive(self) -> None:
         """Receive some bytes; raises on EOF and once the connection has been idle too long."""
         target = self.frames.recv_buffer()
         while True:
             try:
                 n = self.sock.recv_into(target)
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantReadError):
                 await self._readable(self.last_active + self.idle_s)
                 continue
+            except ssl.SSLWantWriteError:
+                await self.writer.writable()
+                continue
+            except ssl.SSLZeroReturnError:
+                n = 0
             if n == 0:
                 if self.frames.partial:
                     raise _CloseWithReason("the connection ended inside a request")

@@ -13,6 +13,7 @@ import asyncio
 import errno
 import os
 import socket
+import ssl
 
 from odradek.broker.kafka.wire import Chunk, FileSlice, close_chunks
 
@@ -35,7 +36,9 @@ class SocketWriter:
         self._loop = loop
         self._sock = sock
         self._fd = sock.fileno()
-        self.use_sendfile = use_sendfile and hasattr(os, "sendfile")
+        self.tls = isinstance(sock, ssl.SSLSocket)
+        # sendfile would put the file's plaintext on a TLS connection: its ranges are read and encrypted instead.
+        self.use_sendfile = use_sendfile and hasattr(os, "sendfile") and not self.tls
 
     async def write(self, chunks: list[Chunk]) -> None:
         """Send ``chunks`` entirely. Every FileSlice among them is closed, whether sent or not (an error, a
@@ -60,6 +63,9 @@ class SocketWriter:
 
     async def _send_buffers(self, buffers: list[bytes | bytearray | memoryview], more: bool) -> None:
         """sendmsg, resuming after partial writes; ``more``: a file range follows (MSG_MORE fills the segment)."""
+        if self.tls:
+            await self._send_tls(b"".join(buffers))
+            return
         views = [memoryview(b).cast("B") for b in buffers if len(b)]
         flags = _MSG_MORE if more else 0
         while views:
@@ -97,6 +103,33 @@ class SocketWriter:
             await self._send_buffers([data], False)
             position += len(data)
             left -= len(data)
+
+    async def _send_tls(self, data: bytes) -> None:
+        """SSLSocket.send, which takes no iovec; after a want-write it is retried with the same bytes, as OpenSSL
+        requires."""
+        view = memoryview(data)
+        while view:
+            try:
+                sent = self._sock.send(view)
+            except (BlockingIOError, ssl.SSLWantWriteError):
+                await self._writable()
+                continue
+            except ssl.SSLWantReadError:
+                await self._readable()
+                continue
+            view = view[sent:]
+
+    async def writable(self) -> None:
+        """Until the socket can take more bytes."""
+        await self._writable()
+
+    async def _readable(self) -> None:
+        fut = self._loop.create_future()
+        self._loop.add_reader(self._fd, _wake, fut)
+        try:
+            await fut
+        finally:
+            self._loop.remove_reader(self._fd)
 
     async def _writable(self) -> None:
         fut = self._loop.create_future()

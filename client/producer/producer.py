@@ -97,7 +97,9 @@ class AsyncProducer:
         except RuntimeError:
             raise RuntimeError("create AsyncProducer inside a running event loop (or use Producer)") from None
         self._loop_thread = threading.get_ident()
-        self._pool = ChannelPool(max(DEFAULT_MAX_MESSAGE_BYTES, cfg.max_request_size + 65_536), cfg.client_id)
+        self._pool = ChannelPool(
+            max(DEFAULT_MAX_MESSAGE_BYTES, cfg.max_request_size + 65_536), cfg.client_id, security=cfg.tls_files()
+        )
         self._metadata = Metadata(cfg, self._pool)
         self._accumulator = RecordAccumulator(cfg, self._wake_sender)
         self._txn = TransactionClient(cfg, self._metadata, self._pool) if cfg.transactional_id is not None else None

@@ -40,8 +40,31 @@ def test_toml_forms_flatten_to_kafka_names(tmp_path: Path) -> None:
         ({"controller.quorum.voters": "1@nohost"}, "id@host:port"),
         ({"controller.quorum.voters": "2@h:1"}, "not in controller.quorum.voters"),
         ({"listeners": "PLAINTEXT://127.0.0.1:1"}, "CONTROLLER listener"),
-        ({"listeners": "SSL://127.0.0.1:1,CONTROLLER://127.0.0.1:2"}, "SSL is not supported yet"),
-        ({"advertised.listeners": "SASL_SSL://h:1"}, "SASL_SSL is not supported yet"),
+        ({"listeners": "SSL://127.0.0.1:1,CONTROLLER://127.0.0.1:2"}, "listener SSL is SSL: it needs ssl.certificate"),
+        ({"advertised.listeners": "SASL_SSL://h:1"}, "listener SASL_SSL is SASL_SSL: it needs ssl.certificate"),
+        ({"listener.security.protocol.map": "CONTROLLER:TLS"}, "protocol must be one of PLAINTEXT, SSL"),
+        ({"listener.security.protocol.map": "CONTROLLER"}, "'CONTROLLER' is not NAME:PROTOCOL"),
+        ({"listener.security.protocol.map": "CONTROLLER:SSL"}, "listener CONTROLLER is SSL: it needs"),
+        ({"ssl.client.auth": "maybe"}, "ssl.client.auth must be none, requested or required"),
+        (
+            {
+                "listener.security.protocol.map": "CONTROLLER:SSL",
+                "ssl.certificate.location": "c",
+                "ssl.key.location": "k",
+                "ssl.client.auth": "required",
+            },
+            "ssl.client.auth=required needs ssl.ca.location",
+        ),
+        (
+            {
+                "listener.security.protocol.map": "CONTROLLER:SSL",
+                "ssl.certificate.location": "c",
+                "ssl.key.location": "k",
+                "ssl.ca.location": "a",
+                "ssl.client.auth": "requested",
+            },
+            "ssl.client.auth=requested is not supported on the gRPC listener CONTROLLER",
+        ),
         ({"unclean.leader.election.enable": "maybe"}, "true or false"),
         ({"unsafe.testing.log.dir.failure.file": "../FAIL"}, "plain file name"),
         ({"log.cleanup.policy": "shred"}, "log.cleanup.policy must be delete, compact or compact,delete"),
@@ -62,6 +85,36 @@ def test_bad_configs_fail_with_one_line(tmp_path: Path, extra: dict, message: st
     with pytest.raises(ConfigError, match=message) as e:
         node(tmp_path, **extra)
     assert "\n" not in str(e.value)
+
+
+def test_listener_protocols_follow_kafkas_default_map_and_the_configured_one(tmp_path: Path) -> None:
+    default = node(tmp_path, listeners="PLAINTEXT://127.0.0.1:1,CONTROLLER://127.0.0.1:2,KAFKA://127.0.0.1:3")
+    assert [default.listener_protocol(n) for n in ("PLAINTEXT", "CONTROLLER", "KAFKA", "ssl", "SASL_PLAINTEXT")] == [
+        "PLAINTEXT",
+        "PLAINTEXT",
+        "PLAINTEXT",
+        "SSL",
+        "SASL_PLAINTEXT",
+    ]
+    tls = {"ssl.certificate.location": "c.pem", "ssl.key.location": "k.pem"}
+    mapped = node(
+        tmp_path,
+        listeners="INTERNAL://127.0.0.1:1,CONTROLLER://127.0.0.1:2,KAFKA://127.0.0.1:3",
+        **{"listener.security.protocol.map": "internal:sasl_plaintext, CONTROLLER:SSL,KAFKA:SASL_SSL"},
+        **tls,
+    )
+    assert [mapped.listener_protocol(n) for n in ("INTERNAL", "CONTROLLER", "KAFKA")] == [
+        "SASL_PLAINTEXT",
+        "SSL",
+        "SASL_SSL",
+    ]
+    assert (mapped.controller_protocol, mapped.inter_broker_protocol, mapped.kafka_protocol) == (
+        "SSL",
+        "SASL_PLAINTEXT",
+        "SASL_SSL",
+    )
+    named = node(tmp_path, listeners="SSL://127.0.0.1:1,CONTROLLER://127.0.0.1:2", **tls)
+    assert named.inter_broker_protocol == "SSL" and named.controller_protocol == "PLAINTEXT"
 
 
 def test_supported_values_of_partly_supported_keys_are_accepted(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import logging
 import os
 import random
 import socket
+import ssl
 import struct
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -362,3 +363,132 @@ def test_frames_are_cut_the_same_whatever_the_reads() -> None:
     reader.received(4)
     with pytest.raises(FrameSizeError, match="request size 11 outside"):
         reader.next_frame()
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path) -> dict[str, Path]:
+    from odradek.deploy.certs import make_ca, make_leaf
+
+    ca = make_ca()
+    ca.write(tmp_path, "ca")
+    make_leaf(ca, "node", ["127.0.0.1"]).write(tmp_path, "node")
+    make_leaf(ca, "client").write(tmp_path, "client")
+    make_leaf(make_ca("another CA"), "stranger").write(tmp_path, "stranger")
+    return {n: tmp_path / f"{n}.crt" for n in ("ca", "node", "client", "stranger")}
+
+
+def _server_tls(files: dict[str, Path], client_auth: str):  # type: ignore[no-untyped-def]
+    from odradek.broker.security.tls import ServerTls
+    from odradek.client.tls import TlsFiles
+
+    node = files["node"]
+    return ServerTls(TlsFiles(str(files["ca"]), str(node), str(node.with_suffix(".key"))), client_auth)
+
+
+def _client_context(files: dict[str, Path], cert: str | None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(files["ca"]))
+    if cert is not None:
+        context.load_cert_chain(str(files[cert]), str(files[cert].with_suffix(".key")))
+    return context
+
+
+def test_a_tls_fetch_returns_the_same_bytes_without_sendfile(
+    data_file: bytes, tmp_path: Path, tls_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TLS cannot use sendfile (it would put plaintext on the wire): file ranges are read and encrypted."""
+    sendfile_calls: list[int] = []
+    monkeypatch.setattr(os, "sendfile", lambda *args: sendfile_calls.append(1) or 0)
+    position, length = 1000, len(data_file) - 5000
+
+    async def scenario() -> None:
+        apis = FakeApis(tmp_path)
+        listener = await started(apis, tls=_server_tls(tls_files, "required").current)
+        client = Client(
+            *await asyncio.open_connection("127.0.0.1", listener.port, ssl=_client_context(tls_files, "client"))
+        )
+        answer = await client.call(f"file:segment.log,{position},{length}".encode())
+        piece = data_file[position : position + length]
+        assert answer == b"head:" + piece + b"|" + piece + b"|"
+        assert [s.fd for s in apis.slices] == [-1, -1]
+        assert await client.call(b"echo:next") == b"echo:next"
+        client.close()
+        await listener.stop()
+
+    run(scenario)
+    assert sendfile_calls == []
+
+
+@pytest.mark.parametrize("cert", [None, "stranger", "expired"])
+def test_client_auth_required_refuses_a_missing_foreign_or_expired_certificate(
+    cert: str | None, tls_files: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import datetime as dt
+
+    from odradek.deploy.certs import load_ca, make_leaf
+
+    if cert == "expired":
+        ca = load_ca(tls_files["ca"], tls_files["ca"].with_suffix(".key"))
+        past = dt.datetime.now(dt.UTC) - dt.timedelta(days=30)
+        make_leaf(ca, "old", not_before=past, not_after=past + dt.timedelta(days=1)).write(tmp_path, "expired")
+        tls_files["expired"] = tmp_path / "expired.crt"
+
+    async def scenario() -> None:
+        apis = FakeApis()
+        listener = await started(apis, tls=_server_tls(tls_files, "required").current)
+        try:
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", listener.port, ssl=_client_context(tls_files, cert)
+            )
+            client = Client(reader, writer)
+            # TLS 1.3: the server checks the client's certificate after the client's handshake ended
+            with pytest.raises((ssl.SSLError, ConnectionError, asyncio.IncompleteReadError)):
+                await client.call(b"echo:hello")
+        except (ssl.SSLError, ConnectionError):
+            pass
+        assert apis.calls == []
+        await listener.stop()
+
+    with caplog.at_level(logging.WARNING):
+        run(scenario)
+    assert "TLS" in caplog.text
+
+
+def test_a_plaintext_client_on_a_tls_listener_is_closed_not_answered(tls_files: dict[str, Path]) -> None:
+    async def scenario() -> None:
+        apis = FakeApis()
+        listener = await started(apis, tls=_server_tls(tls_files, "none").current)
+        client = await Client.connect(listener)
+        client.send(b"echo:hello")
+        assert await client.closed_by_peer()
+        assert apis.calls == []
+        await listener.stop()
+
+    run(scenario)
+
+
+def test_a_renewed_certificate_serves_the_next_handshakes(tls_files: dict[str, Path], tmp_path: Path) -> None:
+    from odradek.deploy.certs import load_ca, make_leaf
+
+    server = _server_tls(tls_files, "none")
+
+    async def peer_serial(listener: KafkaListener) -> int:
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port, ssl=_client_context(tls_files, None))
+        client = Client(reader, writer)
+        assert await client.call(b"echo:x") == b"echo:x"
+        der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        client.close()
+        from cryptography import x509
+
+        return x509.load_der_x509_certificate(der).serial_number
+
+    async def scenario() -> None:
+        listener = await started(FakeApis(), tls=server.current)
+        before = await peer_serial(listener)
+        ca = load_ca(tls_files["ca"], tls_files["ca"].with_suffix(".key"))
+        renewed = make_leaf(ca, "node", ["127.0.0.1"])
+        renewed.write(tmp_path, "node")
+        assert await peer_serial(listener) == renewed.cert.serial_number != before
+        assert server.reloads == 1
+        await listener.stop()
+
+    run(scenario)
