@@ -19,6 +19,7 @@ import logging
 import os
 import ssl
 from collections.abc import Callable
+from typing import cast
 
 import grpc
 
@@ -96,8 +97,10 @@ class ServerTls:
     def grpc_credentials(self) -> grpc.ServerCredentials:
         if self.client_auth == "requested":  # NodeConfig refuses it for gRPC listeners; this guards misuse
             raise ConfigError("ssl.client.auth=requested is not supported on gRPC listeners")
+        # grpcio's stub types the fetcher as always answering a configuration; None ("no change") is documented.
+        fetch = cast(Callable[[], grpc.ServerCertificateConfiguration], self._fetch)
         return grpc.dynamic_ssl_server_credentials(
-            self._grpc_configuration(), self._fetch, require_client_authentication=self.client_auth == "required"
+            self._grpc_configuration(), fetch, require_client_authentication=self.client_auth == "required"
         )
 
     # -- Kafka listener ------------------------------------------------------------------------------------------
