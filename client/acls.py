@@ -8,6 +8,7 @@ Names are Kafka's, upper case with underscores (``TOPIC``, ``TRANSACTIONAL_ID``,
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -137,7 +138,7 @@ class AclBindingFilter:
 def check_binding(b: AclBinding) -> None:
     """InvalidRequestError for what the server would refuse in a binding, worded for the user: an empty resource
     name, a CLUSTER name other than ``kafka-cluster``, a principal not of the form ``Type:name``, an operation that
-    does not apply to the resource type. (The host's form is left to the server.)"""
+    does not apply to the resource type, a host that is not ``*`` or an IP address in canonical text."""
     if not b.resource_name:
         raise InvalidRequestError("the resource name of an ACL must not be empty")
     if b.resource_type == "CLUSTER" and b.resource_name != CLUSTER_NAME:
@@ -145,6 +146,13 @@ def check_binding(b: AclBinding) -> None:
     kind, colon, name = b.principal.partition(":")
     if not (kind and colon and name):
         raise InvalidRequestError(f"principal {b.principal!r} is not of the form Type:name (e.g. User:alice, User:*)")
+    if b.host != "*":
+        try:
+            canonical_host = str(ipaddress.ip_address(b.host))
+        except ValueError:
+            raise InvalidRequestError(f"host {b.host!r} is neither '*' nor an IP address") from None
+        if canonical_host != b.host:
+            raise InvalidRequestError(f"host {b.host!r} is not in canonical form; write {canonical_host}")
     supported = SUPPORTED_OPERATIONS[b.resource_type]
     if b.operation not in supported:
         valid = ", ".join(sorted(supported))
