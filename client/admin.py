@@ -1,5 +1,5 @@
-"""The admin client: cluster, quorum, brokers, topics, leadership, reassignments and client quotas (``AsyncAdmin``, and
-``Admin`` for synchronous code).
+"""The admin client: cluster, quorum, brokers, topics, leadership, reassignments, client quotas, ACLs and SCRAM
+credentials (``AsyncAdmin``, and ``Admin`` for synchronous code).
 
 Requests go to any reachable node from ``bootstrap.servers``; nodes forward metadata writes to the active
 controller, so the client needs no controller address. A whole-request failure surfaces as a typed
@@ -19,6 +19,7 @@ import grpc
 
 from odradek.client.admin_groups import GroupAdmin
 from odradek.client.admin_quotas import QuotaAdmin
+from odradek.client.admin_security import SecurityAdmin
 from odradek.client.admin_transactions import TransactionAdmin
 from odradek.client.background import BackgroundLoop
 from odradek.client.config import AdminConfig, admin_client_id
@@ -340,7 +341,7 @@ def _replica(r: pb.ReplicaState, high_watermark: int) -> ReplicaDescription:
     )
 
 
-class AsyncAdmin(GroupAdmin, TransactionAdmin, QuotaAdmin):
+class AsyncAdmin(GroupAdmin, TransactionAdmin, QuotaAdmin, SecurityAdmin):
     def __init__(self, config: Mapping[str, Any]) -> None:
         cfg = AdminConfig.from_mapping(config)
         self._servers = list(cfg.bootstrap_servers)

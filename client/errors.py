@@ -320,6 +320,24 @@ class SecurityDisabledError(OdradekError):
     code = ErrorCode.SECURITY_DISABLED
 
 
+class ResourceNotFoundError(OdradekError):
+    """The named resource does not exist (e.g. a SCRAM credential to delete or describe)."""
+
+    code = ErrorCode.RESOURCE_NOT_FOUND
+
+
+class DuplicateResourceError(OdradekError):
+    """A request names the same resource twice (e.g. one user in two credential alterations)."""
+
+    code = ErrorCode.DUPLICATE_RESOURCE
+
+
+class UnacceptableCredentialError(OdradekError):
+    """A credential the server will not store: an empty user name, too few or too many iterations, a bad salt."""
+
+    code = ErrorCode.UNACCEPTABLE_CREDENTIAL
+
+
 _BY_CODE: dict[int, type[OdradekError]] = {
     cls.code: cls
     for cls in (
@@ -361,6 +379,9 @@ _BY_CODE: dict[int, type[OdradekError]] = {
         AuthenticationFailedError,
         UnsupportedSaslMechanismError,
         SecurityDisabledError,
+        ResourceNotFoundError,
+        DuplicateResourceError,
+        UnacceptableCredentialError,
     )
 }
 

@@ -16,10 +16,19 @@ from typing import Literal, TypeVar
 import grpc
 from google.protobuf.message import Message
 
+from odradek.broker.security.acls import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from odradek.broker.topic_defaults import TopicDefault, node_key
 from odradek.broker.topic_defaults import topic_defaults as topic_defaults_of_node
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode, OdradekError
+from odradek.controller.acl_changes import create_acls, delete_acls, describe_acls
 from odradek.controller.active import ActiveController, now_ms
 from odradek.controller.client_quotas import (
     Alteration,
@@ -40,6 +49,12 @@ from odradek.controller.quorum.driver import RaftDriver
 from odradek.controller.raft import Role
 from odradek.controller.reassignment import ReassignmentRequest, alter_reassignments
 from odradek.controller.replica_logs import Answers
+from odradek.controller.scram_changes import (
+    Deletion,
+    Upsertion,
+    alter_user_scram_credentials,
+    describe_user_scram_credentials,
+)
 from odradek.controller.topics import (
     DEFAULT_MAX_PARTITIONS_PER_BROKER,
     INTERNAL_TOPICS,
@@ -58,6 +73,8 @@ from odradek.proto import controller_pb2 as cpb
 from odradek.proto import metadata_pb2 as md
 
 logger = logging.getLogger(__name__)
+# ACL and credential changes, one line each, on the controller that commits them.
+audit = logging.getLogger("odradek.audit")
 
 R = TypeVar("R", bound=Message)
 
@@ -743,6 +760,182 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                 for entity, values in found
             ]
         )
+
+    async def CreateAcls(
+        self,
+        request: apb.CreateAclsRequest,
+        context: grpc.aio.ServicerContext[apb.CreateAclsRequest, apb.CreateAclsResponse],
+    ) -> apb.CreateAclsResponse:
+        controller = self._local_controller()
+        if controller is None:
+            return await self._forward(
+                lambda s: s.CreateAcls(request, timeout=30), apb.CreateAclsResponse(error=ErrorCode.NOT_CONTROLLER)
+            )
+        bindings = [acl_binding_of(b) for b in request.creations]
+
+        def decide(image: MetadataImage, _offset: int):
+            results = create_acls(image, bindings)
+            return [r for out in results for r in out.records], results
+
+        try:
+            results = await controller.write(decide)
+        except OdradekError as e:
+            return apb.CreateAclsResponse(error=ErrorCode.ValueType(e.code))
+        for binding, out in zip(bindings, results):
+            if out.records:
+                audit.info("ACL created: %s", describe_binding(binding))
+        return apb.CreateAclsResponse(
+            results=[apb.AclCreationResult(error=out.error, error_message=out.message) for out in results]
+        )
+
+    async def DescribeAcls(
+        self,
+        request: apb.DescribeAclsRequest,
+        context: grpc.aio.ServicerContext[apb.DescribeAclsRequest, apb.DescribeAclsResponse],
+    ) -> apb.DescribeAclsResponse:
+        """From this node's own image: the bindings this node's authorizer holds."""
+        try:
+            found = describe_acls(self.sm.image, acl_filter_of(request.filter))
+        except OdradekError as e:
+            return apb.DescribeAclsResponse(error=ErrorCode.ValueType(e.code), error_message=str(e))
+        return apb.DescribeAclsResponse(bindings=[acl_binding_message(b) for b in found])
+
+    async def DeleteAcls(
+        self,
+        request: apb.DeleteAclsRequest,
+        context: grpc.aio.ServicerContext[apb.DeleteAclsRequest, apb.DeleteAclsResponse],
+    ) -> apb.DeleteAclsResponse:
+        controller = self._local_controller()
+        if controller is None:
+            return await self._forward(
+                lambda s: s.DeleteAcls(request, timeout=30), apb.DeleteAclsResponse(error=ErrorCode.NOT_CONTROLLER)
+            )
+        filters = [acl_filter_of(f) for f in request.filters]
+
+        def decide(image: MetadataImage, _offset: int):
+            results = delete_acls(image, filters)
+            return [r for out in results for r in out.records], results
+
+        try:
+            results = await controller.write(decide)
+        except OdradekError as e:
+            return apb.DeleteAclsResponse(error=ErrorCode.ValueType(e.code))
+        for out in results:
+            for binding in out.deleted:
+                audit.info("ACL deleted: %s", describe_binding(binding))
+        return apb.DeleteAclsResponse(
+            results=[
+                apb.AclDeletionResult(
+                    error=out.error,
+                    error_message=out.message,
+                    deleted=[acl_binding_message(b) for b in out.deleted],
+                )
+                for out in results
+            ]
+        )
+
+    async def AlterUserScramCredentials(
+        self,
+        request: apb.AlterUserScramCredentialsRequest,
+        context: grpc.aio.ServicerContext[apb.AlterUserScramCredentialsRequest, apb.AlterUserScramCredentialsResponse],
+    ) -> apb.AlterUserScramCredentialsResponse:
+        controller = self._local_controller()
+        if controller is None:
+            return await self._forward(
+                lambda s: s.AlterUserScramCredentials(request, timeout=30),
+                apb.AlterUserScramCredentialsResponse(error=ErrorCode.NOT_CONTROLLER),
+            )
+        upsertions = [
+            Upsertion(u.user, u.mechanism, u.iterations, u.salt, u.salted_password) for u in request.upsertions
+        ]
+        deletions = [Deletion(d.user, d.mechanism) for d in request.deletions]
+
+        def decide(image: MetadataImage, _offset: int):
+            results = alter_user_scram_credentials(image, upsertions, deletions)
+            return [r for out in results for r in out.records], results
+
+        try:
+            results = await controller.write(decide)
+        except OdradekError as e:
+            return apb.AlterUserScramCredentialsResponse(error=ErrorCode.ValueType(e.code))
+        for out in results:
+            for record in out.records:
+                kind = record.WhichOneof("record")
+                change = getattr(record, kind)
+                verb = "set" if kind == "user_scram_credential" else "deleted"
+                audit.info("SCRAM credential %s: user %r, %s", verb, change.name, change.mechanism)
+        return apb.AlterUserScramCredentialsResponse(
+            results=[
+                apb.AlterUserScramCredentialsResult(user=out.user, error=out.error, error_message=out.message)
+                for out in results
+            ]
+        )
+
+    async def DescribeUserScramCredentials(
+        self,
+        request: apb.DescribeUserScramCredentialsRequest,
+        context: grpc.aio.ServicerContext[
+            apb.DescribeUserScramCredentialsRequest, apb.DescribeUserScramCredentialsResponse
+        ],
+    ) -> apb.DescribeUserScramCredentialsResponse:
+        """From this node's own image: the users this node's brokers can authenticate, never their keys."""
+        found = describe_user_scram_credentials(self.sm.image, list(request.users))
+        return apb.DescribeUserScramCredentialsResponse(
+            results=[
+                apb.UserScramCredentials(
+                    user=d.user,
+                    error=d.error,
+                    error_message=d.message,
+                    credentials=[apb.ScramCredentialInfo(mechanism=m, iterations=i) for m, i in d.credentials],
+                )
+                for d in found
+            ]
+        )
+
+
+def acl_binding_of(b: apb.AclBinding) -> AclBinding:
+    """The binding a request carries; unknown enum numbers become UNKNOWN, which validation refuses."""
+    return AclBinding(
+        ResourceType.from_code(b.resource_type),
+        b.resource_name,
+        PatternType.from_code(b.pattern_type),
+        b.principal,
+        b.host,
+        AclOperation.from_code(b.operation),
+        AclPermissionType.from_code(b.permission_type),
+    )
+
+
+def acl_binding_message(b: AclBinding) -> apb.AclBinding:
+    return apb.AclBinding(
+        resource_type=apb.AclResourceType.ValueType(b.resource_type),
+        resource_name=b.resource_name,
+        pattern_type=apb.AclPatternType.ValueType(b.pattern_type),
+        principal=b.principal,
+        host=b.host,
+        operation=apb.AclOperation.ValueType(b.operation),
+        permission_type=apb.AclPermissionType.ValueType(b.permission),
+    )
+
+
+def acl_filter_of(f: apb.AclBindingFilter) -> AclBindingFilter:
+    return AclBindingFilter(
+        resource_type=ResourceType.from_code(f.resource_type) if f.HasField("resource_type") else None,
+        resource_name=f.resource_name if f.HasField("resource_name") else None,
+        pattern_type=PatternType.from_code(f.pattern_type) if f.HasField("pattern_type") else None,
+        principal=f.principal if f.HasField("principal") else None,
+        host=f.host if f.HasField("host") else None,
+        operation=AclOperation.from_code(f.operation) if f.HasField("operation") else None,
+        permission=AclPermissionType.from_code(f.permission_type) if f.HasField("permission_type") else None,
+    )
+
+
+def describe_binding(b: AclBinding) -> str:
+    """A binding in one line for the audit log, in kafka-acls.sh's words."""
+    return (
+        f"{b.permission.display_name} {b.principal} {b.operation.display_name} from host {b.host} on"
+        f" {b.resource_type.display_name}:{b.pattern_type.name}:{b.resource_name}"
+    )
 
 
 def _component(c: apb.QuotaEntityComponent) -> Component:

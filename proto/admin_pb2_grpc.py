@@ -94,6 +94,31 @@ class AdminStub:
                 request_serializer=odradek_dot_proto_dot_admin__pb2.DescribeClientQuotasRequest.SerializeToString,
                 response_deserializer=odradek_dot_proto_dot_admin__pb2.DescribeClientQuotasResponse.FromString,
                 _registered_method=True)
+        self.CreateAcls = channel.unary_unary(
+                '/odradek.v1.Admin/CreateAcls',
+                request_serializer=odradek_dot_proto_dot_admin__pb2.CreateAclsRequest.SerializeToString,
+                response_deserializer=odradek_dot_proto_dot_admin__pb2.CreateAclsResponse.FromString,
+                _registered_method=True)
+        self.DescribeAcls = channel.unary_unary(
+                '/odradek.v1.Admin/DescribeAcls',
+                request_serializer=odradek_dot_proto_dot_admin__pb2.DescribeAclsRequest.SerializeToString,
+                response_deserializer=odradek_dot_proto_dot_admin__pb2.DescribeAclsResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcls = channel.unary_unary(
+                '/odradek.v1.Admin/DeleteAcls',
+                request_serializer=odradek_dot_proto_dot_admin__pb2.DeleteAclsRequest.SerializeToString,
+                response_deserializer=odradek_dot_proto_dot_admin__pb2.DeleteAclsResponse.FromString,
+                _registered_method=True)
+        self.AlterUserScramCredentials = channel.unary_unary(
+                '/odradek.v1.Admin/AlterUserScramCredentials',
+                request_serializer=odradek_dot_proto_dot_admin__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=odradek_dot_proto_dot_admin__pb2.AlterUserScramCredentialsResponse.FromString,
+                _registered_method=True)
+        self.DescribeUserScramCredentials = channel.unary_unary(
+                '/odradek.v1.Admin/DescribeUserScramCredentials',
+                request_serializer=odradek_dot_proto_dot_admin__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=odradek_dot_proto_dot_admin__pb2.DescribeUserScramCredentialsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -171,6 +196,36 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterUserScramCredentials(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeUserScramCredentials(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -233,6 +288,31 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.DescribeClientQuotas,
                     request_deserializer=odradek_dot_proto_dot_admin__pb2.DescribeClientQuotasRequest.FromString,
                     response_serializer=odradek_dot_proto_dot_admin__pb2.DescribeClientQuotasResponse.SerializeToString,
+            ),
+            'CreateAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAcls,
+                    request_deserializer=odradek_dot_proto_dot_admin__pb2.CreateAclsRequest.FromString,
+                    response_serializer=odradek_dot_proto_dot_admin__pb2.CreateAclsResponse.SerializeToString,
+            ),
+            'DescribeAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeAcls,
+                    request_deserializer=odradek_dot_proto_dot_admin__pb2.DescribeAclsRequest.FromString,
+                    response_serializer=odradek_dot_proto_dot_admin__pb2.DescribeAclsResponse.SerializeToString,
+            ),
+            'DeleteAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcls,
+                    request_deserializer=odradek_dot_proto_dot_admin__pb2.DeleteAclsRequest.FromString,
+                    response_serializer=odradek_dot_proto_dot_admin__pb2.DeleteAclsResponse.SerializeToString,
+            ),
+            'AlterUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterUserScramCredentials,
+                    request_deserializer=odradek_dot_proto_dot_admin__pb2.AlterUserScramCredentialsRequest.FromString,
+                    response_serializer=odradek_dot_proto_dot_admin__pb2.AlterUserScramCredentialsResponse.SerializeToString,
+            ),
+            'DescribeUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeUserScramCredentials,
+                    request_deserializer=odradek_dot_proto_dot_admin__pb2.DescribeUserScramCredentialsRequest.FromString,
+                    response_serializer=odradek_dot_proto_dot_admin__pb2.DescribeUserScramCredentialsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -559,6 +639,141 @@ class Admin:
             '/odradek.v1.Admin/DescribeClientQuotas',
             odradek_dot_proto_dot_admin__pb2.DescribeClientQuotasRequest.SerializeToString,
             odradek_dot_proto_dot_admin__pb2.DescribeClientQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Admin/CreateAcls',
+            odradek_dot_proto_dot_admin__pb2.CreateAclsRequest.SerializeToString,
+            odradek_dot_proto_dot_admin__pb2.CreateAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Admin/DescribeAcls',
+            odradek_dot_proto_dot_admin__pb2.DescribeAclsRequest.SerializeToString,
+            odradek_dot_proto_dot_admin__pb2.DescribeAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Admin/DeleteAcls',
+            odradek_dot_proto_dot_admin__pb2.DeleteAclsRequest.SerializeToString,
+            odradek_dot_proto_dot_admin__pb2.DeleteAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Admin/AlterUserScramCredentials',
+            odradek_dot_proto_dot_admin__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+            odradek_dot_proto_dot_admin__pb2.AlterUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Admin/DescribeUserScramCredentials',
+            odradek_dot_proto_dot_admin__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+            odradek_dot_proto_dot_admin__pb2.DescribeUserScramCredentialsResponse.FromString,
             options,
             channel_credentials,
             insecure,

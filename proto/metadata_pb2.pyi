@@ -475,6 +475,127 @@ class LeaderChangeRecord(_message.Message):
 Global___LeaderChangeRecord: _TypeAlias = LeaderChangeRecord  # noqa: Y015
 
 @_typing.final
+class AccessControlEntryRecord(_message.Message):
+    """One ACL binding (Kafka's AccessControlEntryRecord): the enums carry Kafka's wire codes (ResourceType,
+    PatternType, AclOperation, AclPermissionType). `id` is a 16-byte UUID the controller draws, by which it is removed.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    RESOURCE_TYPE_FIELD_NUMBER: _builtins.int
+    RESOURCE_NAME_FIELD_NUMBER: _builtins.int
+    PATTERN_TYPE_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    HOST_FIELD_NUMBER: _builtins.int
+    OPERATION_FIELD_NUMBER: _builtins.int
+    PERMISSION_TYPE_FIELD_NUMBER: _builtins.int
+    id: _builtins.bytes
+    resource_type: _builtins.int
+    resource_name: _builtins.str
+    pattern_type: _builtins.int
+    principal: _builtins.str
+    host: _builtins.str
+    operation: _builtins.int
+    permission_type: _builtins.int
+    def __init__(
+        self,
+        *,
+        id: _builtins.bytes = ...,
+        resource_type: _builtins.int = ...,
+        resource_name: _builtins.str = ...,
+        pattern_type: _builtins.int = ...,
+        principal: _builtins.str = ...,
+        host: _builtins.str = ...,
+        operation: _builtins.int = ...,
+        permission_type: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["host", b"host", "id", b"id", "operation", b"operation", "pattern_type", b"pattern_type", "permission_type", b"permission_type", "principal", b"principal", "resource_name", b"resource_name", "resource_type", b"resource_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AccessControlEntryRecord: _TypeAlias = AccessControlEntryRecord  # noqa: Y015
+
+@_typing.final
+class RemoveAccessControlEntryRecord(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        id: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveAccessControlEntryRecord: _TypeAlias = RemoveAccessControlEntryRecord  # noqa: Y015
+
+@_typing.final
+class UserScramCredentialRecord(_message.Message):
+    """A user's SCRAM credential for one mechanism (SASL name, e.g. SCRAM-SHA-256): never the password."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    MECHANISM_FIELD_NUMBER: _builtins.int
+    SALT_FIELD_NUMBER: _builtins.int
+    STORED_KEY_FIELD_NUMBER: _builtins.int
+    SERVER_KEY_FIELD_NUMBER: _builtins.int
+    ITERATIONS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    mechanism: _builtins.str
+    salt: _builtins.bytes
+    stored_key: _builtins.bytes
+    server_key: _builtins.bytes
+    iterations: _builtins.int
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        mechanism: _builtins.str = ...,
+        salt: _builtins.bytes = ...,
+        stored_key: _builtins.bytes = ...,
+        server_key: _builtins.bytes = ...,
+        iterations: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["iterations", b"iterations", "mechanism", b"mechanism", "name", b"name", "salt", b"salt", "server_key", b"server_key", "stored_key", b"stored_key"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UserScramCredentialRecord: _TypeAlias = UserScramCredentialRecord  # noqa: Y015
+
+@_typing.final
+class RemoveUserScramCredentialRecord(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    MECHANISM_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    mechanism: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        mechanism: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["mechanism", b"mechanism", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveUserScramCredentialRecord: _TypeAlias = RemoveUserScramCredentialRecord  # noqa: Y015
+
+@_typing.final
 class MetadataRecord(_message.Message):
     """What travels in the metadata log: one record per Raft entry payload."""
 
@@ -493,6 +614,10 @@ class MetadataRecord(_message.Message):
     PRODUCER_IDS_FIELD_NUMBER: _builtins.int
     REMOVE_TOPIC_FIELD_NUMBER: _builtins.int
     LEADER_CHANGE_FIELD_NUMBER: _builtins.int
+    ACCESS_CONTROL_ENTRY_FIELD_NUMBER: _builtins.int
+    REMOVE_ACCESS_CONTROL_ENTRY_FIELD_NUMBER: _builtins.int
+    USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _builtins.int
+    REMOVE_USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def register_broker(self) -> Global___RegisterBrokerRecord: ...
     @_builtins.property
@@ -519,6 +644,14 @@ class MetadataRecord(_message.Message):
     def remove_topic(self) -> Global___RemoveTopicRecord: ...
     @_builtins.property
     def leader_change(self) -> Global___LeaderChangeRecord: ...
+    @_builtins.property
+    def access_control_entry(self) -> Global___AccessControlEntryRecord: ...
+    @_builtins.property
+    def remove_access_control_entry(self) -> Global___RemoveAccessControlEntryRecord: ...
+    @_builtins.property
+    def user_scram_credential(self) -> Global___UserScramCredentialRecord: ...
+    @_builtins.property
+    def remove_user_scram_credential(self) -> Global___RemoveUserScramCredentialRecord: ...
     def __init__(
         self,
         *,
@@ -535,12 +668,16 @@ class MetadataRecord(_message.Message):
         producer_ids: Global___ProducerIdsRecord | None = ...,
         remove_topic: Global___RemoveTopicRecord | None = ...,
         leader_change: Global___LeaderChangeRecord | None = ...,
+        access_control_entry: Global___AccessControlEntryRecord | None = ...,
+        remove_access_control_entry: Global___RemoveAccessControlEntryRecord | None = ...,
+        user_scram_credential: Global___UserScramCredentialRecord | None = ...,
+        remove_user_scram_credential: Global___RemoveUserScramCredentialRecord | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["broker_registration_change", b"broker_registration_change", "client_quota", b"client_quota", "config", b"config", "fence_broker", b"fence_broker", "leader_change", b"leader_change", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["access_control_entry", b"access_control_entry", "broker_registration_change", b"broker_registration_change", "client_quota", b"client_quota", "config", b"config", "fence_broker", b"fence_broker", "leader_change", b"leader_change", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_access_control_entry", b"remove_access_control_entry", "remove_topic", b"remove_topic", "remove_user_scram_credential", b"remove_user_scram_credential", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker", "user_scram_credential", b"user_scram_credential"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_registration_change", b"broker_registration_change", "client_quota", b"client_quota", "config", b"config", "fence_broker", b"fence_broker", "leader_change", b"leader_change", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_control_entry", b"access_control_entry", "broker_registration_change", b"broker_registration_change", "client_quota", b"client_quota", "config", b"config", "fence_broker", b"fence_broker", "leader_change", b"leader_change", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_access_control_entry", b"remove_access_control_entry", "remove_topic", b"remove_topic", "remove_user_scram_credential", b"remove_user_scram_credential", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker", "user_scram_credential", b"user_scram_credential"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["register_broker", "unregister_broker", "fence_broker", "unfence_broker", "broker_registration_change", "topic", "partition", "partition_change", "config", "client_quota", "producer_ids", "remove_topic", "leader_change"]  # noqa: Y015
+    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["register_broker", "unregister_broker", "fence_broker", "unfence_broker", "broker_registration_change", "topic", "partition", "partition_change", "config", "client_quota", "producer_ids", "remove_topic", "leader_change", "access_control_entry", "remove_access_control_entry", "user_scram_credential", "remove_user_scram_credential"]  # noqa: Y015
     _WhichOneofArgType_record: _TypeAlias = _typing.Literal["record", b"record"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_record) -> _WhichOneofReturnType_record | None: ...
 

@@ -50,6 +50,8 @@ SANS_IO_CORES = [
     "odradek.broker.groups.messages",
     "odradek.controller.elections",
     "odradek.controller.client_quotas",
+    "odradek.controller.acl_changes",
+    "odradek.controller.scram_changes",
     "odradek.controller.unclean_recovery",
     "odradek.controller.isr",
     "odradek.controller.placement",

@@ -10,6 +10,7 @@ from odradek.broker.kafka import (
     group_apis,
     metadata_apis,
     offset_apis,
+    security_apis,
     txn_apis,
 )
 from odradek.broker.kafka.apis import ApiRegistry
@@ -19,6 +20,6 @@ from odradek.broker.kafka.backend import KafkaBackend
 def kafka_apis(backend: KafkaBackend) -> ApiRegistry:
     registry = ApiRegistry()
     api_versions.register(registry)
-    for module in (data_apis, metadata_apis, offset_apis, admin_apis, group_apis, txn_apis):
+    for module in (data_apis, metadata_apis, offset_apis, admin_apis, security_apis, group_apis, txn_apis):
         module.register(registry, backend)
     return registry

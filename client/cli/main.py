@@ -24,6 +24,7 @@ Handler = Callable[[argparse.Namespace], int | None]
 
 def _command_modules():
     from odradek.client.cli import (
+        acl,
         chaos,
         cluster,
         data,
@@ -38,6 +39,7 @@ def _command_modules():
         server,
         topic,
         transactions,
+        user,
     )
 
     return [
@@ -48,6 +50,8 @@ def _command_modules():
         groups,
         transactions,
         quotas,
+        user,
+        acl,
         leader,
         partition,
         data,

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from odradek.broker.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from odradek.broker.security.scram import Mechanism, ScramCredential
 from odradek.proto import common_pb2
 from odradek.proto import metadata_pb2 as md
 
@@ -91,6 +93,10 @@ class MetadataImage:
     # quota entity key (user, client_id as stored) -> {quota key: value}
     client_quotas: Mapping[tuple, Mapping[str, float]] = field(default_factory=lambda: _frozen({}))
     next_producer_id: int = 0
+    # ACL id (16-byte UUID) -> binding
+    acls: Mapping[bytes, AclBinding] = field(default_factory=lambda: _frozen({}))
+    # (user, mechanism's SASL name) -> SCRAM credential
+    scram_credentials: Mapping[tuple[str, str], ScramCredential] = field(default_factory=lambda: _frozen({}))
 
     def sorted_topics(self) -> list[TopicImage]:
         """Every topic in name order (``topic_ids`` and ``topics`` always hold the same topics)."""
@@ -154,6 +160,10 @@ class MetadataImage:
         for entity, values in self.client_quotas.items():
             for key, quota in values.items():
                 out.append(md.MetadataRecord(client_quota=quota_record(entity, key, quota)))
+        for acl_id, binding in self.acls.items():
+            out.append(md.MetadataRecord(access_control_entry=acl_record(acl_id, binding)))
+        for (user, _), credential in self.scram_credentials.items():
+            out.append(md.MetadataRecord(user_scram_credential=scram_record(user, credential)))
         if self.next_producer_id:
             out.append(md.MetadataRecord(producer_ids=md.ProducerIdsRecord(next_producer_id=self.next_producer_id)))
         return out
@@ -205,6 +215,42 @@ def quota_record(entity: tuple, key: str, value: float, remove: bool = False) ->
     )
 
 
+def acl_record(acl_id: bytes, b: AclBinding) -> md.AccessControlEntryRecord:
+    return md.AccessControlEntryRecord(
+        id=acl_id,
+        resource_type=b.resource_type,
+        resource_name=b.resource_name,
+        pattern_type=b.pattern_type,
+        principal=b.principal,
+        host=b.host,
+        operation=b.operation,
+        permission_type=b.permission,
+    )
+
+
+def acl_binding(r: md.AccessControlEntryRecord) -> AclBinding:
+    return AclBinding(
+        ResourceType.from_code(r.resource_type),
+        r.resource_name,
+        PatternType.from_code(r.pattern_type),
+        r.principal,
+        r.host,
+        AclOperation.from_code(r.operation),
+        AclPermissionType.from_code(r.permission_type),
+    )
+
+
+def scram_record(user: str, c: ScramCredential) -> md.UserScramCredentialRecord:
+    return md.UserScramCredentialRecord(
+        name=user,
+        mechanism=c.mechanism.value,
+        salt=c.salt,
+        stored_key=c.stored_key,
+        server_key=c.server_key,
+        iterations=c.iterations,
+    )
+
+
 class MetadataDelta:
     """Accumulates records on top of a base image; ``image()`` produces the next image.
 
@@ -220,6 +266,8 @@ class MetadataDelta:
         self._configs: dict[tuple[int, str], dict[str, str]] = {}
         self._configs_all: dict[tuple[int, str], Mapping[str, str]] | None = None
         self._quotas: dict[tuple, dict[str, float]] | None = None
+        self._acls: dict[bytes, AclBinding] | None = None
+        self._scram: dict[tuple[str, str], ScramCredential] | None = None
         self._next_producer_id = base.next_producer_id
         self._offset = base.offset
         self._epoch = base.epoch
@@ -388,6 +436,29 @@ class MetadataDelta:
         else:
             values[r.key] = r.value
 
+    def _replay_access_control_entry(self, r: md.AccessControlEntryRecord) -> None:
+        if self._acls is None:
+            self._acls = dict(self.base.acls)
+        self._acls[r.id] = acl_binding(r)
+
+    def _replay_remove_access_control_entry(self, r: md.RemoveAccessControlEntryRecord) -> None:
+        if self._acls is None:
+            self._acls = dict(self.base.acls)
+        self._acls.pop(r.id, None)
+
+    def _replay_user_scram_credential(self, r: md.UserScramCredentialRecord) -> None:
+        if self._scram is None:
+            self._scram = dict(self.base.scram_credentials)
+        mechanism = Mechanism.parse(r.mechanism)
+        self._scram[(r.name, mechanism.value)] = ScramCredential(
+            mechanism, r.salt, r.iterations, r.stored_key, r.server_key
+        )
+
+    def _replay_remove_user_scram_credential(self, r: md.RemoveUserScramCredentialRecord) -> None:
+        if self._scram is None:
+            self._scram = dict(self.base.scram_credentials)
+        self._scram.pop((r.name, r.mechanism), None)
+
     def _replay_producer_ids(self, r: md.ProducerIdsRecord) -> None:
         self._next_producer_id = max(self._next_producer_id, r.next_producer_id)
 
@@ -436,6 +507,8 @@ class MetadataDelta:
                 else base.client_quotas
             ),
             next_producer_id=self._next_producer_id,
+            acls=_frozen(self._acls) if self._acls is not None else base.acls,
+            scram_credentials=_frozen(self._scram) if self._scram is not None else base.scram_credentials,
         )
 
 

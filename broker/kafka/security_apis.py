@@ -1,0 +1,242 @@
+"""Kafka's ACL and SCRAM credential APIs on the Kafka listener, each translated onto the Admin service (where writes
+are forwarded to the active controller and every rule is decided): DescribeAcls, CreateAcls and DeleteAcls v1-v3,
+DescribeUserScramCredentials and AlterUserScramCredentials v0.
+
+The ACL enums' wire codes are odradek's (both are Kafka's numbers), and a null filter string is an unset filter
+field. SCRAM mechanisms travel as Kafka's codes (1 SCRAM-SHA-256, 2 SCRAM-SHA-512) here and as names on gRPC; an
+unknown code reaches the controller as a name it refuses with UNSUPPORTED_SASL_MECHANISM. Who may call these APIs is
+not decided here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import groupby
+from typing import Any
+
+from kafka.protocol.admin.acl import (
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+)
+from kafka.protocol.admin.users import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
+
+from odradek.broker.kafka.apis import ApiRegistry, schema_api
+from odradek.broker.kafka.backend import KafkaBackend
+from odradek.broker.kafka.metadata_apis import service_context
+from odradek.broker.kafka.wire import RequestContext
+from odradek.broker.security.scram import Mechanism
+from odradek.client.errors import ErrorCode
+from odradek.proto import admin_pb2 as apb
+
+DESCRIBE_ACLS_VERSIONS = (1, 3)
+CREATE_ACLS_VERSIONS = (1, 3)
+DELETE_ACLS_VERSIONS = (1, 3)
+DESCRIBE_USER_SCRAM_CREDENTIALS_VERSIONS = (0, 0)
+ALTER_USER_SCRAM_CREDENTIALS_VERSIONS = (0, 0)
+
+
+def register(registry: ApiRegistry, backend: KafkaBackend) -> None:
+    apis = [
+        (DescribeAclsRequest, DESCRIBE_ACLS_VERSIONS, _describe_acls),
+        (CreateAclsRequest, CREATE_ACLS_VERSIONS, _create_acls),
+        (DeleteAclsRequest, DELETE_ACLS_VERSIONS, _delete_acls),
+        (DescribeUserScramCredentialsRequest, DESCRIBE_USER_SCRAM_CREDENTIALS_VERSIONS, _describe_credentials),
+        (AlterUserScramCredentialsRequest, ALTER_USER_SCRAM_CREDENTIALS_VERSIONS, _alter_credentials),
+    ]
+    for request_cls, (low, high), translate in apis:
+
+        async def handler(ctx: RequestContext, version: int, request: Any, translate=translate) -> Any:
+            return await translate(backend, ctx, version, request)
+
+        registry.add(*schema_api(request_cls, low, high, handler))
+
+
+# ---- ACLs ----
+
+
+def _filter(f: Any) -> apb.AclBindingFilter:
+    """Kafka's filter (ANY codes, null strings for "any") as odradek's (unset fields for "any")."""
+    out = apb.AclBindingFilter(
+        resource_type=f.resource_type_filter,
+        pattern_type=f.pattern_type_filter,
+        operation=f.operation,
+        permission_type=f.permission_type,
+    )
+    if f.resource_name_filter is not None:
+        out.resource_name = f.resource_name_filter
+    if f.principal_filter is not None:
+        out.principal = f.principal_filter
+    if f.host_filter is not None:
+        out.host = f.host_filter
+    return out
+
+
+def _error(code: int, message: str = "") -> tuple[int, str | None]:
+    return int(code), message or None
+
+
+async def _describe_acls(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+    """Bindings grouped by resource pattern, as Kafka's answer has them."""
+    answer = await backend.admin.DescribeAcls(apb.DescribeAclsRequest(filter=_filter(request)), service_context(ctx))
+    resource = DescribeAclsResponse.DescribeAclsResource
+    resources = []
+
+    def pattern(b: apb.AclBinding) -> tuple[int, str, int]:
+        return (b.resource_type, b.resource_name, b.pattern_type)
+
+    for (rtype, name, ptype), group in groupby(sorted(answer.bindings, key=pattern), key=pattern):
+        acls = [
+            resource.AclDescription(
+                principal=b.principal, host=b.host, operation=b.operation, permission_type=b.permission_type
+            )
+            for b in group
+        ]
+        resources.append(resource(resource_type=rtype, resource_name=name, pattern_type=ptype, acls=acls))
+    error_code, message = _error(answer.error, answer.error_message)
+    return DescribeAclsResponse(
+        version=version,
+        throttle_time_ms=answer.throttle_time_ms,
+        error_code=error_code,
+        error_message=message,
+        resources=resources if error_code == ErrorCode.NONE else [],
+    )
+
+
+async def _create_acls(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+    creations = [
+        apb.AclBinding(
+            resource_type=c.resource_type,
+            resource_name=c.resource_name,
+            pattern_type=c.resource_pattern_type,
+            principal=c.principal,
+            host=c.host,
+            operation=c.operation,
+            permission_type=c.permission_type,
+        )
+        for c in request.creations
+    ]
+    answer = await backend.admin.CreateAcls(apb.CreateAclsRequest(creations=creations), service_context(ctx))
+    result = CreateAclsResponse.AclCreationResult
+    out = []
+    for i in range(len(creations)):
+        if answer.error != ErrorCode.NONE or i >= len(answer.results):
+            error_code, message = _error(answer.error or ErrorCode.UNKNOWN_SERVER_ERROR)
+        else:
+            error_code, message = _error(answer.results[i].error, answer.results[i].error_message)
+        out.append(result(error_code=error_code, error_message=message))
+    return CreateAclsResponse(version=version, throttle_time_ms=answer.throttle_time_ms, results=out)
+
+
+def _matching(deleted: Sequence[apb.AclBinding]) -> list[Any]:
+    acl = DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl
+    return [
+        acl(
+            error_code=0,
+            error_message=None,
+            resource_type=b.resource_type,
+            resource_name=b.resource_name,
+            pattern_type=b.pattern_type,
+            principal=b.principal,
+            host=b.host,
+            operation=b.operation,
+            permission_type=b.permission_type,
+        )
+        for b in deleted
+    ]
+
+
+async def _delete_acls(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+    filters = [_filter(f) for f in request.filters]
+    answer = await backend.admin.DeleteAcls(apb.DeleteAclsRequest(filters=filters), service_context(ctx))
+    result = DeleteAclsResponse.DeleteAclsFilterResult
+    out = []
+    for i in range(len(filters)):
+        if answer.error != ErrorCode.NONE or i >= len(answer.results):
+            error_code, message = _error(answer.error or ErrorCode.UNKNOWN_SERVER_ERROR)
+            out.append(result(error_code=error_code, error_message=message, matching_acls=[]))
+        else:
+            r = answer.results[i]
+            error_code, message = _error(r.error, r.error_message)
+            out.append(result(error_code=error_code, error_message=message, matching_acls=_matching(r.deleted)))
+    return DeleteAclsResponse(version=version, throttle_time_ms=answer.throttle_time_ms, filter_results=out)
+
+
+# ---- SCRAM credentials ----
+
+
+def _mechanism_name(code: int) -> str:
+    try:
+        return Mechanism.from_code(code).value
+    except ValueError:
+        return f"mechanism code {code}"
+
+
+def _mechanism_code(name: str) -> int:
+    try:
+        return Mechanism.parse(name).code
+    except ValueError:
+        return 0  # UNKNOWN: a mechanism this listener cannot name (none is stored)
+
+
+async def _describe_credentials(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+    users = [u.name for u in request.users or []]
+    answer = await backend.admin.DescribeUserScramCredentials(
+        apb.DescribeUserScramCredentialsRequest(users=users), service_context(ctx)
+    )
+    result = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
+    error_code, message = _error(answer.error, answer.error_message)
+    return DescribeUserScramCredentialsResponse(
+        version=version,
+        throttle_time_ms=answer.throttle_time_ms,
+        error_code=error_code,
+        error_message=message,
+        results=[
+            result(
+                user=r.user,
+                error_code=int(r.error),
+                error_message=r.error_message or None,
+                credential_infos=[
+                    result.CredentialInfo(mechanism=_mechanism_code(c.mechanism), iterations=c.iterations)
+                    for c in r.credentials
+                ],
+            )
+            for r in answer.results
+        ],
+    )
+
+
+async def _alter_credentials(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+    alter = apb.AlterUserScramCredentialsRequest(
+        deletions=[
+            apb.ScramCredentialDeletion(user=d.name, mechanism=_mechanism_name(d.mechanism)) for d in request.deletions
+        ],
+        upsertions=[
+            apb.ScramCredentialUpsertion(
+                user=u.name,
+                mechanism=_mechanism_name(u.mechanism),
+                iterations=u.iterations,
+                salt=u.salt,
+                salted_password=u.salted_password,
+            )
+            for u in request.upsertions
+        ],
+    )
+    answer = await backend.admin.AlterUserScramCredentials(alter, service_context(ctx))
+    result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
+    if answer.error != ErrorCode.NONE:  # the whole request failed (no controller): every user named gets the error
+        users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
+        results = [result(user=user, error_code=int(answer.error), error_message=None) for user in users]
+    else:
+        results = [
+            result(user=r.user, error_code=int(r.error), error_message=r.error_message or None) for r in answer.results
+        ]
+    return AlterUserScramCredentialsResponse(version=version, throttle_time_ms=answer.throttle_time_ms, results=results)
