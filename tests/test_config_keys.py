@@ -56,6 +56,7 @@ TXN_CONFIG = "tests/transactions/test_coordinator_shell.py::test_the_node_keys_b
 TXN_RULES = "tests/transactions/test_txn_rules.py"
 KAFKA_CONFIG = "tests/broker/test_kafka_listener_config.py"
 KAFKA_REPLICA = "tests/kafka/test_kafka_replica_fetch.py"
+SASL_LISTENER = "tests/security/test_sasl_kafka_listener.py"
 
 TOPIC: dict[str, Key] = {
     "cleanup.policy": Key(
@@ -414,6 +415,13 @@ NODE: dict[str, Key] = {
         (
             f"{KAFKA_CONFIG}::test_connections_max_idle_ms_is_kafkas_ten_minutes_unless_set",
             "tests/kafka/test_kafka_listener.py::test_idle_connections_are_closed",
+        ),
+    ),
+    "sasl.enabled.mechanisms": Key(
+        "the SASL mechanisms a SASL_PLAINTEXT or SASL_SSL listener accepts (SCRAM-SHA-256, SCRAM-SHA-512)",
+        (
+            f"{SASL_LISTENER}::test_sasl_enabled_mechanisms_is_what_the_handshake_accepts",
+            f"{SASL_LISTENER}::test_sasl_enabled_mechanisms_refuses_what_odradek_does_not_offer",
         ),
     ),
     "transaction.state.log.num.partitions": Key(

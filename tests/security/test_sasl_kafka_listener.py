@@ -25,7 +25,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
-from odradek.broker.config import NodeConfig
+from odradek.broker.config import ConfigError, NodeConfig
 from odradek.broker.node import Node
 from odradek.broker.security.scram import Mechanism, ScramCredential, make_credential
 from odradek.broker.storage import format_storage
@@ -44,6 +44,14 @@ def lookup(user: str, mechanism: Mechanism) -> ScramCredential | None:
 
 @pytest.fixture
 async def node(tmp_path: Path) -> AsyncIterator[Node]:
+    n = await start_node(tmp_path)
+    try:
+        yield n
+    finally:
+        await n.stop()
+
+
+async def start_node(tmp_path: Path, **extra: object) -> Node:
     controller, broker, kafka = free_port(), free_port(), free_port()
     config = NodeConfig(
         {
@@ -58,6 +66,7 @@ async def node(tmp_path: Path) -> AsyncIterator[Node]:
             "offsets.topic.replication.factor": 1,
             "offsets.topic.num.partitions": 1,
             "group.initial.rebalance.delay.ms": 0,
+            **extra,
         }
     )
     format_storage(config, "sasl-test")
@@ -67,9 +76,10 @@ async def node(tmp_path: Path) -> AsyncIterator[Node]:
     try:
         async with asyncio.timeout(20):
             await n.broker.lifecycle.registered.wait()
-        yield n
-    finally:
+    except BaseException:
         await n.stop()
+        raise
+    return n
 
 
 async def new_topic(node: Node) -> str:
@@ -244,3 +254,33 @@ async def test_a_failed_exchange_is_answered_then_the_connection_closed(node: No
             assert closed(sock)
 
     await asyncio.to_thread(scenario)
+
+
+def handshake(host: str, port: int, mechanism: str) -> tuple[int, list[str]]:
+    with socket.create_connection((host, port), timeout=10) as sock:
+        send(sock, SaslHandshakeRequest(version=1, mechanism=mechanism), 1)
+        answer = SaslHandshakeResponse.decode(receive(sock), version=1)
+        return answer.error_code, answer.mechanisms
+
+
+async def test_sasl_enabled_mechanisms_is_what_the_handshake_accepts(tmp_path: Path) -> None:
+    n = await start_node(tmp_path, **{"sasl.enabled.mechanisms": "SCRAM-SHA-512"})
+    try:
+        listener = n.config.kafka_listener
+        assert await asyncio.to_thread(handshake, listener.host, listener.port, "SCRAM-SHA-256") == (
+            ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+            ["SCRAM-SHA-512"],
+        )
+        assert await asyncio.to_thread(handshake, listener.host, listener.port, "SCRAM-SHA-512") == (
+            ErrorCode.NONE,
+            ["SCRAM-SHA-512"],
+        )
+    finally:
+        await n.stop()
+
+
+@pytest.mark.parametrize("value", ["PLAIN", "GSSAPI", "SCRAM-SHA-256,OAUTHBEARER", ""])
+def test_sasl_enabled_mechanisms_refuses_what_odradek_does_not_offer(value: str) -> None:
+    base = {"process.roles": "broker", "node.id": 1, "controller.quorum.voters": "2@h:1"}
+    with pytest.raises(ConfigError, match=r"'sasl\.enabled\.mechanisms'"):
+        NodeConfig({**base, "sasl.enabled.mechanisms": value})
