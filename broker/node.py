@@ -86,6 +86,7 @@ class Node:
         self._stop_requested = asyncio.Event()  # a signal, or a fatal error of the Raft driver
         # Where SASL listeners find SCRAM credentials (replaceable before start, for tests).
         self.scram_lookup: CredentialLookup = self._image_credential
+        self.grpc_sessions: GrpcSessions | None = None  # the broker listener's, when it requires SASL
 
     def _image_credential(self, user: str, mechanism: Mechanism) -> ScramCredential | None:
         """The user's credential from the metadata image's SCRAM records (none before they exist)."""
@@ -194,6 +195,7 @@ class Node:
         c, lookup = self.config, self.scram_lookup
         mechanisms = tuple(Mechanism.parse(m) for m in c.sasl_mechanisms)
         sessions = GrpcSessions(mechanisms, lookup) if c.requires_sasl(c.broker_listener) else None
+        self.grpc_sessions = sessions
         authentication = (SaslInterceptor(sessions),) if sessions is not None else ()
         server = self._server(c.broker_listener, (*authentication, QuotaInterceptor(broker.quotas)))
         security_pb2_grpc.add_AuthenticationServicer_to_server(AuthenticationService(sessions), server)

@@ -20,6 +20,7 @@ import grpc
 from odradek.client.admin_groups import GroupAdmin
 from odradek.client.admin_quotas import QuotaAdmin
 from odradek.client.admin_transactions import TransactionAdmin
+from odradek.client.authentication import sasl_credentials
 from odradek.client.background import BackgroundLoop
 from odradek.client.config import AdminConfig, admin_client_id
 from odradek.client.connection import ChannelPool
@@ -346,7 +347,7 @@ class AsyncAdmin(GroupAdmin, TransactionAdmin, QuotaAdmin):
         self._servers = list(cfg.bootstrap_servers)
         self._timeout = cfg.request_timeout_ms / 1000
         self._backoff = cfg.retry_backoff_ms / 1000
-        self._pool = ChannelPool(client_id=admin_client_id(config, cfg))
+        self._pool = ChannelPool(client_id=admin_client_id(config, cfg), sasl=sasl_credentials(cfg))
         self._order = list(self._servers)
         random.shuffle(self._order)
         self._first = 0  # index in _order of the node that answered last: try it first next time

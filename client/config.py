@@ -51,6 +51,17 @@ def _choice(*choices: str) -> Callable[[str, Any], str]:
     return parse
 
 
+def _name_choice(*choices: str) -> Callable[[str, Any], str]:
+    """One of upper-case names (a security protocol, a SASL mechanism), in any case."""
+
+    def parse(name: str, value: Any) -> str:
+        if not isinstance(value, str) or value.upper() not in choices:
+            raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+        return value.upper()
+
+    return parse
+
+
 def _string(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"{name} must be a string, got {value!r}")
@@ -131,6 +142,16 @@ def option(default: T, parse: Parser) -> T:
     return field(default=default, metadata={"parse": parse})
 
 
+def secret(parse: Parser) -> Any:
+    """An option kept out of the config's repr (a password)."""
+    return field(default="", repr=False, metadata={"parse": parse})
+
+
+# Authentication (Kafka's names): with a SASL_* security.protocol the client logs in with SCRAM on each connection.
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+_SASL_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
 def required(parse: Parser) -> Any:
     return field(metadata={"parse": parse})
 
@@ -169,6 +190,10 @@ class ClientConfig(_Options):
     client_id: str = option("", _string)
     request_timeout_ms: int = option(30_000, _int(1))
     metadata_max_age_ms: int = option(300_000, _int(0))
+    security_protocol: str = option("PLAINTEXT", _name_choice(*_SECURITY_PROTOCOLS))
+    sasl_mechanism: str = option("SCRAM-SHA-256", _name_choice(*_SASL_MECHANISMS))
+    sasl_username: str = option("", _string)
+    sasl_password: str = secret(_string)
     retry_backoff_ms: int = option(100, _int(0))
 
 
@@ -285,6 +310,10 @@ class AdminConfig(_Options):
     client_id: str = option("", _string)
     request_timeout_ms: int = option(30_000, _int(1))
     retry_backoff_ms: int = option(100, _int(0))
+    security_protocol: str = option("PLAINTEXT", _name_choice(*_SECURITY_PROTOCOLS))
+    sasl_mechanism: str = option("SCRAM-SHA-256", _name_choice(*_SASL_MECHANISMS))
+    sasl_username: str = option("", _string)
+    sasl_password: str = secret(_string)
 
 
 # Numbers for generated client ids, per process as in Kafka's clients.

@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 
 import grpc
 
+from odradek.client.authentication import ChannelAuthenticator, SaslCredentials
+
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
@@ -114,8 +116,11 @@ class ChannelPool:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         client_id: str | None = None,
         inter_broker: bool = False,
+        sasl: SaslCredentials | None = None,
     ) -> None:
-        """``inter_broker``: the pool of a broker calling other brokers (see ``INTER_BROKER_KEY``)."""
+        """``inter_broker``: the pool of a broker calling other brokers (see ``INTER_BROKER_KEY``); ``sasl``: each
+        channel logs in with these before its first call (client/authentication.py)."""
+        self._sasl = sasl
         self._options = channel_options(max_message_bytes)
         metadata: tuple[tuple[str, str], ...] = ((CLIENT_ID_KEY, client_id),) if client_id is not None else ()
         if inter_broker:
@@ -126,7 +131,10 @@ class ChannelPool:
     def get(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            channel = grpc.aio.insecure_channel(address, options=self._options)
+            login = ChannelAuthenticator(self._sasl) if self._sasl is not None else None
+            channel = grpc.aio.insecure_channel(address, options=self._options, interceptors=login and [login])
+            if login is not None:
+                login.attach(channel)
             if self._metadata is not None:
                 channel = _MetadataChannel(channel, self._metadata)
             self._channels[address] = channel

@@ -57,6 +57,7 @@ TXN_RULES = "tests/transactions/test_txn_rules.py"
 KAFKA_CONFIG = "tests/broker/test_kafka_listener_config.py"
 KAFKA_REPLICA = "tests/kafka/test_kafka_replica_fetch.py"
 SASL_LISTENER = "tests/security/test_sasl_kafka_listener.py"
+SASL_GRPC = "tests/security/test_sasl_grpc.py"
 
 TOPIC: dict[str, Key] = {
     "cleanup.policy": Key(
@@ -494,6 +495,25 @@ NODE: dict[str, Key] = {
 }
 
 COMMON: dict[str, Key] = {
+    "security.protocol": Key(
+        "`PLAINTEXT`, or `SASL_PLAINTEXT`: every connection logs in with SCRAM (sasl.*) before its first call",
+        (
+            f"{SASL_GRPC}::test_odradek_clients_log_in_and_produce_and_consume",
+            f"{SASL_GRPC}::test_sasl_needs_a_username_and_password",
+        ),
+    ),
+    "sasl.mechanism": Key(
+        "`SCRAM-SHA-256` or `SCRAM-SHA-512`",
+        (
+            f"{SASL_GRPC}::test_odradek_clients_log_in_and_produce_and_consume",
+            f"{SASL_GRPC}::test_sasl_needs_a_username_and_password",
+        ),
+    ),
+    "sasl.username": Key("the SCRAM user", (f"{SASL_GRPC}::test_odradek_clients_log_in_and_produce_and_consume",)),
+    "sasl.password": Key(
+        "the SCRAM user's password (a wrong one fails with AuthenticationFailedError, not retried)",
+        (f"{SASL_GRPC}::test_a_wrong_password_fails_fast_with_authentication_failed",),
+    ),
     "bootstrap.servers": Key(
         "`host[:port],...` of any nodes (port 9092 by default)",
         (
