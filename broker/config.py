@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from odradek.broker.security.scram import Mechanism
+
 
 class ConfigError(ValueError):
     """A node configuration problem, worded for the operator."""
@@ -39,6 +41,7 @@ class Voter:
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 CLIENT_AUTH = ("none", "requested", "required")
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 
 
 def _listeners(value: str) -> dict[str, Endpoint]:
@@ -166,6 +169,18 @@ def _csv(value: Any) -> list[str]:
     if isinstance(value, list):
         return [str(v) for v in value]
     return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _sasl_mechanisms(value: Any) -> tuple[str, ...]:
+    names = _csv(value)
+    if not names:
+        raise ConfigError("at least one mechanism is needed")
+    for name in names:
+        if name not in {m.value for m in Mechanism}:
+            raise ConfigError(
+                f"SASL mechanism {name!r} is not supported: odradek offers SCRAM-SHA-256 and SCRAM-SHA-512"
+            )
+    return tuple(dict.fromkeys(names))
 
 
 def _fetch_protocol(value: Any) -> str:
@@ -321,6 +336,8 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "socket.request.max.bytes": (_int, 104857600),
     # The Kafka listener closes a connection idle this long (Kafka's name and default).
     "connections.max.idle.ms": (_at_least(1), 600000),
+    # The SASL mechanisms a SASL listener (SASL_PLAINTEXT, SASL_SSL) offers its clients, in order of preference.
+    "sasl.enabled.mechanisms": (_sasl_mechanisms, "SCRAM-SHA-256,SCRAM-SHA-512"),
     # client quotas (KIP-13): rates are measured over quota.window.num windows of quota.window.size.seconds
     "quota.window.num": (_at_least(2), 11),
     "quota.window.size.seconds": (_at_least(1), 1),
@@ -515,6 +532,14 @@ class NodeConfig:
     @property
     def advertised_broker_listener(self) -> Endpoint | None:
         return self._grpc(self._values["advertised.listeners"]) or self.broker_listener
+
+    def requires_sasl(self, listener: Endpoint | None) -> bool:
+        """Whether clients of ``listener`` must authenticate with SASL (SASL_PLAINTEXT or SASL_SSL)."""
+        return listener is not None and self.listener_protocol(listener.name) in SASL_PROTOCOLS
+
+    @property
+    def sasl_mechanisms(self) -> tuple[str, ...]:
+        return self._values["sasl.enabled.mechanisms"]
 
     @property
     def kafka_listener(self) -> Endpoint | None:

@@ -28,6 +28,10 @@ from odradek.broker.kafka.catalog import kafka_apis
 from odradek.broker.kafka.dispatch import KafkaDispatcher
 from odradek.broker.kafka.server import KafkaListener
 from odradek.broker.metrics import NodeMetrics, gauge
+from odradek.broker.security.grpc_auth import AuthenticationService, SaslInterceptor
+from odradek.broker.security.grpc_sessions import GrpcSessions
+from odradek.broker.security.sasl_session import CredentialLookup, SaslSession
+from odradek.broker.security.scram import Mechanism, ScramCredential
 from odradek.broker.security.tls import NodeTls
 from odradek.broker.storage import verify_storage
 from odradek.broker.throttling import QuotaInterceptor
@@ -44,6 +48,7 @@ from odradek.proto import (
     controller_pb2_grpc,
     group_pb2_grpc,
     raft_pb2_grpc,
+    security_pb2_grpc,
     transaction_pb2_grpc,
 )
 
@@ -84,6 +89,14 @@ class Node:
         self.admin: AdminService | None = None
         self._stopped = asyncio.Event()
         self._stop_requested = asyncio.Event()  # a signal, or a fatal error of the Raft driver
+        # Where SASL listeners find SCRAM credentials (replaceable before start, for tests).
+        self.scram_lookup: CredentialLookup = self._image_credential
+        self.grpc_sessions: GrpcSessions | None = None  # the broker listener's, when it requires SASL
+
+    def _image_credential(self, user: str, mechanism: Mechanism) -> ScramCredential | None:
+        """The user's credential from the metadata image's SCRAM records (none before they exist)."""
+        credentials = getattr(self.sm.image, "scram_credentials", None)
+        return None if credentials is None else credentials.get((user, mechanism.value))
 
     def _topic_setting(self, topic: str, name: str) -> str | None:
         """A topic's own value, else the cluster's dynamic default; None: the node's config file decides."""
@@ -189,7 +202,13 @@ class Node:
 
     def _serve_broker(self, broker: BrokerRole, admin: AdminService) -> None:
         """The broker listener: Admin, the data plane and the group coordinator, under client quotas."""
-        server = self._server(self.config.broker_listener, (QuotaInterceptor(broker.quotas),))
+        c, lookup = self.config, self.scram_lookup
+        mechanisms = tuple(Mechanism.parse(m) for m in c.sasl_mechanisms)
+        sessions = GrpcSessions(mechanisms, lookup) if c.requires_sasl(c.broker_listener) else None
+        self.grpc_sessions = sessions
+        authentication = (SaslInterceptor(sessions),) if sessions is not None else ()
+        server = self._server(c.broker_listener, (*authentication, QuotaInterceptor(broker.quotas)))
+        security_pb2_grpc.add_AuthenticationServicer_to_server(AuthenticationService(sessions), server)
         admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
         service = broker.service(lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id)
         broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
@@ -217,11 +236,12 @@ class Node:
                 admin,
                 broker.quotas,
             )
+            kafka_sasl = (lambda: SaslSession(mechanisms, lookup)) if c.requires_sasl(endpoint) else None
             self.kafka = KafkaListener(
                 endpoint.host,
                 endpoint.port,
                 name,
-                KafkaDispatcher(kafka_apis(backend), broker.quotas),
+                KafkaDispatcher(kafka_apis(backend, sasl=kafka_sasl is not None), broker.quotas, kafka_sasl),
                 max_request_bytes=self.config["socket.request.max.bytes"],
                 idle_timeout_ms=self.config["connections.max.idle.ms"],
                 tls=self.tls.kafka_context(name),

@@ -21,6 +21,7 @@ from odradek.client.admin_groups import GroupAdmin
 from odradek.client.admin_quotas import QuotaAdmin
 from odradek.client.admin_security import SecurityAdmin
 from odradek.client.admin_transactions import TransactionAdmin
+from odradek.client.authentication import sasl_credentials
 from odradek.client.background import BackgroundLoop
 from odradek.client.config import AdminConfig, admin_client_id
 from odradek.client.connection import ChannelPool, tls_hint
@@ -347,7 +348,9 @@ class AsyncAdmin(GroupAdmin, TransactionAdmin, QuotaAdmin, SecurityAdmin):
         self._servers = list(cfg.bootstrap_servers)
         self._timeout = cfg.request_timeout_ms / 1000
         self._backoff = cfg.retry_backoff_ms / 1000
-        self._pool = ChannelPool(client_id=admin_client_id(config, cfg), security=cfg.tls_files())
+        self._pool = ChannelPool(
+            client_id=admin_client_id(config, cfg), security=cfg.tls_files(), sasl=sasl_credentials(cfg)
+        )
         self._order = list(self._servers)
         random.shuffle(self._order)
         self._first = 0  # index in _order of the node that answered last: try it first next time

@@ -52,6 +52,17 @@ def _choice(*choices: str) -> Callable[[str, Any], str]:
     return parse
 
 
+def _name_choice(*choices: str) -> Callable[[str, Any], str]:
+    """One of upper-case names (a security protocol, a SASL mechanism), in any case."""
+
+    def parse(name: str, value: Any) -> str:
+        if not isinstance(value, str) or value.upper() not in choices:
+            raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+        return value.upper()
+
+    return parse
+
+
 def _string(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"{name} must be a string, got {value!r}")
@@ -132,6 +143,15 @@ def option(default: T, parse: Parser) -> T:
     return field(default=default, metadata={"parse": parse})
 
 
+def secret(parse: Parser) -> Any:
+    """An option kept out of the config's repr (a password)."""
+    return field(default="", repr=False, metadata={"parse": parse})
+
+
+# Authentication (Kafka's names): with a SASL_* security.protocol the client logs in with SCRAM on each connection.
+_SASL_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
 def required(parse: Parser) -> Any:
     return field(metadata={"parse": parse})
 
@@ -172,13 +192,17 @@ def _protocol(name: str, value: Any) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class SecurityOptions(_Options):
-    """How a client connects (Kafka's names), shared by every client: the protocol, and for SSL and SASL_SSL the
-    CA that signs the brokers' certificates ("" = the system's CAs) and a client certificate for mTLS."""
+    """How a client connects (Kafka's names), shared by every client: the protocol; for SSL and SASL_SSL the CA that
+    signs the brokers' certificates ("" = the system's CAs) and a client certificate for mTLS; for SASL_PLAINTEXT
+    and SASL_SSL the SCRAM mechanism, user and password each connection logs in with."""
 
     security_protocol: str = option("PLAINTEXT", _protocol)
     ssl_ca_location: str = option("", _string)
     ssl_certificate_location: str = option("", _string)
     ssl_key_location: str = option("", _string)
+    sasl_mechanism: str = option("SCRAM-SHA-256", _name_choice(*_SASL_MECHANISMS))
+    sasl_username: str = option("", _string)
+    sasl_password: str = secret(_string)
 
     def __post_init__(self) -> None:
         given = [n for n in ("ssl_ca_location", "ssl_certificate_location", "ssl_key_location") if getattr(self, n)]

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from odradek.client.authentication import ChannelAuthenticator, SaslCredentials
 from odradek.client.tls import TlsFiles
 
 Req = TypeVar("Req")
@@ -152,10 +153,13 @@ class ChannelPool:
         client_id: str | None = None,
         inter_broker: bool = False,
         security: TlsFiles | _NodeDefault | None = NODE_DEFAULT,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         """``inter_broker``: the pool of a broker calling other brokers (see ``INTER_BROKER_KEY``). ``security``: TLS
         files for every channel (a client's ssl.* settings), None for plaintext; by default the node's inter-node
-        setting (``set_inter_node_security``)."""
+        setting (``set_inter_node_security``). ``sasl``: each channel logs in with these before its first call
+        (client/authentication.py)."""
+        self._sasl = sasl
         self._options = channel_options(max_message_bytes)
         self._security = security
         metadata: tuple[tuple[str, str], ...] = ((CLIENT_ID_KEY, client_id),) if client_id is not None else ()
@@ -168,10 +172,17 @@ class ChannelPool:
         channel = self._channels.get(address)
         if channel is None:
             security = self.security_for(address)
+            login = ChannelAuthenticator(self._sasl) if self._sasl is not None else None
+            interceptors = [login] if login is not None else None
             if security is None:
-                channel = grpc.aio.insecure_channel(address, options=self._options)
+                channel = grpc.aio.insecure_channel(address, options=self._options, interceptors=interceptors)
             else:
-                channel = grpc.aio.secure_channel(address, security.channel_credentials(), options=self._options)
+                credentials = security.channel_credentials()
+                channel = grpc.aio.secure_channel(
+                    address, credentials, options=self._options, interceptors=interceptors
+                )
+            if login is not None:
+                login.attach(channel)
             if self._metadata is not None:
                 channel = _MetadataChannel(channel, self._metadata)
             self._channels[address] = channel

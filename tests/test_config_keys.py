@@ -60,6 +60,8 @@ TLS = "tests/security/test_tls.py"
 NODE_TLS = f"{TLS}::test_node_tls_follows_the_node_keys"
 KAFKA_TLS = "tests/kafka/test_kafka_listener.py"
 CLIENT_TLS = f"{TLS}::test_client_security_keys_choose_tls_channels"
+SASL_LISTENER = "tests/security/test_sasl_kafka_listener.py"
+SASL_GRPC = "tests/security/test_sasl_grpc.py"
 
 TOPIC: dict[str, Key] = {
     "cleanup.policy": Key(
@@ -469,6 +471,13 @@ NODE: dict[str, Key] = {
             "tests/kafka/test_kafka_listener.py::test_idle_connections_are_closed",
         ),
     ),
+    "sasl.enabled.mechanisms": Key(
+        "the SASL mechanisms a SASL_PLAINTEXT or SASL_SSL listener accepts (SCRAM-SHA-256, SCRAM-SHA-512)",
+        (
+            f"{SASL_LISTENER}::test_sasl_enabled_mechanisms_is_what_the_handshake_accepts",
+            f"{SASL_LISTENER}::test_sasl_enabled_mechanisms_refuses_what_odradek_does_not_offer",
+        ),
+    ),
     "transaction.state.log.num.partitions": Key(
         "partitions of `__transaction_state` when a broker creates it on first use", (TXN_CONFIG,)
     ),
@@ -540,8 +549,14 @@ NODE: dict[str, Key] = {
 
 COMMON: dict[str, Key] = {
     "security.protocol": Key(
-        "`PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`: TLS channels under SSL and SASL_SSL",
-        (CLIENT_TLS, f"{TLS}::test_an_ssl_admin_client_reaches_the_listener"),
+        "`PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`: TLS channels under SSL and SASL_SSL; under SASL_* every "
+        "connection logs in with SCRAM (sasl.*) before its first call",
+        (
+            CLIENT_TLS,
+            f"{TLS}::test_an_ssl_admin_client_reaches_the_listener",
+            f"{SASL_GRPC}::test_odradek_clients_log_in_and_produce_and_consume",
+            f"{SASL_GRPC}::test_sasl_needs_a_username_and_password",
+        ),
     ),
     "ssl.ca.location": Key(
         "PEM CA that signs the brokers' certificates (SSL, SASL_SSL); empty: the system's CAs",
@@ -554,6 +569,18 @@ COMMON: dict[str, Key] = {
     "ssl.key.location": Key(
         "PEM private key of `ssl.certificate.location`",
         (CLIENT_TLS, f"{TLS}::test_an_ssl_admin_client_reaches_the_listener"),
+    ),
+    "sasl.mechanism": Key(
+        "`SCRAM-SHA-256` or `SCRAM-SHA-512`",
+        (
+            f"{SASL_GRPC}::test_odradek_clients_log_in_and_produce_and_consume",
+            f"{SASL_GRPC}::test_sasl_needs_a_username_and_password",
+        ),
+    ),
+    "sasl.username": Key("the SCRAM user", (f"{SASL_GRPC}::test_odradek_clients_log_in_and_produce_and_consume",)),
+    "sasl.password": Key(
+        "the SCRAM user's password (a wrong one fails with AuthenticationFailedError, not retried)",
+        (f"{SASL_GRPC}::test_a_wrong_password_fails_fast_with_authentication_failed",),
     ),
     "bootstrap.servers": Key(
         "`host[:port],...` of any nodes (port 9092 by default)",

@@ -70,6 +70,8 @@ SANS_IO_CORES = [
     "odradek.broker.quotas.rate",
     "odradek.broker.security.principal_mapping",
     "odradek.broker.security.scram",
+    "odradek.broker.security.sasl_session",
+    "odradek.broker.security.grpc_sessions",
     "odradek.client.consumer.protocol",
     "odradek.client.consumer.rebalance",
     "odradek.client.producer.transactions",

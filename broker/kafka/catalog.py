@@ -10,6 +10,7 @@ from odradek.broker.kafka import (
     group_apis,
     metadata_apis,
     offset_apis,
+    sasl_apis,
     security_apis,
     txn_apis,
 )
@@ -17,9 +18,12 @@ from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
 
 
-def kafka_apis(backend: KafkaBackend) -> ApiRegistry:
+def kafka_apis(backend: KafkaBackend, *, sasl: bool = False) -> ApiRegistry:
+    """``sasl``: the listener authenticates its connections (SaslHandshake and SaslAuthenticate are served)."""
     registry = ApiRegistry()
     api_versions.register(registry)
+    if sasl:
+        sasl_apis.register(registry)
     for module in (data_apis, metadata_apis, offset_apis, admin_apis, security_apis, group_apis, txn_apis):
         module.register(registry, backend)
     return registry

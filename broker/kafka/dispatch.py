@@ -3,17 +3,22 @@ encode the answer behind the response header.
 
 A frame that cannot be served (an unknown API key, a version outside the served range, a malformed header or
 body) raises ProtocolError, and the listener closes that connection, as Kafka does; the one exception is
-ApiVersions at an unknown version, which is answered (KIP-511) so clients can negotiate."""
+ApiVersions at an unknown version, which is answered (KIP-511) so clients can negotiate.
+
+On a SASL listener each connection gets a SaslSession at its first request: until it has authenticated, a request
+other than the SASL exchange's closes the connection (ILLEGAL_SASL_STATE), and a failed exchange's answer is the
+connection's last."""
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from odradek.broker.kafka import api_versions
 from odradek.broker.kafka.apis import API_VERSIONS_KEY, ApiRegistry
 from odradek.broker.kafka.header import encode_response_header, read_request_header
 from odradek.broker.kafka.wire import ConnectionInfo, NoResponse, ProtocolError, Reply, RequestContext, Response
+from odradek.broker.security.sasl_session import IllegalSaslState, SaslSession
 from odradek.broker.throttling import BrokerQuotas, ClientIdentity, handle_under_quotas
 from odradek.client.quotas import ANONYMOUS
 
@@ -25,9 +30,15 @@ def _reply_throttle(reply: Reply) -> int:
 class KafkaDispatcher:
     """The listener's ``Dispatch``: one frame (without its size prefix) to a Response, or None (acks=0)."""
 
-    def __init__(self, registry: ApiRegistry, quotas: BrokerQuotas | None = None) -> None:
+    def __init__(
+        self,
+        registry: ApiRegistry,
+        quotas: BrokerQuotas | None = None,
+        sasl: Callable[[], SaslSession] | None = None,
+    ) -> None:
         self.registry = registry
         self.quotas = quotas
+        self.sasl = sasl  # a new connection's SASL session on a SASL listener; None: no authentication
 
     def _flexible(self, key: int, version: int) -> bool:
         found = self.registry.get(key)
@@ -39,6 +50,14 @@ class KafkaDispatcher:
         if found is None:
             raise ProtocolError(f"unknown API key {header.api_key}")
         spec, handler = found
+        session = connection.state.sasl
+        if session is None and self.sasl is not None:
+            session = connection.state.sasl = self.sasl()
+        if session is not None:
+            try:
+                session.check(spec.key, spec.name)
+            except IllegalSaslState as e:
+                raise ProtocolError(str(e)) from None
         version = header.api_version
         reply: Reply
         throttle = 0
@@ -67,4 +86,5 @@ class KafkaDispatcher:
                 return None
             throttle = max(throttle, reply.throttle_ms)
         head = encode_response_header(header.correlation_id, spec.response_header_version(version))
-        return Response([head, *reply.encode(throttle)], throttle)
+        close = session.close_reason if session is not None else None
+        return Response([head, *reply.encode(throttle)], throttle, close)

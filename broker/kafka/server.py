@@ -224,6 +224,8 @@ class _Connection:
                 close_chunks(chunks)
                 raise _CloseWithReason("a response larger than 2 GiB") from None
             await self.writer.write([prefix, *chunks])
+            if response.close_reason is not None:  # e.g. a failed SASL authentication: answered, then closed
+                raise _CloseWithReason(response.close_reason)
             if response.throttle_ms > 0:  # KIP-219: the client is muted until its throttle has passed
                 await asyncio.sleep(response.throttle_ms / 1000)
             self.last_active = self.loop.time()

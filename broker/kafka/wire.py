@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from odradek.broker.security.sasl_session import SaslSession
+
+ANONYMOUS_PRINCIPAL = "User:ANONYMOUS"
 
 # Kafka's "never" for flexible versions and the like: an int16 no version reaches.
 NO_VERSION = 32767
@@ -87,6 +92,15 @@ class Response:
 
     chunks: list[Chunk]
     throttle_ms: int = 0
+    close_reason: str | None = None  # set: the listener closes the connection once this answer is sent
+
+
+@dataclass(slots=True, eq=False)
+class ConnectionState:
+    """What a connection establishes while it lives (mutable, unlike ConnectionInfo): its SASL session on a SASL
+    listener, created by the dispatcher at the connection's first request."""
+
+    sasl: SaslSession | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +111,13 @@ class ConnectionInfo:
     listener: str
     peer_host: str
     peer_port: int
+    state: ConnectionState = field(default_factory=ConnectionState, compare=False, repr=False)
+
+    @property
+    def principal(self) -> str:
+        """``User:<name>`` once SASL authenticated the connection, ``User:ANONYMOUS`` on a listener without SASL."""
+        session = self.state.sasl
+        return ANONYMOUS_PRINCIPAL if session is None else session.principal
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +126,11 @@ class RequestContext:
 
     connection: ConnectionInfo
     client_id: str
+
+    @property
+    def principal(self) -> str:
+        """The connection's authenticated principal (``User:ANONYMOUS`` without SASL)."""
+        return self.connection.principal
 
     @property
     def peer(self) -> str:

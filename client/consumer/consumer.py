@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any, Literal, overload
 
+from odradek.client.authentication import sasl_credentials
 from odradek.client.background import BackgroundLoop
 from odradek.client.config import ConsumerConfig, with_client_id
 from odradek.client.connection import DEFAULT_MAX_MESSAGE_BYTES, ChannelPool
@@ -114,7 +115,10 @@ class AsyncConsumer:
         self._timeout = cfg.request_timeout_ms / 1000
         self._isolation = pb.READ_COMMITTED if cfg.isolation_level == "read_committed" else pb.READ_UNCOMMITTED
         self._pool = ChannelPool(
-            max(DEFAULT_MAX_MESSAGE_BYTES, cfg.fetch_max_bytes + 1_048_576), cfg.client_id, security=cfg.tls_files()
+            max(DEFAULT_MAX_MESSAGE_BYTES, cfg.fetch_max_bytes + 1_048_576),
+            cfg.client_id,
+            security=cfg.tls_files(),
+            sasl=sasl_credentials(cfg),
         )
         self._metadata = Metadata(cfg, self._pool)
         self._coordinator = ConsumerCoordinator(cfg, self._metadata, self._pool) if cfg.group_id else None

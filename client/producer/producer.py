@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple, TypeVar, cast, overload
 
+from odradek.client.authentication import sasl_credentials
 from odradek.client.background import BackgroundLoop
 from odradek.client.config import ProducerConfig, with_client_id
 from odradek.client.connection import DEFAULT_MAX_MESSAGE_BYTES, ChannelPool
@@ -98,7 +99,10 @@ class AsyncProducer:
             raise RuntimeError("create AsyncProducer inside a running event loop (or use Producer)") from None
         self._loop_thread = threading.get_ident()
         self._pool = ChannelPool(
-            max(DEFAULT_MAX_MESSAGE_BYTES, cfg.max_request_size + 65_536), cfg.client_id, security=cfg.tls_files()
+            max(DEFAULT_MAX_MESSAGE_BYTES, cfg.max_request_size + 65_536),
+            cfg.client_id,
+            security=cfg.tls_files(),
+            sasl=sasl_credentials(cfg),
         )
         self._metadata = Metadata(cfg, self._pool)
         self._accumulator = RecordAccumulator(cfg, self._wake_sender)
