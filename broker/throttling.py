@@ -6,12 +6,13 @@ module is its gRPC shell:
 - ``BrokerQuotas`` holds the produce, fetch and request quota managers and the mutes, and hands them the
   metadata image's quotas whenever those change (quotas are records in the metadata log, so a change reaches
   every broker without a restart).
-- ``QuotaInterceptor`` wraps every client RPC of the broker listener. It names the client (the user, which is
-  ``ANONYMOUS`` until authentication exists, and the ``client-id`` call metadata, or the request's ``client_id``
-  field), holds the call while that client is muted, times the event-loop steps of the handler for the request
-  quota, and after the handler puts the largest throttle (byte or request) into the response's
-  ``throttle_time_ms`` and mutes the client for that long. The response itself is sent at once (KIP-219): a
-  client that honours the throttle waits before its next request; one that does not finds that request held.
+- ``QuotaInterceptor`` wraps every client RPC of the broker listener. It names the client (the user: the name of
+  the call's authenticated principal, ``ANONYMOUS`` on a listener without authentication; and the ``client-id``
+  call metadata, or the request's ``client_id`` field), holds the call while that client is muted, times the
+  event-loop steps of the handler for the request quota, and after the handler puts the largest throttle (byte or
+  request) into the response's ``throttle_time_ms`` and mutes the client for that long. The response itself is
+  sent at once (KIP-219): a client that honours the throttle waits before its next request; one that does not
+  finds that request held.
 - Produce and consumer Fetch handlers charge bytes through ``current_client()`` (broker/dataplane.py): produce
   after the append, fetch checked before the read (a throttled fetch reads nothing and is not charged).
 
@@ -33,6 +34,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from odradek.broker.metrics import WrappingInterceptor
 from odradek.broker.quotas.manager import QuotaConfig, QuotaKind, QuotaManager
 from odradek.broker.quotas.mutes import Mutes
+from odradek.broker.security.grpc_auth import principal_of
 from odradek.client.connection import CLIENT_ID_KEY, INTER_BROKER_KEY
 from odradek.client.quotas import ANONYMOUS
 from odradek.controller.metadata.image import MetadataImage
@@ -43,6 +45,13 @@ EXEMPT_METHODS = frozenset(("WriteTxnMarkers", "GetReplicaLogInfo"))
 
 def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
+
+
+def quota_user(principal: str) -> str:
+    """The quota entity's user for a principal: the name of ``User:<name>`` (``ANONYMOUS`` unauthenticated), as
+    Kafka keys user quotas on the principal's name."""
+    kind, colon, name = principal.partition(":")
+    return name if colon and kind == "User" and name else ANONYMOUS
 
 
 class ClientIdentity(NamedTuple):
@@ -228,7 +237,7 @@ class QuotaInterceptor(WrappingInterceptor):
             metadata = context.invocation_metadata()
             if _is_inter_broker(metadata):
                 return await inner(request, context)
-            who = ClientIdentity(context.peer(), ANONYMOUS, _client_id(metadata, request))
+            who = ClientIdentity(context.peer(), quota_user(principal_of(context)), _client_id(metadata, request))
             response, throttle = await handle_under_quotas(quotas, who, inner(request, context), _response_throttle)
             if throttle > 0 and hasattr(response, "throttle_time_ms"):
                 response.throttle_time_ms = throttle

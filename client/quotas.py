@@ -19,7 +19,8 @@ Which entity matched also decides who shares the quota: the clients whose *measu
 for ``/config/users/alice`` is shared by all of alice's clients; one from ``/config/users/<default>`` applies to
 each user separately; one from ``/config/clients/<default>`` to each client id separately.
 
-Until authentication exists every client is the user ``ANONYMOUS``; the resolution takes the principal as input.
+The user is the name of the client's authenticated principal (``ANONYMOUS`` for a client that did not
+authenticate); the resolution takes it as input.
 This module is shared by the controller (validation), the brokers (resolution) and the CLI (describe).
 """
 

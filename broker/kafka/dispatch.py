@@ -19,8 +19,7 @@ from odradek.broker.kafka.apis import API_VERSIONS_KEY, ApiRegistry
 from odradek.broker.kafka.header import encode_response_header, read_request_header
 from odradek.broker.kafka.wire import ConnectionInfo, NoResponse, ProtocolError, Reply, RequestContext, Response
 from odradek.broker.security.sasl_session import IllegalSaslState, SaslSession
-from odradek.broker.throttling import BrokerQuotas, ClientIdentity, handle_under_quotas
-from odradek.client.quotas import ANONYMOUS
+from odradek.broker.throttling import BrokerQuotas, ClientIdentity, handle_under_quotas, quota_user
 
 
 def _reply_throttle(reply: Reply) -> int:
@@ -78,7 +77,7 @@ class KafkaDispatcher:
                 quotas = None  # replication is not a client's request: no mute, no request quota
             call: Coroutine[Any, Any, Reply] = handler(ctx, header, body)
             if quotas is not None:
-                who = ClientIdentity(ctx.peer, ANONYMOUS, ctx.client_id)
+                who = ClientIdentity(ctx.peer, quota_user(ctx.principal), ctx.client_id)
                 reply, throttle = await handle_under_quotas(quotas, who, call, _reply_throttle)
             else:
                 reply = await call

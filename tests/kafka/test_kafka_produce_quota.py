@@ -17,7 +17,7 @@ from odradek.broker.kafka.data_apis import produce_api
 from odradek.broker.kafka.dispatch import KafkaDispatcher
 from odradek.broker.kafka.wire import ConnectionInfo, RequestContext
 from odradek.broker.quotas.manager import QuotaConfig
-from odradek.broker.throttling import BrokerQuotas, ClientIdentity
+from odradek.broker.throttling import BrokerQuotas, ClientIdentity, current_client, quota_user
 from odradek.client.quotas import ANONYMOUS, PRODUCER_BYTE_RATE, entity
 from odradek.client.record.builder import encode_batch
 
@@ -82,3 +82,35 @@ def test_a_throttled_acks1_produce_answers_with_the_throttle() -> None:
         assert response is not None and response.throttle_ms == THROTTLE_MS
 
     asyncio.run(asyncio.wait_for(scenario(), 10))
+
+
+def test_the_quota_user_is_the_connections_authenticated_principal() -> None:
+    """The client a produce is charged to names the SASL-authenticated user of its connection (a /config/users/
+    quota applies to it), and ANONYMOUS on a connection without authentication."""
+    dispatch, _, data = dispatcher()
+    seen: list[str] = []
+    produce = data.produce
+
+    async def charged_to(*args: Any) -> tuple:
+        who = current_client()
+        assert who is not None
+        seen.append(who.user)
+        return await produce(*args)
+
+    data.produce = charged_to  # type: ignore[method-assign]
+    alice = ConnectionInfo(2, "SASL_PLAINTEXT", "127.0.0.1", 50001)
+    alice.state.sasl = SimpleNamespace(principal="User:alice", check=lambda *_: None, close_reason=None)  # type: ignore[assignment]
+
+    async def scenario() -> None:
+        await dispatch(alice, produce_frame(1, 1))
+        await dispatch(CONNECTION, produce_frame(1, 2))
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+    assert seen == ["alice", ANONYMOUS]
+
+
+def test_quota_user_takes_the_name_of_a_user_principal() -> None:
+    assert quota_user("User:alice") == "alice"
+    assert quota_user("User:CN=broker-1,O=odradek") == "CN=broker-1,O=odradek"
+    assert quota_user("User:ANONYMOUS") == ANONYMOUS
+    assert quota_user("Group:admins") == ANONYMOUS

@@ -24,6 +24,7 @@ from odradek.client import AsyncConsumer, AsyncProducer, TopicPartition
 from odradek.client.admin import AsyncAdmin
 from odradek.client.authentication import SESSION_KEY
 from odradek.client.errors import AuthenticationFailedError, ConfigError, ErrorCode
+from odradek.client.quotas import ANONYMOUS, PRODUCER_BYTE_RATE, entity
 from odradek.deploy.process import free_port
 from odradek.proto import admin_pb2, admin_pb2_grpc, security_pb2, security_pb2_grpc
 
@@ -147,3 +148,22 @@ def test_sasl_needs_a_username_and_password() -> None:
         AsyncAdmin({"bootstrap.servers": "h:1", "security.protocol": "SASL_PLAINTEXT"})
     with pytest.raises(ConfigError, match=r"sasl\.mechanism must be one of"):
         AsyncAdmin({"bootstrap.servers": "h:1", "sasl.mechanism": "PLAIN"})
+
+
+async def test_quotas_key_on_the_authenticated_user(node: Node) -> None:
+    """A produce quota set for user carol is charged to carol's logged-in producer: the broker's produce sensor is
+    keyed by the principal's name, not ANONYMOUS."""
+    async with AsyncAdmin(client_config(node)) as admin:
+        await admin.alter_client_quotas(entity(user="carol"), {PRODUCER_BYTE_RATE: 1_000_000})
+        quotas = node.broker.quotas
+        async with asyncio.timeout(10):
+            while not quotas.refresh():  # the quota reaches the broker through the metadata log
+                await asyncio.sleep(0.05)
+    topic = f"q-{uuid.uuid4().hex[:8]}"
+    async with AsyncAdmin(client_config(node)) as admin:
+        await admin.create_topic(topic, 1, 1)
+    async with AsyncProducer({**client_config(node), "client.id": "carols-app"}) as producer:
+        await producer.send(topic, b"v" * 1000)
+    charged = {(s.user, s.client_id) for s in quotas.produce.stats(quotas.clock())}
+    assert ("carol", "") in charged  # a /config/users/carol quota is shared by all of carol's client ids
+    assert not any(user == ANONYMOUS for user, _ in charged)
