@@ -23,6 +23,7 @@ import tomli_w
 
 from odradek.broker.config import SCHEMA, ConfigError, NodeConfig, flatten
 from odradek.broker.storage import StorageFormatError, check_cluster_id
+from odradek.deploy.certs import CA_STEM, node_stem
 
 ROLES = ("broker", "controller")
 TEMPLATES = {
@@ -42,6 +43,16 @@ GENERATED = frozenset(
         "kafka.listener.names",
         "metrics.port",
         "broker.rack",
+    }
+)
+# What ``--tls`` sets on every node: in [properties] too they would contradict it.
+TLS_PROPERTIES = frozenset(
+    {
+        "listener.security.protocol.map",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.ca.location",
+        "ssl.client.auth",
     }
 )
 NODE_ID = "{node_id}"  # replaced by each node's id in string property values ("/data/{node_id}")
@@ -265,12 +276,38 @@ def template_text(roles: tuple[str, ...]) -> str:
     return resources.files("odradek.deploy.config").joinpath(TEMPLATES[roles]).read_text()
 
 
-def render_node_config(spec: ClusterSpec, node_id: int) -> str:
-    """The TOML text of one node's config; it is checked to load as a NodeConfig before it is returned."""
+def tls_properties(node_id: int, tls_dir: str | Path) -> dict[str, str]:
+    """Every listener SSL, with mutual TLS, from the files ``odradek deploy certs`` wrote into ``tls_dir`` (the
+    directory as the node sees it); the node's own files must be there."""
+    directory = Path(tls_dir).resolve()
+    files = {
+        "ssl.certificate.location": directory / f"{node_stem(node_id)}.crt",
+        "ssl.key.location": directory / f"{node_stem(node_id)}.key",
+        "ssl.ca.location": directory / f"{CA_STEM}.crt",
+    }
+    for path in files.values():
+        if not path.is_file():
+            raise ClusterSpecError(f"node {node_id}: {path} not found (odradek deploy certs writes it)")
+    return {
+        # Every name, used or not on this node: a node reaches the others' listeners with the protocol its own
+        # map gives their names (a broker dials CONTROLLER listeners it does not have).
+        "listener.security.protocol.map": "SSL:SSL,CONTROLLER:SSL,KAFKA:SSL",
+        **{name: str(path) for name, path in files.items()},
+        "ssl.client.auth": "required",
+    }
+
+
+def render_node_config(spec: ClusterSpec, node_id: int, tls_dir: str | Path | None = None) -> str:
+    """The TOML text of one node's config; it is checked to load as a NodeConfig before it is returned. With
+    ``tls_dir``, every listener is SSL with the certificates there (``tls_properties``)."""
     node = spec.node(node_id)
     properties = {name: _substitute(value, node_id) for name, value in spec.properties.items()}
+    tls = tls_properties(node_id, tls_dir) if tls_dir is not None else {}
+    clash = sorted(TLS_PROPERTIES & set(properties)) if tls else []
+    if clash:
+        raise ClusterSpecError(f"properties: '{clash[0]}' is set for every node by --tls")
     log_dirs = properties.pop("log.dirs", SCHEMA["log.dirs"][1])
-    broker = [f"PLAINTEXT://{node.host}:{spec.broker_port}"] if node.is_broker else []
+    broker = [f"{'SSL' if tls else 'PLAINTEXT'}://{node.host}:{spec.broker_port}"] if node.is_broker else []
     broker += [f"KAFKA://{node.host}:{spec.kafka_port}"] if node.is_broker and spec.kafka_port else []
     controller = [f"CONTROLLER://{node.host}:{spec.controller_port}"] if node.is_controller else []
     values = {
@@ -284,6 +321,12 @@ def render_node_config(spec: ClusterSpec, node_id: int) -> str:
     fields = {name: _toml(value) for name, value in values.items()}
     fields["broker_rack"] = f'"broker.rack" = {_toml(node.rack)}' if node.rack else "# (no rack in the description)"
     text = Template(template_text(node.roles)).substitute(fields)
+    if tls:
+        text += (
+            "\n# TLS on every listener (odradek deploy config --tls), with the certificates of odradek deploy certs:"
+            "\n# clients and the other nodes must present a certificate the cluster CA signed (mutual TLS). The files"
+            "\n# are re-read when they change, so renewed certificates need no restart.\n" + tomli_w.dumps(tls)
+        )
     if properties:
         text += "\n# Cluster-wide properties ([properties] of the cluster description).\n" + tomli_w.dumps(properties)
     try:
@@ -297,10 +340,10 @@ def config_name(node_id: int) -> str:
     return f"node-{node_id}.toml"
 
 
-def write_config(spec: ClusterSpec, node_id: int, path: str | Path) -> Path:
+def write_config(spec: ClusterSpec, node_id: int, path: str | Path, tls_dir: str | Path | None = None) -> Path:
     """Write one node's config atomically, so a node (re)starting meanwhile never reads half a file."""
     path = Path(path)
-    text = render_node_config(spec, node_id)
+    text = render_node_config(spec, node_id, tls_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text)
@@ -308,6 +351,11 @@ def write_config(spec: ClusterSpec, node_id: int, path: str | Path) -> Path:
     return path
 
 
-def write_configs(spec: ClusterSpec, out_dir: str | Path) -> dict[int, Path]:
-    """``node-<id>.toml`` in ``out_dir`` for every node; returns node id -> path."""
-    return {n.node_id: write_config(spec, n.node_id, Path(out_dir) / config_name(n.node_id)) for n in spec.nodes}
+def write_configs(spec: ClusterSpec, out_dir: str | Path, tls_dir: str | Path | None = None) -> dict[int, Path]:
+    """``node-<id>.toml`` in ``out_dir`` for every node; returns node id -> path. Every config is rendered before
+    any is written, so an error leaves none half-updated."""
+    for n in spec.nodes:
+        render_node_config(spec, n.node_id, tls_dir)
+    return {
+        n.node_id: write_config(spec, n.node_id, Path(out_dir) / config_name(n.node_id), tls_dir) for n in spec.nodes
+    }
