@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from odradek.chaos.history import Commit, Committed, History, Processed, Subscribed
 from odradek.chaos.workload import Workload, _text
@@ -37,25 +39,27 @@ class GroupWorkload(Workload):
         rate: float = 300.0,
         max_seconds: float = 3600.0,
         group: str = GROUP,
+        security: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(servers, topic, partitions, history, producers, consumers, rate, max_seconds)
+        super().__init__(servers, topic, partitions, history, producers, consumers, rate, max_seconds, security)
         self.group = group
         self._down = [threading.Event() for _ in range(consumers)]  # set: the member is crashed, not yet replaced
         self._crash = [threading.Event() for _ in range(consumers)]  # set: the running incarnation must crash now
         self._names = [f"g{i}.0" for i in range(consumers)]
 
     def member_config(self, name: str) -> dict[str, object]:
-        return {
-            "bootstrap.servers": self.servers,
-            "group.id": self.group,
-            "client.id": name,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "session.timeout.ms": SESSION_MS,
-            "heartbeat.interval.ms": 500,
-            "fetch.max.wait.ms": 200,
-            "request.timeout.ms": 5000,
-        }
+        return self.client_config(
+            {
+                "group.id": self.group,
+                "client.id": name,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "session.timeout.ms": SESSION_MS,
+                "heartbeat.interval.ms": 500,
+                "fetch.max.wait.ms": 200,
+                "request.timeout.ms": 5000,
+            }
+        )
 
     # -- the nemesis's side --------------------------------------------------------------------------------------
 
@@ -157,7 +161,7 @@ class GroupWorkload(Workload):
         processing and committing as the others did, then the final committed offsets. Also the plain final read
         of every partition from its start, which the data checks need."""
         super().final_read(timeout)
-        with Admin({"bootstrap.servers": self.servers, "request.timeout.ms": 10000}) as admin:
+        with Admin(self.client_config({"request.timeout.ms": 10000})) as admin:
             ends = {p.partition: p.high_watermark for p in admin.describe_topic(self.topic).partitions}
         name = "final-member"
         tps = {TopicPartition(self.topic, p) for p in range(self.partitions)}

@@ -52,6 +52,7 @@ from odradek.chaos.netns import NetnsNetwork
 from odradek.chaos.proxy import FaultProxy
 from odradek.client import Admin
 from odradek.client.errors import ErrorCode
+from odradek.client.tls import TlsFiles
 from odradek.deploy.local import DevCluster, process_state
 from odradek.proto import group_pb2 as gpb
 from odradek.proto import group_pb2_grpc
@@ -86,6 +87,16 @@ def data_dir(cluster: DevCluster, node_id: int) -> Path:
 def ledger_path(cluster: DevCluster, node_id: int) -> Path:
     """The node's fsync ledger (``unsafe.testing.fsync.ledger``), outside its data directory."""
     return cluster.node(node_id).directory / "fsync-ledger"
+
+
+def probe_channel(cluster: DevCluster, address: str) -> grpc.Channel:
+    """A channel for the nemesis's own calls to a node: with TLS it presents the cluster's admin client
+    certificate and trusts its CA, as every listener of a TLS cluster requires."""
+    security = cluster.security_config()
+    if not security:
+        return grpc.insecure_channel(address)
+    files = TlsFiles(security["ssl.ca.location"], security["ssl.certificate.location"], security["ssl.key.location"])
+    return grpc.secure_channel(address, files.channel_credentials())
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +139,9 @@ class Nemesis:
         self.network = network
         self.proxy = proxy  # broker->controller links (nodes named by host index), for response faults
         self.log = log
-        self.admin = Admin({"bootstrap.servers": cluster.admin_servers, "request.timeout.ms": 3000})
+        self.admin = Admin(
+            {"bootstrap.servers": cluster.admin_servers, "request.timeout.ms": 3000, **cluster.security_config()}
+        )
         self.injected = 0
 
     def close(self) -> None:
@@ -167,7 +180,7 @@ class Nemesis:
             if not n.broker_port:
                 continue
             try:
-                with grpc.insecure_channel(f"{n.host}:{n.broker_port}") as channel:
+                with probe_channel(self.cluster, f"{n.host}:{n.broker_port}") as channel:
                     request = gpb.FindCoordinatorRequest(key_type=key_type, keys=[key])
                     found = group_pb2_grpc.GroupCoordinatorStub(channel).FindCoordinator(request, timeout=3)
             except grpc.RpcError:

@@ -93,6 +93,7 @@ class RunOptions:
     bug: str = ""  # unsafe.testing.bug for every node, or a workload bug (txn_workload.BUGS): the checker must fail
     history_path: Path | None = None
     workload: str = "default"  # "group": consumers in one group that commit (group_workload.py); "txn": transactions
+    tls: bool = False  # a TLS cluster (mTLS between nodes); every client of the run connects with TLS
 
 
 @dataclass
@@ -135,6 +136,10 @@ def run(options: RunOptions, log=print) -> RunResult:
     workload_bug = options.bug if options.bug in WORKLOAD_BUGS else ""
     if workload_bug and options.workload != "txn":
         raise ValueError(f"bug {workload_bug} needs the txn workload")
+    if options.tls and set(options.faults) & set(RESPONSE_FAULTS):
+        # The proxy follows the HTTP/2 frames of the links it relays, which TLS hides; its address is also not
+        # a name in the nodes' certificates.
+        raise ValueError(f"faults {sorted(set(options.faults) & set(RESPONSE_FAULTS))} do not run with TLS")
     network_faults = [f for f in options.faults if f in NETWORK_FAULTS]
     use_netns = NetnsNetwork.available()
     if network_faults and not use_netns:
@@ -145,7 +150,7 @@ def run(options: RunOptions, log=print) -> RunResult:
     mechanism = "netns" if net is not None else "loopback (process faults only)"
     log(
         f"chaos run: {options.workload} workload, seed {options.seed}, {options.duration:.0f}s, "
-        f"faults {','.join(options.faults)}, {mechanism}"
+        f"faults {','.join(options.faults)}, {mechanism}{', TLS' if options.tls else ''}"
     )
     overrides: dict[str, Any] = dict(NODE_SETTINGS)
     if options.workload == "group":
@@ -160,8 +165,14 @@ def run(options: RunOptions, log=print) -> RunResult:
     try:
         hosts = (lambda node_id: (net.host_ip(node_id - 1), net.host_ns(node_id - 1))) if net is not None else None
         cluster = DevCluster.create(
-            directory / "cluster", options.controllers, options.brokers, overrides=overrides, hosts=hosts
+            directory / "cluster",
+            options.controllers,
+            options.brokers,
+            overrides=overrides,
+            hosts=hosts,
+            tls=options.tls,
         )
+        security = cluster.security_config()
         if any(f in RESPONSE_FAULTS for f in options.faults):
             root_ip = "127.0.0.1" if net is None else net.root_ip
             assert root_ip is not None  # the network was made with attach_root: the runner has an address on it
@@ -179,7 +190,7 @@ def run(options: RunOptions, log=print) -> RunResult:
         cluster.start_all()
         asyncio.run(cluster.wait_ready(60))
         topic = "chaos"
-        with Admin({"bootstrap.servers": cluster.admin_servers, "request.timeout.ms": 10000}) as admin:
+        with Admin({"bootstrap.servers": cluster.admin_servers, "request.timeout.ms": 10000, **security}) as admin:
             admin.create_topic(topic, options.partitions, min(3, options.brokers), {"min.insync.replicas": "2"})
             _wait(lambda: all(p.leader > 0 for p in admin.describe_topic(topic).partitions), 30, "topic leaders")
         steps = schedule(options.seed, options.duration, options.faults, options.interval)
@@ -191,16 +202,23 @@ def run(options: RunOptions, log=print) -> RunResult:
         args = (cluster.bootstrap_servers, topic, options.partitions, history, options.producers, options.consumers)
         workload: Workload | TxnWorkload
         if options.workload == "txn":
-            workload = TxnWorkload(*args, rate, max_seconds=options.duration + 300, seed=options.seed, bug=workload_bug)
+            workload = TxnWorkload(
+                *args,
+                rate,
+                max_seconds=options.duration + 300,
+                seed=options.seed,
+                bug=workload_bug,
+                security=security,
+            )
         else:
             kind = GroupWorkload if options.workload == "group" else Workload
-            workload = kind(*args, rate, max_seconds=options.duration + 300)
+            workload = kind(*args, rate, max_seconds=options.duration + 300, security=security)
         members = workload if isinstance(workload, GroupWorkload) else None
         txn_ids = workload.transactional_ids if isinstance(workload, TxnWorkload) else None
         nemesis = Nemesis(cluster, history, topic, net, log, proxy, members, txn_ids)
         workload.start()
         stop = threading.Event()
-        churn = MetadataChurn(cluster.admin_servers, stop)
+        churn = MetadataChurn(cluster.admin_servers, stop, security)
         churn.start()
         log("faults:")
         try:
@@ -221,7 +239,7 @@ def run(options: RunOptions, log=print) -> RunResult:
             elif process_state(n.pid) == "stopped":
                 cluster.start(n.node_id)
         asyncio.run(cluster.wait_ready(60))
-        with Admin({"bootstrap.servers": cluster.admin_servers, "request.timeout.ms": 10000}) as admin:
+        with Admin({"bootstrap.servers": cluster.admin_servers, "request.timeout.ms": 10000, **security}) as admin:
             try:
                 _wait(
                     lambda: all(len(p.isr) == len(p.replicas) for p in admin.describe_topic(topic).partitions),
@@ -279,14 +297,15 @@ class MetadataChurn(threading.Thread):
     metadata writes too; failures are expected mid-fault and only counted. The final metadata check compares the
     result on every node."""
 
-    def __init__(self, servers: str, stop: threading.Event) -> None:
+    def __init__(self, servers: str, stop: threading.Event, security: dict[str, str] | None = None) -> None:
         super().__init__(name="chaos-metadata-churn", daemon=True)
         self.servers = servers
+        self.security = dict(security or {})  # the cluster's client security keys
         self.stop_event = stop
         self.created = self.deleted = self.failed = 0
 
     def run(self) -> None:
-        with Admin({"bootstrap.servers": self.servers, "request.timeout.ms": 3000}) as admin:
+        with Admin({"bootstrap.servers": self.servers, "request.timeout.ms": 3000, **self.security}) as admin:
             n = 0
             while not self.stop_event.wait(2.0):
                 name = f"churn-{n}"
@@ -312,7 +331,9 @@ def metadata_agrees(cluster: DevCluster) -> tuple[bool, str]:
     while time.monotonic() < deadline:
         views = {}
         for address in addresses:
-            with Admin({"bootstrap.servers": address, "request.timeout.ms": 5000}) as admin:
+            with Admin(
+                {"bootstrap.servers": address, "request.timeout.ms": 5000, **cluster.security_config()}
+            ) as admin:
                 topics = sorted(
                     (
                         t.name,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from odradek.chaos.history import (
@@ -67,6 +67,7 @@ class TxnWorkload(WorkerThreads):
         max_seconds: float = 3600.0,
         seed: int = 1,
         bug: str = "",
+        security: Mapping[str, Any] | None = None,
     ) -> None:
         if bug and bug not in BUGS:
             raise ValueError(f"unknown workload bug {bug!r}; choose from {', '.join(BUGS)}")
@@ -82,7 +83,7 @@ class TxnWorkload(WorkerThreads):
         # Per producer: its transactions whose commit was never invoked and that no abort ended yet: the next
         # successful init_transactions of the id aborts them.
         self._open: list[list[str]] = [[] for _ in range(producers)]
-        super().__init__(producers, consumers, "chaos-txn", reader="reader")
+        super().__init__(producers, consumers, "chaos-txn", reader="reader", security=security)
 
     def _running(self) -> bool:
         return not self._stop.is_set() and time.monotonic() < self.deadline
@@ -90,17 +91,18 @@ class TxnWorkload(WorkerThreads):
     # -- producers -----------------------------------------------------------------------------------------------
 
     def producer_config(self, index: int, incarnation: int) -> dict[str, object]:
-        return {
-            "bootstrap.servers": self.servers,
-            "transactional.id": self.transactional_ids[index],
-            "transaction.timeout.ms": TXN_TIMEOUT_MS,
-            "acks": "all",
-            "linger.ms": 2,
-            "request.timeout.ms": 5000,
-            "delivery.timeout.ms": 30000,
-            "max.block.ms": int(CALL_TIMEOUT * 1000),
-            "client.id": f"tp{index}.{incarnation}",
-        }
+        return self.client_config(
+            {
+                "transactional.id": self.transactional_ids[index],
+                "transaction.timeout.ms": TXN_TIMEOUT_MS,
+                "acks": "all",
+                "linger.ms": 2,
+                "request.timeout.ms": 5000,
+                "delivery.timeout.ms": 30000,
+                "max.block.ms": int(CALL_TIMEOUT * 1000),
+                "client.id": f"tp{index}.{incarnation}",
+            }
+        )
 
     def _initialised(self, index: int, incarnation: int, persist: bool) -> Producer | None:
         """A new producer of the id, its transactions initialised (fencing the former ones); None if the run ends
@@ -241,13 +243,14 @@ class TxnWorkload(WorkerThreads):
     # -- readers -------------------------------------------------------------------------------------------------
 
     def reader_config(self, name: str, committed: bool = True) -> dict[str, object]:
-        return {
-            "bootstrap.servers": self.servers,
-            "auto.offset.reset": "earliest",
-            "client.id": name,
-            "isolation.level": "read_committed" if committed else "read_uncommitted",
-            "fetch.max.wait.ms": 200,
-        }
+        return self.client_config(
+            {
+                "auto.offset.reset": "earliest",
+                "client.id": name,
+                "isolation.level": "read_committed" if committed else "read_uncommitted",
+                "fetch.max.wait.ms": 200,
+            }
+        )
 
     def _consume(self, index: int) -> None:
         name = f"r{index}"
@@ -280,7 +283,7 @@ class TxnWorkload(WorkerThreads):
                 raise TimeoutError(f"init_transactions of {self.transactional_ids[index]} failed until the deadline")
             producer.close(CALL_TIMEOUT)
         tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
-        with Admin({"bootstrap.servers": self.servers, "request.timeout.ms": 10000}) as admin:
+        with Admin(self.client_config({"request.timeout.ms": 10000})) as admin:
             high = {p.partition: p.high_watermark for p in admin.describe_topic(self.topic).partitions}
         with Consumer(self.reader_config("final")) as consumer:
             stable = {tp.partition: o for tp, o in consumer.end_offsets(tps).items()}

@@ -12,6 +12,8 @@ from __future__ import annotations
 import abc
 import threading
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from odradek.chaos.history import Ack, FinalRead, History, Read, Seek, Send, SendError
 from odradek.client import Admin, Consumer, Producer, TopicPartition
@@ -26,9 +28,20 @@ def _text(value: bytes | None) -> str:
 
 class WorkerThreads(abc.ABC):
     """A workload's producer and reader threads (``_produce(i)``, ``_consume(i)``), started together and stopped
-    by one event that every loop watches."""
+    by one event that every loop watches. ``security``: the cluster's client security keys (a TLS cluster's CA
+    and client certificate), added to every client's config."""
 
-    def __init__(self, producers: int, consumers: int, prefix: str, reader: str = "consumer") -> None:
+    servers: str  # the bootstrap servers, set by the subclass
+
+    def __init__(
+        self,
+        producers: int,
+        consumers: int,
+        prefix: str,
+        reader: str = "consumer",
+        security: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.security = dict(security or {})
         self._stop = threading.Event()
         self._threads = [
             threading.Thread(target=self._produce, args=(i,), name=f"{prefix}-producer-{i}", daemon=True)
@@ -37,6 +50,10 @@ class WorkerThreads(abc.ABC):
             threading.Thread(target=self._consume, args=(i,), name=f"{prefix}-{reader}-{i}", daemon=True)
             for i in range(consumers)
         ]
+
+    def client_config(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """A client config of the workload: ``bootstrap.servers``, ``settings`` and the security keys."""
+        return {"bootstrap.servers": self.servers, **settings, **self.security}
 
     @abc.abstractmethod
     def _produce(self, index: int) -> None: ...
@@ -66,6 +83,7 @@ class Workload(WorkerThreads):
         consumers: int = 2,
         rate: float = 300.0,
         max_seconds: float = 3600.0,
+        security: Mapping[str, Any] | None = None,
     ) -> None:
         self.servers = servers
         self.topic = topic
@@ -73,18 +91,13 @@ class Workload(WorkerThreads):
         self.history = history
         self.rate = rate  # writes per second per producer
         self.deadline = time.monotonic() + max_seconds
-        super().__init__(producers, consumers, "chaos")
+        super().__init__(producers, consumers, "chaos", security=security)
 
     def _produce(self, index: int) -> None:
         name = f"p{index}"
-        config = {
-            "bootstrap.servers": self.servers,
-            "acks": "all",
-            "linger.ms": 2,
-            "request.timeout.ms": 5000,
-            "delivery.timeout.ms": 60000,
-            "client.id": name,
-        }
+        config = self.client_config(
+            {"acks": "all", "linger.ms": 2, "request.timeout.ms": 5000, "delivery.timeout.ms": 60000, "client.id": name}
+        )
         interval = 1.0 / self.rate
         with Producer(config) as producer:
             n = 0
@@ -119,7 +132,7 @@ class Workload(WorkerThreads):
 
     def _consume(self, index: int) -> None:
         name = f"c{index}"
-        config = {"bootstrap.servers": self.servers, "auto.offset.reset": "earliest", "client.id": name}
+        config = self.client_config({"auto.offset.reset": "earliest", "client.id": name})
         while not self._stop.is_set() and time.monotonic() < self.deadline:
             try:
                 with Consumer(config) as consumer:
@@ -137,9 +150,9 @@ class Workload(WorkerThreads):
 
     def final_read(self, timeout: float = 120.0) -> None:
         """Read every partition from its log start to its high watermark."""
-        with Admin({"bootstrap.servers": self.servers, "request.timeout.ms": 10000}) as admin:
+        with Admin(self.client_config({"request.timeout.ms": 10000})) as admin:
             ends = {p.partition: p.high_watermark for p in admin.describe_topic(self.topic).partitions}
-        config = {"bootstrap.servers": self.servers, "auto.offset.reset": "earliest", "client.id": "final"}
+        config = self.client_config({"auto.offset.reset": "earliest", "client.id": "final"})
         with Consumer(config) as consumer:
             tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
             consumer.assign(tps)

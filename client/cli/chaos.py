@@ -53,6 +53,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--rate", type=float, help="writes per second per producer (200), transactions with --workload txn (20)"
     )
+    run.add_argument(
+        "--tls",
+        action="store_true",
+        help="a TLS cluster: its own CA, every listener SSL with client certificates required (mTLS between nodes); "
+        "the workload, the metadata churn and the nemesis connect with TLS (not with the response faults)",
+    )
     run.add_argument("--dir", type=Path, help="where the run's cluster lives (default: a temporary directory)")
     run.add_argument("--keep", action="store_true", help="keep the run's directory (node logs) afterwards")
     run.add_argument("--history", type=Path, help="write the history as JSON Lines here")
@@ -67,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from odradek.chaos.nemesis import ALL_FAULTS, COORDINATOR_FAULTS, GROUP_FAULTS
+    from odradek.chaos.nemesis import ALL_FAULTS, COORDINATOR_FAULTS, GROUP_FAULTS, RESPONSE_FAULTS
     from odradek.chaos.runner import RunOptions, run
 
     # The faults a workload cannot take: the group faults need a group; the transactional workload has
@@ -88,6 +94,10 @@ def _run(args: argparse.Namespace) -> int:
         raise CommandError(f"faults that do not apply to --workload {args.workload}: {'; '.join(needs)}")
     if args.unsafe_bug == "read-uncommitted" and args.workload != "txn":
         raise CommandError("--unsafe-bug read-uncommitted needs --workload txn")
+    if args.tls and set(faults) & set(RESPONSE_FAULTS):
+        raise CommandError(
+            f"faults that do not run with --tls: {', '.join(sorted(set(faults) & set(RESPONSE_FAULTS)))}"
+        )
     if args.consumers < 1:
         raise CommandError("--consumers must be at least 1")
     if args.rate is not None and args.rate <= 0:
@@ -105,6 +115,7 @@ def _run(args: argparse.Namespace) -> int:
         bug=args.unsafe_bug or "",
         workload=args.workload,
         consumers=args.consumers,
+        tls=args.tls,
     )
     # With --format json, stdout carries only the report; the progress lines go to stderr.
     progress = sys.stderr if args.format == "json" else sys.stdout

@@ -18,8 +18,10 @@ FAST = {
 }
 
 
-def start_cluster(directory: Path, controllers: int = 3, brokers: int = 3, **overrides) -> DevCluster:
-    return start_created(DevCluster.create(directory, controllers, brokers, overrides={**FAST, **overrides}))
+def start_cluster(
+    directory: Path, controllers: int = 3, brokers: int = 3, tls: bool = False, **overrides
+) -> DevCluster:
+    return start_created(DevCluster.create(directory, controllers, brokers, overrides={**FAST, **overrides}, tls=tls))
 
 
 def start_created(cluster: DevCluster) -> DevCluster:

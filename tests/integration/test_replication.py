@@ -1,5 +1,6 @@
 """Replication with real processes: RF=3, min ISR 2, acks=all under leader SIGKILL and SIGSTOP, and writes refused
-when two of three replicas are gone. Every acknowledged record must survive; replicas must end byte-identical."""
+when two of three replicas are gone. Every acknowledged record must survive; replicas must end byte-identical.
+The SIGKILL failover also runs on a TLS cluster (mTLS between nodes, every client with a certificate)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,10 @@ TOPIC_CONFIG = {"min.insync.replicas": "2"}
 
 
 @pytest.fixture
-def rcluster(tmp_path: Path):
-    c = start_cluster(tmp_path, **SETTINGS)
+def rcluster(request: pytest.FixtureRequest, tmp_path: Path):
+    """A 3+3 cluster; an indirect parameter ``{"tls": True}`` makes it a TLS cluster."""
+    tls = bool(getattr(request, "param", {}).get("tls", False))
+    c = start_cluster(tmp_path, tls=tls, **SETTINGS)
     yield c
     c.stop_all(timeout=10)
 
@@ -88,8 +91,8 @@ class ContinuousProducer:
 class ContinuousConsumer:
     """Polls the topic from a thread, from the start, until stopped; keeps the values read."""
 
-    def __init__(self, servers: str, topic: str) -> None:
-        self.consumer = Consumer({"bootstrap.servers": servers, "auto.offset.reset": "earliest"})
+    def __init__(self, servers: str, topic: str, **config) -> None:
+        self.consumer = Consumer({"bootstrap.servers": servers, "auto.offset.reset": "earliest", **config})
         self.consumer.assign([TopicPartition(topic, 0)])
         self.values: list[bytes] = []
         self._stop = threading.Event()
@@ -118,9 +121,9 @@ def wait_acked_progress(p: ContinuousProducer, timeout: float) -> float:
     return time.monotonic() - start
 
 
-def read_all(servers: str, topic: str, end: int, timeout: float = 30) -> list[bytes]:
+def read_all(servers: str, topic: str, end: int, timeout: float = 30, **config) -> list[bytes]:
     out = []
-    with Consumer({"bootstrap.servers": servers, "auto.offset.reset": "earliest"}) as consumer:
+    with Consumer({"bootstrap.servers": servers, "auto.offset.reset": "earliest", **config}) as consumer:
         consumer.assign([TopicPartition(topic, 0)])
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -178,13 +181,14 @@ def scrape(cluster: DevCluster, node_id: int) -> dict[str, float]:
 
 
 def _failover(rcluster: DevCluster, sig: signal.Signals, tmp_path: Path) -> None:
-    admin = Admin({"bootstrap.servers": rcluster.admin_servers, "request.timeout.ms": 10000})
+    security = rcluster.security_config()  # a TLS cluster's CA and client certificate, else nothing
+    admin = Admin({"bootstrap.servers": rcluster.admin_servers, "request.timeout.ms": 10000, **security})
     topic = "chaos"
     admin.create_topic(topic, 1, 3, TOPIC_CONFIG)
     wait_for(lambda: describe(admin, topic).leader > 0, 10, what="a leader")
     with (
-        ContinuousProducer(rcluster.bootstrap_servers, topic) as producer,
-        ContinuousConsumer(rcluster.bootstrap_servers, topic) as consumer,
+        ContinuousProducer(rcluster.bootstrap_servers, topic, **security) as producer,
+        ContinuousConsumer(rcluster.bootstrap_servers, topic, **security) as consumer,
     ):
         wait_for(lambda: len(producer.acked()) > 500, 20, what="records acknowledged before the fault")
         old = describe(admin, topic)
@@ -195,7 +199,7 @@ def _failover(rcluster: DevCluster, sig: signal.Signals, tmp_path: Path) -> None
             # (acks=1 writes: acks=all ones would wait for the paused followers, one request at a time).
             for b in followers:
                 rcluster.signal(b, signal.SIGSTOP)
-            with Producer({"bootstrap.servers": rcluster.bootstrap_servers, "acks": "1", "linger.ms": 0}) as tail:
+            with Producer(rcluster.client_config(**{"acks": "1", "linger.ms": 0})) as tail:
                 for i in range(5):
                     tail.send(topic, b"tail-%d" % i).result(5)
                     time.sleep(0.05)
@@ -225,13 +229,16 @@ def _failover(rcluster: DevCluster, sig: signal.Signals, tmp_path: Path) -> None
         wait_for(lambda: len(describe(admin, topic).isr) == 3, 30, what="the old leader back in the ISR")
         time.sleep(0.5)  # records keep flowing into the healed ISR
     d = describe(admin, topic)
-    values = read_all(rcluster.bootstrap_servers, topic, d.high_watermark)
+    values = read_all(rcluster.bootstrap_servers, topic, d.high_watermark, **security)
     report = check_acked(values, producer.acked())
     report["old_leader_truncations"] = rcluster.node(old.leader).log_file.read_text().count("truncated to")
     assert report["duplicates"] == 0, "the idempotent producer's retries were appended twice"
     if sig is signal.SIGKILL:
         assert report["old_leader_truncations"] >= 1, "the restarted leader did not truncate its divergent tail"
-    print(f"\n{sig.name}: failover {failover:.2f}s (probe {probe:.2f}s, consumer {consumer_failover:.2f}s), {report}")
+    tls = " (TLS)" if rcluster.tls else ""
+    print(
+        f"\n{sig.name}{tls}: failover {failover:.2f}s (probe {probe:.2f}s, consumer {consumer_failover:.2f}s), {report}"
+    )
     assert d.high_watermark == len(values)
     admin.close()
     rcluster.stop_all(timeout=20)
@@ -261,6 +268,7 @@ def stale_leader_write(cluster: DevCluster, broker: int, topic: str, epoch: int)
     return error
 
 
+@pytest.mark.parametrize("rcluster", [{}, {"tls": True}], ids=["plaintext", "tls"], indirect=True)
 def test_leader_sigkill_loses_no_acknowledged_record(rcluster: DevCluster, tmp_path: Path) -> None:
     _failover(rcluster, signal.SIGKILL, tmp_path)
 
