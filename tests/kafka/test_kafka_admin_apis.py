@@ -5,7 +5,6 @@ service, so each test checks the request handed to the service and the Kafka ans
 from __future__ import annotations
 
 import uuid
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -20,14 +19,13 @@ from kafka.protocol.admin.topics import (
     DeleteTopicsRequest,
 )
 from kafka_harness import call, served
+from recording_admin import RecordingAdmin
 
 from odradek.broker.kafka import admin_apis
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
 from odradek.client.errors import ErrorCode
 from odradek.controller.metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
-from odradek.controller.raft import Role
-from odradek.controller.services import AdminService
 from odradek.proto import admin_pb2 as apb
 from odradek.proto import broker_pb2 as pb
 
@@ -56,29 +54,8 @@ def image() -> MetadataImage:
     )
 
 
-class Admin:
-    """The real Admin service (no controller on this node, none reachable) for reads; writes are recorded and
-    answered with ``answers[method]``, or by the real service when none is given (NOT_CONTROLLER)."""
-
-    def __init__(self, answers: dict[str, Message]) -> None:
-        sm = SimpleNamespace(image=image(), cluster_id="cluster-x", leader=SimpleNamespace(leader_id=9))
-        driver = SimpleNamespace(node_id=2, leader=SimpleNamespace(role=Role.FOLLOWER))
-        self.real = AdminService(sm, driver, {}, {})  # type: ignore[arg-type]
-        self.answers = answers
-        self.requests: dict[str, Message] = {}
-
-    def __getattr__(self, method: str) -> Any:
-        async def rpc(request: Message, context: Any) -> Message:
-            self.requests[method] = request
-            if method in self.answers:
-                return self.answers[method]
-            return await getattr(self.real, method)(request, context)
-
-        return rpc
-
-
-def setup(**answers: Message) -> tuple[ApiRegistry, Admin]:
-    admin = Admin(answers)
+def setup(**answers: Message) -> tuple[ApiRegistry, RecordingAdmin]:
+    admin = RecordingAdmin(answers, image)
     backend: Any = KafkaBackend(
         broker_id=2,
         cluster_id="cluster-x",

@@ -5,7 +5,6 @@ so each test checks the request handed to the service and the Kafka answer made 
 from __future__ import annotations
 
 import hashlib
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ from google.protobuf.message import Message
 from kafka.protocol.admin.acl import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 from kafka.protocol.admin.users import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
 from kafka_harness import call, served
+from recording_admin import RecordingAdmin
 
 from odradek.broker.kafka import security_apis
 from odradek.broker.kafka.apis import ApiRegistry
@@ -21,8 +21,6 @@ from odradek.broker.security.acls import AclBinding, AclOperation, AclPermission
 from odradek.broker.security.scram import Mechanism, make_credential
 from odradek.client.errors import ErrorCode
 from odradek.controller.metadata.image import MetadataImage
-from odradek.controller.raft import Role
-from odradek.controller.services import AdminService
 from odradek.proto import admin_pb2 as apb
 
 READ = AclBinding(
@@ -47,29 +45,8 @@ def image() -> MetadataImage:
     )
 
 
-class Admin:
-    """The real Admin service (no controller on this node, none reachable) for reads; writes are recorded and
-    answered with ``answers[method]``, or by the real service when none is given (NOT_CONTROLLER)."""
-
-    def __init__(self, answers: dict[str, Message]) -> None:
-        sm = SimpleNamespace(image=image(), cluster_id="cluster-x", leader=SimpleNamespace(leader_id=9))
-        driver = SimpleNamespace(node_id=2, leader=SimpleNamespace(role=Role.FOLLOWER))
-        self.real = AdminService(sm, driver, {}, {})  # type: ignore[arg-type]
-        self.answers = answers
-        self.requests: dict[str, Message] = {}
-
-    def __getattr__(self, method: str) -> Any:
-        async def rpc(request: Message, context: Any) -> Message:
-            self.requests[method] = request
-            if method in self.answers:
-                return self.answers[method]
-            return await getattr(self.real, method)(request, context)
-
-        return rpc
-
-
-def setup(**answers: Message) -> tuple[ApiRegistry, Admin]:
-    admin = Admin(answers)
+def setup(**answers: Message) -> tuple[ApiRegistry, RecordingAdmin]:
+    admin = RecordingAdmin(answers, image)
     backend: Any = KafkaBackend(
         broker_id=2,
         cluster_id="cluster-x",
