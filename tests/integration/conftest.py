@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,5 +56,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
 @pytest.fixture(scope="module")
 def admin(cluster: DevCluster) -> Iterator[Admin]:
     a = Admin({"bootstrap.servers": cluster.admin_servers, "request.timeout.ms": 10000})
+    yield a
+    a.close()
+
+
+@pytest.fixture
+def kafka_admin(odradek_cluster: DevCluster) -> Iterator[Any]:
+    """kafka-python's KafkaAdminClient on the test's ``odradek_cluster``'s Kafka listener."""
+    from kafka import KafkaAdminClient
+
+    a = KafkaAdminClient(bootstrap_servers=odradek_cluster.kafka_bootstrap_servers, request_timeout_ms=10000)
     yield a
     a.close()

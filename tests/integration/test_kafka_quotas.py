@@ -144,13 +144,6 @@ def admin(odradek_cluster: DevCluster) -> Iterator[Admin]:
     a.close()
 
 
-@pytest.fixture
-def kafka_admin(odradek_cluster: DevCluster) -> Iterator[KafkaAdminClient]:
-    a = KafkaAdminClient(bootstrap_servers=odradek_cluster.kafka_bootstrap_servers, request_timeout_ms=10000)
-    yield a
-    a.close()
-
-
 def kafka_call(admin: KafkaAdminClient, request: Any) -> Any:
     """One request through kafka-python's connection manager: KafkaAdminClient has no client-quota methods in
     kafka-python 3.0, though the library ships these APIs' protocol classes."""

@@ -36,13 +36,6 @@ def admin(odradek_cluster: DevCluster) -> Iterator[Admin]:
     a.close()
 
 
-@pytest.fixture
-def kafka_admin(odradek_cluster: DevCluster) -> Iterator[KafkaAdminClient]:
-    a = KafkaAdminClient(bootstrap_servers=odradek_cluster.kafka_bootstrap_servers, request_timeout_ms=10000)
-    yield a
-    a.close()
-
-
 def test_acls_through_kafka_python(kafka_admin: KafkaAdminClient, admin: Admin) -> None:
     read = ACL(
         principal="User:kp",
