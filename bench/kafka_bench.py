@@ -21,7 +21,6 @@ cache. Clients run in this process, their threads sharing the cores with the bro
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import shutil
 import subprocess
@@ -34,10 +33,10 @@ from pathlib import Path
 
 import confluent_kafka
 import confluent_kafka.admin
+from producer_loop import producer_rate
 
 from odradek.client import Consumer
 from odradek.client.admin import Admin
-from odradek.client.producer import AsyncProducer
 from odradek.client.structs import TopicPartition
 from odradek.deploy.local import DevCluster
 from odradek.deploy.process import tuned_environment
@@ -240,32 +239,8 @@ def grpc_consume(servers: str, topic: str, partitions: int, records: int) -> flo
 
 
 def grpc_produce(servers: str, topic: str, records: int, size: int, acks: str) -> float:
-    """Records/s of odradek's producer (gRPC, idempotent) sending ``records`` values, as ``odradek perf produce``
-    drives it: a tight loop that yields to the sender every 1024 records, then a flush."""
-
-    async def run() -> float:
-        failed: list[BaseException] = []
-
-        def check(future: asyncio.Future) -> None:
-            if future.exception() is not None:
-                failed.append(future.exception())
-
-        async with AsyncProducer({**ODRADEK_PRODUCER, "bootstrap.servers": servers, "acks": acks}) as producer:
-            await producer.partitions_for(topic)
-            value = os.urandom(size)
-            send = producer.send
-            start = time.perf_counter()
-            for i in range(records):
-                send(topic, value).add_done_callback(check)
-                if i & 1023 == 1023:
-                    await asyncio.sleep(0)
-            await producer.flush()
-            elapsed = time.perf_counter() - start
-        if failed:
-            raise RuntimeError(f"{len(failed)} records failed (first: {failed[0]})")
-        return records / elapsed
-
-    return asyncio.run(run())
+    """Records/s of odradek's producer (gRPC, idempotent) sending ``records`` values."""
+    return producer_rate({**ODRADEK_PRODUCER, "bootstrap.servers": servers, "acks": acks}, topic, records, size)
 
 
 # ---- the figures ----

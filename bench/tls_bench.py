@@ -21,7 +21,6 @@ fails. Logs live on tmpfs when the machine has one, so that the disk does not se
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import shutil
 import statistics
@@ -33,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import confluent_kafka
+from producer_loop import producer_rate
 
 from odradek.client import Admin, Consumer
-from odradek.client.producer import AsyncProducer
 from odradek.client.structs import TopicPartition
 from odradek.deploy.local import DevCluster
 
@@ -99,28 +98,7 @@ def read_rate(take: Callable[[], int], records: int) -> float:
 
 
 def odradek_produce(cluster: DevCluster, topic: str, records: int) -> float:
-    async def run() -> float:
-        failed: list[BaseException] = []
-
-        def check(future: asyncio.Future) -> None:
-            if future.exception() is not None:
-                failed.append(future.exception())
-
-        async with AsyncProducer(cluster.client_config(**ODRADEK_PRODUCER)) as producer:
-            await producer.partitions_for(topic)  # connected, leader known: the timing covers producing only
-            value, send = os.urandom(VALUE_SIZE), producer.send
-            start = time.perf_counter()
-            for i in range(records):
-                send(topic, value).add_done_callback(check)
-                if i & 1023 == 1023:
-                    await asyncio.sleep(0)
-            await producer.flush()
-            elapsed = time.perf_counter() - start
-        if failed:
-            raise RuntimeError(f"{len(failed)} records failed (first: {failed[0]!r})")
-        return records / elapsed
-
-    return asyncio.run(run())
+    return producer_rate(cluster.client_config(**ODRADEK_PRODUCER), topic, records, VALUE_SIZE)
 
 
 def odradek_consume(cluster: DevCluster, topic: str, records: int) -> float:
