@@ -27,13 +27,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import confluent_kafka
 import confluent_kafka.admin
-from producer_loop import producer_rate
+from client_loops import librdkafka_consumer_rate, librdkafka_producer_rate, producer_rate, read_rate
 
 from odradek.client import Consumer
 from odradek.client.admin import Admin
@@ -44,7 +44,6 @@ from odradek.deploy.process import tuned_environment
 PRODUCE_TARGET = 1_000_000  # records/s
 CONSUME_TARGET = 2_000_000  # records/s
 CPU_RATIO_TARGET = 0.3  # Kafka listener / gRPC, broker CPU seconds per GB fetched
-READ_TIMEOUT_S = 120.0  # a read that makes no progress for this long fails the bench
 
 # librdkafka tuned for throughput: large batches (up to the broker's default message.max.bytes), a short linger to
 # fill them, a queue deep enough that the application never waits for it, and no per-record delivery callback.
@@ -161,72 +160,13 @@ def wait_for_leaders(cluster: DevCluster, topic: str, partitions: int, timeout: 
 
 
 def kafka_produce(servers: str, topic: str, records: int, size: int, acks: str, idempotent: bool = False) -> float:
-    """Records/s of librdkafka producing ``records`` values of ``size`` bytes in a tight loop, counted once all are
-    delivered (a failed delivery fails the bench)."""
-    failed: list[confluent_kafka.KafkaError] = []
-
-    def on_error(err: confluent_kafka.KafkaError | None, _msg: object) -> None:
-        if err is not None:
-            failed.append(err)
-
     config = {**KAFKA_PRODUCER, "bootstrap.servers": servers, "acks": acks, "enable.idempotence": idempotent}
-    producer = confluent_kafka.Producer(config)
-    producer.list_topics(topic, timeout=10)  # connections and metadata first: the timing covers producing only
-    value = os.urandom(size)
-    produce, poll = producer.produce, producer.poll
-    start = time.perf_counter()
-    for _ in range(records):
-        try:
-            produce(topic, value, on_delivery=on_error)
-        except BufferError:  # the queue is full: let librdkafka drain some of it
-            poll(0.005)
-            produce(topic, value, on_delivery=on_error)
-        poll(0)
-    left = producer.flush(120)
-    elapsed = time.perf_counter() - start
-    if left or failed:
-        raise RuntimeError(f"{left} records undelivered, {len(failed)} failed (first: {failed[:1]})")
-    return records / elapsed
-
-
-def read_rate(take: Callable[[], int], records: int) -> float:
-    """Records/s of ``take()`` (which returns how many records it got) until ``records`` have come, timed from the
-    end of the first non-empty take and counting the records after it, so that connecting and finding the leaders
-    are not part of the rate (unless everything came in one take)."""
-    count, first = 0, 0
-    begin = start = last = time.perf_counter()
-    while count < records:
-        got = take()
-        now = time.perf_counter()
-        if got:
-            if not count:
-                first, start = got, now
-            count += got
-            last = now
-        elif now - last > READ_TIMEOUT_S:
-            raise RuntimeError(f"no records for {READ_TIMEOUT_S} s after {count} of {records}")
-    return count / (last - begin) if count == first else (count - first) / (last - start)
+    return librdkafka_producer_rate(config, topic, records, size)
 
 
 def kafka_consume(servers: str, topic: str, partitions: int, records: int) -> float:
-    """Records/s of a fresh librdkafka consumer reading the topic from the start. It assigns the partitions itself
-    and never joins a group (confluent-kafka wants a group.id all the same)."""
-    consumer = confluent_kafka.Consumer({**KAFKA_CONSUMER, "bootstrap.servers": servers, "group.id": "kafka-bench"})
-    consumer.assign(
-        [confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(partitions)]
-    )
-
-    def take() -> int:
-        batch = consumer.consume(num_messages=10_000, timeout=0.5)
-        for m in batch:
-            if m.error() is not None:
-                raise RuntimeError(f"consumer error: {m.error()}")
-        return len(batch)
-
-    try:
-        return read_rate(take, records)
-    finally:
-        consumer.close()
+    config = {**KAFKA_CONSUMER, "bootstrap.servers": servers, "group.id": "kafka-bench"}
+    return librdkafka_consumer_rate(config, topic, partitions, records)
 
 
 def grpc_consume(servers: str, topic: str, partitions: int, records: int) -> float:

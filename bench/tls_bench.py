@@ -26,13 +26,12 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-import confluent_kafka
-from producer_loop import producer_rate
+from client_loops import librdkafka_consumer_rate, librdkafka_producer_rate, producer_rate, read_rate
 
 from odradek.client import Admin, Consumer
 from odradek.client.structs import TopicPartition
@@ -79,24 +78,6 @@ def create_topic(cluster: DevCluster, name: str) -> None:
             time.sleep(0.1)
 
 
-def read_rate(take: Callable[[], int], records: int) -> float:
-    """Records/s of ``take()`` (how many records it got) until ``records`` came, timed from the first non-empty
-    take on so that connecting and finding the leader are not part of the rate."""
-    count = first = 0
-    start = last = time.perf_counter()
-    while count < records:
-        got = take()
-        now = time.perf_counter()
-        if got:
-            if not count:
-                first, start = got, now
-            count += got
-            last = now
-        elif now - last > STALL_S:
-            raise RuntimeError(f"no records for {STALL_S:.0f} s after {count} of {records}")
-    return (count - first) / (last - start) if count > first and last > start else float(count)
-
-
 def odradek_produce(cluster: DevCluster, topic: str, records: int) -> float:
     return producer_rate(cluster.client_config(**ODRADEK_PRODUCER), topic, records, VALUE_SIZE)
 
@@ -104,7 +85,7 @@ def odradek_produce(cluster: DevCluster, topic: str, records: int) -> float:
 def odradek_consume(cluster: DevCluster, topic: str, records: int) -> float:
     with Consumer(cluster.client_config(**ODRADEK_CONSUMER)) as consumer:
         consumer.assign([TopicPartition(topic, 0)])
-        return read_rate(lambda: len(consumer.poll(timeout_ms=500)), records)
+        return read_rate(lambda: len(consumer.poll(timeout_ms=500)), records, STALL_S)
 
 
 def kafka_config(cluster: DevCluster, settings: dict[str, Any]) -> dict[str, Any]:
@@ -113,45 +94,12 @@ def kafka_config(cluster: DevCluster, settings: dict[str, Any]) -> dict[str, Any
 
 
 def kafka_produce(cluster: DevCluster, topic: str, records: int) -> float:
-    failed: list[confluent_kafka.KafkaError] = []
-
-    def on_error(err: confluent_kafka.KafkaError | None, _msg: object) -> None:
-        if err is not None:
-            failed.append(err)
-
-    producer = confluent_kafka.Producer(kafka_config(cluster, {**KAFKA_PRODUCER, "acks": "1"}))
-    producer.list_topics(topic, timeout=10)  # connected first: the timing covers producing only
-    value, produce, poll = os.urandom(VALUE_SIZE), producer.produce, producer.poll
-    start = time.perf_counter()
-    for _ in range(records):
-        try:
-            produce(topic, value, on_delivery=on_error)
-        except BufferError:  # the queue is full: let librdkafka drain some of it
-            poll(0.005)
-            produce(topic, value, on_delivery=on_error)
-        poll(0)
-    left = producer.flush(120)
-    elapsed = time.perf_counter() - start
-    if left or failed:
-        raise RuntimeError(f"{left} records undelivered, {len(failed)} failed (first: {failed[:1]})")
-    return records / elapsed
+    return librdkafka_producer_rate(kafka_config(cluster, {**KAFKA_PRODUCER, "acks": "1"}), topic, records, VALUE_SIZE)
 
 
 def kafka_consume(cluster: DevCluster, topic: str, records: int) -> float:
-    consumer = confluent_kafka.Consumer(kafka_config(cluster, {**KAFKA_CONSUMER, "group.id": "tls-bench"}))
-    consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
-
-    def take() -> int:
-        batch = consumer.consume(num_messages=10_000, timeout=0.5)
-        for m in batch:
-            if m.error() is not None:
-                raise RuntimeError(f"consumer error: {m.error()}")
-        return len(batch)
-
-    try:
-        return read_rate(take, records)
-    finally:
-        consumer.close()
+    config = kafka_config(cluster, {**KAFKA_CONSUMER, "group.id": "tls-bench"})
+    return librdkafka_consumer_rate(config, topic, 1, records)
 
 
 def one_round(clusters: dict[str, DevCluster], n: int, records: int, rates: dict[tuple[str, str], list[float]]) -> None:
