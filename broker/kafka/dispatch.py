@@ -18,6 +18,7 @@ from odradek.broker.kafka import api_versions
 from odradek.broker.kafka.apis import API_VERSIONS_KEY, ApiRegistry
 from odradek.broker.kafka.header import encode_response_header, read_request_header
 from odradek.broker.kafka.wire import ConnectionInfo, NoResponse, ProtocolError, Reply, RequestContext, Response
+from odradek.broker.security.caller import bind_principal
 from odradek.broker.security.sasl_session import IllegalSaslState, SaslSession
 from odradek.broker.throttling import BrokerQuotas, ClientIdentity, handle_under_quotas, quota_user
 
@@ -69,6 +70,7 @@ class KafkaDispatcher:
             version = 0
         else:
             ctx = RequestContext(connection, header.client_id or "")
+            bind_principal(ctx.principal)  # the services authorize the request as this principal
             body = frame[header.size :]
             quotas = self.quotas
             if quotas is not None and not quotas.refresh():

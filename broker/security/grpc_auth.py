@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextvars import ContextVar
 from typing import Any
 
 import grpc
 
 from odradek.broker.metrics import WrappingInterceptor
+from odradek.broker.security.caller import bind_principal, current_principal
 from odradek.broker.security.grpc_sessions import GrpcSessions
-from odradek.broker.security.sasl_session import ANONYMOUS
 from odradek.client.errors import ErrorCode
 from odradek.proto import security_pb2, security_pb2_grpc
 
@@ -26,14 +25,11 @@ __all__ = ["SESSION_KEY", "AuthenticationService", "SaslInterceptor", "principal
 SESSION_KEY = "odradek-session"
 """The gRPC metadata key of the session token."""
 
-_principal: ContextVar[str] = ContextVar("odradek_principal", default=ANONYMOUS)
-
-
 def principal_of(context: grpc.aio.ServicerContext) -> str:
     """The principal of the call being served: ``User:<name>`` on a SASL listener (the interceptor has refused
     calls without a live session before they reach a service), ``User:ANONYMOUS`` on a listener without SASL."""
     del context  # the interceptor bound the principal to this call's task
-    return _principal.get()
+    return current_principal()
 
 
 def _now_ms() -> int:
@@ -91,7 +87,7 @@ class SaslInterceptor(WrappingInterceptor):
                     grpc.StatusCode.UNAUTHENTICATED,
                     f"SASL_AUTHENTICATION_FAILED: {reason} on this connection: authenticate with SaslAuthenticate",
                 )
-            _principal.set(who)
+            bind_principal(who)
             return await inner(request, context)
 
         return handle
