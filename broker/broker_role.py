@@ -34,6 +34,7 @@ from odradek.broker.metrics import NodeMetrics, gauge
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.quotas.manager import QuotaConfig
 from odradek.broker.replica_manager import ReplicaManager, broker_log_config
+from odradek.broker.security.access import OPEN, AccessControl
 from odradek.broker.security.tls import NodeTls
 from odradek.broker.throttling import BrokerQuotas
 from odradek.broker.transactions.coordinator import TransactionCoordinator, TxnCoordinatorConfig
@@ -183,7 +184,7 @@ class BrokerRole:
             listeners=[(kafka.name, kafka.host, kafka.port)] if kafka is not None else [],
         )
 
-    def service(self, controller_id: Callable[[], int]) -> BrokerService:
+    def service(self, controller_id: Callable[[], int], access: AccessControl = OPEN) -> BrokerService:
         """The data plane served on the broker listener."""
         c = self.config
         return BrokerService(
@@ -199,15 +200,16 @@ class BrokerRole:
             verifier=self.verifier,
             transactions=self.transactions,
             quotas=self.quotas,
+            access=access,
         )
 
-    def group_service(self) -> GroupCoordinatorService:
+    def group_service(self, access: AccessControl = OPEN) -> GroupCoordinatorService:
         """The group coordinator served on the broker listener (FindCoordinator answers for transactions too)."""
-        return GroupCoordinatorService(self.groups, self.transactions.find_coordinator)
+        return GroupCoordinatorService(self.groups, self.transactions.find_coordinator, access)
 
-    def transactions_service(self) -> TransactionsService:
+    def transactions_service(self, access: AccessControl = OPEN) -> TransactionsService:
         """The transaction coordinator and the partition leaders' marker writes, on the broker listener."""
-        return TransactionsService(self.transactions, self.partition_transactions)
+        return TransactionsService(self.transactions, self.partition_transactions, access)
 
     async def _verify_locally(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]

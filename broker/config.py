@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from odradek.broker.security.access import AUTHORIZER_NAMES, AuthorizerSettings, parse_super_users
+from odradek.broker.security.acls import validate_principal
 from odradek.broker.security.scram import Mechanism
 
 
@@ -183,6 +185,26 @@ def _sasl_mechanisms(value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def _authorizer_name(value: Any) -> str:
+    name = str(value).strip()
+    if name and name not in AUTHORIZER_NAMES:
+        raise ConfigError(
+            f"authorizer {name!r} is not available: odradek's ACL authorizer is named odradek (or Kafka's "
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer); empty = no authorizer"
+        )
+    return name
+
+
+def _super_users(value: Any) -> frozenset[str]:
+    principals = parse_super_users(str(value))
+    for principal in principals:
+        try:
+            validate_principal(principal)
+        except ValueError as e:
+            raise ConfigError(f"{e} (super.users separates principals with ';')") from None
+    return principals
+
+
 def _fetch_protocol(value: Any) -> str:
     protocol = str(value).lower()
     if protocol not in ("grpc", "kafka"):
@@ -338,6 +360,10 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "connections.max.idle.ms": (_at_least(1), 600000),
     # The SASL mechanisms a SASL listener (SASL_PLAINTEXT, SASL_SSL) offers its clients, in order of preference.
     "sasl.enabled.mechanisms": (_sasl_mechanisms, "SCRAM-SHA-256,SCRAM-SHA-512"),
+    # Authorization: ACLs from the metadata log, enforced on every listener once an authorizer is named.
+    "authorizer.class.name": (_authorizer_name, ""),
+    "super.users": (_super_users, ""),
+    "allow.everyone.if.no.acl.found": (_bool, False),
     # client quotas (KIP-13): rates are measured over quota.window.num windows of quota.window.size.seconds
     "quota.window.num": (_at_least(2), 11),
     "quota.window.size.seconds": (_at_least(1), 1),
@@ -396,6 +422,7 @@ class NodeConfig:
             raise ConfigError("a controller needs a CONTROLLER listener in 'listeners'")
         self._check_listeners()
         self._check_tls()
+        self._check_authorizer()
         if self.is_broker and self.broker_listener is None:
             raise ConfigError("a broker needs a listener in 'listeners' that is neither a controller nor a Kafka one")
         if self._values["group.min.session.timeout.ms"] > self._values["group.max.session.timeout.ms"]:
@@ -440,6 +467,20 @@ class NodeConfig:
                 f"ssl.client.auth=requested is not supported on the gRPC listener {grpc_secure[0]} (gRPC servers can "
                 "only require a client certificate or not ask for one): use none or required"
             )
+
+    def _check_authorizer(self) -> None:
+        if self._values["authorizer.class.name"]:
+            return
+        for key in ("super.users", "allow.everyone.if.no.acl.found"):
+            if key in self._set:
+                raise ConfigError(f'{key} only applies with an authorizer: set authorizer.class.name = "odradek"')
+
+    @property
+    def authorizer_settings(self) -> AuthorizerSettings | None:
+        """The ACL authorizer's settings, None when no authorizer is configured (every request allowed)."""
+        if not self._values["authorizer.class.name"]:
+            return None
+        return AuthorizerSettings(self._values["super.users"], self._values["allow.everyone.if.no.acl.found"])
 
     def all_listener_names(self) -> list[str]:
         names = list(self._values["listeners"]) + list(self._values["advertised.listeners"])

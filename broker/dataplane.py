@@ -28,6 +28,9 @@ from odradek.broker.metrics import NodeMetrics
 from odradek.broker.partition import FollowerRead, LowWatermark, Partition
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager, monotonic_ms
+from odradek.broker.security.access import OPEN, AccessControl, denial
+from odradek.broker.security.acls import AclOperation, ResourceType
+from odradek.broker.security.caller import Caller, caller_of
 from odradek.broker.throttling import BrokerQuotas, current_client
 from odradek.broker.transactions.coordinator import TransactionCoordinator
 from odradek.broker.txn_verifier import TxnVerifier
@@ -71,6 +74,7 @@ def _leader_hint(image: MetadataImage, topic: str, partition: int) -> common_pb2
 
 
 DEFAULT_FETCH_MAX_BYTES = 57_671_680
+_NONE_DENIED: Mapping[str, OdradekError] = {}
 
 
 _ATTRIBUTES_LOW_BYTE = 22  # the low byte of a batch's attributes, which holds the transactional flag
@@ -137,11 +141,13 @@ FetchOutcomes = list[tuple[str, list[FetchOutcome]]]
 
 class FetchAnswer(NamedTuple):
     """A fetch request's answer: each partition's outcome in request order (none when the client was throttled
-    before the read), the fetch quota's throttle (ms), and whether a follower's broker epoch was stale."""
+    before the read), the fetch quota's throttle (ms), whether a follower's broker epoch was stale, and an error of
+    the whole request (a replica fetch without cluster ClusterAction)."""
 
     outcomes: FetchOutcomes
     throttle_ms: int = 0
     stale_epoch: bool = False
+    error: int = 0
 
 
 class _FetchPass(NamedTuple):
@@ -177,6 +183,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         verifier: TxnVerifier | None = None,
         transactions: TransactionCoordinator | None = None,
         quotas: BrokerQuotas | None = None,
+        access: AccessControl = OPEN,
     ) -> None:
         self.metrics = metrics or NodeMetrics(broker_id)
         self.broker_id = broker_id
@@ -199,6 +206,41 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self.transactions = transactions
         # Client quotas: produce bytes are charged after the append, fetch bytes checked before the read.
         self.quotas = quotas
+        # Authorization (ACLs): what each API needs is checked here, for both listeners.
+        self.access = access
+
+    def caller(self, context: Any) -> Caller | None:
+        """The request's caller when an authorizer decides, else None (no check, no cost)."""
+        return caller_of(context) if self.access.enabled else None
+
+    def _topic_denials(self, context: Any, operation: AclOperation, topics: Any, api: str) -> dict[str, OdradekError]:
+        """The topics of a request (anything with ``.name``) the caller may not perform ``operation`` on, with the
+        error each of their partitions answers."""
+        caller = self.caller(context)
+        if caller is None:
+            return {}
+        names = self.access.denied(caller, operation, ResourceType.TOPIC, (t.name for t in topics), api=api)
+        return {name: denial(caller, operation, ResourceType.TOPIC, name) for name in names}
+
+    def _cluster_allowed(self, context: Any, operation: AclOperation, api: str) -> bool:
+        caller = self.caller(context)
+        return caller is None or self.access.allows_cluster(caller, operation, api=api)
+
+    def _init_producer_id_refusal(self, caller: Caller, transactional_id: str) -> ErrorCode.ValueType:
+        """A transactional producer needs Write on its transactional id; an idempotent one cluster IdempotentWrite
+        or, as Kafka since KIP-679, Write on some topic."""
+        access = self.access
+        if transactional_id:
+            if access.allows(
+                caller, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id, api="InitProducerId"
+            ):
+                return ErrorCode.NONE
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        if access.allows_some(caller, AclOperation.WRITE, ResourceType.TOPIC) or access.allows_cluster(
+            caller, AclOperation.IDEMPOTENT_WRITE, api="InitProducerId"
+        ):
+            return ErrorCode.NONE
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
     @property
     def image(self) -> MetadataImage:
@@ -216,9 +258,17 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             if not b.fenced
         ]
         live = {b.node_id for b in brokers}
-        names = sorted(image.topic_ids) if request.all_topics or not request.topics else list(request.topics)
+        caller = self.caller(context)
+        every = request.all_topics or not request.topics
+        names = sorted(image.topic_ids) if every else list(request.topics)
         topics = []
         for name in names:
+            if caller is not None and not self.access.allows(
+                caller, AclOperation.DESCRIBE, ResourceType.TOPIC, name, api="Metadata", audit_denial=not every
+            ):
+                if not every:  # a listing of every topic leaves out those the caller may not describe
+                    topics.append(pb.TopicMetadata(name=name, error=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             topic = image.topic(name)
             if topic is None:
                 topics.append(pb.TopicMetadata(name=name, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
@@ -263,7 +313,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self, request: pb.ProduceRequest, context: grpc.aio.ServicerContext[pb.ProduceRequest, pb.ProduceResponse]
     ) -> pb.ProduceResponse:
         topics = [(t.name, [(p.partition, p.records) for p in t.partitions]) for t in request.topics]
-        answers, throttle = await self.produce(request.acks, request.timeout_ms, request.transactional_id, topics)
+        answers, throttle = await self.produce(
+            request.acks, request.timeout_ms, request.transactional_id, topics, self.caller(context)
+        )
         # Responses are built in place (``add``) rather than from lists of messages: upb deep-copies every
         # message passed to a constructor, once per nesting level.
         response = pb.ProduceResponse(throttle_time_ms=throttle)
@@ -292,20 +344,34 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return response
 
     async def produce(
-        self, acks: int, timeout_ms: int, transactional_id: str | None, topics: ProduceTopics
+        self,
+        acks: int,
+        timeout_ms: int,
+        transactional_id: str | None,
+        topics: ProduceTopics,
+        caller: Caller | None = None,
     ) -> tuple[list[tuple[str, list[ProduceResult]]], int]:
         """Append a produce request's batches as the leader: each partition's result, in request order, and the
-        produce quota's throttle (ms). The one implementation behind both listeners (gRPC and Kafka).
+        produce quota's throttle (ms). The one implementation behind both listeners (gRPC and Kafka). ``caller``:
+        who asks, when an authorizer decides (topic Write, and transactional-id Write for a transactional request).
 
         ``acks=-1`` waits until every batch is below its partition's high watermark (the produce purgatory); a
         batch not committed in ``timeout_ms`` answers REQUEST_TIMED_OUT."""
         if acks not in (0, 1, -1):
             invalid = OdradekError(f"acks must be 0, 1 or -1, not {acks}", code=ErrorCode.INVALID_REQUIRED_ACKS)
             return [(name, [ProduceResult(index, invalid) for index, _ in parts]) for name, parts in topics], 0
+        unauthorized: dict[tuple[str, int], OdradekError] = {}
+        if caller is not None:
+            refusals = self._produce_refusals(caller, transactional_id, topics)
+            if isinstance(refusals, list):
+                return refusals, 0
+            unauthorized = refusals
         get = self.replicas.get
         lost_session = not self.session_valid()
         if transactional_id:
-            refused = await self._verify_transactional(transactional_id, topics) if not lost_session else {}
+            denied = {name for name, _ in unauthorized}
+            allowed = [(name, parts) for name, parts in topics if name not in denied] if denied else topics
+            refused = await self._verify_transactional(transactional_id, allowed) if not lost_session else {}
         else:
             refused = _transactional_without_id(topics)
         answers: list[tuple[str, list[ProduceResult]]] = []
@@ -318,6 +384,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             for index, batches in parts:
                 size += len(batches)
                 try:
+                    if unauthorized and (error := unauthorized.get((name, index))) is not None:
+                        raise error
                     if name in INTERNAL_TOPICS:  # written only by the cluster itself (the group coordinator)
                         raise OdradekError(
                             f"cannot append to internal topic {name}", code=ErrorCode.INVALID_TOPIC_EXCEPTION
@@ -352,6 +420,26 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         if waits:
             await self._wait_for_commit(waits, timeout_ms)
         return answers, throttle
+
+    def _produce_refusals(
+        self, caller: Caller, transactional_id: str | None, topics: ProduceTopics
+    ) -> dict[tuple[str, int], OdradekError] | list[tuple[str, list[ProduceResult]]]:
+        """What the caller may not write, as Kafka decides: without transactional-id Write the whole request fails
+        (the answer itself); without topic Write on a topic, that topic's partitions fail (the refusals) and the
+        others are written."""
+        access = self.access
+        if transactional_id and not access.allows(
+            caller, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id, api="Produce"
+        ):
+            error = denial(caller, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+            return [(name, [ProduceResult(index, error) for index, _ in parts]) for name, parts in topics]
+        denied = access.denied(caller, AclOperation.WRITE, ResourceType.TOPIC, (n for n, _ in topics), api="Produce")
+        return {
+            (name, index): denial(caller, AclOperation.WRITE, ResourceType.TOPIC, name)
+            for name, parts in topics
+            if name in denied
+            for index, _ in parts
+        }
 
     def _charge_produce(self, size: int) -> int:
         """Charge a request's record bytes to its client's produce quota, after the append (as Kafka: the
@@ -422,10 +510,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     # ---- Fetch ----
 
-    def _read(self, request, cap: int | None = None, as_file: bool = False) -> _FetchPass:
+    def _read(
+        self, request, cap: int | None = None, as_file: bool = False, denied: Mapping[str, OdradekError] = _NONE_DENIED
+    ) -> _FetchPass:
         """One pass over the requested partitions. Consumers and followers share this loop; ``_FetchKind`` holds
         what differs between them. ``as_file``: records as file slices of the segments (the Kafka listener sends
-        them with sendfile) rather than bytes."""
+        them with sendfile) rather than bytes. ``denied``: topics the consumer may not read."""
         kind = (
             self._follower_fetch(request, as_file)
             if request.replica_id >= 0
@@ -445,9 +535,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             name = t.name
             results: list[FetchOutcome] = []
             outcomes.append((name, results))
+            refusal = denied.get(name) if denied else None
             for fp in t.partitions:
                 index = fp.partition
                 try:
+                    if refusal is not None:
+                        raise refusal
                     partition = get(name, index)
                     read = read_one(partition, fp, min(fp.partition_max_bytes, remaining))
                 except OdradekError as e:
@@ -477,6 +570,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         response = pb.FetchResponse(throttle_time_ms=answer.throttle_ms)
         if answer.stale_epoch:
             response.error = ErrorCode.STALE_BROKER_EPOCH
+            return response
+        if answer.error:
+            response.error = ErrorCode.ValueType(answer.error)
             return response
         follower = request.replica_id >= 0
         for name, outcomes in answer.outcomes:
@@ -581,13 +677,23 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     async def Fetch(
         self, request: pb.FetchRequest, context: grpc.aio.ServicerContext[pb.FetchRequest, pb.FetchResponse]
     ) -> pb.FetchResponse:
-        return self._fetch_response(request, await self.fetch(request))
+        return self._fetch_response(request, await self.fetch(request, caller=self.caller(context)))
 
-    async def fetch(self, request, as_file: bool = False) -> FetchAnswer:
+    async def fetch(self, request, as_file: bool = False, caller: Caller | None = None) -> FetchAnswer:
         """Serve a fetch (consumer or follower), the one implementation behind both listeners. ``request`` is a
         gRPC FetchRequest or anything with its field names. A consumer's fetch quota is checked before the read (a
         client over it gets no data and is not charged) and charged after; one answer exceeds it by one window
-        at most."""
+        at most. ``caller``: who asks, when an authorizer decides (a follower needs cluster ClusterAction, a
+        consumer topic Read on each topic)."""
+        denied: Mapping[str, OdradekError] = _NONE_DENIED
+        if caller is not None:
+            if request.replica_id >= 0:
+                if not self.access.allows_cluster(caller, AclOperation.CLUSTER_ACTION, api="Fetch"):
+                    return FetchAnswer([], 0, error=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            else:
+                names = (t.name for t in request.topics)
+                unreadable = self.access.denied(caller, AclOperation.READ, ResourceType.TOPIC, names, api="Fetch")
+                denied = {n: denial(caller, AclOperation.READ, ResourceType.TOPIC, n) for n in unreadable}
         quotas = self.quotas
         who = current_client() if quotas is not None and quotas.fetch.enabled and request.replica_id < 0 else None
         cap = None
@@ -599,7 +705,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 return FetchAnswer([], throttle)
             window = quotas.fetch.max_value_in_window(who.user, who.client_id)
             cap = None if window is None else max(1, int(window))
-        done = await self._fetch(request, cap, as_file)
+        done = await self._fetch(request, cap, as_file, denied)
         if done.outcomes is None:
             return FetchAnswer([], 0, stale_epoch=True)
         for topic, size in done.sizes.items():
@@ -612,10 +718,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 quotas.fetch.record_throttle(who.user, who.client_id, throttle, now)
         return FetchAnswer(done.outcomes, throttle)
 
-    async def _fetch(self, request, cap: int | None, as_file: bool) -> _FetchPass:
+    async def _fetch(self, request, cap: int | None, as_file: bool, denied: Mapping[str, OdradekError]) -> _FetchPass:
         """Read, and long-poll in the purgatory while less than ``min_bytes`` was found. ``cap``: the most record
         bytes this answer may carry (a consumer's fetch quota), beyond one batch."""
-        done = self._read(request, cap, as_file)
+        done = self._read(request, cap, as_file, denied)
         min_bytes = max(1, request.min_bytes)
         if done.total >= min_bytes or request.max_wait_ms <= 0 or not done.waiting:
             return done
@@ -635,12 +741,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     await future
             except TimeoutError:
                 close_outcomes(done.outcomes)
-                return self._read(request, cap, as_file)
+                return self._read(request, cap, as_file, denied)
             finally:
                 for partition in waiting:
                     partition.remove_waiter(future, replica)
             close_outcomes(done.outcomes)
-            done = self._read(request, cap, as_file)
+            done = self._read(request, cap, as_file, denied)
             if done.total >= min_bytes or not done.waiting:
                 return done
 
@@ -651,11 +757,14 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         request: pb.ListOffsetsRequest,
         context: grpc.aio.ServicerContext[pb.ListOffsetsRequest, pb.ListOffsetsResponse],
     ) -> pb.ListOffsetsResponse:
+        denied = self._topic_denials(context, AclOperation.DESCRIBE, request.topics, "ListOffsets")
         topics = []
         for t in request.topics:
             results = []
             for lp in t.partitions:
                 try:
+                    if t.name in denied:
+                        raise denied[t.name]
                     partition = self.replicas.get(t.name, lp.partition)
                     partition.check_leader(lp.current_leader_epoch)
                     offset, timestamp = self._offset_for(
@@ -674,7 +783,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                         partition=lp.partition, error=ErrorCode.ValueType(e.code), offset=-1, timestamp=-1
                     )
                     hint = _leader_hint(self.image, t.name, lp.partition)
-                    if hint is not None and e.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    if hint is not None and e.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
                         r.current_leader.CopyFrom(hint)
                     results.append(r)
             topics.append(pb.ListOffsetsTopicResponse(name=t.name, partitions=results))
@@ -711,11 +820,14 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         written to the log-start checkpoint first, so it survives a crash of this broker."""
         response = pb.DeleteRecordsResponse()
         waits: list[tuple[pb.DeleteRecordsPartitionResponse, asyncio.Future[LowWatermark]]] = []
+        denied = self._topic_denials(context, AclOperation.DELETE, request.topics, "DeleteRecords")
         for t in request.topics:
             add = response.topics.add(name=t.name).partitions.add
             for dp in t.partitions:
                 r = add(partition=dp.partition, low_watermark=-1)
                 try:
+                    if t.name in denied:
+                        raise denied[t.name]
                     delete_records.check_topic(t.name, self.replicas.cleanup_policy(t.name))
                     partition = self.replicas.get(t.name, dp.partition)
                     target = partition.delete_records(dp.offset)
@@ -752,6 +864,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         """Each replica's last leader epoch and log end offset, for the controller to elect the most complete log
         of a partition that no replica is known to hold entirely. The broker epoch says which incarnation
         answered: one that restarts before the election may have lost what it reported."""
+        if not self._cluster_allowed(context, AclOperation.CLUSTER_ACTION, "GetReplicaLogInfo"):
+            return pb.ReplicaLogInfoResponse(error=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         epoch = self.replicas.registered_epoch()
         if request.broker_id != self.broker_id:
             return pb.ReplicaLogInfoResponse(error=ErrorCode.INVALID_REQUEST)
@@ -786,6 +900,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         context: grpc.aio.ServicerContext[pb.DescribeLogDirsRequest, pb.DescribeLogDirsResponse],
     ) -> pb.DescribeLogDirsResponse:
         """Each log dir's state and disk figures and the replicas it holds (``odradek broker log-dirs``)."""
+        if not self._cluster_allowed(context, AclOperation.DESCRIBE, "DescribeLogDirs"):
+            return pb.DescribeLogDirsResponse(error=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, broker_id=self.broker_id)
         return await describe_log_dirs.answer(self.broker_id, self.replicas, request.topics, self.uncleanable())
 
     # ---- Producer ids ----
@@ -803,6 +919,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         def error(code: ErrorCode.ValueType) -> pb.InitProducerIdResponse:
             return pb.InitProducerIdResponse(error=code, producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH)
 
+        caller = self.caller(context)
+        if caller is not None:
+            refused = self._init_producer_id_refusal(caller, request.transactional_id)
+            if refused:
+                return error(refused)
         if request.transactional_id:
             if self.transactions is None:
                 return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)

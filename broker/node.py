@@ -28,6 +28,7 @@ from odradek.broker.kafka.catalog import kafka_apis
 from odradek.broker.kafka.dispatch import KafkaDispatcher
 from odradek.broker.kafka.server import KafkaListener
 from odradek.broker.metrics import NodeMetrics, gauge
+from odradek.broker.security.access import AccessControl
 from odradek.broker.security.grpc_auth import AuthenticationService, SaslInterceptor
 from odradek.broker.security.grpc_sessions import GrpcSessions
 from odradek.broker.security.sasl_session import CredentialLookup, SaslSession
@@ -92,6 +93,8 @@ class Node:
         # Where SASL listeners find SCRAM credentials (replaceable before start, for tests).
         self.scram_lookup: CredentialLookup = self._image_credential
         self.grpc_sessions: GrpcSessions | None = None  # the broker listener's, when it requires SASL
+        # Authorization on every listener of this node, from the ACLs of the metadata image it has applied.
+        self.access = AccessControl(c.authorizer_settings, lambda: self.sm.image.acls)
 
     def _image_credential(self, user: str, mechanism: Mechanism) -> ScramCredential | None:
         """The user's credential from the metadata image's SCRAM records (none before they exist)."""
@@ -210,9 +213,10 @@ class Node:
         server = self._server(c.broker_listener, (*authentication, QuotaInterceptor(broker.quotas)))
         security_pb2_grpc.add_AuthenticationServicer_to_server(AuthenticationService(sessions), server)
         admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
-        service = broker.service(lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id)
+        access = self.access
+        service = broker.service(lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id, access)
         broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
-        groups, transactions = broker.group_service(), broker.transactions_service()
+        groups, transactions = broker.group_service(access), broker.transactions_service(access)
         group_pb2_grpc.add_GroupCoordinatorServicer_to_server(groups, server)
         transaction_pb2_grpc.add_TransactionsServicer_to_server(transactions, server)
         endpoint = self.config.kafka_listener
@@ -235,6 +239,7 @@ class Node:
                 transactions,
                 admin,
                 broker.quotas,
+                access,
             )
             kafka_sasl = (lambda: SaslSession(mechanisms, lookup)) if c.requires_sasl(endpoint) else None
             self.kafka = KafkaListener(

@@ -19,6 +19,9 @@ from odradek.broker.groups.messages import (
     SyncGroupRequest,
 )
 from odradek.broker.groups.offsets import NO_OFFSET, OffsetAndMetadata
+from odradek.broker.security.access import OPEN, AccessControl, denial_code
+from odradek.broker.security.acls import AclOperation, ResourceType
+from odradek.broker.security.caller import caller_of
 from odradek.client.errors import ErrorCode
 from odradek.client.structs import TopicPartition
 from odradek.proto import group_pb2 as gpb
@@ -59,16 +62,50 @@ def _commit_offsets(topics: Iterable[gpb.OffsetCommitTopic]) -> dict[TopicPartit
     }
 
 
-class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
-    """``find_transaction_coordinator`` answers FindCoordinator for transactional ids (key type TRANSACTION)."""
+_GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+_TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
-    def __init__(self, coordinator: GroupCoordinator, find_transaction_coordinator: FindTxnCoordinator | None = None):
+
+class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
+    """``find_transaction_coordinator`` answers FindCoordinator for transactional ids (key type TRANSACTION).
+    ``access``: each API's ACL checks, as Kafka's (group Read to take part in a group and commit, Describe to read
+    its offsets or describe it, Delete to delete it or its offsets; topic Read to commit, Describe to read offsets).
+    """
+
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        find_transaction_coordinator: FindTxnCoordinator | None = None,
+        access: AccessControl = OPEN,
+    ):
         self.coordinator = coordinator
         self.find_transaction_coordinator = find_transaction_coordinator
+        self.access = access
+
+    def _allowed(self, context: Any, operation: AclOperation, kind: ResourceType, name: str, api: str) -> bool:
+        access = self.access
+        return not access.enabled or access.allows(caller_of(context), operation, kind, name, api=api)
+
+    def _denied_topics(
+        self, context: Any, operation: AclOperation, names: Iterable[str], api: str, *, audit_denial: bool = True
+    ) -> set[str]:
+        access = self.access
+        if not access.enabled:
+            return set()
+        return access.denied(
+            caller_of(context), operation, ResourceType.TOPIC, names, api=api, audit_denial=audit_denial
+        )
 
     async def FindCoordinator(self, request, context):
         coordinators = []
         for key in request.keys:
+            kind = ResourceType.TRANSACTIONAL_ID if request.key_type == gpb.TRANSACTION else ResourceType.GROUP
+            if request.key_type in (gpb.TRANSACTION, gpb.GROUP) and not self._allowed(
+                context, AclOperation.DESCRIBE, kind, key, "FindCoordinator"
+            ):
+                code = ErrorCode.ValueType(denial_code(kind))
+                coordinators.append(gpb.Coordinator(key=key, error=code, node_id=-1, port=-1))
+                continue
             if request.key_type == gpb.TRANSACTION and self.find_transaction_coordinator is not None:
                 if not key:
                     coordinators.append(
@@ -100,6 +137,8 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         return gpb.FindCoordinatorResponse(coordinators=coordinators)
 
     async def JoinGroup(self, request, context):
+        if not self._allowed(context, AclOperation.READ, ResourceType.GROUP, request.group_id, "JoinGroup"):
+            return gpb.JoinGroupResponse(error=_GROUP_DENIED, generation_id=-1, member_id=request.member_id)
         try:
             r = await self.coordinator.join(
                 request.group_id,
@@ -134,6 +173,8 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         return response
 
     async def SyncGroup(self, request, context):
+        if not self._allowed(context, AclOperation.READ, ResourceType.GROUP, request.group_id, "SyncGroup"):
+            return gpb.SyncGroupResponse(error=_GROUP_DENIED)
         try:
             r = await self.coordinator.sync(
                 request.group_id,
@@ -157,6 +198,8 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         )
 
     async def Heartbeat(self, request, context):
+        if not self._allowed(context, AclOperation.READ, ResourceType.GROUP, request.group_id, "Heartbeat"):
+            return gpb.HeartbeatResponse(error=_GROUP_DENIED)
         try:
             r = self.coordinator.heartbeat(
                 request.group_id,
@@ -167,6 +210,8 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         return gpb.HeartbeatResponse(error=_code(r.error))
 
     async def LeaveGroup(self, request, context):
+        if not self._allowed(context, AclOperation.READ, ResourceType.GROUP, request.group_id, "LeaveGroup"):
+            return gpb.LeaveGroupResponse(error=_GROUP_DENIED)
         leaving = tuple(
             LeavingMember(m.member_id, _optional(m, "group_instance_id"), m.reason) for m in request.members
         )
@@ -183,16 +228,23 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
 
     async def OffsetCommit(self, request, context):
         offsets = _commit_offsets(request.topics)
+        refused = self._commit_refusals(context, request.group_id, offsets, "OffsetCommit")
+        allowed = {tp: o for tp, o in offsets.items() if tp not in refused}
         try:
-            errors = await self.coordinator.commit_offsets(
-                request.group_id,
-                request.member_id,
-                _optional(request, "group_instance_id"),
-                request.generation_id,
-                offsets,
+            errors = (
+                await self.coordinator.commit_offsets(
+                    request.group_id,
+                    request.member_id,
+                    _optional(request, "group_instance_id"),
+                    request.generation_id,
+                    allowed,
+                )
+                if allowed or not refused
+                else {}
             )
         except CoordinatorError as e:
-            errors = dict.fromkeys(offsets, _code(e.code))
+            errors = dict.fromkeys(allowed, _code(e.code))
+        errors.update(refused)
         response = gpb.OffsetCommitResponse()
         for t in request.topics:
             topic = response.topics.add(name=t.name)
@@ -200,21 +252,43 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
                 topic.partitions.add(partition=p.partition, error=errors[TopicPartition(t.name, p.partition)])
         return response
 
+    def _commit_refusals(
+        self, context: Any, group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata], api: str
+    ) -> dict[TopicPartition, ErrorCode.ValueType]:
+        """The partitions whose commit the caller may not make, with their errors: all of them without group
+        Read, those of topics it may not Read otherwise."""
+        if not self.access.enabled:
+            return {}
+        if not self._allowed(context, AclOperation.READ, ResourceType.GROUP, group_id, api):
+            return dict.fromkeys(offsets, _GROUP_DENIED)
+        denied = self._denied_topics(context, AclOperation.READ, (tp.topic for tp in offsets), api)
+        return {tp: _TOPIC_DENIED for tp in offsets if tp.topic in denied}
+
     async def TxnOffsetCommit(self, request, context):
         offsets = _commit_offsets(request.topics)
-        try:
-            errors = await self.coordinator.txn_commit_offsets(
-                request.group_id,
-                request.transactional_id,
-                request.producer_id,
-                request.producer_epoch,
-                request.generation_id,
-                request.member_id,
-                _optional(request, "group_instance_id"),
-                offsets,
-            )
-        except CoordinatorError as e:
-            errors = dict.fromkeys(offsets, int(e.code))
+        if not self._allowed(
+            context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id, "TxnOffsetCommit"
+        ):
+            refused = dict.fromkeys(offsets, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        else:
+            refused = self._commit_refusals(context, request.group_id, offsets, "TxnOffsetCommit")
+        allowed = {tp: o for tp, o in offsets.items() if tp not in refused}
+        errors: dict[TopicPartition, int] = {}
+        if allowed or not refused:
+            try:
+                errors = await self.coordinator.txn_commit_offsets(
+                    request.group_id,
+                    request.transactional_id,
+                    request.producer_id,
+                    request.producer_epoch,
+                    request.generation_id,
+                    request.member_id,
+                    _optional(request, "group_instance_id"),
+                    allowed,
+                )
+            except CoordinatorError as e:
+                errors = dict.fromkeys(allowed, int(e.code))
+        errors.update(refused)
         response = gpb.TxnOffsetCommitResponse()
         for t in request.topics:
             topic = response.topics.add(name=t.name)
@@ -223,9 +297,17 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         return response
 
     async def OffsetFetch(self, request, context):
+        if not self._allowed(context, AclOperation.DESCRIBE, ResourceType.GROUP, request.group_id, "OffsetFetch"):
+            return gpb.OffsetFetchResponse(error=_GROUP_DENIED)
         wanted = (
             None if request.all_topics else [TopicPartition(t.name, p) for t in request.topics for p in t.partitions]
         )
+        hidden: set[str] = set()  # topics the caller may not describe: refused by name, left out of "all"
+        if wanted is not None:
+            hidden = self._denied_topics(
+                context, AclOperation.DESCRIBE, (t.name for t in request.topics), "OffsetFetch"
+            )
+            wanted = [tp for tp in wanted if tp.topic not in hidden]
         try:
             error, offsets = self.coordinator.fetch_offsets(request.group_id, wanted)
             unstable = (
@@ -239,6 +321,18 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         by_topic: dict[str, gpb.OffsetFetchTopicResponse] = {}
         for tp in unstable:  # KIP-447: an offset about to change is not answered (a retriable error instead)
             offsets[tp] = NO_OFFSET
+        if wanted is None and self.access.enabled:
+            topics = {tp.topic for tp in offsets}
+            hidden = self._denied_topics(context, AclOperation.DESCRIBE, topics, "OffsetFetch", audit_denial=False)
+            offsets = {tp: value for tp, value in offsets.items() if tp.topic not in hidden}
+        elif hidden:
+            for t in request.topics:
+                if t.name in hidden:
+                    refused = response.topics.add(name=t.name)
+                    for p in t.partitions:
+                        refused.partitions.add(
+                            partition=p, committed_offset=-1, committed_leader_epoch=-1, error=_TOPIC_DENIED
+                        )
         for tp, value in sorted(offsets.items()):
             topic = by_topic.get(tp.topic)
             if topic is None:
@@ -253,11 +347,17 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         return response
 
     async def OffsetDelete(self, request, context):
+        if not self._allowed(context, AclOperation.DELETE, ResourceType.GROUP, request.group_id, "OffsetDelete"):
+            return gpb.OffsetDeleteResponse(error=_GROUP_DENIED)
         partitions = [TopicPartition(t.name, p) for t in request.topics for p in t.partitions]
+        denied = self._denied_topics(context, AclOperation.READ, (t.name for t in request.topics), "OffsetDelete")
         try:
-            error, errors = await self.coordinator.delete_offsets(request.group_id, partitions)
+            error, errors = await self.coordinator.delete_offsets(
+                request.group_id, [tp for tp in partitions if tp.topic not in denied]
+            )
         except CoordinatorError as e:
             return gpb.OffsetDeleteResponse(error=_code(e.code))
+        errors.update((tp, _TOPIC_DENIED) for tp in partitions if tp.topic in denied)
         response = gpb.OffsetDeleteResponse(error=error)
         if error == ErrorCode.NONE:
             for t in request.topics:
@@ -268,6 +368,15 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
 
     async def ListGroups(self, request, context):
         error, groups = self.coordinator.list_groups(request.states_filter)
+        access = self.access
+        if access.enabled:  # every group with cluster Describe, else those the caller may describe
+            caller = caller_of(context)
+            if not access.allows_cluster(caller, AclOperation.DESCRIBE, api="ListGroups", audit_denial=False):
+                groups = [
+                    g
+                    for g in groups
+                    if access.allows(caller, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id, audit_denial=False)
+                ]
         return gpb.ListGroupsResponse(
             error=error,
             groups=[
@@ -278,6 +387,9 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
     async def DescribeGroups(self, request, context):
         response = gpb.DescribeGroupsResponse()
         for group_id in request.groups:
+            if not self._allowed(context, AclOperation.DESCRIBE, ResourceType.GROUP, group_id, "DescribeGroups"):
+                response.groups.add(error=_GROUP_DENIED, group_id=group_id, generation_id=-1)
+                continue
             try:
                 d = self.coordinator.describe(group_id)
             except CoordinatorError as e:
@@ -306,6 +418,9 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
     async def DeleteGroups(self, request, context):
         response = gpb.DeleteGroupsResponse()
         for group_id in request.groups:
+            if not self._allowed(context, AclOperation.DELETE, ResourceType.GROUP, group_id, "DeleteGroups"):
+                response.results.add(group_id=group_id, error=_GROUP_DENIED)
+                continue
             try:
                 error = await self.coordinator.delete_group(group_id)
             except CoordinatorError as e:

@@ -9,6 +9,9 @@ from dataclasses import dataclass
 
 from odradek.broker.dataplane import BrokerService
 from odradek.broker.groups.service import GroupCoordinatorService
+from odradek.broker.kafka.wire import RequestContext
+from odradek.broker.security.access import OPEN, AccessControl
+from odradek.broker.security.caller import Caller
 from odradek.broker.throttling import BrokerQuotas
 from odradek.broker.transactions.service import TransactionsService
 from odradek.controller.metadata.image import MetadataImage
@@ -30,3 +33,10 @@ class KafkaBackend:
     transactions: TransactionsService  # transaction coordinator APIs
     admin: AdminService  # topics, configs, quotas, cluster (forwarded to the active controller as on gRPC)
     quotas: BrokerQuotas | None = None
+    access: AccessControl = OPEN  # the services' authorization, for the calls that pass the caller explicitly
+
+
+def request_caller(backend: KafkaBackend, ctx: RequestContext) -> Caller | None:
+    """The caller to authorize a request as, for the services' internal calls (produce, fetch); None without an
+    authorizer. (Calls through a servicer method read the same principal from the request's task.)"""
+    return Caller(ctx.principal, ctx.connection.peer_host) if backend.access.enabled else None

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from odradek.broker.dataplane import FetchAnswer, ProduceResult
 from odradek.broker.kafka.apis import ApiRegistry, ApiSpec
-from odradek.broker.kafka.backend import KafkaBackend
+from odradek.broker.kafka.backend import KafkaBackend, request_caller
 from odradek.broker.kafka.fetch_codec import (
     FETCH_FLEXIBLE_FROM,
     FETCH_KEY,
@@ -142,7 +142,7 @@ def produce_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
                     parts.append((p.index, p.records))
             topics.append((t.name, parts))
         answers, throttle = await backend.data.produce(
-            request.acks, request.timeout_ms, request.transactional_id, topics
+            request.acks, request.timeout_ms, request.transactional_id, topics, request_caller(backend, ctx)
         )
         hints = _Hints(backend)
         results: list[tuple[str, list[ProducePartitionResult]]] = []
@@ -335,12 +335,12 @@ def fetch_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
             request.isolation_level,
             topics,
         )
-        answer = await backend.data.fetch(spec_, as_file=True)
-        if answer.stale_epoch:  # only follower fetches have a broker epoch
+        answer = await backend.data.fetch(spec_, as_file=True, caller=request_caller(backend, ctx))
+        if answer.stale_epoch or answer.error:  # a follower's stale broker epoch, or not authorized to replicate
             if not replica:
                 raise ProtocolError("unexpected stale broker epoch on a consumer fetch")
-            stale = ErrorCode.STALE_BROKER_EPOCH
-            return _Encoded(answer.throttle_ms, lambda ms: encode_fetch_response(version, [], ms, error_code=stale))
+            error = ErrorCode.STALE_BROKER_EPOCH if answer.stale_epoch else answer.error
+            return _Encoded(answer.throttle_ms, lambda ms: encode_fetch_response(version, [], ms, error_code=error))
         hints = _Hints(backend)
         try:
             if replica:

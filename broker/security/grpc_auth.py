@@ -25,6 +25,7 @@ __all__ = ["SESSION_KEY", "AuthenticationService", "SaslInterceptor", "principal
 SESSION_KEY = "odradek-session"
 """The gRPC metadata key of the session token."""
 
+
 def principal_of(context: grpc.aio.ServicerContext) -> str:
     """The principal of the call being served: ``User:<name>`` on a SASL listener (the interceptor has refused
     calls without a live session before they reach a service), ``User:ANONYMOUS`` on a listener without SASL."""

@@ -17,6 +17,7 @@ from odradek.broker.kafka.data_apis import produce_api
 from odradek.broker.kafka.dispatch import KafkaDispatcher
 from odradek.broker.kafka.wire import ConnectionInfo, RequestContext
 from odradek.broker.quotas.manager import QuotaConfig
+from odradek.broker.security.access import OPEN
 from odradek.broker.throttling import BrokerQuotas, ClientIdentity, current_client, quota_user
 from odradek.client.quotas import ANONYMOUS, PRODUCER_BYTE_RATE, entity
 from odradek.client.record.builder import encode_batch
@@ -33,7 +34,9 @@ class FakeData:
     def __init__(self) -> None:
         self.calls: list[float] = []
 
-    async def produce(self, acks: int, timeout_ms: int, transactional_id: str | None, topics: Any) -> tuple:
+    async def produce(
+        self, acks: int, timeout_ms: int, transactional_id: str | None, topics: Any, caller: Any = None
+    ) -> tuple:
         self.calls.append(time.monotonic())
         answers = [(name, [ProduceResult(index, base_offset=0) for index, _ in parts]) for name, parts in topics]
         return answers, THROTTLE_MS
@@ -54,7 +57,7 @@ def produce_frame(acks: int, correlation_id: int) -> memoryview:
 def dispatcher() -> tuple[KafkaDispatcher, BrokerQuotas, FakeData]:
     data = FakeData()
     registry = ApiRegistry()
-    registry.add(*produce_api(SimpleNamespace(data=data)))  # type: ignore[arg-type]
+    registry.add(*produce_api(SimpleNamespace(data=data, access=OPEN)))  # type: ignore[arg-type]
     image = SimpleNamespace(client_quotas={entity(client_id=CLIENT): {PRODUCER_BYTE_RATE: 1000}})
     quotas = BrokerQuotas(QuotaConfig(), lambda: image)  # type: ignore[arg-type, return-value]
     return KafkaDispatcher(registry, quotas), quotas, data

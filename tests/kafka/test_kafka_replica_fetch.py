@@ -54,6 +54,7 @@ from odradek.broker.kafka.server import KafkaListener
 from odradek.broker.kafka.wire import ProtocolError, RequestHeader
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Divergence, Partition
+from odradek.broker.security.access import OPEN
 from odradek.client.errors import ErrorCode
 from odradek.client.record.builder import encode_batch
 from odradek.controller.metadata.image import PartitionRegistration
@@ -264,7 +265,7 @@ class Leader:
         )
         self.service = BrokerService(LEADER, "c", Replicas(self.partition, self.image))  # type: ignore[arg-type]
         registry = ApiRegistry()
-        registry.add(*fetch_api(SimpleNamespace(data=self.service, image=lambda: self.image)))  # type: ignore[arg-type]
+        registry.add(*fetch_api(SimpleNamespace(data=self.service, image=lambda: self.image, access=OPEN)))  # type: ignore[arg-type]
         self.listener = KafkaListener(
             "127.0.0.1", 0, "KAFKA", KafkaDispatcher(registry), max_request_bytes=1 << 20, idle_timeout_ms=60_000
         )
@@ -352,9 +353,9 @@ async def test_a_replica_fetch_reaches_brokerservice_fetch_with_the_replicas_id_
     calls: list[tuple[Any, bool]] = []
     real = leader.service.fetch
 
-    async def fetch(request: Any, as_file: bool = False) -> Any:
+    async def fetch(request: Any, as_file: bool = False, caller: Any = None) -> Any:
         calls.append((request, as_file))
-        return await real(request, as_file)
+        return await real(request, as_file, caller)
 
     monkeypatch.setattr(leader.service, "fetch", fetch)
     transport = KafkaTransport(leader.address, FOLLOWER, lambda: leader.image)  # type: ignore[arg-type,return-value]
