@@ -29,6 +29,7 @@ from odradek.broker.kafka.dispatch import KafkaDispatcher
 from odradek.broker.kafka.server import KafkaListener
 from odradek.broker.metrics import NodeMetrics, gauge
 from odradek.broker.security.access import AccessControl
+from odradek.broker.security.cluster_action import ClusterActionInterceptor
 from odradek.broker.security.grpc_auth import AuthenticationService, SaslInterceptor
 from odradek.broker.security.grpc_sessions import GrpcSessions
 from odradek.broker.security.sasl_session import CredentialLookup, SaslSession
@@ -191,12 +192,19 @@ class Node:
             "max.partitions.per.broker": c["max.partitions.per.broker"],
         }
         return AdminService(
-            self.sm, self.driver, self.voters, defaults, self.controller, topic_defaults=topic_defaults(c)
+            self.sm,
+            self.driver,
+            self.voters,
+            defaults,
+            self.controller,
+            topic_defaults=topic_defaults(c),
+            access=self.access,
         )
 
     def _serve_controller(self, controller: ActiveController, admin: AdminService) -> None:
         """The CONTROLLER listener: Raft, Controller and Admin."""
-        server = self._server(self.config.controller_listener)
+        gate = (ClusterActionInterceptor(self.access),) if self.access.enabled else ()
+        server = self._server(self.config.controller_listener, gate)
         raft_pb2_grpc.add_RaftServicer_to_server(RaftService(self.driver), server)
         controller_pb2_grpc.add_ControllerServicer_to_server(ControllerService(controller), server)
         admin_pb2_grpc.add_AdminServicer_to_server(admin, server)

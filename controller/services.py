@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Literal, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, TypeVar
 
 import grpc
 from google.protobuf.message import Message
 
+from odradek.broker.security.access import OPEN, AccessControl
 from odradek.broker.security.acls import (
     AclBinding,
     AclBindingFilter,
@@ -24,6 +25,7 @@ from odradek.broker.security.acls import (
     PatternType,
     ResourceType,
 )
+from odradek.broker.security.caller import caller_of
 from odradek.broker.topic_defaults import TopicDefault, node_key
 from odradek.broker.topic_defaults import topic_defaults as topic_defaults_of_node
 from odradek.client.connection import ChannelPool
@@ -345,8 +347,12 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         defaults: dict[str, int],
         controller: ActiveController | None = None,
         topic_defaults: Mapping[str, TopicDefault] | None = None,
+        access: AccessControl = OPEN,
     ) -> None:
         self.sm = state_machine
+        # Authorization, checked on the node a client called (a forwarded request is checked again at the active
+        # controller as the forwarding node, which must be allowed everything: a super user).
+        self.access = access
         self.driver = driver
         self.voters = voters
         self.defaults = defaults
@@ -376,6 +382,151 @@ class AdminService(admin_pb2_grpc.AdminServicer):
     def _local_controller(self) -> ActiveController | None:
         c = self.controller
         return c if c is not None and self.driver.leader.role is Role.LEADER else None
+
+    # -- authorization --------------------------------------------------------------------------------------
+
+    def _cluster_denied(self, context: Any, operation: AclOperation, api: str) -> bool:
+        access = self.access
+        return access.enabled and not access.allows_cluster(caller_of(context), operation, api=api)
+
+    def _topics_denied(
+        self,
+        context: Any,
+        operation: AclOperation,
+        names: Iterable[str],
+        api: str,
+        *,
+        or_cluster: AclOperation | None = None,
+    ) -> set[str]:
+        """The topics among ``names`` the caller may not perform ``operation`` on; none when ``or_cluster`` is
+        allowed on the cluster (as cluster Create allows creating any topic)."""
+        access = self.access
+        if not access.enabled:
+            return set()
+        caller = caller_of(context)
+        if or_cluster is not None and access.allows_cluster(caller, or_cluster, api=api, audit_denial=False):
+            return set()
+        return access.denied(caller, operation, ResourceType.TOPIC, names, api=api)
+
+    async def CreateTopics(
+        self,
+        request: apb.CreateTopicsRequest,
+        context: grpc.aio.ServicerContext[apb.CreateTopicsRequest, apb.CreateTopicsResponse],
+    ) -> apb.CreateTopicsResponse:
+        """Needs cluster Create, or Create on each topic."""
+        names = [t.name for t in request.topics]
+        denied = self._topics_denied(
+            context, AclOperation.CREATE, names, "CreateTopics", or_cluster=AclOperation.CREATE
+        )
+        if not denied:
+            return await self._create_topics(request, context)
+        allowed = _without(request, "topics", denied, lambda t: t.name)
+        answer = await self._create_topics(allowed, context) if allowed.topics else apb.CreateTopicsResponse()
+        return apb.CreateTopicsResponse(topics=_merged(names, denied, answer.topics, _topic_refusal))
+
+    async def CreatePartitions(
+        self,
+        request: apb.CreatePartitionsRequest,
+        context: grpc.aio.ServicerContext[apb.CreatePartitionsRequest, apb.CreatePartitionsResponse],
+    ) -> apb.CreatePartitionsResponse:
+        """Needs Alter on each topic."""
+        names = [t.name for t in request.topics]
+        denied = self._topics_denied(context, AclOperation.ALTER, names, "CreatePartitions")
+        if not denied:
+            return await self._create_partitions(request, context)
+        allowed = _without(request, "topics", denied, lambda t: t.name)
+        answer = await self._create_partitions(allowed, context) if allowed.topics else apb.CreatePartitionsResponse()
+        return apb.CreatePartitionsResponse(topics=_merged(names, denied, answer.topics, _topic_refusal))
+
+    async def DeleteTopics(
+        self,
+        request: apb.DeleteTopicsRequest,
+        context: grpc.aio.ServicerContext[apb.DeleteTopicsRequest, apb.DeleteTopicsResponse],
+    ) -> apb.DeleteTopicsResponse:
+        """Needs Delete on each topic."""
+        names = list(request.names)
+        denied = self._topics_denied(context, AclOperation.DELETE, names, "DeleteTopics")
+        if not denied:
+            return await self._delete_topics(request, context)
+        allowed = _without(request, "names", denied, lambda n: n)
+        answer = await self._delete_topics(allowed, context) if allowed.names else apb.DeleteTopicsResponse()
+        return apb.DeleteTopicsResponse(topics=_merged(names, denied, answer.topics, _topic_refusal))
+
+    async def DescribeTopics(
+        self,
+        request: apb.DescribeTopicsRequest,
+        context: grpc.aio.ServicerContext[apb.DescribeTopicsRequest, apb.DescribeTopicsResponse],
+    ) -> apb.DescribeTopicsResponse:
+        """Needs Describe on each topic named; a listing of every topic leaves out those the caller may not
+        describe."""
+        access = self.access
+        if not access.enabled:
+            return await self._describe_topics(request, context)
+        if not request.names:
+            answer = await self._describe_topics(request, context)
+            caller = caller_of(context)
+            visible = [
+                t
+                for t in answer.topics
+                if access.allows(caller, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name, audit_denial=False)
+            ]
+            return apb.DescribeTopicsResponse(topics=visible)
+        names = list(request.names)
+        denied = self._topics_denied(context, AclOperation.DESCRIBE, names, "DescribeTopics")
+        if not denied:
+            return await self._describe_topics(request, context)
+        allowed = _without(request, "names", denied, lambda n: n)
+        answer = await self._describe_topics(allowed, context) if allowed.names else apb.DescribeTopicsResponse()
+        return apb.DescribeTopicsResponse(topics=_merged(names, denied, answer.topics, _description_refusal))
+
+    async def DescribeConfigs(
+        self,
+        request: apb.DescribeConfigsRequest,
+        context: grpc.aio.ServicerContext[apb.DescribeConfigsRequest, apb.DescribeConfigsResponse],
+    ) -> apb.DescribeConfigsResponse:
+        """Needs DescribeConfigs on each topic, and on the cluster for the cluster-wide defaults."""
+        if request.cluster_defaults and self._cluster_denied(context, AclOperation.DESCRIBE_CONFIGS, "DescribeConfigs"):
+            return apb.DescribeConfigsResponse(error=_CLUSTER_DENIED, node_id=self.driver.node_id)
+        names = list(request.topics)
+        denied = self._topics_denied(context, AclOperation.DESCRIBE_CONFIGS, names, "DescribeConfigs")
+        if not denied:
+            return await self._describe_configs(request, context)
+        allowed = _without(request, "topics", denied, lambda n: n)
+        answer = await self._describe_configs(allowed, context)
+        merged = _merged(names, denied, answer.topics, _configs_refusal)
+        del answer.topics[:]
+        answer.topics.extend(merged)
+        return answer
+
+    async def IncrementalAlterConfigs(
+        self,
+        request: apb.IncrementalAlterConfigsRequest,
+        context: grpc.aio.ServicerContext[apb.IncrementalAlterConfigsRequest, apb.IncrementalAlterConfigsResponse],
+    ) -> apb.IncrementalAlterConfigsResponse:
+        """Needs AlterConfigs on each topic, and on the cluster for the cluster-wide defaults."""
+        names = [t.topic for t in request.topics]
+        denied = self._topics_denied(context, AclOperation.ALTER_CONFIGS, names, "IncrementalAlterConfigs")
+        cluster_denied = bool(request.cluster_defaults) and self._cluster_denied(
+            context, AclOperation.ALTER_CONFIGS, "IncrementalAlterConfigs"
+        )
+        if not denied and not cluster_denied:
+            return await self._incremental_alter_configs(request, context)
+        allowed = _without(request, "topics", denied, lambda t: t.topic)
+        if cluster_denied:
+            del allowed.cluster_defaults[:]
+        answer = (
+            await self._incremental_alter_configs(allowed, context)
+            if allowed.topics or allowed.cluster_defaults
+            else apb.IncrementalAlterConfigsResponse()
+        )
+        merged = _merged(names, denied, answer.results, _alter_refusal)
+        del answer.results[:]
+        answer.results.extend(merged)
+        if cluster_denied:
+            answer.cluster_defaults_result.CopyFrom(
+                apb.AlterConfigsResult(error=_CLUSTER_DENIED, error_message=_DENIED_MESSAGE)
+            )
+        return answer
 
     async def DescribeCluster(
         self,
@@ -411,6 +562,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         request: apb.DescribeQuorumRequest,
         context: grpc.aio.ServicerContext[apb.DescribeQuorumRequest, apb.DescribeQuorumResponse],
     ) -> apb.DescribeQuorumResponse:
+        if self._cluster_denied(context, AclOperation.DESCRIBE, "DescribeQuorum"):
+            return apb.DescribeQuorumResponse(error=_CLUSTER_DENIED)
         if self.driver.leader.role is not Role.LEADER:
             return await self._forward(
                 lambda s: s.DescribeQuorum(request, timeout=5),
@@ -438,7 +591,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             observers=observers,
         )
 
-    async def CreateTopics(
+    async def _create_topics(
         self,
         request: apb.CreateTopicsRequest,
         context: grpc.aio.ServicerContext[apb.CreateTopicsRequest, apb.CreateTopicsResponse],
@@ -477,7 +630,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             results.append(await _topic_result(controller, t.name, decide))
         return apb.CreateTopicsResponse(topics=results)
 
-    async def CreatePartitions(
+    async def _create_partitions(
         self,
         request: apb.CreatePartitionsRequest,
         context: grpc.aio.ServicerContext[apb.CreatePartitionsRequest, apb.CreatePartitionsResponse],
@@ -501,7 +654,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             results.append(await _topic_result(controller, t.name, decide))
         return apb.CreatePartitionsResponse(topics=results)
 
-    async def DeleteTopics(
+    async def _delete_topics(
         self,
         request: apb.DeleteTopicsRequest,
         context: grpc.aio.ServicerContext[apb.DeleteTopicsRequest, apb.DeleteTopicsResponse],
@@ -524,7 +677,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             results.append(await _topic_result(controller, name, decide))
         return apb.DeleteTopicsResponse(topics=results)
 
-    async def DescribeTopics(
+    async def _describe_topics(
         self,
         request: apb.DescribeTopicsRequest,
         context: grpc.aio.ServicerContext[apb.DescribeTopicsRequest, apb.DescribeTopicsResponse],
@@ -556,6 +709,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         request: apb.ElectLeadersRequest,
         context: grpc.aio.ServicerContext[apb.ElectLeadersRequest, apb.ElectLeadersResponse],
     ) -> apb.ElectLeadersResponse:
+        if self._cluster_denied(context, AclOperation.ALTER, "ElectLeaders"):
+            return apb.ElectLeadersResponse(error=_CLUSTER_DENIED)
         controller = self._local_controller()
         if controller is None:
             return await self._forward(
@@ -605,6 +760,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             apb.AlterPartitionReassignmentsRequest, apb.AlterPartitionReassignmentsResponse
         ],
     ) -> apb.AlterPartitionReassignmentsResponse:
+        if self._cluster_denied(context, AclOperation.ALTER, "AlterPartitionReassignments"):
+            return apb.AlterPartitionReassignmentsResponse(error=_CLUSTER_DENIED)
         controller = self._local_controller()
         if controller is None:
             return await self._forward(
@@ -622,7 +779,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             return apb.AlterPartitionReassignmentsResponse(error=ErrorCode.ValueType(e.code))
         return apb.AlterPartitionReassignmentsResponse(results=_election_results(outcomes))
 
-    async def DescribeConfigs(
+    async def _describe_configs(
         self,
         request: apb.DescribeConfigsRequest,
         context: grpc.aio.ServicerContext[apb.DescribeConfigsRequest, apb.DescribeConfigsResponse],
@@ -645,7 +802,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             cluster_defaults=describe_cluster_defaults(image, self.topic_defaults) if request.cluster_defaults else [],
         )
 
-    async def IncrementalAlterConfigs(
+    async def _incremental_alter_configs(
         self,
         request: apb.IncrementalAlterConfigsRequest,
         context: grpc.aio.ServicerContext[apb.IncrementalAlterConfigsRequest, apb.IncrementalAlterConfigsResponse],
@@ -703,6 +860,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         request: apb.AlterClientQuotasRequest,
         context: grpc.aio.ServicerContext[apb.AlterClientQuotasRequest, apb.AlterClientQuotasResponse],
     ) -> apb.AlterClientQuotasResponse:
+        if self._cluster_denied(context, AclOperation.ALTER_CONFIGS, "AlterClientQuotas"):
+            return apb.AlterClientQuotasResponse(error=_CLUSTER_DENIED)
         controller = self._local_controller()
         if controller is None:
             return await self._forward(
@@ -739,6 +898,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         context: grpc.aio.ServicerContext[apb.DescribeClientQuotasRequest, apb.DescribeClientQuotasResponse],
     ) -> apb.DescribeClientQuotasResponse:
         """From this node's own image: what this node's brokers enforce."""
+        if self._cluster_denied(context, AclOperation.DESCRIBE_CONFIGS, "DescribeClientQuotas"):
+            return apb.DescribeClientQuotasResponse(error=_CLUSTER_DENIED, error_message=_DENIED_MESSAGE)
         filters = [
             FilterComponent(c.entity_type, _MATCHES.get(c.match_type, "exact"), c.match) for c in request.components
         ]
@@ -766,6 +927,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         request: apb.CreateAclsRequest,
         context: grpc.aio.ServicerContext[apb.CreateAclsRequest, apb.CreateAclsResponse],
     ) -> apb.CreateAclsResponse:
+        if self._cluster_denied(context, AclOperation.ALTER, "CreateAcls"):
+            return apb.CreateAclsResponse(error=_CLUSTER_DENIED)
         controller = self._local_controller()
         if controller is None:
             return await self._forward(
@@ -794,6 +957,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         context: grpc.aio.ServicerContext[apb.DescribeAclsRequest, apb.DescribeAclsResponse],
     ) -> apb.DescribeAclsResponse:
         """From this node's own image: the bindings this node's authorizer holds."""
+        if self._cluster_denied(context, AclOperation.DESCRIBE, "DescribeAcls"):
+            return apb.DescribeAclsResponse(error=_CLUSTER_DENIED, error_message=_DENIED_MESSAGE)
         try:
             found = describe_acls(self.sm.image, acl_filter_of(request.filter))
         except OdradekError as e:
@@ -805,6 +970,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         request: apb.DeleteAclsRequest,
         context: grpc.aio.ServicerContext[apb.DeleteAclsRequest, apb.DeleteAclsResponse],
     ) -> apb.DeleteAclsResponse:
+        if self._cluster_denied(context, AclOperation.ALTER, "DeleteAcls"):
+            return apb.DeleteAclsResponse(error=_CLUSTER_DENIED)
         controller = self._local_controller()
         if controller is None:
             return await self._forward(
@@ -839,6 +1006,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         request: apb.AlterUserScramCredentialsRequest,
         context: grpc.aio.ServicerContext[apb.AlterUserScramCredentialsRequest, apb.AlterUserScramCredentialsResponse],
     ) -> apb.AlterUserScramCredentialsResponse:
+        if self._cluster_denied(context, AclOperation.ALTER, "AlterUserScramCredentials"):
+            return apb.AlterUserScramCredentialsResponse(error=_CLUSTER_DENIED)
         controller = self._local_controller()
         if controller is None:
             return await self._forward(
@@ -879,6 +1048,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         ],
     ) -> apb.DescribeUserScramCredentialsResponse:
         """From this node's own image: the users this node's brokers can authenticate, never their keys."""
+        if self._cluster_denied(context, AclOperation.DESCRIBE, "DescribeUserScramCredentials"):
+            return apb.DescribeUserScramCredentialsResponse(error=_CLUSTER_DENIED, error_message=_DENIED_MESSAGE)
         found = describe_user_scram_credentials(self.sm.image, list(request.users))
         return apb.DescribeUserScramCredentialsResponse(
             results=[
@@ -891,6 +1062,54 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                 for d in found
             ]
         )
+
+
+_CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+_TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+_DENIED_MESSAGE = "not authorized (see the broker's odradek.audit log)"
+
+M = TypeVar("M", bound=Message)
+T = TypeVar("T")
+
+
+def _without(request: M, field: str, denied: set[str], name_of: Callable[[Any], str]) -> M:
+    """A copy of ``request`` whose repeated ``field`` keeps only the items not named in ``denied``."""
+    kept = [item for item in getattr(request, field) if name_of(item) not in denied]
+    copy = type(request)()
+    copy.CopyFrom(request)
+    del getattr(copy, field)[:]
+    getattr(copy, field).extend(kept)  # copies the original's items
+    return copy
+
+
+def _merged(names: Sequence[str], denied: set[str], answered: Iterable[T], refusal: Callable[[str], T]) -> list[T]:
+    """Results in request order: a refusal for each denied name, the answer to the rest in turn."""
+    rest = iter(list(answered))
+    out: list[T] = []
+    for name in names:
+        if name in denied:
+            out.append(refusal(name))
+        else:
+            result = next(rest, None)
+            if result is not None:
+                out.append(result)
+    return out
+
+
+def _topic_refusal(name: str) -> apb.TopicResult:
+    return apb.TopicResult(name=name, error=_TOPIC_DENIED, error_message=_DENIED_MESSAGE)
+
+
+def _description_refusal(name: str) -> apb.TopicDescription:
+    return apb.TopicDescription(name=name, error=_TOPIC_DENIED, error_message=_DENIED_MESSAGE)
+
+
+def _configs_refusal(name: str) -> apb.TopicConfigs:
+    return apb.TopicConfigs(topic=name, error=_TOPIC_DENIED, error_message=_DENIED_MESSAGE)
+
+
+def _alter_refusal(name: str) -> apb.AlterConfigsResult:
+    return apb.AlterConfigsResult(topic=name, error=_TOPIC_DENIED, error_message=_DENIED_MESSAGE)
 
 
 def acl_binding_of(b: apb.AclBinding) -> AclBinding:

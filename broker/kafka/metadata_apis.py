@@ -110,7 +110,7 @@ def _metadata_handler(backend: KafkaBackend):
             cluster_id=answer.cluster_id or None,
             controller_id=client_controller_id(backend, answer.controller_id, brokers),
             topics=topics,
-            authorized_operations=None,  # -2147483648: not computed (no ACLs yet)
+            authorized_operations=None,  # -2147483648: not computed
             error_code=ErrorCode.NONE,
         )
 
@@ -141,5 +141,5 @@ def _topic(t: pb.TopicMetadata, brokers: Collection[int]) -> Any:
         topic_id=topic_uuid(t.topic_id),
         is_internal=t.is_internal,
         partitions=partitions,
-        authorized_operations=None,  # -2147483648: not computed (no ACLs yet)
+        authorized_operations=None,  # -2147483648: not computed
     )
