@@ -62,6 +62,7 @@ KAFKA_TLS = "tests/kafka/test_kafka_listener.py"
 CLIENT_TLS = f"{TLS}::test_client_security_keys_choose_tls_channels"
 SASL_LISTENER = "tests/security/test_sasl_kafka_listener.py"
 SASL_GRPC = "tests/security/test_sasl_grpc.py"
+MTLS = "tests/security/test_mtls_principals.py"
 
 TOPIC: dict[str, Key] = {
     "cleanup.policy": Key(
@@ -231,6 +232,15 @@ NODE: dict[str, Key] = {
             NODE_REFUSALS,
         ),
     ),
+    "ssl.principal.mapping.rules": Key(
+        "a verified client certificate's subject DN to its principal `User:<name>`: Kafka's `RULE:pattern/"
+        "replacement/[LU]` list, tried in order; `DEFAULT` is the DN itself (`CN=admin,O=odradek`)",
+        (
+            f"{MTLS}::test_a_grpc_call_is_its_client_certificates_mapped_principal",
+            f"{MTLS}::test_a_kafka_connection_with_a_certificate_is_served_without_sasl",
+            f"{MTLS}::test_config_refuses_what_nodes_cannot_authenticate_on_and_bad_rules",
+        ),
+    ),
     "controller.listener.names": Key(
         "which listener names carry the controller (the others are the broker's: gRPC, or Kafka's protocol for "
         "those in `kafka.listener.names`)",
@@ -344,10 +354,12 @@ NODE: dict[str, Key] = {
     "replica.fetch.backoff.ms": Key("a follower's pause after a failed fetch", (WIRING,)),
     "replica.fetch.protocol": Key(
         "`kafka`: followers fetch from the leader's advertised Kafka listener (sendfile; over gRPC from a leader "
-        "without one); `grpc`: from its gRPC listener",
+        "without one, or when that listener is SASL and takes no client certificate); `grpc`: from its gRPC listener",
         (
             WIRING,
             NODE_REFUSALS,
+            f"{MTLS}::test_a_cluster_with_a_sasl_plaintext_kafka_listener_replicates_over_grpc",
+            f"{MTLS}::test_followers_use_the_kafka_listener_only_where_they_can_authenticate",
             f"{KAFKA_REPLICA}::test_a_follower_with_replica_fetch_protocol_kafka_catches_up_over_the_kafka_listener",
             f"{KAFKA_REPLICA}::test_a_leader_without_a_kafka_listener_is_fetched_from_over_grpc",
             "tests/integration/test_kafka_replication.py::"
