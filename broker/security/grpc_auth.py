@@ -86,8 +86,8 @@ class AuthenticationService(security_pb2_grpc.AuthenticationServicer):
 def certificate_principal(certificates: CertificatePrincipals, context: grpc.aio.ServicerContext) -> str | None:
     """The principal of the call's verified client certificate; None when the connection presented none.
     Raises NoMatchingRule when no ``ssl.principal.mapping.rules`` rule maps its subject."""
-    pem = context.auth_context().get(PEM_CERT_KEY)
-    return certificates.of_pem(pem[0]) if pem else None
+    pem = next(iter(context.auth_context().get(PEM_CERT_KEY, ())), None)
+    return None if pem is None else certificates.of_pem(pem)
 
 
 async def _abort_unmapped(context: grpc.aio.ServicerContext, error: ValueError) -> None:
