@@ -358,7 +358,7 @@ NODE: dict[str, Key] = {
         (
             WIRING,
             NODE_REFUSALS,
-            f"{MTLS}::test_a_cluster_with_a_sasl_plaintext_kafka_listener_replicates_over_grpc",
+            f"{MTLS}::test_a_cluster_with_a_sasl_kafka_listener_replicates",
             f"{MTLS}::test_followers_use_the_kafka_listener_only_where_they_can_authenticate",
             f"{KAFKA_REPLICA}::test_a_follower_with_replica_fetch_protocol_kafka_catches_up_over_the_kafka_listener",
             f"{KAFKA_REPLICA}::test_a_leader_without_a_kafka_listener_is_fetched_from_over_grpc",

@@ -329,15 +329,30 @@ def test_followers_use_the_kafka_listener_only_where_they_can_authenticate() -> 
     assert NodeConfig(config_with())["ssl.principal.mapping.rules"] == PrincipalMapper.parse("DEFAULT")
 
 
-# -- a 1+1 cluster whose Kafka listener is SASL_PLAINTEXT still replicates ------------------------------------------
+# -- 1+1 clusters with SASL Kafka listeners replicate: over gRPC, or over Kafka by certificate ------------------------
+
+SASL_PLAINTEXT_KAFKA = {"listener.security.protocol.map": "INTERNAL:PLAINTEXT,KAFKA:SASL_PLAINTEXT"}
 
 
-async def test_a_cluster_with_a_sasl_plaintext_kafka_listener_replicates_over_grpc(tmp_path: Path) -> None:
+def all_tls(certs: Path) -> dict[str, str]:
+    """SASL_SSL broker and Kafka listeners, an SSL controller listener, client certificates required."""
+    return {
+        "listener.security.protocol.map": "INTERNAL:SASL_SSL,CONTROLLER:SSL,KAFKA:SASL_SSL",
+        "ssl.ca.location": str(certs / "ca.crt"),
+        "ssl.certificate.location": str(certs / "node.crt"),
+        "ssl.key.location": str(certs / "node.key"),
+        "ssl.client.auth": "required",
+    }
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["sasl_plaintext-over-grpc", "sasl_ssl-over-kafka"])
+async def test_a_cluster_with_a_sasl_kafka_listener_replicates(certs: Path, tls: bool) -> None:
     controller = free_port()
+    security = all_tls(certs) if tls else SASL_PLAINTEXT_KAFKA
     nodes: list[Node] = []
     try:
         for node_id, roles in ((1, "broker,controller"), (2, "broker")):
-            listeners = f"PLAINTEXT://127.0.0.1:{free_port()},KAFKA://127.0.0.1:{free_port()}"
+            listeners = f"INTERNAL://127.0.0.1:{free_port()},KAFKA://127.0.0.1:{free_port()}"
             if node_id == 1:
                 listeners += f",CONTROLLER://127.0.0.1:{controller}"
             config = NodeConfig(
@@ -346,10 +361,10 @@ async def test_a_cluster_with_a_sasl_plaintext_kafka_listener_replicates_over_gr
                     "node.id": node_id,
                     "controller.quorum.voters": f"1@127.0.0.1:{controller}",
                     "listeners": listeners,
-                    "listener.security.protocol.map": "KAFKA:SASL_PLAINTEXT",
-                    "log.dirs": str(tmp_path / f"data-{node_id}"),
+                    "log.dirs": str(certs / f"data-{node_id}"),
                     "replica.fetch.wait.max.ms": 50,
                     "replica.fetch.backoff.ms": 50,
+                    **security,
                 }
             )
             format_storage(config, "sasl-replication")
@@ -363,18 +378,25 @@ async def test_a_cluster_with_a_sasl_plaintext_kafka_listener_replicates_over_gr
             while len(nodes[0].sm.image.active_brokers()) < 2:  # the controller has unfenced both
                 await asyncio.sleep(0.05)
         topic = f"r-{uuid.uuid4().hex[:8]}"
-        bootstrap = {"bootstrap.servers": str(nodes[0].config.broker_listener)}
-        async with AsyncAdmin(bootstrap) as admin:
+        client: dict[str, str] = {"bootstrap.servers": str(nodes[0].config.broker_listener)}
+        if tls:  # no SASL: the client certificate authenticates these clients on the SASL_SSL listener
+            client |= {
+                "security.protocol": "SSL",
+                "ssl.ca.location": str(certs / "ca.crt"),
+                "ssl.certificate.location": str(certs / "admin.crt"),
+                "ssl.key.location": str(certs / "admin.key"),
+            }
+        async with AsyncAdmin(client) as admin:
             await admin.create_topic(topic, 1, 2)
-        async with AsyncProducer({**bootstrap, "acks": "all", "linger.ms": 0}) as producer, asyncio.timeout(15):
+        async with AsyncProducer({**client, "acks": "all", "linger.ms": 0}) as producer, asyncio.timeout(15):
             for i in range(5):
                 await producer.send_and_wait(topic, b"v%d" % i)
-        # acks=all came back: the follower has the records. It fetches over gRPC, the Kafka listener asking SASL.
+        # acks=all came back: the follower has the records, fetched over gRPC where the Kafka listener wants SASL.
         replicas = [n.broker.replicas.get(topic, 0) for n in nodes if n.broker is not None]
         assert all(p.log.log_end_offset == 5 for p in replicas)
-        follower = next(n for n in nodes if n.broker is not None and n.broker.fetchers.fetchers)
-        assert follower.broker is not None
-        assert {t[0] for t in map(follower.broker.fetchers.target_of, follower.broker.fetchers.fetchers)} == {"grpc"}
+        follower = next(n.broker for n in nodes if n.broker is not None and n.broker.fetchers.fetchers)
+        transports = {t[0] for t in map(follower.fetchers.target_of, follower.fetchers.fetchers)}
+        assert transports == {"kafka" if tls else "grpc"}
     finally:
         for n in reversed(nodes):
             await n.stop()
