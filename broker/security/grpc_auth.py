@@ -8,7 +8,8 @@ call is, by listener protocol:
   is still served, and answers ILLEGAL_SASL_STATE, so a client configured for SASL gets a clear error rather than
   UNIMPLEMENTED.
 - SSL with ``ssl.client.auth=required``: the client certificate's principal (:class:`CertificateInterceptor`).
-- SASL_PLAINTEXT: the SASL user of the call's session token; a call without a live one is UNAUTHENTICATED.
+- SASL_PLAINTEXT: the SASL user of the call's session token; a call without a live one is UNAUTHENTICATED. (A node
+  refuses it on its broker listener, which brokers call without SASL; the controller listener runs no SASL.)
 - SASL_SSL (with required client certificates): the SASL user when the call carries a session token, else the
   certificate's principal. Nodes call each other this way: they have certificates, not SASL credentials.
 """
