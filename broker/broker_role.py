@@ -97,6 +97,7 @@ class BrokerRole:
                 protocol=c["replica.fetch.protocol"],
                 kafka_listener_names=frozenset(n.upper() for n in c["kafka.listener.names"]),
                 kafka_tls=NodeTls(c).kafka_client_context,
+                kafka_refused=c.kafka_fetch_refusal() or "",
             ),
             persist_log_starts=self.logs.checkpoint_log_start_offsets,
         )

@@ -14,6 +14,7 @@ from typing import Any
 
 from odradek.broker.security.access import AUTHORIZER_NAMES, AuthorizerSettings, parse_super_users
 from odradek.broker.security.acls import validate_principal
+from odradek.broker.security.principal_mapping import PrincipalMapper
 from odradek.broker.security.scram import Mechanism
 
 
@@ -75,6 +76,11 @@ def _client_auth(value: Any) -> str:
     if auth not in CLIENT_AUTH:
         raise ConfigError(f"ssl.client.auth must be none, requested or required, not {value!r}")
     return auth
+
+
+def _mapping_rules(value: Any) -> PrincipalMapper:
+    # ValueError names the rule that cannot be read; NodeConfig words it as a ConfigError.
+    return PrincipalMapper.parse(str(value))
 
 
 def parse_voters(value: str) -> list[Voter]:
@@ -256,6 +262,8 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # The CA that signs peers' certificates: clients' (ssl.client.auth) and the other nodes'. "" = system CAs.
     "ssl.ca.location": (str, ""),
     "ssl.client.auth": (_client_auth, "none"),
+    # A verified client certificate's subject DN (CN=...,O=...) to its principal's name (Kafka's syntax).
+    "ssl.principal.mapping.rules": (_mapping_rules, "DEFAULT"),
     # Listeners of these names speak Kafka's binary protocol (for Kafka clients) instead of gRPC.
     "kafka.listener.names": (_csv, "KAFKA"),
     "log.dirs": (_csv, "/var/lib/odradek/data"),
@@ -423,6 +431,7 @@ class NodeConfig:
         self._check_listeners()
         self._check_tls()
         self._check_authorizer()
+        self._check_inter_node_authentication()
         if self.is_broker and self.broker_listener is None:
             raise ConfigError("a broker needs a listener in 'listeners' that is neither a controller nor a Kafka one")
         if self._values["group.min.session.timeout.ms"] > self._values["group.max.session.timeout.ms"]:
@@ -481,6 +490,35 @@ class NodeConfig:
         if not self._values["authorizer.class.name"]:
             return None
         return AuthorizerSettings(self._values["super.users"], self._values["allow.everyone.if.no.acl.found"])
+
+    def _check_inter_node_authentication(self) -> None:
+        """Nodes never log in with SASL: brokers call each other's gRPC broker listener (replica fetches,
+        transaction markers), so on a SASL one they must be able to authenticate with their certificates."""
+        listener = self.broker_listener if self.is_broker else None
+        if listener is None:
+            return
+        protocol = self.listener_protocol(listener.name)
+        if protocol == "SASL_PLAINTEXT":
+            raise ConfigError(
+                f"the gRPC broker listener {listener.name} cannot be SASL_PLAINTEXT: brokers call each other there "
+                "and do not log in with SASL; use SASL_SSL with ssl.client.auth=required (nodes then authenticate "
+                "with their certificates), SSL or PLAINTEXT"
+            )
+        if protocol == "SASL_SSL" and self._values["ssl.client.auth"] != "required":
+            raise ConfigError(
+                f"the gRPC broker listener {listener.name} is SASL_SSL: it needs ssl.client.auth=required, since "
+                "brokers call each other there and authenticate with their certificates, not with SASL"
+            )
+
+    def kafka_fetch_refusal(self) -> str | None:
+        """Why a follower cannot fetch over the leaders' Kafka listener (it has no SASL credentials of its own, so
+        a SASL listener must accept its certificate), or None when it can."""
+        protocol = self.kafka_protocol
+        if protocol == "SASL_PLAINTEXT":
+            return "the Kafka listener is SASL_PLAINTEXT and nodes do not log in with SASL"
+        if protocol == "SASL_SSL" and self._values["ssl.client.auth"] == "none":
+            return "the Kafka listener is SASL_SSL without client certificates (ssl.client.auth=none)"
+        return None
 
     def all_listener_names(self) -> list[str]:
         names = list(self._values["listeners"]) + list(self._values["advertised.listeners"])

@@ -82,6 +82,9 @@ class FetcherConfig:
     kafka_listener_names: frozenset[str] = field(default_factory=lambda: frozenset({"KAFKA"}))
     # The TLS context for a connection to a leader's Kafka listener (None: plaintext), asked per connection.
     kafka_tls: Callable[[], ssl.SSLContext | None] = field(default=lambda: None, compare=False)
+    # Why this follower cannot authenticate on the leaders' Kafka listener (a SASL one that takes no certificate:
+    # nodes have no SASL credentials), making "kafka" fetch over gRPC; "" = it can.
+    kafka_refused: str = ""
 
     def __post_init__(self) -> None:
         if self.protocol not in FETCH_PROTOCOLS:
@@ -323,6 +326,8 @@ class ReplicaFetcherManager:
         self._following: dict[Key, tuple[int, int]] = {}  # key -> (leader id, leader epoch)
         self.lag: dict[Key, int] = {}
         self._no_kafka_listener: set[int] = set()  # leaders already logged as fetched from over gRPC
+        if config.protocol == KAFKA and config.kafka_refused:
+            logger.warning("replica.fetch.protocol=kafka: fetching over gRPC instead, since %s", config.kafka_refused)
 
     def address_of(self, broker_id: int) -> str | None:
         b = self.image().brokers.get(broker_id)
@@ -334,7 +339,7 @@ class ReplicaFetcherManager:
         b = self.image().brokers.get(broker_id)
         if b is None:
             return None
-        if self.config.protocol == KAFKA:
+        if self.config.protocol == KAFKA and not self.config.kafka_refused:
             found = next(
                 (f"{host}:{port}" for name, host, port in b.listeners if name in self.config.kafka_listener_names),
                 None,

@@ -13,6 +13,7 @@ The components themselves get their collaborators through their constructors.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 from collections.abc import Awaitable, Iterator
@@ -22,7 +23,7 @@ import grpc
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from odradek.broker.broker_role import BrokerRole
-from odradek.broker.config import ConfigError, Endpoint, NodeConfig
+from odradek.broker.config import TLS_PROTOCOLS, ConfigError, Endpoint, NodeConfig
 from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.catalog import kafka_apis
 from odradek.broker.kafka.dispatch import KafkaDispatcher
@@ -30,11 +31,12 @@ from odradek.broker.kafka.server import KafkaListener
 from odradek.broker.metrics import NodeMetrics, gauge
 from odradek.broker.security.access import AccessControl
 from odradek.broker.security.cluster_action import ClusterActionInterceptor
-from odradek.broker.security.grpc_auth import AuthenticationService, SaslInterceptor
+from odradek.broker.security.grpc_auth import AuthenticationService, CertificateInterceptor, SaslInterceptor
 from odradek.broker.security.grpc_sessions import GrpcSessions
 from odradek.broker.security.sasl_session import CredentialLookup, SaslSession
 from odradek.broker.security.scram import Mechanism, ScramCredential
 from odradek.broker.security.tls import NodeTls
+from odradek.broker.security.tls_identity import CertificatePrincipals
 from odradek.broker.storage import verify_storage
 from odradek.broker.throttling import QuotaInterceptor
 from odradek.broker.topic_defaults import topic_defaults
@@ -96,6 +98,8 @@ class Node:
         self.grpc_sessions: GrpcSessions | None = None  # the broker listener's, when it requires SASL
         # Authorization on every listener of this node, from the ACLs of the metadata image it has applied.
         self.access = AccessControl(c.authorizer_settings, lambda: self.sm.image.acls)
+        # Verified client certificates to principals (ssl.principal.mapping.rules), shared by every listener.
+        self.certificates = CertificatePrincipals(c["ssl.principal.mapping.rules"])
 
     def _image_credential(self, user: str, mechanism: Mechanism) -> ScramCredential | None:
         """The user's credential from the metadata image's SCRAM records (none before they exist)."""
@@ -201,10 +205,32 @@ class Node:
             access=self.access,
         )
 
+    def _client_certificates(self, endpoint: Endpoint | None) -> CertificatePrincipals | None:
+        """How a listener's clients are known by their certificates: on a TLS listener that asks for one."""
+        c = self.config
+        if endpoint is None or c["ssl.client.auth"] == "none":
+            return None
+        return self.certificates if c.listener_protocol(endpoint.name) in TLS_PROTOCOLS else None
+
+    def _authentication(
+        self, endpoint: Endpoint | None, sessions: GrpcSessions | None
+    ) -> tuple[grpc.aio.ServerInterceptor, ...]:
+        """The interceptor that binds each call's principal on a gRPC listener: the SASL user and/or the client
+        certificate's principal; none (``User:ANONYMOUS``) on a listener without either."""
+        certificates = self._client_certificates(endpoint)
+        if sessions is not None:
+            return (SaslInterceptor(sessions, certificates=certificates),)
+        if certificates is not None:
+            return (CertificateInterceptor(certificates),)
+        return ()
+
     def _serve_controller(self, controller: ActiveController, admin: AdminService) -> None:
-        """The CONTROLLER listener: Raft, Controller and Admin."""
+        """The CONTROLLER listener: Raft, Controller and Admin. Nodes reach it without SASL: on TLS requiring client
+        certificates each call is its certificate's principal; with an authorizer, the inter-node APIs need
+        cluster ClusterAction."""
+        endpoint = self.config.controller_listener
         gate = (ClusterActionInterceptor(self.access),) if self.access.enabled else ()
-        server = self._server(self.config.controller_listener, gate)
+        server = self._server(endpoint, (*self._authentication(endpoint, None), *gate))
         raft_pb2_grpc.add_RaftServicer_to_server(RaftService(self.driver), server)
         controller_pb2_grpc.add_ControllerServicer_to_server(ControllerService(controller), server)
         admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
@@ -217,7 +243,7 @@ class Node:
         mechanisms = tuple(Mechanism.parse(m) for m in c.sasl_mechanisms)
         sessions = GrpcSessions(mechanisms, lookup) if c.requires_sasl(c.broker_listener) else None
         self.grpc_sessions = sessions
-        authentication = (SaslInterceptor(sessions),) if sessions is not None else ()
+        authentication = self._authentication(c.broker_listener, sessions)
         server = self._server(c.broker_listener, (*authentication, QuotaInterceptor(broker.quotas)))
         security_pb2_grpc.add_AuthenticationServicer_to_server(AuthenticationService(sessions), server)
         admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
@@ -249,7 +275,9 @@ class Node:
                 broker.quotas,
                 access,
             )
-            kafka_sasl = (lambda: SaslSession(mechanisms, lookup)) if c.requires_sasl(endpoint) else None
+            # A connection's session, given its client certificate's principal if it has one.
+            kafka_sasl = functools.partial(SaslSession, mechanisms, lookup) if c.requires_sasl(endpoint) else None
+            certificates = self._client_certificates(endpoint)
             self.kafka = KafkaListener(
                 endpoint.host,
                 endpoint.port,
@@ -258,6 +286,7 @@ class Node:
                 max_request_bytes=self.config["socket.request.max.bytes"],
                 idle_timeout_ms=self.config["connections.max.idle.ms"],
                 tls=self.tls.kafka_context(name),
+                certificate_principal=None if certificates is None else certificates.of_der,
             )
 
     def _collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:

@@ -34,6 +34,7 @@ WIRING = "tests/broker/test_node_wiring.py::test_a_started_node_hands_each_key_t
 LOG_DEFAULTS = "tests/broker/test_node_wiring.py::test_broker_log_defaults_become_the_log_config"
 TOPIC_LOG = "tests/broker/test_node_wiring.py::test_topic_configs_override_the_broker_log_defaults"
 NODE_REFUSALS = "tests/broker/test_config_storage.py::test_bad_configs_fail_with_one_line"
+AUTHZ = "tests/security/test_authorization.py"
 NODE_ONLY_DEFAULT = "tests/broker/test_config_storage.py::test_supported_values_of_partly_supported_keys_are_accepted"
 ROLL = "tests/log/test_roll_and_retention.py"
 FLUSH = f"{ROLL}::test_flush_messages_and_flush_ms_policies"
@@ -62,6 +63,7 @@ KAFKA_TLS = "tests/kafka/test_kafka_listener.py"
 CLIENT_TLS = f"{TLS}::test_client_security_keys_choose_tls_channels"
 SASL_LISTENER = "tests/security/test_sasl_kafka_listener.py"
 SASL_GRPC = "tests/security/test_sasl_grpc.py"
+MTLS = "tests/security/test_mtls_principals.py"
 
 TOPIC: dict[str, Key] = {
     "cleanup.policy": Key(
@@ -231,6 +233,15 @@ NODE: dict[str, Key] = {
             NODE_REFUSALS,
         ),
     ),
+    "ssl.principal.mapping.rules": Key(
+        "a verified client certificate's subject DN to its principal `User:<name>`: Kafka's `RULE:pattern/"
+        "replacement/[LU]` list, tried in order; `DEFAULT` is the DN itself (`CN=admin,O=odradek`)",
+        (
+            f"{MTLS}::test_a_grpc_call_is_its_client_certificates_mapped_principal",
+            f"{MTLS}::test_a_kafka_connection_with_a_certificate_is_served_without_sasl",
+            f"{MTLS}::test_config_refuses_what_nodes_cannot_authenticate_on_and_bad_rules",
+        ),
+    ),
     "controller.listener.names": Key(
         "which listener names carry the controller (the others are the broker's: gRPC, or Kafka's protocol for "
         "those in `kafka.listener.names`)",
@@ -344,10 +355,12 @@ NODE: dict[str, Key] = {
     "replica.fetch.backoff.ms": Key("a follower's pause after a failed fetch", (WIRING,)),
     "replica.fetch.protocol": Key(
         "`kafka`: followers fetch from the leader's advertised Kafka listener (sendfile; over gRPC from a leader "
-        "without one); `grpc`: from its gRPC listener",
+        "without one, or when that listener is SASL and takes no client certificate); `grpc`: from its gRPC listener",
         (
             WIRING,
             NODE_REFUSALS,
+            f"{MTLS}::test_a_cluster_with_a_sasl_kafka_listener_replicates",
+            f"{MTLS}::test_followers_use_the_kafka_listener_only_where_they_can_authenticate",
             f"{KAFKA_REPLICA}::test_a_follower_with_replica_fetch_protocol_kafka_catches_up_over_the_kafka_listener",
             f"{KAFKA_REPLICA}::test_a_leader_without_a_kafka_listener_is_fetched_from_over_grpc",
             "tests/integration/test_kafka_replication.py::"
@@ -470,6 +483,25 @@ NODE: dict[str, Key] = {
             f"{KAFKA_CONFIG}::test_connections_max_idle_ms_is_kafkas_ten_minutes_unless_set",
             "tests/kafka/test_kafka_listener.py::test_idle_connections_are_closed",
         ),
+    ),
+    "authorizer.class.name": Key(
+        "empty: no authorizer (every request allowed); `odradek` (or Kafka's "
+        "`org.apache.kafka.metadata.authorizer.StandardAuthorizer`): every API checks the ACLs of the metadata log",
+        (
+            f"{AUTHZ}::test_produce_needs_topic_write_and_writes_nothing_without_it",
+            f"{AUTHZ}::test_authorizer_settings_are_refused_when_they_cannot_take_effect",
+        ),
+    ),
+    "super.users": Key(
+        "principals allowed everything whatever the ACLs say, separated by `;` (`User:admin;User:CN=node-1,O=odradek`)",
+        (
+            f"{AUTHZ}::test_super_users_are_allowed_everything_without_acls",
+            f"{AUTHZ}::test_the_controllers_inter_node_apis_need_cluster_action",
+        ),
+    ),
+    "allow.everyone.if.no.acl.found": Key(
+        "with an authorizer: whether a resource no ACL applies to is open to everyone (Kafka's default, false)",
+        (f"{AUTHZ}::test_allow_everyone_if_no_acl_found",),
     ),
     "sasl.enabled.mechanisms": Key(
         "the SASL mechanisms a SASL_PLAINTEXT or SASL_SSL listener accepts (SCRAM-SHA-256, SCRAM-SHA-512)",

@@ -34,11 +34,13 @@ class KafkaDispatcher:
         self,
         registry: ApiRegistry,
         quotas: BrokerQuotas | None = None,
-        sasl: Callable[[], SaslSession] | None = None,
+        sasl: Callable[[str | None], SaslSession] | None = None,
     ) -> None:
         self.registry = registry
         self.quotas = quotas
-        self.sasl = sasl  # a new connection's SASL session on a SASL listener; None: no authentication
+        # A new connection's SASL session on a SASL listener, given its client certificate's principal if it has
+        # one; None: no SASL.
+        self.sasl = sasl
 
     def _flexible(self, key: int, version: int) -> bool:
         found = self.registry.get(key)
@@ -52,7 +54,7 @@ class KafkaDispatcher:
         spec, handler = found
         session = connection.state.sasl
         if session is None and self.sasl is not None:
-            session = connection.state.sasl = self.sasl()
+            session = connection.state.sasl = self.sasl(connection.certificate_principal)
         if session is not None:
             try:
                 session.check(spec.key, spec.name)

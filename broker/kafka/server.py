@@ -7,7 +7,9 @@ A bad frame or a failing handler closes only its own connection.
 
 On a TLS listener each accepted socket is wrapped in an ``ssl.SSLSocket`` (still non-blocking) from the context the
 listener's ``tls`` callable gives at that moment (so a reloaded certificate serves the next handshakes), the
-handshake runs before the first frame, and responses go out as bytes: sendfile cannot encrypt.
+handshake runs before the first frame, and responses go out as bytes: sendfile cannot encrypt. A client certificate
+the handshake verified gives the connection its principal (``certificate_principal``: the subject mapped by
+``ssl.principal.mapping.rules``); a certificate no rule maps closes the connection, as Kafka refuses it.
 """
 
 from __future__ import annotations
@@ -68,8 +70,11 @@ class KafkaListener:
         use_sendfile: bool = True,
         backlog: int = 128,
         tls: Callable[[], ssl.SSLContext] | None = None,
+        certificate_principal: Callable[[bytes], str] | None = None,
     ) -> None:
-        """``tls``: gives the server context for each new connection (the listener is SSL or SASL_SSL)."""
+        """``tls``: gives the server context for each new connection (the listener is SSL or SASL_SSL).
+        ``certificate_principal``: a verified client certificate (DER) to its principal; raises ValueError (such as
+        NoMatchingRule) for one that has none."""
         if max_request_bytes < 1:
             raise ValueError(f"max_request_bytes must be positive, not {max_request_bytes}")
         if idle_timeout_ms < 1:
@@ -83,6 +88,7 @@ class KafkaListener:
         self.use_sendfile = use_sendfile
         self.backlog = backlog
         self.tls = tls
+        self.certificate_principal = certificate_principal
         self._sock: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
         self._connections: dict[int, asyncio.Task[None]] = {}  # by connection id
@@ -174,6 +180,7 @@ class _Connection:
         self.fd = sock.fileno()
         self.info = info
         self.dispatch = listener.dispatch
+        self.certificate_principal = listener.certificate_principal
         self.idle_s = listener.idle_timeout_ms / 1000
         self.frames = FrameReader(listener.max_request_bytes)
         self.writer = SocketWriter(self.loop, sock, use_sendfile=listener.use_sendfile)
@@ -187,6 +194,7 @@ class _Connection:
         try:
             if isinstance(self.sock, ssl.SSLSocket):
                 await self._handshake(self.sock)
+                self._identify(self.sock)
             await self._loop()
         except (_Closed, ConnectionError):
             logger.debug("Kafka listener %s: %s closed the connection", listener, peer)
@@ -240,6 +248,16 @@ class _Connection:
                 await self._readable(deadline)
             except ssl.SSLWantWriteError:
                 await self.writer.writable()
+
+    def _identify(self, sock: ssl.SSLSocket) -> None:
+        """The verified client certificate's principal becomes the connection's (none asked or given: none)."""
+        der = sock.getpeercert(binary_form=True)
+        if der is None or self.certificate_principal is None:
+            return
+        try:
+            self.info.state.certificate_principal = self.certificate_principal(der)
+        except ValueError as e:
+            raise _CloseWithReason(f"client certificate refused: {e}") from None
 
     async def _receive(self) -> None:
         """Receive some bytes; raises on EOF and once the connection has been idle too long."""

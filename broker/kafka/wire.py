@@ -97,10 +97,12 @@ class Response:
 
 @dataclass(slots=True, eq=False)
 class ConnectionState:
-    """What a connection establishes while it lives (mutable, unlike ConnectionInfo): its SASL session on a SASL
-    listener, created by the dispatcher at the connection's first request."""
+    """What a connection establishes while it lives (mutable, unlike ConnectionInfo): the principal of the client
+    certificate the TLS handshake verified, and its SASL session on a SASL listener, created by the dispatcher at
+    the connection's first request."""
 
     sasl: SaslSession | None = None
+    certificate_principal: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,10 +116,18 @@ class ConnectionInfo:
     state: ConnectionState = field(default_factory=ConnectionState, compare=False, repr=False)
 
     @property
+    def certificate_principal(self) -> str | None:
+        """The verified client certificate's principal (``User:<mapped DN>``); None without one."""
+        return self.state.certificate_principal
+
+    @property
     def principal(self) -> str:
-        """``User:<name>`` once SASL authenticated the connection, ``User:ANONYMOUS`` on a listener without SASL."""
+        """``User:<name>`` once SASL authenticated the connection, else the client certificate's principal, else
+        ``User:ANONYMOUS``."""
         session = self.state.sasl
-        return ANONYMOUS_PRINCIPAL if session is None else session.principal
+        if session is not None and session.authenticated:
+            return session.principal
+        return self.state.certificate_principal or ANONYMOUS_PRINCIPAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +139,7 @@ class RequestContext:
 
     @property
     def principal(self) -> str:
-        """The connection's authenticated principal (``User:ANONYMOUS`` without SASL)."""
+        """The connection's authenticated principal (see ``ConnectionInfo.principal``)."""
         return self.connection.principal
 
     @property

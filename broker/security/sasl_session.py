@@ -9,6 +9,11 @@ a failed exchange (SASL_AUTHENTICATION_FAILED with the reason). Once authenticat
 ``User:<name>`` and a further SaslHandshake or SaslAuthenticate is answered ILLEGAL_SASL_STATE (no
 re-authentication: the session lifetime is 0, "never expires").
 
+A connection whose TLS handshake verified a client certificate (SASL_SSL with ``ssl.client.auth`` requested or
+required) is already authenticated as the certificate's principal: it may send any request without SASL (that is
+how a follower fetches over a leader's Kafka listener, nodes having no SASL credentials), and a client that starts
+a SaslHandshake anyway goes through the exchange as above and becomes its SASL user.
+
 SaslHandshake v0 (raw SASL tokens outside of Kafka's framing) is not served: every client that speaks SCRAM to a
 Kafka broker of the last years (librdkafka, the Java client, kafka-python) uses v1.
 """
@@ -76,10 +81,14 @@ class AuthenticateAnswer:
 class SaslSession:
     """The SASL state of one connection to a listener that requires SASL, over the enabled ``mechanisms``."""
 
-    def __init__(self, mechanisms: Sequence[Mechanism], lookup: CredentialLookup) -> None:
+    def __init__(
+        self, mechanisms: Sequence[Mechanism], lookup: CredentialLookup, certificate_principal: str | None = None
+    ) -> None:
+        """``certificate_principal``: the connection's verified client certificate's principal, if it has one."""
         if not mechanisms:
             raise ValueError("a SASL listener needs at least one enabled mechanism")
         self.mechanisms = tuple(mechanisms)
+        self.certificate_principal = certificate_principal
         self._lookup = lookup
         self._state = _State.HANDSHAKE
         self._exchange: ScramServerExchange | None = None
@@ -94,15 +103,20 @@ class SaslSession:
 
     @property
     def principal(self) -> str:
-        """``User:<name>`` once authenticated; ANONYMOUS before (only the SASL APIs run then)."""
-        return principal(self._user) if self._user is not None else ANONYMOUS
+        """``User:<name>`` once authenticated; before, the certificate's principal, else ANONYMOUS (only the SASL
+        APIs run then)."""
+        if self._user is not None:
+            return principal(self._user)
+        return self.certificate_principal or ANONYMOUS
 
     def check(self, api_key: int, api_name: str) -> None:
         """Raise :class:`IllegalSaslState` unless a request of ``api_key`` may be served now."""
         state = self._state
         if state is _State.COMPLETE:
             return
-        if state is _State.HANDSHAKE and api_key in (API_VERSIONS_KEY, SASL_HANDSHAKE_KEY):
+        if state is _State.HANDSHAKE and (
+            api_key in (API_VERSIONS_KEY, SASL_HANDSHAKE_KEY) or self.certificate_principal is not None
+        ):
             return
         if state is _State.AUTHENTICATE and api_key == SASL_AUTHENTICATE_KEY:
             return

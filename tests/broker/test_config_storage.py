@@ -100,18 +100,19 @@ def test_listener_protocols_follow_kafkas_default_map_and_the_configured_one(tmp
     mapped = node(
         tmp_path,
         listeners="INTERNAL://127.0.0.1:1,CONTROLLER://127.0.0.1:2,KAFKA://127.0.0.1:3",
-        **{"listener.security.protocol.map": "internal:sasl_plaintext, CONTROLLER:SSL,KAFKA:SASL_SSL"},
+        **{"listener.security.protocol.map": "internal:sasl_ssl, CONTROLLER:SSL,KAFKA:SASL_PLAINTEXT"},
+        **{"ssl.client.auth": "required", "ssl.ca.location": "ca.pem"},
         **tls,
     )
     assert [mapped.listener_protocol(n) for n in ("INTERNAL", "CONTROLLER", "KAFKA")] == [
-        "SASL_PLAINTEXT",
-        "SSL",
         "SASL_SSL",
+        "SSL",
+        "SASL_PLAINTEXT",
     ]
     assert (mapped.controller_protocol, mapped.inter_broker_protocol, mapped.kafka_protocol) == (
         "SSL",
-        "SASL_PLAINTEXT",
         "SASL_SSL",
+        "SASL_PLAINTEXT",
     )
     named = node(tmp_path, listeners="SSL://127.0.0.1:1,CONTROLLER://127.0.0.1:2", **tls)
     assert named.inter_broker_protocol == "SSL" and named.controller_protocol == "PLAINTEXT"

@@ -102,7 +102,9 @@ def test_the_quota_user_is_the_connections_authenticated_principal() -> None:
 
     data.produce = charged_to  # type: ignore[method-assign]
     alice = ConnectionInfo(2, "SASL_PLAINTEXT", "127.0.0.1", 50001)
-    alice.state.sasl = SimpleNamespace(principal="User:alice", check=lambda *_: None, close_reason=None)  # type: ignore[assignment]
+    alice.state.sasl = SimpleNamespace(  # type: ignore[assignment]
+        principal="User:alice", authenticated=True, check=lambda *_: None, close_reason=None
+    )
 
     async def scenario() -> None:
         await dispatch(alice, produce_frame(1, 1))

@@ -81,6 +81,8 @@ async def start_node(tmp_path: Path, registered: bool = True, **extra: object) -
     try:
         async with asyncio.timeout(20):
             await node.broker.lifecycle.registered.wait()  # type: ignore[union-attr]
+            while (b := node.sm.image.brokers.get(1)) is None or b.fenced:  # unfenced: topics can be placed
+                await asyncio.sleep(0.02)
     except BaseException:
         await node.stop()
         raise
@@ -147,6 +149,7 @@ class Session:
 
     def __init__(self, principal: str) -> None:
         self.principal = principal
+        self.authenticated = True
         self.close_reason = None
 
     def check(self, key: int, name: str) -> None:

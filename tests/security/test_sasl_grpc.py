@@ -1,6 +1,8 @@
-"""SCRAM on a node's gRPC broker listener (SASL_PLAINTEXT) with odradek's own clients: they log in per channel and
-again once the session is gone; a wrong password fails at once; a call without a session, or with one made on
-another connection, is refused UNAUTHENTICATED before any service runs.
+"""SCRAM on a node's gRPC broker listener (SASL_SSL: brokers call each other there with their certificates, so it
+requires client certificates) with odradek's own clients: they log in per channel and again once the session is
+gone; a wrong password fails at once; a call with a session token that is not live, or made on another connection,
+is refused UNAUTHENTICATED before any service runs (a call without a token is its certificate's principal:
+tests/security/test_mtls_principals.py).
 
 The node runs in-process with its credential lookup replaced (the credentials' metadata records are another
 change's)."""
@@ -25,6 +27,7 @@ from odradek.client.admin import AsyncAdmin
 from odradek.client.authentication import SESSION_KEY
 from odradek.client.errors import AuthenticationFailedError, ConfigError, ErrorCode
 from odradek.client.quotas import ANONYMOUS, PRODUCER_BYTE_RATE, entity
+from odradek.deploy.certs import make_ca, make_leaf
 from odradek.deploy.process import free_port
 from odradek.proto import admin_pb2, admin_pb2_grpc, security_pb2, security_pb2_grpc
 
@@ -38,12 +41,20 @@ def lookup(user: str, mechanism: Mechanism) -> ScramCredential | None:
 @pytest.fixture
 async def node(tmp_path: Path) -> AsyncIterator[Node]:
     controller, broker = free_port(), free_port()
+    ca = make_ca()
+    ca.write(tmp_path, "ca")
+    make_leaf(ca, "node-1", ["127.0.0.1"]).write(tmp_path, "node")
+    make_leaf(ca, "app").write(tmp_path, "app")
     config = NodeConfig(
         {
             "process.roles": "broker,controller",
             "node.id": 1,
             "controller.quorum.voters": f"1@127.0.0.1:{controller}",
-            "listeners": f"SASL_PLAINTEXT://127.0.0.1:{broker},CONTROLLER://127.0.0.1:{controller}",
+            "listeners": f"SASL_SSL://127.0.0.1:{broker},CONTROLLER://127.0.0.1:{controller}",
+            "ssl.ca.location": str(tmp_path / "ca.crt"),
+            "ssl.certificate.location": str(tmp_path / "node.crt"),
+            "ssl.key.location": str(tmp_path / "node.key"),
+            "ssl.client.auth": "required",
             "log.dirs": str(tmp_path / "data"),
         }
     )
@@ -62,7 +73,10 @@ async def node(tmp_path: Path) -> AsyncIterator[Node]:
 def client_config(node: Node, password: str = "carol-secret", mechanism: str = "SCRAM-SHA-512") -> dict:
     return {
         "bootstrap.servers": str(node.config.broker_listener),
-        "security.protocol": "SASL_PLAINTEXT",
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": node.config["ssl.ca.location"],
+        "ssl.certificate.location": node.config["ssl.ca.location"].replace("ca.crt", "app.crt"),
+        "ssl.key.location": node.config["ssl.ca.location"].replace("ca.crt", "app.key"),
         "sasl.mechanism": mechanism,
         "sasl.username": "carol",
         "sasl.password": password,
@@ -108,15 +122,21 @@ async def test_a_wrong_password_fails_fast_with_authentication_failed(node: Node
 
 async def test_calls_without_a_session_of_their_own_connection_are_unauthenticated(node: Node) -> None:
     address = str(node.config.broker_listener)
+    ca = node.config["ssl.ca.location"]
+    read = lambda name: Path(ca).with_name(name).read_bytes()  # noqa: E731
+    app = grpc.ssl_channel_credentials(read("ca.crt"), read("app.key"), read("app.crt"))
     async with (
-        grpc.aio.insecure_channel(address) as a,
-        grpc.aio.insecure_channel(
+        grpc.aio.secure_channel(address, app) as a,
+        grpc.aio.secure_channel(
             address,
+            app,
             options=[("grpc.use_local_subchannel_pool", 1)],  # its own TCP connection, not a's
         ) as b,
     ):
         with pytest.raises(grpc.aio.AioRpcError) as refused:
-            await admin_pb2_grpc.AdminStub(a).DescribeCluster(admin_pb2.DescribeClusterRequest(), timeout=10)
+            await admin_pb2_grpc.AdminStub(a).DescribeCluster(
+                admin_pb2.DescribeClusterRequest(), metadata=((SESSION_KEY, "no-such-session"),), timeout=10
+            )
         assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
         assert "SASL_AUTHENTICATION_FAILED" in (refused.value.details() or "")
 
