@@ -26,6 +26,7 @@ def save_profile(profile: dict[str, Any]) -> None:
     path = profile_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
+    tmp.touch(mode=0o600)  # it may hold a password (a secured dev cluster's client_config)
     tmp.write_text(json.dumps(profile, indent=2))
     os.replace(tmp, path)
 
