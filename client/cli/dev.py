@@ -9,6 +9,7 @@ import shutil
 import signal
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from odradek.client.cli.client_settings import security_only
 from odradek.client.cli.common import CommandError, add_command
@@ -92,7 +93,7 @@ def _up(args: argparse.Namespace) -> None:
         directory, args.controllers, args.brokers, args.combined, _overrides(args.set), security=args.security
     )
     cluster.start_all()
-    profile = {
+    profile: dict[str, Any] = {
         "bootstrap_servers": cluster.bootstrap_servers,
         "controllers": cluster.controller_servers,
         "dev_dir": str(cluster.directory),
