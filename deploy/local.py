@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -30,7 +31,7 @@ import tomli_w
 from odradek.broker.config import NodeConfig
 from odradek.broker.storage import format_storage
 from odradek.client.admin import AsyncAdmin
-from odradek.client.errors import OdradekError
+from odradek.client.errors import AuthenticationFailedError, OdradekError
 from odradek.deploy.certs import make_ca, make_leaf
 from odradek.deploy.process import (
     free_port,
@@ -54,6 +55,19 @@ __all__ = [
 
 STATE_FILE = "cluster.json"
 TLS_DIR = "tls"  # a TLS cluster's CA and admin client certificate, under the cluster's directory
+ADMIN_CLIENT_FILE = "admin-client.json"  # a secured cluster's client config for its super user, under its directory
+ADMIN_USER = "admin"
+ADMIN_MECHANISM = "SCRAM-SHA-512"
+# A secured cluster: clients authenticate with SCRAM over TLS on both client listeners (certificates required too,
+# so that nodes calling each other are their certificates' principals), the controllers' listener is mTLS only.
+SECURE_PROTOCOL_MAP = "SSL:SASL_SSL,CONTROLLER:SSL,KAFKA:SASL_SSL"
+AUTHORIZER = "odradek"
+
+
+def certificate_principal(common_name: str) -> str:
+    """The principal of a certificate ``make_leaf`` issued, under the DEFAULT mapping rule (the DN as RFC 4514)."""
+    return f"User:CN={common_name},O=odradek"
+
 
 T = TypeVar("T")
 
@@ -143,6 +157,7 @@ class DevCluster:
     cluster_id: str
     nodes: list[DevNode] = field(default_factory=list)
     tls: bool = False  # every listener is SSL, with mTLS between nodes and for clients (create's ``tls``)
+    security: bool = False  # TLS plus SCRAM on the client listeners and the authorizer (create's ``security``)
 
     # ---- layout ----
 
@@ -156,11 +171,17 @@ class DevCluster:
         overrides: dict[str, Any] | None = None,
         hosts: Callable[[int], tuple[str, str]] | None = None,
         tls: bool = False,
+        security: bool = False,
     ) -> DevCluster:
         """Configs and formatted storage for the nodes (ids: controllers 1..N, then brokers). ``hosts`` maps a node
         id to the (address, network namespace) it runs at; by default every node is on 127.0.0.1 here. ``tls``:
         the cluster gets its own CA (``tls/ca.crt``), a certificate per node and an admin client certificate, every
-        listener is SSL and requires a client certificate (``client_config`` has what a client needs)."""
+        listener is SSL and requires a client certificate (``client_config`` has what a client needs).
+        ``security``: TLS as ``tls``, and the client listeners (gRPC and Kafka) are SASL_SSL with SCRAM, the
+        authorizer is on, and the super users are ``User:admin`` (a SCRAM user that ``create_admin_user`` creates
+        with a random password, written to ``admin-client.json``), the admin client certificate and the nodes'
+        certificates."""
+        tls = tls or security
         if controllers < 1:
             raise LocalClusterError("a cluster needs at least one controller")
         if brokers < 0:
@@ -170,7 +191,7 @@ class DevCluster:
             if any(process_state(n.pid) != "stopped" for n in existing.nodes):
                 raise LocalClusterError(f"a dev cluster is already running in {directory} ('odradek dev down' first)")
         directory.mkdir(parents=True, exist_ok=True)
-        cluster = cls(directory.resolve(), random_cluster_id(), tls=tls)
+        cluster = cls(directory.resolve(), random_cluster_id(), tls=tls, security=security)
         ca = make_ca(f"odradek dev cluster {cluster.cluster_id}") if tls else None
         if ca is not None:
             ca.write(cluster.directory / TLS_DIR, "ca")
@@ -199,6 +220,10 @@ class DevCluster:
                     netns=netns,
                 )
             )
+        super_users = ";".join(
+            [f"User:{ADMIN_USER}", certificate_principal("admin")]
+            + [certificate_principal(f"node-{n.node_id}") for n in cluster.nodes]
+        )
         voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in cluster.nodes if n.controller_port)
         for n in cluster.nodes:
             listeners = []
@@ -229,9 +254,17 @@ class DevCluster:
                     "ssl.ca.location": str(cluster.directory / TLS_DIR / "ca.crt"),
                     "ssl.client.auth": "required",
                 }
+            if security:
+                props |= {
+                    "listener.security.protocol.map": SECURE_PROTOCOL_MAP,
+                    "authorizer.class.name": AUTHORIZER,
+                    "super.users": super_users,
+                }
             props.update(overrides or {})
             Path(n.config).write_text(tomli_w.dumps({k: props[k] for k in sorted(props)}))
             format_storage(NodeConfig.load(n.config), cluster.cluster_id)
+        if security:
+            cluster._write_admin_client(secrets.token_urlsafe(18))
         cluster.save()
         return cluster
 
@@ -242,7 +275,13 @@ class DevCluster:
             raise LocalClusterError(f"no dev cluster in {directory}")
         data = json.loads(path.read_text())
         nodes = [DevNode(**n) for n in data["nodes"]]
-        return cls(Path(data["directory"]), data["cluster_id"], nodes, tls=data.get("tls", False))
+        return cls(
+            Path(data["directory"]),
+            data["cluster_id"],
+            nodes,
+            tls=data.get("tls", False),
+            security=data.get("security", False),
+        )
 
     def save(self) -> None:
         data = {
@@ -250,6 +289,7 @@ class DevCluster:
             "cluster_id": self.cluster_id,
             "nodes": [asdict(n) for n in self.nodes],
             "tls": self.tls,
+            "security": self.security,
         }
         tmp = self.directory / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(data, indent=2))
@@ -276,8 +316,63 @@ class DevCluster:
         }
 
     def client_config(self, **extra: Any) -> dict[str, Any]:
-        """A client config for this cluster: ``bootstrap.servers`` (the brokers') and its security keys."""
+        """A client config for this cluster: ``bootstrap.servers`` (the brokers') and its security keys; on a
+        secured cluster, the super user ``admin``'s (``admin-client.json``)."""
+        if self.security:
+            return {**self.admin_client_config(), **extra}
         return {"bootstrap.servers": self.bootstrap_servers, **self.security_config(), **extra}
+
+    @property
+    def admin_client_file(self) -> Path:
+        return self.directory / ADMIN_CLIENT_FILE
+
+    def admin_client_config(self) -> dict[str, Any]:
+        """A secured cluster's ``admin-client.json``: a client config (``Producer``, ``Consumer``, ``Admin``) that
+        logs in as ``admin`` with SCRAM over TLS, presenting the admin client certificate."""
+        if not self.admin_client_file.exists():
+            raise LocalClusterError(f"no {ADMIN_CLIENT_FILE} in {self.directory}: the cluster is not secured")
+        return json.loads(self.admin_client_file.read_text())
+
+    def _write_admin_client(self, password: str) -> None:
+        config = {
+            "bootstrap.servers": self.bootstrap_servers,
+            **self.security_config(),
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": ADMIN_MECHANISM,
+            "sasl.username": ADMIN_USER,
+            "sasl.password": password,
+        }
+        tmp = self.admin_client_file.with_suffix(".tmp")
+        tmp.touch(mode=0o600)
+        tmp.write_text(json.dumps(config, indent=2) + "\n")
+        os.replace(tmp, self.admin_client_file)
+
+    async def create_admin_user(self, timeout: float = 30.0) -> None:
+        """Create (or reset) the super user ``admin`` of a secured cluster with ``admin-client.json``'s password,
+        through the controllers' listener with the admin client certificate: a first credential can only come
+        from there, as no SCRAM user exists yet to log in on the client listeners."""
+        password = self.admin_client_config()["sasl.password"]
+        config = {"bootstrap.servers": self.controller_servers, "request.timeout.ms": 10000, **self.security_config()}
+        async with AsyncAdmin(config) as admin:
+            await admin.upsert_user_scram_credential(ADMIN_USER, password, ADMIN_MECHANISM)
+        for n in self.nodes:  # ready once every broker has the credential from the metadata log
+            if n.broker_port:
+                await self._wait_login(f"{n.host}:{n.broker_port}", timeout)
+
+    async def _wait_login(self, address: str, timeout: float) -> None:
+        config = {**self.admin_client_config(), "bootstrap.servers": address, "request.timeout.ms": 2000}
+        deadline = time.monotonic() + timeout
+        async with AsyncAdmin(config) as admin:
+            while True:
+                try:
+                    await admin.list_topics()
+                    return
+                except AuthenticationFailedError:
+                    if time.monotonic() > deadline:
+                        raise LocalClusterError(
+                            f"user {ADMIN_USER} cannot log in on {address} after {timeout:.0f}s"
+                        ) from None
+                    await asyncio.sleep(0.1)
 
     def _admin_config(self, timeout_ms: int) -> dict[str, Any]:
         return {"bootstrap.servers": self.admin_servers, "request.timeout.ms": timeout_ms, **self.security_config()}
@@ -404,10 +499,13 @@ class DevCluster:
         raise LocalClusterError(f"cluster not ready after {timeout:.0f}s: {last}")
 
     def start_all_and_wait(self, timeout: float = 60.0) -> None:
-        """Start every stopped node and wait until the cluster is ready; stop it again if it never is."""
+        """Start every stopped node and wait until the cluster is ready (a secured one with its ``admin`` user);
+        stop it again if it never is."""
         self.start_all()
         try:
             run_sync(self.wait_ready(timeout))
+            if self.security:
+                run_sync(self.create_admin_user())
         except BaseException:
             self.stop_all(timeout=5)
             raise
@@ -436,6 +534,7 @@ def running_cluster(
     directory: str | Path | None = None,
     timeout: float = 60.0,
     tls: bool = False,
+    security: bool = False,
 ) -> Iterator[DevCluster]:
     """A cluster of real ``odradek server`` processes for the length of a ``with`` block: started, ready (a
     controller leads, every broker is unfenced) and holding ``topics`` on entry; stopped on exit, and its
@@ -452,7 +551,9 @@ def running_cluster(
     owned = directory is None
     root = Path(tempfile.mkdtemp(prefix="odradek-")) if directory is None else Path(directory)
     try:
-        cluster = DevCluster.create(root, controllers, brokers, combined, dict(config or {}), tls=tls)
+        cluster = DevCluster.create(
+            root, controllers, brokers, combined, dict(config or {}), tls=tls, security=security
+        )
         cluster.start_all_and_wait(timeout)
         try:
             if specs:

@@ -10,8 +10,10 @@ which takes precedence::
         producer = Producer({"bootstrap.servers": odradek_cluster.bootstrap_servers})
 
 Keys: ``controllers`` (1), ``brokers`` (1), ``combined`` (False), ``config`` (properties for every node),
-``topics`` (``{name: partitions}``, ``{name: TopicSpec}`` or ``{name: {"partitions", "replication_factor",
-"configs"}}``, created when missing) and ``shared`` (True). A shared cluster serves every test asking for the same
+``tls`` (False: True gives every listener TLS with the cluster's own CA and client certificates required; connect
+with ``odradek_cluster.client_config()``, which carries the CA and the admin client certificate), ``topics``
+(``{name: partitions}``, ``{name: TopicSpec}`` or ``{name: {"partitions", "replication_factor", "configs"}}``,
+created when missing) and ``shared`` (True). A shared cluster serves every test asking for the same
 shape during the session and stops when the session ends, as a started Kafka container does; a test that stops,
 pauses or reconfigures nodes asks for ``shared=False`` and gets a cluster of its own, stopped after the test.
 
@@ -32,14 +34,14 @@ if TYPE_CHECKING:
     from odradek.deploy.local import DevCluster
 
 MARKER = "odradek_cluster"
-SHAPE_KEYS = {"controllers", "brokers", "combined", "config"}
+SHAPE_KEYS = {"controllers", "brokers", "combined", "config", "tls"}
 KEYS = SHAPE_KEYS | {"topics", "shared"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(controllers=1, brokers=1, combined=False, config=None, topics=None, shared=True): "
+        f"{MARKER}(controllers=1, brokers=1, combined=False, config=None, tls=False, topics=None, shared=True): "
         "the local odradek cluster the odradek_cluster fixture gives this test",
     )
 
@@ -68,6 +70,7 @@ def shape(options: Mapping[str, Any]) -> dict[str, Any]:
         "brokers": int(options.get("brokers", 1)),
         "combined": bool(options.get("combined", False)),
         "overrides": dict(options.get("config") or {}),
+        "tls": bool(options.get("tls", False)),
     }
 
 
@@ -148,5 +151,6 @@ def odradek_cluster(
         config=args["overrides"],
         topics=topics,
         directory=tmp_path_factory.mktemp("odradek"),
+        tls=args["tls"],
     ) as cluster:
         yield cluster

@@ -10,10 +10,11 @@ from dataclasses import asdict
 from typing import TypeVar
 
 from odradek.client.admin import AsyncAdmin, ClusterDescription
+from odradek.client.cli.client_settings import add_connection_options
 from odradek.client.cli.common import add_command
 from odradek.client.cli.config_changes import add_alter_arguments, changes
 from odradek.client.cli.output import emit, table
-from odradek.client.cli.profile import admin_servers
+from odradek.client.cli.profile import admin_config
 
 T = TypeVar("T")
 
@@ -22,7 +23,7 @@ def with_admin(args: argparse.Namespace, action: Callable[[AsyncAdmin], Awaitabl
     """Run one admin action against the cluster the arguments (or the profile) point at."""
 
     async def run() -> T:
-        config = {"bootstrap.servers": admin_servers(args.bootstrap_servers), "request.timeout.ms": args.timeout_ms}
+        config = admin_config(args, **{"request.timeout.ms": args.timeout_ms})
         async with AsyncAdmin(config) as admin:
             return await action(admin)
 
@@ -31,7 +32,7 @@ def with_admin(args: argparse.Namespace, action: Callable[[AsyncAdmin], Awaitabl
 
 def admin_command(sub: argparse._SubParsersAction, name: str, handler, text: str) -> argparse.ArgumentParser:
     parser = add_command(sub, name, handler, text)
-    parser.add_argument("--bootstrap-servers", "-X", help="host:port,... of any nodes (default: the dev profile)")
+    add_connection_options(parser, "host:port,... of any nodes (default: the dev profile)")
     parser.add_argument("--timeout-ms", type=int, default=15000)
     return parser
 

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from odradek.broker.groups.records import OffsetsRecordError, describe_record
+from odradek.client.cli.client_settings import add_connection_options
 from odradek.client.cli.common import CommandError, add_command
 from odradek.client.cli.kcat_format import (
     Encoding,
@@ -24,7 +25,7 @@ from odradek.client.cli.kcat_format import (
     parse_offsets,
     unescape,
 )
-from odradek.client.cli.profile import bootstrap_servers
+from odradek.client.cli.profile import client_config
 from odradek.client.consumer import AsyncConsumer
 from odradek.client.errors import OffsetOutOfRangeError
 from odradek.client.producer import AsyncProducer
@@ -38,7 +39,7 @@ READ_CHUNK = 65536
 
 def data_command(sub: argparse._SubParsersAction, name: str, handler, text: str) -> argparse.ArgumentParser:
     parser = add_command(sub, name, handler, text)
-    parser.add_argument("--bootstrap-servers", "-X", help="broker host:port,... (default: the dev profile)")
+    add_connection_options(parser, "broker host:port,... (default: the dev profile)")
     return parser
 
 
@@ -180,15 +181,17 @@ async def _produce_async(args: argparse.Namespace) -> None:
             f"--delivery-timeout-ms ({args.delivery_timeout_ms}) must be at least --timeout-ms + {linger_ms} "
             f"({timeout_ms + linger_ms})"
         )
-    config = {
-        "bootstrap.servers": bootstrap_servers(args.bootstrap_servers),
-        "acks": args.acks,
-        "compression.type": args.compression,
-        "linger.ms": linger_ms,
-        "max.block.ms": timeout_ms,
-        "request.timeout.ms": timeout_ms,
-        "delivery.timeout.ms": args.delivery_timeout_ms,
-    }
+    config = client_config(
+        args,
+        **{
+            "acks": args.acks,
+            "compression.type": args.compression,
+            "linger.ms": linger_ms,
+            "max.block.ms": timeout_ms,
+            "request.timeout.ms": timeout_ms,
+            "delivery.timeout.ms": args.delivery_timeout_ms,
+        },
+    )
     summary = _Summary()
     loop = asyncio.get_running_loop()
     stdin = sys.stdin.buffer
@@ -305,11 +308,7 @@ async def _consume_async(args: argparse.Namespace) -> None:
     for p in [*(args.partition or ()), *per_partition]:
         if p < 0:
             raise CommandError(f"partition must be >= 0, not {p}")
-    config = {
-        "bootstrap.servers": bootstrap_servers(args.bootstrap_servers),
-        "auto.offset.reset": args.reset or "none",
-        "request.timeout.ms": timeout_ms,
-    }
+    config = client_config(args, **{"auto.offset.reset": args.reset or "none", "request.timeout.ms": timeout_ms})
     out = sys.stdout.buffer
     async with AsyncConsumer(config) as consumer:
         count = len(await consumer.partitions_for(args.topic))

@@ -9,10 +9,13 @@ import shutil
 import signal
 import tomllib
 from pathlib import Path
+from typing import Any
 
+from odradek.client.cli.client_settings import security_only
 from odradek.client.cli.common import CommandError, add_command
 from odradek.client.cli.output import emit, table
 from odradek.client.cli.profile import clear_profile, home, load_profile, save_profile
+from odradek.client.errors import OdradekError
 from odradek.deploy.local import DevCluster, LocalClusterError
 
 SIGNALS = {"KILL": signal.SIGKILL, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT, "TERM": signal.SIGTERM}
@@ -52,6 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--dir", help="where node configs, data and logs go (default $ODRADEK_HOME/dev)")
     up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config for every node")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness")
+    up.add_argument(
+        "--security",
+        action="store_true",
+        help="TLS on every listener (own CA), SCRAM on the client listeners, the authorizer, and a super user "
+        "'admin' whose client config is <dir>/admin-client.json (saved in the profile)",
+    )
     for name, handler, text in (
         ("down", _down, "stop every node (SIGTERM, then SIGKILL)"),
         ("status", _status, "show each node's process state"),
@@ -80,18 +89,25 @@ def _up(args: argparse.Namespace) -> None:
         old = DevCluster.load(directory)
         if not any(s["state"] != "stopped" for s in old.status()):
             shutil.rmtree(directory)  # the default dev dir holds a stopped cluster: start afresh
-    cluster = DevCluster.create(directory, args.controllers, args.brokers, args.combined, _overrides(args.set))
-    cluster.start_all()
-    save_profile(
-        {
-            "bootstrap_servers": cluster.bootstrap_servers,
-            "controllers": cluster.controller_servers,
-            "dev_dir": str(cluster.directory),
-        }
+    cluster = DevCluster.create(
+        directory, args.controllers, args.brokers, args.combined, _overrides(args.set), security=args.security
     )
+    cluster.start_all()
+    profile: dict[str, Any] = {
+        "bootstrap_servers": cluster.bootstrap_servers,
+        "controllers": cluster.controller_servers,
+        "dev_dir": str(cluster.directory),
+    }
+    if cluster.security:
+        # Brokers only: the controllers' listener is mTLS without SASL, so a SCRAM login cannot be served there.
+        del profile["controllers"]
+        profile["client_config"] = security_only(cluster.admin_client_config())
+    save_profile(profile)
     try:
         asyncio.run(cluster.wait_ready(args.timeout))
-    except LocalClusterError:
+        if cluster.security:
+            asyncio.run(cluster.create_admin_user())
+    except (LocalClusterError, OdradekError):
         cluster.stop_all(timeout=5)
         raise
     data = {
@@ -102,12 +118,16 @@ def _up(args: argparse.Namespace) -> None:
         "controllers": cluster.controller_servers,
         "nodes": cluster.status(),
     }
+    if cluster.security:
+        data["admin_client_config"] = str(cluster.admin_client_file)
     human = (
         f"cluster {cluster.cluster_id} is up in {cluster.directory}\n"
         f"bootstrap servers: {cluster.bootstrap_servers}\n"
         f"kafka bootstrap servers: {cluster.kafka_bootstrap_servers}\n"
         f"controllers: {cluster.controller_servers}\n"
     )
+    if cluster.security:
+        human += f"super user admin: {cluster.admin_client_file} (SCRAM over TLS; the CLI's profile uses it)\n"
     emit(data, args.format, human=human)
 
 

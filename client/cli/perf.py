@@ -11,7 +11,7 @@ import time
 
 from odradek.client.cli.common import CommandError
 from odradek.client.cli.data import data_command
-from odradek.client.cli.profile import bootstrap_servers
+from odradek.client.cli.profile import client_config
 from odradek.client.consumer import Consumer
 from odradek.client.producer import AsyncProducer
 from odradek.client.structs import TopicPartition
@@ -77,14 +77,16 @@ def _produce(args: argparse.Namespace) -> None:
 async def _produce_async(args: argparse.Namespace) -> dict:
     if args.num_records < 1 or args.record_size < 0:
         raise CommandError("--num-records must be positive and --record-size not negative")
-    config = {
-        "bootstrap.servers": bootstrap_servers(args.bootstrap_servers),
-        "acks": args.acks,
-        "compression.type": args.compression,
-        "batch.size": args.batch_size,
-        "linger.ms": args.linger_ms,
-        **_pairs(args.producer_config),
-    }
+    config = client_config(
+        args,
+        **{
+            "acks": args.acks,
+            "compression.type": args.compression,
+            "batch.size": args.batch_size,
+            "linger.ms": args.linger_ms,
+            **_pairs(args.producer_config),
+        },
+    )
     payload = os.urandom(args.record_size)
     n = args.num_records
     sampling = max(1, n // MAX_SAMPLES) if args.throughput <= 0 else 1
@@ -163,7 +165,7 @@ def _consume(args: argparse.Namespace) -> None:
 def _consume_sync(args: argparse.Namespace) -> dict:
     """The synchronous consumer: fetching and decoding run on its background loop while this thread counts, as
     an application thread would process records."""
-    config = {"bootstrap.servers": bootstrap_servers(args.bootstrap_servers), "auto.offset.reset": "earliest"}
+    config = client_config(args, **{"auto.offset.reset": "earliest"})
     clock = time.perf_counter
     with Consumer(config) as consumer:
         tps = [TopicPartition(args.topic, p) for p in consumer.partitions_for(args.topic)]

@@ -1,13 +1,16 @@
-"""Where the CLI finds a cluster: ``--bootstrap-servers``, else ``$ODRADEK_BOOTSTRAP_SERVERS``, else the profile
-saved by ``odradek dev up`` in ``$ODRADEK_HOME/profile.json`` (default ``~/.odradek``)."""
+"""Where the CLI finds a cluster: ``--bootstrap-servers`` (or ``-X host:port,...``), else ``bootstrap.servers`` of
+``-X``/``--client-config``, else ``$ODRADEK_BOOTSTRAP_SERVERS``, else the profile saved by ``odradek dev up`` in
+``$ODRADEK_HOME/profile.json`` (default ``~/.odradek``). How it connects (TLS, SASL) is ``client_settings``'s."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+from odradek.client.cli.client_settings import security_only, settings_from_args
 from odradek.client.cli.common import CommandError
 
 
@@ -23,6 +26,7 @@ def save_profile(profile: dict[str, Any]) -> None:
     path = profile_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
+    tmp.touch(mode=0o600)  # it may hold a password (a secured dev cluster's client_config)
     tmp.write_text(json.dumps(profile, indent=2))
     os.replace(tmp, path)
 
@@ -75,3 +79,24 @@ def bootstrap_servers(explicit: str | None) -> str:
             "no cluster: pass --bootstrap-servers, set ODRADEK_BOOTSTRAP_SERVERS, or run 'odradek dev up'"
         )
     return servers
+
+
+def _settings(args: argparse.Namespace) -> tuple[str | None, dict[str, Any]]:
+    """The explicit addresses (command line or client config file) and the security settings in force."""
+    settings = settings_from_args(args, load_profile())
+    servers = getattr(args, "bootstrap_servers", None) or settings.get("bootstrap.servers")
+    if isinstance(servers, list | tuple):
+        servers = ",".join(str(s) for s in servers)
+    return servers, security_only(settings)
+
+
+def admin_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
+    """An admin client's config: any node's address and the security settings."""
+    servers, security = _settings(args)
+    return {"bootstrap.servers": admin_servers(servers), **security, **extra}
+
+
+def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
+    """A producer's or consumer's config: the brokers' addresses and the security settings."""
+    servers, security = _settings(args)
+    return {"bootstrap.servers": bootstrap_servers(servers), **security, **extra}

@@ -13,7 +13,7 @@ from typing import Any
 from odradek.client.cli.common import CommandError
 from odradek.client.cli.kcat_format import parse_time
 from odradek.client.cli.output import emit, table
-from odradek.client.cli.profile import bootstrap_servers
+from odradek.client.cli.profile import client_config
 from odradek.client.consumer import AsyncConsumer
 from odradek.client.structs import TopicPartition
 
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _lookup(args: argparse.Namespace, when: int) -> list[dict[str, Any]]:
-    config = {"bootstrap.servers": bootstrap_servers(args.bootstrap_servers), "request.timeout.ms": args.timeout_ms}
+    config = client_config(args, **{"request.timeout.ms": args.timeout_ms})
     async with AsyncConsumer(config) as consumer:
         count = len(await consumer.partitions_for(args.name))
         partitions = sorted(set(args.partition)) if args.partition else list(range(count))

@@ -100,7 +100,9 @@ def test_the_fixture_reads_the_marker_and_an_indirect_parameter_overrides_it() -
         "brokers": 1,
         "combined": False,
         "overrides": {"num.partitions": 3},
+        "tls": False,
     }
+    assert pytest_plugin.shape(pytest_plugin.cluster_options(request({"tls": True})))["tls"] is True
 
 
 @pytest.mark.parametrize(
