@@ -11,6 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import grpc
@@ -408,21 +409,31 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             return set()
         return access.denied(caller, operation, ResourceType.TOPIC, names, api=api)
 
+    async def _per_topic(
+        self, request: M, context: Any, check: _TopicCheck, serve: Callable[[M, Any], Awaitable[R]]
+    ) -> R:
+        """Serve ``request`` for the topics the caller may perform ``check.operation`` on; the others answer
+        TOPIC_AUTHORIZATION_FAILED in their place, in request order."""
+        names = [check.name_of(item) for item in getattr(request, check.field)]
+        denied = self._topics_denied(context, check.operation, names, check.api, or_cluster=check.or_cluster)
+        if not denied:
+            return await serve(request, context)
+        allowed = _without(request, check.field, denied, check.name_of)
+        left = getattr(allowed, check.field) or check.serve_without_topics
+        answer = await serve(allowed, context) if left else check.response()
+        results = getattr(answer, check.results)
+        merged = _merged(names, denied, list(results), check.refusal)
+        del results[:]
+        results.extend(merged)
+        return answer
+
     async def CreateTopics(
         self,
         request: apb.CreateTopicsRequest,
         context: grpc.aio.ServicerContext[apb.CreateTopicsRequest, apb.CreateTopicsResponse],
     ) -> apb.CreateTopicsResponse:
         """Needs cluster Create, or Create on each topic."""
-        names = [t.name for t in request.topics]
-        denied = self._topics_denied(
-            context, AclOperation.CREATE, names, "CreateTopics", or_cluster=AclOperation.CREATE
-        )
-        if not denied:
-            return await self._create_topics(request, context)
-        allowed = _without(request, "topics", denied, lambda t: t.name)
-        answer = await self._create_topics(allowed, context) if allowed.topics else apb.CreateTopicsResponse()
-        return apb.CreateTopicsResponse(topics=_merged(names, denied, answer.topics, _topic_refusal))
+        return await self._per_topic(request, context, _CREATE_TOPICS, self._create_topics)
 
     async def CreatePartitions(
         self,
@@ -430,13 +441,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         context: grpc.aio.ServicerContext[apb.CreatePartitionsRequest, apb.CreatePartitionsResponse],
     ) -> apb.CreatePartitionsResponse:
         """Needs Alter on each topic."""
-        names = [t.name for t in request.topics]
-        denied = self._topics_denied(context, AclOperation.ALTER, names, "CreatePartitions")
-        if not denied:
-            return await self._create_partitions(request, context)
-        allowed = _without(request, "topics", denied, lambda t: t.name)
-        answer = await self._create_partitions(allowed, context) if allowed.topics else apb.CreatePartitionsResponse()
-        return apb.CreatePartitionsResponse(topics=_merged(names, denied, answer.topics, _topic_refusal))
+        return await self._per_topic(request, context, _CREATE_PARTITIONS, self._create_partitions)
 
     async def DeleteTopics(
         self,
@@ -444,13 +449,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         context: grpc.aio.ServicerContext[apb.DeleteTopicsRequest, apb.DeleteTopicsResponse],
     ) -> apb.DeleteTopicsResponse:
         """Needs Delete on each topic."""
-        names = list(request.names)
-        denied = self._topics_denied(context, AclOperation.DELETE, names, "DeleteTopics")
-        if not denied:
-            return await self._delete_topics(request, context)
-        allowed = _without(request, "names", denied, lambda n: n)
-        answer = await self._delete_topics(allowed, context) if allowed.names else apb.DeleteTopicsResponse()
-        return apb.DeleteTopicsResponse(topics=_merged(names, denied, answer.topics, _topic_refusal))
+        return await self._per_topic(request, context, _DELETE_TOPICS, self._delete_topics)
 
     async def DescribeTopics(
         self,
@@ -460,24 +459,16 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         """Needs Describe on each topic named; a listing of every topic leaves out those the caller may not
         describe."""
         access = self.access
-        if not access.enabled:
-            return await self._describe_topics(request, context)
-        if not request.names:
-            answer = await self._describe_topics(request, context)
-            caller = caller_of(context)
-            visible = [
-                t
-                for t in answer.topics
-                if access.allows(caller, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name, audit_denial=False)
-            ]
-            return apb.DescribeTopicsResponse(topics=visible)
-        names = list(request.names)
-        denied = self._topics_denied(context, AclOperation.DESCRIBE, names, "DescribeTopics")
-        if not denied:
-            return await self._describe_topics(request, context)
-        allowed = _without(request, "names", denied, lambda n: n)
-        answer = await self._describe_topics(allowed, context) if allowed.names else apb.DescribeTopicsResponse()
-        return apb.DescribeTopicsResponse(topics=_merged(names, denied, answer.topics, _description_refusal))
+        if not access.enabled or request.names:
+            return await self._per_topic(request, context, _DESCRIBE_TOPICS, self._describe_topics)
+        answer = await self._describe_topics(request, context)
+        caller = caller_of(context)
+        visible = [
+            t
+            for t in answer.topics
+            if access.allows(caller, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name, audit_denial=False)
+        ]
+        return apb.DescribeTopicsResponse(topics=visible)
 
     async def DescribeConfigs(
         self,
@@ -487,16 +478,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         """Needs DescribeConfigs on each topic, and on the cluster for the cluster-wide defaults."""
         if request.cluster_defaults and self._cluster_denied(context, AclOperation.DESCRIBE_CONFIGS, "DescribeConfigs"):
             return apb.DescribeConfigsResponse(error=_CLUSTER_DENIED, node_id=self.driver.node_id)
-        names = list(request.topics)
-        denied = self._topics_denied(context, AclOperation.DESCRIBE_CONFIGS, names, "DescribeConfigs")
-        if not denied:
-            return await self._describe_configs(request, context)
-        allowed = _without(request, "topics", denied, lambda n: n)
-        answer = await self._describe_configs(allowed, context)
-        merged = _merged(names, denied, answer.topics, _configs_refusal)
-        del answer.topics[:]
-        answer.topics.extend(merged)
-        return answer
+        return await self._per_topic(request, context, _DESCRIBE_CONFIGS, self._describe_configs)
 
     async def IncrementalAlterConfigs(
         self,
@@ -1110,6 +1092,67 @@ def _configs_refusal(name: str) -> apb.TopicConfigs:
 
 def _alter_refusal(name: str) -> apb.AlterConfigsResult:
     return apb.AlterConfigsResult(topic=name, error=_TOPIC_DENIED, error_message=_DENIED_MESSAGE)
+
+
+@dataclass(frozen=True)
+class _TopicCheck:
+    """How one per-topic Admin API is authorized: the request's repeated field of topics and each item's name, the
+    operation each topic needs (or the cluster operation that allows them all), and the answer's results."""
+
+    api: str
+    operation: AclOperation
+    field: str
+    name_of: Callable[[Any], str]
+    response: Callable[[], Any]
+    results: str
+    refusal: Callable[[str], Any]
+    or_cluster: AclOperation | None = None
+    serve_without_topics: bool = False  # the request asks for more than its topics (cluster-wide defaults)
+
+
+def _name(item: Any) -> str:
+    return item.name
+
+
+def _itself(item: str) -> str:
+    return item
+
+
+_CREATE_TOPICS = _TopicCheck(
+    "CreateTopics",
+    AclOperation.CREATE,
+    "topics",
+    _name,
+    apb.CreateTopicsResponse,
+    "topics",
+    _topic_refusal,
+    or_cluster=AclOperation.CREATE,
+)
+_CREATE_PARTITIONS = _TopicCheck(
+    "CreatePartitions", AclOperation.ALTER, "topics", _name, apb.CreatePartitionsResponse, "topics", _topic_refusal
+)
+_DELETE_TOPICS = _TopicCheck(
+    "DeleteTopics", AclOperation.DELETE, "names", _itself, apb.DeleteTopicsResponse, "topics", _topic_refusal
+)
+_DESCRIBE_TOPICS = _TopicCheck(
+    "DescribeTopics",
+    AclOperation.DESCRIBE,
+    "names",
+    _itself,
+    apb.DescribeTopicsResponse,
+    "topics",
+    _description_refusal,
+)
+_DESCRIBE_CONFIGS = _TopicCheck(
+    "DescribeConfigs",
+    AclOperation.DESCRIBE_CONFIGS,
+    "topics",
+    _itself,
+    apb.DescribeConfigsResponse,
+    "topics",
+    _configs_refusal,
+    serve_without_topics=True,
+)
 
 
 def acl_binding_of(b: apb.AclBinding) -> AclBinding:

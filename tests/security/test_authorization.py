@@ -584,3 +584,40 @@ def test_authorizer_settings_are_refused_when_they_cannot_take_effect(extra: dic
                 **extra,
             }
         )
+
+
+async def test_a_request_over_several_topics_answers_each_in_order_and_serves_the_allowed(node: Node) -> None:
+    from kafka.protocol.admin.configs import DescribeConfigsRequest
+
+    t = CreateTopicsRequest.CreatableTopic
+    request = CreateTopicsRequest(
+        topics=[
+            t(name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])
+            for name in ("open-1", "shut-1", "open-2")
+        ],
+        timeout_ms=5000,
+    )
+    await grant(node, allow("TOPIC", "open-", "CREATE", pattern_type="PREFIXED"))
+    created = await call(node, request, 5)
+    assert [(r.name, r.error_code) for r in created.topics] == [
+        ("open-1", ErrorCode.NONE),
+        ("shut-1", ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+        ("open-2", ErrorCode.NONE),
+    ]
+    assert node.sm.image.topic("shut-1") is None
+    await grant(node, allow("TOPIC", "open-1", "DESCRIBE_CONFIGS"))
+    resource = DescribeConfigsRequest.DescribeConfigsResource
+    described = await call(
+        node,
+        DescribeConfigsRequest(
+            resources=[
+                resource(resource_type=2, resource_name=name, configuration_keys=None) for name in ("open-2", "open-1")
+            ],
+            include_synonyms=False,
+        ),
+        1,
+    )
+    assert [(r.resource_name, r.error_code, bool(r.configs)) for r in described.results] == [
+        ("open-2", ErrorCode.TOPIC_AUTHORIZATION_FAILED, False),
+        ("open-1", ErrorCode.NONE, True),
+    ]
