@@ -74,6 +74,8 @@ def _leader_hint(image: MetadataImage, topic: str, partition: int) -> common_pb2
 
 
 DEFAULT_FETCH_MAX_BYTES = 57_671_680
+# ListOffsets errors answered without the leader: re-routing cannot help with these.
+_UNHINTED_LIST_OFFSETS_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.TOPIC_AUTHORIZATION_FAILED})
 _NONE_DENIED: Mapping[str, OdradekError] = {}
 
 
@@ -783,7 +785,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                         partition=lp.partition, error=ErrorCode.ValueType(e.code), offset=-1, timestamp=-1
                     )
                     hint = _leader_hint(self.image, t.name, lp.partition)
-                    if hint is not None and e.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+                    if hint is not None and e.code not in _UNHINTED_LIST_OFFSETS_ERRORS:
                         r.current_leader.CopyFrom(hint)
                     results.append(r)
             topics.append(pb.ListOffsetsTopicResponse(name=t.name, partitions=results))
