@@ -27,6 +27,7 @@ from odradek.client.errors import (
     NetworkError,
     OdradekError,
     RequestTimedOutError,
+    TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
 from odradek.proto import broker_pb2 as pb
@@ -145,12 +146,16 @@ class Metadata:
             self._last_error = error if isinstance(error, OdradekError) else None
 
     async def wait_for_topic(self, topic: str, timeout: float) -> int:
-        """The topic's partition count, refreshing until it is known; after ``timeout`` seconds raise
+        """The topic's partition count, refreshing until it is known. TopicAuthorizationFailedError at once when
+        the caller may not describe the topic; after ``timeout`` seconds raise
         UnknownTopicOrPartitionError if the cluster says it does not exist, the connection failure (NetworkError
         "no node reachable: ...") if no node answered, else ClientTimeoutError."""
         self.add_topics((topic,))
         deadline = time.monotonic() + timeout
         while (count := self.partition_counts.get(topic)) is None:
+            if self._topic_errors.get(topic) == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                # As Kafka's clients: waiting cannot help, an ACL has to change first.
+                raise TopicAuthorizationFailedError(f"not authorized to describe topic '{topic}'")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 message = f"topic '{topic}' not present in metadata after {timeout * 1000:.0f} ms"

@@ -187,6 +187,17 @@ class TransactionManager:
     def ready(self) -> bool:
         return self.producer_id >= 0 and self.state is not S.INITIALIZING
 
+    # ---- FindCoordinator ----
+
+    def on_coordinator_refused(self, code: int, key: str) -> Outcome:
+        """FindCoordinator answered an authorization error for ``key``, which no retry can cure: without Describe
+        on the transactional id the producer cannot go on (fatal, as Kafka's); without it on a group only this
+        transaction's offsets fail (abortable)."""
+        error = error_for_code(code, f"FindCoordinator {key!r}: {error_name(code)}")
+        if code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            return self._fail(Outcome.FATAL, error)
+        return self._fail(Outcome.ABORTABLE, error)
+
     # ---- InitProducerId ----
 
     def init_request(self) -> pb.InitProducerIdRequest:

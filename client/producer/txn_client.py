@@ -39,6 +39,19 @@ class _NotFound(Exception):
     """No broker could say where the coordinator is now."""
 
 
+class _Refused(Exception):
+    """A broker refused to say where the coordinator is: the caller may not describe the key."""
+
+    def __init__(self, code: int, key: str) -> None:
+        super().__init__(code, key)
+        self.code = code
+        self.key = key
+
+
+# FindCoordinator answers that no retry can cure.
+_REFUSALS = frozenset({ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ErrorCode.GROUP_AUTHORIZATION_FAILED})
+
+
 class TransactionClient:
     """Created on the producer's loop when transactional.id is set. The sender reads ``manager`` and ``identity``
     and calls ``maybe_add_partitions`` after each drain; the producer's API awaits the other methods, one at a
@@ -72,6 +85,8 @@ class TransactionClient:
             for found in response.coordinators:
                 if found.key == key and found.error == ErrorCode.NONE:
                     return f"{found.host}:{found.port}"
+                if found.key == key and found.error in _REFUSALS:
+                    raise _Refused(found.error, key)
                 if found.key == key:
                     logger.debug("FindCoordinator %r: %s", key, error_name(found.error))
             break  # the broker answered: no coordinator yet
@@ -98,6 +113,8 @@ class TransactionClient:
             outcome = await call()
         except _NotFound:
             return Outcome.RETRY
+        except _Refused as refused:
+            return self.manager.on_coordinator_refused(refused.code, refused.key)
         except grpc.aio.AioRpcError as e:
             logger.debug("transaction coordinator request failed: %s", e.code().name)
             outcome = Outcome.FIND_COORDINATOR

@@ -8,12 +8,14 @@ import pytest
 from odradek.client.errors import (
     CommitFailedError,
     ErrorCode,
+    GroupAuthorizationFailedError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
     OdradekError,
     OutOfOrderSequenceError,
     ProducerFencedError,
     TransactionAbortableError,
+    TransactionalIdAuthorizationFailedError,
 )
 from odradek.client.producer.transactions import (
     TRANSITIONS,
@@ -483,3 +485,18 @@ def test_only_the_listed_transitions_happen() -> None:
         m._transition(S.COMMITTING_TRANSACTION)
     m._transition(S.FATAL_ERROR, ProducerFencedError())
     assert m.state is S.FATAL_ERROR
+
+
+def test_a_refused_transactional_id_lookup_is_fatal_and_a_refused_group_lookup_abortable() -> None:
+    m = TransactionManager("txn-a", 60_000)
+    m.init_request()
+    code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert m.on_coordinator_refused(code, "txn-a") is Outcome.FATAL
+    assert m.state is S.FATAL_ERROR and isinstance(m.error, TransactionalIdAuthorizationFailedError)
+    with pytest.raises(TransactionalIdAuthorizationFailedError):
+        raise m.refusal("begin_transaction()")
+
+    m = in_txn()
+    assert m.on_coordinator_refused(ErrorCode.GROUP_AUTHORIZATION_FAILED, "g") is Outcome.ABORTABLE
+    assert m.state is S.ABORTABLE_ERROR and isinstance(m.error, GroupAuthorizationFailedError)
+    m.begin_abort()  # the application may abort and go on
