@@ -244,7 +244,7 @@ class Node:
         sessions = GrpcSessions(mechanisms, lookup) if c.requires_sasl(c.broker_listener) else None
         self.grpc_sessions = sessions
         authentication = self._authentication(c.broker_listener, sessions)
-        server = self._server(c.broker_listener, (*authentication, QuotaInterceptor(broker.quotas)))
+        server = self._server(c.broker_listener, (*authentication, QuotaInterceptor(broker.quotas, self.access)))
         security_pb2_grpc.add_AuthenticationServicer_to_server(AuthenticationService(sessions), server)
         admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
         access = self.access
@@ -282,7 +282,7 @@ class Node:
                 endpoint.host,
                 endpoint.port,
                 name,
-                KafkaDispatcher(kafka_apis(backend, sasl=kafka_sasl is not None), broker.quotas, kafka_sasl),
+                KafkaDispatcher(kafka_apis(backend, sasl=kafka_sasl is not None), broker.quotas, kafka_sasl, access),
                 max_request_bytes=self.config["socket.request.max.bytes"],
                 idle_timeout_ms=self.config["connections.max.idle.ms"],
                 tls=self.tls.kafka_context(name),

@@ -17,7 +17,10 @@ module is its gRPC shell:
   after the append, fetch checked before the read (a throttled fetch reads nothing and is not charged).
 
 Exempt: replication (Fetch from a follower), transaction markers and replica log queries between brokers, and
-calls marked inter-broker by a broker's own channels; the controller listener has no quotas at all.
+calls marked inter-broker by a broker's own channels, when the caller may perform ClusterAction on the cluster
+(``exempt_caller``): with an authorizer, only the nodes (super users, or principals granted ClusterAction) escape
+the quotas; a client that dresses its calls as a broker's is throttled like any other. Without an authorizer any
+caller may do anything, this included. The controller listener has no quotas at all.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from odradek.broker.metrics import WrappingInterceptor
 from odradek.broker.quotas.manager import QuotaConfig, QuotaKind, QuotaManager
 from odradek.broker.quotas.mutes import Mutes
+from odradek.broker.security.access import AccessControl
+from odradek.broker.security.acls import AclOperation
+from odradek.broker.security.caller import Caller, peer_host
 from odradek.broker.security.grpc_auth import principal_of
 from odradek.client.connection import CLIENT_ID_KEY, INTER_BROKER_KEY
 from odradek.client.quotas import ANONYMOUS
@@ -152,6 +158,12 @@ def _is_inter_broker(metadata: Any) -> bool:
     return any(key == INTER_BROKER_KEY for key, _ in metadata or ())
 
 
+def exempt_caller(access: AccessControl, caller: Caller) -> bool:
+    """Whether a request shaped as a broker's (replication, markers, the inter-broker mark) really is one: its
+    caller may perform ClusterAction, which the nodes' principals may and clients may not."""
+    return access.allows_cluster(caller, AclOperation.CLUSTER_ACTION, audit_denial=False)
+
+
 class _TimedSteps:
     """Awaits a coroutine while adding up the time its steps run on the event loop (not the time it waits): the
     broker's own handling time for the request quota."""
@@ -222,22 +234,25 @@ def _response_throttle(response: Any) -> int:
 class QuotaInterceptor(WrappingInterceptor):
     """Applies ``BrokerQuotas`` to every client RPC of the broker listener (see the module docstring)."""
 
-    def __init__(self, quotas: BrokerQuotas) -> None:
+    def __init__(self, quotas: BrokerQuotas, access: AccessControl) -> None:
         super().__init__()
         self.quotas = quotas
+        self.access = access
 
     def wrap(self, api: str, inner: Callable[..., Any]) -> Callable[..., Any] | None:
-        if api in EXEMPT_METHODS:
-            return None
-        quotas = self.quotas
+        quotas, access = self.quotas, self.access
+        between_brokers = api in EXEMPT_METHODS
 
         async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            if not quotas.refresh() or getattr(request, "replica_id", -1) >= 0:
+            if not quotas.refresh():
                 return await inner(request, context)
             metadata = context.invocation_metadata()
-            if _is_inter_broker(metadata):
+            principal = principal_of(context)
+            if (
+                between_brokers or getattr(request, "replica_id", -1) >= 0 or _is_inter_broker(metadata)
+            ) and exempt_caller(access, Caller(principal, peer_host(context.peer()))):
                 return await inner(request, context)
-            who = ClientIdentity(context.peer(), quota_user(principal_of(context)), _client_id(metadata, request))
+            who = ClientIdentity(context.peer(), quota_user(principal), _client_id(metadata, request))
             response, throttle = await handle_under_quotas(quotas, who, inner(request, context), _response_throttle)
             if throttle > 0 and hasattr(response, "throttle_time_ms"):
                 response.throttle_time_ms = throttle

@@ -99,8 +99,8 @@ def with_port(server: str) -> str:
 
 
 CLIENT_ID_KEY = "client-id"  # the gRPC metadata key a client's ``client.id`` travels under (quotas key on it)
-# Marks a broker's own calls to other brokers, which client quotas exempt. Until authentication exists (then the
-# inter-broker principal does this) any caller could set it: it is a courtesy between brokers, not a control.
+# Marks a broker's own calls to other brokers, which client quotas exempt when the caller may perform ClusterAction
+# (a node's principal, under an authorizer): a client that sets it gains nothing there.
 INTER_BROKER_KEY = "odradek-inter-broker"
 
 

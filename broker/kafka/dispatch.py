@@ -18,9 +18,10 @@ from odradek.broker.kafka import api_versions
 from odradek.broker.kafka.apis import API_VERSIONS_KEY, ApiRegistry
 from odradek.broker.kafka.header import encode_response_header, read_request_header
 from odradek.broker.kafka.wire import ConnectionInfo, NoResponse, ProtocolError, Reply, RequestContext, Response
-from odradek.broker.security.caller import bind_principal
+from odradek.broker.security.access import OPEN, AccessControl
+from odradek.broker.security.caller import Caller, bind_principal
 from odradek.broker.security.sasl_session import IllegalSaslState, SaslSession
-from odradek.broker.throttling import BrokerQuotas, ClientIdentity, handle_under_quotas, quota_user
+from odradek.broker.throttling import BrokerQuotas, ClientIdentity, exempt_caller, handle_under_quotas, quota_user
 
 
 def _reply_throttle(reply: Reply) -> int:
@@ -35,9 +36,11 @@ class KafkaDispatcher:
         registry: ApiRegistry,
         quotas: BrokerQuotas | None = None,
         sasl: Callable[[str | None], SaslSession] | None = None,
+        access: AccessControl = OPEN,
     ) -> None:
         self.registry = registry
         self.quotas = quotas
+        self.access = access  # who may claim a broker's exemption from quotas (``exempt_caller``)
         # A new connection's SASL session on a SASL listener, given its client certificate's principal if it has
         # one; None: no SASL.
         self.sasl = sasl
@@ -77,7 +80,12 @@ class KafkaDispatcher:
             quotas = self.quotas
             if quotas is not None and not quotas.refresh():
                 quotas = None
-            if quotas is not None and spec.inter_broker is not None and spec.inter_broker(version, body):
+            if (
+                quotas is not None
+                and spec.inter_broker is not None
+                and spec.inter_broker(version, body)
+                and exempt_caller(self.access, Caller(ctx.principal, ctx.connection.peer_host))
+            ):
                 quotas = None  # replication is not a client's request: no mute, no request quota
             call: Coroutine[Any, Any, Reply] = handler(ctx, header, body)
             if quotas is not None:

@@ -428,6 +428,37 @@ async def test_a_replica_fetch_is_exempt_from_client_quotas_as_on_grpc(leader: L
     assert not done  # the mute (60 s) holds the client's own fetch
 
 
+@pytest.mark.filterwarnings("error")
+async def test_with_an_authorizer_only_a_node_principal_escapes_quotas_with_a_replica_fetch(leader: Leader) -> None:
+    """A client that shapes its fetch as a follower's is held by its mute like any of its requests; the same
+    fetch from a principal that may perform ClusterAction (a node, a super user here) is not."""
+
+    from odradek.broker.kafka.wire import ConnectionState
+    from odradek.broker.quotas.manager import QuotaConfig
+    from odradek.broker.security.access import AccessControl, AuthorizerSettings
+    from odradek.broker.throttling import BrokerQuotas, ClientIdentity
+    from odradek.client.quotas import PRODUCER_BYTE_RATE, entity
+
+    client = "odradek-replica-2"
+    quota_image = SimpleNamespace(client_quotas={entity(client_id=client): {PRODUCER_BYTE_RATE: 1000}})
+    quotas = BrokerQuotas(QuotaConfig(), lambda: quota_image)  # type: ignore[arg-type,return-value]
+    access = AccessControl(AuthorizerSettings(super_users=frozenset({"User:node-1"})))
+    dispatch = KafkaDispatcher(leader.registry, quotas, access=access)
+    quotas.refresh()
+    frame = encode_replica_fetch(one(0, -1), 1, client, leader.image.topic_ids.get)[4:]
+    for user, exempt in (("mallory", False), ("node-1", True)):
+        base = CONTEXT.connection
+        connection = type(base)(
+            base.connection_id, base.listener, base.peer_host, base.peer_port, ConnectionState(None, f"User:{user}")
+        )
+        peer = type(CONTEXT)(connection, client).peer
+        quotas.mutes.mute(ClientIdentity(peer, user, client), quotas.clock() + 60_000)
+        fetched = asyncio.ensure_future(dispatch(connection, memoryview(frame)))
+        done, _ = await asyncio.wait([fetched], timeout=0.5 if not exempt else 5)
+        fetched.cancel()
+        assert bool(done) is exempt, user
+
+
 async def test_the_connection_reconnects_after_the_leader_closed_it(leader: Leader) -> None:
     transport = KafkaTransport(leader.address, FOLLOWER, lambda: leader.image)  # type: ignore[arg-type,return-value]
     try:
