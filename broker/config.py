@@ -493,7 +493,17 @@ class NodeConfig:
 
     def _check_inter_node_authentication(self) -> None:
         """Nodes never log in with SASL: brokers call each other's gRPC broker listener (replica fetches,
-        transaction markers), so on a SASL one they must be able to authenticate with their certificates."""
+        transaction markers), so on a SASL one they must be able to authenticate with their certificates. The
+        controller listener runs no SASL at all (its callers are nodes, and admin clients with certificates), so a
+        SASL protocol there is refused rather than accepted and not applied."""
+        controller_protocol = self.controller_protocol
+        if controller_protocol in SASL_PROTOCOLS:
+            name = self._values["controller.listener.names"][0]
+            raise ConfigError(
+                f"the controller listener {name} cannot be {controller_protocol}: odradek's controllers do not run "
+                "SASL; use SSL with ssl.client.auth=required (nodes and admin clients then authenticate with their "
+                "certificates)"
+            )
         listener = self.broker_listener if self.is_broker else None
         if listener is None:
             return

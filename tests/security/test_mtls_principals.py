@@ -306,6 +306,8 @@ def config_with(**changes: Any) -> dict[str, Any]:
     [
         ({"listener_security_protocol_map": "INTERNAL:SASL_PLAINTEXT"}, "cannot be SASL_PLAINTEXT"),
         ({"listener_security_protocol_map": "INTERNAL:SASL_SSL"}, "SASL_SSL: it needs ssl.client.auth=required"),
+        ({"listener_security_protocol_map": "CONTROLLER:SASL_SSL"}, "controllers do not run SASL"),
+        ({"listener_security_protocol_map": "CONTROLLER:SASL_PLAINTEXT"}, "cannot be SASL_PLAINTEXT"),
         ({"ssl_principal_mapping_rules": "DEFAULT,RULE:^CN=(.*)$/$1"}, "'RULE:^CN=(.*)$/$1'"),
         ({"ssl_principal_mapping_rules": "RULE:^CN=(.*$/$1/"}, "invalid rule pattern"),
     ],
