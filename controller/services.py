@@ -477,7 +477,14 @@ class AdminService(admin_pb2_grpc.AdminServicer):
     ) -> apb.DescribeConfigsResponse:
         """Needs DescribeConfigs on each topic, and on the cluster for the cluster-wide defaults."""
         if request.cluster_defaults and self._cluster_denied(context, AclOperation.DESCRIBE_CONFIGS, "DescribeConfigs"):
-            return apb.DescribeConfigsResponse(error=_CLUSTER_DENIED, node_id=self.driver.node_id)
+            if not request.topics:
+                return apb.DescribeConfigsResponse(
+                    error=_CLUSTER_DENIED, cluster_defaults_error=_CLUSTER_DENIED, node_id=self.driver.node_id
+                )
+            topics_only = apb.DescribeConfigsRequest(topics=request.topics, config_names=request.config_names)
+            answer = await self._per_topic(topics_only, context, _DESCRIBE_CONFIGS, self._describe_configs)
+            answer.cluster_defaults_error = _CLUSTER_DENIED
+            return answer
         return await self._per_topic(request, context, _DESCRIBE_CONFIGS, self._describe_configs)
 
     async def IncrementalAlterConfigs(

@@ -1031,9 +1031,14 @@ class DescribeConfigsResponse(_message.Message):
     NODE_ID_FIELD_NUMBER: _builtins.int
     TOPICS_FIELD_NUMBER: _builtins.int
     CLUSTER_DEFAULTS_FIELD_NUMBER: _builtins.int
+    CLUSTER_DEFAULTS_ERROR_FIELD_NUMBER: _builtins.int
     error: _common_pb2.ErrorCode.ValueType
     node_id: _builtins.int
     """the node whose config gave the STATIC_BROKER_CONFIG / DEFAULT_CONFIG values"""
+    cluster_defaults_error: _common_pb2.ErrorCode.ValueType
+    """Why cluster_defaults is empty although asked (CLUSTER_AUTHORIZATION_FAILED); the topics are answered all the
+    same. A request for the cluster defaults alone also carries it in ``error``.
+    """
     @_builtins.property
     def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicConfigs]: ...
     @_builtins.property
@@ -1047,10 +1052,11 @@ class DescribeConfigsResponse(_message.Message):
         node_id: _builtins.int = ...,
         topics: _abc.Iterable[Global___TopicConfigs] | None = ...,
         cluster_defaults: _abc.Iterable[Global___DescribedConfig] | None = ...,
+        cluster_defaults_error: _common_pb2.ErrorCode.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_defaults", b"cluster_defaults", "error", b"error", "node_id", b"node_id", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_defaults", b"cluster_defaults", "cluster_defaults_error", b"cluster_defaults_error", "error", b"error", "node_id", b"node_id", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -621,3 +621,31 @@ async def test_a_request_over_several_topics_answers_each_in_order_and_serves_th
         ("open-2", ErrorCode.TOPIC_AUTHORIZATION_FAILED, False),
         ("open-1", ErrorCode.NONE, True),
     ]
+
+
+async def test_describe_configs_over_topics_and_refused_cluster_defaults_answers_the_topics(node: Node) -> None:
+    """Over gRPC one DescribeConfigs may ask for topics and the cluster defaults: a caller without cluster
+    DescribeConfigs still gets the topics it may describe, and the refusal for the defaults on its own field."""
+    from odradek.broker.kafka.wire import RequestContext, ServiceContext
+    from odradek.broker.security.caller import bind_principal
+    from odradek.client.connection import CLIENT_ID_KEY
+    from odradek.proto import admin_pb2 as apb
+
+    name = await new_topic(node)
+    await grant(node, allow("TOPIC", name, "DESCRIBE_CONFIGS"))
+    assert node.admin is not None
+    context = ServiceContext(RequestContext(ConnectionInfo(1, "KAFKA", "127.0.0.1", 50000), "c"), CLIENT_ID_KEY)
+
+    async def describe(request: apb.DescribeConfigsRequest) -> apb.DescribeConfigsResponse:
+        bind_principal(ALICE)
+        return await node.admin.DescribeConfigs(request, context)  # type: ignore[union-attr,arg-type]
+
+    mixed = await describe(apb.DescribeConfigsRequest(topics=[name], cluster_defaults=True))
+    assert mixed.error == ErrorCode.NONE and mixed.cluster_defaults_error == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert [(t.topic, t.error, bool(t.configs)) for t in mixed.topics] == [(name, ErrorCode.NONE, True)]
+    assert not mixed.cluster_defaults
+    alone = await describe(apb.DescribeConfigsRequest(cluster_defaults=True))
+    assert alone.error == alone.cluster_defaults_error == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    await grant(node, allow("CLUSTER", "kafka-cluster", "DESCRIBE_CONFIGS"))
+    both = await describe(apb.DescribeConfigsRequest(topics=[name], cluster_defaults=True))
+    assert both.cluster_defaults_error == ErrorCode.NONE and both.cluster_defaults and both.topics[0].configs
