@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import shutil
 import signal
 import tempfile
@@ -54,6 +55,7 @@ from odradek.chaos.txn_workload import BUGS as WORKLOAD_BUGS
 from odradek.chaos.txn_workload import TXN_NODE_SETTINGS, TxnWorkload
 from odradek.chaos.workload import Workload
 from odradek.client import Admin
+from odradek.client.acls import AclBinding
 from odradek.deploy.local import DevCluster, process_state
 
 # Failure detection fast enough for many faults a minute, still above a loaded 2-core machine's hiccups.
@@ -94,6 +96,9 @@ class RunOptions:
     history_path: Path | None = None
     workload: str = "default"  # "group": consumers in one group that commit (group_workload.py); "txn": transactions
     tls: bool = False  # a TLS cluster (mTLS between nodes); every client of the run connects with TLS
+    # TLS plus SCRAM and the authorizer: the workload logs in as a SCRAM user holding only the ACLs it needs; the
+    # nemesis and the metadata churn use the admin certificate (a super user).
+    security: bool = False
 
 
 @dataclass
@@ -136,7 +141,8 @@ def run(options: RunOptions, log=print) -> RunResult:
     workload_bug = options.bug if options.bug in WORKLOAD_BUGS else ""
     if workload_bug and options.workload != "txn":
         raise ValueError(f"bug {workload_bug} needs the txn workload")
-    if options.tls and set(options.faults) & set(RESPONSE_FAULTS):
+    tls = options.tls or options.security
+    if tls and set(options.faults) & set(RESPONSE_FAULTS):
         # The proxy follows the HTTP/2 frames of the links it relays, which TLS hides; its address is also not
         # a name in the nodes' certificates.
         raise ValueError(f"faults {sorted(set(options.faults) & set(RESPONSE_FAULTS))} do not run with TLS")
@@ -150,7 +156,8 @@ def run(options: RunOptions, log=print) -> RunResult:
     mechanism = "netns" if net is not None else "loopback (process faults only)"
     log(
         f"chaos run: {options.workload} workload, seed {options.seed}, {options.duration:.0f}s, "
-        f"faults {','.join(options.faults)}, {mechanism}{', TLS' if options.tls else ''}"
+        f"faults {','.join(options.faults)}, {mechanism}"
+        f"{', TLS, SCRAM and ACLs' if options.security else ', TLS' if tls else ''}"
     )
     overrides: dict[str, Any] = dict(NODE_SETTINGS)
     if options.workload == "group":
@@ -170,7 +177,8 @@ def run(options: RunOptions, log=print) -> RunResult:
             options.brokers,
             overrides=overrides,
             hosts=hosts,
-            tls=options.tls,
+            tls=tls,
+            security=options.security,
         )
         security = cluster.security_config()
         if any(f in RESPONSE_FAULTS for f in options.faults):
@@ -190,9 +198,13 @@ def run(options: RunOptions, log=print) -> RunResult:
         cluster.start_all()
         asyncio.run(cluster.wait_ready(60))
         topic = "chaos"
+        client_security = security
         with Admin({"bootstrap.servers": cluster.admin_servers, "request.timeout.ms": 10000, **security}) as admin:
             admin.create_topic(topic, options.partitions, min(3, options.brokers), {"min.insync.replicas": "2"})
             _wait(lambda: all(p.leader > 0 for p in admin.describe_topic(topic).partitions), 30, "topic leaders")
+            if options.security:
+                client_security = workload_user(cluster, admin, topic, security)
+                log(f"workload user {WORKLOAD_USER}: SCRAM, only the ACLs it needs")
         steps = schedule(options.seed, options.duration, options.faults, options.interval)
         log(f"schedule ({len(steps)} faults):")
         for s in steps:
@@ -208,11 +220,11 @@ def run(options: RunOptions, log=print) -> RunResult:
                 max_seconds=options.duration + 300,
                 seed=options.seed,
                 bug=workload_bug,
-                security=security,
+                security=client_security,
             )
         else:
             kind = GroupWorkload if options.workload == "group" else Workload
-            workload = kind(*args, rate, max_seconds=options.duration + 300, security=security)
+            workload = kind(*args, rate, max_seconds=options.duration + 300, security=client_security)
         members = workload if isinstance(workload, GroupWorkload) else None
         txn_ids = workload.transactional_ids if isinstance(workload, TxnWorkload) else None
         nemesis = Nemesis(cluster, history, topic, net, log, proxy, members, txn_ids)
@@ -290,6 +302,47 @@ def route_controller_links(cluster: DevCluster, proxy: FaultProxy) -> None:
             host, port = proxy.add_link(index[b.node_id], index[c.node_id], (c.host, c.controller_port), http2=True)
             voters.append(f"{c.node_id}@{host}:{port}")
         patch_config(b.config, {"controller.quorum.voters": ",".join(voters)})
+
+
+WORKLOAD_USER = "chaos-workload"
+# (resource type, name, operations) besides Read and Write on the workload's topic: every group (group members,
+# readers) and transactional id, and idempotence.
+WORKLOAD_ACLS = (
+    ("GROUP", "*", ("READ",)),
+    ("TRANSACTIONAL_ID", "*", ("WRITE",)),
+    ("CLUSTER", "kafka-cluster", ("IDEMPOTENT_WRITE",)),
+)
+
+
+def workload_user(cluster: DevCluster, admin: Admin, topic: str, security: dict[str, str]) -> dict[str, str]:
+    """Create the workload's SCRAM user with exactly the ACLs it needs and return its client security keys: the TLS
+    files (every listener requires a certificate) and the SCRAM login, whose principal the brokers authorize the
+    workload as. Returns once every broker lets the user describe ``topic``: the credential and the ACLs have
+    reached them all through the metadata log."""
+    password = secrets.token_urlsafe(18)
+    admin.upsert_user_scram_credential(WORKLOAD_USER, password, "SCRAM-SHA-512")
+    principal = f"User:{WORKLOAD_USER}"
+    acls = [("TOPIC", topic, ("READ", "WRITE")), *WORKLOAD_ACLS]
+    admin.create_acls(
+        AclBinding(resource_type=kind, resource_name=name, principal=principal, operation=operation)
+        for kind, name, operations in acls
+        for operation in operations
+    )
+    user = {
+        **security,
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": WORKLOAD_USER,
+        "sasl.password": password,
+    }
+    for address in cluster.bootstrap_servers.split(","):
+
+        def describes(address: str = address) -> bool:
+            with Admin({"bootstrap.servers": address, "request.timeout.ms": 3000, **user}) as as_user:
+                return bool(as_user.describe_topic(topic).partitions)
+
+        _wait(describes, 30, f"the workload user's login and ACLs on {address}")
+    return user
 
 
 class MetadataChurn(threading.Thread):

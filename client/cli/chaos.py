@@ -59,6 +59,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a TLS cluster: its own CA, every listener SSL with client certificates required (mTLS between nodes); "
         "the workload, the metadata churn and the nemesis connect with TLS (not with the response faults)",
     )
+    run.add_argument(
+        "--security",
+        action="store_true",
+        help="--tls plus SCRAM on the client listeners and the authorizer: the workload logs in as a SCRAM user "
+        "with only the ACLs it needs",
+    )
     run.add_argument("--dir", type=Path, help="where the run's cluster lives (default: a temporary directory)")
     run.add_argument("--keep", action="store_true", help="keep the run's directory (node logs) afterwards")
     run.add_argument("--history", type=Path, help="write the history as JSON Lines here")
@@ -94,9 +100,10 @@ def _run(args: argparse.Namespace) -> int:
         raise CommandError(f"faults that do not apply to --workload {args.workload}: {'; '.join(needs)}")
     if args.unsafe_bug == "read-uncommitted" and args.workload != "txn":
         raise CommandError("--unsafe-bug read-uncommitted needs --workload txn")
-    if args.tls and set(faults) & set(RESPONSE_FAULTS):
+    if (args.tls or args.security) and set(faults) & set(RESPONSE_FAULTS):
+        option = "--security" if args.security else "--tls"
         raise CommandError(
-            f"faults that do not run with --tls: {', '.join(sorted(set(faults) & set(RESPONSE_FAULTS)))}"
+            f"faults that do not run with {option}: {', '.join(sorted(set(faults) & set(RESPONSE_FAULTS)))}"
         )
     if args.consumers < 1:
         raise CommandError("--consumers must be at least 1")
@@ -116,6 +123,7 @@ def _run(args: argparse.Namespace) -> int:
         workload=args.workload,
         consumers=args.consumers,
         tls=args.tls,
+        security=args.security,
     )
     # With --format json, stdout carries only the report; the progress lines go to stderr.
     progress = sys.stderr if args.format == "json" else sys.stdout

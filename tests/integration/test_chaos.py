@@ -144,3 +144,29 @@ def test_group_workload_under_coordinator_and_consumer_kills_finds_no_violation(
     assert totals["processed"] >= totals["acked"]
     assert result.report.ok, result.report.summary_table()
     assert not leftovers(before, directory)
+
+
+def test_a_secured_cluster_with_a_least_privilege_transactional_workload_loses_nothing(tmp_path: Path) -> None:
+    """``--security``: TLS everywhere, SCRAM, the authorizer on; the transactional workload logs in as a SCRAM user
+    holding only the ACLs it needs (topic Read/Write, group Read, transactional-id Write, IdempotentWrite) through
+    leader kills and pauses."""
+    before = namespaces()
+    directory = tmp_path / "run"
+    options = RunOptions(
+        duration=30,
+        faults=["kill-leader", "pause-leader"],
+        seed=7,
+        controllers=1,
+        workload="txn",
+        security=True,
+        directory=directory,
+    )
+    lines: list[str] = []
+    result = run(options, log=lines.append)
+    print("\n".join(lines), result.report.summary_table(), sep="\n")
+    assert any("workload user chaos-workload" in line for line in lines)
+    assert result.faults_injected >= 8
+    assert result.report.totals["acked"] > 0
+    assert result.report.ok, result.report.summary_table()
+    assert result.metadata_consistent, result.metadata_detail
+    assert not leftovers(before, directory)
