@@ -366,6 +366,7 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "socket.request.max.bytes": (_int, 104857600),
     # The Kafka listener closes a connection idle this long (Kafka's name and default).
     "connections.max.idle.ms": (_at_least(1), 600000),
+    "connection.failed.authentication.delay.ms": (_at_least(0), 100),
     # The SASL mechanisms a SASL listener (SASL_PLAINTEXT, SASL_SSL) offers its clients, in order of preference.
     "sasl.enabled.mechanisms": (_sasl_mechanisms, "SCRAM-SHA-256,SCRAM-SHA-512"),
     # Authorization: ACLs from the metadata log, enforced on every listener once an authorizer is named.
@@ -434,6 +435,8 @@ class NodeConfig:
         self._check_inter_node_authentication()
         if self.is_broker and self.broker_listener is None:
             raise ConfigError("a broker needs a listener in 'listeners' that is neither a controller nor a Kafka one")
+        if self._values["connection.failed.authentication.delay.ms"] >= self._values["connections.max.idle.ms"]:
+            raise ConfigError("connection.failed.authentication.delay.ms must be below connections.max.idle.ms")
         if self._values["group.min.session.timeout.ms"] > self._values["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
 

@@ -285,6 +285,7 @@ class Node:
                 KafkaDispatcher(kafka_apis(backend, sasl=kafka_sasl is not None), broker.quotas, kafka_sasl, access),
                 max_request_bytes=self.config["socket.request.max.bytes"],
                 idle_timeout_ms=self.config["connections.max.idle.ms"],
+                failed_authentication_delay_ms=self.config["connection.failed.authentication.delay.ms"],
                 tls=self.tls.kafka_context(name),
                 certificate_principal=None if certificates is None else certificates.of_der,
             )

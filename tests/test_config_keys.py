@@ -484,6 +484,13 @@ NODE: dict[str, Key] = {
             "tests/kafka/test_kafka_listener.py::test_idle_connections_are_closed",
         ),
     ),
+    "connection.failed.authentication.delay.ms": Key(
+        "how long the Kafka listener keeps a connection open after answering its failed SASL authentication (below "
+        "connections.max.idle.ms)",
+        (
+            f"{SASL_LISTENER}::test_the_close_after_a_failed_authentication_waits_connection_failed_authentication_delay_ms",
+        ),
+    ),
     "authorizer.class.name": Key(
         "empty: no authorizer (every request allowed); `odradek` (or Kafka's "
         "`org.apache.kafka.metadata.authorizer.StandardAuthorizer`): every API checks the ACLs of the metadata log",

@@ -71,10 +71,13 @@ class KafkaListener:
         backlog: int = 128,
         tls: Callable[[], ssl.SSLContext] | None = None,
         certificate_principal: Callable[[bytes], str] | None = None,
+        failed_authentication_delay_ms: int = 0,
     ) -> None:
         """``tls``: gives the server context for each new connection (the listener is SSL or SASL_SSL).
         ``certificate_principal``: a verified client certificate (DER) to its principal; raises ValueError (such as
-        NoMatchingRule) for one that has none."""
+        NoMatchingRule) for one that has none. ``failed_authentication_delay_ms``: Kafka's
+        connection.failed.authentication.delay.ms, how long a connection whose authentication failed stays open
+        after its answer (read by the client before the close; and a guesser's next try comes no sooner)."""
         if max_request_bytes < 1:
             raise ValueError(f"max_request_bytes must be positive, not {max_request_bytes}")
         if idle_timeout_ms < 1:
@@ -89,6 +92,7 @@ class KafkaListener:
         self.backlog = backlog
         self.tls = tls
         self.certificate_principal = certificate_principal
+        self.failed_authentication_delay_ms = failed_authentication_delay_ms
         self._sock: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
         self._connections: dict[int, asyncio.Task[None]] = {}  # by connection id
@@ -181,6 +185,7 @@ class _Connection:
         self.info = info
         self.dispatch = listener.dispatch
         self.certificate_principal = listener.certificate_principal
+        self.close_delay_s = listener.failed_authentication_delay_ms / 1000
         self.idle_s = listener.idle_timeout_ms / 1000
         self.frames = FrameReader(listener.max_request_bytes)
         self.writer = SocketWriter(self.loop, sock, use_sendfile=listener.use_sendfile)
@@ -232,7 +237,9 @@ class _Connection:
                 close_chunks(chunks)
                 raise _CloseWithReason("a response larger than 2 GiB") from None
             await self.writer.write([prefix, *chunks])
-            if response.close_reason is not None:  # e.g. a failed SASL authentication: answered, then closed
+            if response.close_reason is not None:  # a failed SASL authentication: answered, then closed
+                if self.close_delay_s > 0:
+                    await asyncio.sleep(self.close_delay_s)
                 raise _CloseWithReason(response.close_reason)
             if response.throttle_ms > 0:  # KIP-219: the client is muted until its throttle has passed
                 await asyncio.sleep(response.throttle_ms / 1000)

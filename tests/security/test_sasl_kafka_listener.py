@@ -256,6 +256,43 @@ async def test_a_failed_exchange_is_answered_then_the_connection_closed(node: No
     await asyncio.to_thread(scenario)
 
 
+def failed_login(sock: socket.socket) -> None:
+    """A SCRAM exchange with a wrong password, up to the broker's SASL_AUTHENTICATION_FAILED answer."""
+    import scramp
+
+    send(sock, SaslHandshakeRequest(version=1, mechanism="SCRAM-SHA-256"), 1)
+    assert SaslHandshakeResponse.decode(receive(sock), version=1).error_code == ErrorCode.NONE
+    client = scramp.ScramClient(["SCRAM-SHA-256"], "alice", "wrong")
+    send(sock, SaslAuthenticateRequest(version=1, auth_bytes=client.get_client_first().encode()), 2)
+    client.set_server_first(SaslAuthenticateResponse.decode(receive(sock), version=1).auth_bytes.decode())
+    send(sock, SaslAuthenticateRequest(version=1, auth_bytes=client.get_client_final().encode()), 3)
+    assert SaslAuthenticateResponse.decode(receive(sock), version=1).error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
+async def test_the_close_after_a_failed_authentication_waits_connection_failed_authentication_delay_ms(
+    tmp_path: Path,
+) -> None:
+    """Kafka's connection.failed.authentication.delay.ms: the answer comes at once, the close only after the
+    delay (here 3 s: still open 0.5 s later, closed within a few more seconds); 0 closes at once."""
+    import select
+
+    for delay_ms, open_after_answer in ((3000, True), (0, False)):
+        node = await start_node(tmp_path / str(delay_ms), **{"connection.failed.authentication.delay.ms": delay_ms})
+        address = (node.config.kafka_listener.host, node.config.kafka_listener.port)
+
+        def scenario(address: tuple[str, int] = address, open_after_answer: bool = open_after_answer) -> None:
+            with socket.create_connection(address, timeout=10) as sock:
+                failed_login(sock)
+                readable, _, _ = select.select([sock], [], [], 0.5)
+                assert (not readable) is open_after_answer  # EOF makes the socket readable
+                assert closed(sock)
+
+        try:
+            await asyncio.to_thread(scenario)
+        finally:
+            await node.stop()
+
+
 def handshake(host: str, port: int, mechanism: str) -> tuple[int, list[str]]:
     with socket.create_connection((host, port), timeout=10) as sock:
         send(sock, SaslHandshakeRequest(version=1, mechanism=mechanism), 1)
