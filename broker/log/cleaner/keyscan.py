@@ -3,7 +3,7 @@ bytes are, without building ``Record`` objects or copying values.
 
 The cleaner reads every record of a pass twice (once to build the offset map, once to decide what survives), and
 decoding full records (``RecordBatch.records()``) was most of its time. ``scan_batch`` walks the same varints as
-``client.record.batch.decode_records`` and checks exactly what it checks (length prefixes, field boundaries, the
+the record codec's ``decode_records`` and checks exactly what it checks (length prefixes, field boundaries, the
 record count filling the section, header names in UTF-8), so a batch the decoder refuses is refused here with a
 CorruptRecordError too; it only skips slicing values and building tuples. The records the cleaner keeps from a
 batch it must rebuild are then decoded alone, from their spans (``decode_span``).
@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from odradek.client.errors import CorruptRecordError
-from odradek.client.record.batch import Record, _read_headers, decode_records
+from odradek.client.record.batch import Record, decode_records
+from odradek.client.record.codec import read_headers
 from odradek.client.record.compression import decompress
 from odradek.client.record.header import COMPRESSION_NONE, HEADER_SIZE, BatchHeader
 from odradek.client.record.varint import read_zigzag
@@ -137,7 +138,7 @@ def scan_batch(data: bytes, h: BatchHeader, pause: Callable[[], None] = _no_paus
             if buf[pos] == 0:
                 pos += 1
             else:
-                pos = _read_headers(buf, pos)[1]
+                pos = read_headers(buf, pos)[1]
             if pos != record_end:
                 raise CorruptRecordError(f"record fields end at byte {pos}, its length says {record_end}")
             add_start(pos)
