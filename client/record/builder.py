@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 from crc32c import crc32c
 
-from odradek.client.record.codec import encode_record, encode_records
+from odradek.client.record.codec import encode_record as encode_record  # re-exported: the public name it had
+from odradek.client.record.codec import encode_records
 from odradek.client.record.compression import compress
 from odradek.client.record.header import (
     COMPRESSION_CODES,
