@@ -223,9 +223,12 @@ def decode_records(
                     else:
                         z, pos = read_zigzag(data, pos)
                 if z & 1:
-                    raise CorruptRecordError("negative key length")
-                key = data[pos : pos + (z >> 1)]
-                pos += z >> 1
+                    if z != 1:  # a null in more than one byte (not canonical, but -1 all the same)
+                        raise CorruptRecordError("negative key length")
+                    key = None
+                else:
+                    key = data[pos : pos + (z >> 1)]
+                    pos += z >> 1
             z = data[pos]  # value length
             if z < 0x80:
                 pos += 1
