@@ -280,6 +280,8 @@ def test_known_edge_cases() -> None:
         b"\x0e\x00\x00\x00\x01\x01\x02\x00\x01",  # one header "" -> null, record end mismatch
         uvarint(2 * (2**61 + 10), 9) + bytes(10),  # the 2**61 length
         b"\xff" * 11,  # an overlong varint
+        b"\x10\x00\x00\x00\x81\x00\x02v\x00",  # a null key in two bytes (found by the fuzz target)
+        b"\x10\x00\x00\x00\x02k\x81\x00\x00",  # a null value in two bytes
         b"",
     ]
     for section in cases:
