@@ -174,6 +174,14 @@ def decode_records(
     new = tuple.__new__
     unzigzag = _UNZIGZAG
     no_headers: RecordHeaders = ()
+    lead0 = lead1 = middle0 = None
+    if not leading and not middle:
+        shape = 0  # Record
+    elif len(leading) == 2 and len(middle) == 1:
+        shape = 1  # ConsumerRecord
+        (lead0, lead1), (middle0,) = leading, middle
+    else:
+        shape = 2
     try:
         for _ in range(count):
             z = data[pos]  # length
@@ -253,15 +261,21 @@ def decode_records(
                 headers, pos = read_headers(data, pos)
             if pos != record_end:
                 raise CorruptRecordError(f"record fields end at byte {pos}, its length says {record_end}")
-            if timestamp is not None:
-                record_timestamp = timestamp
-            append(new(record_type, (*leading, offset, record_timestamp, *middle, key, value, headers)))
+            if shape == 1:  # the two shapes in use, spelled out: a starred tuple display costs ~15% of the loop
+                append(new(record_type, (lead0, lead1, offset, record_timestamp, middle0, key, value, headers)))
+            elif shape == 0:
+                append(new(record_type, (offset, record_timestamp, key, value, headers)))
+            else:
+                append(new(record_type, (*leading, offset, record_timestamp, *middle, key, value, headers)))
     except IndexError:
         raise CorruptRecordError("record runs past the end of the batch") from None
     except UnicodeDecodeError as exc:
         raise CorruptRecordError(f"record header name is not UTF-8: {exc}") from None
     if pos != end:
         raise CorruptRecordError(f"{count} records end at byte {pos}, the batch at {end}")
+    if timestamp is not None:  # LogAppendTime (rare): every record gets the batch's timestamp
+        at = len(leading) + 1
+        records = [new(record_type, (*r[:at], timestamp, *r[at + 1 :])) for r in records]
     return records
 
 
