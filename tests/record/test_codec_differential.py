@@ -2,9 +2,9 @@
 and corrupt, truncated, oversized and adversarial ones) both must return equal results, or raise the same
 exception type with the same message.
 
-Runs whatever codec the process selected (the native module is imported directly, so this also runs with
-ODRADEK_NO_EXTENSIONS=1). ``ODRADEK_NATIVE_PATH`` points it at another build of the module (the AddressSanitizer
-test's), ``ODRADEK_CODEC_EXAMPLES`` sets the examples per property.
+The native module is imported directly; the tests skip where it is not built and with ODRADEK_NO_EXTENSIONS=1 (the
+run of the suites on the reference alone). ``ODRADEK_NATIVE_PATH`` points them at another build of the module (the
+AddressSanitizer test's), ``ODRADEK_CODEC_EXAMPLES`` sets the examples per property.
 """
 
 from __future__ import annotations
@@ -21,11 +21,14 @@ from hypothesis import strategies as st
 
 from odradek.client.record import reference
 from odradek.client.record.batch import Record
+from odradek.client.record.codec import NO_EXTENSIONS_ENV
 from odradek.client.structs import ConsumerRecord, TopicPartition
 
 
 def _load_native() -> ModuleType | None:
     path = os.environ.get("ODRADEK_NATIVE_PATH")
+    if not path and os.environ.get(NO_EXTENSIONS_ENV, "") not in ("", "0"):
+        return None
     if path:
         spec = importlib.util.spec_from_file_location("odradek.client.record._native", path)
         assert spec is not None and spec.loader is not None
@@ -41,7 +44,8 @@ def _load_native() -> ModuleType | None:
 
 native = _load_native()
 pytestmark = pytest.mark.skipif(
-    native is None, reason="the native record codec is not built (no C compiler when the package was installed)"
+    native is None,
+    reason=f"the native record codec is disabled ({NO_EXTENSIONS_ENV}) or not built (no C compiler at install)",
 )
 
 EXAMPLES = int(os.environ.get("ODRADEK_CODEC_EXAMPLES", "150"))

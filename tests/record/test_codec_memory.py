@@ -16,6 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from odradek.client.record.codec import NO_EXTENSIONS_ENV
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get(NO_EXTENSIONS_ENV, "") not in ("", "0"),
+    reason=f"the native record codec is disabled ({NO_EXTENSIONS_ENV})",
+)
+
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "client" / "record" / "_native.c"
 DIFFERENTIAL = Path(__file__).with_name("test_codec_differential.py")
@@ -48,7 +55,7 @@ def test_differential_suite_under_address_sanitizer(tmp_path: Path) -> None:
     )
     assert build.returncode == 0, build.stderr
     env = dict(
-        os.environ,
+        {k: v for k, v in os.environ.items() if k != NO_EXTENSIONS_ENV},
         LD_PRELOAD=libasan,
         PYTHONMALLOC="malloc",
         ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:exitcode=99",
