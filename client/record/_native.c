@@ -17,6 +17,7 @@ typedef unsigned __int128 u128;
 static PyObject *CorruptRecordError; /* odradek.client.errors.CorruptRecordError, owned by the module */
 
 #define MIN_RECORD_BODY 6 /* the smallest record after its length prefix: six one-byte fields */
+#define SCAN_PAUSE_EVERY 256 /* scan_records calls its pause callable before records 255, 511, ... */
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Helpers. */
@@ -245,6 +246,149 @@ failed:
     return NULL;
 }
 
+/* One record's fields, as parse_record finds them: absolute offset and timestamp, the key and value spans
+ * (start -1: null), the headers (owned; NULL when only checked). */
+typedef struct {
+    i128 offset, timestamp, key_start, key_end, value_start, value_end;
+    PyObject *headers;
+} Parsed;
+
+/* Parse the record at *pos (advancing it) as the reference's loop does, with its errors; 0 or -1. With
+ * keep_headers 0 the headers are still read (and their names checked) but not kept. */
+static int parse_record(const uint8_t *p, Py_ssize_t n, i128 *pos_io, long long base_offset, long long base_timestamp,
+                        PyObject *no_headers, int keep_headers, Parsed *r) {
+    i128 pos = *pos_io;
+    u128 z;
+    int status;
+    r->headers = NULL;
+    /* length */
+    if ((status = read_varint(p, n, &pos, &z)) != VARINT_OK) goto varint_failed;
+    if (z & 1) {
+        corrupt("negative record length");
+        return -1;
+    }
+    i128 record_end = pos + (i128)(z >> 1);
+    /* the unused attributes byte, then the timestamp delta */
+    pos += 1;
+    if ((status = read_varint(p, n, &pos, &z)) != VARINT_OK) goto varint_failed;
+    r->timestamp = (i128)base_timestamp + unzigzag(z);
+    /* offset delta */
+    if ((status = read_varint(p, n, &pos, &z)) != VARINT_OK) goto varint_failed;
+    r->offset = (i128)base_offset + unzigzag(z);
+    /* key */
+    if ((status = read_varint(p, n, &pos, &z)) != VARINT_OK) goto varint_failed;
+    r->key_start = -1;
+    r->key_end = 0;
+    if (z & 1) {
+        if (z != 1) {
+            corrupt("negative key length");
+            return -1;
+        }
+    } else {
+        r->key_start = pos;
+        r->key_end = pos + (i128)(z >> 1);
+        pos = r->key_end;
+    }
+    /* value */
+    if ((status = read_varint(p, n, &pos, &z)) != VARINT_OK) goto varint_failed;
+    r->value_start = -1;
+    r->value_end = 0;
+    if (z & 1) {
+        if (z != 1) {
+            corrupt("negative value length");
+            return -1;
+        }
+    } else {
+        r->value_start = pos;
+        r->value_end = pos + (i128)(z >> 1);
+        pos = r->value_end;
+    }
+    /* headers. The key and value lie inside the buffer from here on: had either run past it, the read at pos would
+     * have failed. Header value slices are clamped instead, as the reference's slices are. */
+    if (pos >= n) {
+        corrupt("record runs past the end of the batch");
+        return -1;
+    }
+    PyObject *headers;
+    if (p[(Py_ssize_t)pos] == 0) {
+        headers = Py_NewRef(no_headers);
+        pos += 1;
+    } else {
+        headers = read_headers(p, n, &pos);
+        if (!headers) return -1;
+    }
+    if (pos != record_end) {
+        Py_DECREF(headers);
+        corrupt_two("record fields end at byte %S, its length says %S", pos, record_end);
+        return -1;
+    }
+    if (keep_headers)
+        r->headers = headers;
+    else
+        Py_DECREF(headers);
+    *pos_io = pos;
+    return 0;
+varint_failed:
+    varint_error(status);
+    return -1;
+}
+
+/* Raise the reference's "{count} records end at byte {pos}, the batch at {end}". */
+static void records_end_mismatch(long long count, i128 pos, long long end) {
+    PyObject *pc = PyLong_FromLongLong(count);
+    if (!pc) return;
+    PyObject *pp = py_from_i128(pos);
+    if (pp) {
+        PyObject *message = PyUnicode_FromFormat("%S records end at byte %S, the batch at %lld", pc, pp, end);
+        if (message) {
+            PyErr_SetObject(CorruptRecordError, message);
+            Py_DECREF(message);
+        }
+        Py_DECREF(pp);
+    }
+    Py_DECREF(pc);
+}
+
+/* The arguments decode_records and scan_records share: data, pos, end, count, base_offset. */
+typedef struct {
+    Py_buffer view;
+    const uint8_t *p;
+    Py_ssize_t n;
+    long long start, end, count, base_offset;
+} Section;
+
+static int section_args(PyObject *const *args, Section *s) {
+    if (to_position(args[1], "pos", &s->start) < 0) return -1;
+    s->end = PyLong_AsLongLong(args[2]);
+    if (s->end == -1 && PyErr_Occurred()) return -1;
+    s->count = PyLong_AsLongLong(args[3]);
+    if (s->count == -1 && PyErr_Occurred()) return -1;
+    s->base_offset = PyLong_AsLongLong(args[4]);
+    if (s->base_offset == -1 && PyErr_Occurred()) return -1;
+    if (get_buffer(args[0], &s->view) < 0) return -1;
+    s->p = s->view.buf;
+    s->n = s->view.len;
+    return 0;
+}
+
+/* How many items to allocate up front: every record takes at least 7 bytes of the buffer, so a count above that
+ * fails anyway, and only a count below it is trusted. */
+static Py_ssize_t section_capacity(const Section *s) {
+    return (s->count > 0 && s->start <= s->n && s->count <= (s->n - s->start) / 7) ? (Py_ssize_t)s->count : 0;
+}
+
+/* Put item i (stolen) into a list preallocated with `capacity` items, appending past it; 0 or -1. */
+static int list_put(PyObject *list, Py_ssize_t capacity, long long i, PyObject *item) {
+    if (!item) return -1;
+    if (i < capacity) {
+        PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+        return 0;
+    }
+    int appended = PyList_Append(list, item);
+    Py_DECREF(item);
+    return appended;
+}
+
 /* decode_records(data, pos, end, count, base_offset, base_timestamp, timestamp, record_type, leading, middle) */
 static PyObject *decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
@@ -252,14 +396,7 @@ static PyObject *decode_records(PyObject *module, PyObject *const *args, Py_ssiz
         PyErr_Format(PyExc_TypeError, "decode_records takes 10 arguments (%zd given)", nargs);
         return NULL;
     }
-    long long start, end, count, base_offset, base_timestamp, fixed_timestamp = 0;
-    if (to_position(args[1], "pos", &start) < 0) return NULL;
-    end = PyLong_AsLongLong(args[2]);
-    if (end == -1 && PyErr_Occurred()) return NULL;
-    count = PyLong_AsLongLong(args[3]);
-    if (count == -1 && PyErr_Occurred()) return NULL;
-    base_offset = PyLong_AsLongLong(args[4]);
-    if (base_offset == -1 && PyErr_Occurred()) return NULL;
+    long long base_timestamp, fixed_timestamp = 0;
     base_timestamp = PyLong_AsLongLong(args[5]);
     if (base_timestamp == -1 && PyErr_Occurred()) return NULL;
     int fixed = args[6] != Py_None;
@@ -279,138 +416,106 @@ static PyObject *decode_records(PyObject *module, PyObject *const *args, Py_ssiz
     PyTypeObject *tp = (PyTypeObject *)record_type;
     Py_ssize_t n_leading = PyTuple_GET_SIZE(leading), n_middle = PyTuple_GET_SIZE(middle);
     Py_ssize_t n_fields = n_leading + 2 + n_middle + 3;
-
-    Py_buffer view;
-    if (get_buffer(args[0], &view) < 0) return NULL;
-    const uint8_t *p = view.buf;
-    Py_ssize_t n = view.len;
-    i128 pos = start;
-
-    /* Every record takes at least 7 bytes of the buffer: a count above that fails anyway, so only below it is the
-     * list allocated up front. */
-    Py_ssize_t capacity = (count > 0 && start <= n && count <= (n - start) / 7) ? (Py_ssize_t)count : 0;
+    Section s;
+    if (section_args(args, &s) < 0) return NULL;
+    const uint8_t *p = s.p;
+    Py_ssize_t n = s.n;
+    i128 pos = s.start;
+    Py_ssize_t capacity = section_capacity(&s);
     PyObject *records = PyList_New(capacity);
     PyObject *no_headers = PyTuple_New(0);
     if (!records || !no_headers) goto failed;
-
-    for (long long i = 0; i < count; i++) {
-        u128 z;
-        int status;
-        /* length */
-        if ((status = read_varint(p, n, &pos, &z)) != VARINT_OK) goto varint_failed;
-        if (z & 1) {
-            corrupt("negative record length");
-            goto failed;
-        }
-        i128 record_end = pos + (i128)(z >> 1);
-        /* the unused attributes byte, then the timestamp delta */
-        pos += 1;
-        if ((status = read_varint(p, n, &pos, &z)) != VARINT_OK) goto varint_failed;
-        i128 timestamp = fixed ? (i128)fixed_timestamp : (i128)base_timestamp + unzigzag(z);
-        /* offset delta */
-        if ((status = read_varint(p, n, &pos, &z)) != VARINT_OK) goto varint_failed;
-        i128 offset = (i128)base_offset + unzigzag(z);
-        /* key */
-        if ((status = read_varint(p, n, &pos, &z)) != VARINT_OK) goto varint_failed;
-        i128 key_start = -1, key_end = 0;
-        if (z & 1) {
-            if (z != 1) {
-                corrupt("negative key length");
-                goto failed;
-            }
-        } else {
-            key_start = pos;
-            key_end = pos + (i128)(z >> 1);
-            pos = key_end;
-        }
-        /* value */
-        if ((status = read_varint(p, n, &pos, &z)) != VARINT_OK) goto varint_failed;
-        i128 value_start = -1, value_end = 0;
-        if (z & 1) {
-            if (z != 1) {
-                corrupt("negative value length");
-                goto failed;
-            }
-        } else {
-            value_start = pos;
-            value_end = pos + (i128)(z >> 1);
-            pos = value_end;
-        }
-        /* headers */
-        if (pos >= n) {
-            corrupt("record runs past the end of the batch");
-            goto failed;
-        }
-        PyObject *headers;
-        if (p[(Py_ssize_t)pos] == 0) {
-            headers = Py_NewRef(no_headers);
-            pos += 1;
-        } else {
-            /* The key and value lie inside the buffer here: had either run past it, the read at pos just failed.
-             * Header value slices are clamped instead, as the reference's slices are. */
-            headers = read_headers(p, n, &pos);
-            if (!headers) goto failed;
-        }
-        if (pos != record_end) {
-            Py_DECREF(headers);
-            corrupt_two("record fields end at byte %S, its length says %S", pos, record_end);
-            goto failed;
-        }
+    for (long long i = 0; i < s.count; i++) {
+        Parsed r;
+        if (parse_record(p, n, &pos, s.base_offset, base_timestamp, no_headers, 1, &r) < 0) goto failed;
+        if (fixed) r.timestamp = fixed_timestamp;
         PyObject *record = tp == &PyTuple_Type ? PyTuple_New(n_fields) : tp->tp_alloc(tp, n_fields);
         if (!record) {
-            Py_DECREF(headers);
+            Py_DECREF(r.headers);
             goto failed;
         }
         PyObject **items = ((PyTupleObject *)record)->ob_item;
         Py_ssize_t k = 0;
         for (Py_ssize_t j = 0; j < n_leading; j++) items[k++] = Py_NewRef(PyTuple_GET_ITEM(leading, j));
-        items[k++] = py_from_i128(offset);
-        items[k++] = py_from_i128(timestamp);
+        items[k++] = py_from_i128(r.offset);
+        items[k++] = py_from_i128(r.timestamp);
         for (Py_ssize_t j = 0; j < n_middle; j++) items[k++] = Py_NewRef(PyTuple_GET_ITEM(middle, j));
-        items[k++] = key_start < 0 ? Py_NewRef(Py_None) : slice(p, n, key_start, key_end);
-        items[k++] = value_start < 0 ? Py_NewRef(Py_None) : slice(p, n, value_start, value_end);
-        items[k++] = headers;
+        items[k++] = r.key_start < 0 ? Py_NewRef(Py_None) : slice(p, n, r.key_start, r.key_end);
+        items[k++] = r.value_start < 0 ? Py_NewRef(Py_None) : slice(p, n, r.value_start, r.value_end);
+        items[k++] = r.headers;
         if (!items[n_leading] || !items[n_leading + 1] || !items[n_fields - 3] || !items[n_fields - 2]) {
             Py_DECREF(record); /* tuple dealloc skips the NULL items */
             goto failed;
         }
-        if (i < capacity) {
-            PyList_SET_ITEM(records, (Py_ssize_t)i, record);
-        } else {
-            int appended = PyList_Append(records, record);
-            Py_DECREF(record);
-            if (appended < 0) goto failed;
-        }
-        continue;
-    varint_failed:
-        varint_error(status);
-        goto failed;
+        if (list_put(records, capacity, i, record) < 0) goto failed;
     }
-    if (pos != end) {
-        PyObject *pc = PyLong_FromLongLong(count);
-        if (pc) {
-            PyObject *pp = py_from_i128(pos);
-            if (pp) {
-                PyObject *message = PyUnicode_FromFormat("%S records end at byte %S, the batch at %lld", pc, pp, end);
-                if (message) {
-                    PyErr_SetObject(CorruptRecordError, message);
-                    Py_DECREF(message);
-                }
-                Py_DECREF(pp);
-            }
-            Py_DECREF(pc);
-        }
+    if (pos != s.end) {
+        records_end_mismatch(s.count, pos, s.end);
         goto failed;
     }
     Py_DECREF(no_headers);
-    PyBuffer_Release(&view);
+    PyBuffer_Release(&s.view);
     return records;
 failed:
     /* A preallocated list may hold NULL items past the records decoded so far: list dealloc skips them. */
     Py_XDECREF(records);
     Py_XDECREF(no_headers);
-    PyBuffer_Release(&view);
+    PyBuffer_Release(&s.view);
     return NULL;
+}
+
+/* scan_records(data, pos, end, count, base_offset, pause) -> (offsets, keys, starts, tombstones) */
+static PyObject *scan_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "scan_records takes 6 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *pause = args[5];
+    Section s;
+    if (section_args(args, &s) < 0) return NULL;
+    const uint8_t *p = s.p;
+    Py_ssize_t n = s.n;
+    i128 pos = s.start;
+    Py_ssize_t capacity = section_capacity(&s);
+    PyObject *offsets = PyList_New(capacity), *keys = PyList_New(capacity), *starts = PyList_New(capacity + 1);
+    PyObject *tombstones = PyList_New(0), *no_headers = PyTuple_New(0), *result = NULL;
+    if (!offsets || !keys || !starts || !tombstones || !no_headers) goto done;
+    if (list_put(starts, capacity + 1, 0, PyLong_FromLongLong(s.start)) < 0) goto done;
+    for (long long i = 0; i < s.count; i++) {
+        if ((i & (SCAN_PAUSE_EVERY - 1)) == SCAN_PAUSE_EVERY - 1) {
+            PyObject *paused = PyObject_CallNoArgs(pause);
+            if (!paused) goto done;
+            Py_DECREF(paused);
+        }
+        Parsed r;
+        if (parse_record(p, n, &pos, s.base_offset, 0, no_headers, 0, &r) < 0) goto done;
+        if (list_put(offsets, capacity, i, py_from_i128(r.offset)) < 0) goto done;
+        PyObject *key = r.key_start < 0 ? Py_NewRef(Py_None) : slice(p, n, r.key_start, r.key_end);
+        if (list_put(keys, capacity, i, key) < 0) goto done;
+        if (r.value_start < 0) {
+            PyObject *index = PyLong_FromLongLong(i);
+            if (!index || PyList_Append(tombstones, index) < 0) {
+                Py_XDECREF(index);
+                goto done;
+            }
+            Py_DECREF(index);
+        }
+        if (list_put(starts, capacity + 1, i + 1, py_from_i128(pos)) < 0) goto done;
+    }
+    if (pos != s.end) {
+        records_end_mismatch(s.count, pos, s.end);
+        goto done;
+    }
+    result = PyTuple_Pack(4, offsets, keys, starts, tombstones);
+done:
+    Py_XDECREF(offsets);
+    Py_XDECREF(keys);
+    Py_XDECREF(starts);
+    Py_XDECREF(tombstones);
+    Py_XDECREF(no_headers);
+    PyBuffer_Release(&s.view);
+    return result;
 }
 
 /* ---------------------------------------------------------------------------------------------------------------
@@ -722,6 +827,8 @@ static PyMethodDef methods[] = {
      "records_end(buf, pos, count, /): where count records end by their length prefixes, or -1."},
     {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
      "decode_records(data, pos, end, count, base_offset, base_timestamp, timestamp, record_type, leading, middle, /)"},
+    {"scan_records", (PyCFunction)(void (*)(void))scan_records, METH_FASTCALL,
+     "scan_records(data, pos, end, count, base_offset, pause, /): (offsets, keys, starts, tombstones)."},
     {"encode_record", (PyCFunction)(void (*)(void))encode_record, METH_FASTCALL,
      "encode_record(offset_delta, timestamp_delta, key, value, headers=(), /): one record, length included."},
     {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_FASTCALL,

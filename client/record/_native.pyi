@@ -1,6 +1,6 @@
 """The native record codec (``_native.c``): the functions of ``reference.py``, with the same signatures."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 _T = TypeVar("_T", bound=tuple[Any, ...])
@@ -21,6 +21,9 @@ def decode_records(
     middle: tuple[Any, ...],
     /,
 ) -> list[_T]: ...
+def scan_records(
+    data: bytes, pos: int, end: int, count: int, base_offset: int, pause: Callable[[], None], /
+) -> tuple[list[int], list[bytes | None], list[int], list[int]]: ...
 def encode_record(
     offset_delta: int, timestamp_delta: int, key: _Bytes | None, value: _Bytes | None, headers: _Headers = (), /
 ) -> bytes: ...

@@ -19,8 +19,6 @@ import os
 from types import ModuleType
 from typing import Literal
 
-from odradek.client.record import reference
-
 logger = logging.getLogger(__name__)
 
 NO_EXTENSIONS_ENV = "ODRADEK_NO_EXTENSIONS"
@@ -43,15 +41,25 @@ def _load_native() -> tuple[ModuleType | None, str]:
 
 _native_module, REASON = _load_native()
 if _native_module is not None:
-    from odradek.client.record._native import decode_records, encode_record, encode_records, records_end
+    from odradek.client.record._native import (
+        decode_records,
+        encode_record,
+        encode_records,
+        records_end,
+        scan_records,
+    )
 
     IMPLEMENTATION = "native"
 else:
-    from odradek.client.record.reference import decode_records, encode_record, encode_records, records_end
+    from odradek.client.record.reference import (
+        decode_records,
+        encode_record,
+        encode_records,
+        records_end,
+        scan_records,
+    )
 
     IMPLEMENTATION = "python"
-
-read_headers = reference.read_headers  # off the hot paths (the cleaner's scan of records with headers)
 
 
 def describe() -> str:
@@ -69,6 +77,6 @@ __all__ = [
     "describe",
     "encode_record",
     "encode_records",
-    "read_headers",
     "records_end",
+    "scan_records",
 ]

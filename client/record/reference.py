@@ -13,7 +13,7 @@ Every integer is a zigzag varint; a length of -1 is a null.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from operator import length_hint
 from typing import Any, TypeVar
 
@@ -277,6 +277,108 @@ def decode_records(
         at = len(leading) + 1
         records = [new(record_type, (*r[:at], timestamp, *r[at + 1 :])) for r in records]
     return records
+
+
+def _no_pause() -> None:
+    pass
+
+
+SCAN_PAUSE_EVERY = 256  # scan_records calls ``pause`` before records 255, 511, ...
+
+
+def scan_records(
+    data: bytes, pos: int, end: int, count: int, base_offset: int, pause: Callable[[], None] = _no_pause
+) -> tuple[list[int], list[bytes | None], list[int], list[int]]:
+    """Walk ``count`` records filling ``data[pos:end]`` as ``decode_records`` does, with the same checks and
+    errors, but return only what the log cleaner needs: each record's offset, its key (None for a null one), the
+    positions where records start (``count + 1``, the last one ``end``) and the indexes of records with a null
+    value. No record tuple is built and no value copied. ``pause`` is called every SCAN_PAUSE_EVERY records (the
+    cleaner lets the broker's event loop have the interpreter there).
+    """
+    offsets: list[int] = []
+    keys: list[bytes | None] = []
+    starts = [pos]
+    tombstones: list[int] = []
+    add_offset, add_key, add_start = offsets.append, keys.append, starts.append
+    try:
+        for i in range(count):
+            if i & (SCAN_PAUSE_EVERY - 1) == SCAN_PAUSE_EVERY - 1:
+                pause()
+            z = data[pos]  # length
+            if z < 0x80:
+                pos += 1
+            else:
+                b = data[pos + 1]
+                if b < 0x80:
+                    z = (z & 0x7F) | (b << 7)
+                    pos += 2
+                else:
+                    z, pos = read_zigzag(data, pos)
+            if z & 1:
+                raise CorruptRecordError("negative record length")
+            record_end = pos + (z >> 1)
+            if data[pos + 1] < 0x80:  # after the unused attributes byte: the timestamp delta, skipped
+                pos += 2
+            else:
+                pos = read_zigzag(data, pos + 1)[1]
+            z = data[pos]  # offset delta
+            if z < 0x80:
+                pos += 1
+            else:
+                b = data[pos + 1]
+                if b < 0x80:
+                    z = (z & 0x7F) | (b << 7)
+                    pos += 2
+                else:
+                    z, pos = read_zigzag(data, pos)
+            add_offset(base_offset + ((z >> 1) ^ -(z & 1)))
+            z = data[pos]  # key length
+            if z < 0x80:
+                pos += 1
+            else:
+                b = data[pos + 1]
+                if b < 0x80:
+                    z = (z & 0x7F) | (b << 7)
+                    pos += 2
+                else:
+                    z, pos = read_zigzag(data, pos)
+            if z & 1:
+                if z != 1:
+                    raise CorruptRecordError("negative key length")
+                add_key(None)
+            else:
+                add_key(data[pos : pos + (z >> 1)])
+                pos += z >> 1
+            z = data[pos]  # value length: only the length
+            if z < 0x80:
+                pos += 1
+            else:
+                b = data[pos + 1]
+                if b < 0x80:
+                    z = (z & 0x7F) | (b << 7)
+                    pos += 2
+                else:
+                    z, pos = read_zigzag(data, pos)
+            if z & 1:
+                if z != 1:
+                    raise CorruptRecordError("negative value length")
+                tombstones.append(i)
+            else:
+                pos += z >> 1
+            if data[pos] == 0:  # headers: checked as the decoder checks them
+                pos += 1
+            else:
+                pos = read_headers(data, pos)[1]
+            if pos != record_end:
+                raise CorruptRecordError(f"record fields end at byte {pos}, its length says {record_end}")
+            add_start(pos)
+    except IndexError:
+        raise CorruptRecordError("record runs past the end of the batch") from None
+    except UnicodeDecodeError as exc:
+        raise CorruptRecordError(f"record header name is not UTF-8: {exc}") from None
+    if pos != end:
+        raise CorruptRecordError(f"{count} records end at byte {pos}, the batch at {end}")
+    return offsets, keys, starts, tombstones
 
 
 # ---------------------------------------------------------------------------------------------------------------

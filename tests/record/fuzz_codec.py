@@ -1,4 +1,4 @@
-"""atheris fuzz target: the native record decoder and walk against the reference on the same bytes.
+"""atheris fuzz target: the native record decoder, walk and cleaner scan against the reference on the same bytes.
 
 Run it directly (libFuzzer flags pass through, e.g. ``-max_total_time=20``); tests/record/test_codec_memory.py runs
 it for a bounded time. An input is a record count byte, a mode byte, then the records section. The reference's
@@ -24,6 +24,7 @@ for function in (
     reference.records_end,
     reference._lone_record_end,
     reference.decode_records,
+    reference.scan_records,
     reference.read_headers,
     varint.read_zigzag,
 ):
@@ -57,6 +58,12 @@ def check(data: bytes) -> None:
         shape = (Record, (), ())
     args = (section, pos, end, count, 2**40, 1_600_000_000_000, fixed, *shape)
     assert outcome(_native.decode_records, *args) == outcome(reference.decode_records, *args)
+    args = (section, pos, end, count, -5, _no_pause)
+    assert outcome(_native.scan_records, *args) == outcome(reference.scan_records, *args)
+
+
+def _no_pause() -> None:
+    pass
 
 
 def seed_corpus() -> str:

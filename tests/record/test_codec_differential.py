@@ -218,8 +218,17 @@ def test_encode_errors_are_typed_alike() -> None:
 # -- decoding and the walk -------------------------------------------------------------------------------------------
 
 
+def scan(implementation: ModuleType, *args: Any) -> tuple[Any, int]:
+    """scan_records with a pause that counts its calls."""
+    pauses = []
+    result = implementation.scan_records(*args, lambda: pauses.append(1))
+    return result, len(pauses)
+
+
 def check_section(data: bytes, pos: int, end: int, count: int, base_offset: int, base_ts: int, fixed: Any) -> None:
     same("records_end", data, pos, count)
+    args = (data, pos, end, count, base_offset)
+    assert outcome(scan, native, *args) == outcome(scan, reference, *args)
     same("decode_records", data, pos, end, count, base_offset, base_ts, fixed, Record, (), ())
     same(
         "decode_records",
@@ -265,6 +274,16 @@ def test_adversarial_records(raw: list[bytes], data: st.DataObject) -> None:
     count = len(raw) + data.draw(st.sampled_from([0, 0, -1, 1]))
     fixed = data.draw(st.sampled_from([None, 5]))
     check_section(section, 0, len(section), count, data.draw(INT64), data.draw(INT64), fixed)
+
+
+def test_scan_pauses_alike() -> None:
+    values = [b"v", None, b"w"] * 200
+    section = reference.encode_records(values, None, None, None)
+    result = outcome(scan, native, section, 0, len(section), len(values), 7)
+    assert result == outcome(scan, reference, section, 0, len(section), len(values), 7)
+    (offsets, keys, starts, tombstones), pauses = result[2]
+    assert pauses == 2 and offsets == list(range(7, 607)) and tombstones == list(range(1, 600, 3))
+    assert keys == [None] * 600 and starts[0] == 0 and starts[-1] == len(section)
 
 
 @PROPERTY
