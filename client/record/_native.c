@@ -1,6 +1,6 @@
-/* The native record codec: reference.py's functions (records_end, decode_records, encode_record, encode_records)
- * in C, with the same results and the same CorruptRecordError messages. reference.py is the specification; the
- * differential tests (tests/record/test_codec_differential.py) hold the two together.
+/* The native record codec: reference.py's functions (records_end, decode_records, scan_records, encode_record,
+ * encode_records) in C, with the same results and the same CorruptRecordError messages. reference.py is the
+ * specification; the differential tests (tests/record/test_codec_differential.py) hold the two together.
  *
  * Every read is bounds-checked against the buffer's length. Positions and raw varints are 128-bit: a varint may
  * carry up to 70 bits (10 bytes), and the reference, whose integers do not overflow, reports positions past the

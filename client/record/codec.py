@@ -2,7 +2,8 @@
 
 ``reference.py`` is the codec's specification and complete on its own; ``_native.c`` implements the same
 functions (same results, same CorruptRecordError messages) in C for the hot paths the interpreter limits: the
-record walk of batch validation, record encoding and record decoding. The choice is made once, at import:
+record walk of batch validation, record encoding, record decoding and the log cleaner's record scan. The choice is
+made once, at import:
 
 - ``ODRADEK_NO_EXTENSIONS=1`` in the environment forces the reference;
 - otherwise the native module is used if it imports (``pip install`` builds it where a C compiler is present;
