@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: setup run test lint typecheck proto bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py client/record/_native.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,test,spark,deploy]'
@@ -27,8 +27,11 @@ typecheck: setup
 	for d in broker chaos client controller deploy proto spark_connector; do ln -s ../../../$$d build/typecheck/odradek/$$d; done
 	$(VENV)/bin/mypy -p odradek
 
+# The record, log and client suites run a second time on the pure-Python reference codec (the native accelerator
+# disabled), as on a machine without a C compiler.
 test: lint typecheck
 	$(PY) -m pytest -q -ra
+	ODRADEK_NO_EXTENSIONS=1 $(PY) -m pytest -q tests/record tests/log tests/client
 
 proto: setup
 	$(PY) proto/generate.py

@@ -5,7 +5,10 @@ the same run on the same records, plus the broker's per-batch validation cost.
 Each figure is the best of several interleaved rounds (ours, kafka-python, ours, ...), so a noisy neighbour slows
 both sides rather than skewing the ratio. Our decode figures include the batch CRC check (``read_batches``
 validates); kafka-python's iteration does not check it. kafka-python needs python-snappy for snappy, so snappy has
-no ratio without it. Runs in about 15 s; prints one line per figure.
+no ratio without it. The figures above the last block use the codec this process selected (``record codec:``
+line; ODRADEK_NO_EXTENSIONS=1 forces the reference); the last block runs the record codec's own functions in both
+implementations, native and pure-Python reference, against kafka-python in the same run. Runs in about 25 s;
+prints one line per figure.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ import time
 import warnings
 from collections.abc import Callable
 
-from odradek.client.record.batch import read_batches
+from odradek.client.record import codec, reference
+from odradek.client.record.batch import Record, read_batches
 from odradek.client.record.builder import BatchBuilder, encode_batch
-from odradek.client.record.header import COMPRESSION_CODES, check_record_count, validate_batch
+from odradek.client.record.header import COMPRESSION_CODES, HEADER_SIZE, check_record_count, validate_batch
+from odradek.client.structs import ConsumerRecord, TopicPartition
 
 with warnings.catch_warnings():  # kafka-python's protocol package uses deprecated importlib.resources calls
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -151,8 +156,63 @@ def bench_validation(values: list[bytes]) -> None:
     )
 
 
+def bench_modes(values: list[bytes], budget: float) -> None:
+    """The codec's functions, native and reference, on one uncompressed batch; kafka-python's encode and decode of
+    the same records as the baseline."""
+    try:
+        from odradek.client.record import _native
+    except ImportError:
+        print("native vs reference: the native codec is not built", flush=True)
+        return
+    count = len(values)
+    buf = encode_batch(values, timestamps=TS)
+    start, end = HEADER_SIZE, len(buf)
+    tp = TopicPartition("topic", 0)
+
+    def kafka_encode() -> bytes:
+        builder = kafka_builder(0)
+        for i, value in enumerate(values):
+            builder.append(i, TS, None, value, [])
+        return bytes(builder.build())
+
+    def kafka_decode() -> list:
+        return list(DefaultRecordBatch(buf))
+
+    kafka_enc = min(per_call(kafka_encode, budget / 10) for _ in range(3))
+    kafka_dec = min(per_call(kafka_decode, budget / 10) for _ in range(3))
+    tag = f"{count} x {VALUE_SIZE} B, {len(buf)} B batch"
+    for label, baseline, run in [
+        ("encode_records", kafka_enc, lambda m: lambda: m.encode_records(values, None, None, None)),
+        (
+            "encode_record each",
+            kafka_enc,
+            lambda m: lambda: [m.encode_record(i, 0, None, v) for i, v in enumerate(values)],
+        ),
+        (
+            "decode_records -> Record",
+            kafka_dec,
+            lambda m: lambda: m.decode_records(buf, start, end, count, 0, TS, None, Record, (), ()),
+        ),
+        (
+            "decode_records -> ConsumerRecord",
+            kafka_dec,
+            lambda m: lambda: m.decode_records(buf, start, end, count, 0, TS, None, ConsumerRecord, tp, (0,)),
+        ),
+        ("records_end (validation walk)", None, lambda m: lambda: m.records_end(buf, start, count)),
+    ]:
+        native, python = compare(run(_native), run(reference), budget)
+        line = (
+            f"{label}, {tag}: native {count / native / 1e6:.2f}M records/s, reference {count / python / 1e6:.2f}M "
+            f"({python / native:.1f}x)"
+        )
+        if baseline is not None:
+            line += f"; vs kafka-python: native {baseline / native:.1f}x, reference {baseline / python:.1f}x"
+        print(line, flush=True)
+
+
 def main() -> None:
     started = time.perf_counter()
+    print(f"record codec: {codec.describe()}", flush=True)
     values = make_values(1000)
     bench_codec("none", values, budget=1.5)
     bench_codec("none", fit_batch(values, 16384), budget=1.5)  # the producer's default batch.size
@@ -160,6 +220,7 @@ def main() -> None:
     for name in ("gzip", "snappy", "lz4", "zstd"):
         bench_codec(name, values, budget=0.5)
     bench_validation(fit_batch(values, 16384))
+    bench_modes(fit_batch(values, 16384), budget=1.0)
     print(f"total bench time: {time.perf_counter() - started:.0f} s")
 
 

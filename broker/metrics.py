@@ -12,9 +12,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 
 import grpc
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram, Info, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from odradek.client.record import codec
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -47,6 +49,10 @@ class NodeMetrics:
         )
         self.isr_expands = Counter(
             "odradek_isr_expands", "committed ISR expansions of partitions this broker leads", registry=self.registry
+        )
+        # odradek_record_codec_info{implementation="native"|"python"} 1: which record codec this process runs.
+        Info("odradek_record_codec", "the record codec in use", registry=self.registry).info(
+            {"implementation": codec.IMPLEMENTATION}
         )
 
     def add_collector(self, collect: Callable[[], Iterator[Metric]]) -> None:

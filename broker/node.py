@@ -41,6 +41,7 @@ from odradek.broker.storage import verify_storage
 from odradek.broker.throttling import QuotaInterceptor
 from odradek.broker.topic_defaults import topic_defaults
 from odradek.client.connection import channel_options, set_inter_node_security
+from odradek.client.record import codec
 from odradek.controller.active import ActiveController
 from odradek.controller.brokers import BrokerControl
 from odradek.controller.metadata.state_machine import MetadataStateMachine
@@ -165,6 +166,8 @@ class Node:
         if self.broker is not None:
             self.broker.start()
         logger.info("node %d started with roles %s", c.node_id, ",".join(sorted(c.roles)))
+        if c.is_broker:
+            logger.info("record codec: %s", codec.describe())
         if c["unsafe.testing.bug"]:
             logger.warning(
                 "UNSAFE: running with the injected bug %r (for testing the chaos checker)", c["unsafe.testing.bug"]

@@ -38,9 +38,15 @@ def version_text() -> str:
         odradek_version = version("odradek")
     except PackageNotFoundError:
         odradek_version = "unknown (not installed)"
+    from odradek.client.record import codec
+
     crc = "hardware" if getattr(crc32c, "hardware_based", False) else "software"
+    if codec.IMPLEMENTATION == "native":
+        record_codec = f"native (crc32c: native, {crc})"
+    else:
+        record_codec = f"pure Python ({codec.REASON}; crc32c: native, {crc})"
     return (
         f"odradek {odradek_version}\n"
-        f"record codec: pure Python (crc32c: native, {crc})\n"
+        f"record codec: {record_codec}\n"
         f"python: {platform.python_implementation()} {platform.python_version()}"
     )

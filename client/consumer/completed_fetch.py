@@ -1,10 +1,10 @@
 """One partition's data from one Fetch response, decoded a batch at a time as ``poll()`` takes records.
 
-Records decode straight into ``ConsumerRecord`` tuples (topic and partition included): one object per record,
-which is what the consumer's throughput rests on. A fetch returns whole batches, so the first batch may start
-before the position (after a seek, or mid-batch ``max.poll.records``): records below it are skipped. Control
-batches are never returned, and with ``read_committed`` neither are batches of aborted transactions (using the
-response's aborted-transaction list, as Kafka's fetcher does).
+Records decode straight into ``ConsumerRecord`` tuples (topic and partition included) with the record codec's
+``decode_records``: one object per record, which is what the consumer's throughput rests on. A fetch returns whole
+batches, so the first batch may start before the position (after a seek, or mid-batch ``max.poll.records``):
+records below it are skipped. Control batches are never returned, and with ``read_committed`` neither are batches
+of aborted transactions (using the response's aborted-transaction list, as Kafka's fetcher does).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import heapq
 from collections.abc import Sequence
 
 from odradek.client.errors import CorruptRecordError, RecordTooLargeError
+from odradek.client.record import codec
 from odradek.client.record.batch import RecordBatch
 from odradek.client.record.compression import decompress
 from odradek.client.record.control import ControlType, parse_control_record
@@ -24,144 +25,10 @@ from odradek.client.record.header import (
     parse_header,
     validate_batch,
 )
-from odradek.client.record.varint import read_zigzag
 from odradek.client.structs import CREATE_TIME, LOG_APPEND_TIME, ConsumerRecord, TopicPartition
 
-Headers = tuple[tuple[str, bytes | None], ...]
-
-
-def _read_headers(data: bytes, pos: int) -> tuple[Headers, int]:
-    z, pos = read_zigzag(data, pos)
-    if z & 1:
-        raise CorruptRecordError("negative record header count")
-    headers = []
-    for _ in range(z >> 1):
-        z, pos = read_zigzag(data, pos)
-        if z & 1:
-            raise CorruptRecordError("negative record header key length")
-        end = pos + (z >> 1)
-        name = data[pos:end].decode("utf-8")
-        z, pos = read_zigzag(data, end)
-        if z == 1:
-            value = None
-        elif z & 1:
-            raise CorruptRecordError("negative record header value length")
-        else:
-            end = pos + (z >> 1)
-            value = data[pos:end]
-            pos = end
-        headers.append((name, value))
-    return tuple(headers), pos
-
-
-_UNZIGZAG = [(z >> 1) ^ -(z & 1) for z in range(0x80)]  # one-byte zigzag varint -> value
-
-
-def decode_consumer_records(
-    data: bytes,
-    pos: int,
-    end: int,
-    count: int,
-    base_offset: int,
-    base_timestamp: int,
-    topic: str,
-    partition: int,
-) -> list[ConsumerRecord]:
-    """Decode ``count`` CreateTime records exactly filling ``data[pos:end]``.
-
-    The loop reads one- and two-byte varints inline (records under 8 KiB), like ``record.batch.decode_records``,
-    unzigzags one-byte deltas by table, and builds each ConsumerRecord in one step instead of a Record to copy."""
-    records: list[ConsumerRecord] = []
-    append = records.append
-    new = tuple.__new__
-    record_type = ConsumerRecord
-    unzigzag = _UNZIGZAG
-    create_time = CREATE_TIME
-    no_headers: Headers = ()
-    try:
-        for _ in range(count):
-            z = data[pos]  # length
-            if z < 0x80:
-                pos += 1
-            else:
-                b = data[pos + 1]
-                if b < 0x80:
-                    z = (z & 0x7F) | (b << 7)
-                    pos += 2
-                else:
-                    z, pos = read_zigzag(data, pos)
-            if z & 1:
-                raise CorruptRecordError("negative record length")
-            record_end = pos + (z >> 1)
-            z = data[pos + 1]  # after the unused attributes byte: the timestamp delta
-            if z < 0x80:
-                pos += 2
-                timestamp = base_timestamp + unzigzag[z]
-            else:
-                z, pos = read_zigzag(data, pos + 1)
-                timestamp = base_timestamp + ((z >> 1) ^ -(z & 1))
-            z = data[pos]  # offset delta
-            if z < 0x80:
-                pos += 1
-                offset = base_offset + unzigzag[z]
-            else:
-                b = data[pos + 1]
-                if b < 0x80:
-                    z = (z & 0x7F) | (b << 7)
-                    pos += 2
-                else:
-                    z, pos = read_zigzag(data, pos)
-                offset = base_offset + ((z >> 1) ^ -(z & 1))
-            z = data[pos]  # key length
-            if z == 1:
-                key = None
-                pos += 1
-            else:
-                if z < 0x80:
-                    pos += 1
-                else:
-                    b = data[pos + 1]
-                    if b < 0x80:
-                        z = (z & 0x7F) | (b << 7)
-                        pos += 2
-                    else:
-                        z, pos = read_zigzag(data, pos)
-                if z & 1:
-                    raise CorruptRecordError("negative key length")
-                key = data[pos : pos + (z >> 1)]
-                pos += z >> 1
-            z = data[pos]  # value length
-            if z < 0x80:
-                pos += 1
-            else:
-                b = data[pos + 1]
-                if b < 0x80:
-                    z = (z & 0x7F) | (b << 7)
-                    pos += 2
-                else:
-                    z, pos = read_zigzag(data, pos)
-            if z & 1:
-                if z != 1:
-                    raise CorruptRecordError("negative value length")
-                value = None
-            else:
-                value = data[pos : pos + (z >> 1)]
-                pos += z >> 1
-            if data[pos] == 0:
-                headers = no_headers
-                pos += 1
-            else:
-                headers, pos = _read_headers(data, pos)
-            if pos != record_end:
-                raise CorruptRecordError(f"record fields end at byte {pos}, its length says {record_end}")
-            append(new(record_type, (topic, partition, offset, timestamp, create_time, key, value, headers)))
-    except IndexError:
-        raise CorruptRecordError("record runs past the end of the batch") from None
-    except UnicodeDecodeError as exc:
-        raise CorruptRecordError(f"record header name is not UTF-8: {exc}") from None
-    if pos != end:
-        raise CorruptRecordError(f"{count} records end at byte {pos}, the batch at {end}")
-    return records
+_CREATE_TIME = (CREATE_TIME,)  # the ConsumerRecord fields between timestamp and key
+_LOG_APPEND_TIME = (LOG_APPEND_TIME,)
 
 
 def _batch_data(buf: bytes, header: BatchHeader) -> tuple[bytes, int, int]:
@@ -284,12 +151,19 @@ class CompletedFetch:
                 self.position_epoch = epoch
                 continue
             data, start, end = _batch_data(buf, header)
-            records = decode_consumer_records(
-                data, start, end, header.records_count, header.base_offset, header.base_timestamp, *self.tp
+            log_append = header.is_log_append_time
+            records = codec.decode_records(
+                data,
+                start,
+                end,
+                header.records_count,
+                header.base_offset,
+                header.base_timestamp,
+                header.max_timestamp if log_append else None,
+                ConsumerRecord,
+                self.tp,  # topic, partition: the ConsumerRecord fields before offset
+                _LOG_APPEND_TIME if log_append else _CREATE_TIME,
             )
-            if header.is_log_append_time:
-                ts = header.max_timestamp
-                records = [r._replace(timestamp=ts, timestamp_type=LOG_APPEND_TIME) for r in records]
             if records and records[0].offset < self.position:
                 position = self.position
                 records = [r for r in records if r.offset >= position]

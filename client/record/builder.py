@@ -1,9 +1,8 @@
 """Encoding v2 record batches: ``BatchBuilder`` (one record at a time) and ``encode_batch`` (many at once).
 
-Speed comes from the shape of the hot loops rather than from tricks: every small integer is a ``VARINT`` table
-lookup, a record is a handful of byte strings gathered into one list, and the whole records section is built by a
-single ``b"".join``. ``encode_batch`` specializes the producer's common case (one timestamp for the batch, no
-headers) into a loop with no per-record function calls.
+The records themselves are encoded by the record codec (``codec.encode_record`` per appended record,
+``codec.encode_records`` for a whole section); this module frames them: attributes, header fields, compression and
+the CRC32C.
 """
 
 from __future__ import annotations
@@ -14,6 +13,8 @@ from collections.abc import Sequence
 
 from crc32c import crc32c
 
+from odradek.client.record.codec import encode_record as encode_record  # re-exported: the public name it had
+from odradek.client.record.codec import encode_records
 from odradek.client.record.compression import compress
 from odradek.client.record.header import (
     COMPRESSION_CODES,
@@ -28,7 +29,6 @@ from odradek.client.record.header import (
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG,
 )
-from odradek.client.record.varint import NULL_LENGTH, TABLE_LIMIT, VARINT, encode_varint
 
 Headers = Sequence[tuple[str, bytes | None]]
 Bytes = bytes | bytearray | memoryview
@@ -85,49 +85,6 @@ def assemble_batch(
     crc = crc32c(records, crc32c(tail))
     head = _HEAD.pack(base_offset, _BATCH_LENGTH_BASE + len(records), partition_leader_epoch, MAGIC, crc)
     return b"".join((head, tail, records))
-
-
-def _encode_headers(headers: Headers) -> bytes:
-    parts: list[Bytes] = [encode_varint(len(headers))]
-    for name, value in headers:
-        name_bytes = name.encode("utf-8")
-        parts.append(encode_varint(len(name_bytes)))
-        parts.append(name_bytes)
-        if value is None:
-            parts.append(NULL_LENGTH)
-        else:
-            parts.append(encode_varint(len(value)))
-            parts.append(value)
-    return b"".join(parts)
-
-
-def encode_record(
-    offset_delta: int, timestamp_delta: int, key: Bytes | None, value: Bytes | None, headers: Headers = ()
-) -> bytes:
-    """One record, length prefix included: the general encoder behind ``BatchBuilder.append``."""
-    table = VARINT
-    limit = TABLE_LIMIT
-    parts: list[Bytes] = [
-        b"\x00",  # attributes: unused in v2 records
-        table[timestamp_delta] if 0 <= timestamp_delta < limit else encode_varint(timestamp_delta),
-        table[offset_delta] if offset_delta < limit else encode_varint(offset_delta),
-    ]
-    if key is None:
-        parts.append(NULL_LENGTH)
-    else:
-        n = len(key)
-        parts.append(table[n] if n < limit else encode_varint(n))
-        parts.append(key)
-    if value is None:
-        parts.append(NULL_LENGTH)
-    else:
-        n = len(value)
-        parts.append(table[n] if n < limit else encode_varint(n))
-        parts.append(value)
-    parts.append(_encode_headers(headers) if headers else b"\x00")
-    body = b"".join(parts)
-    n = len(body)
-    return (table[n] if n < limit else encode_varint(n)) + body
 
 
 class BatchBuilder:
@@ -228,73 +185,6 @@ class BatchBuilder:
         )
 
 
-def _records_one_timestamp(values: Sequence[Bytes | None], keys: Sequence[Bytes | None] | None) -> list[Bytes]:
-    """The records section's pieces when every record has timestamp delta 0 and no headers: the producer's
-    common case, one loop with no calls but ``len``. Raises IndexError for a value past the varint tables (the
-    caller falls back to the general encoder) and TypeError for a None value (a tombstone)."""
-    table = VARINT
-    offsets = table
-    if len(values) > TABLE_LIMIT:
-        offsets = table + [encode_varint(n) for n in range(TABLE_LIMIT, len(values))]
-    pieces: list[Bytes] = []
-    extend = pieces.extend
-    if keys is None:
-        # length, attributes 0 + timestamp delta 0, offset delta, null key, value length, value, 0 headers
-        for offset_delta, value in enumerate(values):
-            if value is None:
-                raise TypeError("a tombstone")
-            n = len(value)
-            value_length = table[n]
-            delta = offsets[offset_delta]
-            extend(
-                (
-                    table[4 + len(delta) + len(value_length) + n],
-                    b"\x00\x00",
-                    delta,
-                    b"\x01",
-                    value_length,
-                    value,
-                    b"\x00",
-                )
-            )
-        return pieces
-    for offset_delta, value in enumerate(values):
-        if value is None:
-            raise TypeError("a tombstone")
-        key = keys[offset_delta]
-        n = len(value)
-        value_length = table[n]
-        delta = offsets[offset_delta]
-        if key is None:
-            extend(
-                (
-                    table[4 + len(delta) + len(value_length) + n],
-                    b"\x00\x00",
-                    delta,
-                    b"\x01",
-                    value_length,
-                    value,
-                    b"\x00",
-                )
-            )
-        else:
-            k = len(key)
-            key_length = table[k]
-            extend(
-                (
-                    table[3 + len(delta) + len(key_length) + k + len(value_length) + n],
-                    b"\x00\x00",
-                    delta,
-                    key_length,
-                    key,
-                    value_length,
-                    value,
-                    b"\x00",
-                )
-            )
-    return pieces
-
-
 def encode_batch(
     values: Sequence[Bytes | None],
     keys: Sequence[Bytes | None] | None = None,
@@ -330,26 +220,10 @@ def encode_batch(
         base_timestamp = timestamps[0]
         max_timestamp = max(timestamps)
         deltas = [t - base_timestamp for t in timestamps]
-    pieces: list[Bytes] | None = None
-    if deltas is None and not (headers and any(headers)):
-        try:
-            pieces = _records_one_timestamp(values, keys)
-        except (IndexError, TypeError):
-            pieces = None  # a long or None value: take the general path
-    if pieces is None:
-        pieces = [
-            encode_record(
-                i,
-                deltas[i] if deltas is not None else 0,
-                keys[i] if keys is not None else None,
-                values[i],
-                headers[i] if headers is not None else (),
-            )
-            for i in range(count)
-        ]
+    records = encode_records(values, keys, deltas, headers)
     codec = codec_code(compression)
     return assemble_batch(
-        b"".join(pieces),
+        records,
         count,
         codec,
         batch_attributes(codec, is_transactional, log_append_time),

@@ -23,13 +23,13 @@ functions alone, without decoding records::
 from __future__ import annotations
 
 import struct
-from operator import length_hint
 from typing import NamedTuple, NoReturn
 
 from crc32c import crc32c
 
 from odradek.client.errors import CorruptRecordError, RecordTooLargeError
-from odradek.client.record.varint import read_zigzag
+from odradek.client.record.codec import records_end
+from odradek.client.record.reference import MIN_RECORD_SIZE as MIN_RECORD_SIZE
 
 MAGIC = 2
 HEADER_SIZE = 61
@@ -37,10 +37,6 @@ LOG_OVERHEAD = 12  # base_offset + batch_length: the bytes not counted in batch_
 CRC_START = 21  # the CRC covers attributes .. end
 PARTITION_LEADER_EPOCH_OFFSET = 12
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
-# Smallest encoding of one record: length, attributes, timestamp delta, offset delta, key length, value length,
-# header count, one byte each.
-MIN_RECORD_SIZE = 7
-_MIN_RECORD_BODY = MIN_RECORD_SIZE - 1  # the same, without the length prefix
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -229,7 +225,7 @@ def validate_for_append(
             and (
                 attributes & COMPRESSION_MASK
                 or (
-                    _records_end(buf, position + HEADER_SIZE, count) == batch_end
+                    records_end(buf, position + HEADER_SIZE, count) == batch_end
                     if check_records
                     else count * MIN_RECORD_SIZE <= size - HEADER_SIZE
                 )
@@ -281,40 +277,12 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, position: int, epoch
     _EPOCH.pack_into(buf, position + PARTITION_LEADER_EPOCH_OFFSET, epoch)
 
 
-# Table steps that stop the record walk: a length varint of three or more bytes (LONG, added to the record's start
-# so the walk can resume there) and an impossible length (BAD, which can never end at a batch end).
-_LONG = 1 << 61
-_BAD = 1 << 62
-
-
-def _length_steps() -> list[list[int]]:
-    """``_STEPS[b0][b1]``: how far a record whose length varint starts with bytes b0, b1 reaches past its own start
-    (prefix size + length), for one- and two-byte varints (records under 8 KiB); _LONG for longer varints, and
-    _BAD for a negative length or one below the smallest record. About 0.8 MB, built once."""
-
-    def step(length: int, prefix: int) -> int:
-        return _BAD if length < _MIN_RECORD_BODY else prefix + length
-
-    rows = [[_BAD if b0 & 1 else step(b0 >> 1, 1)] * 256 for b0 in range(0x80)]
-    for b0 in range(0x80, 0x100):
-        if b0 & 1:
-            row = [_BAD] * 0x80
-        else:
-            row = [step(((b0 & 0x7F) | (b1 << 7)) >> 1, 2) for b1 in range(0x80)]
-        rows.append(row + [_LONG] * 0x80)
-    return rows
-
-
-_STEPS = _length_steps()
-
-
 def check_record_count(buf: bytes | bytearray | memoryview, header: BatchHeader) -> None:
     """Check that the length prefixes of an uncompressed batch's records tile its records section exactly with
     ``records_count`` records, reading nothing but those prefixes; raise CorruptRecordError if they do not.
 
     Call it after ``validate_batch``. A compressed batch is not checked: its records are inside the compressed
-    stream, and the broker does not decompress. One table lookup per record (~50 ns, ~7 µs for a 16 KiB batch of
-    100-byte records); records of 8 KiB and more take a few more steps each.
+    stream, and the broker does not decompress. The walk is the record codec's ``records_end``.
     """
     if not header.attributes & COMPRESSION_MASK:
         _check_records(buf, header)
@@ -322,51 +290,5 @@ def check_record_count(buf: bytes | bytearray | memoryview, header: BatchHeader)
 
 def _check_records(buf: bytes | bytearray | memoryview, header: BatchHeader) -> None:
     """check_record_count for a batch known to be uncompressed."""
-    if _records_end(buf, header.position + HEADER_SIZE, header.records_count) != header.position + header.size:
+    if records_end(buf, header.position + HEADER_SIZE, header.records_count) != header.position + header.size:
         raise CorruptRecordError(f"the {header.records_count} records do not fill the batch's record bytes")
-
-
-def _records_end(buf: bytes | bytearray | memoryview, pos: int, count: int) -> int:
-    """Where ``count`` records starting at ``pos`` end, judging by their length prefixes; -1 if they cannot.
-
-    A lone record (the shape of large messages) is measured directly, decoding a long length varint inline. More
-    records take the table walk, which has no branch per record: a record with a long length varint adds _LONG,
-    which ends the walk without losing the record's start (the next lookup runs off the buffer, or that was the
-    last record); that record is measured as a lone one and the walk resumes after it.
-    """
-    steps = _STEPS
-    if count == 1:
-        try:
-            step = steps[buf[pos]][buf[pos + 1]]
-            if step < _LONG:
-                return pos + step
-            if step >= _BAD:
-                return -1
-            z = buf[pos + 2]
-            if z < 0x80:  # three bytes (records under 1 MiB); the first two have their high bit set
-                z = z << 14 | (buf[pos + 1] & 0x7F) << 7 | buf[pos] & 0x7F
-                pos += 3
-            else:
-                z, pos = read_zigzag(buf, pos)
-        except (IndexError, CorruptRecordError):
-            return -1
-        if z & 1 or z >> 1 < _MIN_RECORD_BODY:
-            return -1
-        return pos + (z >> 1)
-    records = iter(range(count))
-    while True:
-        try:
-            for _ in records:
-                pos += steps[buf[pos]][buf[pos + 1]]
-        except IndexError:
-            if pos < _LONG:
-                return -1  # ran off the buffer
-            records = iter(range(length_hint(records) + 1))  # the failed lookup took the next record's turn
-        else:
-            if pos < _LONG:
-                return pos
-        if pos >= _BAD:
-            return -1
-        pos = _records_end(buf, pos - _LONG, 1)
-        if pos < 0:
-            return -1

@@ -155,3 +155,13 @@ def test_a_position_at_a_removed_offset_reads_from_the_next_record() -> None:
     assert f.position == 20
     f = fetch(buf, 12)
     assert [r.offset for r in take_all(f)] == [15, 16]
+
+
+def test_a_null_key_in_a_two_byte_varint_is_a_null_key() -> None:
+    """Observed: the consumer's decode loop took only a one-byte -1 for a null key and raised "negative key length"
+    for the same -1 in two bytes (0x81 0x00), which RecordBatch.records() decoded as a null key."""
+    canonical = encode_record(0, 0, None, b"v")
+    body = canonical[1:2] + canonical[2:3] + canonical[3:4] + b"\x81\x00" + canonical[5:]
+    records = bytes([2 * len(body)]) + body
+    buf = assemble_batch(records, 1, 0, 0, 0, 0, 0, TS, TS, -1, -1, -1)
+    assert [(r.key, r.value) for r in take_all(fetch(buf))] == [(None, b"v")]

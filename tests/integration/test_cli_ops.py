@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from odradek.client.record import codec
+
 from .conftest import wait_for
 
 pytestmark = pytest.mark.integration
@@ -55,7 +57,8 @@ def test_version_names_codec_and_python() -> None:
     )
     assert result.returncode == 0
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("odradek ") and lines[1].startswith("record codec: pure Python")
+    expected = {"native": "record codec: native (", "python": "record codec: pure Python ("}[codec.IMPLEMENTATION]
+    assert lines[0].startswith("odradek ") and lines[1].startswith(expected)
     assert lines[2].startswith("python: ") and sys.version.split()[0] in lines[2]
 
 

@@ -183,3 +183,16 @@ def test_unvalidated_read_rejects_impossible_lengths() -> None:
         struct.pack_into(">i", buf, 8, length)
         with pytest.raises(CorruptRecordError):
             list(read_batches(bytes(buf), validate=False))
+
+
+def test_count_check_rejects_a_length_past_any_buffer() -> None:
+    """A nine-byte length varint of 2**61 + 10 once wrapped the walk's table arithmetic: the record was measured as
+    10 bytes long, and a batch claiming two records over three physical ones passed check_record_count."""
+    small = bytes([2 * 10]) + bytes(10)
+    z = 2 * ((1 << 61) + 10)
+    absurd = bytes((z >> 7 * i) & 0x7F | (0x80 if i < 8 else 0) for i in range(9)) + bytes(10)
+    buf = from_records(small + absurd + small, 2)
+    with pytest.raises(CorruptRecordError, match="do not fill"):
+        check_record_count(buf, validate_batch(buf))
+    with pytest.raises(CorruptRecordError):
+        next(read_batches(buf)).records()

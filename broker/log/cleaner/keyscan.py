@@ -2,11 +2,11 @@
 bytes are, without building ``Record`` objects or copying values.
 
 The cleaner reads every record of a pass twice (once to build the offset map, once to decide what survives), and
-decoding full records (``RecordBatch.records()``) was most of its time. ``scan_batch`` walks the same varints as
-``client.record.batch.decode_records`` and checks exactly what it checks (length prefixes, field boundaries, the
-record count filling the section, header names in UTF-8), so a batch the decoder refuses is refused here with a
-CorruptRecordError too; it only skips slicing values and building tuples. The records the cleaner keeps from a
-batch it must rebuild are then decoded alone, from their spans (``decode_span``).
+decoding full records (``RecordBatch.records()``) was most of its time. ``scan_batch`` runs the record codec's
+``scan_records``, which walks the same varints as its ``decode_records`` and checks exactly what it checks (length
+prefixes, field boundaries, the record count filling the section, header names in UTF-8), so a batch the decoder
+refuses is refused here with a CorruptRecordError too; it only skips slicing values and building tuples. The
+records the cleaner keeps from a batch it must rebuild are then decoded alone, from their spans (``decode_span``).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from odradek.client.errors import CorruptRecordError
-from odradek.client.record.batch import Record, _read_headers, decode_records
+from odradek.client.record.batch import Record, decode_records
+from odradek.client.record.codec import scan_records
 from odradek.client.record.compression import decompress
 from odradek.client.record.header import COMPRESSION_NONE, HEADER_SIZE, BatchHeader
-from odradek.client.record.varint import read_zigzag
+from odradek.client.record.reference import SCAN_PAUSE_EVERY
 
 
 class ScannedBatch(NamedTuple):
@@ -43,7 +43,7 @@ def records_section(data: bytes, h: BatchHeader) -> tuple[bytes, int, int]:
     return section, 0, len(section)
 
 
-PAUSE_EVERY = 256  # records between two ``pause`` calls: a fraction of a millisecond of scanning
+PAUSE_EVERY = SCAN_PAUSE_EVERY  # records between two ``pause`` calls: a fraction of a millisecond of scanning
 
 
 def _no_pause() -> None:
@@ -56,97 +56,7 @@ def scan_batch(data: bytes, h: BatchHeader, pause: Callable[[], None] = _no_paus
     ``pause`` is called every PAUSE_EVERY records: the cleaner lets the broker's event loop have the interpreter
     there, so that a batch of many thousand records does not hold it for milliseconds."""
     buf, pos, end = records_section(data, h)
-    base_offset = h.base_offset
-    offsets: list[int] = []
-    keys: list[bytes | None] = []
-    starts = [pos]
-    tombstones: list[int] = []
-    add_offset, add_key, add_start = offsets.append, keys.append, starts.append
-    # The varint reads are decode_records' inline ones: one and two bytes inline, read_zigzag beyond.
-    try:
-        for i in range(h.records_count):
-            if i & (PAUSE_EVERY - 1) == PAUSE_EVERY - 1:
-                pause()
-            # length
-            z = buf[pos]
-            if z < 0x80:
-                pos += 1
-            else:
-                b = buf[pos + 1]
-                if b < 0x80:
-                    z = (z & 0x7F) | (b << 7)
-                    pos += 2
-                else:
-                    z, pos = read_zigzag(buf, pos)
-            if z & 1:
-                raise CorruptRecordError("negative record length")
-            record_end = pos + (z >> 1)
-            # attributes (unused), timestamp delta (skipped: only kept records need it, see decode_span)
-            if buf[pos + 1] < 0x80:
-                pos += 2
-            else:
-                pos = read_zigzag(buf, pos + 1)[1]
-            # offset delta
-            z = buf[pos]
-            if z < 0x80:
-                pos += 1
-            else:
-                b = buf[pos + 1]
-                if b < 0x80:
-                    z = (z & 0x7F) | (b << 7)
-                    pos += 2
-                else:
-                    z, pos = read_zigzag(buf, pos)
-            add_offset(base_offset + ((z >> 1) ^ -(z & 1)))
-            # key
-            z = buf[pos]
-            if z < 0x80:
-                pos += 1
-            else:
-                b = buf[pos + 1]
-                if b < 0x80:
-                    z = (z & 0x7F) | (b << 7)
-                    pos += 2
-                else:
-                    z, pos = read_zigzag(buf, pos)
-            if z & 1:
-                if z != 1:
-                    raise CorruptRecordError("negative key length")
-                add_key(None)
-            else:
-                add_key(buf[pos : pos + (z >> 1)])
-                pos += z >> 1
-            # value: only its length
-            z = buf[pos]
-            if z < 0x80:
-                pos += 1
-            else:
-                b = buf[pos + 1]
-                if b < 0x80:
-                    z = (z & 0x7F) | (b << 7)
-                    pos += 2
-                else:
-                    z, pos = read_zigzag(buf, pos)
-            if z & 1:
-                if z != 1:
-                    raise CorruptRecordError("negative value length")
-                tombstones.append(i)
-            else:
-                pos += z >> 1
-            # headers: checked as the decoder checks them (rare, so the decoder's own reader)
-            if buf[pos] == 0:
-                pos += 1
-            else:
-                pos = _read_headers(buf, pos)[1]
-            if pos != record_end:
-                raise CorruptRecordError(f"record fields end at byte {pos}, its length says {record_end}")
-            add_start(pos)
-    except IndexError:
-        raise CorruptRecordError("record runs past the end of the batch") from None
-    except UnicodeDecodeError as exc:
-        raise CorruptRecordError(f"record header name is not UTF-8: {exc}") from None
-    if pos != end:
-        raise CorruptRecordError(f"{h.records_count} records end at byte {pos}, the batch at {end}")
+    offsets, keys, starts, tombstones = scan_records(buf, pos, end, h.records_count, h.base_offset, pause)
     return ScannedBatch(h, buf, offsets, keys, starts, tombstones)
 
 
