@@ -66,6 +66,7 @@ class AssignedPartition:
     __slots__ = (
         "buffered",
         "error",
+        "fetchable_end",
         "from_committed",
         "generation",
         "high_watermark",
@@ -92,6 +93,9 @@ class AssignedPartition:
         self.queued = False  # in the fetcher's queue of partitions with buffered data
         self.error: OdradekError | None = None  # raised by the next poll()
         self.high_watermark = -1
+        # Where the broker's readable records end (the high watermark, the last stable offset with
+        # read_committed), as of its last answer; -1 until then. A fetch from there on waits for new records.
+        self.fetchable_end = -1
         self.retry_at = 0.0
 
     def seek(self, position: int | None, reset: int | None = None, epoch: int | None = None) -> None:
@@ -118,7 +122,11 @@ class Fetcher:
         self._states: dict[TopicPartition, AssignedPartition] = {}
         self._with_data: deque[AssignedPartition] = deque()  # partitions with buffered responses, in arrival order
         self._failed: deque[AssignedPartition] = deque()  # partitions with an error for poll() to raise
-        self._nodes_in_flight: set[int] = set()
+        # Fetches in flight, at most one per broker and lane. The lanes: partitions caught up with the broker's
+        # readable end (True; that fetch long-polls for up to fetch.max.wait.ms) and partitions with records to
+        # read (False; answered at once). Apart, a partition that caught up does not hold back the others' next
+        # fetch for the whole long poll.
+        self._lanes_in_flight: set[tuple[int, bool]] = set()
         # Per broker, when its quota throttle ends (KIP-219): no Fetch or ListOffsets goes to it before; the Fetch
         # throttle times feed metrics().
         self.throttles = NodeThrottles()
@@ -316,7 +324,7 @@ class Fetcher:
         wake_at = float("inf")
         resets: list[tuple[AssignedPartition, int, int]] = []
         lookups: list[tuple[AssignedPartition, int]] = []
-        fetches: dict[int, list[tuple[AssignedPartition, int, int]]] = {}
+        fetches: dict[tuple[int, bool], list[tuple[AssignedPartition, int, int]]] = {}
         unknown_leader = failed = False
         leader = self._metadata.leader
         with self._lock:
@@ -349,16 +357,17 @@ class Fetcher:
                 if node < 0:
                     unknown_leader = True
                     continue
-                if node in self._nodes_in_flight:
+                offset = state.buffered[-1].fetch_end if state.buffered else state.position
+                lane = node, 0 <= state.fetchable_end <= offset
+                if lane in self._lanes_in_flight:
                     continue
                 throttled_until = self.throttles.until(node)
                 if throttled_until > now:
                     wake_at = min(wake_at, throttled_until)
                     continue
-                offset = state.buffered[-1].fetch_end if state.buffered else state.position
-                fetches.setdefault(node, []).append((state, state.generation, offset))
-            for node, partitions in fetches.items():
-                self._nodes_in_flight.add(node)
+                fetches.setdefault(lane, []).append((state, state.generation, offset))
+            for lane, partitions in fetches.items():
+                self._lanes_in_flight.add(lane)
                 for state, _, _ in partitions:
                     state.in_flight = True
         if unknown_leader:
@@ -370,8 +379,8 @@ class Fetcher:
             self._spawn(self._reset(resets))
         if lookups:
             self._spawn(self._start_from_committed(lookups))
-        for node, partitions in fetches.items():
-            self._spawn(self._fetch(node, partitions))
+        for lane, partitions in fetches.items():
+            self._spawn(self._fetch(lane, partitions))
         return wake_at
 
     async def _reset(self, resets: list[tuple[AssignedPartition, int, int]]) -> None:
@@ -462,7 +471,8 @@ class Fetcher:
             topics=[pb.FetchTopic(name=name, partitions=parts) for name, parts in topics.items()],
         )
 
-    async def _fetch(self, node: int, partitions: list[tuple[AssignedPartition, int, int]]) -> None:
+    async def _fetch(self, lane: tuple[int, bool], partitions: list[tuple[AssignedPartition, int, int]]) -> None:
+        node = lane[0]
         response = None
         try:
             stub = self._metadata.stub(node)
@@ -478,7 +488,7 @@ class Fetcher:
             logger.exception("fetch from broker %d failed", node)
         finally:
             with self._lock:
-                self._nodes_in_flight.discard(node)
+                self._lanes_in_flight.discard(lane)
                 for state, _, _ in partitions:
                     state.in_flight = False
                 if response is None:
@@ -534,6 +544,9 @@ class Fetcher:
                     continue  # unassigned or sought since the request went out
                 if p.error == ErrorCode.NONE:
                     state.high_watermark = p.high_watermark
+                    state.fetchable_end = (
+                        p.last_stable_offset if self._isolation == pb.READ_COMMITTED else p.high_watermark
+                    )
                     records = p.records  # read once: protobuf copies a bytes field on every access
                     if records:
                         self._buffer(state, records, p.aborted_transactions, offset)

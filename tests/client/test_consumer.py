@@ -206,6 +206,29 @@ async def test_next_fetch_is_in_flight_while_records_are_processed(cluster: Fake
     assert [r.offset for r in records] == list(range(1000))
 
 
+async def test_a_caught_up_partition_does_not_hold_back_the_others(cluster: FakeCluster) -> None:
+    """Partitions 0 and 3 of "wide" share broker 0. Partition 0 is soon read to its end, so its next fetch waits
+    out fetch.max.wait.ms on the broker; partition 3's next fetches must not wait behind that long poll."""
+    cluster.create_topic("wide", 6)
+    batch = encode_batch([b"v%d" % i for i in range(100)], None, TS)
+    cluster.append("wide", 0, batch)
+    for _ in range(10):
+        cluster.append("wide", 3, batch)
+    overrides = {"fetch.max.wait.ms": 5000, "max.partition.fetch.bytes": len(batch)}  # one batch per fetch
+    async with AsyncConsumer(config(cluster, **overrides)) as consumer:
+        consumer.assign([("wide", 0), ("wide", 3)])
+        started = time.monotonic()
+        records = await poll_until(consumer, 1)
+        # While the application is busy, the fetcher reads ahead: partition 3 fills its prefetch buffer, and
+        # partition 0, at its end, goes alone into a long poll.
+        await asyncio.sleep(0.3)
+        while len(records) < 1100 and time.monotonic() - started < 4.5:
+            records += await consumer.poll(100)
+        elapsed = time.monotonic() - started
+    assert len(records) == 1100, f"{len(records)} records after {elapsed:.1f} s"
+    assert [r.offset for r in records if r.partition == 3] == list(range(1000))
+
+
 async def test_long_poll_returns_when_data_arrives(cluster: FakeCluster) -> None:
     async with AsyncConsumer(config(cluster, **{"fetch.max.wait.ms": 5000})) as consumer:
         consumer.assign([T0])
