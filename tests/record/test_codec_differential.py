@@ -313,3 +313,19 @@ def test_known_edge_cases() -> None:
     assert outcome(reference.decode_records, cases[0], 0, len(cases[0]), 1, 0, 0, None, Record, (), ())[1][0][1][
         :2
     ] == (2**69 - 1, 2**69 - 1)
+
+
+def test_native_records_are_left_out_of_the_cyclic_gc() -> None:
+    """Records hold only str, bytes, int, None and tuples of those, so they can never be in a reference cycle; the
+    native decoder untracks them (and their headers) so that the collector does not walk every buffered record.
+    A record with a field the collector tracks stays tracked."""
+    import gc
+
+    section = encode([(0, 0, b"k", b"v", [("h", b"x"), ("n", None)]), (1, 0, None, None, [])])
+    tp = TopicPartition("t", 0)
+    records = native.decode_records(section, 0, len(section), 2, 0, 0, None, ConsumerRecord, tp, (0,))
+    assert records[0].headers == (("h", b"x"), ("n", None))
+    assert not any(gc.is_tracked(r) for r in records)
+    assert not gc.is_tracked(records[0].headers) and not any(gc.is_tracked(h) for h in records[0].headers)
+    mutable_field = native.decode_records(section, 0, len(section), 2, 0, 0, None, ConsumerRecord, ([], 0), (0,))
+    assert all(gc.is_tracked(r) for r in mutable_field)
