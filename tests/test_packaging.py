@@ -1,6 +1,12 @@
-"""Every Python folder ships as a subpackage of ``odradek`` (pyproject's explicit package list)."""
+"""Every Python folder ships as a subpackage of ``odradek`` (pyproject's explicit package list), and the project
+installs and runs where no C compiler is present."""
 
+import os
+import shutil
+import subprocess
+import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,3 +39,66 @@ def test_the_pytest_plugin_is_an_entry_point_and_this_project_uses_it() -> None:
     pytest_config = config["tool"]["pytest"]["ini_options"]
     assert f"-p {plugin}" in pytest_config["addopts"]
     assert "examples" in pytest_config["testpaths"]
+
+
+def test_without_a_c_compiler_the_install_succeeds_and_runs_the_reference_codec(tmp_path: Path) -> None:
+    """The native record codec is optional: pip builds the wheel where the compiler fails (here every compiler
+    name on PATH fails, as on a machine with none), leaves the extension out with a warning, and the installed
+    odradek reports the pure-Python codec, with one log line saying why."""
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    for folder in sorted(set(config["package-dir"].values())):
+        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    no_compiler = tmp_path / "no-compiler"
+    no_compiler.mkdir()
+    for name in ("gcc", "cc", "c++", "g++", "clang", "x86_64-linux-gnu-gcc"):
+        (no_compiler / name).write_text('#!/bin/sh\necho "$0: no C compiler on this machine" >&2\nexit 127\n')
+        (no_compiler / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{no_compiler}{os.pathsep}{os.environ['PATH']}"}
+    for variable in ("CC", "CXX", "LDSHARED", "CFLAGS"):
+        env.pop(variable, None)
+    build = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-v",
+            "--no-cache-dir",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(source),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert build.returncode == 0, build.stdout + build.stderr
+    assert "no C compiler on this machine" in build.stdout + build.stderr  # the build tried, and went on without
+    (wheel,) = tmp_path.glob("odradek-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        assert "odradek/client/record/reference.py" in names
+        assert not [n for n in names if "_native" in n and n.endswith(".so")]
+        archive.extractall(tmp_path / "site")
+    # The unpacked wheel comes first on the import path, ahead of this checkout's editable install.
+    run_env = {**env, "PYTHONPATH": str(tmp_path / "site")}
+    run_env.pop("ODRADEK_NO_EXTENSIONS", None)
+    script = (
+        "import logging; logging.basicConfig(level=logging.INFO, format='%(name)s: %(message)s')\n"
+        "import odradek.client\n"
+        f"assert odradek.client.__file__.startswith({str(tmp_path / 'site')!r}), odradek.client.__file__\n"
+        "from odradek.client.cli.common import version_text\n"
+        "print(version_text())\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", script], env=run_env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert "record codec: pure Python (native module not built" in ran.stdout
+    notes = [line for line in ran.stderr.splitlines() if "native accelerator is not available" in line]
+    assert len(notes) == 1, ran.stderr
