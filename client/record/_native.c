@@ -174,6 +174,33 @@ static void untrack_if_atomic(PyObject *tuple) {
     PyObject_GC_UnTrack(tuple);
 }
 
+/* reference._read_nullable without the copy: the nullable length-prefixed field at *pos (a length varint, then that
+ * many bytes), advancing *pos past it. Its span is [*start, *end), *start -1 for a null. 0, or -1 with the
+ * reference's error (a failed varint read, or "negative <field> length" for a length below -1). The span is not
+ * checked against the buffer: the next read past it fails, or a slice of it is clamped, as in the reference. */
+static inline int read_nullable(const uint8_t *p, Py_ssize_t n, i128 *pos, const char *field, i128 *start,
+                                i128 *end) {
+    u128 z;
+    int status = read_varint(p, n, pos, &z);
+    if (status != VARINT_OK) {
+        varint_error(status);
+        return -1;
+    }
+    *start = -1;
+    *end = 0;
+    if (z & 1) {
+        if (z != 1) { /* a null in more than one byte is not canonical, but -1 all the same */
+            PyErr_Format(CorruptRecordError, "negative %s length", field);
+            return -1;
+        }
+        return 0;
+    }
+    *start = *pos;
+    *end = *pos + (i128)(z >> 1);
+    *pos = *end;
+    return 0;
+}
+
 /* reference.read_headers: the headers tuple at *pos, advancing *pos; NULL with the reference's error. */
 static PyObject *read_headers(const uint8_t *p, Py_ssize_t n, i128 *pos_io) {
     i128 pos = *pos_io;
@@ -215,25 +242,15 @@ static PyObject *read_headers(const uint8_t *p, Py_ssize_t n, i128 *pos_io) {
             goto failed;
         }
         pos = end;
-        if ((status = read_varint(p, n, &pos, &z)) != VARINT_OK) {
+        i128 value_start, value_end;
+        if (read_nullable(p, n, &pos, "record header value", &value_start, &value_end) < 0) {
             Py_DECREF(name);
-            goto varint_failed;
-        }
-        PyObject *value;
-        if (z == 1) {
-            value = Py_NewRef(Py_None);
-        } else if (z & 1) {
-            Py_DECREF(name);
-            corrupt("negative record header value length");
             goto failed;
-        } else {
-            end = pos + (i128)(z >> 1);
-            value = slice(p, n, pos, end);
-            pos = end;
-            if (!value) {
-                Py_DECREF(name);
-                goto failed;
-            }
+        }
+        PyObject *value = value_start < 0 ? Py_NewRef(Py_None) : slice(p, n, value_start, value_end);
+        if (!value) {
+            Py_DECREF(name);
+            goto failed;
         }
         PyObject *pair = PyTuple_New(2);
         if (!pair) {
@@ -289,34 +306,8 @@ static int parse_record(const uint8_t *p, Py_ssize_t n, i128 *pos_io, long long 
     /* offset delta */
     if ((status = read_varint(p, n, &pos, &z)) != VARINT_OK) goto varint_failed;
     r->offset = (i128)base_offset + unzigzag(z);
-    /* key */
-    if ((status = read_varint(p, n, &pos, &z)) != VARINT_OK) goto varint_failed;
-    r->key_start = -1;
-    r->key_end = 0;
-    if (z & 1) {
-        if (z != 1) {
-            corrupt("negative key length");
-            return -1;
-        }
-    } else {
-        r->key_start = pos;
-        r->key_end = pos + (i128)(z >> 1);
-        pos = r->key_end;
-    }
-    /* value */
-    if ((status = read_varint(p, n, &pos, &z)) != VARINT_OK) goto varint_failed;
-    r->value_start = -1;
-    r->value_end = 0;
-    if (z & 1) {
-        if (z != 1) {
-            corrupt("negative value length");
-            return -1;
-        }
-    } else {
-        r->value_start = pos;
-        r->value_end = pos + (i128)(z >> 1);
-        pos = r->value_end;
-    }
+    if (read_nullable(p, n, &pos, "key", &r->key_start, &r->key_end) < 0) return -1;
+    if (read_nullable(p, n, &pos, "value", &r->value_start, &r->value_end) < 0) return -1;
     /* headers. The key and value lie inside the buffer from here on: had either run past it, the read at pos would
      * have failed. Header value slices are clamped instead, as the reference's slices are. */
     if (pos >= n) {
