@@ -41,7 +41,7 @@ def encode_varint(value: int) -> bytes:
 def read_zigzag(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
     """Read the raw (still zigzagged) unsigned varint at ``pos``; return it and the position after it.
 
-    The hot loops read one- and two-byte varints inline and call this only for longer ones, and unzigzag
+    The codec's loops read short varints themselves and call this only for longer ones, and unzigzag
     themselves when they need to (``(z >> 1) ^ -(z & 1)``).
     """
     z = 0
