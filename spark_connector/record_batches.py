@@ -8,6 +8,7 @@ columns here (one C call per column) is what lets executors keep up with the con
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 
 import pyarrow as pa
 
@@ -29,27 +30,41 @@ ARROW_SCHEMA = pa.schema(
 """What Spark's ``to_arrow_schema`` makes of the source's DDL schema (timestamps as microseconds in UTC)."""
 
 _MS = pa.timestamp("ms", tz="UTC")
+_OFFSET, _TIMESTAMP, _TIMESTAMP_TYPE, _KEY, _VALUE, _HEADERS = (
+    ConsumerRecord._fields.index(name) for name in ("offset", "timestamp", "timestamp_type", "key", "value", "headers")
+)
 
 
 def to_record_batch(records: Sequence[ConsumerRecord], include_headers: bool) -> pa.RecordBatch:
-    """One batch of rows; ``headers`` is null unless asked for, as in Spark's Kafka source."""
+    """One batch of rows from records of one partition (what one poll of ``read_range`` returns); ``headers`` is
+    null unless asked for, as in Spark's Kafka source.
+
+    Each column is gathered on its own (``map(itemgetter(i), records)``) rather than by transposing with
+    ``zip(*records)``, which makes an iterator per record: GC-tracked objects that set off collections, and in
+    Spark's forked Python workers those cost more than the rest of the conversion. The topic and partition
+    columns repeat one value."""
     n = len(records)
     if n == 0:
         return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
-    topics, partitions, offsets, timestamps, types, keys, values, headers = zip(*records)
+
+    def column(field: int) -> list:
+        return list(map(itemgetter(field), records))
+
+    first = records[0]
     if include_headers:
-        header_column = pa.array([[{"key": k, "value": v} for k, v in h] for h in headers], pa.list_(HEADER))
+        headers = [[{"key": k, "value": v} for k, v in h] for h in column(_HEADERS)]
+        header_column = pa.array(headers, pa.list_(HEADER))
     else:
         header_column = pa.nulls(n, pa.list_(HEADER))
     return pa.RecordBatch.from_arrays(
         [
-            pa.array(keys, pa.binary()),
-            pa.array(values, pa.binary()),
-            pa.array(topics, pa.string()),
-            pa.array(partitions, pa.int32()),
-            pa.array(offsets, pa.int64()),
-            pa.array(timestamps, pa.int64()).cast(_MS).cast(ARROW_SCHEMA.field("timestamp").type),
-            pa.array(types, pa.int32()),
+            pa.array(column(_KEY), pa.binary()),
+            pa.array(column(_VALUE), pa.binary()),
+            pa.repeat(pa.scalar(first.topic, pa.string()), n),
+            pa.repeat(pa.scalar(first.partition, pa.int32()), n),
+            pa.array(column(_OFFSET), pa.int64()),
+            pa.array(column(_TIMESTAMP), pa.int64()).cast(_MS).cast(ARROW_SCHEMA.field("timestamp").type),
+            pa.array(column(_TIMESTAMP_TYPE), pa.int32()),
             header_column,
         ],
         schema=ARROW_SCHEMA,
