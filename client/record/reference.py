@@ -433,30 +433,12 @@ def _records_one_timestamp(values: Sequence[Bytes | None], keys: Sequence[Bytes 
         offsets = table + [encode_varint(n) for n in range(TABLE_LIMIT, len(values))]
     pieces: list[Bytes] = []
     extend = pieces.extend
-    if keys is None:
-        # length, attributes 0 + timestamp delta 0, offset delta, null key, value length, value, 0 headers
-        for offset_delta, value in enumerate(values):
-            if value is None:
-                raise TypeError("a tombstone")
-            n = len(value)
-            value_length = table[n]
-            delta = offsets[offset_delta]
-            extend(
-                (
-                    table[4 + len(delta) + len(value_length) + n],
-                    b"\x00\x00",
-                    delta,
-                    b"\x01",
-                    value_length,
-                    value,
-                    b"\x00",
-                )
-            )
-        return pieces
+    # length, attributes 0 + timestamp delta 0, offset delta, key length (b"\x01": null), key, value length, value,
+    # 0 headers
     for offset_delta, value in enumerate(values):
         if value is None:
             raise TypeError("a tombstone")
-        key = keys[offset_delta]
+        key = None if keys is None else keys[offset_delta]
         n = len(value)
         value_length = table[n]
         delta = offsets[offset_delta]
