@@ -1,6 +1,6 @@
-/* The native record codec: reference.py's functions (records_end, decode_records, scan_records, encode_record,
- * encode_records) in C, with the same results and the same CorruptRecordError messages. reference.py is the
- * specification; the differential tests (tests/record/test_codec_differential.py) hold the two together.
+/* The native record codec: reference.py's functions (append_batches, records_end, decode_records, scan_records,
+ * encode_record, encode_records) in C, with the same results and the same CorruptRecordError messages. reference.py
+ * is the specification; the differential tests (tests/record/test_codec_differential.py) hold the two together.
  *
  * Every read is bounds-checked against the buffer's length. Positions and raw varints are 128-bit: a varint may
  * carry up to 70 bits (10 bytes), and the reference, whose integers do not overflow, reports positions past the
@@ -102,6 +102,24 @@ static i128 lone_record_end(const uint8_t *p, Py_ssize_t n, i128 pos) {
     return end <= n ? end : -1;
 }
 
+/* Where count records from start end by their length prefixes, or -1 (reference.records_end). */
+static i128 walk_records(const uint8_t *p, Py_ssize_t n, i128 pos, long long count) {
+    if (count == 1) return lone_record_end(p, n, pos);
+    for (long long i = 0; i < count; i++) {
+        if (pos + 1 >= n) return -1;
+        uint8_t b0 = p[(Py_ssize_t)pos], b1 = p[(Py_ssize_t)pos + 1];
+        if (b0 < 0x80 || b1 < 0x80) { /* one or two bytes: the reference's table steps */
+            unsigned z = b0 < 0x80 ? b0 : ((b0 & 0x7Fu) | ((unsigned)b1 << 7));
+            if ((z & 1) || (z >> 1) < MIN_RECORD_BODY) return -1;
+            pos += (b0 < 0x80 ? 1 : 2) + (z >> 1);
+        } else {
+            pos = lone_record_end(p, n, pos);
+            if (pos < 0) return -1;
+        }
+    }
+    return pos > n ? -1 : pos;
+}
+
 static PyObject *records_end(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 3) {
@@ -114,34 +132,121 @@ static PyObject *records_end(PyObject *module, PyObject *const *args, Py_ssize_t
     if (count == -1 && PyErr_Occurred()) return NULL;
     Py_buffer view;
     if (get_buffer(args[0], &view) < 0) return NULL;
-    const uint8_t *p = view.buf;
-    Py_ssize_t n = view.len;
-    i128 pos = start;
-    if (count == 1) {
-        pos = lone_record_end(p, n, pos);
-    } else {
-        for (long long i = 0; i < count; i++) {
-            if (pos + 1 >= n) {
-                pos = -1;
-                break;
-            }
-            uint8_t b0 = p[(Py_ssize_t)pos], b1 = p[(Py_ssize_t)pos + 1];
-            if (b0 < 0x80 || b1 < 0x80) { /* one or two bytes: the reference's table steps */
-                unsigned z = b0 < 0x80 ? b0 : ((b0 & 0x7Fu) | ((unsigned)b1 << 7));
-                if ((z & 1) || (z >> 1) < MIN_RECORD_BODY) {
-                    pos = -1;
-                    break;
-                }
-                pos += (b0 < 0x80 ? 1 : 2) + (z >> 1);
-            } else {
-                pos = lone_record_end(p, n, pos);
-                if (pos < 0) break;
-            }
+    i128 end = walk_records(view.buf, view.len, start, count);
+    PyBuffer_Release(&view);
+    return PyLong_FromLongLong((long long)end);
+}
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * append_batches */
+
+#define HEADER_SIZE 61
+#define LOG_OVERHEAD 12
+#define CRC_START 21
+#define MIN_BATCH_LENGTH (HEADER_SIZE - LOG_OVERHEAD)
+#define MAGIC 2
+#define COMPRESSION_MASK 0x07
+#define MIN_RECORD_SIZE (MIN_RECORD_BODY + 1)
+
+static PyObject *crc32c_function; /* crc32c.crc32c, owned by the module: the CRC the reference computes */
+
+static inline uint64_t be64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = v << 8 | p[i];
+    return v;
+}
+
+static inline uint32_t be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static inline int16_t be16(const uint8_t *p) { return (int16_t)((uint16_t)p[0] << 8 | p[1]); }
+
+/* 1 if crc32c(p[0:n]) == expected, 0 if not, -1 with an exception set. */
+static int crc_matches(const uint8_t *p, Py_ssize_t n, uint32_t expected) {
+    PyObject *view = PyMemoryView_FromMemory((char *)p, n, PyBUF_READ);
+    if (!view) return -1;
+    PyObject *crc = PyObject_CallOneArg(crc32c_function, view);
+    Py_DECREF(view);
+    if (!crc) return -1;
+    unsigned long value = PyLong_AsUnsignedLong(crc);
+    Py_DECREF(crc);
+    if (value == (unsigned long)-1 && PyErr_Occurred()) return -1;
+    return value == expected;
+}
+
+/* The AppendBatch tuple of the batch whose header is at h: (base_offset, size, last_offset_delta, max_timestamp,
+ * records_count, partition_leader_epoch, producer_id, producer_epoch, base_sequence). */
+static PyObject *append_batch(const uint8_t *h, long long size) {
+    long long fields[9] = {
+        (int64_t)be64(h),       size, (int32_t)be32(h + 23), (int64_t)be64(h + 35), (int32_t)be32(h + 57),
+        (int32_t)be32(h + 12), (int64_t)be64(h + 43), be16(h + 51), (int32_t)be32(h + 53),
+    };
+    PyObject *batch = PyTuple_New(9);
+    if (!batch) return NULL;
+    for (int i = 0; i < 9; i++) {
+        PyObject *field = PyLong_FromLongLong(fields[i]);
+        if (!field) {
+            Py_DECREF(batch);
+            return NULL;
         }
-        if (pos > n) pos = -1;
+        PyTuple_SET_ITEM(batch, i, field);
+    }
+    return batch;
+}
+
+static PyObject *append_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "append_batches takes 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    int overflow;
+    long long max_batch_size = PyLong_AsLongLongAndOverflow(args[2], &overflow);
+    if (max_batch_size == -1 && PyErr_Occurred()) return NULL;
+    if (overflow) max_batch_size = overflow > 0 ? LLONG_MAX : LLONG_MIN;
+    int check_records = PyObject_IsTrue(args[3]);
+    if (check_records < 0) return NULL;
+    Py_buffer view;
+    if (get_buffer(args[0], &view) < 0) return NULL;
+    const uint8_t *p = view.buf;
+    Py_ssize_t n = view.len, position = 0;
+    PyObject *batches = PyList_New(0);
+    if (!batches) goto failed;
+    while (position < n) {
+        if (n - position < HEADER_SIZE) goto reject;
+        const uint8_t *h = p + position;
+        int32_t length = (int32_t)be32(h + 8), delta = (int32_t)be32(h + 23), count = (int32_t)be32(h + 57);
+        long long size = (long long)length + LOG_OVERHEAD, batch_end = position + size;
+        int attributes = be16(h + 21);
+        if (!(length >= MIN_BATCH_LENGTH && size <= max_batch_size && batch_end <= n && (int8_t)h[16] == MAGIC &&
+              delta >= 0 && count >= 0 && (long long)count <= (long long)delta + 1))
+            goto reject;
+        int crc_ok = crc_matches(h + CRC_START, (Py_ssize_t)(size - CRC_START), be32(h + 17));
+        if (crc_ok < 0) goto failed;
+        if (!crc_ok) goto reject;
+        if (!(attributes & COMPRESSION_MASK)) {
+            if (check_records ? walk_records(p, n, position + HEADER_SIZE, count) != batch_end
+                              : (long long)count * MIN_RECORD_SIZE > size - HEADER_SIZE)
+                goto reject;
+        }
+        PyObject *batch = append_batch(h, size);
+        if (!batch) goto failed;
+        int appended = PyList_Append(batches, batch);
+        Py_DECREF(batch);
+        if (appended < 0) goto failed;
+        position = (Py_ssize_t)batch_end;
     }
     PyBuffer_Release(&view);
-    return PyLong_FromLongLong((long long)pos);
+    return batches;
+reject:
+    PyBuffer_Release(&view);
+    Py_DECREF(batches);
+    return PyLong_FromSsize_t(position);
+failed:
+    PyBuffer_Release(&view);
+    Py_XDECREF(batches);
+    return NULL;
 }
 
 /* ---------------------------------------------------------------------------------------------------------------
@@ -829,6 +934,8 @@ failed:
  * The module */
 
 static PyMethodDef methods[] = {
+    {"append_batches", (PyCFunction)(void (*)(void))append_batches, METH_FASTCALL,
+     "append_batches(buf, view, max_batch_size, check_records, /): AppendBatch tuples, or a bad batch's position."},
     {"records_end", (PyCFunction)(void (*)(void))records_end, METH_FASTCALL,
      "records_end(buf, pos, count, /): where count records end by their length prefixes, or -1."},
     {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
@@ -853,9 +960,17 @@ PyMODINIT_FUNC PyInit__native(void) {
     CorruptRecordError = PyObject_GetAttrString(errors, "CorruptRecordError");
     Py_DECREF(errors);
     if (!CorruptRecordError) return NULL;
-    PyObject *module = PyModule_Create(&module_def);
+    PyObject *crc32c_module = PyImport_ImportModule("crc32c");
+    if (!crc32c_module) {
+        Py_CLEAR(CorruptRecordError);
+        return NULL;
+    }
+    crc32c_function = PyObject_GetAttrString(crc32c_module, "crc32c");
+    Py_DECREF(crc32c_module);
+    PyObject *module = crc32c_function ? PyModule_Create(&module_def) : NULL;
     if (!module) {
         Py_CLEAR(CorruptRecordError);
+        Py_CLEAR(crc32c_function);
         return NULL;
     }
     return module;

@@ -3,10 +3,15 @@
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from odradek.client.record.layout import AppendBatch
+
 _T = TypeVar("_T", bound=tuple[Any, ...])
 _Bytes = bytes | bytearray | memoryview
 _Headers = Sequence[tuple[str, bytes | None]]
 
+def append_batches(
+    buf: _Bytes, view: memoryview, max_batch_size: int, check_records: bool, /
+) -> list[AppendBatch] | int: ...
 def records_end(buf: _Bytes, pos: int, count: int, /) -> int: ...
 def decode_records(
     data: bytes,

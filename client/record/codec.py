@@ -1,9 +1,9 @@
 """The record codec every caller uses: the native accelerator when it is built, else the pure-Python reference.
 
 ``reference.py`` is the codec's specification and complete on its own; ``_native.c`` implements the same
-functions (same results, same CorruptRecordError messages) in C for the hot paths the interpreter limits: the
-record walk of batch validation, record encoding, record decoding and the log cleaner's record scan. The choice is
-made once, at import:
+functions (same results, same CorruptRecordError messages) in C for the hot paths the interpreter limits: batch
+validation for an append (header checks, CRC32C, record walk), record encoding, record decoding and the log
+cleaner's record scan. The choice is made once, at import:
 
 - ``ODRADEK_NO_EXTENSIONS=1`` in the environment forces the reference;
 - otherwise the native module is used if it imports (``pip install`` builds it where a C compiler is present;
@@ -43,6 +43,7 @@ def _load_native() -> tuple[ModuleType | None, str]:
 _native_module, REASON = _load_native()
 if _native_module is not None:
     from odradek.client.record._native import (
+        append_batches,
         decode_records,
         encode_record,
         encode_records,
@@ -53,6 +54,7 @@ if _native_module is not None:
     IMPLEMENTATION = "native"
 else:
     from odradek.client.record.reference import (
+        append_batches,
         decode_records,
         encode_record,
         encode_records,
@@ -74,6 +76,7 @@ __all__ = [
     "IMPLEMENTATION",
     "NO_EXTENSIONS_ENV",
     "REASON",
+    "append_batches",
     "decode_records",
     "describe",
     "encode_record",

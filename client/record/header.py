@@ -1,23 +1,7 @@
-"""The v2 RecordBatch header (Kafka magic 2): layout, parsing and header-only validation.
+"""The v2 RecordBatch header (Kafka magic 2): parsing and header-only validation.
 
-This is the one place that knows the header's byte layout. The broker validates and appends batches with these
-functions alone, without decoding records::
-
-    offset  size  field
-    0       8     base_offset
-    8       4     batch_length            (bytes after this field)
-    12      4     partition_leader_epoch
-    16      1     magic (2)
-    17      4     crc (CRC32C over attributes .. end of batch)
-    21      2     attributes
-    23      4     last_offset_delta
-    27      8     base_timestamp
-    35      8     max_timestamp
-    43      8     producer_id
-    51      2     producer_epoch
-    53      4     base_sequence
-    57      4     records_count
-    61            records
+The broker validates and appends batches with these functions alone, without decoding records. The byte layout
+is in ``layout.py``.
 """
 
 from __future__ import annotations
@@ -28,23 +12,24 @@ from typing import NamedTuple, NoReturn
 from crc32c import crc32c
 
 from odradek.client.errors import CorruptRecordError, RecordTooLargeError
-from odradek.client.record.codec import records_end
+from odradek.client.record.codec import append_batches, records_end
+from odradek.client.record.layout import COMPRESSION_MASK as COMPRESSION_MASK
+from odradek.client.record.layout import CRC_START as CRC_START
+from odradek.client.record.layout import HEADER_SIZE as HEADER_SIZE
+from odradek.client.record.layout import LOG_OVERHEAD as LOG_OVERHEAD
+from odradek.client.record.layout import MAGIC as MAGIC
+from odradek.client.record.layout import MIN_BATCH_LENGTH as MIN_BATCH_LENGTH
+from odradek.client.record.layout import AppendBatch as AppendBatch
 from odradek.client.record.reference import MIN_RECORD_SIZE as MIN_RECORD_SIZE
 
-MAGIC = 2
-HEADER_SIZE = 61
-LOG_OVERHEAD = 12  # base_offset + batch_length: the bytes not counted in batch_length
-CRC_START = 21  # the CRC covers attributes .. end
 PARTITION_LEADER_EPOCH_OFFSET = 12
-MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 
-# attributes bits
-COMPRESSION_MASK = 0x07
+# attributes bits (COMPRESSION_MASK: see layout.py)
 TIMESTAMP_TYPE_MASK = 0x08  # 0 = CreateTime, 1 = LogAppendTime
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
@@ -66,14 +51,6 @@ _EPOCH = struct.Struct(">i")
 # header_prefix; the log packs with it directly, saving a call per batch).
 PREFIX = struct.Struct(">qii")
 PREFIX_SIZE = 16
-# The fields an append needs, in one unpack (base_timestamp skipped): base_offset, batch_length,
-# partition_leader_epoch, magic, crc, attributes, last_offset_delta, max_timestamp, producer_id, producer_epoch,
-# base_sequence, records_count.
-_APPEND_FIELDS = struct.Struct(">qiibIhi8xqqhii")
-
-AppendBatch = tuple[int, int, int, int, int, int, int, int, int]
-"""One batch as ``validate_for_append`` returns it: (base_offset, size, last_offset_delta, max_timestamp,
-records_count, partition_leader_epoch, producer_id, producer_epoch, base_sequence)."""
 
 
 class BatchHeader(NamedTuple):
@@ -199,41 +176,13 @@ def validate_for_append(
     The checks and errors are ``validate_batch``'s, plus two: a batch must hold at least one offset (last offset
     delta >= 0), and with ``check_records`` an uncompressed batch's record length prefixes must tile its record
     bytes with exactly ``records_count`` records (``check_record_count``, which implies validate_batch's cheaper
-    count-fits-the-bytes test, so that one is skipped). This runs on every produce, so it is lean: one unpack of the
-    needed fields into locals and one chained condition, cheapest tests first, CRC32C over a view slice (no copy)
-    before the record walk. A batch that fails is handed to ``_reject``, which finds the reason with the ordinary
-    functions, so the errors are theirs.
+    count-fits-the-bytes test, so that one is skipped). This runs on every produce, so the codec's
+    ``append_batches`` (native when built) only decides; a batch that fails is handed to ``_reject``, which finds
+    the reason with the ordinary functions, so the errors are theirs.
     """
-    batches: list[AppendBatch] = []
-    unpack = _APPEND_FIELDS.unpack_from
-    position, end = 0, len(view)
-    while position < end:
-        try:
-            base, length, epoch, magic, crc, attributes, delta, max_ts, pid, pepoch, seq, count = unpack(view, position)
-        except struct.error:  # fewer than HEADER_SIZE bytes left
-            _reject(view, position, max_batch_size)
-        size = length + LOG_OVERHEAD
-        batch_end = position + size
-        if not (
-            length >= MIN_BATCH_LENGTH
-            and size <= max_batch_size
-            and batch_end <= end
-            and magic == MAGIC
-            and delta >= 0
-            and 0 <= count <= delta + 1
-            and crc32c(view[position + CRC_START : batch_end]) == crc
-            and (
-                attributes & COMPRESSION_MASK
-                or (
-                    records_end(buf, position + HEADER_SIZE, count) == batch_end
-                    if check_records
-                    else count * MIN_RECORD_SIZE <= size - HEADER_SIZE
-                )
-            )
-        ):
-            _reject(view, position, max_batch_size)
-        batches.append((base, size, delta, max_ts, count, epoch, pid, pepoch, seq))
-        position = batch_end
+    batches = append_batches(buf, view, max_batch_size, check_records)
+    if isinstance(batches, int):
+        _reject(view, batches, max_batch_size)
     if not batches:
         raise CorruptRecordError("no record batch to append")
     return batches

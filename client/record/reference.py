@@ -20,7 +20,19 @@ from collections.abc import Callable, Sequence
 from operator import length_hint
 from typing import Any, TypeVar
 
+from crc32c import crc32c
+
 from odradek.client.errors import CorruptRecordError
+from odradek.client.record.layout import (
+    APPEND_FIELDS,
+    COMPRESSION_MASK,
+    CRC_START,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    AppendBatch,
+)
 from odradek.client.record.varint import NULL_LENGTH, TABLE_LIMIT, VARINT, encode_varint, read_zigzag
 
 Bytes = bytes | bytearray | memoryview
@@ -116,6 +128,53 @@ def _lone_record_end(buf: Bytes, pos: int) -> int:
         return -1
     end = pos + (z >> 1)
     return end if end <= len(buf) else -1
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Batch validation for an append.
+
+
+def append_batches(buf: Bytes, view: memoryview, max_batch_size: int, check_records: bool) -> list[AppendBatch] | int:
+    """The AppendBatch of every batch in ``buf`` (``view`` is ``memoryview(buf)``), or the position of the first
+    batch that is not fit to append: fewer than a header's bytes left, a batch length below the header or running
+    past the buffer, over ``max_batch_size``, a magic other than 2, no offset (last offset delta < 0), a record
+    count below 0 or above the offsets, a CRC32C mismatch, or an uncompressed batch whose records do not fit:
+    with ``check_records`` their length prefixes must tile the record bytes with exactly ``records_count``
+    records (records_end), without it ``records_count`` smallest records must fit.
+
+    The caller finds the reason for a failed batch with header.validate_batch; this runs on every produce, so it
+    only decides: one unpack of the needed fields and one chained condition, cheapest tests first, the CRC over a
+    view slice (no copy) before the record walk. An empty ``buf`` gives an empty list."""
+    batches: list[AppendBatch] = []
+    unpack = APPEND_FIELDS.unpack_from
+    position, end = 0, len(view)
+    while position < end:
+        if end - position < HEADER_SIZE:
+            return position
+        base, length, epoch, magic, crc, attributes, delta, max_ts, pid, pepoch, seq, count = unpack(view, position)
+        size = length + LOG_OVERHEAD
+        batch_end = position + size
+        if not (
+            length >= MIN_BATCH_LENGTH
+            and size <= max_batch_size
+            and batch_end <= end
+            and magic == MAGIC
+            and delta >= 0
+            and 0 <= count <= delta + 1
+            and crc32c(view[position + CRC_START : batch_end]) == crc
+            and (
+                attributes & COMPRESSION_MASK
+                or (
+                    records_end(buf, position + HEADER_SIZE, count) == batch_end
+                    if check_records
+                    else count * MIN_RECORD_SIZE <= size - HEADER_SIZE
+                )
+            )
+        ):
+            return position
+        batches.append((base, size, delta, max_ts, count, epoch, pid, pepoch, seq))
+        position = batch_end
+    return batches
 
 
 # ---------------------------------------------------------------------------------------------------------------

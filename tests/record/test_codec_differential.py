@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import struct
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import pytest
+from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from odradek.client.record import reference
 from odradek.client.record.batch import Record
+from odradek.client.record.builder import encode_batch
 from odradek.client.record.codec import NO_EXTENSIONS_ENV
+from odradek.client.record.layout import CRC_START, HEADER_SIZE
 from odradek.client.structs import ConsumerRecord, TopicPartition
 
 
@@ -313,6 +317,141 @@ def test_known_edge_cases() -> None:
     assert outcome(reference.decode_records, cases[0], 0, len(cases[0]), 1, 0, 0, None, Record, (), ())[1][0][1][
         :2
     ] == (2**69 - 1, 2**69 - 1)
+
+
+# -- batch validation for an append --------------------------------------------------------------------------------
+
+# Header fields an edit may set (offset in the header, struct format) and values that break them.
+HEADER_EDITS = st.sampled_from(
+    [
+        (8, ">i", [-1, 0, 48, 49, 50, 2**31 - 1, -(2**31)]),  # batch_length
+        (16, ">b", [0, 1, 3, -1]),  # magic
+        (21, ">h", [0, 1, 3, 4, 7, 0x20, -1]),  # attributes: compression bits, control flag
+        (23, ">i", [-1, 0, 1, 5, 2**31 - 1, -(2**31)]),  # last_offset_delta
+        (57, ">i", [-1, 0, 1, 2, 5, 1000, 2**31 - 1, -(2**31)]),  # records_count
+        (0, ">q", [-1, 2**63 - 1]),  # base_offset
+        (43, ">q", [-(2**63), 7]),  # producer_id
+    ]
+)
+
+
+def fix_crc(batch: bytearray, at: int = 0) -> None:
+    """Recompute the CRC of the batch at ``at`` as its length field says (clamped to the buffer), so that an edit
+    behind it reaches the checks after the CRC."""
+    (length,) = struct.unpack_from(">i", batch, at + 8)
+    end = min(len(batch), max(at + CRC_START, at + length + 12))
+    struct.pack_into(">I", batch, at + 17, crc32c(bytes(batch[at + CRC_START : end])))
+
+
+@st.composite
+def append_buffers(draw: st.DrawFn) -> bytes:
+    """One to three batches from the encoder, then edits: header fields set to breaking values, record bytes
+    damaged, truncation or extra bytes; the CRC is recomputed after most edits so the later checks are reached."""
+    out = bytearray()
+    for _ in range(draw(st.integers(1, 3))):
+        recs = draw(records())
+        batch = encode_batch(
+            [r[3] for r in recs],
+            [r[2] for r in recs],
+            1_700_000_000_000,
+            [r[4] for r in recs],
+            compression=draw(st.sampled_from([0, 0, 0, "gzip", "lz4"])),
+            base_offset=draw(st.integers(0, 2**40)),
+            producer_id=draw(st.sampled_from([-1, 7, 2**62])),
+            producer_epoch=draw(st.sampled_from([-1, 0, 32767])),
+            base_sequence=draw(st.sampled_from([-1, 0, 2**31 - 1])),
+            partition_leader_epoch=draw(st.sampled_from([-1, 0, 9])),
+        )
+        start = len(out)
+        out += batch
+        for _ in range(draw(st.integers(0, 2))):
+            if draw(st.booleans()):
+                at, fmt, values = draw(HEADER_EDITS)
+                struct.pack_into(fmt, out, start + at, draw(st.sampled_from(values)))
+            else:
+                section = draw(damaged(bytes(out[start + HEADER_SIZE :])))
+                del out[start + HEADER_SIZE :]
+                out += section
+            if draw(st.integers(0, 3)):
+                fix_crc(out, start)
+    tail = draw(st.sampled_from(["", "", "truncate", "extra"]))
+    if tail == "truncate":
+        del out[draw(st.integers(0, len(out))) :]
+    elif tail == "extra":
+        out += draw(st.binary(max_size=70))
+    return bytes(out)
+
+
+@PROPERTY
+@given(append_buffers(), st.sampled_from([2**63 - 1, 1 << 20, 200, 61, 0, -1, 2**70]), st.booleans(), st.data())
+def test_append_batches(buf: bytes, max_batch_size: int, check_records: bool, data: st.DataObject) -> None:
+    kind = data.draw(st.sampled_from([bytes, bytearray, memoryview]))
+    held = kind(buf)
+    same("append_batches", held, memoryview(held), max_batch_size, check_records)
+
+
+@PROPERTY
+@given(st.binary(max_size=200), st.booleans())
+def test_append_batches_of_arbitrary_bytes(buf: bytes, check_records: bool) -> None:
+    edited = bytearray(buf)
+    if len(edited) >= HEADER_SIZE:
+        fix_crc(edited)
+    same("append_batches", bytes(edited), memoryview(bytes(edited)), 2**63 - 1, check_records)
+
+
+def test_append_batches_agree_on_valid_batches() -> None:
+    """The common case, checked field by field: both codecs describe every batch of a valid buffer alike."""
+    first = encode_batch([b"a" * 100] * 150, timestamps=5, producer_id=3, producer_epoch=1, base_sequence=9)
+    second = encode_batch([b"b"], [b"k"], 6, compression="lz4", partition_leader_epoch=4)
+    buf = first + second
+    result = same("append_batches", buf, memoryview(buf), 1 << 20, True)
+    assert result[0] == "ok"
+    assert [batch[1] for batch in result[1]] == [
+        (0, len(first), 149, 5, 150, -1, 3, 1, 9),
+        (0, len(second), 0, 6, 1, 4, -1, -1, -1),
+    ]
+
+
+def edited(batch: bytes, *edits: tuple[int, str, int]) -> bytes:
+    """``batch`` with header fields set (offset, struct format, value) and its CRC recomputed."""
+    out = bytearray(batch)
+    for at, fmt, value in edits:
+        struct.pack_into(fmt, out, at, value)
+    fix_crc(out)
+    return bytes(out)
+
+
+def test_append_batches_edge_cases() -> None:
+    """Each check of the condition, reached with a valid CRC: (buffer, max_batch_size, expected outcome with the
+    record walk, without it); an int is the position of the batch refused, a list the number of batches."""
+    three = encode_batch([b"x" * 10] * 3, timestamps=1)
+    bare = encode_batch([b"x"], timestamps=1)[:HEADER_SIZE]
+    bare = edited(bare, (8, ">i", HEADER_SIZE - 12), (23, ">i", 0), (57, ">i", 0))
+    size = len(three)
+    cases: list[tuple[bytes, int, int | list[int], int | list[int]]] = [
+        (three, size, [size], [size]),
+        (three, size - 1, 0, 0),  # over max_batch_size
+        (three + three, 2**63 - 1, [size, size], [size, size]),
+        (three + three[:60], 2**63 - 1, size, size),  # a truncated header after a valid batch
+        (three[:-1], 2**63 - 1, 0, 0),  # the length runs past the buffer
+        (edited(three, (8, ">i", 48)), 2**63 - 1, 0, 0),  # length below the header
+        (edited(three, (16, ">b", 1)), 2**63 - 1, 0, 0),  # magic
+        (edited(three, (57, ">i", 2)), 2**63 - 1, 0, [size]),  # fewer records counted than present
+        (edited(three, (57, ">i", 4), (23, ">i", 3)), 2**63 - 1, 0, [size]),  # more counted than present
+        (edited(three, (57, ">i", 4)), 2**63 - 1, 0, 0),  # more records than offsets
+        (edited(three, (57, ">i", -1)), 2**63 - 1, 0, 0),
+        (edited(three, (57, ">i", 10), (23, ">i", 100)), 2**63 - 1, 0, 0),  # ten smallest records do not fit
+        (edited(three, (57, ">i", 10), (23, ">i", 100), (21, ">h", 3)), 2**63 - 1, [size], [size]),  # compressed
+        (bare, 2**63 - 1, [HEADER_SIZE], [HEADER_SIZE]),  # no records, one offset
+        (edited(bare, (23, ">i", -1)), 2**63 - 1, 0, 0),  # no offset at all
+        (edited(bare, (23, ">i", -1), (21, ">h", 1)), 2**63 - 1, 0, 0),  # no offset, compressed
+        (bytes(three[:20]) + bytes([three[20] ^ 1]) + three[21:], 2**63 - 1, 0, 0),  # CRC mismatch
+    ]
+    for buf, max_batch_size, walked, counted in cases:
+        for check_records, expected in ((True, walked), (False, counted)):
+            result = same("append_batches", buf, memoryview(buf), max_batch_size, check_records)
+            got = result[2] if result[1] is int else [batch[1][1] for batch in result[1]]
+            assert got == expected, (buf[:64].hex(), max_batch_size, check_records)
 
 
 def test_native_records_are_left_out_of_the_cyclic_gc() -> None:
