@@ -162,7 +162,8 @@ static inline uint32_t be32(const uint8_t *p) {
 
 static inline int16_t be16(const uint8_t *p) { return (int16_t)((uint16_t)p[0] << 8 | p[1]); }
 
-/* 1 if crc32c(p[0:n]) == expected, 0 if not, -1 with an exception set. */
+/* 1 if crc32c(p[0:n]) == expected, 0 if not, -1 with an exception set. The memoryview lends the caller's buffer
+ * for the call only: crc32c keeps no reference to its argument, and the view is released before the buffer is. */
 static int crc_matches(const uint8_t *p, Py_ssize_t n, uint32_t expected) {
     PyObject *view = PyMemoryView_FromMemory((char *)p, n, PyBUF_READ);
     if (!view) return -1;

@@ -246,8 +246,10 @@ async def test_a_topic_created_without_counts_gets_the_node_defaults(node: Node)
     """num.partitions and default.replication.factor answer -1 (the cluster default) in CreateTopics."""
     from odradek.client.admin import AsyncAdmin
 
-    async with asyncio.timeout(20):  # registered: the node's controller is active and knows the broker
+    async with asyncio.timeout(20):  # the node's controller is active and has unfenced the broker
         await node.broker.lifecycle.registered.wait()
+        while not node.sm.image.active_brokers():  # registered but still fenced: no broker to place replicas on
+            await asyncio.sleep(0.02)
     async with AsyncAdmin({"bootstrap.servers": str(node.config.broker_listener), "request.timeout.ms": 20_000}) as a:
         await a.create_topic("defaulted", -1, -1)
         info = await a.describe_topic("defaulted")

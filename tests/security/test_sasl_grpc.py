@@ -65,6 +65,8 @@ async def node(tmp_path: Path) -> AsyncIterator[Node]:
     try:
         async with asyncio.timeout(20):
             await n.broker.lifecycle.registered.wait()
+            while not n.sm.image.active_brokers():  # unfenced: the controller can place a topic's replicas
+                await asyncio.sleep(0.02)
         yield n
     finally:
         await n.stop()

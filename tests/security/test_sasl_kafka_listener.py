@@ -76,6 +76,8 @@ async def start_node(tmp_path: Path, **extra: object) -> Node:
     try:
         async with asyncio.timeout(20):
             await n.broker.lifecycle.registered.wait()
+            while not n.sm.image.active_brokers():  # unfenced: the controller can place a topic's replicas
+                await asyncio.sleep(0.02)
     except BaseException:
         await n.stop()
         raise
