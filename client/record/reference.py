@@ -1,6 +1,8 @@
-"""The reference record codec: the v2 records section walked, decoded and encoded in pure Python.
+"""The reference record codec in pure Python: v2 batches validated for an append, and their records section
+walked, decoded and encoded.
 
-Everything that reads or writes the records inside a batch goes through ``record.codec``, which runs these
+Everything that validates a batch for an append, or reads or writes the records inside one, goes through
+``record.codec``, which runs these
 functions or, when it is built, the native accelerator (``_native.c``) that implements the same functions with the
 same results and the same CorruptRecordError messages. This module is the specification the accelerator is tested
 against, so it stays complete on its own. Each field is read by one small helper (``_read_varint``,
