@@ -119,6 +119,11 @@ def test_kafka_python_produce_consume_group_and_admin(bootstrap: str) -> None:
         consumer.close()
         assert sorted(values) == sorted(b"x%d" % i for i in range(100))
         admin.delete_topics([name])
+        # The controller has committed the deletion; the broker kafka-python asks may learn of it a moment later
+        # (metadata reaches brokers asynchronously, as in Kafka).
+        deadline = time.monotonic() + 20
+        while name in admin.list_topics() and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert name not in admin.list_topics()
     finally:
         admin.close()
