@@ -73,6 +73,18 @@ static inline int read_varint(const uint8_t *p, Py_ssize_t n, i128 *pos, u128 *o
 
 static inline i128 unzigzag(u128 z) { return (i128)(z >> 1) ^ -(i128)(z & 1); }
 
+/* Put item i (stolen) into a list preallocated with `capacity` items, appending past it; 0 or -1. */
+static int list_put(PyObject *list, Py_ssize_t capacity, long long i, PyObject *item) {
+    if (!item) return -1;
+    if (i < capacity) {
+        PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+        return 0;
+    }
+    int appended = PyList_Append(list, item);
+    Py_DECREF(item);
+    return appended;
+}
+
 static int get_buffer(PyObject *obj, Py_buffer *view) {
     if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0) return -1;
     return 0;
@@ -231,11 +243,7 @@ static PyObject *append_batches(PyObject *module, PyObject *const *args, Py_ssiz
                               : (long long)count * MIN_RECORD_SIZE > size - HEADER_SIZE)
                 goto reject;
         }
-        PyObject *batch = append_batch(h, size);
-        if (!batch) goto failed;
-        int appended = PyList_Append(batches, batch);
-        Py_DECREF(batch);
-        if (appended < 0) goto failed;
+        if (list_put(batches, 0, 0, append_batch(h, size)) < 0) goto failed;
         position = (Py_ssize_t)batch_end;
     }
     PyBuffer_Release(&view);
@@ -486,18 +494,6 @@ static int section_args(PyObject *const *args, Section *s) {
  * fails anyway, and only a count below it is trusted. */
 static Py_ssize_t section_capacity(const Section *s) {
     return (s->count > 0 && s->start <= s->n && s->count <= (s->n - s->start) / 7) ? (Py_ssize_t)s->count : 0;
-}
-
-/* Put item i (stolen) into a list preallocated with `capacity` items, appending past it; 0 or -1. */
-static int list_put(PyObject *list, Py_ssize_t capacity, long long i, PyObject *item) {
-    if (!item) return -1;
-    if (i < capacity) {
-        PyList_SET_ITEM(list, (Py_ssize_t)i, item);
-        return 0;
-    }
-    int appended = PyList_Append(list, item);
-    Py_DECREF(item);
-    return appended;
 }
 
 /* decode_records(data, pos, end, count, base_offset, base_timestamp, timestamp, record_type, leading, middle) */
