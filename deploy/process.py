@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import itertools
 import os
+import random
 import socket
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 # glibc malloc returns large payload buffers to the OS and re-faults them on every RPC unless these are raised;
@@ -42,19 +45,69 @@ def server_argv(config: str | Path) -> list[str]:
     return [sys.executable, "-m", "odradek.client.cli.main", "server", "--config", str(config)]
 
 
+PORT_RANGE_ENV = "ODRADEK_PORT_RANGE"
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now (the kernel's choice)."""
+    """A TCP port on 127.0.0.1 that nothing listens on now (see ``free_ports``)."""
     return free_ports(1)[0]
 
 
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct free ports: all held open at once while chosen, since the kernel may hand out a port it
-    just gave (and that was closed again) to the next bind."""
+    """``count`` distinct free ports, all held open at once while chosen, since the kernel may hand out a port it
+    just gave (and that was closed again) to the next bind.
+
+    By default the kernel chooses, from its ephemeral range. With ``$ODRADEK_PORT_RANGE`` (``LOW-HIGH``) set, the
+    ports come from that range instead: a firewall's opening, or a block of its own for each of several test
+    processes on one machine, so that a port one of them has chosen for a node that is still starting is never
+    handed to another (nor taken by an outgoing connection, when the range lies below the ephemeral one).
+    """
+    span = port_range()
     with contextlib.ExitStack() as stack:
-        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
+        sockets = []
+        for port in _candidates(span, count):
+            s = stack.enter_context(socket.socket())
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            sockets.append(s)
+            if len(sockets) == count:
+                return [s.getsockname()[1] for s in sockets]
+        raise OSError(f"fewer than {count} free ports in {PORT_RANGE_ENV}={os.environ[PORT_RANGE_ENV]}")
+
+
+def port_range() -> tuple[int, int] | None:
+    """``$ODRADEK_PORT_RANGE`` as (low, high), both included, or None when unset."""
+    text = os.environ.get(PORT_RANGE_ENV, "").strip()
+    if not text:
+        return None
+    low, sep, high = text.partition("-")
+    try:
+        span = (int(low), int(high)) if sep else (-1, -1)
+    except ValueError:
+        span = (-1, -1)
+    if not 1024 <= span[0] <= span[1] <= 65535:
+        raise ValueError(f"{PORT_RANGE_ENV} must be LOW-HIGH within 1024-65535, not {text!r}")
+    return span
+
+
+_next_port: dict[tuple[int, int], int] = {}
+
+
+def _candidates(span: tuple[int, int] | None, count: int) -> Iterator[int]:
+    """Ports to try: the kernel's choice (0) without a range; else the range once round, from where this process
+    left off (a random place at first, so that two processes sharing a range rarely try the same ports)."""
+    if span is None:
+        yield from itertools.repeat(0, count)
+        return
+    low, high = span
+    size = high - low + 1
+    start = _next_port.get(span, low + random.randrange(size))
+    for i in range(size):
+        port = low + (start - low + i) % size
+        _next_port[span] = low + (port - low + 1) % size
+        yield port
 
 
 def process_state(pid: int) -> str:

@@ -23,9 +23,11 @@ This module imports odradek only when a fixture runs, so loading the plugin cost
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -39,11 +41,31 @@ KEYS = SHAPE_KEYS | {"topics", "shared"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    give_worker_its_ports()
     config.addinivalue_line(
         "markers",
         f"{MARKER}(controllers=1, brokers=1, combined=False, config=None, tls=False, topics=None, shared=True): "
         "the local odradek cluster the odradek_cluster fixture gives this test",
     )
+
+
+def give_worker_its_ports() -> None:
+    """Under pytest-xdist, give this worker a block of ports of its own (``$ODRADEK_PORT_RANGE``, which the
+    clusters it starts and their nodes inherit), below the kernel's ephemeral range: a port one worker chose for a
+    node that is still starting is then never chosen by another worker, nor taken by an outgoing connection."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw") or os.environ.get("ODRADEK_PORT_RANGE"):
+        return
+    index, workers = int(worker[2:]), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    try:
+        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    low = 20000 if ephemeral_low > 24000 else 10000
+    size = (min(ephemeral_low, 65536) - low) // max(workers, 1)
+    if size < 100:  # an unusual ephemeral range leaves no room below it: keep the kernel's choice
+        return
+    os.environ["ODRADEK_PORT_RANGE"] = f"{low + index * size}-{low + (index + 1) * size - 1}"
 
 
 def cluster_options(request: pytest.FixtureRequest) -> dict[str, Any]:

@@ -1,5 +1,4 @@
 import asyncio
-import socket
 
 import pytest
 from fake_broker import FakeCluster
@@ -8,13 +7,14 @@ from odradek.client.config import ClientConfig
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import NetworkError, UnknownTopicOrPartitionError
 from odradek.client.metadata import Metadata
+from odradek.deploy.process import free_port
 from odradek.proto import common_pb2
 
 
 def free_address() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
+    """An address nothing listens on. From this test process's own ports when it has a range (pytest-xdist): a port
+    of the kernel's ephemeral range could be taken by another worker's node in the meantime."""
+    return f"127.0.0.1:{free_port()}"
 
 
 async def make(servers: str, **overrides: object) -> tuple[Metadata, ChannelPool]:

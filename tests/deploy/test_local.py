@@ -5,6 +5,7 @@ cleans up (tests/integration/test_clients.py and examples/ run real clusters thr
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import time
 from pathlib import Path
@@ -144,3 +145,47 @@ def test_free_ports_are_distinct() -> None:
 
     ports = free_ports(60)
     assert len(set(ports)) == 60 and all(p > 0 for p in ports)
+
+
+def test_ports_come_from_odradek_port_range_when_it_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a range, every port is inside it, distinct, and not one something already listens on; a range that
+    cannot hold the request, or a malformed one, is an error."""
+    import socket
+
+    from odradek.deploy.process import free_ports
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        low = max(1024, port - 5)
+        monkeypatch.setenv("ODRADEK_PORT_RANGE", f"{low}-{low + 10}")
+        ports = free_ports(10)
+        assert len(set(ports)) == 10 and all(low <= p <= low + 10 for p in ports) and port not in ports
+        with pytest.raises(OSError, match="fewer than 11 free ports"):
+            free_ports(11)
+    finally:
+        taken.close()
+    for bad in ("9000", "a-b", "70000-70010", "2000-1000", "80-90"):
+        monkeypatch.setenv("ODRADEK_PORT_RANGE", bad)
+        with pytest.raises(ValueError, match="ODRADEK_PORT_RANGE must be LOW-HIGH"):
+            free_ports(1)
+
+
+def test_each_xdist_worker_gets_ports_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under pytest-xdist the plugin gives worker gwN the Nth of equal blocks below the ephemeral range."""
+    blocks = []
+    for worker in range(4):
+        monkeypatch.delenv("ODRADEK_PORT_RANGE", raising=False)
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", f"gw{worker}")
+        monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
+        pytest_plugin.give_worker_its_ports()
+        low, high = map(int, os.environ["ODRADEK_PORT_RANGE"].split("-"))
+        blocks.append((low, high))
+    ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert all(high - low > 1000 and high < ephemeral_low for low, high in blocks)
+    assert all(blocks[i][1] < blocks[i + 1][0] for i in range(3))
+    monkeypatch.setenv("ODRADEK_PORT_RANGE", "40000-40100")  # an explicit range wins
+    pytest_plugin.give_worker_its_ports()
+    assert os.environ["ODRADEK_PORT_RANGE"] == "40000-40100"
