@@ -130,17 +130,22 @@ class Node:
         if endpoint is None:  # the config refuses a role without its listener; this guards the programming error
             raise ConfigError("no listener for this role")
         server = grpc.aio.server(
-            options=channel_options(self.config["socket.request.max.bytes"]),
+            # gRPC sets SO_REUSEPORT by default, and then a second process bound to the same port shares it silently
+            # (connections land on either). A port in use must stop the node, as it stops a Kafka broker.
+            options=[*channel_options(self.config["socket.request.max.bytes"]), ("grpc.so_reuseport", 0)],
             interceptors=[self.metrics.interceptor(), *interceptors],
         )
         address = f"{endpoint.host}:{endpoint.port}"
         credentials = self.tls.server_credentials(endpoint.name)
-        if credentials is None:
-            bound = server.add_insecure_port(address)
-        else:
-            bound = server.add_secure_port(address, credentials)
+        try:
+            if credentials is None:
+                bound = server.add_insecure_port(address)
+            else:
+                bound = server.add_secure_port(address, credentials)
+        except RuntimeError:
+            bound = 0
         if bound == 0:
-            raise OSError(f"cannot listen on {endpoint.host}:{endpoint.port}")
+            raise OSError(f"cannot listen on {address} (listener {endpoint.name}): the address is in use or not local")
         self.servers.append(server)
         return server
 
@@ -343,6 +348,9 @@ class Node:
             await self.broker.close()
         if self.admin is not None:
             await _step("admin", self.admin.close())
+        # The process's inter-node security was this node's: a client or a later node in the same process (tests,
+        # embedded use) starts from plaintext again, not from this node's certificates.
+        set_inter_node_security(None)
         logger.info("node %d stopped", self.config.node_id)
         self._stopped.set()
 

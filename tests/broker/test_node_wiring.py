@@ -4,6 +4,7 @@ for each, and the objects it built inspected. The components' own tests show wha
 from __future__ import annotations
 
 import asyncio
+import socket
 import urllib.request
 from pathlib import Path
 
@@ -254,3 +255,29 @@ async def test_a_topic_created_without_counts_gets_the_node_defaults(node: Node)
         await a.create_topic("defaulted", -1, -1)
         info = await a.describe_topic("defaulted")
     assert len(info.partitions) == 3 and all(len(p.replicas) == 1 for p in info.partitions)
+
+
+async def test_a_node_whose_port_is_taken_does_not_start(tmp_path: Path) -> None:
+    """Another process listening on the broker port with SO_REUSEPORT (as every gRPC server does by default) must not
+    end up sharing it with the node: connections would land on either. The node refuses to start, naming the port."""
+    broker = free_port()
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    holder.bind(("127.0.0.1", broker))
+    holder.listen()
+    controller = free_port()
+    config = NodeConfig(
+        {
+            "process.roles": "broker,controller",
+            "node.id": 1,
+            "controller.quorum.voters": f"1@127.0.0.1:{controller}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{broker},CONTROLLER://127.0.0.1:{controller}",
+            "log.dirs": str(tmp_path / "data"),
+        }
+    )
+    format_storage(config, "wiring-test")
+    try:
+        with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{broker} \\(listener PLAINTEXT\\)"):
+            await Node(config).start()
+    finally:
+        holder.close()

@@ -37,6 +37,7 @@ from odradek.broker.storage import format_storage
 from odradek.client import AsyncProducer
 from odradek.client.admin import AsyncAdmin
 from odradek.client.authentication import SESSION_KEY
+from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode
 from odradek.client.tls import TlsFiles
 from odradek.deploy.certs import make_ca, make_leaf
@@ -194,6 +195,20 @@ async def test_grpc_calls_are_the_sasl_user_with_a_session_else_the_certificate(
             await channel.unary_unary(ECHO)(b"", metadata=((SESSION_KEY, "forged"),), timeout=10)
         assert expired.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert await who(str(node.config.controller_listener), certs) == "User:admin"  # SSL: the certificate
+
+
+async def test_a_stopped_tls_node_leaves_the_process_on_plaintext(certs: Path) -> None:
+    """A node sets how its process reaches other nodes (mTLS here); once it stops, a pool made later in the process
+    (a client, another node) is plaintext again instead of presenting the stopped node's certificate."""
+    config = NodeConfig(secure_config(certs, FIRST_CN))
+    format_storage(config, "mtls-test")
+    n = Node(config)
+    assert ChannelPool().security_for(str(config.controller_listener)) == TlsFiles(
+        str(certs / "ca.crt"), str(certs / "node.crt"), str(certs / "node.key")
+    )
+    await n.start()
+    await n.stop()
+    assert ChannelPool().security_for(str(config.controller_listener)) is None
 
 
 def kafka_tls_socket(address: Endpoint, certs: Path) -> ssl.SSLSocket:
