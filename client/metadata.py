@@ -145,11 +145,12 @@ class Metadata:
             error = future.exception()
             self._last_error = error if isinstance(error, OdradekError) else None
 
-    async def wait_for_topic(self, topic: str, timeout: float) -> int:
+    async def wait_for_topic(self, topic: str, timeout: float, budget: float | None = None) -> int:
         """The topic's partition count, refreshing until it is known. TopicAuthorizationFailedError at once when
         the caller may not describe the topic; after ``timeout`` seconds raise
         UnknownTopicOrPartitionError if the cluster says it does not exist, the connection failure (NetworkError
-        "no node reachable: ...") if no node answered, else ClientTimeoutError."""
+        "no node reachable: ...") if no node answered, else ClientTimeoutError. The errors name ``budget`` (default
+        ``timeout``): the whole wait the caller allowed (max.block.ms), of which ``timeout`` may be what is left."""
         self.add_topics((topic,))
         deadline = time.monotonic() + timeout
         while (count := self.partition_counts.get(topic)) is None:
@@ -158,14 +159,15 @@ class Metadata:
                 raise TopicAuthorizationFailedError(f"not authorized to describe topic '{topic}'")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                message = f"topic '{topic}' not present in metadata after {timeout * 1000:.0f} ms"
+                allowed_ms = (timeout if budget is None else budget) * 1000
+                message = f"topic '{topic}' not present in metadata after {allowed_ms:.0f} ms"
                 if self._topic_errors.get(topic) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     raise UnknownTopicOrPartitionError(message)
                 if self._last_error is not None:  # the cluster could not be asked: do not blame the topic
                     raise self._last_error
                 if not self._updated:
                     nodes = ", ".join(self._candidates())
-                    raise NetworkError(f"no node reachable: no answer from {nodes} within {timeout * 1000:.0f} ms")
+                    raise NetworkError(f"no node reachable: no answer from {nodes} within {allowed_ms:.0f} ms")
                 raise ClientTimeoutError(message)
             with contextlib.suppress(OdradekError, TimeoutError):
                 async with asyncio.timeout(remaining):

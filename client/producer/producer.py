@@ -258,7 +258,7 @@ class AsyncProducer:
                 self._replaying = False
             remaining = entry.deadline - time.monotonic()
             if topic not in self._counts:
-                await self._metadata.wait_for_topic(topic, max(0.0, remaining))
+                await self._metadata.wait_for_topic(topic, max(0.0, remaining), budget=self._max_block)
                 continue
             try:
                 async with asyncio.timeout(max(0.0, remaining)):
