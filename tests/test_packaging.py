@@ -1,6 +1,7 @@
-"""Every Python folder ships as a subpackage of ``odradek`` (pyproject's explicit package list), and the project
-installs and runs where no C compiler is present."""
+"""Every Python folder ships as a subpackage of ``odradek`` (pyproject's explicit package list); the project installs
+and runs where no C compiler is present, and from a plain install without extras."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -8,6 +9,8 @@ import sys
 import tomllib
 import zipfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,3 +105,98 @@ def test_without_a_c_compiler_the_install_succeeds_and_runs_the_reference_codec(
     assert "record codec: pure Python (native module not built" in ran.stdout
     notes = [line for line in ran.stderr.splitlines() if "native accelerator is not available" in line]
     assert len(notes) == 1, ran.stderr
+
+
+def build_wheel(destination: Path) -> Path:
+    """The project's wheel, built from a copy of the sources (setuptools' build/ never lands in the checkout)."""
+    source = destination / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    for folder in sorted(set(config["package-dir"].values())):
+        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(destination), "."],
+        cwd=source,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert build.returncode == 0, build.stdout + build.stderr
+    (wheel,) = destination.glob("odradek-*.whl")
+    return wheel
+
+
+def test_the_wheel_ships_the_license_and_the_type_marker(tmp_path: Path) -> None:
+    wheel = build_wheel(tmp_path)
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        (license_file,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+        assert archive.read(license_file) == (ROOT / "LICENSE").read_bytes()
+    assert "odradek/client/py.typed" in names
+    assert "License-Expression: Apache-2.0" in metadata
+    assert "Apache License" in (ROOT / "LICENSE").read_text() and "Version 2.0" in (ROOT / "LICENSE").read_text()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(900)
+def test_a_plain_install_without_extras_runs_the_cli_and_a_dev_cluster(tmp_path: Path) -> None:
+    """As a new user: the wheel into a fresh virtual environment with no extras (its dependencies from the package
+    index), then ``odradek --version``, a 1+1 ``dev up``, produce and consume through the CLI, and ``dev down``."""
+    wheel = build_wheel(tmp_path)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "ODRADEK_"))}
+    env |= {"ODRADEK_HOME": str(tmp_path / "home"), "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
+    if "ODRADEK_PORT_RANGE" in os.environ:  # keep to this test worker's ports
+        env["ODRADEK_PORT_RANGE"] = os.environ["ODRADEK_PORT_RANGE"]
+    install = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert install.returncode == 0, install.stdout + install.stderr
+    installed = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze"], env=env, capture_output=True, text=True
+    ).stdout.lower()
+    assert "odradek==" in installed
+    for extra_only in ("pyspark", "pyarrow", "ansible-core", "pytest", "confluent-kafka"):
+        assert f"{extra_only}==" not in installed, f"{extra_only} came with a plain install"
+
+    def odradek(*args: str, stdin: str | None = None, timeout: float = 120) -> str:
+        ran = subprocess.run(
+            [str(venv / "bin" / "odradek"), *args],
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert ran.returncode == 0, f"odradek {' '.join(args)}: {ran.stdout}{ran.stderr}"
+        assert "Traceback" not in ran.stderr, ran.stderr
+        return ran.stdout
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert odradek("--version").splitlines()[0] == f"odradek {version}"
+    cluster_dir = tmp_path / "cluster"
+    try:
+        odradek("dev", "up", "--controllers", "1", "--brokers", "1", "--dir", str(cluster_dir), timeout=180)
+        odradek("topic", "create", "plain", "--partitions", "1", "--replication-factor", "1")
+        odradek("produce", "plain", "--key-separator", ":", "--acks", "all", stdin="k1:first\nk2:second\n")
+        lines = odradek("consume", "plain", "--num", "2", "--format", "json", "--timeout-ms", "30000").splitlines()
+        records = [json.loads(line) for line in lines]
+        assert [(r["key"], r["value"], r["offset"]) for r in records] == [("k1", "first", 0), ("k2", "second", 1)]
+    finally:
+        down = subprocess.run(
+            [str(venv / "bin" / "odradek"), "dev", "down", "--purge"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert not cluster_dir.exists()
