@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -44,6 +47,19 @@ def wait_for(condition: Callable[[], object], timeout: float, interval: float = 
             last_error = e
         time.sleep(interval)
     pytest.fail(f"timed out after {timeout}s waiting for {what} (last error: {last_error})")
+
+
+def namespaces() -> set[str]:
+    """The network namespaces this test process made (the chaos runner names them ``odr<pid><letters>-...``): other
+    processes' runs, e.g. other pytest-xdist workers', may come and go meanwhile."""
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    own = re.compile(rf"odr{os.getpid()}[a-z]+-")
+    return {line.split()[0] for line in out.splitlines() if own.match(line)}
+
+
+def leftovers(before: set[str], directory: Path) -> list[str]:
+    """What a chaos run left behind: its namespaces, and its directory."""
+    return sorted(namespaces() - before) + ([str(directory)] if directory.exists() else [])
 
 
 @pytest.fixture(scope="module")

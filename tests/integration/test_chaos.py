@@ -4,7 +4,6 @@ before replication) is caught; nothing the runs created is left behind."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -14,19 +13,12 @@ from odradek.chaos.netns import NetnsNetwork
 from odradek.chaos.runner import RunOptions, run
 from odradek.deploy.local import process_state
 
+from .conftest import leftovers, namespaces
+
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(not NetnsNetwork.available(), reason="network namespaces are not available here"),
 ]
-
-
-def namespaces() -> set[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
-
-
-def leftovers(before: set[str], directory: Path) -> list[str]:
-    return sorted(namespaces() - before) + ([str(directory)] if directory.exists() else [])
 
 
 def test_short_run_with_twenty_faults_finds_no_violation(tmp_path: Path) -> None:
@@ -121,7 +113,7 @@ def test_each_newer_fault_is_injected_healed_and_cleaned_up(kind: str, tmp_path:
     assert any(re.search(REACHED[kind], str(e["detail"])) for e in faults + heals), events
     assert result.report.totals["acked"] > 300  # the cluster came back and the workload went on
     assert result.report.ok, result.report.summary_table()
-    assert not {ns for ns in namespaces() - before if ns.startswith(f"odr{os.getpid()}")}  # others' runs may go on
+    assert not namespaces() - before
     assert not mounts_under(directory)
 
 

@@ -5,7 +5,6 @@ offset. The same workload with readers that ignore the transactions (the read-un
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,19 +12,12 @@ import pytest
 from odradek.chaos.netns import NetnsNetwork
 from odradek.chaos.runner import RunOptions, run
 
+from .conftest import leftovers, namespaces
+
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(not NetnsNetwork.available(), reason="network namespaces are not available here"),
 ]
-
-
-def namespaces() -> set[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
-
-
-def leftovers(before: set[str], directory: Path) -> list[str]:
-    return sorted(namespaces() - before) + ([str(directory)] if directory.exists() else [])
 
 
 def test_txn_workload_under_leader_and_coordinator_faults_finds_no_violation(tmp_path: Path) -> None:
