@@ -18,7 +18,8 @@ Fault kinds (``--faults``):
 - ``crash-unsynced``: SIGKILL a partition leader and emulate a power loss: its segment and index files lose what
   was written since their last fsync (broker/log/durability.py), then restart it;
 - ``wipe-disk``: SIGKILL a random broker, empty its data directories and format them again (a replaced disk),
-  restart it;
+  restart it. The heal of these two data-losing faults ends once the node is back in the ISR of every partition
+  it hosts (60 s at most), so that the next such fault never takes more copies than the replication factor covers;
 - ``kill-coordinator`` / ``pause-coordinator`` (group and transactional workloads): the same to the broker leading
   the group's ``__consumer_offsets`` partition, its coordinator (found with FindCoordinator), or with the
   transactional workload the transaction coordinator of one of its transactional ids (the leader of the id's
@@ -61,6 +62,7 @@ PROCESS_FAULTS = ("kill", "pause", "kill-leader", "pause-leader", "kill-controll
 NETWORK_FAULTS = ("partition", "bridge", "slow", "isolate-kill-leader")
 RESPONSE_FAULTS = ("lost-responses", "late-responses")  # need the broker->controller proxy
 DISK_FAULTS = ("crash-unsynced", "wipe-disk", "disk-full")
+RESYNC_TIMEOUT_S = 60.0  # the longest a data-losing fault's heal waits for the node to catch up again
 GROUP_FAULTS = ("kill-coordinator", "pause-coordinator", "kill-consumer")  # need the group workload
 COORDINATOR_FAULTS = ("kill-coordinator", "pause-coordinator")  # also with the transactional workload
 ALL_FAULTS = PROCESS_FAULTS + NETWORK_FAULTS + RESPONSE_FAULTS + DISK_FAULTS + GROUP_FAULTS
@@ -336,9 +338,34 @@ class Nemesis:
                 self._stop(node)
                 disks.unfill(directory)
             self.cluster.start(node)
-            self._record(Heal(kind, f"node-{node}", "restarted", process="nemesis"), step)
+            detail = "restarted" if kind == "disk-full" else f"restarted, {self._wait_in_sync(node)}"
+            self._record(Heal(kind, f"node-{node}", detail, process="nemesis"), step)
 
         return heal
+
+    def _wait_in_sync(self, node: int, timeout: float = RESYNC_TIMEOUT_S) -> str:
+        """Wait (bounded) until a node whose disk lost data is back in the ISR of every partition it hosts, as an
+        operator replacing disks one at a time waits for re-replication: a data-losing fault on a second replica
+        before then takes more copies than the replication factor allows for (three wipes within seconds on a
+        loaded machine destroyed every copy of a partition). Says how long it took, or what still lagged."""
+        started = time.monotonic()
+        lagging: list[str] = ["(metadata not read)"]
+        while time.monotonic() - started < timeout:
+            try:
+                topics = self.admin.describe_topics(include_internal=True)
+            except Exception:  # the cluster may still be electing: ask again
+                time.sleep(0.2)
+                continue
+            lagging = [
+                f"{t.name}-{p.partition}"
+                for t in topics
+                for p in t.partitions
+                if node in p.replicas and node not in p.isr
+            ]
+            if not lagging:
+                return f"back in every ISR after {time.monotonic() - started:.1f}s"
+            time.sleep(0.2)
+        return f"not back in the ISR of {', '.join(sorted(lagging)[:5])} after {timeout:.0f}s"
 
     def _pause(self, kind: str, node: int, step: Step):
         self.cluster.signal(node, signal.SIGSTOP)
