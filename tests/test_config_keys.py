@@ -166,7 +166,10 @@ NODE: dict[str, Key] = {
     "node.id": Key("this node's id, unique in the cluster", (WIRING, NODE_REFUSALS)),
     "controller.quorum.voters": Key(
         "the controller quorum as `id@host:port,...`",
-        ("tests/integration/test_quorum.py::test_three_controllers_elect_a_leader_within_3s", NODE_REFUSALS),
+        (
+            "tests/integration/test_quorum.py::test_three_controllers_elect_a_leader_in_their_first_election",
+            NODE_REFUSALS,
+        ),
     ),
     "listeners": Key(
         "`NAME://host:port,...` to listen on; each name's security protocol comes from "

@@ -95,7 +95,11 @@ def test_kafka_python_produce_consume_group_and_admin(bootstrap: str) -> None:
     name = f"kp-{uuid.uuid4().hex[:8]}"
     try:
         admin.create_topics([NewTopic(name, num_partitions=2, replication_factor=3)])
-        described = admin.describe_topics([name])
+        # The controller has committed the topic; the broker kafka-python asks may learn of it a moment later
+        # (metadata reaches brokers asynchronously, as in Kafka, whose admin client documents the same delay).
+        deadline = time.monotonic() + 20
+        while (described := admin.describe_topics([name]))[0]["error_code"] != 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert described[0]["name"] == name and described[0]["error_code"] == 0
         assert [len(p["isr_nodes"]) for p in described[0]["partitions"]] == [3, 3]
         producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
@@ -119,8 +123,7 @@ def test_kafka_python_produce_consume_group_and_admin(bootstrap: str) -> None:
         consumer.close()
         assert sorted(values) == sorted(b"x%d" % i for i in range(100))
         admin.delete_topics([name])
-        # The controller has committed the deletion; the broker kafka-python asks may learn of it a moment later
-        # (metadata reaches brokers asynchronously, as in Kafka).
+        # Likewise for the deletion.
         deadline = time.monotonic() + 20
         while name in admin.list_topics() and time.monotonic() < deadline:
             time.sleep(0.1)
