@@ -1,4 +1,4 @@
-"""The documentation stands on its own: links and file references in docs/ and README.md resolve inside the
+"""The documentation stands on its own: links and file references in docs/ and the top-level pages resolve inside the
 repository, and nothing in the repository points at documents a user who clones it does not have."""
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+PAGES = sorted(
+    [ROOT / name for name in ("README.md", "CONTRIBUTING.md", "CHANGELOG.md", "SECURITY.md")]
+    + [*(ROOT / "docs").glob("*.md")]
+)
 
 FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.MULTILINE | re.DOTALL)
 INLINE_LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
