@@ -14,7 +14,8 @@ Keys: ``controllers`` (1), ``brokers`` (1), ``combined`` (False), ``config`` (pr
 with ``odradek_cluster.client_config()``, which carries the CA and the admin client certificate), ``topics``
 (``{name: partitions}``, ``{name: TopicSpec}`` or ``{name: {"partitions", "replication_factor", "configs"}}``,
 created when missing) and ``shared`` (True). A shared cluster serves every test asking for the same
-shape during the session and stops when the session ends, as a started Kafka container does; a test that stops,
+shape during the session and stops when the session ends, as a started Kafka container does, or earlier when
+two others were asked for more recently (``POOL_SIZE``: idle nodes still cost CPU); a test that stops,
 pauses or reconfigures nodes asks for ``shared=False`` and gets a cluster of its own, stopped after the test.
 
 This module imports odradek only when a fixture runs, so loading the plugin costs other test runs nothing.
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 MARKER = "odradek_cluster"
 SHAPE_KEYS = {"controllers", "brokers", "combined", "config", "tls"}
 KEYS = SHAPE_KEYS | {"topics", "shared"}
+POOL_SIZE = 2  # shared clusters running at once
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -97,24 +99,30 @@ def shape(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class ClusterPool:
-    """The session's shared clusters, one per shape, started on first use and stopped at the end."""
+    """The session's shared clusters, one per shape, started on first use. At most ``size`` run at once: asking for
+    another shape stops the one used least recently (an idle cluster still costs its nodes' CPU and memory, and a
+    suite's tests of one shape usually run together); the rest stop at the end of the session."""
 
-    def __init__(self, factory: pytest.TempPathFactory) -> None:
+    def __init__(self, factory: pytest.TempPathFactory, size: int = POOL_SIZE) -> None:
         self._factory = factory
-        self._clusters: dict[str, DevCluster] = {}
+        self._size = size
+        self._clusters: dict[str, DevCluster] = {}  # least recently used first
 
     def get(self, options: Mapping[str, Any]) -> DevCluster:
         from odradek.deploy.local import DevCluster
 
         args = shape(options)
         key = json.dumps(args, sort_keys=True, default=str)
-        cluster = self._clusters.get(key)
+        cluster = self._clusters.pop(key, None)
         if cluster is None:
+            while len(self._clusters) >= self._size:
+                oldest = next(iter(self._clusters))
+                self._clusters.pop(oldest).stop_all(timeout=10)
             cluster = DevCluster.create(self._factory.mktemp("odradek"), **args)
             cluster.start_all_and_wait()  # stops the nodes again if the cluster never gets ready
-            self._clusters[key] = cluster
         else:
             restore(cluster)
+        self._clusters[key] = cluster
         return cluster
 
     def close(self) -> None:

@@ -189,3 +189,38 @@ def test_each_xdist_worker_gets_ports_of_its_own(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("ODRADEK_PORT_RANGE", "40000-40100")  # an explicit range wins
     pytest_plugin.give_worker_its_ports()
     assert os.environ["ODRADEK_PORT_RANGE"] == "40000-40100"
+
+
+def test_the_pool_runs_at_most_two_shared_clusters_and_stops_the_least_recently_used(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asking for a third shape stops the shared cluster used least recently; a shape asked for again is reused
+    while it runs, and started anew once stopped."""
+    from odradek.deploy import local
+
+    events: list[str] = []
+
+    class FakeCluster:
+        def __init__(self, brokers: int) -> None:
+            self.brokers = brokers
+            self.nodes = [SimpleNamespace(node_id=1, pid=os.getpid())]  # "running" to restore()
+
+        def start_all_and_wait(self) -> None:
+            events.append(f"start {self.brokers}")
+
+        def stop_all(self, timeout: float) -> None:
+            events.append(f"stop {self.brokers}")
+
+    create = staticmethod(lambda directory, **args: FakeCluster(args["brokers"]))
+    monkeypatch.setattr(local.DevCluster, "create", create)
+    pool = pytest_plugin.ClusterPool(tmp_path_factory)
+    one = pool.get({"brokers": 1})
+    assert pool.get({"brokers": 2}) is not one
+    assert pool.get({"brokers": 1}) is one  # reused, and now the most recently used
+    pool.get({"brokers": 3})  # the third shape: brokers=2 was used least recently
+    assert events == ["start 1", "start 2", "stop 2", "start 3"]
+    assert pool.get({"brokers": 1}) is one
+    pool.get({"brokers": 2})
+    assert events[-2:] == ["stop 3", "start 2"]
+    pool.close()
+    assert sorted(events[-2:]) == ["stop 1", "stop 2"]
