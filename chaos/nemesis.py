@@ -321,6 +321,7 @@ class Nemesis:
             detail = f"data directory full ({taken >> 20} MiB filler, {freed >> 10} KiB reserved blocks freed)"
             detail += f" for {step.duration}s"
         else:
+            epoch = self._broker_epoch(node)
             self._stop(node)
             if kind == "crash-unsynced":
                 losses = lose_unsynced(ledger_path(self.cluster, node), [directory])
@@ -338,32 +339,45 @@ class Nemesis:
                 self._stop(node)
                 disks.unfill(directory)
             self.cluster.start(node)
-            detail = "restarted" if kind == "disk-full" else f"restarted, {self._wait_in_sync(node)}"
+            detail = "restarted" if kind == "disk-full" else f"restarted, {self._wait_in_sync(node, epoch)}"
             self._record(Heal(kind, f"node-{node}", detail, process="nemesis"), step)
 
         return heal
 
-    def _wait_in_sync(self, node: int, timeout: float = RESYNC_TIMEOUT_S) -> str:
+    def _broker_epoch(self, node: int) -> int:
+        """The node's registration epoch now (-1 if unknown): its next incarnation registers with a higher one."""
+        try:
+            return next((b.epoch for b in self.admin.describe_cluster().brokers if b.node_id == node), -1)
+        except Exception:
+            return -1
+
+    def _wait_in_sync(self, node: int, old_epoch: int, timeout: float = RESYNC_TIMEOUT_S) -> str:
         """Wait (bounded) until a node whose disk lost data is back in the ISR of every partition it hosts, as an
         operator replacing disks one at a time waits for re-replication: a data-losing fault on a second replica
         before then takes more copies than the replication factor allows for (three wipes within seconds on a
-        loaded machine destroyed every copy of a partition). Says how long it took, or what still lagged."""
+        loaded machine destroyed every copy of a partition). Only metadata that already holds the node's new
+        registration counts: until then the ISR still lists the lost incarnation, which the registration removes.
+        Says how long it took, or what still lagged."""
         started = time.monotonic()
-        lagging: list[str] = ["(metadata not read)"]
+        lagging: list[str] = ["(its new registration not seen)"]
         while time.monotonic() - started < timeout:
             try:
-                topics = self.admin.describe_topics(include_internal=True)
+                # The topics are read after the registration is seen, from the admin's node: at least as new.
+                brokers = self.admin.describe_cluster().brokers
+                registered = any(b.node_id == node and b.epoch > old_epoch and not b.fenced for b in brokers)
+                topics = self.admin.describe_topics(include_internal=True) if registered else []
             except Exception:  # the cluster may still be electing: ask again
                 time.sleep(0.2)
                 continue
-            lagging = [
-                f"{t.name}-{p.partition}"
-                for t in topics
-                for p in t.partitions
-                if node in p.replicas and node not in p.isr
-            ]
-            if not lagging:
-                return f"back in every ISR after {time.monotonic() - started:.1f}s"
+            if registered:
+                lagging = [
+                    f"{t.name}-{p.partition}"
+                    for t in topics
+                    for p in t.partitions
+                    if node in p.replicas and node not in p.isr
+                ]
+                if not lagging:
+                    return f"back in every ISR after {time.monotonic() - started:.1f}s"
             time.sleep(0.2)
         return f"not back in the ISR of {', '.join(sorted(lagging)[:5])} after {timeout:.0f}s"
 
