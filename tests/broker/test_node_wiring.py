@@ -122,8 +122,9 @@ def test_listener_names_pick_the_controller_listener_and_advertised_overrides_th
     assert default.advertised_broker_listener == default.broker_listener  # no advertised.listeners: the listener
 
 
-async def start_node(tmp_path: Path, **extra: object) -> Node:
-    controller, broker = free_port(), free_port()
+def node_config(tmp_path: Path, broker: int | None = None, **extra: object) -> NodeConfig:
+    """A combined node's formatted config, its broker listener on ``broker`` (default: a free port)."""
+    controller, broker = free_port(), broker or free_port()
     config = NodeConfig(
         {
             "process.roles": "broker,controller",
@@ -135,7 +136,11 @@ async def start_node(tmp_path: Path, **extra: object) -> Node:
         }
     )
     format_storage(config, "wiring-test")
-    n = Node(config)
+    return config
+
+
+async def start_node(tmp_path: Path, **extra: object) -> Node:
+    n = Node(node_config(tmp_path, **extra))
     await n.start()
     return n
 
@@ -265,19 +270,8 @@ async def test_a_node_whose_port_is_taken_does_not_start(tmp_path: Path) -> None
     holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     holder.bind(("127.0.0.1", broker))
     holder.listen()
-    controller = free_port()
-    config = NodeConfig(
-        {
-            "process.roles": "broker,controller",
-            "node.id": 1,
-            "controller.quorum.voters": f"1@127.0.0.1:{controller}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{broker},CONTROLLER://127.0.0.1:{controller}",
-            "log.dirs": str(tmp_path / "data"),
-        }
-    )
-    format_storage(config, "wiring-test")
     try:
         with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{broker} \\(listener PLAINTEXT\\)"):
-            await Node(config).start()
+            await Node(node_config(tmp_path, broker)).start()
     finally:
         holder.close()
