@@ -66,12 +66,13 @@ def free_ports(count: int) -> list[int]:
     with contextlib.ExitStack() as stack:
         sockets = []
         for port in _candidates(span, count):
-            s = stack.enter_context(socket.socket())
+            s = socket.socket()
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
+                s.close()
                 continue
-            sockets.append(s)
+            sockets.append(stack.enter_context(s))
             if len(sockets) == count:
                 return [s.getsockname()[1] for s in sockets]
         raise OSError(f"fewer than {count} free ports in {PORT_RANGE_ENV}={os.environ[PORT_RANGE_ENV]}")
