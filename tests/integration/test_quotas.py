@@ -105,6 +105,7 @@ def result(process: subprocess.Popen, timeout: float = RUN_S + 120) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+@pytest.mark.alone  # its p99 latencies alone and beside the greedy clients are minutes apart: other load skews them
 def test_greedy_clients_are_held_to_their_quotas_and_a_well_behaved_producer_keeps_its_service(
     cluster: DevCluster, admin: Admin
 ) -> None:
