@@ -28,17 +28,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-_measured: dict[str, float] = {}
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--record-durations") and not hasattr(config, "workerinput"):  # xdist's controller
+        config.pluginmanager.register(DurationRecorder(), "odradek-durations")
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    path = report.nodeid.split("::")[0]
-    _measured[path] = _measured.get(path, 0.0) + report.duration
+class DurationRecorder:
+    """Sums each file's test reports (setup, call, teardown) and writes them at the end of the session."""
 
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    if session.config.getoption("--record-durations") and not hasattr(session.config, "workerinput"):
-        DURATIONS.write_text(json.dumps({k: round(v, 1) for k, v in sorted(_measured.items())}, indent=0) + "\n")
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        path = report.nodeid.split("::")[0]
+        self.seconds[path] = self.seconds.get(path, 0.0) + report.duration
+
+    def pytest_sessionfinish(self) -> None:
+        DURATIONS.write_text(json.dumps({k: round(v, 1) for k, v in sorted(self.seconds.items())}, indent=0) + "\n")
 
 
 def group_of(path: str) -> str:
