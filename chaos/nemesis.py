@@ -63,6 +63,7 @@ NETWORK_FAULTS = ("partition", "bridge", "slow", "isolate-kill-leader")
 RESPONSE_FAULTS = ("lost-responses", "late-responses")  # need the broker->controller proxy
 DISK_FAULTS = ("crash-unsynced", "wipe-disk", "disk-full")
 RESYNC_TIMEOUT_S = 60.0  # the longest a data-losing fault's heal waits for the node to catch up again
+TARGET_RETRY_S = 0.25  # how often a step whose target is missing looks again
 GROUP_FAULTS = ("kill-coordinator", "pause-coordinator", "kill-consumer")  # need the group workload
 COORDINATOR_FAULTS = ("kill-coordinator", "pause-coordinator")  # also with the transactional workload
 ALL_FAULTS = PROCESS_FAULTS + NETWORK_FAULTS + RESPONSE_FAULTS + DISK_FAULTS + GROUP_FAULTS
@@ -198,12 +199,21 @@ class Nemesis:
     # -- running -------------------------------------------------------------------------------------------------
 
     def run(self, steps: list[Step], stop: threading.Event) -> None:
+        """Inject each step at its time. A step whose target is missing (a leader not yet elected after the last
+        fault, a metadata request that timed out on a loaded machine) is retried until the next step is due, so a
+        slow recovery does not silently thin the schedule out."""
         start = time.monotonic()
-        for step in steps:
+        for i, step in enumerate(steps):
             if stop.wait(max(0.0, start + step.at - time.monotonic())):
                 return
+            due = start + (steps[i + 1].at if i + 1 < len(steps) else step.at + step.duration)
             heal = self._inject(step)
+            while heal is None and time.monotonic() < due:
+                if stop.wait(TARGET_RETRY_S):
+                    return
+                heal = self._inject(step)
             if heal is None:
+                self.log(f"  {step.at:7.2f}s {step.kind}: no target before the next step was due, skipped")
                 continue
             self.injected += 1
             stop.wait(step.duration)
@@ -238,7 +248,6 @@ class Nemesis:
         else:
             return self._network_fault(kind, rng)
         if target is None:
-            self.log(f"  {step.at:7.2f}s {kind}: no target now, skipped")
             return None
         if kind.startswith("kill"):
             return self._kill(kind, target, step)
@@ -263,7 +272,6 @@ class Nemesis:
             raise RuntimeError("fault kill-consumer needs the group workload")
         victim = members.kill_member(step.choice)
         if victim is None:
-            self.log(f"  {step.at:7.2f}s kill-consumer: no member runs now, skipped")
             return None
         self._record(Fault("kill-consumer", victim, f"crashed for {step.duration}s", process="nemesis"), step)
 
