@@ -146,6 +146,7 @@ class Nemesis:
             {"bootstrap.servers": cluster.admin_servers, "request.timeout.ms": 3000, **cluster.security_config()}
         )
         self.injected = 0
+        self.no_target = "no target"  # why the last target lookup found none, for the log
 
     def close(self) -> None:
         self.admin.close()
@@ -157,17 +158,21 @@ class Nemesis:
 
     def _partition_leader(self, choice: int) -> int | None:
         try:
-            partitions = self.admin.describe_topic(self.topic).partitions
-        except Exception:
+            partitions = self.admin.describe_topics([self.topic])[0].partitions  # metadata only: no leader must answer
+        except Exception as e:
+            self.no_target = f"describing the topic failed: {e}"
             return None
         p = partitions[choice % len(partitions)]
+        self.no_target = f"partition {p.partition} has no leader (ISR {list(p.isr)})"
         return p.leader if p.leader > 0 else None
 
     def _controller_leader(self) -> int | None:
         try:
             leader = self.admin.describe_cluster().controller_leader
-        except Exception:
+        except Exception as e:
+            self.no_target = f"describing the cluster failed: {e}"
             return None
+        self.no_target = "no controller leader"
         return leader if leader > 0 else None
 
     def _coordinator(self, choice: int) -> int | None:
@@ -213,7 +218,9 @@ class Nemesis:
                     return
                 heal = self._inject(step)
             if heal is None:
-                self.log(f"  {step.at:7.2f}s {step.kind}: no target before the next step was due, skipped")
+                self.log(
+                    f"  {step.at:7.2f}s {step.kind}: no target before the next step was due, skipped ({self.no_target})"
+                )
                 continue
             self.injected += 1
             stop.wait(step.duration)
@@ -223,6 +230,7 @@ class Nemesis:
         """Start the fault; return the function that heals it (None if it had no target)."""
         rng = random.Random(step.choice)
         kind = step.kind
+        self.no_target = "no target"
         target: int | None
         if kind in ("kill", "pause"):
             target = rng.choice(self._brokers())

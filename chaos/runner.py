@@ -201,7 +201,7 @@ def run(options: RunOptions, log=print) -> RunResult:
         client_security = security
         with Admin({"bootstrap.servers": cluster.admin_servers, "request.timeout.ms": 10000, **security}) as admin:
             admin.create_topic(topic, options.partitions, min(3, options.brokers), {"min.insync.replicas": "2"})
-            _wait(lambda: all(p.leader > 0 for p in admin.describe_topic(topic).partitions), 30, "topic leaders")
+            _wait(lambda: all(p.leader > 0 for p in admin.describe_topics([topic])[0].partitions), 30, "topic leaders")
             if options.security:
                 client_security = workload_user(cluster, admin, topic, security)
                 log(f"workload user {WORKLOAD_USER}: SCRAM, only the ACLs it needs")
@@ -254,12 +254,14 @@ def run(options: RunOptions, log=print) -> RunResult:
         with Admin({"bootstrap.servers": cluster.admin_servers, "request.timeout.ms": 10000, **security}) as admin:
             try:
                 _wait(
-                    lambda: all(len(p.isr) == len(p.replicas) for p in admin.describe_topic(topic).partitions),
+                    lambda: all(len(p.isr) == len(p.replicas) for p in admin.describe_topics([topic])[0].partitions),
                     90,
                     "every ISR whole again",
                 )
             except TimeoutError as e:
-                state = [(p.partition, p.leader, p.leader_epoch, p.isr) for p in admin.describe_topic(topic).partitions]
+                state = [
+                    (p.partition, p.leader, p.leader_epoch, p.isr) for p in admin.describe_topics([topic])[0].partitions
+                ]
                 raise TimeoutError(f"{e}: (partition, leader, epoch, ISR) {state}") from None
         workload.stop()
         workload.final_read()
