@@ -834,9 +834,16 @@ static int pending_write(Pending *r, char **out_io) {
     return 0;
 }
 
+/* A delta as an int64: TypeError for a non-integer, OverflowError (varint.py's message) for an integer beyond int64,
+ * whose zigzag varint could not decode to it. */
 static int to_int64(PyObject *obj, int64_t *out) {
-    long long v = PyLong_AsLongLong(obj);
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
     if (v == -1 && PyErr_Occurred()) return -1;
+    if (overflow) {
+        PyErr_Format(PyExc_OverflowError, "%S does not fit a signed 64-bit varint", obj);
+        return -1;
+    }
     *out = v;
     return 0;
 }

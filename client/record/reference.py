@@ -431,7 +431,8 @@ def _encode_headers(headers: Headers) -> bytes:
 def encode_record(
     offset_delta: int, timestamp_delta: int, key: Bytes | None, value: Bytes | None, headers: Headers = ()
 ) -> bytes:
-    """One record, length prefix included."""
+    """One record, length prefix included. The deltas are int64s (Kafka's varlong): a wider one raises
+    OverflowError (``encode_varint``), as in the native codec, rather than write a record that decodes elsewhere."""
     table = VARINT
     limit = TABLE_LIMIT
     parts: list[Bytes] = [

@@ -11,10 +11,14 @@ from odradek.client.errors import CorruptRecordError
 
 # Non-negative values below this encode in at most two bytes (zigzag value < 2**14).
 TABLE_LIMIT = 8192
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _encode_slow(value: int) -> bytes:
-    z = (value << 1) ^ (value >> 63)
+    z = (value << 1) ^ (value >> 63)  # the shift first: a non-integer raises TypeError, as in the native codec
+    if not INT64_MIN <= value <= INT64_MAX:
+        # Beyond int64 the zigzag above is no zigzag: the bytes would decode to another value.
+        raise OverflowError(f"{value} does not fit a signed 64-bit varint")
     out = bytearray()
     while z > 0x7F:
         out.append((z & 0x7F) | 0x80)
@@ -32,7 +36,8 @@ NULL_LENGTH = b"\x01"  # -1: the length of a null key, value or header value
 
 
 def encode_varint(value: int) -> bytes:
-    """Encode a signed 64-bit integer as a zigzag varint."""
+    """Encode a signed 64-bit integer as a zigzag varint; OverflowError for any other integer (Kafka's varlong is
+    an int64, and a wider value cannot round-trip)."""
     if 0 <= value < TABLE_LIMIT:
         return VARINT[value]
     return _encode_slow(value)

@@ -219,6 +219,31 @@ def test_encode_errors_are_typed_alike() -> None:
         assert expected[:2] == outcome(getattr(native, name), *args)[:2] == ("error", TypeError)
 
 
+INT64_EDGES = [-(2**63), -(2**63) + 1, 2**63 - 1]
+BEYOND_INT64 = [-(2**63) - 1, 2**63, 2**64 + 5, -(2**69)]
+
+
+@pytest.mark.parametrize("delta", INT64_EDGES + BEYOND_INT64)
+def test_deltas_are_int64_in_both_encoders(delta: int) -> None:
+    """A record's deltas are zigzag varints of int64s (Kafka's varlong): both codecs encode the int64 edges to the
+    same bytes, which decode back to them, and refuse one past an edge with the same OverflowError and message,
+    never writing a record whose offset or timestamp decodes to another value."""
+    encodings = [  # (function, arguments, the record's (offset, timestamp) at base offset and timestamp 0)
+        ("encode_record", (delta, 0, b"k", b"v"), (delta, 0)),
+        ("encode_record", (0, delta, None, b"v", [("h", b"x")]), (0, delta)),
+        ("encode_records", ([b"v"], None, [delta], None), (0, delta)),
+    ]
+    for name, args, position in encodings:
+        result = same(name, *args)
+        if delta not in INT64_EDGES:
+            assert result[:2] == ("error", OverflowError)
+            continue
+        section = result[2]
+        (record,) = reference.decode_records(section, 0, len(section), 1, 0, 0, None, Record, (), ())
+        assert (record.offset, record.timestamp) == position
+        same("decode_records", section, 0, len(section), 1, 0, 0, None, Record, (), ())
+
+
 # -- decoding and the walk -------------------------------------------------------------------------------------------
 
 

@@ -1,10 +1,12 @@
-"""Zigzag varints: the table agrees with the bit loop, and every int64 round trips."""
+"""Zigzag varints: the table agrees with the bit loop, every int64 round trips, and no wider integer is encoded."""
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from odradek.client.errors import CorruptRecordError
+from odradek.client.record import codec
+from odradek.client.record.batch import Record
 from odradek.client.record.varint import (
     TABLE_LIMIT,
     VARINT,
@@ -53,3 +55,26 @@ def test_overlong_and_truncated_varints() -> None:
         read_zigzag(b"\xff" * 11, 0)
     with pytest.raises(IndexError):
         read_zigzag(b"\xff\xff", 0)
+
+
+@pytest.mark.parametrize("value", [-(2**63) - 1, 2**63, 2**64 + 5, -(2**69)])
+def test_integers_beyond_int64_are_refused(value: int) -> None:
+    """Past int64 the zigzag bit trick is no zigzag: the bytes would decode to another integer."""
+    with pytest.raises(OverflowError):
+        encode_varint(value)
+
+
+@pytest.mark.parametrize("delta", [-(2**63), 2**63 - 1, -(2**63) - 1, 2**63])
+def test_the_running_codec_keeps_record_deltas_to_int64(delta: int) -> None:
+    """Whichever codec runs (native, or the reference with ODRADEK_NO_EXTENSIONS=1): an int64 delta round-trips, one
+    past int64 is refused rather than written as a record at another offset or time."""
+    if not -(2**63) <= delta < 2**63:
+        with pytest.raises(OverflowError):
+            codec.encode_record(delta, 0, b"k", b"v")
+        with pytest.raises(OverflowError):
+            codec.encode_record(0, delta, b"k", b"v")
+        return
+    for offset_delta, timestamp_delta in [(delta, 0), (0, delta)]:
+        encoded = codec.encode_record(offset_delta, timestamp_delta, b"k", b"v")
+        (record,) = codec.decode_records(encoded, 0, len(encoded), 1, 0, 0, None, Record, (), ())
+        assert (record.offset, record.timestamp, record.value) == (offset_delta, timestamp_delta, b"v")
