@@ -5,6 +5,7 @@ log dir's ``cleaner-offset-checkpoint``, and the figures for metrics and Describ
 Every replica cleans its own log, as in Kafka, with one difference: a tombstone is removed only below the offset
 every replica of the partition has reached (``Partition.tombstone_horizon``), so a replica that was away longer
 than ``delete.retention.ms`` still meets every delete when it catches up instead of keeping the deleted values.
+That offset is read when a pass starts and again before each of its swaps (a replica added meanwhile lowers it).
 
 The threads read the partitions and the metadata image, which the event loop replaces rather than mutates, and
 each ``Log`` under its own lock; nothing here runs on the event loop but ``gauges`` and ``uncleanable``.
@@ -122,7 +123,7 @@ class BrokerLogCleaner:
             if key in offline or p.log.offline or "compact" not in self.replicas.cleanup_policy(key[0]):
                 continue
             config = compaction_config(image.topic_configs(key[0]), dynamic, self.config)
-            out[key] = CompactedLog(p.log, config, p.tombstone_horizon())
+            out[key] = CompactedLog(p.log, config, p.tombstone_horizon(), p.tombstone_horizon)
         with self._lock:
             for seen in list(self._seen):
                 if seen not in out or out[seen].log is not self._seen[seen]:

@@ -197,6 +197,40 @@ def test_a_corrupt_log_is_uncleanable_and_the_others_are_still_cleaned(broker: B
     assert "CorruptRecordError" in why[("bad", 0)] and why[("good", 0)] == ""
 
 
+def test_an_unexpected_failure_is_counted_uncleanable_and_long_max_delete_retention_is_cleaned(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    compact = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0"}
+    broker.apply(records({"bad": compact, "forever": compact | {"delete.retention.ms": str(2**63 - 1)}}))
+    for topic in ("bad", "forever"):
+        broker.put(topic, [(b"k%d" % (i % 3), b"v%d" % i) for i in range(12)] + [(b"k0", None)])
+        broker.put(topic, [(b"x%d" % i, b"v") for i in range(6)])
+        log = broker.replicas.get(topic, 0).log
+        log.high_watermark = log.log_end_offset
+    bad = broker.replicas.get("bad", 0).log
+    entry = broker.cleaner.compacted_logs()[("forever", 0)]
+    assert entry.tombstone_horizon is not None  # the live horizon, read again before each swap
+    assert entry.tombstone_horizon() == entry.tombstone_horizon_offset
+    cleaner = broker.cleaner.threads[0].cleaner
+    clean = cleaner.clean
+
+    def fails_on_bad(log: object, *args: object) -> object:
+        if log is bad:
+            raise RuntimeError("a bug")
+        return clean(log, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cleaner, "clean", fails_on_bad)
+    assert broker.clean() >= 2
+    assert broker.cleaner.uncleanable() == {("bad", 0): "RuntimeError: a bug"}
+    gauges = {m.name: m for m in broker.cleaner.gauges()}
+    assert gauges["odradek_log_cleaner_uncleanable_partitions"].samples[0].value == 1
+    latest = broker.latest("forever")
+    assert latest[b"k0"] is None and latest[b"k1"] == b"v10"  # cleaned, the tombstone kept for good
+    state = broker.cleaner.manager.log_state(("forever", 0))
+    assert state is not None and state.first_dirty > 12  # cleaned past the tombstone
+    assert broker.clean() == 0  # nothing left in progress nor due
+
+
 def test_the_node_keys_become_the_cleaner_threads_settings(tmp_path: Path) -> None:
     keys = {
         "log.cleaner.threads": 2,

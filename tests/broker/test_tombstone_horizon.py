@@ -6,6 +6,10 @@ fetching after it holds ``k=old``; the key is deleted, every segment rolls, ``de
 passes and both remaining replicas clean. Broker 3 returns, catches up and is elected. The same run with the
 horizon every replica's cleaner would use without the rule (its high watermark: Kafka's behaviour) shows the
 instant is reached: there the tombstone is gone from the others and broker 3 leads with ``k=old``.
+
+The offset every replica reached belongs to one replica set: the later tests add a replica (a reassignment) and
+check that neither a follower holding its leader's older word nor a pass already under way removes a tombstone the
+new replica still needs.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ def clean(p: Partition, horizon: Callable[[Partition], int]) -> None:
         "cleaner",
         CleanerManager(NOW),
         Cleaner(1 << 20, clock=lambda: NOW),
-        lambda: {"t-0": CompactedLog(p.log, CONFIG, horizon(p))},
+        lambda: {"t-0": CompactedLog(p.log, CONFIG, horizon(p), lambda: horizon(p))},
         clock=lambda: NOW,
     )
     for _ in range(4):
@@ -135,3 +139,112 @@ def test_the_offset_every_replica_reached_is_capped_by_each_follower_and_the_hig
     assert (s.high_watermark, s.all_replicas_offset()) == (8, 8)
     s.on_metadata(1, (1, 2, 3, 4), (1, 2, 3), 10, now_ms=0)  # a replica added: nothing is known of it
     assert s.all_replicas_offset() == 0
+
+
+def deleted_then_filled(leader: Partition) -> None:
+    """k=old, two fillers (so k=old and its tombstone lie in different segments), the tombstone, six more keys."""
+    put(leader, b"k", b"old")
+    put(leader, b"a", b"v")
+    put(leader, b"b", b"v")
+    put(leader, b"k", None)
+    for i in range(6):
+        put(leader, b"other-%d" % i, b"v")
+
+
+def test_a_follower_drops_the_leaders_horizon_when_a_replica_is_added_and_the_delete_survives_a_failover(
+    tmp_path: Path,
+) -> None:
+    """A reassignment adds broker 3, which copies k=old from leader 1; follower 2 hears nothing from 1 for a while
+    and cleans; 1 fails, 2 leads, 3 catches up from 2 and is elected. The offset 1 last told 2 counted the old
+    replica set only, so 2 must not remove the tombstone with it."""
+    replicas = Replicas(tmp_path, config=LOG)
+    try:
+        replicas.publish(build(brokers(1, 2, 3), topic(), partition(0, (1, 2), leader=1)), to=(1, 2))
+        leader, follower, added = replicas.parts[1], replicas.parts[2], replicas.parts[3]
+        deleted_then_filled(leader)
+        for _ in range(8):
+            replicas.fetch(2)
+        end = leader.log.log_end_offset
+        assert follower.tombstone_horizon() == end
+        grown = partition(0, (1, 2, 3), isr=(1, 2), leader=1, partition_epoch=1, adding=(3,))
+        replicas.publish(build(brokers(1, 2, 3), topic(), grown))
+        assert follower.tombstone_horizon() == 0  # nothing is known yet of what broker 3 holds
+        replicas.fetch(3)
+        assert latest(added) == {b"k": b"old", b"a": b"v"}
+        clean(follower, Partition.tombstone_horizon)
+        assert latest(follower)[b"k"] is None
+        failover = partition(0, (1, 2, 3), isr=(2,), leader=2, leader_epoch=1, partition_epoch=2, adding=(3,))
+        replicas.publish(build(brokers(1, 2, 3), topic(), failover), to=(2, 3))
+        for _ in range(8):
+            replicas.fetch(3, leader=2)
+        assert added.log.log_end_offset == end
+        replicas.publish(build(brokers(1, 2, 3), topic(), partition(0, (3, 2), leader=3, leader_epoch=2,
+                                                                      partition_epoch=3)), to=(2, 3))  # fmt: skip
+        assert added.is_leader and latest(added)[b"k"] is None
+    finally:
+        replicas.close()
+
+
+def test_a_follower_drops_the_horizon_of_a_previous_leader(tmp_path: Path) -> None:
+    replicas = Replicas(tmp_path, config=LOG)
+    try:
+        replicas.publish(build(brokers(1, 2, 3), topic(), partition(0, (1, 2, 3), leader=1)))
+        deleted_then_filled(replicas.parts[1])
+        for _ in range(8):
+            for b in (2, 3):
+                replicas.fetch(b)
+        end = replicas.parts[1].log.log_end_offset
+        assert replicas.parts[3].tombstone_horizon() == end
+        replicas.publish(build(brokers(1, 2, 3), topic(), partition(0, (1, 2, 3), leader=2, leader_epoch=1)))
+        assert replicas.parts[3].tombstone_horizon() == 0  # until the new leader answers
+        replicas.fetch(1, leader=2)
+        replicas.fetch(3, leader=2)
+        assert replicas.parts[3].tombstone_horizon() == end
+    finally:
+        replicas.close()
+
+
+def test_a_replica_added_while_a_pass_runs_makes_its_swap_keep_the_tombstone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Broker 1 copied k=old, fell out of the ISR, and copied the tombstone only after leader 2 had stamped its
+    delete horizon (already passed): once 1 leads, one pass of its cleaner removes both. Broker 3 is added after
+    that pass read its horizon and copies k=old before the swap: the swap must see that the horizon fell and keep
+    the tombstone, or broker 3 reads on past it and keeps k=old for good."""
+    replicas = Replicas(tmp_path, config=LOG)
+    try:
+        lagging = partition(0, (1, 2), isr=(2,), leader=2)
+        replicas.publish(build(brokers(1, 2, 3), topic(), lagging), to=(1, 2))
+        before, leader, added = replicas.parts[2], replicas.parts[1], replicas.parts[3]
+        deleted_then_filled(before)
+        replicas.fetch(1, leader=2)  # broker 1 copies k=old
+        clean(before, Partition.tombstone_horizon)  # 2 drops k=old and stamps the tombstone, kept for 1
+        assert latest(before)[b"k"] is None
+        for _ in range(8):
+            replicas.fetch(1, leader=2)
+        end = before.log.log_end_offset
+        assert replicas.values(1)[0] == b"old" and latest(leader)[b"k"] is None
+        # broker 1 is elected (a preferred-leader election) and learns that 2 has everything
+        replicas.publish(build(brokers(1, 2, 3), topic(), partition(0, (1, 2), leader=1, leader_epoch=1)), to=(1, 2))
+        for _ in range(2):
+            replicas.fetch(2)
+        assert leader.tombstone_horizon() == end
+
+        swap = leader.log.replace_segments
+        grown = partition(0, (1, 2, 3), isr=(1, 2), leader=1, leader_epoch=1, partition_epoch=1, adding=(3,))
+
+        def replica_added_first(*args: object, **kwargs: object) -> bool:
+            monkeypatch.setattr(leader.log, "replace_segments", swap)
+            replicas.publish(build(brokers(1, 2, 3), topic(), grown))
+            replicas.fetch(3)  # before the first swap: broker 3 copies the segment holding k=old
+            assert replicas.values(3)[0] == b"old"
+            return swap(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(leader.log, "replace_segments", replica_added_first)
+        clean(leader, Partition.tombstone_horizon)
+        assert latest(leader)[b"k"] is None  # kept for broker 3
+        for _ in range(8):
+            replicas.fetch(3)
+        assert added.log.log_end_offset == end and latest(added)[b"k"] is None
+    finally:
+        replicas.close()

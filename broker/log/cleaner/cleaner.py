@@ -13,7 +13,8 @@ What a pass keeps, batch by batch, for segments from the log start up to the end
   bring the deleted key's old value back). The horizon is stamped in the batch the first time a pass recopies it
   with a tombstone: the batch's base timestamp becomes now + ``delete.retention.ms`` and its delete-horizon
   attribute bit is set (Kafka's KIP-534 layout; the records' timestamp deltas are re-based, so every record keeps
-  its timestamp). It lives in the log, so it survives restarts and needs no side file;
+  its timestamp). It lives in the log, so it survives restarts and needs no side file. A horizon beyond what a
+  batch holds (``delete.retention.ms`` up to Long.MAX, Kafka's "for good") is capped to the largest that fits;
 - a record without a key is kept (counted in ``keyless_records``): Kafka's broker refuses keyless records for a
   compacted topic and its cleaner drops any that got in; this log cannot know whether they were accepted on
   purpose, and never loses data silently;
@@ -22,13 +23,18 @@ What a pass keeps, batch by batch, for segments from the log start up to the end
   transaction is left before it and its delete horizon passed, stamped and bounded by the tombstone horizon offset
   as a tombstone is (a follower that has the data but not yet the marker must still get it). An ABORT marker kept
   with data before it keeps its aborted-index entry in the cleaned segment (transactions.py);
-- the last data batch and last marker of every producer id are kept whole (its sequence lets an idempotent
-  producer continue, and a restarted broker rebuilds the producer state from it);
+- the last data batch and last marker of every producer id are never dropped (its header's sequence lets an
+  idempotent producer continue, and a restarted broker rebuilds the producer state from it): the last data batch
+  loses its superseded records as any other, and stays, if none is left, as an empty batch (Kafka's
+  ``RETAIN_EMPTY``), with its max timestamp, which the producer's expiry follows. Its records must go in the pass
+  that maps them: the pass's end becomes the first dirty offset, and no later pass maps those keys again;
 - a batch left without records is dropped; a batch losing some is rebuilt with ``assemble_batch`` in its own codec,
   keeping its base offset, last offset delta (so its sequence range), epoch and producer fields.
 
 Segments are recopied in groups of consecutive segments whose total size fits ``segment.bytes`` (and whose
-offsets fit one index), each group into one new segment swapped in crash-safely (swap.py).
+offsets fit one index), each group into one new segment swapped in crash-safely (swap.py). A swap that would
+remove a tombstone or marker at or above the tombstone horizon *as of the swap* is refused (the pass is redone):
+a replica added during a pass lowers the horizon, and may already have copied the value a tombstone deletes.
 """
 
 from __future__ import annotations
@@ -52,10 +58,11 @@ from odradek.broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, MAX_RELATIVE_OF
 from odradek.broker.log.swap import cleaned_path
 from odradek.broker.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxnEntry, encode_entries
 from odradek.client.errors import CorruptRecordError, OdradekError
-from odradek.client.record.batch import read_batches
+from odradek.client.record.batch import Record, read_batches
 from odradek.client.record.builder import assemble_batch, encode_record
 from odradek.client.record.control import ControlType, parse_control_record
 from odradek.client.record.header import (
+    COMPRESSION_MASK,
     DELETE_HORIZON_FLAG,
     HEADER_SIZE,
     BatchHeader,
@@ -66,6 +73,7 @@ from odradek.client.record.header import (
 _MAX_TIMESTAMP = struct.Struct(">q")  # at byte 35 of a batch
 READ_CHUNK = 1 << 20
 WRITE_CHUNK = 1 << 20
+INT64_MAX = 2**63 - 1  # the largest timestamp (and timestamp delta) a batch holds
 
 
 class OffsetMapTooSmallError(OdradekError):
@@ -84,7 +92,16 @@ class _BatchFilter:
     stats: PassStats
     defer: Callable[[], None]  # between chunks of PAUSE_EVERY records (see _defer_to_other_threads)
     txns: TxnTracker
+    # The tombstone horizon as of now (None: fixed), and the largest offset of a tombstone or marker removed since
+    # the last swap: the next swap may go ahead only while that offset stays below the horizon.
+    live_horizon: Callable[[], int] | None = None
+    removed_up_to: int = -1
     tombstone_due: list[int] = field(default_factory=list)
+
+    def removals_still_safe(self) -> bool:
+        """Called under the log's lock right before a swap: a replica added since the pass read its horizon (and
+        served from this log before the swap) may hold values whose tombstones this swap would remove."""
+        return self.live_horizon is None or self.removed_up_to < self.live_horizon()
 
     def apply(self, data: bytes, h: BatchHeader) -> bytes | memoryview | None:
         """The batch as the cleaned segment holds it, or None to drop it."""
@@ -95,12 +112,11 @@ class _BatchFilter:
                 return raw
             return self._expire_marker(data, h, raw)
         aborted = self.txns.on_data_batch(h)
-        if h.last_offset in self.protected:
-            return raw
+        protected = h.last_offset in self.protected
         if aborted:
             self.stats.records_read += h.records_count
             self.stats.records_removed += h.records_count
-            return None
+            return _emptied(h) if protected else None
         defer = self.defer
         scanned = scan_batch(data, h, defer)
         keys, offsets = scanned.keys, scanned.offsets
@@ -108,7 +124,7 @@ class _BatchFilter:
         stats = self.stats
         stats.records_read += count
         flagged = bool(h.attributes & DELETE_HORIZON_FLAG)
-        horizon = h.base_timestamp if flagged else self.now_ms + self.delete_retention_ms
+        horizon = h.base_timestamp if flagged else min(self.now_ms + self.delete_retention_ms, INT64_MAX)
         expired = flagged and horizon <= self.now_ms
         latest: list[int] = []
         for i in range(0, count, PAUSE_EVERY):
@@ -125,6 +141,7 @@ class _BatchFilter:
             elif i in null_values:
                 if expired and offsets[i] < self.tombstone_horizon_offset:
                     stats.tombstones_removed += 1
+                    self.removed_up_to = max(self.removed_up_to, offsets[i])
                     continue
                 tombstones += 1
                 if expired:
@@ -137,20 +154,22 @@ class _BatchFilter:
         if len(kept) == count and not stamp:
             return raw  # the common case of a clean section: no value decoded
         if not kept:
-            return None
+            return _emptied(h) if protected else None
+        records = []
+        for first, stop in _runs(kept, PAUSE_EVERY):
+            records += decode_span(scanned, first, stop)
+            defer()
+        base_ts = _stamped_base(horizon, records) if stamp else h.base_timestamp
         flagged = flagged or stamp
-        base_ts = horizon if flagged else h.base_timestamp
         encoded: list[bytes] = []
         max_ts = -1
-        for first, stop in _runs(kept, PAUSE_EVERY):
-            for r in decode_span(scanned, first, stop):
-                encoded.append(
-                    encode_record(r.offset - h.base_offset, r.timestamp - base_ts, r.key, r.value, r.headers)
-                )
-                max_ts = max(max_ts, r.timestamp)
-            defer()
-        if h.is_log_append_time:
-            max_ts = h.max_timestamp
+        for i, r in enumerate(records, 1):
+            encoded.append(encode_record(r.offset - h.base_offset, r.timestamp - base_ts, r.key, r.value, r.headers))
+            max_ts = max(max_ts, r.timestamp)
+            if i % PAUSE_EVERY == 0:
+                defer()
+        if h.is_log_append_time or protected:
+            max_ts = h.max_timestamp  # a producer's last batch: its max timestamp drives the producer's expiry
         return assemble_batch(
             b"".join(encoded),
             len(kept),
@@ -177,12 +196,13 @@ class _BatchFilter:
                 return raw
             if h.last_offset < self.tombstone_horizon_offset:
                 stats.markers_removed += 1
+                self.removed_up_to = max(self.removed_up_to, h.last_offset)
                 return None
             stats.tombstone_blocked_offset = min(stats.tombstone_blocked_offset, h.base_offset)
             return raw
-        horizon = self.now_ms + self.delete_retention_ms
-        stats.tombstone_due_ms = min(stats.tombstone_due_ms, horizon)
         records = next(read_batches(raw, validate=False)).records()
+        horizon = _stamped_base(min(self.now_ms + self.delete_retention_ms, INT64_MAX), records)
+        stats.tombstone_due_ms = min(stats.tombstone_due_ms, horizon)
         encoded = b"".join(
             encode_record(r.offset - h.base_offset, r.timestamp - horizon, r.key, r.value, r.headers) for r in records
         )
@@ -200,6 +220,32 @@ class _BatchFilter:
             h.producer_epoch,
             h.base_sequence,
         )
+
+
+def _stamped_base(horizon: int, records: list[Record]) -> int:
+    """The base timestamp of a batch stamped with ``horizon``: lowered, if need be, so that every record's timestamp
+    delta fits 64 bits (it matters only for records dated before 1970 under a horizon near the largest)."""
+    oldest = min((r.timestamp for r in records), default=-1)
+    return min(horizon, oldest + INT64_MAX + 1)
+
+
+def _emptied(h: BatchHeader) -> bytes:
+    """A producer's last data batch with no record left: its header alone, uncompressed, keeping the offsets,
+    sequence, epoch and max timestamp that the producer state is rebuilt from."""
+    return assemble_batch(
+        b"",
+        0,
+        0,
+        h.attributes & ~(COMPRESSION_MASK | DELETE_HORIZON_FLAG),
+        h.base_offset,
+        h.partition_leader_epoch,
+        h.last_offset_delta,
+        h.max_timestamp,
+        h.max_timestamp,
+        h.producer_id,
+        h.producer_epoch,
+        h.base_sequence,
+    )
 
 
 def control_type(data: bytes, h: BatchHeader) -> ControlType | None:
@@ -461,9 +507,11 @@ class Cleaner:
         first_dirty: int,
         end: int,
         tombstone_horizon_offset: int,
+        tombstone_horizon: Callable[[], int] | None = None,
     ) -> PassStats:
         """Clean ``log`` up to ``end`` (the policy's cleanable end, a segment base offset), its dirty section
-        starting at ``first_dirty``. Tombstones at or above ``tombstone_horizon_offset`` stay whatever their age.
+        starting at ``first_dirty``. Tombstones at or above ``tombstone_horizon_offset`` stay whatever their age;
+        ``tombstone_horizon`` gives that offset as of now: a swap it no longer allows aborts the pass.
 
         Returns the pass's stats; ``stats.end`` is the new first dirty offset. Raises CorruptRecordError (or
         another OdradekError / OSError) when the log cannot be cleaned: the caller marks it uncleanable."""
@@ -471,7 +519,7 @@ class Cleaner:
         view = log.compaction_view()
         stats = PassStats(first_dirty=first_dirty, start_ms=start)
         try:
-            self._clean(log, view, config, end, tombstone_horizon_offset, stats)
+            self._clean(log, view, config, end, tombstone_horizon_offset, tombstone_horizon, stats)
         except (OdradekError, OSError):
             if not log.moved_since(view):
                 raise
@@ -487,6 +535,7 @@ class Cleaner:
         config: CompactionConfig,
         end: int,
         tombstone_horizon_offset: int,
+        tombstone_horizon: Callable[[], int] | None,
         stats: PassStats,
     ) -> None:
         first_dirty, start = stats.first_dirty, stats.start_ms
@@ -508,6 +557,7 @@ class Cleaner:
             stats,
             self._defer,
             TxnTracker(log.aborted_index_entries(view.log_start_offset, map_end)),
+            tombstone_horizon,
         )
         groups = group_segments(to_clean, log.config.segment_bytes, config_max_entries)
         for i, group in enumerate(groups):
@@ -530,6 +580,7 @@ class Cleaner:
         self, log: Log, view: CompactionView, group: list[SegmentStat], end: int, batch_filter: _BatchFilter
     ) -> bool:
         stats = batch_filter.stats
+        batch_filter.removed_up_to = -1
         writer = _SegmentWriter(log, group[0].base_offset, self._throttle)
         try:
             for seg in group:
@@ -540,7 +591,7 @@ class Cleaner:
             writer.aborted = batch_filter.txns.take_kept_entries()
             writer.finish()
             stats.bytes_written += writer.size
-            swapped = log.replace_segments(view, group, end, self.swap_step)
+            swapped = log.replace_segments(view, group, end, self.swap_step, batch_filter.removals_still_safe)
         except BaseException:
             writer.abandon()
             raise

@@ -30,11 +30,13 @@ CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 class CompactedLog:
     """A log the cleaner should compact. ``tombstone_horizon_offset``: the offset every replica of the partition
     has reached (the leader: the minimum of its followers' log end offsets and its own high watermark; a follower:
-    its high watermark, which the leader only advances once all in-sync replicas have the records)."""
+    the one its leader last told, capped by its high watermark). ``tombstone_horizon``: that offset as of now, read
+    again before each swap, since a replica added during a pass lowers it (None: the offset cannot change)."""
 
     log: Log
     config: CompactionConfig
     tombstone_horizon_offset: int
+    tombstone_horizon: Callable[[], int] | None = None
 
 
 def log_snapshot(key: Hashable, log: Log, config: CompactionConfig) -> LogSnapshot:
@@ -112,21 +114,30 @@ class CleanerThread:
         entry = logs[chosen.key]
         try:
             stats = self.cleaner.clean(
-                entry.log, entry.config, chosen.first_dirty, chosen.end, entry.tombstone_horizon_offset
+                entry.log,
+                entry.config,
+                chosen.first_dirty,
+                chosen.end,
+                entry.tombstone_horizon_offset,
+                entry.tombstone_horizon,
             )
-        except (OdradekError, OSError, ValueError) as e:
+        except Exception as e:  # whatever failed, the log must leave "in progress", or no thread cleans it again
             if entry.log.offline:
                 self.manager.released(chosen.key)  # the disk failed, not the cleaning: the log manager handles it
             elif self.manager.failed(chosen.key, e):
-                logger.error("log %s is uncleanable: %s", chosen.key, e)
+                unexpected = not isinstance(e, (OdradekError, OSError))
+                logger.error("log %s is uncleanable: %s", chosen.key, e, exc_info=e if unexpected else None)
             return True
+        except BaseException:
+            self.manager.released(chosen.key)
+            raise
         self.manager.done(chosen.key, stats, self._clock())
         logger.info(
             "cleaned %s up to offset %d%s: %d of %d records removed (%d tombstones), %.1f MB read, %.1f MB "
             "written, %d segments into %d, in %d ms",
             chosen.key,
             stats.end,
-            " (aborted: the log changed, redone later)" if stats.aborted else "",
+            " (aborted: the log or its replicas changed, redone later)" if stats.aborted else "",
             stats.records_removed,
             stats.records_read,
             stats.tombstones_removed,

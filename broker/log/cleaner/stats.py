@@ -27,7 +27,7 @@ class PassStats:
     start_ms: int = 0
     duration_ms: int = 0
     throttled_ms: float = 0.0
-    aborted: bool = False  # the log changed under the pass (truncated, segments deleted): redone later
+    aborted: bool = False  # the log changed under the pass (truncated, segments deleted, a replica added): redone
     # Retained tombstones (and removable transaction markers): the earliest future delete horizon, and the lowest
     # offset of one whose horizon passed but which lies at or above the tombstone horizon offset. They make the log
     # due again (policy.py).

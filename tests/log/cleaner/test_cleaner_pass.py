@@ -19,6 +19,7 @@ from odradek.broker.log.config import LogConfig
 from odradek.broker.log.log import Log
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
+from odradek.client.record.header import BatchHeader
 
 CONFIG = LogConfig(segment_bytes=4096, index_interval_bytes=256, segment_index_bytes=4096)
 DAY = 86_400_000
@@ -162,7 +163,17 @@ def test_tombstones_stay_for_delete_retention_and_below_the_tombstone_horizon_on
     assert [r for r in rows(log) if r[3] is None] == []
 
 
-def test_the_last_batch_of_each_producer_is_kept_and_it_can_continue(
+def headers(log: Log) -> list[BatchHeader]:
+    out: list[BatchHeader] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20)
+        out.extend(batch.header for batch in read_batches(bytes(data.records)))
+        offset = data.next_offset
+    return out
+
+
+def test_the_last_batch_of_each_producer_stays_even_emptied_and_it_can_continue(
     open_log: Callable[..., Log], tmp_path: Path, clock: Any
 ) -> None:
     log = open_log(tmp_path / "t-0", CONFIG, clock=clock)
@@ -174,13 +185,47 @@ def test_the_last_batch_of_each_producer_is_kept_and_it_can_continue(
     append(log, clock, [(b"k", b"plain")])
     fill(log, clock, 30, keys=1, seed=3)
     clean(log, clock)
-    kept = [r for r in rows(log) if r[0] < last_batch + 5 and r[2] == b"k"]
-    assert [r[0] for r in kept] == list(range(last_batch, last_batch + 5))  # superseded, but the last batch stays
+    assert not [r for r in rows(log) if r[0] < last_batch + 5 and r[2] == b"k"]  # every record superseded
+    kept = [h for h in headers(log) if h.producer_id == 7]
+    assert [(h.base_offset, h.last_offset, h.base_sequence, h.records_count) for h in kept] == [
+        (last_batch, last_batch + 4, 45, 0)  # the batch stays, empty, with its offsets and sequence
+    ]
     append(log, clock, [(b"k", b"p50")], producer_id=7, producer_epoch=0, base_sequence=50)
     log.close()
     log = open_log(tmp_path / "t-0", CONFIG, clock=clock)  # the producer state rebuilt from the cleaned log
     append(log, clock, [(b"k", b"p51")], producer_id=7, producer_epoch=0, base_sequence=51)
     assert rows(log)[-1][3] == b"p51"
+
+
+def test_the_producers_last_batch_below_the_checkpoint_is_deduplicated_too(
+    open_log: Callable[..., Log], tmp_path: Path, clock: Any
+) -> None:
+    """An idempotent producer writes every batch of a segment that then rolls by segment.ms: its last batch before
+    the cleanable end must lose its superseded records in the same pass, since the pass checkpoints past it and
+    no later pass maps those keys again (each pass would otherwise leave one such batch of duplicates behind)."""
+    log = open_log(tmp_path / "t-0", LogConfig(segment_bytes=4096, segment_ms=1000), clock=clock)
+    rng = random.Random(3)
+    for seq in range(0, 400, 10):
+        pairs = [(b"key-%d" % rng.randrange(30), rng.randbytes(20)) for _ in range(10)]
+        append(log, clock, pairs, producer_id=7, producer_epoch=0, base_sequence=seq)
+    last = [r[2] for r in rows(log) if r[0] >= 390]
+    assert len(set(last)) < len(last)  # the producer's last batch holds a key twice
+    clock.now += 3_000
+    append(log, clock, [(b"other", b"x")])  # rolls the segment: 0-399 is cleanable
+    before = rows(log)
+    manager = CleanerManager(clock.now)
+    entry = {"t-0": CompactedLog(log, CompactionConfig(min_cleanable_dirty_ratio=0.01), log.log_end_offset)}
+    thread = CleanerThread("c", manager, Cleaner(1 << 20, clock=clock), lambda: entry, clock=clock)
+    assert thread.run_once()
+    assert manager.first_dirty_offsets()["t-0"] == 400
+    assert rows(log) == latest(before, 400)  # one record a key below the checkpoint
+    state = manager.log_state("t-0")
+    stats = state.last_pass if state is not None else None
+    assert stats is not None and stats.records_read == 400 and stats.records_removed == 400 - 30
+    kept = [h for h in headers(log) if h.producer_id == 7]
+    assert kept[-1].last_offset == 399 and kept[-1].base_sequence == 390  # still the producer's last batch
+    append(log, clock, [(b"key-1", b"y")], producer_id=7, producer_epoch=0, base_sequence=400)
+    assert rows(log)[-1] == (401, clock.now, b"key-1", b"y")
 
 
 def snapshot_offsets(directory: Path) -> list[int]:
@@ -278,3 +323,27 @@ def test_the_swap_refuses_when_the_log_was_truncated_meanwhile(
     assert stats.aborted and stats.end == 0 and stats.segments_out == 0
     assert rows(log) == before
     assert not [p for p in os.listdir(tmp_path / "t-0") if p.endswith((".cleaned", ".swap"))]
+
+
+def test_a_swap_that_would_remove_a_tombstone_the_horizon_no_longer_allows_is_refused(
+    open_log: Callable[..., Log], tmp_path: Path, clock: Any
+) -> None:
+    """The tombstone horizon is read when a pass starts and again, under the log's lock, before each swap: a
+    replica added meanwhile lowers it, and the pass is redone rather than remove what that replica still needs."""
+    log = open_log(tmp_path / "t-0", CONFIG, clock=clock)
+    append(log, clock, [(b"gone", b"old")])
+    fill(log, clock, 40, keys=5)
+    append(log, clock, [(b"gone", None)])
+    tombstone = log.log_end_offset - 1
+    fill(log, clock, 40, keys=5, seed=2)
+    clean(log, clock, delete_retention_ms=0)  # stamps the tombstone's delete horizon (now: passed)
+    before = rows(log)
+    config, end = CompactionConfig(delete_retention_ms=0), log.segment_base_offsets[-1]
+    cleaner = Cleaner(1 << 20, clock=clock)
+    stats = cleaner.clean(log, config, 0, end, log.log_end_offset, lambda: tombstone)
+    assert stats.aborted and stats.end == 0
+    assert [r for r in rows(log) if r[3] is None] == [r for r in before if r[0] == tombstone]
+    assert not [p for p in os.listdir(tmp_path / "t-0") if p.endswith((".cleaned", ".swap"))]
+    stats = cleaner.clean(log, config, 0, end, log.log_end_offset, lambda: tombstone + 1)
+    assert not stats.aborted and stats.tombstones_removed == 1
+    assert [r for r in rows(log) if r[3] is None] == []
