@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import grpc
 
 from odradek.broker import delete_records, describe_log_dirs
+from odradek.broker.log.producer_state import NO_VERIFICATION, VerificationGuard
 from odradek.broker.log.rewrite import LOG_APPEND_TIME
 from odradek.broker.metrics import NodeMetrics
 from odradek.broker.partition import FollowerRead, LowWatermark, Partition
@@ -370,10 +371,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             unauthorized = refusals
         get = self.replicas.get
         lost_session = not self.session_valid()
+        guards: dict[tuple[str, int], VerificationGuard] | None = None  # None: no transactional id, nothing verified
         if transactional_id:
             denied = {name for name, _ in unauthorized}
             allowed = [(name, parts) for name, parts in topics if name not in denied] if denied else topics
-            refused = await self._verify_transactional(transactional_id, allowed) if not lost_session else {}
+            refused, guards = (
+                await self._verify_transactional(transactional_id, allowed) if not lost_session else ({}, {})
+            )
         else:
             refused = _transactional_without_id(topics)
         answers: list[tuple[str, list[ProduceResult]]] = []
@@ -397,7 +401,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     if refused and (error := refused.get((name, index))) is not None:
                         raise error
                     partition = get(name, index)
-                    info = partition.append_as_leader(batches, acks=acks)
+                    verification = None if guards is None else guards.get((name, index), NO_VERIFICATION)
+                    info = partition.append_as_leader(batches, acks=acks, verification=verification)
                 except OdradekError as e:
                     results.append(ProduceResult(index, e))
                     continue
@@ -457,11 +462,17 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     async def _verify_transactional(
         self, transactional_id: str, topics: ProduceTopics
-    ) -> dict[tuple[str, int], OdradekError]:
+    ) -> tuple[dict[tuple[str, int], OdradekError], dict[tuple[str, int], VerificationGuard]]:
         """The partitions of a transactional produce request that must not be appended, with their errors: a
         producer's first transactional batch on a partition that its coordinator does not list in the producer's ongoing
-        transaction (txn_verifier.py). Anything else is left to the append, which has the right errors."""
+        transaction (txn_verifier.py). Anything else is left to the append, which has the right errors.
+
+        Also the verification guards of the partitions asked about, taken before asking: the append presents them
+        (a partition not among them presents NO_VERIFICATION), so a marker written while the coordinator answers,
+        or while this request waits for it, makes the append refuse the batch rather than open a transaction after
+        the marker (Log.append_as_leader)."""
         refused: dict[tuple[str, int], OdradekError] = {}
+        guards: dict[tuple[str, int], VerificationGuard] = {}
         pending: dict[tuple[int, int], list[TopicPartition]] = {}
         partitions = self.replicas.partitions
         for name, parts in topics:
@@ -475,7 +486,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 if partition is None or not partition.is_leader:
                     continue
                 pid, epoch = header.producer_id, header.producer_epoch
-                if not partition.log.has_ongoing_transaction(pid, epoch):
+                guard = partition.log.start_transaction_verification(pid, epoch)
+                if guard is not NO_VERIFICATION:
+                    guards[(name, index)] = guard
                     pending.setdefault((pid, epoch), []).append(TopicPartition(name, index))
         if pending and self.verifier is None:
             for tps in pending.values():
@@ -494,7 +507,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                             f"{tp.topic}-{tp.partition} is not in the ongoing transaction of producer {pid}"
                             f" at epoch {epoch} ({error_name(code)})",
                         )
-        return refused
+        return refused, guards
 
     async def _wait_for_commit(self, waits: list[tuple[ProduceResult, asyncio.Future]], timeout_ms: int) -> None:
         """acks=all: hold the answer until every batch is below its partition's high watermark (the produce

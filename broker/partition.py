@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from odradek.broker.kafka.wire import FileSlice
 from odradek.broker.log.log import AbortedTxn, AppendInfo, AppendOrigin, FetchData, Log
+from odradek.broker.log.producer_state import VerificationGuard
 from odradek.broker.log.rewrite import rewrite_for_append
 from odradek.broker.replication import IsrChange, LeaderState, Progress
 from odradek.client.errors import (
@@ -103,7 +104,8 @@ class Partition:
         self._acks: list[tuple[int, asyncio.Future]] = []  # (offset the HW must reach, future) of acks=all
         # DeleteRecords answers: (log start every ISR replica must reach, future of the error code)
         self._low_watermark_waiters: list[tuple[int, asyncio.Future[LowWatermark]]] = []
-        # As a follower: the offset every replica has reached, as the leader last told (tombstone_horizon).
+        # As a follower: the offset every replica has reached, as the leader last told (tombstone_horizon); 0 again
+        # when committed metadata changes the leader epoch or the replica set (``update``).
         self._all_replicas_offset = 0
 
     def __repr__(self) -> str:
@@ -146,6 +148,10 @@ class Partition:
         ):
             return False
         new_epoch = state.leader_epoch > self.leader_epoch
+        if new_epoch or state.replicas != self.replicas:
+            # The leader's last word counted another leader's view or another replica set (an added replica has
+            # reached nothing we know of): nothing is safe to remove until its next fetch answer.
+            self._all_replicas_offset = 0
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.replicas = state.replicas
@@ -213,12 +219,14 @@ class Partition:
         acks: int = 1,
         now_ms: int | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification: VerificationGuard | None = None,
     ) -> AppendInfo:
         """Append a producer's batches; each must fit ``max_message_bytes``, by default the topic's
         max.message.bytes (the broker's message.max.bytes unless the topic overrides it). The topic's
         message.timestamp.type and compression.type are applied first (stamped at ``now_ms``, default the wall
         clock), so the log, and the followers copying it, hold the batches as the topic says. ``origin``
-        COORDINATOR is the group coordinator's own transactional offset commits (Log.append_as_leader)."""
+        COORDINATOR is the group coordinator's own transactional offset commits; ``verification`` is the produce
+        path's KIP-890 guard (both: Log.append_as_leader)."""
         state = self.check_leader()
         if acks == -1 and len(self.isr) < self.min_isr:
             raise NotEnoughReplicasError(
@@ -232,7 +240,9 @@ class Partition:
             config.compression_type,
             time.time_ns() // 1_000_000 if now_ms is None else now_ms,
         )
-        info = self.log.append_as_leader(records, self.leader_epoch, max_message_bytes, origin=origin)
+        info = self.log.append_as_leader(
+            records, self.leader_epoch, max_message_bytes, origin=origin, verification=verification
+        )
         self._wake(self._replica_waiters)
         self._apply(state.on_append(self.log.log_end_offset))
         return info

@@ -7,6 +7,12 @@ transaction on the partition that no coordinator knows of: no marker would ever 
 log the partition itself knows the transaction is open, so only the first batch per transaction and partition
 pays this round trip.
 
+The answer can be stale by the time the batch is appended: the coordinator may end the transaction and write its
+marker to the partition while the answer travels or the request waits. So the leader takes a verification guard
+from the partition's producer state before asking (Log.start_transaction_verification) and the append presents it:
+a marker of that producer drops the guard, and the append, which checks it under the log's lock, refuses the batch
+(INVALID_TXN_STATE) instead of opening a transaction after the marker.
+
 The coordinator's answers are mapped to what a producer understands: coordinator moves and loads become
 NOT_ENOUGH_REPLICAS (retriable: the producer retries the batch, as Kafka answers), a partition not in the
 transaction TRANSACTION_ABORTABLE, a stale epoch INVALID_PRODUCER_EPOCH (the producer was fenced).

@@ -42,8 +42,10 @@ from odradek.broker.log.handles import SegmentHandles
 from odradek.broker.log.index import CorruptIndexError
 from odradek.broker.log.producer_state import (
     MAX_RETAINED_BATCHES,
+    NO_VERIFICATION,
     CompletedTxn,
     ProducerStateManager,
+    VerificationGuard,
     increment_sequence,
 )
 from odradek.broker.log.recovery import recover
@@ -286,7 +288,11 @@ class Log:
     def _rebuild_producer_state(self, replay_from: int | None = None) -> None:
         """Producer state from the latest usable snapshot (at or below ``replay_from`` when given) plus the batches
         after it (producer_state.py). The replay also adds the aborted-index entries of the markers it meets that
-        are missing (recovery empties the indexes of the segments it scans again). Lock held."""
+        are missing (recovery empties the indexes of the segments it scans again). Lock held.
+
+        Every batch the reads return is applied, the first one too when it starts below the replay offset: a log
+        start inside a batch (DeleteRecords, a follower taking its leader's) still serves that batch, and its
+        transaction must stay open (a snapshot offset is always a batch boundary, so no batch is applied twice)."""
         producers = self._producers
         leo = self.log_end_offset
         offset = producers.load(self._log_start, leo, replay_from)
@@ -296,7 +302,7 @@ class Log:
                 break
             for batch in read_batches(data.records, validate=False):
                 h = batch.header
-                if h.producer_id != NO_PRODUCER_ID and h.base_offset >= offset:
+                if h.producer_id != NO_PRODUCER_ID:
                     marker = None
                     if h.is_control:
                         marker = _marker_of(batch.records())
@@ -381,6 +387,17 @@ class Log:
         with self._lock:
             self._check_usable()
             return self._producers.has_ongoing_transaction(producer_id, producer_epoch)
+
+    def start_transaction_verification(self, producer_id: int, producer_epoch: int) -> VerificationGuard:
+        """What a leader presents with the producer's transactional batch (``append_as_leader``): NO_VERIFICATION
+        if its transaction is open here at that epoch, else the guard of a verification to ask its coordinator for
+        before the append (KIP-890). Taken before asking, so a marker written meanwhile voids the answer."""
+        with self._lock:
+            self._check_usable()
+            producers = self._producers
+            if producers.has_ongoing_transaction(producer_id, producer_epoch):
+                return NO_VERIFICATION
+            return producers.start_verification(producer_id, producer_epoch, self._clock())
 
     def aborted_transactions(self, start: int, upper: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping [start, upper): marker at or after ``start``, first offset below
@@ -484,6 +501,7 @@ class Log:
         leader_epoch: int,
         max_batch_size: int | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification: VerificationGuard | None = None,
     ) -> AppendInfo:
         """Validate the producer's batches, assign offsets from the log end offset, stamp ``leader_epoch``, append.
 
@@ -498,6 +516,16 @@ class Log:
         transactional batch needs a producer id and epoch (InvalidRecordError). A CLIENT's batches pass the
         sequence checks; a non-transactional batch of a producer whose transaction is open here is refused
         (InvalidTxnStateError). A COORDINATOR's batches are checked for a stale epoch only (no sequence).
+
+        A CLIENT's batch must hold one record per offset of its range (record count = last offset delta + 1), as
+        Kafka's LogValidator requires of producers (InvalidRecordError): fewer records would leave offsets that no
+        record holds, and the sequence range (base sequence + last offset delta) would not match the records. Only
+        the cleaner leaves such gaps, and followers copy them.
+
+        ``verification``, from the produce path (``start_transaction_verification``): a CLIENT's transactional batch
+        of a producer with no transaction open here at its epoch is refused (InvalidTxnStateError) unless the guard
+        is still the producer's, checked under the lock with the append, so a batch verified before the
+        transaction's marker cannot open a transaction after it. None: the appender verified nothing.
         """
         view = memoryview(buf)
         config = self.config
@@ -506,7 +534,7 @@ class Log:
         size = len(view)
         if size > config.segment_bytes:
             return self._append_in_parts(
-                view, batches, lambda part: self.append_as_leader(part, leader_epoch, limit, origin)
+                view, batches, lambda part: self.append_as_leader(part, leader_epoch, limit, origin, verification)
             )
         idempotent = batches[0][6] != NO_PRODUCER_ID or (
             len(batches) > 1 and any(b[6] != NO_PRODUCER_ID for b in batches)
@@ -514,6 +542,11 @@ class Log:
         flags = 0
         position = 0
         for batch in batches:
+            if batch[4] != batch[2] + 1 and origin is AppendOrigin.CLIENT:
+                raise InvalidRecordError(
+                    f"batch at byte {position} has {batch[4]} records for {batch[2] + 1} offsets (last offset delta"
+                    f" {batch[2]})"
+                )
             flags |= view[position + _FLAGS_AT]
             position += batch[1]
         transactional = _check_transactional_flags(view, batches) if flags & _TXN_BITS else False
@@ -529,6 +562,8 @@ class Log:
                         raise InvalidTxnStateError(
                             f"producer {batches[0][6]} wrote a non-transactional batch while its transaction is open"
                         )
+                    if transactional and verification is not None:
+                        self._check_verified(batches[0][6], batches[0][7], verification)
                 else:
                     self._check_coordinator_batches(batches)
             info = self._append_locked(view, batches, size, leader_epoch)
@@ -593,6 +628,19 @@ class Log:
         self._write(seg, iov, size, batches, first, offset - 1, max_ts, records)
         info = (first, offset - 1, max_ts, max_ts_offset, records, len(batches), size, self._log_start)
         return _append_info(info)
+
+    def _check_verified(self, producer_id: int, producer_epoch: int, guard: VerificationGuard) -> None:
+        """A transactional batch may open a transaction here only with the producer's current guard: a marker
+        written since the guard was handed out ended the transaction it was verified in (Kafka's VerificationGuard
+        check). Lock held."""
+        producers = self._producers
+        if not producers.has_ongoing_transaction(producer_id, producer_epoch) and not producers.verifies(
+            producer_id, producer_epoch, guard
+        ):
+            raise InvalidTxnStateError(
+                f"producer {producer_id} epoch {producer_epoch}: the transaction this batch was verified in has"
+                " ended here"
+            )
 
     def _check_coordinator_batches(self, batches: list[AppendBatch]) -> None:
         """A coordinator's transactional batches: one producer, an epoch, not older than the producer's."""
@@ -712,6 +760,11 @@ class Log:
         before them. Either way an answer to an older request (sent before a truncation or reset) is refused: it
         would leave a hole a leader could count as replicated. New epochs in the batch headers enter the epoch
         cache.
+
+        One exception, as in Kafka (KAFKA-6975): an empty log (log end = log start) whose log start lies inside the
+        first batch, as when a replica restarts at its leader's log start after a DeleteRecords into a batch. The
+        leader's reads answer from the batch holding the offset, so the log restarts at that batch's base offset
+        and appends it whole; its log start stays where it was, and the records below it stay unreadable.
         """
         view = memoryview(buf)
         batches = validate_for_append(buf, view, _NO_LIMIT, False)
@@ -740,24 +793,32 @@ class Log:
         with self._lock:
             self._check_usable()
             self._check_fetch_offset(fetch_offset)
-            expected = self.log_end_offset
+            start = expected = self.log_end_offset
+            restart = start == self._log_start and first < start <= first + batches[0][2]
+            if restart:
+                expected = first
             max_ts, max_ts_offset, records = -1, first, 0
             for base, _, delta, batch_max_ts, count, _, _, _, _ in batches:
                 if base < expected or (base > expected and fetch_offset is None):
                     raise UnexpectedAppendOffsetError(
                         f"{self.dir.name}: batch at offset {base} does not start at the log end offset {expected}"
-                        if expected == self.log_end_offset
+                        if expected == start
                         else f"{self.dir.name}: batch at offset {base} does not follow offset {expected - 1}"
                     )
                 expected = base + delta + 1
                 if batch_max_ts > max_ts:
                     max_ts, max_ts_offset = batch_max_ts, base
                 records += count
+            if restart:
+                self.truncate_fully_and_start_at(first)
             for base, _, _, _, _, epoch, _, _, _ in batches:
                 latest = self._epochs.latest_epoch
                 if epoch > (-1 if latest is None else latest):
                     self._epochs.assign(epoch, base)
             self._write(self._segments[-1], [view], size, batches, None, last, max_ts, records)
+            if restart:
+                self._log_start = self._hw = start
+                self._epochs.truncate_from_start(start)
             update = self._producers.update
             for i, (base, _, delta, batch_max_ts, _, _, pid, producer_epoch, seq) in enumerate(batches):
                 if pid == NO_PRODUCER_ID:
@@ -1149,15 +1210,17 @@ class Log:
         old: list[SegmentStat],
         end: int,
         step: Callable[[str], None] | None = None,
+        still_valid: Callable[[], bool] | None = None,
     ) -> bool:
         """Swap the cleaned segment written at ``old[0].base_offset`` (swap.py's ``.cleaned`` files) in for the
         consecutive sealed segments ``old``, whose base offsets are below ``end``. False, changing nothing, if the
-        log moved on since ``view`` (truncated, or those segments deleted by retention): the caller discards its
-        files. Reads and appends wait only for the renames and unlinks, not for the cleaned data's fsync."""
+        log moved on since ``view`` (truncated, or those segments deleted by retention) or ``still_valid`` says
+        no, asked under the lock so that no read comes between it and the swap: the caller discards its files.
+        Reads and appends wait only for the renames and unlinks, not for the cleaned data's fsync."""
         base = old[0].base_offset
         with self._lock:
             self._check_usable()
-            if view.generation != self._truncations:
+            if view.generation != self._truncations or (still_valid is not None and not still_valid()):
                 return False
             try:
                 i = self._segments.index(old[0].segment)

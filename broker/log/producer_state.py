@@ -13,14 +13,15 @@ the log turns into an aborted-index entry for an ABORT, and which stays *unrepli
 passes its marker (``on_high_watermark``). The first unstable offset is the lowest first offset among open and
 unreplicated transactions: below it every transaction is decided and replicated. A marker's producer epoch becomes
 the producer's (the coordinator bumps the epoch at every transaction end), and its coordinator epoch is kept so an
-older coordinator's marker can be fenced.
+older coordinator's marker can be fenced. A leader's ``VerificationGuard``s (KIP-890) are the one part not derived
+from the log: in memory only, each dropped by its producer's next transactional batch or marker.
 
 The state is derived from the log: ``update`` for each batch in order rebuilds it. Snapshots bound that replay.
 ``take_snapshot`` writes the whole state, named by ``map_end_offset``; on open and after a truncation the caller
 (the Log) does::
 
     start = state.load(log_start_offset, log_end_offset)   # latest usable snapshot, or nothing
-    for batch in the log's batches from ``start`` to its end:
+    for batch in the log's batches from the one holding ``start`` to its end:
         if batch.producer_id != NO_PRODUCER_ID:
             state.update(...)
     state.map_end_offset = log_end_offset
@@ -110,6 +111,24 @@ class BatchMetadata:
     timestamp: int
 
 
+class VerificationGuard:
+    """What a leader holds while it asks a producer's coordinator whether the partition is in the producer's ongoing
+    transaction (KIP-890). The append that follows presents it, and passes only while it is still the producer's
+    guard: the producer's next marker or transactional append drops it, so a "yes" answered before the marker can
+    never open a transaction after it. Compared by identity, so a later verification never revives an earlier one."""
+
+    __slots__ = ("created_ms", "epoch")
+
+    def __init__(self, epoch: int, created_ms: int) -> None:
+        self.epoch = epoch
+        self.created_ms = created_ms
+
+
+NO_VERIFICATION = VerificationGuard(-1, -1)
+"""Presented for a batch whose transaction the leader found open, so it asked no coordinator: verifies nothing,
+so the batch is refused if the transaction has ended by the time it is appended."""
+
+
 class CompletedTxn(NamedTuple):
     """A transaction a marker ended: its first offset and the marker's offset (``last_offset``)."""
 
@@ -160,6 +179,7 @@ class ProducerStateManager:
         self._map_end_offset = 0
         self._ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self._unreplicated: dict[int, CompletedTxn] = {}  # marker offset -> transaction, marker not below the HW
+        self._verifications: dict[int, VerificationGuard] = {}  # producer id -> guard of a verification under way
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -236,6 +256,19 @@ class ProducerStateManager:
         """The first offset of the producer's open transaction here, None if none."""
         return self._ongoing.get(producer_id)
 
+    def start_verification(self, producer_id: int, epoch: int, now_ms: int) -> VerificationGuard:
+        """The guard of a verification of the producer's transaction at ``epoch``: the one under way at that epoch
+        (concurrent requests of a producer share it), else a new one."""
+        guard = self._verifications.get(producer_id)
+        if guard is None or guard.epoch != epoch:
+            guard = self._verifications[producer_id] = VerificationGuard(epoch, now_ms)
+        return guard
+
+    def verifies(self, producer_id: int, epoch: int, guard: VerificationGuard) -> bool:
+        """True if ``guard`` is still the producer's guard at ``epoch``: no marker or transactional batch of the
+        producer was appended since it was handed out."""
+        return self._verifications.get(producer_id) is guard and guard.epoch == epoch
+
     def update(
         self,
         producer_id: int,
@@ -255,7 +288,10 @@ class ProducerStateManager:
 
         A transactional data batch opens the producer's transaction if none is open. ``marker`` (a control batch's
         COMMIT/ABORT) closes it: the result is the completed transaction, None if none was open (a retried marker).
+        Either drops the producer's verification guard: the transaction is now open here, or over.
         """
+        if marker is not None or is_transactional:
+            self._verifications.pop(producer_id, None)
         entry = self._producers.get(producer_id)
         if entry is None:
             entry = self._producers[producer_id] = ProducerEntry(
@@ -311,7 +347,8 @@ class ProducerStateManager:
 
         Without this the state of every producer that ever wrote would live forever. A producer that comes back
         is unknown and may continue from any sequence. A producer with an open transaction is kept (as Kafka does):
-        its transaction still holds back the last stable offset."""
+        its transaction still holds back the last stable offset. Verification guards as old are dropped too: their
+        batch never came."""
         expired = [
             pid
             for pid, e in self._producers.items()
@@ -319,6 +356,8 @@ class ProducerStateManager:
         ]
         for pid in expired:
             del self._producers[pid]
+        for pid in [p for p, g in self._verifications.items() if now_ms - g.created_ms >= self.expiration_ms]:
+            del self._verifications[pid]
         return len(expired)
 
     # -- snapshots -------------------------------------------------------------------------------------------------
@@ -346,7 +385,9 @@ class ProducerStateManager:
 
         Snapshots above the log end describe batches the log no longer has and are deleted, as are corrupt ones.
         Producers whose batches all lie below ``log_start_offset`` are dropped: retention removed their data. The
-        replay starts at the snapshot's offset, or at the log start if there is no snapshot or it lies below."""
+        replay starts at the snapshot's offset, or at the log start if there is no snapshot or it lies below; from
+        the log start it includes the batch holding it, which may begin below it (DeleteRecords moves the log start
+        inside a batch, and that batch may hold an open transaction)."""
         offsets = self.snapshot_offsets()
         keep = bisect.bisect_right(offsets, log_end_offset)
         doomed = offsets[keep:]
@@ -382,6 +423,7 @@ class ProducerStateManager:
         self._producers = {}
         self._ongoing = {}
         self._unreplicated = {}
+        self._verifications = {}
         self._map_end_offset = 0
 
     def delete_snapshots_below(self, offset: int) -> None:

@@ -20,7 +20,8 @@ from odradek.broker.fetch_response import (
 )
 from odradek.broker.log.log import Log, UnexpectedAppendOffsetError
 from odradek.broker.partition import Divergence, Partition
-from odradek.client.errors import ErrorCode
+from odradek.broker.replication import IsrChange
+from odradek.client.errors import ErrorCode, OffsetOutOfRangeError
 from odradek.client.record.builder import encode_batch
 from odradek.controller.metadata.image import PartitionRegistration
 
@@ -88,3 +89,51 @@ def test_a_stale_answer_leaves_no_hole_on_the_replica(tmp_path: Path) -> None:
     # the leader counts the follower as holding only what it really has
     leader.read_for_follower(1, *follower.fetch_position(), 1 << 20, 3, 0)
     assert leader.leader_state is not None and leader.leader_state.followers[1].log_end_offset == 102
+
+
+def round_trip(leader: Partition, follower: Partition, replica_id: int = 1) -> object:
+    """One fetch of ``follower`` from ``leader``, answered as the leader's data plane answers it (an out-of-range
+    offset becomes OFFSET_OUT_OF_RANGE with the leader's log start and end), and applied as the fetcher does."""
+    sent = position_of(follower)
+    try:
+        read = leader.read_for_follower(
+            replica_id, sent.fetch_offset, sent.last_fetched_epoch, 1 << 20, sent.leader_epoch, 0,
+            follower.log.log_start_offset,
+        )  # fmt: skip
+    except OffsetOutOfRangeError:
+        log = leader.log
+        answer = FetchedPartition(ErrorCode.OFFSET_OUT_OF_RANGE, b"", -1, log.log_start_offset, log.log_end_offset)
+    else:
+        assert read.data is not None and read.diverging is None
+        answer = FetchedPartition(
+            ErrorCode.NONE, bytes(read.data.records), read.high_watermark, read.log_start_offset, read.log_end_offset
+        )
+    return apply_fetched(follower, sent, answer)
+
+
+def test_a_replica_restarted_at_a_midbatch_log_start_catches_up(tmp_path: Path) -> None:
+    """DeleteRecords into a batch, then a new (or emptied) replica: it restarts at the leader's log start, takes the
+    batch holding it whole, reaches the leader's end and joins the ISR, with the leader's open transaction."""
+    state = PartitionRegistration(b"\x07" * 16, 0, (2, 1), (2,), 2, 3, 0)
+    leader = Partition("t", 0, Log.open(tmp_path / "b2" / "t-0"), 2)
+    changes: list[IsrChange] = []
+    leader.request_isr_change = lambda _p, change: changes.append(change)
+    follower = Partition("t", 0, Log.open(tmp_path / "b1" / "t-0"), 1)
+    for p in (leader, follower):
+        p.update(state, 1, 0)
+    txn = encode_batch(
+        [b"t%d" % i for i in range(10)], timestamps=1_000, producer_id=9, producer_epoch=0, base_sequence=0,
+        is_transactional=True,
+    )  # fmt: skip
+    leader.append_as_leader(txn)  # 0..9, left open
+    leader.append_as_leader(encode_batch([b"p%d" % i for i in range(10)], timestamps=1_000))  # 10..19
+    assert leader.delete_records(5) == 5
+
+    assert round_trip(leader, follower) == RestartAt(5)
+    assert isinstance(round_trip(leader, follower), Append)
+    assert (follower.log.log_start_offset, follower.log.log_end_offset, follower.log.high_watermark) == (5, 20, 20)
+    assert follower.log.first_unstable_offset == leader.log.first_unstable_offset == 5
+    assert isinstance(round_trip(leader, follower), Append)  # reports its end: the leader asks to add it
+    assert [c.new_isr for c in changes] == [(2, 1)]
+    for p in (leader, follower):
+        p.log.close()

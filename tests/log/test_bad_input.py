@@ -9,8 +9,8 @@ from log_batches import batch_of_size, make_batch
 
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.log import Log
-from odradek.client.errors import CorruptRecordError, OdradekError, RecordTooLargeError
-from odradek.client.record.builder import assemble_batch
+from odradek.client.errors import CorruptRecordError, InvalidRecordError, OdradekError, RecordTooLargeError
+from odradek.client.record.builder import assemble_batch, encode_batch
 from odradek.client.record.header import (
     CRC_START,
     MIN_RECORD_SIZE,
@@ -122,6 +122,36 @@ def test_leader_rejects_a_record_count_that_disagrees_with_the_records(
     assert snapshot(tmp_path / "t-0") == before
     log.append_as_follower(with_count(make_batch(40, base_offset=leo), 39))  # followers do not walk records
     assert log.log_end_offset == leo + 39
+
+
+def with_delta(batch: bytes, last_offset_delta: int) -> bytes:
+    """The batch claiming another offset range, its records and count unchanged (a valid CRC)."""
+    return with_crc(with_field(batch, ">i", 23, last_offset_delta))
+
+
+def test_leader_refuses_a_producers_batch_with_fewer_records_than_offsets(
+    open_log: Callable[..., Log], tmp_path: Path
+) -> None:
+    """As Kafka's LogValidator on a producer's batch: one record per offset (record count = last offset delta + 1),
+    else INVALID_RECORD; the header tells, so compressed batches are refused too. Records the log would number
+    past their count would be offsets no record holds, and the producer's sequence range would not match. Followers
+    still take such batches: a compacted leader's cleaner leaves them."""
+    log = open_log(tmp_path / "t-0", LogConfig())
+    idempotent = encode_batch([b"a", b"b"], timestamps=1000, producer_id=7, producer_epoch=0, base_sequence=0)
+    for bad in (
+        with_delta(make_batch(1), 4),
+        with_delta(encode_batch([b"a", b"b"], timestamps=1000, compression="gzip"), 5),
+        with_delta(make_batch([]), 0),  # no record at all
+        with_delta(idempotent, 9),
+        GOOD + with_delta(GOOD, 7),
+    ):
+        with pytest.raises(InvalidRecordError) as e:
+            log.append_as_leader(bad, 0)
+        assert e.value.code_name == "INVALID_RECORD"
+    assert log.log_end_offset == 0 and log.failure is None
+    assert log.append_as_leader(idempotent, 0).last_offset == 1  # the producer's sequence is untouched
+    info = log.append_as_follower(with_field(with_delta(make_batch(1), 4), ">q", 0, 2))
+    assert (info.first_offset, info.last_offset, info.record_count) == (2, 6, 1)
 
 
 def reference(buf: bytes, max_batch_size: int, check_records: bool) -> tuple[str, object]:

@@ -251,6 +251,47 @@ def test_follower_append_in_parts_refuses_a_hole_before_writing_anything(
     assert log.log_end_offset == 1 and log.num_segments == 1
 
 
+def test_an_empty_follower_log_takes_the_batch_holding_its_log_start(
+    open_log: Callable[..., Log], tmp_path: Path, small_config: LogConfig
+) -> None:
+    """A replica restarted at its leader's log start, which DeleteRecords put inside a batch: fetching from there,
+    it gets that batch (reads answer from the batch holding the offset). The log restarts at the batch's base
+    offset to take it whole, and keeps its log start, so nothing below it becomes readable."""
+    log = open_log(tmp_path / "t-0", small_config)
+    log.truncate_fully_and_start_at(5)
+    fetched = make_batch(10, base_offset=0, epoch=3) + make_batch(2, base_offset=10, epoch=4)
+    info = log.append_as_follower(fetched, fetch_offset=5)
+    assert (info.first_offset, info.last_offset, info.log_start_offset) == (0, 11, 5)
+    assert (log.log_start_offset, log.high_watermark, log.log_end_offset, log.recovery_point) == (5, 5, 12, 0)
+    assert log.segment_base_offsets == [0]
+    assert log.epoch_entries() == [(3, 5), (4, 10)]
+    assert [parse_header(b).base_offset for b in read_all(log, 1 << 20, start=5)] == [0, 10]
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(4, 1 << 20)
+    log.close()
+    reopened = open_log(tmp_path / "t-0", small_config, log_start_offset=5, recovery_point=0)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (5, 12)
+
+
+def test_only_an_empty_log_restarts_below_its_log_start_and_only_for_the_batch_holding_it(
+    open_log: Callable[..., Log], tmp_path: Path, small_config: LogConfig
+) -> None:
+    log = open_log(tmp_path / "t-0", small_config)
+    log.truncate_fully_and_start_at(5)
+    for bad, fetch_offset in (
+        (make_batch(5, base_offset=0), 5),  # ends below the log start
+        (make_batch(10, base_offset=0), 3),  # the answer to another fetch
+        (make_batch(10, base_offset=0) + make_batch(1, base_offset=12), None),  # a hole after it
+    ):
+        with pytest.raises(UnexpectedAppendOffsetError):
+            log.append_as_follower(bad, fetch_offset)
+        assert (log.log_start_offset, log.log_end_offset, log.segment_base_offsets) == (5, 5, [5])
+    log.append_as_follower(make_batch(2, base_offset=5), fetch_offset=5)
+    with pytest.raises(UnexpectedAppendOffsetError):  # no longer empty: a batch going back is refused
+        log.append_as_follower(make_batch(10, base_offset=0), fetch_offset=7)
+    assert (log.log_start_offset, log.log_end_offset, log.segment_base_offsets) == (5, 7, [5])
+
+
 def test_append_info(open_log: Callable[..., Log], tmp_path: Path, small_config: LogConfig) -> None:
     log = open_log(tmp_path / "t-0", small_config)
     log.append_as_leader(make_batch(2), 0)

@@ -19,6 +19,7 @@ from odradek.client.errors import (
     InvalidTxnStateError,
     TransactionCoordinatorFencedError,
 )
+from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
 from odradek.client.record.control import ControlType, build_control_batch
 
@@ -313,3 +314,69 @@ def test_a_torn_aborted_index_of_a_sealed_segment_is_rebuilt_on_a_clean_open(tmp
     reopened = open_log(tmp_path, SMALL, clean_shutdown=True)
     assert state(reopened) == expected
     reopened.close()
+
+
+def committed_offsets(log: Log, start: int) -> list[int]:
+    """The offsets a read_committed consumer at ``start`` keeps: records below the last stable offset, less those of
+    the aborted transactions the read overlaps (as the consumer drops them)."""
+    lso = log.last_stable_offset
+    data = log.read(start, 1 << 20, max_offset=lso)
+    aborted = {t.producer_id for t in log.aborted_transactions(start, max(data.next_offset, start + 1))}
+    return [
+        r.offset
+        for b in read_batches(bytes(data.records))
+        if not b.header.is_control and b.header.producer_id not in aborted
+        for r in b.records()
+        if start <= r.offset < lso
+    ]
+
+
+def test_truncation_keeps_the_transaction_of_the_batch_holding_a_midbatch_log_start(tmp_path: Path) -> None:
+    """DeleteRecords into a transactional batch, then a truncation: the replay starts at the log start, inside that
+    batch, and must still apply it, or the open transaction is forgotten and its records become readable."""
+    log = open_log(tmp_path)
+    log.append_as_leader(txn(P1, 0, count=10), 0)  # 0..9, open
+    log.high_watermark = 10
+    log.increment_log_start_offset(5)
+    log.append_as_leader(plain(), 0)  # 10, later truncated (a follower's divergence)
+    assert log.truncate_to(10)
+
+    assert log.has_ongoing_transaction(P1, 0)
+    assert (log.first_unstable_offset, log.last_stable_offset) == (5, 5)
+    assert committed_offsets(log, 5) == []
+
+    marker(log, P1, committed=False)  # 10
+    log.high_watermark = log.log_end_offset
+    assert log.last_stable_offset == 11
+    assert log.aborted_transactions(5, 11) == [AbortedTxn(P1, 0)]
+    assert committed_offsets(log, 5) == []  # aborted: dropped by the consumer
+    log.close()
+
+
+@pytest.mark.parametrize("aborted", [False, True])
+def test_crash_recovery_keeps_the_transaction_of_the_batch_holding_a_midbatch_log_start(
+    tmp_path: Path, aborted: bool
+) -> None:
+    """The same after a crash: recovery scans the segment again (its aborted index emptied) and the replay from the
+    log start must reopen the transaction and, after its ABORT, add the aborted entry again."""
+    log = open_log(tmp_path)
+    log.append_as_leader(txn(P1, 0, count=10), 0)  # 0..9
+    log.high_watermark = 10
+    log.increment_log_start_offset(5)
+    if aborted:
+        marker(log, P1, committed=False)  # 10
+    log.high_watermark = log.log_end_offset
+    expected = (log.first_unstable_offset, log.aborted_transactions(5, log.log_end_offset), committed_offsets(log, 5))
+    assert expected == ((None, [AbortedTxn(P1, 0)], []) if aborted else (5, [], []))
+    crashed = tmp_path / "crash" / "t-0"
+    shutil.copytree(tmp_path / "t-0", crashed)  # as the process left it: never closed, no snapshot
+    log.close()
+
+    recovered = Log.open(crashed, LogConfig(), recovery_point=0, log_start_offset=5, high_watermark=log.log_end_offset)
+    got = (
+        recovered.first_unstable_offset,
+        recovered.aborted_transactions(5, recovered.log_end_offset),
+        committed_offsets(recovered, 5),
+    )
+    assert got == expected
+    recovered.close()
