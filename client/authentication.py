@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-import scramp
 
 from odradek.client.errors import AuthenticationFailedError, ConfigError, ErrorCode, error_for_code
 from odradek.proto import security_pb2, security_pb2_grpc
@@ -86,6 +85,8 @@ class ChannelAuthenticator(grpc.aio.UnaryUnaryClientInterceptor):
         c, stub = self.credentials, self._stub
         if stub is None:
             raise RuntimeError("ChannelAuthenticator used before attach()")
+        import scramp  # here, not at the top: most processes never log in with SCRAM, and it is slow to import
+
         client = scramp.ScramClient([c.mechanism], c.username, c.password)
         first = await stub.SaslAuthenticate(
             security_pb2.SaslAuthenticateRequest(mechanism=c.mechanism, auth_bytes=client.get_client_first().encode()),

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from cryptography.hazmat.primitives import serialization
 
 
 class TlsFileError(ValueError):
@@ -35,6 +34,8 @@ def read_key(path: str, password: str = "") -> bytes:
     data = read_pem(path, "ssl.key.location")
     if not password and b"ENCRYPTED" not in data:
         return data
+    from cryptography.hazmat.primitives import serialization  # only for an encrypted key: slow to import
+
     try:
         key = serialization.load_pem_private_key(data, password.encode() or None)
     except (ValueError, TypeError) as e:

@@ -27,9 +27,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NoReturn
 
-import scramp
-from scramp.utils import ServerError
-
 __all__ = [
     "DEFAULT_ITERATIONS",
     "MAX_ITERATIONS",
@@ -198,6 +195,8 @@ class ScramServerExchange:
             self._fail("unexpected SCRAM client-first message: the exchange has already started")
         text = self._decode(client_first, "client-first")
         self._check_client_first(text)
+        import scramp  # here, not at the top: a node without SCRAM users never needs it, and it is slow to import
+
         try:
             server = scramp.ScramMechanism(self.mechanism.value).make_server(
                 self._credential_for, s_nonce=self._server_nonce
@@ -225,6 +224,9 @@ class ScramServerExchange:
             self._fail("malformed SCRAM client-final message: no nonce")
         if not hmac.compare_digest(nonce.encode("utf-8"), self._nonce.encode("utf-8")):
             self._fail("Authentication failed: invalid nonce in the SCRAM client-final message")
+        import scramp
+        from scramp.utils import ServerError
+
         try:
             self._server.set_client_final(text)
             server_final: str = self._server.get_server_final()

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-
-from cryptography import x509
+from typing import TYPE_CHECKING
 
 from odradek.broker.security.principal_mapping import NoMatchingRule, PrincipalMapper
+
+if TYPE_CHECKING:
+    from cryptography import x509
 
 __all__ = ["CertificatePrincipals", "NoMatchingRule", "subject_dn"]
 
@@ -40,9 +42,13 @@ class CertificatePrincipals:
         self.parsed = 0  # certificates parsed (cache misses), for tests
 
     def of_der(self, der: bytes) -> str:
+        from cryptography import x509  # here: only mTLS listeners read certificates, and it is slow to import
+
         return self._principal(der, x509.load_der_x509_certificate)
 
     def of_pem(self, pem: bytes) -> str:
+        from cryptography import x509
+
         return self._principal(pem, x509.load_pem_x509_certificate)
 
     def _principal(self, data: bytes, load: Callable[[bytes], x509.Certificate]) -> str:

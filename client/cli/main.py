@@ -8,58 +8,57 @@ stderr, ``error: ...`` (or ``{"error": {"code": ..., "message": ...}}`` with ``-
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from types import ModuleType
 
-from odradek.broker.config import ConfigError
-from odradek.broker.storage import StorageFormatError
 from odradek.client.cli.common import CommandError, version_text
 from odradek.client.errors import OdradekError
-from odradek.deploy.local import LocalClusterError
 
 Handler = Callable[[argparse.Namespace], int | None]
 
+# The command module that registers each command, in the order ``odradek --help`` lists them. Running a command
+# imports its module alone: the others pull in clients, TLS and deployment code it does not use, and every node
+# and CLI call would pay for them at start. Help, and a word that is no command, register every module.
+COMMANDS: dict[str, str] = {
+    "server": "server",
+    "storage": "server",
+    "dev": "dev",
+    "cluster": "cluster",
+    "broker": "cluster",
+    "topic": "topic",
+    "group": "groups",
+    "transaction": "transactions",
+    "quota": "quotas",
+    "user": "user",
+    "acl": "acl",
+    "leader": "leader",
+    "partition": "partition",
+    "produce": "data",
+    "consume": "data",
+    "perf": "perf",
+    "chaos": "chaos",
+    "deploy": "deploy",
+    "demo": "demo",
+}
 
-def _command_modules():
-    from odradek.client.cli import (
-        acl,
-        chaos,
-        cluster,
-        data,
-        demo,
-        deploy,
-        dev,
-        groups,
-        leader,
-        partition,
-        perf,
-        quotas,
-        server,
-        topic,
-        transactions,
-        user,
-    )
 
-    return [
-        server,
-        dev,
-        cluster,
-        topic,
-        groups,
-        transactions,
-        quotas,
-        user,
-        acl,
-        leader,
-        partition,
-        data,
-        perf,
-        chaos,
-        deploy,
-        demo,
-    ]
+def command_modules(argv: Sequence[str] | None = None) -> list[ModuleType]:
+    """The modules whose commands ``argv`` may need: the named command's alone, else all of them."""
+    word = _command_word(sys.argv[1:] if argv is None else argv)
+    names = [COMMANDS[word]] if word in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    return [importlib.import_module(f"odradek.client.cli.{name}") for name in names]
+
+
+def _command_word(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first word, after ``--debug`` (None for --help, --version or no command)."""
+    for arg in argv:
+        if arg != "--debug":
+            return None if arg.startswith("-") else arg
+    return None
 
 
 class _Version(argparse.Action):
@@ -73,18 +72,20 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``argv`` (default: this process's arguments), with the commands ``command_modules`` picks."""
     parser = argparse.ArgumentParser(prog="odradek", description="odradek: a replicated commit log")
     parser.add_argument("--version", action=_Version, help="print the version, record codec and Python, then exit")
     parser.add_argument("--debug", action="store_true", help="print the traceback of a failure")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in _command_modules():
+    for module in command_modules(argv):
         module.register(sub)
     return parser
 
 
 def error_code(e: BaseException) -> str:
     """The ``code`` of a JSON error: the wire error name for odradek errors, a fixed name per local failure."""
+    ConfigError, StorageFormatError, LocalClusterError = _local_errors()
     if isinstance(e, OdradekError):
         return e.code_name
     if isinstance(e, ConfigError):
@@ -100,6 +101,7 @@ def error_code(e: BaseException) -> str:
 
 def error_message(e: BaseException) -> str:
     """One line: the first line of the message, with the error's name when the message does not say it."""
+    ConfigError, StorageFormatError, LocalClusterError = _local_errors()
     expected = isinstance(e, (CommandError, LocalClusterError, ConfigError, StorageFormatError, OdradekError, OSError))
     text = str(e).splitlines()[0] if str(e).strip() else ""
     if isinstance(e, OdradekError) and e.code_name not in text:
@@ -107,6 +109,15 @@ def error_message(e: BaseException) -> str:
     if not expected or not text:
         return f"{type(e).__name__}: {text}" if text else type(e).__name__
     return text
+
+
+def _local_errors() -> tuple[type[Exception], type[Exception], type[Exception]]:
+    """The error types of local failures (imported on the error path only: their modules are heavy)."""
+    from odradek.broker.config import ConfigError
+    from odradek.broker.storage import StorageFormatError
+    from odradek.deploy.local import LocalClusterError
+
+    return ConfigError, StorageFormatError, LocalClusterError
 
 
 def report_error(e: BaseException, fmt: str, debug: bool) -> None:
@@ -119,7 +130,7 @@ def report_error(e: BaseException, fmt: str, debug: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     handler: Handler = args.handler
     try:

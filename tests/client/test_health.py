@@ -366,7 +366,7 @@ async def test_unimplemented_fails_at_once() -> None:
 
 
 def parse(*argv: str) -> argparse.Namespace:
-    return build_parser().parse_args(list(argv))
+    return build_parser(list(argv)).parse_args(list(argv))
 
 
 def test_cli_parses_the_replication_commands() -> None:
