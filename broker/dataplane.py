@@ -683,6 +683,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 fp.current_leader_epoch,
                 now,
                 fp.log_start_offset,
+                fp.durable_offset,
                 as_file=as_file,
             )
 

@@ -39,6 +39,7 @@ class PartitionFetch(NamedTuple):
     last_fetched_epoch: int
     log_start_offset: int
     partition_max_bytes: int
+    durable_offset: int = -1  # our recovery point: the leader's tombstone horizon counts only what survives our crash
 
 
 class ReplicaFetchRequest(NamedTuple):

@@ -1,16 +1,17 @@
 """Follower fetchers: one task per leader broker, pulling every partition this broker follows from that leader.
 
-Each round is one Fetch RPC carrying all of the leader's partitions (few, large RPCs) with this
-broker's replica id and epoch, each partition's fetch offset (our log end offset) and last fetched epoch. The
-leader long-polls until it has new data. Per partition the answer is applied by ``apply_fetched``
-(fetch_response.py) against the position the request was sent at: an answer to a position the partition has
-since left (truncation, restart, new leader epoch) is dropped and asked again; otherwise truncate on a diverging
-epoch, append, take the high watermark. A partition whose leader or epoch changed leaves its fetcher at once and
-joins the new leader's (``assign``); one the leader refuses (not leader, epoch mismatch) pauses for
-``replica.fetch.backoff.ms`` or until new metadata moves it, whichever comes first. A partition whose log went
-offline (a disk error) leaves the fetcher; the others keep replicating. A log start offset taken from the leader
-(its DeleteRecords or retention) is written to the checkpoint before the next fetch reports it: the leader counts
-a replica as trimmed (DeleteRecords' answer) only once the trim survives that replica's crash.
+Each round is one Fetch RPC carrying all of the leader's partitions (few, large RPCs) with this broker's replica id
+and epoch, each partition's fetch offset (our log end offset), last fetched epoch and durable offset (our recovery
+point: the leader removes a tombstone only once every replica has fsynced it). The leader long-polls until it has
+new data. Per partition the answer is applied by ``apply_fetched`` (fetch_response.py) against the position the
+request was sent at: an answer to a position the partition has since left (truncation, restart, new leader epoch) is
+dropped and asked again; otherwise truncate on a diverging epoch, append, take the high watermark. A partition whose
+leader or epoch changed leaves its fetcher at once and joins the new leader's (``assign``); one the leader refuses
+(not leader, epoch mismatch) pauses for ``replica.fetch.backoff.ms`` or until new metadata moves it, whichever comes
+first. A partition whose log went offline (a disk error) leaves the fetcher; the others keep replicating. A log
+start offset taken from the leader (its DeleteRecords or retention) is written to the checkpoint before the next
+fetch reports it: the leader counts a replica as trimmed (DeleteRecords' answer) only once the trim survives that
+replica's crash.
 
 The request goes over a transport chosen per leader (``replica.fetch.protocol``): the leader's gRPC listener, or
 its Kafka listener (``broker/kafka/replica_connection.py``, whose answers the leader sends with sendfile). A
@@ -120,6 +121,7 @@ def fetch_request_proto(request: ReplicaFetchRequest) -> pb.FetchRequest:
                         last_fetched_epoch=p.last_fetched_epoch,
                         log_start_offset=p.log_start_offset,
                         partition_max_bytes=p.partition_max_bytes,
+                        durable_offset=p.durable_offset,
                     )
                     for p in parts
                 ],
@@ -207,13 +209,13 @@ class LeaderFetcher:
                 continue
             try:
                 offset, epoch = p.fetch_position()  # raises the log's error once it is offline
-                log_start = p.log.log_start_offset
+                log_start, durable = p.log.log_start_offset, p.log.recovery_point
             except Exception as e:
                 self._failed(key, p, e)
                 continue
             sent[key] = FetchPosition(offset, epoch, p.leader_epoch)
             topics.setdefault(key[0], []).append(
-                PartitionFetch(key[1], p.leader_epoch, offset, epoch, log_start, config.partition_max_bytes)
+                PartitionFetch(key[1], p.leader_epoch, offset, epoch, log_start, config.partition_max_bytes, durable)
             )
         if not topics:
             return None

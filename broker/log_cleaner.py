@@ -3,8 +3,9 @@ hosts (those whose effective ``cleanup.policy`` includes ``compact``), each log'
 log dir's ``cleaner-offset-checkpoint``, and the figures for metrics and DescribeLogDirs.
 
 Every replica cleans its own log, as in Kafka, with one difference: a tombstone is removed only below the offset
-every replica of the partition has reached (``Partition.tombstone_horizon``), so a replica that was away longer
-than ``delete.retention.ms`` still meets every delete when it catches up instead of keeping the deleted values.
+every replica of the partition holds durably (``Partition.tombstone_horizon``), so a replica that was away longer
+than ``delete.retention.ms``, or lost unflushed records to a power loss, still meets every delete when it catches
+up instead of keeping the deleted values.
 That offset is read when a pass starts and again before each of its swaps (a replica added meanwhile lowers it).
 
 The threads read the partitions and the metadata image, which the event loop replaces rather than mutates, and

@@ -56,7 +56,7 @@ class FollowerRead(NamedTuple):
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
-    all_replicas_offset: int = -1  # the offset every replica has reached (LeaderState.all_replicas_offset)
+    all_replicas_offset: int = -1  # the offset every replica holds durably (LeaderState.all_replicas_offset)
     last_stable_offset: int = -1  # consumers: the last stable offset (-1: the high watermark, for followers)
     aborted: list[AbortedTxn] | None = None  # read_committed consumers: the aborted transactions read
 
@@ -104,7 +104,7 @@ class Partition:
         self._acks: list[tuple[int, asyncio.Future]] = []  # (offset the HW must reach, future) of acks=all
         # DeleteRecords answers: (log start every ISR replica must reach, future of the error code)
         self._low_watermark_waiters: list[tuple[int, asyncio.Future[LowWatermark]]] = []
-        # As a follower: the offset every replica has reached, as the leader last told (tombstone_horizon); 0 again
+        # As a follower: the offset every replica holds durably, as the leader last told (tombstone_horizon); 0 again
         # when committed metadata changes the leader epoch or the replica set (``update``).
         self._all_replicas_offset = 0
 
@@ -126,11 +126,11 @@ class Partition:
 
     def tombstone_horizon(self) -> int:
         """The offset below which this replica's log cleaner may remove tombstones: the offset every replica of
-        the partition has reached, as this leader tracks it or as the leader last told this follower (capped by
-        our high watermark); 0 without a leader. Read from the cleaner thread: plain attribute reads."""
+        the partition holds durably (fsynced), as this leader tracks it or as the leader last told this follower
+        (capped by our high watermark); 0 without a leader. Read from the cleaner thread: plain attribute reads."""
         state = self.leader_state
         if state is not None:
-            return state.all_replicas_offset()
+            return state.all_replicas_offset(self.log.recovery_point)
         if self.is_follower:
             return min(self._all_replicas_offset, self.log.high_watermark)
         return 0
@@ -337,10 +337,12 @@ class Partition:
         client_epoch: int,
         now_ms: int,
         log_start_offset: int = -1,
+        durable_offset: int = -1,
         as_file: bool = False,
     ) -> FollowerRead:
         """A follower's fetch: check its log against ours, record its progress (its log end offset, and its log
-        start offset as it reports it), read up to the log end offset. ``as_file``: see ``Log.read``."""
+        start and durable offsets as it reports them), read up to the log end offset. ``as_file``: see
+        ``Log.read``."""
         state = self.check_leader(client_epoch)
         if replica_id not in self.replicas:
             raise NotLeaderOrFollowerError(f"broker {replica_id} is not a replica of {self.topic}-{self.partition}")
@@ -362,10 +364,11 @@ class Partition:
             raise OffsetOutOfRangeError(
                 f"fetch offset {fetch_offset} outside [{log_.log_start_offset}, {leo}] of {self.topic}-{self.partition}"
             )
-        self._apply(state.on_follower_fetch(replica_id, fetch_offset, leo, now_ms, log_start_offset))
+        self._apply(state.on_follower_fetch(replica_id, fetch_offset, leo, now_ms, log_start_offset, durable_offset))
         self._complete_low_watermark_waiters()
         data = log_.read(fetch_offset, max_bytes, as_file=as_file)
-        return FollowerRead(data, None, log_.high_watermark, log_.log_start_offset, leo, state.all_replicas_offset())
+        everyone = state.all_replicas_offset(log_.recovery_point)
+        return FollowerRead(data, None, log_.high_watermark, log_.log_start_offset, leo, everyone)
 
     # -- DeleteRecords -------------------------------------------------------------------------------------------
 
@@ -501,7 +504,7 @@ class Partition:
         """Append what the leader sent in answer to a fetch from ``fetch_offset`` (given, the records may skip
         offsets the leader's cleaner removed: Log.append_as_follower), take its high watermark as far as our log
         reaches, and its log start offset (DeleteRecords, retention on the leader) as far as our high watermark,
-        as Kafka's followers do; keep the offset every replica has reached for our cleaner
+        as Kafka's followers do; keep the offset every replica holds durably for our cleaner
         (``tombstone_horizon``)."""
         info = self.log.append_as_follower(records, fetch_offset) if records else None
         if all_replicas_offset >= 0:

@@ -13,6 +13,10 @@ watermark and ISR changes to ask the controller for. Rules, as Kafka's leader ke
   and one being added counts as soon as it is asked for). It never moves backwards, and (KIP-966) it does not
   move at all while the committed ISR is smaller than ``min.insync.replicas`` (capped at the replica count):
   a record that was never on enough replicas is never shown to consumers, whatever acks its producer used.
+- Beyond Kafka, the offset every replica holds durably (the log cleaners' tombstone horizon): the high watermark,
+  capped by the leader's recovery point and each follower's *durable offset*, the recovery point its last fetch
+  reported. Acks and the high watermark do not wait for fsync; what a replica may lose to a power loss does not
+  count here.
 - Shrink: an ISR follower not caught up for ``replica.lag.time.max.ms``, counted only while the leader itself ran:
   after a stall of the leader (a pause, a frozen process; the shell notices its periodic check woke late) the
   followers it could not hear from meanwhile get a new window from then. Expand: a follower whose log end
@@ -40,6 +44,7 @@ class RemoteReplica:
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = UNKNOWN_OFFSET
     log_start_offset: int = UNKNOWN_OFFSET  # as its last fetch reported it (DeleteRecords waits on it)
+    durable_offset: int = UNKNOWN_OFFSET  # its recovery point as its last fetch reported it (the tombstone horizon)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,13 +174,15 @@ class LeaderState:
                 low = min(low, f.log_start_offset if f is not None else UNKNOWN_OFFSET)
         return low
 
-    def all_replicas_offset(self) -> int:
-        """The offset every replica of the partition has reached: the high watermark, capped by each follower's
-        log end offset (0 until it has fetched from this leader). The log cleaner removes tombstones only below
-        it, so a replica that was away, however long, still meets every delete when it catches up."""
-        offset = self.high_watermark
+    def all_replicas_offset(self, leader_durable_offset: int) -> int:
+        """The offset every replica of the partition holds durably: the high watermark, capped by this leader's
+        durable offset (its recovery point) and each follower's as it reported it (0 until it has fetched from this
+        leader). The log cleaners remove tombstones only below it, so a replica that was away, however long, still
+        meets every delete when it catches up, and so does one that lost power: acks count records not yet
+        fsynced, and a replica that loses them may keep an older value whose tombstone the others removed."""
+        offset = min(self.high_watermark, leader_durable_offset)
         for f in self.followers.values():
-            offset = min(offset, max(f.log_end_offset, 0))
+            offset = min(offset, max(f.durable_offset, 0))
         return max(offset, 0)
 
     def follower_lag(self, leader_leo: int) -> dict[int, int]:
@@ -194,14 +201,17 @@ class LeaderState:
         leader_leo: int,
         now_ms: int,
         log_start_offset: int = UNKNOWN_OFFSET,
+        durable_offset: int = UNKNOWN_OFFSET,
     ) -> Progress:
-        """A follower fetched from ``fetch_offset``: everything before it is on the follower's log, and nothing
-        below ``log_start_offset`` (its own log start, as it reported it)."""
+        """A follower fetched from ``fetch_offset``: everything before it is on the follower's log, everything
+        before ``durable_offset`` (its recovery point, as it reported it) survives its crash, and nothing below
+        ``log_start_offset`` (its own log start, as it reported it) is left."""
         f = self.followers.get(replica_id)
         if f is None:
             return NO_PROGRESS
         f.log_end_offset = fetch_offset
         f.log_start_offset = log_start_offset
+        f.durable_offset = min(durable_offset, fetch_offset)
         if fetch_offset >= leader_leo:
             f.last_caught_up_ms = now_ms
         elif fetch_offset >= f.last_fetch_leader_leo >= 0:

@@ -358,6 +358,7 @@ class FetchPartition(_message.Message):
     LAST_FETCHED_EPOCH_FIELD_NUMBER: _builtins.int
     LOG_START_OFFSET_FIELD_NUMBER: _builtins.int
     PARTITION_MAX_BYTES_FIELD_NUMBER: _builtins.int
+    DURABLE_OFFSET_FIELD_NUMBER: _builtins.int
     partition: _builtins.int
     current_leader_epoch: _builtins.int
     """-1 = unknown, skip the check"""
@@ -367,6 +368,10 @@ class FetchPartition(_message.Message):
     log_start_offset: _builtins.int
     """followers report theirs"""
     partition_max_bytes: _builtins.int
+    durable_offset: _builtins.int
+    """Followers: the offset below which their log is fsynced (their recovery point). The leader removes tombstones
+    only below every replica's; a follower that does not send it (0) counts as holding nothing durably.
+    """
     def __init__(
         self,
         *,
@@ -376,10 +381,11 @@ class FetchPartition(_message.Message):
         last_fetched_epoch: _builtins.int = ...,
         log_start_offset: _builtins.int = ...,
         partition_max_bytes: _builtins.int = ...,
+        durable_offset: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["current_leader_epoch", b"current_leader_epoch", "fetch_offset", b"fetch_offset", "last_fetched_epoch", b"last_fetched_epoch", "log_start_offset", b"log_start_offset", "partition", b"partition", "partition_max_bytes", b"partition_max_bytes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["current_leader_epoch", b"current_leader_epoch", "durable_offset", b"durable_offset", "fetch_offset", b"fetch_offset", "last_fetched_epoch", b"last_fetched_epoch", "log_start_offset", b"log_start_offset", "partition", b"partition", "partition_max_bytes", b"partition_max_bytes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -496,7 +502,7 @@ class FetchPartitionResponse(_message.Message):
     records: _builtins.bytes
     log_end_offset: _builtins.int
     all_replicas_offset: _builtins.int
-    """To followers only: the offset every replica of the partition has reached (the leader's knowledge; -1 when
+    """To followers only: the offset every replica of the partition holds durably (the leader's knowledge; -1 when
     unknown). A replica's log cleaner removes tombstones only below it.
     """
     @_builtins.property

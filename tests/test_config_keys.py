@@ -78,7 +78,7 @@ TOPIC: dict[str, Key] = {
     ),
     "delete.retention.ms": Key(
         "how long a tombstone stays after the cleaner first saw it (then removed below the offset every replica "
-        "has reached)",
+        "holds durably)",
         (
             f"{CLEANER_PASS}::test_tombstones_stay_for_delete_retention_and_below_the_tombstone_horizon_only",
             f"{CLEANER_SERVICE}::test_settings_come_from_the_topic_then_the_cluster_default_then_the_node",

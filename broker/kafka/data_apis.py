@@ -8,8 +8,8 @@ with UNSUPPORTED_FOR_MESSAGE_FORMAT, topic ids (Fetch v13+), and leader hints wi
 (KIP-951) so clients re-route without a metadata round trip.
 
 Followers may fetch here too (``replica.fetch.protocol = kafka``, from Fetch v15): the same ``BrokerService.fetch``
-serves them, and their answers add the leader's log end offset and all-replicas offset in tags of odradek's own
-(replica_fetch.py).
+serves them; their requests carry their recovery point, and their answers the leader's log end offset and
+all-replicas offset, in tags of odradek's own (replica_fetch.py).
 
 Fetch sessions (KIP-227) are not kept: every answer carries session id 0, which tells the client to send full
 fetch requests, as Kafka does when its session cache is full.
@@ -179,6 +179,7 @@ class _Partition(NamedTuple):
     current_leader_epoch: int
     last_fetched_epoch: int
     log_start_offset: int
+    durable_offset: int
 
 
 class _Topic(NamedTuple):
@@ -207,6 +208,7 @@ def _partitions(parts: Iterable[FetchPartition]) -> list[_Partition]:
             p.current_leader_epoch,
             p.last_fetched_epoch,
             p.log_start_offset,
+            p.durable_offset,
         )
         for p in parts
     ]

@@ -3,8 +3,8 @@
 A response is a list of chunks, not one buffer: the fixed parts are bytes and each partition's records are the very
 object the log gave (bytes, a memoryview or a ``FileSlice`` of a segment), placed right after their length prefix,
 so the listener can ``sendfile`` them and Python never reads them. v12 made the messages flexible, v13 named topics
-by id, v15 moved the replica id into a tagged field, v16 added the leaders' endpoints. Answers to replica fetches
-(followers, see replica_fetch.py) carry two more partition-level tags of odradek's own.
+by id, v15 moved the replica id into a tagged field, v16 added the leaders' endpoints. Replica fetches (followers, see
+replica_fetch.py) carry a partition-level tag of odradek's own, and their answers two more.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ FETCH_FLEXIBLE_FROM = 12
 
 NO_TOPIC_ID = bytes(16)
 CONSUMER_REPLICA_ID = -1
-# odradek's partition-level tags in answers to replica fetches, far above Kafka's own (0-2) so that no Kafka version
-# reuses them; Kafka clients skip tags they do not know.
+# odradek's partition-level tags in replica fetches and their answers, far above Kafka's own (0-2) so that no Kafka
+# version reuses them; Kafka clients skip tags they do not know.
 LOG_END_OFFSET_TAG = 10000
 ALL_REPLICAS_OFFSET_TAG = 10001
+DURABLE_OFFSET_TAG = 10002  # in the request: the follower's recovery point
 _I64 = struct.Struct(">q")
 
 
@@ -38,6 +39,7 @@ class FetchPartition:
     last_fetched_epoch: int  # v12+, else -1
     log_start_offset: int  # v5+, else -1
     partition_max_bytes: int
+    durable_offset: int = -1  # odradek's followers (v12+ tagged, DURABLE_OFFSET_TAG), else -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +87,7 @@ class FetchPartitionResult:
     diverging_epoch: tuple[int, int] | None = None  # v12+ tagged 0: (epoch, end offset)
     current_leader: tuple[int, int] | None = None  # v12+ tagged 1: (leader id, leader epoch)
     # odradek's own, in answers to replica fetches only (v12+ tagged, int64 each; see replica_fetch.py): the leader's
-    # log end offset and the offset every replica has reached. None (consumers): not written.
+    # log end offset and the offset every replica holds durably. None (consumers): not written.
     log_end_offset: int | None = None
     all_replicas_offset: int | None = None
 
@@ -130,8 +132,11 @@ def decode_fetch_request(body: memoryview, version: int) -> FetchRequestData:
             last_fetched_epoch = r.int32() if version >= 12 else -1
             log_start_offset = r.int64() if version >= 5 else -1
             partition_max_bytes = r.int32()
+            durable_offset = -1
             if flexible:
-                r.skip_tagged_fields()
+                for tag, payload in r.tagged_fields():
+                    if tag == DURABLE_OFFSET_TAG:
+                        durable_offset = int64_tag(payload, "durable offset")
             partitions.append(
                 FetchPartition(
                     partition,
@@ -140,6 +145,7 @@ def decode_fetch_request(body: memoryview, version: int) -> FetchRequestData:
                     last_fetched_epoch,
                     log_start_offset,
                     partition_max_bytes,
+                    durable_offset,
                 )
             )
         if flexible:
@@ -179,6 +185,13 @@ def decode_fetch_request(body: memoryview, version: int) -> FetchRequestData:
         rack_id,
         cluster_id,
     )
+
+
+def int64_tag(payload: memoryview, what: str) -> int:
+    """The int64 one of odradek's tags holds."""
+    if len(payload) != _I64.size:
+        raise ProtocolError(f"{what} tag of {len(payload)} bytes, not 8")
+    return int(_I64.unpack(payload)[0])
 
 
 def _pair_tag(tag: int, a: int, b: int, b_is_long: bool) -> tuple[int, bytes]:

@@ -1,12 +1,14 @@
 """A follower's Fetch on a leader's Kafka listener, sans-I/O: the request frame out, the answer's partitions in.
 
 The request is Fetch v16 with the follower's ReplicaState (replica id and broker epoch, tagged field 1) and, per
-partition, the same position the gRPC request carries. The answer has Kafka's own fields (high watermark, log start
-offset, diverging epoch as tagged field 0) plus two values only odradek's followers use, as partition-level tagged
-fields numbered far above Kafka's own so no Kafka version will reuse them: the leader's log end offset
-(``LOG_END_OFFSET_TAG``) and the offset every replica has reached (``ALL_REPLICAS_OFFSET_TAG``), each an int64. A
-leader writes them only in answers to replica fetches; Kafka clients skip unknown tags. Topics are named by id
-(v13+): the caller's metadata image maps names to ids and back. A malformed answer raises ProtocolError only.
+partition, the same position the gRPC request carries, with the follower's durable offset (its recovery point) in a
+partition-level tagged field of odradek's own (``DURABLE_OFFSET_TAG``). The answer has Kafka's own fields (high
+watermark, log start offset, diverging epoch as tagged field 0) plus two values only odradek's followers use, as
+partition-level tagged fields: the leader's log end offset (``LOG_END_OFFSET_TAG``) and the offset every replica
+holds durably (``ALL_REPLICAS_OFFSET_TAG``), each an int64. odradek's tags are numbered far above Kafka's own so no
+Kafka version will reuse them; a leader writes its two only in answers to replica fetches, and Kafka clients skip
+unknown tags. Topics are named by id (v13+): the caller's metadata image maps names to ids and back. A malformed
+answer raises ProtocolError only.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from odradek.broker.fetch_response import FetchedPartition, ReplicaFetchRequest
-from odradek.broker.kafka.fetch_codec import ALL_REPLICAS_OFFSET_TAG, FETCH_KEY, LOG_END_OFFSET_TAG
+from odradek.broker.kafka.fetch_codec import (
+    ALL_REPLICAS_OFFSET_TAG,
+    DURABLE_OFFSET_TAG,
+    FETCH_KEY,
+    LOG_END_OFFSET_TAG,
+    int64_tag,
+)
 from odradek.broker.kafka.primitives import Reader, Writer
 from odradek.broker.kafka.wire import ProtocolError
 from odradek.broker.partition import Divergence
@@ -66,7 +74,9 @@ def encode_replica_fetch(
             w.int32(p.last_fetched_epoch)
             w.int64(p.log_start_offset)
             w.int32(p.partition_max_bytes)
-            w.no_tagged_fields()
+            durable = Writer()
+            durable.int64(p.durable_offset)
+            w.tagged_fields([(DURABLE_OFFSET_TAG, durable.buf)])
         w.no_tagged_fields()
     w.compact_array_length(0)  # no forgotten topics
     w.compact_string("")  # rack id
@@ -79,12 +89,6 @@ def encode_replica_fetch(
     frame.int32(len(w.buf))
     frame.raw(w.buf)
     return bytes(frame.buf)
-
-
-def _int64_tag(payload: memoryview, what: str) -> int:
-    if len(payload) != 8:
-        raise ProtocolError(f"{what} tag of {len(payload)} bytes, not 8")
-    return Reader(payload).int64()
 
 
 def decode_replica_fetch_response(
@@ -136,9 +140,9 @@ def _partition(r: Reader, name: str) -> tuple[Key, FetchedPartition]:
             diverging = Divergence(d.int32(), d.int64())
             d.skip_tagged_fields()
         elif tag == LOG_END_OFFSET_TAG:
-            log_end_offset = _int64_tag(payload, "log end offset")
+            log_end_offset = int64_tag(payload, "log end offset")
         elif tag == ALL_REPLICAS_OFFSET_TAG:
-            all_replicas_offset = _int64_tag(payload, "all replicas offset")
+            all_replicas_offset = int64_tag(payload, "all replicas offset")
     if log_end_offset is None or all_replicas_offset is None:
         raise ProtocolError(f"the answer for {name}-{index} lacks the leader's log end or all-replicas offset")
     if error == UNKNOWN_TOPIC_ID:  # the leader knows the topic by another id: metadata settles it, as gRPC's error

@@ -219,3 +219,19 @@ async def test_a_log_start_taken_from_the_leader_is_persisted_before_the_next_fe
         assert asked[("t", 0)].log_start_offset == 40
     finally:
         await m.close()
+
+
+async def test_the_fetch_reports_the_followers_recovery_point_as_its_durable_offset(
+    tmp_path: Path, fake_leader: FakeLeader, manager: ReplicaFetcherManager
+) -> None:
+    """The leader removes a tombstone only below every replica's durable offset (its recovery point): records
+    appended but not yet fsynced do not count, since a power loss takes them."""
+    leader, follower = replicas(tmp_path, 0)
+    follower.append_as_follower(bytes(leader.log.read(0, MAX_BYTES, max_offset=100).records), 0)
+    follower.log.flush(up_to=60)
+    manager.assign(follower)
+    asked, answer = await fake_leader.next()
+    assert (asked[("t", 0)].fetch_offset, asked[("t", 0)].durable_offset) == (100, 60)
+    answer.set_result(response(answer_from(leader, asked[("t", 0)])))
+    asked, _ = await fake_leader.next()
+    assert (asked[("t", 0)].fetch_offset, asked[("t", 0)].durable_offset) == (102, 60)

@@ -1,5 +1,6 @@
-"""A tombstone is removed only below the offset every replica of the partition has reached: a replica that was
-away longer than ``delete.retention.ms`` comes back, catches up, is elected, and no deleted key comes back.
+"""A tombstone is removed only below the offset every replica of the partition holds durably: a replica that was
+away longer than ``delete.retention.ms``, or lost unflushed records to a power loss, comes back, catches up, is
+elected, and no deleted key comes back.
 
 Three replicas of t-0 over real logs, the leader and the followers each running the real cleaner. Broker 3 stops
 fetching after it holds ``k=old``; the key is deleted, every segment rolls, ``delete.retention.ms`` (0 here)
@@ -10,11 +11,17 @@ instant is reached: there the tombstone is gone from the others and broker 3 lea
 The offset every replica reached belongs to one replica set: the later tests add a replica (a reassignment) and
 check that neither a follower holding its leader's older word nor a pass already under way removes a tombstone the
 new replica still needs.
+
+What a replica holds is what survives its power loss (its recovery point), not what it appended: acks do not wait
+for fsync. The last tests run with the fsync ledger (durability.py): a follower, then a leader, loses power with
+the tombstone in its active (never fsynced) segment while the other replica has already cleaned, comes back with
+``k=old`` only, catches up and leads. The same runs with the horizon counting appended offsets show the instant is
+reached: the returning replica leads with ``k=old``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +29,7 @@ from controller_images import brokers, build, epoch_of, partition, topic
 from replicas import Controller, Replicas, latest_values
 
 from odradek.broker.isr_changes import IsrChangeBatcher
+from odradek.broker.log import durability
 from odradek.broker.log.cleaner.cleaner import Cleaner
 from odradek.broker.log.cleaner.manager import CleanerManager
 from odradek.broker.log.cleaner.policy import CompactionConfig
@@ -29,6 +37,7 @@ from odradek.broker.log.cleaner.runner import CleanerThread, CompactedLog
 from odradek.broker.log.config import LogConfig
 from odradek.broker.partition import Partition
 from odradek.broker.replication import LeaderState
+from odradek.client.errors import StorageError
 from odradek.client.record.builder import encode_batch
 
 NOW = 10_000_000
@@ -56,6 +65,12 @@ def clean(p: Partition, horizon: Callable[[Partition], int]) -> None:
     for _ in range(4):
         if not thread.run_once():
             return
+
+
+def fsynced(*parts: Partition) -> int:
+    """The offset below which each of ``parts`` has fsynced its log (its recovery point: at most its active
+    segment's base, since nothing here flushes but a roll)."""
+    return min(p.log.recovery_point for p in parts)
 
 
 def old_rule(p: Partition) -> int:
@@ -117,10 +132,11 @@ def test_once_every_replica_has_the_tombstone_every_cleaner_removes_it(tmp_path:
             put(leader, b"other-%d" % i, b"v")
         for _ in range(8):
             for b in (2, 3):
-                replicas.fetch(b)  # the last rounds tell each follower what both have reached
-        assert leader.tombstone_horizon() == leader.log.log_end_offset
+                replicas.fetch(b)  # the last rounds tell each follower what both hold durably
+        durable = fsynced(*replicas.parts.values())
+        assert durable > 1 and leader.tombstone_horizon() == durable
         for b in (1, 2, 3):
-            assert replicas.parts[b].tombstone_horizon() == leader.log.log_end_offset
+            assert replicas.parts[b].tombstone_horizon() == durable
             clean(replicas.parts[b], Partition.tombstone_horizon)
             assert b"k" not in latest(replicas.parts[b])
             assert latest(replicas.parts[b]) == {b"other-%d" % i: b"v" for i in range(6)}
@@ -128,17 +144,25 @@ def test_once_every_replica_has_the_tombstone_every_cleaner_removes_it(tmp_path:
         replicas.close()
 
 
-def test_the_offset_every_replica_reached_is_capped_by_each_follower_and_the_high_watermark() -> None:
+def test_the_offset_every_replica_holds_durably_is_capped_by_each_replica_and_the_high_watermark() -> None:
     s = LeaderState(1, 0, 0, (1, 2, 3), (1, 2, 3), 0, 0, min_isr=1, now_ms=0)
-    assert s.all_replicas_offset() == 0  # no follower has fetched from this leader yet
-    s.on_follower_fetch(2, 8, 10, now_ms=0)
-    assert s.all_replicas_offset() == 0
-    s.on_follower_fetch(3, 6, 10, now_ms=0)
-    assert (s.high_watermark, s.all_replicas_offset()) == (6, 6)
-    s.on_follower_fetch(3, 10, 10, now_ms=0)
-    assert (s.high_watermark, s.all_replicas_offset()) == (8, 8)
+    assert s.all_replicas_offset(10) == 0  # no follower has fetched from this leader yet
+    s.on_follower_fetch(2, 8, 10, now_ms=0, durable_offset=8)
+    assert s.all_replicas_offset(10) == 0
+    s.on_follower_fetch(3, 6, 10, now_ms=0, durable_offset=6)
+    assert (s.high_watermark, s.all_replicas_offset(10)) == (6, 6)
+    s.on_follower_fetch(3, 10, 10, now_ms=0, durable_offset=4)  # appended up to 10, fsynced up to 4 only
+    assert (s.high_watermark, s.all_replicas_offset(10)) == (8, 4)
+    s.on_follower_fetch(3, 10, 10, now_ms=0, durable_offset=10)
+    assert s.all_replicas_offset(10) == 8
+    assert s.all_replicas_offset(5) == 5  # nor beyond what the leader itself fsynced
+    s.on_follower_fetch(2, 7, 10, now_ms=0, durable_offset=9)  # never beyond what the follower holds
+    assert s.all_replicas_offset(10) == 7
+    s.on_follower_fetch(2, 10, 10, now_ms=0)  # a follower that does not say (an older one): nothing durable
+    assert s.all_replicas_offset(10) == 0
+    s.on_follower_fetch(2, 10, 10, now_ms=0, durable_offset=10)
     s.on_metadata(1, (1, 2, 3, 4), (1, 2, 3), 10, now_ms=0)  # a replica added: nothing is known of it
-    assert s.all_replicas_offset() == 0
+    assert s.all_replicas_offset(10) == 0
 
 
 def deleted_then_filled(leader: Partition) -> None:
@@ -165,7 +189,7 @@ def test_a_follower_drops_the_leaders_horizon_when_a_replica_is_added_and_the_de
         for _ in range(8):
             replicas.fetch(2)
         end = leader.log.log_end_offset
-        assert follower.tombstone_horizon() == end
+        assert follower.tombstone_horizon() == fsynced(leader, follower) > 3
         grown = partition(0, (1, 2, 3), isr=(1, 2), leader=1, partition_epoch=1, adding=(3,))
         replicas.publish(build(brokers(1, 2, 3), topic(), grown))
         assert follower.tombstone_horizon() == 0  # nothing is known yet of what broker 3 holds
@@ -193,13 +217,13 @@ def test_a_follower_drops_the_horizon_of_a_previous_leader(tmp_path: Path) -> No
         for _ in range(8):
             for b in (2, 3):
                 replicas.fetch(b)
-        end = replicas.parts[1].log.log_end_offset
-        assert replicas.parts[3].tombstone_horizon() == end
+        durable = fsynced(*replicas.parts.values())
+        assert replicas.parts[3].tombstone_horizon() == durable > 0
         replicas.publish(build(brokers(1, 2, 3), topic(), partition(0, (1, 2, 3), leader=2, leader_epoch=1)))
         assert replicas.parts[3].tombstone_horizon() == 0  # until the new leader answers
         replicas.fetch(1, leader=2)
         replicas.fetch(3, leader=2)
-        assert replicas.parts[3].tombstone_horizon() == end
+        assert replicas.parts[3].tombstone_horizon() == durable
     finally:
         replicas.close()
 
@@ -228,7 +252,7 @@ def test_a_replica_added_while_a_pass_runs_makes_its_swap_keep_the_tombstone(
         replicas.publish(build(brokers(1, 2, 3), topic(), partition(0, (1, 2), leader=1, leader_epoch=1)), to=(1, 2))
         for _ in range(2):
             replicas.fetch(2)
-        assert leader.tombstone_horizon() == end
+        assert leader.tombstone_horizon() == fsynced(leader, before) > 3
 
         swap = leader.log.replace_segments
         grown = partition(0, (1, 2, 3), isr=(1, 2), leader=1, leader_epoch=1, partition_epoch=1, adding=(3,))
@@ -246,5 +270,127 @@ def test_a_replica_added_while_a_pass_runs_makes_its_swap_keep_the_tombstone(
         for _ in range(8):
             replicas.fetch(3)
         assert added.log.log_end_offset == end and latest(added)[b"k"] is None
+    finally:
+        replicas.close()
+
+
+@pytest.fixture
+def fsync_ledger(tmp_path: Path) -> Iterator[Path]:
+    """Record every fsync (durability.py), so that a power loss can cut a broker's files back to what was durable."""
+    ledger = tmp_path / "fsync-ledger"
+    durability.enable(ledger)
+    try:
+        yield ledger
+    finally:
+        durability.disable()
+
+
+def lose_power(replicas: Replicas, broker: int, ledger: Path) -> None:
+    """``broker`` loses power and restarts: its files are cut back to their last fsync and its log recovers."""
+    replicas.parts[broker].log.take_offline(StorageError("power loss"))  # closes the files without a flush
+    durability.lose_unsynced(ledger, [replicas.root / f"b{broker}"])
+    replicas.restart(broker)
+
+
+def pre_crash_rule(leader: Partition) -> Callable[[Partition], int]:
+    """The horizon counting each follower's log end offset as it last fetched, durable or not."""
+
+    def horizon(p: Partition) -> int:
+        state = leader.leader_state
+        assert state is not None
+        return min(leader.log.high_watermark, *(f.log_end_offset for f in state.followers.values()))
+
+    return horizon
+
+
+@pytest.mark.parametrize("rule", ["durable", "pre-crash"])
+def test_a_follower_that_loses_its_unflushed_tombstone_meets_it_again(
+    tmp_path: Path, fsync_ledger: Path, rule: str
+) -> None:
+    """Broker 3 fetched k=old and, in its next segment, the tombstone, then stopped fetching (paused). Its segment
+    holding the tombstone is still active, so not fsynced. The leader and broker 2 clean; then broker 3 loses power:
+    it recovers with k=old and without the tombstone, catches up and is elected. A tombstone removed because broker 3
+    had fetched past it, not made it durable, would be gone for good (the "pre-crash" run shows the instant is
+    reached: broker 3 leads with k=old)."""
+    replicas = Replicas(tmp_path, config=LOG)
+    try:
+        replicas.publish(build(brokers(1, 2, 3), topic(), partition(0, (1, 2, 3), leader=1)))
+        leader, away = replicas.parts[1], replicas.parts[3]
+        for key in (b"k", b"a", b"b"):
+            put(leader, key, b"old" if key == b"k" else b"v")
+        put(leader, b"k", None)
+        for _ in range(3):
+            replicas.fetch(3)  # caught up: k=old in a sealed (fsynced) segment, the tombstone in the active one
+        assert away.log.log_end_offset == 4 and away.log.recovery_point == 2
+        for i in range(6):
+            put(leader, b"other-%d" % i, b"v")  # the leader rolls past the tombstone; broker 3 fetches no more
+        for _ in range(8):
+            replicas.fetch(2)
+        replicas.fetch(2)  # broker 2 learns the leader's horizon
+        assert (leader.tombstone_horizon(), pre_crash_rule(leader)(leader)) == (2, 4)  # the tombstone is at 3
+        horizon = Partition.tombstone_horizon if rule == "durable" else pre_crash_rule(leader)
+        for b in (1, 2):
+            clean(replicas.parts[b], horizon)
+            assert latest(replicas.parts[b]).get(b"k", b"gone") is None or rule == "pre-crash"
+
+        lose_power(replicas, 3, fsync_ledger)
+        away = replicas.parts[3]
+        assert away.log.log_end_offset == 2 and latest(away) == {b"k": b"old", b"a": b"v"}
+        replicas.publish(build(brokers(1, 2, 3), topic(), partition(0, (1, 2, 3), leader=1)), to=(3,))
+        replicas.fetch(3)
+        assert pre_crash_rule(leader)(leader) == 2  # falls back once broker 3 fetches again: too late
+        for _ in range(8):
+            replicas.fetch(3)
+        assert away.log.log_end_offset == leader.log.log_end_offset
+        replicas.publish(build(brokers(1, 2, 3), topic(), partition(0, (1, 2, 3), leader=3, leader_epoch=5)))
+        assert away.is_leader
+        assert latest(away).get(b"k") == (b"old" if rule == "pre-crash" else None)
+    finally:
+        replicas.close()
+
+
+@pytest.mark.parametrize("rule", ["durable", "pre-crash"])
+def test_a_leader_that_loses_its_unflushed_tombstone_meets_it_again(
+    tmp_path: Path, fsync_ledger: Path, rule: str
+) -> None:
+    """The same from the other side: the leader's segment holding the tombstone is still active, broker 2's is sealed.
+    Their segments start at different offsets: broker 2 started its log at the leader's log start, which a
+    DeleteRecords had moved into a segment. Broker 2 cleans; the leader loses power, recovers with k=old and without
+    the tombstone, follows broker 2 and is elected again. The offset every replica holds is capped by the leader's
+    own recovery point too."""
+    replicas = Replicas(tmp_path, ids=(1, 2), config=LOG)
+    try:
+        replicas.publish(build(brokers(1, 2), topic(), partition(0, (1, 2), isr=(1,), leader=1)), to=(1, 2))
+        leader, follower = replicas.parts[1], replicas.parts[2]
+        for key in (b"a", b"b", b"c"):
+            put(leader, key, b"v")
+        put(leader, b"k", b"old")
+        assert leader.delete_records(3) == 3
+        put(leader, b"k", None)  # the leader rolls: k=old fsynced, the tombstone in its active segment
+        follower.reset_to_leader_start(3)  # its first fetch, from 0, was below the leader's log start
+        replicas.fetch(2)
+        replicas.fetch(2)  # broker 2's active segment: k=old and the tombstone
+        put(leader, b"z", b"v")
+        replicas.fetch(2)  # broker 2 rolls (fsyncs k=old and the tombstone), the leader does not
+        assert (leader.log.recovery_point, follower.log.recovery_point) == (4, 5)
+        joined = partition(0, (1, 2), isr=(1, 2), leader=1, partition_epoch=1)
+        replicas.publish(build(brokers(1, 2), topic(), joined), to=(1, 2))
+        replicas.fetch(2)  # broker 2 learns the leader's horizon
+        horizon = Partition.tombstone_horizon if rule == "durable" else pre_crash_rule(leader)
+        clean(follower, horizon)
+        assert latest(follower).get(b"k", b"gone") is None or rule == "pre-crash"
+
+        lose_power(replicas, 1, fsync_ledger)
+        restarted = replicas.parts[1]
+        assert restarted.log.log_end_offset == 4 and latest(restarted)[b"k"] == b"old"
+        failover = partition(0, (1, 2), isr=(2,), leader=2, leader_epoch=1, partition_epoch=2)
+        replicas.publish(build(brokers(1, 2), topic(), failover), to=(1, 2))
+        for _ in range(4):
+            replicas.fetch(1, leader=2)
+        assert restarted.log.log_end_offset == follower.log.log_end_offset
+        back = partition(0, (1, 2), leader=1, leader_epoch=2, partition_epoch=3)
+        replicas.publish(build(brokers(1, 2), topic(), back), to=(1, 2))
+        assert restarted.is_leader
+        assert latest(restarted)[b"k"] == (b"old" if rule == "pre-crash" else None)
     finally:
         replicas.close()

@@ -79,7 +79,8 @@ def replica_requests(draw: st.DrawFn) -> tuple[ReplicaFetchRequest, dict[str, by
     names = draw(st.lists(NAMES, max_size=3, unique=True))
     ids = {name: draw(IDS) for name in names}
     topics = [
-        (name, draw(st.lists(st.builds(PartitionFetch, I32, I32, I64, I32, I64, I32), max_size=3))) for name in names
+        (name, draw(st.lists(st.builds(PartitionFetch, I32, I32, I64, I32, I64, I32, I64), max_size=3)))
+        for name in names
     ]
     request = ReplicaFetchRequest(draw(st.integers(0, 2**31 - 1)), draw(I64), draw(I32), draw(I32), draw(I32), topics)
     return request, ids
@@ -368,6 +369,22 @@ async def test_a_replica_fetch_reaches_brokerservice_fetch_with_the_replicas_id_
     part = request.topics[0].partitions[0]
     assert (request.topics[0].name, part.partition, part.fetch_offset, part.last_fetched_epoch) == ("t", 0, 0, -1)
     assert leader.partition.log.high_watermark == 0  # the follower's progress (offset 0) was recorded: HW at 0
+
+
+@pytest.mark.parametrize("path", ["grpc", "kafka"])
+async def test_the_followers_durable_offset_reaches_the_leaders_tombstone_horizon(leader: Leader, path: str) -> None:
+    """A follower that appended up to 102 but fsynced only up to 40 holds durably only that much: the leader's
+    horizon, and the offset its answer tells the follower, stop there."""
+    leader.partition.log.flush()  # the leader's own log is fsynced to its end
+    part = PartitionFetch(0, EPOCH, 102, EPOCH, 0, MAX_BYTES, 40)
+    request = ReplicaFetchRequest(FOLLOWER, BROKER_EPOCH, 0, 1, 10 * MAX_BYTES, [("t", [part])])
+    transport = KafkaTransport(leader.address, FOLLOWER, lambda: leader.image)  # type: ignore[arg-type,return-value]
+    try:
+        error, answers = await (over_grpc(leader, request) if path == "grpc" else over_kafka(transport, request))
+    finally:
+        await transport.close()
+    assert not error and answers[("t", 0)].all_replicas_offset == 40
+    assert (leader.partition.log.high_watermark, leader.partition.tombstone_horizon()) == (102, 40)
 
 
 def empty_fetch(version: int, replica_id: int) -> Any:

@@ -9,12 +9,13 @@ What a pass keeps, batch by batch, for segments from the log start up to the end
 
 - a record whose key the map holds at a later offset is dropped; the others keep their offset and timestamp;
 - a tombstone (null value) is kept until the batch's delete horizon has passed *and* its offset is below the
-  caller's ``tombstone_horizon_offset`` (the offset every replica has reached, so a replica that was away cannot
-  bring the deleted key's old value back). The horizon is stamped in the batch the first time a pass recopies it
-  with a tombstone: the batch's base timestamp becomes now + ``delete.retention.ms`` and its delete-horizon
-  attribute bit is set (Kafka's KIP-534 layout; the records' timestamp deltas are re-based, so every record keeps
-  its timestamp). It lives in the log, so it survives restarts and needs no side file. A horizon beyond what a
-  batch holds (``delete.retention.ms`` up to Long.MAX, Kafka's "for good") is capped to the largest that fits;
+  caller's ``tombstone_horizon_offset`` (the offset every replica holds durably, so a replica that was away or
+  lost power cannot bring the deleted key's old value back). The horizon is stamped in the batch the first time a
+  pass recopies it with a tombstone: the batch's base timestamp becomes now + ``delete.retention.ms`` and its
+  delete-horizon attribute bit is set (Kafka's KIP-534 layout; the records' timestamp deltas are re-based, so every
+  record keeps its timestamp). It lives in the log, so it survives restarts and needs no side file. A horizon
+  beyond what a batch holds (``delete.retention.ms`` up to Long.MAX, Kafka's "for good") is capped to the largest
+  that fits;
 - a record without a key is kept (counted in ``keyless_records``): Kafka's broker refuses keyless records for a
   compacted topic and its cleaner drops any that got in; this log cannot know whether they were accepted on
   purpose, and never loses data silently;

@@ -29,9 +29,10 @@ CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 @dataclass(frozen=True)
 class CompactedLog:
     """A log the cleaner should compact. ``tombstone_horizon_offset``: the offset every replica of the partition
-    has reached (the leader: the minimum of its followers' log end offsets and its own high watermark; a follower:
-    the one its leader last told, capped by its high watermark). ``tombstone_horizon``: that offset as of now, read
-    again before each swap, since a replica added during a pass lowers it (None: the offset cannot change)."""
+    holds durably (the leader: the minimum of its high watermark, its own recovery point and its followers' as they
+    reported them; a follower: the one its leader last told, capped by its high watermark). ``tombstone_horizon``:
+    that offset as of now, read again before each swap, since a replica added during a pass lowers it (None: the
+    offset cannot change)."""
 
     log: Log
     config: CompactionConfig
