@@ -4,7 +4,9 @@ A SIGKILL loses nothing the process wrote: the page cache keeps it. A power loss
 not yet fsynced. With a ledger path configured, every fsync of a segment or index file goes through :func:`fsync`,
 which appends the file's inode and its size *before* the fsync (what is certainly durable) to the ledger. After
 killing the node, the chaos nemesis calls :func:`lose_unsynced`, which cuts every segment and index file back to
-its last recorded size: 0 for a file never fsynced, or one replaced since (another inode at the same path).
+its last recorded size: 0 for a file never fsynced, or one replaced since (another inode at the same path). A
+file renamed into place with :func:`rename` (the compaction swap moves fsynced ``.cleaned`` files to segment names)
+keeps what its fsyncs made durable under its new name.
 
 Limits: data rewritten in place below the durable size (mmapped index entries) is kept, and directory entries are
 treated as durable. Files written atomically (write, fsync, rename: checkpoints, snapshots) need no emulation.
@@ -56,6 +58,17 @@ def fsync(fd: int) -> None:
     os.write(ledger, f"{st.st_ino} {st.st_size} {path}\n".encode())
 
 
+def rename(src: str | Path, dst: str | Path) -> None:
+    """``os.rename``; with a ledger, also record the move, so the file's durable size follows it to ``dst``."""
+    os.rename(src, dst)
+    ledger = _ledger_fd
+    if ledger is not None:
+        os.write(ledger, f"{RENAMED} {os.path.realpath(src)}\t{os.path.realpath(dst)}\n".encode())
+
+
+RENAMED = "R"  # a ledger line "R <src>\t<dst>": what was durable at src is now at dst
+
+
 class Loss(NamedTuple):
     path: str
     size: int  # before the loss
@@ -63,11 +76,16 @@ class Loss(NamedTuple):
 
 
 def read_ledger(text: str) -> dict[str, tuple[int, int]]:
-    """{path: (inode, durable size)} from ledger lines, the last record of a path winning; a torn last line is
-    ignored (the recorder died mid-write)."""
+    """{path: (inode, durable size)} from ledger lines, the last record of a path winning and renames moving records;
+    a torn last line is ignored (the recorder died mid-write)."""
     out: dict[str, tuple[int, int]] = {}
     for line in text.splitlines():
         ino, _, rest = line.partition(" ")
+        if ino == RENAMED:
+            src, tab, dst = rest.partition("\t")
+            if tab and dst and src in out:
+                out[dst] = out.pop(src)
+            continue
         size, _, path = rest.partition(" ")
         if ino.isdigit() and size.isdigit() and path:
             out[path] = (int(ino), int(size))

@@ -20,11 +20,11 @@ old segments or the new one, never a gap; recovery itself can crash and rerun.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from odradek.broker.log import durability
 from odradek.broker.log.checkpoint import fsync_dir
 from odradek.broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_name
 from odradek.broker.log.txn_index import TXN_INDEX_SUFFIX
@@ -70,7 +70,7 @@ def commit_swap(
         at(f"swap{suffix}")
         if suffix == TXN_INDEX_SUFFIX and not cleaned_path(directory, base, suffix).exists():
             continue  # no aborted transaction in the cleaned segment
-        os.rename(cleaned_path(directory, base, suffix), swap_path(directory, base, end, suffix))
+        durability.rename(cleaned_path(directory, base, suffix), swap_path(directory, base, end, suffix))
     at("fsync-swap")
     fsync_dir(directory)
     for seg in old:
@@ -80,7 +80,7 @@ def commit_swap(
         at(f"final{suffix}")
         if suffix == TXN_INDEX_SUFFIX and not swap_path(directory, base, end, suffix).exists():
             continue
-        os.rename(swap_path(directory, base, end, suffix), final_path(directory, base, suffix))
+        durability.rename(swap_path(directory, base, end, suffix), final_path(directory, base, suffix))
     at("fsync-final")
     fsync_dir(directory)
 
@@ -113,7 +113,7 @@ def complete_swaps(directory: Path) -> bool:
         for suffix in FINAL_ORDER:
             swap = swap_path(directory, base, end, suffix)
             if swap.exists():
-                os.rename(swap, final_path(directory, base, suffix))
+                durability.rename(swap, final_path(directory, base, suffix))
         changed = True
     for path in directory.glob("*" + SWAP):  # index swaps whose log file was renamed (or never swapped)
         path.unlink(missing_ok=True)

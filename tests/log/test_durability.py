@@ -47,6 +47,29 @@ def test_ledger_lines_and_plan() -> None:
     ]
 
 
+def test_a_rename_carries_the_durable_size_to_the_new_name() -> None:
+    ledger = read_ledger("5 300 /d/0.log.cleaned\nR /d/0.log.cleaned\t/d/0.log.swap\nR /d/0.log.swap\t/d/0.log\n")
+    assert ledger == {"/d/0.log": (5, 300)}
+    assert plan_losses(ledger, [("/d/0.log", 5, 300)]) == []  # cleaned, fsynced, swapped in: nothing to lose
+    assert read_ledger("R /d/x.log\t/d/y.log\n") == {}  # a never fsynced file renamed: still nothing durable
+
+
+def test_a_compaction_swap_keeps_the_cleaned_segment_through_a_power_loss(tmp_path: Path) -> None:
+    directory, ledger = tmp_path / "p", tmp_path / "ledger"
+    directory.mkdir()
+    cleaned = directory / "00000000000000000000.log.cleaned"
+    cleaned.write_bytes(b"x" * 100)
+    durability.enable(ledger)
+    try:
+        with cleaned.open("rb+") as f:
+            durability.fsync(f.fileno())
+        durability.rename(cleaned, directory / "00000000000000000000.log")
+    finally:
+        durability.disable()
+    assert durability.lose_unsynced(ledger, [tmp_path]) == []
+    assert (directory / "00000000000000000000.log").stat().st_size == 100
+
+
 def test_off_by_default_records_nothing(tmp_path: Path) -> None:
     path = tmp_path / "f"
     path.write_bytes(b"x")
