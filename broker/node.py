@@ -24,8 +24,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from odradek.broker.broker_role import BrokerRole
 from odradek.broker.config import TLS_PROTOCOLS, ConfigError, Endpoint, NodeConfig
+from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.broker.kafka.catalog import kafka_apis
 from odradek.broker.kafka.dispatch import KafkaDispatcher
 from odradek.broker.kafka.server import KafkaListener
 from odradek.broker.metrics import NodeMetrics, gauge
@@ -290,7 +290,9 @@ class Node:
                 endpoint.host,
                 endpoint.port,
                 name,
-                KafkaDispatcher(kafka_apis(backend, sasl=kafka_sasl is not None), broker.quotas, kafka_sasl, access),
+                KafkaDispatcher(
+                    functools.partial(_kafka_apis, backend, kafka_sasl is not None), broker.quotas, kafka_sasl, access
+                ),
                 max_request_bytes=self.config["socket.request.max.bytes"],
                 idle_timeout_ms=self.config["connections.max.idle.ms"],
                 failed_authentication_delay_ms=self.config["connection.failed.authentication.delay.ms"],
@@ -374,6 +376,13 @@ async def _step(name: str, aw: Awaitable[object], timeout: float = STOP_STEP_TIM
             await aw
     except TimeoutError:
         logger.warning("stop: %s did not finish within %.0f s; going on", name, timeout)
+
+
+def _kafka_apis(backend: KafkaBackend, sasl: bool) -> ApiRegistry:
+    """The Kafka listener's APIs, built at its first request (KafkaDispatcher)."""
+    from odradek.broker.kafka.catalog import kafka_apis
+
+    return kafka_apis(backend, sasl=sasl)
 
 
 def run(config: NodeConfig) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from odradek.broker.kafka import api_versions
 from odradek.broker.kafka.apis import API_VERSIONS_KEY, ApiRegistry
 from odradek.broker.kafka.header import encode_response_header, read_request_header
 from odradek.broker.kafka.wire import ConnectionInfo, NoResponse, ProtocolError, Reply, RequestContext, Response
@@ -33,17 +32,25 @@ class KafkaDispatcher:
 
     def __init__(
         self,
-        registry: ApiRegistry,
+        registry: ApiRegistry | Callable[[], ApiRegistry],
         quotas: BrokerQuotas | None = None,
         sasl: Callable[[str | None], SaslSession] | None = None,
         access: AccessControl = OPEN,
     ) -> None:
-        self.registry = registry
+        # A callable builds the registry at the first request: the API modules load kafka-python's message
+        # definitions of every version, a fifth of a node's start, which a node no Kafka client talks to never needs.
+        self._registry = registry
         self.quotas = quotas
         self.access = access  # who may claim a broker's exemption from quotas (``exempt_caller``)
         # A new connection's SASL session on a SASL listener, given its client certificate's principal if it has
         # one; None: no SASL.
         self.sasl = sasl
+
+    @property
+    def registry(self) -> ApiRegistry:
+        if not isinstance(self._registry, ApiRegistry):
+            self._registry = self._registry()
+        return self._registry
 
     def _flexible(self, key: int, version: int) -> bool:
         found = self.registry.get(key)
@@ -71,6 +78,8 @@ class KafkaDispatcher:
                 raise ProtocolError(
                     f"{spec.name} v{version} is not supported (v{spec.min_version} to v{spec.max_version})"
                 )
+            from odradek.broker.kafka import api_versions  # loaded with the registry, as every API module
+
             reply = api_versions.unsupported_version(spec)
             version = 0
         else:

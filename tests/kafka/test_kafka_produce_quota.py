@@ -119,3 +119,27 @@ def test_quota_user_takes_the_name_of_a_user_principal() -> None:
     assert quota_user("User:CN=broker-1,O=odradek") == "CN=broker-1,O=odradek"
     assert quota_user("User:ANONYMOUS") == ANONYMOUS
     assert quota_user("Group:admins") == ANONYMOUS
+
+
+def test_a_registry_given_as_a_callable_is_built_once_at_the_first_request() -> None:
+    """Nodes pass the API catalog as a callable: kafka-python's message definitions load only when a Kafka client
+    first talks to the listener."""
+    data = FakeData()
+    built: list[ApiRegistry] = []
+
+    def build() -> ApiRegistry:
+        registry = ApiRegistry()
+        registry.add(*produce_api(SimpleNamespace(data=data, access=OPEN)))  # type: ignore[arg-type]
+        built.append(registry)
+        return registry
+
+    dispatch = KafkaDispatcher(build)
+    assert built == []
+
+    async def scenario() -> None:
+        for correlation_id in (1, 2):
+            response = await dispatch(CONNECTION, produce_frame(1, correlation_id))
+            assert response is not None
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+    assert len(built) == 1 and len(data.calls) == 2
