@@ -46,11 +46,14 @@ def on_every_replica(cluster: Any, topic: str, check) -> bool:
     return all(r is not None and check(r) for r in found)
 
 
+YOUNG_LAG_MS = 10_000  # well above what the steps before the "still young" check take on a loaded machine
+
+
 def test_min_compaction_lag_keeps_young_records_and_max_lag_cleans_a_quiet_log(odradek_cluster) -> None:
     cluster = odradek_cluster
     with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
         admin.create_topic(
-            "young", 1, 3, compacted(**{"min.cleanable.dirty.ratio": "0", "min.compaction.lag.ms": "6000"})
+            "young", 1, 3, compacted(**{"min.cleanable.dirty.ratio": "0", "min.compaction.lag.ms": str(YOUNG_LAG_MS)})
         )
         admin.create_topic("quiet", 1, 3, compacted(**{"min.cleanable.dirty.ratio": "0", "segment.ms": "1000"}))
         written = time.monotonic()
@@ -73,10 +76,11 @@ def test_min_compaction_lag_keeps_young_records_and_max_lag_cleans_a_quiet_log(o
         return sum(1 for _, _, v in records if v is not None and v.startswith(b"w"))
 
     time.sleep(2.5)  # several cleaner rounds: neither is cleaned (too young; dirty ratio below 0.99)
+    assert time.monotonic() - written < YOUNG_LAG_MS / 1000, "the steps above took longer than the lag they test"
     assert on_every_replica(cluster, "young", lambda r: len(r) == 80)
     assert on_every_replica(cluster, "quiet", lambda r: fresh(r) == 20)
     wait_for(lambda: on_every_replica(cluster, "young", lambda r: len(r) < 80), 30, what="young records cleaned")
-    assert time.monotonic() - written >= 6.0
+    assert time.monotonic() - written >= YOUNG_LAG_MS / 1000
     wait_for(lambda: on_every_replica(cluster, "quiet", lambda r: fresh(r) == 10), 30, what="max lag cleaning")
     assert time.monotonic() - quiet_started >= 8.0
     assert last_values(consume_all(cluster, "young")) == last_values([(0, k, v) for k, v in updates(10, 8)])
