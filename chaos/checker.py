@@ -1,9 +1,9 @@
 """The no-loss checker, in the spirit of Jepsen's queue workload: judges a history against what acks=all promises.
 
 Every acknowledged value must be in the final read, once, at the offset its ack named, in its producer's send
-order; every offset holds one value for all observers; consumers read forward and never see a record that is
-later truncated; a write that failed definitely is never visible. Indeterminate writes (an error that may hide a
-successful append, or no outcome at all) may or may not be present.
+order; every offset holds one value for all observers; consumers read forward, never jump over a record the
+final read holds, and never see a record that is later truncated; a write that failed definitely is never visible.
+Indeterminate writes (an error that may hide a successful append, or no outcome at all) may or may not be present.
 
 With a consumer group (the group workload), three more promises. Members commit only what they processed and a
 new owner starts at the committed offset, so the committed offset of a partition never decreases: (1) every
@@ -11,7 +11,9 @@ acknowledged record of a subscribed topic was processed by some member (the fina
 committed offsets to the end after the faults, included), or a commit skipped it; (2) the committed offset read
 at the end is at least every commit that was acknowledged (none lost); (3) what one member observes of a
 partition's committed offset, its own acknowledged commits and its OffsetFetch answers in the order it saw them,
-never goes back. Comparisons across members use only (2): their records of acknowledgements race with each other.
+never goes back; (4) a member processes every record of a partition it was given, from where it started it (the
+committed offset it fetched) on, while its generation lasts. Comparisons across members use only (2): their records
+of acknowledgements race with each other.
 
 ``check`` is pure: ``index_history`` makes the one pass over the history, then one function per violation class
 (``CHECKS``) reads the index, so a million events take seconds. ``python -m odradek.chaos.checker history.jsonl
@@ -24,14 +26,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 
 from odradek.chaos.history import (
     Ack,
+    Assigned,
     Commit,
     Committed,
     Event,
@@ -58,11 +62,13 @@ VIOLATIONS: dict[str, str] = {
     "reordered": "one producer's acked writes out of send order",
     "vanished_read": "read by a consumer, then truncated",
     "non_monotonic_read": "a consumer read went backwards without a seek",
+    "read_skip": "a read jumped over a record of the final read",
     "failed_write_visible": "a definitely failed write was read",
     "unexpected_read": "read a value nobody sent",
     "unprocessed": "acknowledged, never processed by the group",
     "commit_lost": "final committed offset below an acked commit",
     "commit_regressed": "a member saw its partition's commit go back",
+    "member_skip": "a member skipped a record of its assignment",
 }
 
 
@@ -134,6 +140,57 @@ def _loc(location: Location) -> dict[str, object]:
 
 
 @dataclass(slots=True)
+class PartitionLog:
+    """One partition as the final read found it, offsets ascending: the records every reader passing them had to
+    see. Offsets it lacks (transaction markers, aborted records for read_committed, records compacted or truncated
+    away) may be passed over: only the final read proves a visible record lives there."""
+
+    offsets: list[int]
+    values: list[str]
+
+    def skipped(self, low: int, high: int) -> dict[str, object] | None:
+        """What a reader moving from ``low`` straight to ``high`` jumped over (None: nothing)."""
+        first, end = bisect_left(self.offsets, low), bisect_left(self.offsets, high)
+        if first == end:
+            return None
+        return {"skipped": end - first, "first_skipped": {"offset": self.offsets[first], "value": self.values[first]}}
+
+
+def partition_logs(final_at: Mapping[Location, str]) -> dict[tuple[str, int], PartitionLog]:
+    """The final read of each partition, by offset (its first value where two passes disagree)."""
+    records: dict[tuple[str, int], list[tuple[int, str]]] = {}
+    for (topic, partition, offset), value in final_at.items():
+        records.setdefault((topic, partition), []).append((offset, value))
+    logs: dict[tuple[str, int], PartitionLog] = {}
+    for key, found in records.items():
+        found.sort()
+        logs[key] = PartitionLog([offset for offset, _ in found], [value for _, value in found])
+    return logs
+
+
+def read_skips(
+    cursor: Iterable[Read | Seek], logs: Mapping[tuple[str, int], PartitionLog], who: str = "consumer"
+) -> Iterator[dict[str, object]]:
+    """Each read that jumped from the reader's previous read of the partition (no seek between) over records of the
+    final read: a fetch or a position that skipped them. Reads after a seek start a new run, wherever they land."""
+    last: dict[tuple[str, str, int], int] = {}  # (reader, topic, partition) -> offset of its last read since a seek
+    for event in cursor:
+        key = (event.consumer, event.topic, event.partition)
+        if isinstance(event, Seek):
+            last.pop(key, None)
+            continue
+        before = last.get(key)
+        last[key] = event.offset
+        log = logs.get((event.topic, event.partition))
+        if before is None or log is None or event.offset <= before + 1:
+            continue
+        skipped = log.skipped(before + 1, event.offset)
+        if skipped is not None:
+            where = {"topic": event.topic, "partition": event.partition}
+            yield {who: event.consumer, **where, "previous_offset": before, "offset": event.offset, **skipped}
+
+
+@dataclass(slots=True)
 class HistoryIndex:
     """What the violation checks need from a history, gathered in one pass over it."""
 
@@ -148,6 +205,8 @@ class HistoryIndex:
     elsewhere: dict[str, set[Location]] = field(default_factory=dict)  # its other locations, if any
     final: dict[str, Location] = field(default_factory=dict)  # each value's first location in the final read
     final_elsewhere: dict[str, set[Location]] = field(default_factory=dict)
+    final_at: dict[Location, str] = field(default_factory=dict)  # the first value the final read found at each one
+    logs: dict[tuple[str, int], PartitionLog] = field(default_factory=dict)  # final_at by partition, made at the end
     first_read: dict[str, Read] = field(default_factory=dict)  # the first concurrent read of each value
     cursor: list[Read | Seek] = field(default_factory=list)  # consumer reads and seeks, in recorded order
     faults: list[dict[str, object]] = field(default_factory=list)
@@ -156,6 +215,7 @@ class HistoryIndex:
     group_topics: set[str] = field(default_factory=set)  # topics some group member subscribed
     processed: set[str] = field(default_factory=set)  # values some group member processed
     processed_count: int = 0
+    assignments: list[Assigned | Processed] = field(default_factory=list)  # members' starts and records, in order
     highest_commit: dict[tuple[str, int], Commit] = field(default_factory=dict)  # (topic, partition)
     final_committed: dict[tuple[str, int], int] = field(default_factory=dict)  # the last final OffsetFetch answer
     commit_views: list[Commit | Committed] = field(default_factory=list)  # acked commits and fetches, in order
@@ -184,6 +244,7 @@ def index_history(history: Iterable[Event]) -> HistoryIndex:
             if isinstance(event, FinalRead):
                 ix.final_reads += 1
                 _place(ix.final, ix.final_elsewhere, event.value, location)
+                ix.final_at.setdefault(location, event.value)
                 continue
             ix.reads += 1
             ix.first_read.setdefault(event.value, event)
@@ -194,6 +255,9 @@ def index_history(history: Iterable[Event]) -> HistoryIndex:
             _place(ix.where, ix.elsewhere, event.value, location)
             ix.processed.add(event.value)
             ix.processed_count += 1
+            ix.assignments.append(event)
+        elif isinstance(event, Assigned):
+            ix.assignments.append(event)
         elif isinstance(event, Commit):
             ix.commits += 1
             ix.commit_views.append(event)
@@ -228,6 +292,7 @@ def index_history(history: Iterable[Event]) -> HistoryIndex:
                     "time": event.time,
                 }
             )
+    ix.logs = partition_logs(ix.final_at)
     return ix
 
 
@@ -301,6 +366,10 @@ def _non_monotonic_read(ix: HistoryIndex) -> Examples:
         position[key] = event.offset + 1
 
 
+def _read_skip(ix: HistoryIndex) -> Examples:
+    return read_skips(ix.cursor, ix.logs)
+
+
 def _definitely_failed(ix: HistoryIndex) -> list[str]:
     """Values whose write failed definitely and was never acknowledged."""
     return [value for value, error in ix.errors.items() if error.definite and value not in ix.acks]
@@ -355,6 +424,36 @@ def _commit_regressed(ix: HistoryIndex) -> Examples:
         seen[key] = view
 
 
+def _member_skip(ix: HistoryIndex) -> Examples:
+    """Within one generation a member owns its partitions alone and reads each forward from where it started it,
+    so it processes every record of the final read from its start (or its first record, if its start was not
+    recorded) on. A record without a generation (the member had just lost it) ends the run."""
+    at: dict[tuple[str, str, int], tuple[int, int]] = {}  # (member, topic, partition) -> (generation, next offset)
+    for event in ix.assignments:
+        key = (event.consumer, event.topic, event.partition)
+        if isinstance(event, Assigned):
+            at[key] = (event.generation, event.offset)
+            continue
+        expected = at.pop(key, None)
+        if event.generation < 0:
+            continue
+        at[key] = (event.generation, event.offset + 1)
+        log = ix.logs.get((event.topic, event.partition))
+        if expected is None or expected[0] != event.generation or log is None or event.offset <= expected[1]:
+            continue
+        skipped = log.skipped(expected[1], event.offset)
+        if skipped is not None:
+            yield {
+                "consumer": event.consumer,
+                "generation": event.generation,
+                "topic": event.topic,
+                "partition": event.partition,
+                "expected_offset": expected[1],
+                "offset": event.offset,
+                **skipped,
+            }
+
+
 CHECKS: dict[str, Callable[[HistoryIndex], Examples]] = {
     "lost": _lost,
     "duplicate": _duplicate,
@@ -363,11 +462,13 @@ CHECKS: dict[str, Callable[[HistoryIndex], Examples]] = {
     "reordered": _reordered,
     "vanished_read": _vanished_read,
     "non_monotonic_read": _non_monotonic_read,
+    "read_skip": _read_skip,
     "failed_write_visible": _failed_write_visible,
     "unexpected_read": _unexpected_read,
     "unprocessed": _unprocessed,
     "commit_lost": _commit_lost,
     "commit_regressed": _commit_regressed,
+    "member_skip": _member_skip,
 }
 assert CHECKS.keys() == VIOLATIONS.keys()
 

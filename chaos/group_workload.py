@@ -1,7 +1,8 @@
 """The group workload (``odradek chaos run --workload group``): the producers of :class:`Workload`, and consumers
 in one group instead of the assign readers.
 
-Each member subscribes, records every record it processes (``Processed``, with its generation), then commits the
+Each member subscribes, records where it starts each partition it is given (``Assigned``: the committed offset it
+fetched, or the log start), every record it processes (``Processed``, with its generation), then commits the
 next offsets of what it processed, synchronously, and records each acknowledged commit (``Commit``); now and then
 it records the group's committed offsets of its partitions as OffsetFetch answers them (``Committed``). The nemesis
 may crash a member (:meth:`GroupWorkload.kill_member`: it stops heartbeating and never leaves, as a killed
@@ -18,9 +19,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from odradek.chaos.history import Commit, Committed, History, Processed, Subscribed
-from odradek.chaos.workload import Workload, _text
+from odradek.chaos.history import Assigned, Commit, Committed, History, Processed, Subscribed
+from odradek.chaos.workload import Workload, _text, skip_records
 from odradek.client import Admin, Consumer, TopicPartition
+from odradek.client.consumer.consumer import ConsumerRebalanceListener
 
 GROUP = "chaos-group"
 SESSION_MS = 4000  # a crashed member's partitions move after this (the brokers allow it: GROUP_NODE_SETTINGS)
@@ -40,8 +42,11 @@ class GroupWorkload(Workload):
         max_seconds: float = 3600.0,
         group: str = GROUP,
         security: Mapping[str, Any] | None = None,
+        bug: str = "",
     ) -> None:
-        super().__init__(servers, topic, partitions, history, producers, consumers, rate, max_seconds, security)
+        super().__init__(
+            servers, topic, partitions, history, producers, consumers, rate, max_seconds, security, bug=bug
+        )
         self.group = group
         self._down = [threading.Event() for _ in range(consumers)]  # set: the member is crashed, not yet replaced
         self._crash = [threading.Event() for _ in range(consumers)]  # set: the running incarnation must crash now
@@ -102,7 +107,8 @@ class GroupWorkload(Workload):
         consumer = Consumer(self.member_config(name))
         crashed = False
         try:
-            consumer.subscribe([self.topic])
+            starts = _Starts(consumer)
+            consumer.subscribe([self.topic], starts)
             self.history.append(Subscribed(name, self.group, self.topic, process=name))
             observed = time.monotonic()
             while not self._stop.is_set() and time.monotonic() < self.deadline:
@@ -110,7 +116,7 @@ class GroupWorkload(Workload):
                     crashed = True
                     return
                 try:
-                    self._poll_process_commit(consumer, name, crash)
+                    self._poll_process_commit(consumer, name, starts, crash)
                     if time.monotonic() - observed >= COMMITTED_EVERY:
                         observed = time.monotonic()
                         self._observe_committed(consumer, name, consumer.assignment())
@@ -126,18 +132,23 @@ class GroupWorkload(Workload):
                 with contextlib.suppress(Exception):
                     consumer.close()
 
-    def _poll_process_commit(self, consumer: Consumer, name: str, crash: threading.Event | None = None) -> None:
-        """One poll; the records it returned are processed (recorded), then committed. A crash ordered meanwhile
-        strikes between processing and commit, the window that makes a new owner process records again."""
+    def _poll_process_commit(
+        self, consumer: Consumer, name: str, starts: _Starts, crash: threading.Event | None = None
+    ) -> None:
+        """One poll; where it started the partitions it was given, then the records it returned are processed
+        (recorded), then committed. A crash ordered meanwhile strikes between processing and commit, the window that
+        makes a new owner process records again."""
         records = consumer.poll(200)
+        starts.record(name, self.history)
         if not records:
             return
         generation = consumer.group_metadata().generation_id
-        ends: dict[int, int] = {}
-        for r in records:
+        for r in skip_records(records) if self.bug == "skip-records" else records:
             self.history.append(
                 Processed(name, r.topic, r.partition, r.offset, _text(r.value), generation, process=name)
             )
+        ends: dict[int, int] = {}
+        for r in records:  # with skip-records past the records passed over too: the member's position is
             ends[r.partition] = max(ends.get(r.partition, 0), r.offset + 1)
         if crash is not None and crash.is_set():
             raise _Crashed
@@ -166,18 +177,52 @@ class GroupWorkload(Workload):
         name = "final-member"
         tps = {TopicPartition(self.topic, p) for p in range(self.partitions)}
         with Consumer(self.member_config(name)) as consumer:
-            consumer.subscribe([self.topic])
+            starts = _Starts(consumer)
+            consumer.subscribe([self.topic], starts)
             self.history.append(Subscribed(name, self.group, self.topic, process=name))
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
                 try:
-                    self._poll_process_commit(consumer, name)
+                    self._poll_process_commit(consumer, name, starts)
                     if consumer.assignment() == tps and all(consumer.position(tp) >= ends[tp.partition] for tp in tps):
                         self._observe_committed(consumer, name, tps, final=True)
                         return
                 except Exception:
                     time.sleep(0.2)
         raise TimeoutError(f"the final member did not reach the high watermarks {ends} in {timeout:.0f}s")
+
+
+class _Starts(ConsumerRebalanceListener):
+    """Notes each partition the member is given, in which generation, for ``record`` once the poll that gave it
+    returns: the callback may run on the client's loop, where the consumer's blocking calls are refused."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+        self.given: dict[TopicPartition, int] = {}  # partition -> generation
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.given.update(dict.fromkeys(assigned, self.consumer.group_metadata().generation_id))
+
+    def record(self, name: str, history: History) -> None:
+        """Record where the member starts the partitions given since the last call, before it processes any of
+        their records: their committed offset, the one the consumer fetched when given them (only this member may
+        commit them now, and it has processed nothing there yet), or the log start where none is committed
+        (``auto.offset.reset``). Nothing if the lookup fails: the checker then holds the member to its first record
+        there."""
+        if not self.given:
+            return
+        given, self.given = self.given, {}
+        try:
+            committed = self.consumer.committed(set(given))
+            starts = {tp: meta.offset for tp, meta in committed.items() if meta is not None}
+            unset = [tp for tp in given if tp not in starts]
+            if unset:
+                starts.update(self.consumer.beginning_offsets(unset))
+        except Exception:  # mid-failover
+            return
+        for tp, offset in sorted(starts.items()):
+            if tp in given:
+                history.append(Assigned(name, tp.topic, tp.partition, offset, given[tp], process=name))
 
 
 class _Crashed(Exception):

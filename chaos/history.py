@@ -3,11 +3,11 @@
 The checker judges a run only from this record, so it must hold everything needed to tell a broken log from a
 slow or failed client: sends before their outcome, the offset an ack claimed, whether an error was definite, each
 consumer read with its offset, the explicit position resets of consumers, and a final read of every partition.
-The group workload adds what a consumer group promises about: each record a member processed, each commit that was
-acknowledged, and the committed offsets that OffsetFetch answered. The transactional workload records its writes
-with the transaction they belong to (``TxnWrite``, ``TxnAck``, ``TxnSendError``), each step of a transaction's end
-(``TxnEnd``), its ``read_committed`` readers as ``Read`` and ``FinalRead``, and a last ``read_uncommitted`` pass over
-the whole log (``UncommittedRead``).
+The group workload adds what a consumer group promises about: where a member starts each partition it is given,
+each record it processed, each commit that was acknowledged, and the committed offsets that OffsetFetch answered.
+The transactional workload records its writes with the transaction they belong to (``TxnWrite``, ``TxnAck``,
+``TxnSendError``), each step of a transaction's end (``TxnEnd``), its ``read_committed`` readers as ``Read`` and
+``FinalRead``, and a last ``read_uncommitted`` pass over the whole log (``UncommittedRead``).
 
 Values are text: a workload writes unique strings such as ``"p3-000123"`` (producer 3's 123rd write) and decodes
 the bytes it reads back (UTF-8 with ``surrogateescape`` keeps arbitrary bytes round-trippable through JSON).
@@ -55,8 +55,9 @@ class Ack(Event):
 
 @dataclass(frozen=True, slots=True)
 class SendError(Event):
-    """A produce that failed. Most errors are indeterminate (a timeout may hide a successful append);
-    ``definite`` marks errors that prove nothing was appended, such as NOT_ENOUGH_REPLICAS before the append."""
+    """A produce that failed. Most errors are indeterminate (a timeout, or a retriable error after retries, may hide
+    an earlier attempt's append); ``definite`` marks errors that prove nothing was appended: ``send()`` refused the
+    record, or the broker refused its batch for what it is (too large, invalid records, an unauthorized topic)."""
 
     value: str
     topic: str
@@ -104,6 +105,19 @@ class Subscribed(Event):
     consumer: str
     group: str
     topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class Assigned(Event):
+    """A group member was given ``partition`` in ``generation`` and starts it at ``offset`` (the committed offset it
+    fetched, or where ``auto.offset.reset`` put it): in that generation it must process every record from there on,
+    skipping none."""
+
+    consumer: str
+    topic: str
+    partition: int
+    offset: int
+    generation: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +234,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     "final_read": FinalRead,
     "seek": Seek,
     "subscribed": Subscribed,
+    "assigned": Assigned,
     "processed": Processed,
     "commit": Commit,
     "committed": Committed,

@@ -13,7 +13,11 @@ aborts what the fenced producer left open), **unknown** when a commit was invoke
   it that was acknowledged or seen is in the final read;
 - one value at one offset, one offset holding one value, for every observer (readers, the final
   ``read_committed`` and ``read_uncommitted`` passes and the produce acknowledgements), and each reader's offsets
-  of a partition going forward except after a recorded seek.
+  of a partition going forward except after a recorded seek, never jumping over a record of the final
+  ``read_committed`` read (a committed one: markers and aborted records may be passed over);
+- each producer's committed transactions in a partition in the order it committed them, and one transaction's
+  writes to a partition in the order it sent them: a producer runs one transaction at a time, and the next begins
+  only once the previous one's commit returned, or a new instance's ``init_transactions()`` completed it.
 
 ``check`` is pure: ``index_history`` makes one pass, each rule of ``CHECKS`` reads the index. ``python -m
 odradek.chaos.txn_checker history.jsonl [--json report.json]`` prints the table and exits 1 on any violation.
@@ -29,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from odradek.chaos.checker import Report, Violations
+from odradek.chaos.checker import PartitionLog, Report, Violations, partition_logs, read_skips
 from odradek.chaos.history import (
     Event,
     Fault,
@@ -57,6 +61,8 @@ VIOLATIONS: dict[str, str] = {
     "inconsistent_offset": "different values at one offset",
     "ack_mismatch": "acknowledged at another offset than read",
     "non_monotonic_read": "a reader went backwards without a seek",
+    "read_skip": "a reader jumped over a committed record",
+    "reordered": "a producer's committed writes out of order",
     "unexpected_read": "read a value nobody sent",
 }
 
@@ -65,8 +71,10 @@ VIOLATIONS: dict[str, str] = {
 class Txn:
     """What the history says of one transaction."""
 
-    values: list[str] = field(default_factory=list)
+    values: list[str] = field(default_factory=list)  # in send order
+    producer: str = ""  # the process that wrote it (one per transactional id)
     commit_invoked: float | None = None  # the time of the first commit call
+    commit_order: int = -1  # the position of the first commit call in the history (-1: never called)
     committed: bool = False
     aborted_by: str = ""  # "abort" or "fence" once an abort is acknowledged
 
@@ -85,6 +93,8 @@ class TxnIndex:
     seen: dict[str, Read | FinalRead] = field(default_factory=dict)  # first read_committed observation per value
     early: dict[str, Read | FinalRead] = field(default_factory=dict)  # ... if it came before the commit was invoked
     final: set[str] = field(default_factory=set)  # values of the final read_committed read
+    final_at: dict[Location, str] = field(default_factory=dict)  # the first value it found at each location
+    logs: dict[tuple[str, int], PartitionLog] = field(default_factory=dict)  # final_at by partition, made at the end
     cursor: list[Read | Seek] = field(default_factory=list)  # readers' reads and seeks, in recorded order
     faults: list[dict[str, object]] = field(default_factory=list)
     reads: int = 0
@@ -102,7 +112,7 @@ class TxnIndex:
 
 def index_history(history: Iterable[Event]) -> TxnIndex:
     ix = TxnIndex()
-    for event in history:
+    for position, event in enumerate(history):
         if isinstance(event, Read | FinalRead | UncommittedRead):
             location = (event.topic, event.partition, event.offset)
             ix.observe(location, event.value)
@@ -114,12 +124,15 @@ def index_history(history: Iterable[Event]) -> TxnIndex:
             if isinstance(event, FinalRead):
                 ix.final_reads += 1
                 ix.final.add(event.value)
+                ix.final_at.setdefault(location, event.value)
             else:
                 ix.reads += 1
                 ix.cursor.append(event)
         elif isinstance(event, TxnWrite):
             if ix.writes.setdefault(event.value, event) is event:
-                ix.txn(event.txn).values.append(event.value)
+                txn = ix.txn(event.txn)
+                txn.values.append(event.value)
+                txn.producer = txn.producer or event.process
         elif isinstance(event, TxnAck):
             ix.acks.setdefault(event.value, event)
             ix.observe((event.topic, event.partition, event.offset), event.value)
@@ -130,6 +143,7 @@ def index_history(history: Iterable[Event]) -> TxnIndex:
             txn = ix.txn(event.txn)
             if event.op == "commit" and event.result == "invoke" and txn.commit_invoked is None:
                 txn.commit_invoked = event.time
+                txn.commit_order = position
             elif event.op == "commit" and event.result == "ok":
                 txn.committed = True
             elif event.op in ("abort", "fence") and event.result == "ok" and not txn.aborted_by:
@@ -147,6 +161,7 @@ def index_history(history: Iterable[Event]) -> TxnIndex:
                     "time": event.time,
                 }
             )
+    ix.logs = partition_logs(ix.final_at)
     # Each value's first read_committed observation against its transaction's first commit call (one clock: the
     # workers are threads of one process).
     for value, read in ix.seen.items():
@@ -244,6 +259,36 @@ def _non_monotonic_read(ix: TxnIndex) -> Examples:
         position[key] = event.offset + 1
 
 
+def _read_skip(ix: TxnIndex) -> Examples:
+    return read_skips(ix.cursor, ix.logs, who="reader")
+
+
+def _reordered(ix: TxnIndex) -> Examples:
+    """Per partition and producer, the final read's records ranked by (commit call, send order) never go down.
+    Transactions whose commit was never called are left to aborted_read and uncommitted_read."""
+    rank: dict[str, tuple[str, int, int, str]] = {}  # value -> producer, commit order, send order, transaction
+    for name, txn in ix.txns.items():
+        if txn.commit_order >= 0:
+            for sent, value in enumerate(txn.values):
+                rank[value] = (txn.producer, txn.commit_order, sent, name)
+    for (topic, partition), log in ix.logs.items():
+        previous: dict[str, tuple[int, int, str, str, int]] = {}  # producer -> last record's rank, txn, value, offset
+        for offset, value in zip(log.offsets, log.values):
+            if value not in rank:
+                continue
+            producer, order, sent, name = rank[value]
+            before = previous.get(producer)
+            previous[producer] = (order, sent, name, value, offset)
+            if before is not None and (order, sent) < before[:2]:
+                yield {
+                    "producer": producer,
+                    "topic": topic,
+                    "partition": partition,
+                    "earlier": {"txn": name, "value": value, "offset": offset},  # committed or sent first
+                    "later": {"txn": before[2], "value": before[3], "offset": before[4]},  # yet at a lower offset
+                }
+
+
 def _unexpected_read(ix: TxnIndex) -> Examples:
     for value, locations in ix.where.items():
         if value not in ix.writes:
@@ -259,6 +304,8 @@ CHECKS: dict[str, Callable[[TxnIndex], Examples]] = {
     "inconsistent_offset": _inconsistent_offset,
     "ack_mismatch": _ack_mismatch,
     "non_monotonic_read": _non_monotonic_read,
+    "read_skip": _read_skip,
+    "reordered": _reordered,
     "unexpected_read": _unexpected_read,
 }
 assert CHECKS.keys() == VIOLATIONS.keys()

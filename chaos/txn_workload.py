@@ -35,7 +35,8 @@ from odradek.chaos.history import (
     TxnWrite,
     UncommittedRead,
 )
-from odradek.chaos.workload import WorkerThreads, _text
+from odradek.chaos.workload import BUGS as SHARED_BUGS
+from odradek.chaos.workload import WorkerThreads, _text, skip_records
 from odradek.client import Admin, Consumer, Producer, TopicPartition
 from odradek.client.errors import ClientTimeoutError
 
@@ -51,7 +52,7 @@ TXN_NODE_SETTINGS = {
     "transaction.state.log.num.partitions": 3,  # few coordinators, each hit by the coordinator faults
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
 }
-BUGS = ("read-uncommitted",)  # injected into the workload, to prove the checker catches them
+BUGS = ("read-uncommitted",)  # injected into the workload (besides workload.BUGS), to prove the checker catches them
 
 
 class TxnWorkload(WorkerThreads):
@@ -69,15 +70,17 @@ class TxnWorkload(WorkerThreads):
         bug: str = "",
         security: Mapping[str, Any] | None = None,
     ) -> None:
-        if bug and bug not in BUGS:
-            raise ValueError(f"unknown workload bug {bug!r}; choose from {', '.join(BUGS)}")
+        if bug and bug not in (*BUGS, *SHARED_BUGS):
+            raise ValueError(f"unknown workload bug {bug!r}; choose from {', '.join((*BUGS, *SHARED_BUGS))}")
         self.servers = servers
         self.topic = topic
         self.partitions = partitions
         self.history = history
         self.rate = rate  # transactions per second per producer
         self.seed = seed
-        self.bug = bug  # "read-uncommitted": the readers read uncommitted data but record it as read_committed
+        # "read-uncommitted": the readers read uncommitted data but record it as read_committed; "skip-records":
+        # now and then a reader passes over a record without recording a seek (workload.skip_records).
+        self.bug = bug
         self.deadline = time.monotonic() + max_seconds
         self.transactional_ids = [f"chaos-txn-{i}" for i in range(producers)]
         # Per producer: its transactions whose commit was never invoked and that no abort ended yet: the next
@@ -262,7 +265,8 @@ class TxnWorkload(WorkerThreads):
                     for p in range(self.partitions):  # a new consumer starts over: its reads restart at 0
                         self.history.append(Seek(name, self.topic, p, 0, process=name))
                     while self._running():
-                        for r in consumer.poll(timeout_ms=200):
+                        records = consumer.poll(timeout_ms=200)
+                        for r in skip_records(records) if self.bug == "skip-records" else records:
                             self.history.append(
                                 Read(name, r.topic, r.partition, r.offset, _text(r.value), process=name)
                             )

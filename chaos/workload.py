@@ -3,8 +3,12 @@ and a final pass reading everything, all recorded in a History for the checker.
 
 Value ``p<i>-<n>`` is producer i's n-th write; it goes to partition n % partitions, so each producer's writes to
 one partition are sequenced by n. Every send is recorded before it is handed to the producer and every outcome
-when its future completes (errors are indeterminate: after retries a failed write may still have been appended).
-Loops are bounded in time and count and stop by themselves.
+when its future completes. Most errors are indeterminate (after retries a failed write may still have been
+appended); ``definite_failure`` tells the few that prove it never was. Loops are bounded in time and count and stop
+by themselves.
+
+``bug="skip-records"`` (``BUGS``) injects a defect the checker must catch: now and then a consumer passes over a
+record, without recording a seek.
 """
 
 from __future__ import annotations
@@ -17,13 +21,47 @@ from typing import Any
 
 from odradek.chaos.history import Ack, FinalRead, History, Read, Seek, Send, SendError
 from odradek.client import Admin, Consumer, Producer, TopicPartition
+from odradek.client.errors import ErrorCode, OdradekError
 from odradek.client.producer.batch import RecordFuture
+from odradek.client.structs import ConsumerRecord
 
 MAX_WRITES_PER_PRODUCER = 1_000_000
+BUGS = ("skip-records",)  # injected into the consumers of every workload, to prove the checker catches them
+SKIP_EVERY = 20  # skip-records: the records at offsets that are multiples of this are passed over
+
+# Produce errors that prove the record was never appended. Each is the broker's verdict on the batch as it is (its
+# size, its records, its topic) or on who sends it, given before anything is appended and the same for every
+# attempt: a retry resends the same bytes, alone in its partition's records (the idempotent producer's rule), and
+# a run changes no topic config or ACL. Retriable errors, timeouts and NOT_ENOUGH_REPLICAS(_AFTER_APPEND) are not:
+# they may end a batch whose earlier attempt was appended. Not INVALID_TIMESTAMP either: it depends on the clock.
+DEFINITE_CODES = frozenset(
+    {
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.INVALID_RECORD,
+        ErrorCode.INVALID_TOPIC_EXCEPTION,
+        ErrorCode.INVALID_REQUIRED_ACKS,
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    }
+)
 
 
 def _text(value: bytes | None) -> str:
     return "" if value is None else value.decode("utf-8", "surrogateescape")
+
+
+def definite_failure(error: BaseException) -> bool:
+    """Whether a failed record future's ``error`` proves the record was never appended (``DEFINITE_CODES``). An
+    error ``send()`` raises is always definite: nothing was queued."""
+    return isinstance(error, OdradekError) and error.code in DEFINITE_CODES
+
+
+def skip_records(records: list[ConsumerRecord]) -> list[ConsumerRecord]:
+    """The skip-records bug: what a poll returned, less the records at offsets that are multiples of
+    ``SKIP_EVERY``, as a consumer whose position jumped one record ahead would see it (and no seek is recorded).
+    Dropped after the poll rather than by a seek: a reader that keeps up has no record past its position to seek
+    over yet, and a seek past the end would be reset to the log start."""
+    return [r for r in records if r.offset % SKIP_EVERY]
 
 
 class WorkerThreads(abc.ABC):
@@ -84,13 +122,17 @@ class Workload(WorkerThreads):
         rate: float = 300.0,
         max_seconds: float = 3600.0,
         security: Mapping[str, Any] | None = None,
+        bug: str = "",
     ) -> None:
+        if bug and bug not in BUGS:
+            raise ValueError(f"unknown workload bug {bug!r}; choose from {', '.join(BUGS)}")
         self.servers = servers
         self.topic = topic
         self.partitions = partitions
         self.history = history
         self.rate = rate  # writes per second per producer
         self.deadline = time.monotonic() + max_seconds
+        self.bug = bug
         super().__init__(producers, consumers, "chaos", security=security)
 
     def _produce(self, index: int) -> None:
@@ -126,7 +168,8 @@ class Workload(WorkerThreads):
             if error is None:
                 self.history.append(Ack(value, self.topic, partition, future.result(0).offset, process=name))
             else:
-                self.history.append(SendError(value, self.topic, partition, repr(error), process=name))
+                definite = definite_failure(error)
+                self.history.append(SendError(value, self.topic, partition, repr(error), definite, process=name))
 
         return record
 
@@ -140,7 +183,8 @@ class Workload(WorkerThreads):
                     for p in range(self.partitions):  # a new consumer starts over: its reads restart at 0
                         self.history.append(Seek(name, self.topic, p, 0, process=name))
                     while not self._stop.is_set() and time.monotonic() < self.deadline:
-                        for r in consumer.poll(timeout_ms=200):
+                        records = consumer.poll(timeout_ms=200)
+                        for r in skip_records(records) if self.bug == "skip-records" else records:
                             self.history.append(
                                 Read(name, r.topic, r.partition, r.offset, _text(r.value), process=name)
                             )

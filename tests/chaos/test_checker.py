@@ -107,6 +107,11 @@ def test_clean_history_passes() -> None:
         ("non_monotonic_read", [*CLEAN, read("a", 0)]),
         ("non_monotonic_read", [*CLEAN, read("b", 1)]),  # the same offset twice is no progress
         ("non_monotonic_read", [send("a"), ack("a", 0), seek(1), read("a", 0), final("a", 0)]),  # below the seek
+        # c1 reads offset 0, then 2: it passed over b at 1.
+        (
+            "read_skip",
+            [*CLEAN, send("c"), ack("c", 2), final("c", 2), read("a", 0, consumer="c1"), read("c", 2, consumer="c1")],
+        ),
         (
             "failed_write_visible",
             [send("a"), SendError("a", "t", 0, "NOT_ENOUGH_REPLICAS", True, process="p0"), final("a", 0)],
@@ -119,6 +124,54 @@ def test_each_violation_is_detected_alone(name: str, events: list[Event]) -> Non
     assert not report.ok
     assert violated(events) == {name: 1}
     assert report.violations[name].examples
+
+
+ABC: list[Event] = [
+    *(e for v, o in (("a", 0), ("b", 1), ("c", 2)) for e in (send(v), ack(v, o), final(v, o))),
+]
+
+
+def test_a_read_skip_counts_one_jump_and_names_what_it_passed_over() -> None:
+    events = [*ABC, send("d"), ack("d", 3), final("d", 3), read("a", 0), read("d", 3)]
+    report = check(events)
+    assert violated(events) == {"read_skip": 1}
+    assert report.violations["read_skip"].examples == [
+        {
+            "consumer": "c0",
+            "topic": "t",
+            "partition": 0,
+            "previous_offset": 0,
+            "offset": 3,
+            "skipped": 2,
+            "first_skipped": {"offset": 1, "value": "b"},
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    "reads",
+    [
+        # A seek between the two reads starts a new run, wherever it lands.
+        [read("a", 0), seek(2), read("c", 2)],
+        [read("a", 0), seek(0), read("c", 2)],
+        # Each partition and each consumer is its own run.
+        [read("a", 0), read("a", 0, consumer="c1"), read("b", 1, consumer="c1"), read("b", 1), read("c", 2)],
+        # Going back is non_monotonic_read's business; the next step forward is judged from where it went.
+        [read("c", 2), read("a", 0), read("b", 1)],
+    ],
+)
+def test_reads_that_skip_nothing(reads: list[Event]) -> None:
+    found = violated([*ABC, *reads])
+    assert "read_skip" not in found, found
+
+
+def test_an_offset_the_final_read_lacks_may_be_passed_over() -> None:
+    """A transaction marker, an aborted record or a compacted one: no value there in the final read. A value only
+    other reads saw there, truncated since, is vanished_read's, not a skip."""
+    gap = [send("a"), send("c"), ack("a", 0), ack("c", 2), final("a", 0), final("c", 2)]
+    assert violated([*gap, read("a", 0), read("c", 2)]) == {}
+    truncated = [*gap, send("b"), read("b", 1, consumer="c1"), read("a", 0), read("c", 2)]
+    assert violated(truncated) == {"vanished_read": 1}
 
 
 def test_non_monotonic_read_on_a_second_consumer() -> None:
@@ -343,6 +396,26 @@ def test_random_clean_histories_pass(rng: random.Random) -> None:
     report = check(events)
     assert report.ok, report.summary_table()
     assert report.totals["acked"] == sum(type(e) is Ack for e in events)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_dropping_a_read_between_two_others_of_its_run_is_a_read_skip(rng: random.Random) -> None:
+    events = simulate(rng)
+    final_values = {e.value for e in events if type(e) is FinalRead}
+    runs: dict[tuple[str, int], list[int]] = {}  # (consumer, partition) -> indices of its reads since a seek
+    victims = []
+    for i, e in enumerate(events):
+        if isinstance(e, Seek):
+            runs[(e.consumer, e.partition)] = []
+        elif type(e) is Read:
+            run = runs.setdefault((e.consumer, e.partition), [])
+            if len(run) >= 2 and events[run[-1]].value in final_values:
+                victims.append(run[-1])
+            run.append(i)
+    if victims:
+        del events[rng.choice(victims)]
+        assert violated(events) == {"read_skip": 1}
 
 
 @settings(max_examples=100, deadline=None)

@@ -12,6 +12,7 @@ import pytest
 from odradek.chaos.checker import check
 from odradek.chaos.history import (
     Ack,
+    Assigned,
     Commit,
     Committed,
     Event,
@@ -37,6 +38,10 @@ def subscribed(member: str) -> Subscribed:
 
 def processed(member: str, value: str, offset: int, partition: int = 0, generation: int = 1) -> Processed:
     return Processed(member, "t", partition, offset, value, generation, process=member)
+
+
+def assigned(member: str, offset: int, partition: int = 0, generation: int = 1) -> Assigned:
+    return Assigned(member, "t", partition, offset, generation, process=member)
 
 
 def commit(member: str, offset: int, partition: int = 0, generation: int = 1) -> Commit:
@@ -133,16 +138,89 @@ def test_near_misses_pass(events: list[Event]) -> None:
     assert violated(events) == {}
 
 
+# a, b, c at offsets 0, 1, 2, a transaction marker at 3 (nothing there in the final read), d at 4; m1 holds the
+# partition in generation 1 from the committed offset 0.
+FOUR: list[Event] = [
+    subscribed("m1"),
+    *(e for v, o in (("a", 0), ("b", 1), ("c", 2), ("d", 4)) for e in write(v, o)),
+    *(final(v, o) for v, o in (("a", 0), ("b", 1), ("c", 2), ("d", 4))),
+    assigned("m1", 0),
+]
+
+
+@pytest.mark.parametrize(
+    ("records", "expected", "skipped"),
+    [
+        # a, then c: b passed over in one generation
+        ([processed("m1", "a", 0), processed("m1", "c", 2), processed("m1", "d", 4)], 1, 1),
+        # started at the committed offset 0, first processed b: a passed over
+        ([processed("m1", "b", 1), processed("m1", "c", 2), processed("m1", "d", 4)], 0, 1),
+        # a, then d: b and c passed over, the marker at 3 is no record
+        ([processed("m1", "a", 0), processed("m1", "d", 4)], 1, 2),
+    ],
+)
+def test_a_member_skipping_a_record_of_its_assignment_is_caught(
+    records: list[Event], expected: int, skipped: int
+) -> None:
+    """m2 processes everything again in generation 2, so no record goes unprocessed: only m1's skip is wrong."""
+    again = [processed("m2", v, o, generation=2) for v, o in (("a", 0), ("b", 1), ("c", 2), ("d", 4))]
+    end = [commit("m2", 5, generation=2), subscribed("final"), committed("final", 5, last=True)]
+    events = [*FOUR, *records, *again, *end]
+    report = check(events)
+    assert {name: v.count for name, v in report.violations.items() if v.count} == {"member_skip": 1}
+    example = report.violations["member_skip"].examples[0]
+    assert (example["consumer"], example["generation"], example["expected_offset"]) == ("m1", 1, expected)
+    assert example["skipped"] == skipped
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        # every record, the marker at 3 passed over
+        [processed("m1", v, o) for v, o in (("a", 0), ("b", 1), ("c", 2), ("d", 4))],
+        # m1 loses the partition after a; m2 processes b and commits 2; m1 gets it back in generation 3 at 2
+        [
+            processed("m1", "a", 0),
+            assigned("m2", 1, generation=2),
+            processed("m2", "b", 1, generation=2),
+            commit("m2", 2, generation=2),
+            assigned("m1", 2, generation=3),
+            processed("m1", "c", 2, generation=3),
+            processed("m1", "d", 4, generation=3),
+        ],
+        # the same without m1's start recorded in generation 3: its first record there starts the run
+        [
+            processed("m1", "a", 0),
+            processed("m2", "b", 1, generation=2),
+            processed("m1", "c", 2, generation=3),
+            processed("m1", "d", 4, generation=3),
+        ],
+        # a record without a generation (just lost) ends the run
+        [
+            processed("m1", "a", 0),
+            processed("m1", "b", 1, generation=-1),
+            processed("m2", "c", 2, generation=2),
+            processed("m1", "d", 4),
+        ],
+        # processing a again after its commit failed goes back, which is no skip
+        [processed("m1", v, o) for v, o in (("a", 0), ("b", 1), ("a", 0), ("b", 1), ("c", 2), ("d", 4))],
+    ],
+)
+def test_member_runs_that_skip_nothing(records: list[Event]) -> None:
+    events = [*FOUR, *records, subscribed("final"), committed("final", 5, last=True)]
+    assert violated(events) == {}
+
+
 def test_group_events_round_trip_through_jsonl(tmp_path: Path) -> None:
     path = tmp_path / "h.jsonl"
-    History(CLEAN).write_jsonl(path)
-    assert History.read_jsonl(path).events() == CLEAN
+    History(FOUR).write_jsonl(path)
+    assert History.read_jsonl(path).events() == FOUR
 
 
 def test_group_faults_need_the_group_workload() -> None:
     from odradek.chaos.runner import RunOptions, run
 
-    with pytest.raises(ValueError, match="need the group workload"):
+    with pytest.raises(ValueError, match=r"need (the|a) group workload"):
         run(RunOptions(faults=["kill-coordinator"]))
     with pytest.raises(ValueError, match="unknown workload"):
         run(RunOptions(workload="groups"))
