@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml setup.py client/record/_native.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,test,spark,deploy]'
+	$(PY) -m pip install -q -e '.[dev,test,spark,deploy,chaos]'
 	touch $(STAMP)
 
 setup: $(STAMP)

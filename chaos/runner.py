@@ -20,6 +20,8 @@ metadata image agrees with the others.
 from __future__ import annotations
 
 import asyncio
+import importlib
+import importlib.util
 import json
 import secrets
 import shutil
@@ -36,6 +38,7 @@ import tomli_w
 
 from odradek.chaos import disks
 from odradek.chaos.checker import Report, check
+from odradek.chaos.copy_checker import check as check_copy
 from odradek.chaos.group_workload import GroupWorkload
 from odradek.chaos.history import History
 from odradek.chaos.nemesis import (
@@ -53,9 +56,11 @@ from odradek.chaos.proxy import FaultProxy
 from odradek.chaos.txn_checker import check as check_transactions
 from odradek.chaos.txn_workload import BUGS as WORKLOAD_BUGS
 from odradek.chaos.txn_workload import TXN_NODE_SETTINGS, TxnWorkload
+from odradek.chaos.workload import BUGS as CONSUMER_BUGS
 from odradek.chaos.workload import Workload
 from odradek.client import Admin
 from odradek.client.acls import AclBinding
+from odradek.client.admin import PartitionInfo
 from odradek.deploy.local import DevCluster, process_state
 
 # Failure detection fast enough for many faults a minute, still above a loaded 2-core machine's hiccups.
@@ -74,8 +79,24 @@ GROUP_NODE_SETTINGS = {
     "group.initial.rebalance.delay.ms": 300,
     "group.min.session.timeout.ms": 2000,
 }
-WORKLOADS = ("default", "group", "txn")
-RATES = {"default": 200.0, "group": 200.0, "txn": 20.0}  # writes, or with txn transactions, per second per producer
+# Each over odradek's own gRPC client, and with kafka- over the brokers' Kafka listener with librdkafka; kafka-copy
+# copies the topic to COPY_TOPIC exactly once (a group, and transactions that commit its offsets).
+WORKLOADS = ("default", "group", "txn", "kafka", "kafka-group", "kafka-txn", "kafka-copy")
+GROUP_WORKLOADS = ("group", "kafka-group")  # members that kill-consumer crashes
+TXN_WORKLOADS = ("txn", "kafka-txn")
+COPY_WORKLOAD = "kafka-copy"
+KAFKA_WORKLOADS = ("kafka", "kafka-group", "kafka-txn", COPY_WORKLOAD)
+COPY_TOPIC = "chaos-copy"
+# Per producer and second: writes, or transactions with the txn workloads.
+RATES = {
+    "default": 200.0,
+    "group": 200.0,
+    "txn": 20.0,
+    "kafka": 200.0,
+    "kafka-group": 200.0,
+    "kafka-txn": 20.0,
+    COPY_WORKLOAD: 200.0,
+}
 
 
 @dataclass
@@ -92,9 +113,13 @@ class RunOptions:
     brokers: int = 3
     directory: Path | None = None
     keep: bool = False
-    bug: str = ""  # unsafe.testing.bug for every node, or a workload bug (txn_workload.BUGS): the checker must fail
+    # unsafe.testing.bug for every node, or a workload bug (txn_workload.BUGS, workload.BUGS): the checker must fail
+    bug: str = ""
     history_path: Path | None = None
-    workload: str = "default"  # "group": consumers in one group that commit (group_workload.py); "txn": transactions
+    # "group": consumers in one group that commit (group_workload.py); "txn": transactions (txn_workload.py); each
+    # also as "kafka", "kafka-group", "kafka-txn": librdkafka clients on the Kafka listener (kafka_*workload.py);
+    # "kafka-copy": exactly-once copying (kafka_copy_workload.py).
+    workload: str = "default"
     tls: bool = False  # a TLS cluster (mTLS between nodes); every client of the run connects with TLS
     # TLS plus SCRAM and the authorizer: the workload logs in as a SCRAM user holding only the ACLs it needs; the
     # nemesis and the metadata churn use the admin certificate (a super user).
@@ -129,18 +154,20 @@ def run(options: RunOptions, log=print) -> RunResult:
     if options.workload not in WORKLOADS:
         raise ValueError(f"unknown workload {options.workload!r}; choose from {', '.join(WORKLOADS)}")
     group_faults = [f for f in options.faults if f in GROUP_FAULTS]
-    if options.workload == "txn":
+    if options.workload in (*TXN_WORKLOADS, COPY_WORKLOAD):  # the coordinator faults hit a transaction coordinator
         group_faults = [f for f in group_faults if f not in COORDINATOR_FAULTS]
-    if group_faults and options.workload != "group":
+    if group_faults and options.workload not in GROUP_WORKLOADS:
         also = (
-            " (the coordinator faults also run with the txn workload)"
+            " (the coordinator faults also run with the txn workloads)"
             if set(group_faults) & {*COORDINATOR_FAULTS}
             else ""
         )
-        raise ValueError(f"faults {group_faults} need the group workload{also}")
-    workload_bug = options.bug if options.bug in WORKLOAD_BUGS else ""
-    if workload_bug and options.workload != "txn":
-        raise ValueError(f"bug {workload_bug} needs the txn workload")
+        raise ValueError(f"faults {group_faults} need a group workload{also}")
+    workload_bug = options.bug if options.bug in (*WORKLOAD_BUGS, *CONSUMER_BUGS) else ""
+    if workload_bug in WORKLOAD_BUGS and options.workload not in TXN_WORKLOADS:
+        raise ValueError(f"bug {workload_bug} needs a txn workload")
+    if workload_bug in CONSUMER_BUGS and options.workload in KAFKA_WORKLOADS:
+        raise ValueError(f"bug {workload_bug} needs a workload of odradek's own client")
     tls = options.tls or options.security
     if tls and set(options.faults) & set(RESPONSE_FAULTS):
         # The proxy follows the HTTP/2 frames of the links it relays, which TLS hides; its address is also not
@@ -160,9 +187,9 @@ def run(options: RunOptions, log=print) -> RunResult:
         f"{', TLS, SCRAM and ACLs' if options.security else ', TLS' if tls else ''}"
     )
     overrides: dict[str, Any] = dict(NODE_SETTINGS)
-    if options.workload == "group":
+    if options.workload in (*GROUP_WORKLOADS, COPY_WORKLOAD):
         overrides.update(GROUP_NODE_SETTINGS)
-    if options.workload == "txn":
+    if options.workload in (*TXN_WORKLOADS, COPY_WORKLOAD):
         overrides.update(TXN_NODE_SETTINGS)
     if options.bug and not workload_bug:
         overrides["unsafe.testing.bug"] = options.bug
@@ -198,35 +225,23 @@ def run(options: RunOptions, log=print) -> RunResult:
         cluster.start_all()
         asyncio.run(cluster.wait_ready(60))
         topic = "chaos"
+        topics = [topic, COPY_TOPIC] if options.workload == COPY_WORKLOAD else [topic]
         client_security = security
         with Admin({"bootstrap.servers": cluster.admin_servers, "request.timeout.ms": 10000, **security}) as admin:
-            admin.create_topic(topic, options.partitions, min(3, options.brokers), {"min.insync.replicas": "2"})
-            _wait(lambda: all(p.leader > 0 for p in admin.describe_topics([topic])[0].partitions), 30, "topic leaders")
+            for name in topics:
+                admin.create_topic(name, options.partitions, min(3, options.brokers), {"min.insync.replicas": "2"})
+            _wait(lambda: all(p.leader > 0 for p in _partitions(admin, topics)), 30, "topic leaders")
             if options.security:
-                client_security = workload_user(cluster, admin, topic, security)
+                client_security = workload_user(cluster, admin, topics, security)
                 log(f"workload user {WORKLOAD_USER}: SCRAM, only the ACLs it needs")
         steps = schedule(options.seed, options.duration, options.faults, options.interval)
         log(f"schedule ({len(steps)} faults):")
         for s in steps:
             log(f"  {s.at:7.2f}s {s.kind} for {s.duration}s")
         history = History()
-        rate = options.rate or RATES[options.workload]
-        args = (cluster.bootstrap_servers, topic, options.partitions, history, options.producers, options.consumers)
-        workload: Workload | TxnWorkload
-        if options.workload == "txn":
-            workload = TxnWorkload(
-                *args,
-                rate,
-                max_seconds=options.duration + 300,
-                seed=options.seed,
-                bug=workload_bug,
-                security=client_security,
-            )
-        else:
-            kind = GroupWorkload if options.workload == "group" else Workload
-            workload = kind(*args, rate, max_seconds=options.duration + 300, security=client_security)
-        members = workload if isinstance(workload, GroupWorkload) else None
-        txn_ids = workload.transactional_ids if isinstance(workload, TxnWorkload) else None
+        workload = make_workload(options, cluster, topic, history, workload_bug, client_security)
+        members = workload if options.workload in GROUP_WORKLOADS else None
+        txn_ids = workload.transactional_ids if options.workload in (*TXN_WORKLOADS, COPY_WORKLOAD) else None
         nemesis = Nemesis(cluster, history, topic, net, log, proxy, members, txn_ids)
         workload.start()
         stop = threading.Event()
@@ -254,21 +269,24 @@ def run(options: RunOptions, log=print) -> RunResult:
         with Admin({"bootstrap.servers": cluster.admin_servers, "request.timeout.ms": 10000, **security}) as admin:
             try:
                 _wait(
-                    lambda: all(len(p.isr) == len(p.replicas) for p in admin.describe_topics([topic])[0].partitions),
+                    lambda: all(len(p.isr) == len(p.replicas) for p in _partitions(admin, topics)),
                     90,
                     "every ISR whole again",
                 )
             except TimeoutError as e:
-                state = [
-                    (p.partition, p.leader, p.leader_epoch, p.isr) for p in admin.describe_topics([topic])[0].partitions
-                ]
+                state = [(p.partition, p.leader, p.leader_epoch, p.isr) for p in _partitions(admin, topics)]
                 raise TimeoutError(f"{e}: (partition, leader, epoch, ISR) {state}") from None
         workload.stop()
         workload.final_read()
+        if options.workload in KAFKA_WORKLOADS and hasattr(workload, "errors"):
+            log(f"Kafka client errors: {workload.errors.summary()}")
         consistent, detail = metadata_agrees(cluster)
         if options.history_path is not None:
             history.write_jsonl(options.history_path)
-        report = check_transactions(history) if options.workload == "txn" else check(history)
+        if options.workload == COPY_WORKLOAD:
+            report: Report = check_copy(history, topic, COPY_TOPIC)
+        else:
+            report = check_transactions(history) if options.workload in TXN_WORKLOADS else check(history)
         return RunResult(report, mechanism, nemesis.injected, consistent, detail, directory)
     finally:
         if cluster is not None:
@@ -281,6 +299,55 @@ def run(options: RunOptions, log=print) -> RunResult:
             net.close()
         if not options.keep:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+# The Kafka workloads' classes, in modules loaded by name: they need confluent-kafka (librdkafka), which only the
+# chaos extra installs; every other workload runs on a plain install.
+KAFKA_WORKLOAD_CLASSES = {
+    "kafka": ("kafka_workload", "KafkaWorkload"),
+    "kafka-group": ("kafka_group_workload", "KafkaGroupWorkload"),
+    "kafka-txn": ("kafka_txn_workload", "KafkaTxnWorkload"),
+    COPY_WORKLOAD: ("kafka_copy_workload", "KafkaCopyWorkload"),
+}
+
+
+def kafka_workload_class(workload: str) -> Any:
+    """The class of a Kafka workload; a clear error when confluent-kafka is missing."""
+    if importlib.util.find_spec("confluent_kafka") is None:
+        raise ValueError(
+            f"the {workload} workload runs librdkafka clients: pip install 'odradek[chaos]' (confluent-kafka)"
+        )
+    module, name = KAFKA_WORKLOAD_CLASSES[workload]
+    return getattr(importlib.import_module(f"odradek.chaos.{module}"), name)
+
+
+def make_workload(
+    options: RunOptions,
+    cluster: DevCluster,
+    topic: str,
+    history: History,
+    bug: str,
+    security: dict[str, str],
+) -> Any:
+    """The workload ``options`` name: the Kafka ones connect to the brokers' Kafka listeners."""
+    kafka = options.workload in KAFKA_WORKLOADS
+    servers = cluster.kafka_bootstrap_servers if kafka else cluster.bootstrap_servers
+    args = (servers, topic, options.partitions, history, options.producers, options.consumers)
+    rate = options.rate or RATES[options.workload]
+    max_seconds = options.duration + 300
+    if kafka:
+        kind = kafka_workload_class(options.workload)
+        if options.workload in TXN_WORKLOADS:
+            return kind(*args, rate, max_seconds=max_seconds, seed=options.seed, bug=bug, security=security)
+        if options.workload == COPY_WORKLOAD:
+            return kind(*args, rate, max_seconds=max_seconds, seed=options.seed, output=COPY_TOPIC, security=security)
+        return kind(*args, rate, max_seconds=max_seconds, security=security)
+    if options.workload in TXN_WORKLOADS:
+        return TxnWorkload(*args, rate, max_seconds=max_seconds, seed=options.seed, bug=bug, security=security)
+    consumer = GroupWorkload if options.workload == "group" else Workload
+    if bug:  # a consumer bug (workload.BUGS): the workloads of odradek's own client have them
+        return consumer(*args, rate, max_seconds=max_seconds, security=security, bug=bug)
+    return consumer(*args, rate, max_seconds=max_seconds, security=security)
 
 
 def patch_config(path: str, changes: dict[str, Any]) -> None:
@@ -316,15 +383,15 @@ WORKLOAD_ACLS = (
 )
 
 
-def workload_user(cluster: DevCluster, admin: Admin, topic: str, security: dict[str, str]) -> dict[str, str]:
+def workload_user(cluster: DevCluster, admin: Admin, topics: list[str], security: dict[str, str]) -> dict[str, str]:
     """Create the workload's SCRAM user with exactly the ACLs it needs and return its client security keys: the TLS
     files (every listener requires a certificate) and the SCRAM login, whose principal the brokers authorize the
-    workload as. Returns once every broker lets the user describe ``topic``: the credential and the ACLs have
-    reached them all through the metadata log."""
+    workload as (Read and Write on ``topics``). Returns once every broker lets the user describe them: the
+    credential and the ACLs have reached them all through the metadata log."""
     password = secrets.token_urlsafe(18)
     admin.upsert_user_scram_credential(WORKLOAD_USER, password, "SCRAM-SHA-512")
     principal = f"User:{WORKLOAD_USER}"
-    acls = [("TOPIC", topic, ("READ", "WRITE")), *WORKLOAD_ACLS]
+    acls = [*(("TOPIC", topic, ("READ", "WRITE")) for topic in topics), *WORKLOAD_ACLS]
     admin.create_acls(
         AclBinding(resource_type=kind, resource_name=name, principal=principal, operation=operation)
         for kind, name, operations in acls
@@ -341,7 +408,7 @@ def workload_user(cluster: DevCluster, admin: Admin, topic: str, security: dict[
 
         def describes(address: str = address) -> bool:
             with Admin({"bootstrap.servers": address, "request.timeout.ms": 3000, **user}) as as_user:
-                return bool(as_user.describe_topic(topic).partitions)
+                return all(t.partitions for t in as_user.describe_topics(topics))
 
         _wait(describes, 30, f"the workload user's login and ACLs on {address}")
     return user
@@ -406,6 +473,11 @@ def metadata_agrees(cluster: DevCluster) -> tuple[bool, str]:
         detail = f"{len(set(views.values()))} different views among {len(views)} nodes"
         time.sleep(1)
     return False, detail
+
+
+def _partitions(admin: Admin, topics: list[str]) -> list[PartitionInfo]:
+    """Every partition of ``topics``, as the cluster describes them."""
+    return [p for t in admin.describe_topics(topics) for p in t.partitions]
 
 
 def _wait(condition, timeout: float, what: str) -> None:

@@ -28,6 +28,20 @@ EXTRA_MODULES = {
     "odradek.spark_connector": "spark",  # runs inside Spark
     "odradek.deploy.pytest_plugin": "test",  # loaded by pytest itself, through the pytest11 entry point
     "odradek.proto.generate": "dev",  # `make proto`: regenerates the committed protobuf code with grpc_tools
+    # The chaos workloads over the Kafka listener (librdkafka). The runner loads them by name, after checking that
+    # confluent-kafka is installed: every other workload runs on a plain install.
+    **{
+        f"odradek.chaos.{name}": "chaos"
+        for name in (
+            "kafka_client",
+            "kafka_workload",
+            "kafka_group_workload",
+            "kafka_member",
+            "kafka_transactions",
+            "kafka_txn_workload",
+            "kafka_copy_workload",
+        )
+    },
 }
 
 

@@ -34,24 +34,31 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="kill,pause,kill-leader,pause-leader,kill-controller,partition",
         help="comma-separated, or 'all': kill, pause, kill-leader, pause-leader, kill-controller, partition, bridge, "
         "slow, isolate-kill-leader, lost-responses, late-responses, crash-unsynced, wipe-disk, disk-full; with "
-        "--workload group also kill-coordinator, pause-coordinator, kill-consumer; with --workload txn also "
-        "kill-coordinator, pause-coordinator (the transaction coordinator)",
+        "--workload group or kafka-group also kill-coordinator, pause-coordinator, kill-consumer; with --workload "
+        "txn, kafka-txn or kafka-copy also kill-coordinator, pause-coordinator (the transaction coordinator)",
     )
     run.add_argument(
         "--workload",
-        choices=("default", "group", "txn"),
+        choices=("default", "group", "txn", "kafka", "kafka-group", "kafka-txn", "kafka-copy"),
         default="default",
         help="default: producers and assign readers; group: the consumers are members of one group that commit "
         "after processing (checked for unprocessed records and lost or regressed commits); txn: transactional "
         "producers that commit or abort, read_committed readers (checked for lost commits, aborted and uncommitted "
-        "reads, partial transactions)",
+        "reads, partial transactions); kafka, kafka-group, kafka-txn: the same with librdkafka (confluent-kafka) "
+        "clients on the brokers' Kafka listeners; kafka-copy: librdkafka copiers that copy the topic to another in "
+        "transactions that commit their group's offsets (checked for records copied other than exactly once)",
     )
-    run.add_argument("--consumers", type=int, default=2, help="consumers (group members with --workload group)")
+    run.add_argument(
+        "--consumers",
+        type=int,
+        default=2,
+        help="consumers (group members with --workload group or kafka-group, copiers with kafka-copy)",
+    )
     run.add_argument("--seed", type=int, default=1)
     run.add_argument("--interval", type=float, default=3.0, help="seconds between fault starts")
     run.add_argument("--partitions", type=int, default=6)
     run.add_argument(
-        "--rate", type=float, help="writes per second per producer (200), transactions with --workload txn (20)"
+        "--rate", type=float, help="writes per second per producer (200), transactions with the txn workloads (20)"
     )
     run.add_argument(
         "--tls",
@@ -71,9 +78,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--json", type=Path, help="write the report as JSON here")
     run.add_argument(
         "--unsafe-bug",
-        choices=("ack-before-replication", "read-uncommitted"),
+        choices=("ack-before-replication", "read-uncommitted", "skip-records"),
         help="run with this injected bug, to see the checker catch it: ack-before-replication in every node; "
-        "read-uncommitted (--workload txn) in the readers, which then ignore the transactions",
+        "read-uncommitted (--workload txn or kafka-txn) in the readers, which then ignore the transactions; "
+        "skip-records (not the kafka workloads) in the consumers, which now and then pass over a record without a "
+        "seek",
     )
     run.set_defaults(handler=_run)
 
@@ -82,10 +91,13 @@ def _run(args: argparse.Namespace) -> int:
     from odradek.chaos.nemesis import ALL_FAULTS, COORDINATOR_FAULTS, GROUP_FAULTS, RESPONSE_FAULTS
     from odradek.chaos.runner import RunOptions, run
 
-    # The faults a workload cannot take: the group faults need a group; the transactional workload has
-    # transaction coordinators but no group members.
+    # The faults a workload cannot take: the group faults need a group; the transactional workloads have
+    # transaction coordinators but no group members. A kafka- workload takes what its gRPC counterpart takes; the
+    # copy workload's coordinator faults hit its transaction coordinators.
     inapplicable = {"default": set(GROUP_FAULTS), "group": set(), "txn": set(GROUP_FAULTS) - set(COORDINATOR_FAULTS)}
-    refused = inapplicable[args.workload]
+    kafka = "kafka-" if args.workload.startswith("kafka") else ""
+    family = {"kafka": "default", "kafka-copy": "txn"}.get(args.workload, args.workload.removeprefix("kafka-"))
+    refused = inapplicable[family]
     faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     if faults == ["all"]:
         faults = [f for f in ALL_FAULTS if f not in refused]
@@ -94,12 +106,14 @@ def _run(args: argparse.Namespace) -> int:
         raise CommandError(f"unknown fault {unknown[0] if unknown else '(none)'}; choose from {', '.join(ALL_FAULTS)}")
     if set(faults) & refused:
         needs = [
-            f"{f} (need --workload {'group or txn' if f in COORDINATOR_FAULTS else 'group'})"
+            f"{f} (need --workload {kafka}group{f' or {kafka}txn' if f in COORDINATOR_FAULTS else ''})"
             for f in sorted(set(faults) & refused)
         ]
         raise CommandError(f"faults that do not apply to --workload {args.workload}: {'; '.join(needs)}")
-    if args.unsafe_bug == "read-uncommitted" and args.workload != "txn":
-        raise CommandError("--unsafe-bug read-uncommitted needs --workload txn")
+    if args.unsafe_bug == "read-uncommitted" and args.workload not in ("txn", "kafka-txn"):
+        raise CommandError(f"--unsafe-bug read-uncommitted needs --workload {kafka}txn")
+    if args.unsafe_bug == "skip-records" and kafka:
+        raise CommandError("--unsafe-bug skip-records needs a workload of odradek's own client (default, group, txn)")
     if (args.tls or args.security) and set(faults) & set(RESPONSE_FAULTS):
         option = "--security" if args.security else "--tls"
         raise CommandError(

@@ -1,0 +1,114 @@
+"""The checker of the copy workload (``--workload kafka-copy``): exactly-once copying from an input topic to an
+output topic.
+
+The history holds two topics, each judged by the checker of its kind: the input's writes, the copiers' processing
+and their group's commits by chaos/checker.py; the output's transactions and readers by chaos/txn_checker.py. Then
+the copy itself: each record of the input's final read has exactly one copy in the output's final
+``read_committed`` read (the writes of the committed transactions), and each copy there is of a record of the
+input. A copy is ``<input value>@<transaction>``, unique to each attempt, so an aborted attempt and the committed
+one are two values, and copying a record twice leaves two copies. ``check`` is pure.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from odradek.chaos import checker, txn_checker
+from odradek.chaos.checker import Report, Violations
+from odradek.chaos.history import Event, Fault, FinalRead, Heal, TxnEnd
+
+VIOLATIONS: dict[str, str] = {
+    "copy_lost": "an input record without a committed copy",
+    "copy_duplicated": "an input record copied more than once",
+    "copy_unexpected": "a committed copy of no input record",
+}
+
+
+def source(copy: str) -> str:
+    """The input value a copy was made of."""
+    return copy.rpartition("@")[0]
+
+
+def split(history: Iterable[Event], input_topic: str, output_topic: str) -> tuple[list[Event], list[Event]]:
+    """The input's events and the output's (faults in both; a transaction's end, which names no topic, in the
+    output's)."""
+    inputs: list[Event] = []
+    outputs: list[Event] = []
+    for event in history:
+        topic = getattr(event, "topic", None)
+        if isinstance(event, Fault | Heal):
+            inputs.append(event)
+            outputs.append(event)
+        elif topic == output_topic or isinstance(event, TxnEnd):
+            outputs.append(event)
+        elif topic == input_topic:
+            inputs.append(event)
+    return inputs, outputs
+
+
+@dataclass(slots=True)
+class CopyReport(Report):
+    """The copy checks, with the input's and the output's reports: ``violations`` and ``totals`` hold all three,
+    the others' prefixed ``input.`` and ``output.``."""
+
+    sections: dict[str, Report] = field(default_factory=dict)
+
+    def summary_table(self) -> str:
+        t = self.totals
+        lines = [
+            f"chaos check (exactly-once copy): {'OK' if self.ok else 'FAIL'}",
+            f"input records {t['inputs']}  copied once {t['copied_once']}  committed copies {t['copies']}",
+            "",
+            f"{'check':<22} {'count':>7}  {'meaning':<46} first example",
+        ]
+        for name, meaning in VIOLATIONS.items():
+            v = self.violations[name]
+            example = json.dumps(v.examples[0], separators=(",", ":")) if v.examples else ""
+            if len(example) > 100:
+                example = example[:97] + "..."
+            lines.append(f"{name:<22} {v.count:>7}  {meaning:<46} {example}".rstrip())
+        for prefix, report in self.sections.items():
+            lines += ["", f"{prefix}:", report.summary_table()]
+        return "\n".join(lines)
+
+
+def check(history: Iterable[Event], input_topic: str, output_topic: str, max_examples: int = 10) -> CopyReport:
+    """Judge ``history`` (events in the order they were recorded; each worker's own events in its order)."""
+    events = list(history)
+    inputs, outputs = split(events, input_topic, output_topic)
+    sections: dict[str, Report] = {
+        "input": checker.check(inputs, max_examples),
+        "output": txn_checker.check(outputs, max_examples),
+    }
+    records: dict[str, set[tuple[int, int]]] = {}  # input value -> its locations in the input's final read
+    copies: dict[str, set[tuple[int, int]]] = {}  # copy -> its locations in the output's final read_committed read
+    for e in events:
+        if isinstance(e, FinalRead) and e.topic in (input_topic, output_topic):
+            into = records if e.topic == input_topic else copies
+            into.setdefault(e.value, set()).add((e.partition, e.offset))
+    by_source: dict[str, list[str]] = {}
+    for copy in copies:
+        by_source.setdefault(source(copy), []).append(copy)
+    found = {name: Violations(max_examples) for name in VIOLATIONS}
+    for value in records:
+        made = sorted(by_source.get(value, []))
+        if not made:
+            found["copy_lost"].add({"value": value, "at": sorted(records[value])})
+        elif len(made) > 1:
+            found["copy_duplicated"].add({"value": value, "copies": {c: sorted(copies[c]) for c in made}})
+    for copy, at in copies.items():
+        if source(copy) not in records:
+            found["copy_unexpected"].add({"copy": copy, "at": sorted(at)})
+    totals = {
+        "inputs": len(records),
+        "copies": len(copies),
+        "copied_once": sum(1 for v in records if len(by_source.get(v, [])) == 1),
+    }
+    faults: list[dict[str, object]] = []
+    for prefix, report in sections.items():
+        totals |= {f"{prefix}.{k}": n for k, n in report.totals.items()}
+        found |= {f"{prefix}.{k}": v for k, v in report.violations.items()}
+        faults = report.faults
+    return CopyReport(totals, found, faults, sections)
