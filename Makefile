@@ -39,10 +39,12 @@ unexport PYTHONDONTWRITEBYTECODE
 COMPILE := $(PY) -m compileall -q broker client controller chaos deploy proto spark_connector > /dev/null
 
 # The record, log and client suites run a second time on the pure-Python reference codec (the native accelerator
-# disabled), as on a machine without a C compiler. The first pass prints the slowest tests.
+# disabled), as on a machine without a C compiler. The few tests marked `alone` compare latencies and run by
+# themselves after the parallel pass. The first pass prints the slowest tests.
 test: lint typecheck
 	$(COMPILE)
-	$(PY) -m pytest -q -ra $(PARALLEL) --durations=25
+	$(PY) -m pytest -q -ra $(PARALLEL) --durations=25 -m "not alone"
+	$(PY) -m pytest -q -ra -m alone
 	ODRADEK_NO_EXTENSIONS=1 $(PY) -m pytest -q $(PARALLEL) tests/record tests/log tests/client
 
 # Measure each test file again for the order tests/conftest.py hands files out in (tests/durations.json).

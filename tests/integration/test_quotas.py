@@ -105,6 +105,9 @@ def result(process: subprocess.Popen, timeout: float = RUN_S + 120) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+# Even side by side, the broker serving the greedy clients needs more CPU than the control's: on two cores shared
+# with other test workers its p99 was 3x the control's (267 ms against 84 ms), with the quotas holding.
+@pytest.mark.alone
 def test_greedy_clients_are_held_to_their_quotas_and_a_well_behaved_producer_keeps_its_service(
     cluster: DevCluster, admin: Admin
 ) -> None:
