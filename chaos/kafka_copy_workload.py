@@ -9,8 +9,9 @@ transactional applications. chaos/copy_checker.py judges the history.
 records every input record as ``Processed``, with the generation, and its copy ``<value>@<txn>`` (unique to the
 attempt) as a ``TxnWrite`` to the same partition of the output. Then it sends the batch's next offsets with the
 consumer's group metadata and commits, each step recorded as chaos/kafka_transactions.py does. A committed
-transaction's offsets are the group's: ``Commit`` for each partition of the batch. One batch in ten is aborted on
-purpose. After an abort the copier seeks back to where the batch started, so its records are copied again. A copier
+transaction's offsets are the group's: ``Commit`` for each partition of the batch. Each copier's second batch, and one
+batch in ten after it, is aborted on purpose. After an abort the copier seeks back to where the batch started, so
+its records are copied again. A copier
 whose producer cannot go on (fenced, a commit of unknown outcome) or whose seek fails (the partition moved) gives
 way to a new incarnation: its producer's ``init_transactions()`` fences the old one, and its consumer starts at the
 group's committed offsets. ``read_committed`` readers read the output meanwhile.
@@ -191,7 +192,8 @@ class KafkaCopyWorkload(KafkaWorkload):
             while going():
                 records = [m for m in consumer.consume(READ_BATCH, POLL_S) if m.error() is None]
                 if records:
-                    abort = rng is not None and rng.random() < ABORT_SHARE
+                    # The second batch of each copier for sure (a short run aborts at least one), then by chance.
+                    abort = rng is not None and (n == 1 or rng.random() < ABORT_SHARE)
                     if not self._copy(producer, consumer, slot, name, f"{name}-{n}", records, abort):
                         return False
                     n += 1
