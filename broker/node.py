@@ -37,6 +37,7 @@ from odradek.broker.security.sasl_session import CredentialLookup, SaslSession
 from odradek.broker.security.scram import Mechanism, ScramCredential
 from odradek.broker.security.tls import NodeTls
 from odradek.broker.security.tls_identity import CertificatePrincipals
+from odradek.broker.serving_gate import ServingGate
 from odradek.broker.storage import verify_storage
 from odradek.broker.throttling import QuotaInterceptor
 from odradek.broker.topic_defaults import topic_defaults
@@ -125,15 +126,20 @@ class Node:
         return int(value) if value is not None else self.config["min.insync.replicas"]
 
     def _server(
-        self, endpoint: Endpoint | None, interceptors: tuple[grpc.aio.ServerInterceptor, ...] = ()
+        self,
+        endpoint: Endpoint | None,
+        interceptors: tuple[grpc.aio.ServerInterceptor, ...] = (),
+        gate: ServingGate | None = None,
     ) -> grpc.aio.Server:
+        """A gRPC server on ``endpoint``; ``gate``, when given, holds every call (before it is timed or
+        authenticated) until the node may serve it."""
         if endpoint is None:  # the config refuses a role without its listener; this guards the programming error
             raise ConfigError("no listener for this role")
         server = grpc.aio.server(
             # gRPC sets SO_REUSEPORT by default, and then a second process bound to the same port shares it silently
             # (connections land on either). A port in use must stop the node, as it stops a Kafka broker.
             options=[*channel_options(self.config["socket.request.max.bytes"]), ("grpc.so_reuseport", 0)],
-            interceptors=[self.metrics.interceptor(), *interceptors],
+            interceptors=[*(() if gate is None else (gate,)), self.metrics.interceptor(), *interceptors],
         )
         address = f"{endpoint.host}:{endpoint.port}"
         credentials = self.tls.server_credentials(endpoint.name)
@@ -252,7 +258,10 @@ class Node:
         sessions = GrpcSessions(mechanisms, lookup) if c.requires_sasl(c.broker_listener) else None
         self.grpc_sessions = sessions
         authentication = self._authentication(c.broker_listener, sessions)
-        server = self._server(c.broker_listener, (*authentication, QuotaInterceptor(broker.quotas, self.access)))
+        # Clients are served once the broker has caught up with the metadata log (see ServingGate).
+        ready = broker.lifecycle.caught_up
+        gate = ServingGate(ready, c.node_id)
+        server = self._server(c.broker_listener, (*authentication, QuotaInterceptor(broker.quotas, self.access)), gate)
         security_pb2_grpc.add_AuthenticationServicer_to_server(AuthenticationService(sessions), server)
         admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
         access = self.access
@@ -298,6 +307,7 @@ class Node:
                 failed_authentication_delay_ms=self.config["connection.failed.authentication.delay.ms"],
                 tls=self.tls.kafka_context(name),
                 certificate_principal=None if certificates is None else certificates.of_der,
+                ready=ready,
             )
 
     def _collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:

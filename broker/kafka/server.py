@@ -72,12 +72,15 @@ class KafkaListener:
         tls: Callable[[], ssl.SSLContext] | None = None,
         certificate_principal: Callable[[bytes], str] | None = None,
         failed_authentication_delay_ms: int = 0,
+        ready: asyncio.Event | None = None,
     ) -> None:
         """``tls``: gives the server context for each new connection (the listener is SSL or SASL_SSL).
         ``certificate_principal``: a verified client certificate (DER) to its principal; raises ValueError (such as
         NoMatchingRule) for one that has none. ``failed_authentication_delay_ms``: Kafka's
         connection.failed.authentication.delay.ms, how long a connection whose authentication failed stays open
-        after its answer (read by the client before the close; and a guesser's next try comes no sooner)."""
+        after its answer (read by the client before the close; and a guesser's next try comes no sooner). ``ready``:
+        connections are accepted only once it is set (the broker has caught up with the metadata log); until then the
+        bound socket queues them, as a Kafka broker's do before it enables request processing."""
         if max_request_bytes < 1:
             raise ValueError(f"max_request_bytes must be positive, not {max_request_bytes}")
         if idle_timeout_ms < 1:
@@ -93,6 +96,7 @@ class KafkaListener:
         self.tls = tls
         self.certificate_principal = certificate_principal
         self.failed_authentication_delay_ms = failed_authentication_delay_ms
+        self.ready = ready
         self._sock: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
         self._connections: dict[int, asyncio.Task[None]] = {}  # by connection id
@@ -142,6 +146,9 @@ class KafkaListener:
 
     async def _accept_loop(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
+        if self.ready is not None and not self.ready.is_set():
+            await self.ready.wait()
+            logger.info("Kafka listener %s: serving clients", self.listener_name)
         while True:
             try:
                 conn, address = await loop.sock_accept(sock)

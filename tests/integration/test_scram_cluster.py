@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -31,10 +32,10 @@ from kafka.protocol.sasl import (
 
 from odradek.client.admin import Admin
 from odradek.client.consumer import Consumer
-from odradek.client.errors import AuthenticationFailedError, ErrorCode
+from odradek.client.errors import AuthenticationFailedError, ErrorCode, OdradekError
 from odradek.client.producer import Producer
 from odradek.client.structs import TopicPartition
-from odradek.deploy.local import DevCluster
+from odradek.deploy.local import DevCluster, process_state, run_sync
 
 from .conftest import wait_for
 
@@ -252,3 +253,68 @@ def test_a_deleted_user_cannot_log_in_again(odradek_cluster: DevCluster, user: t
     while not errors and time.monotonic() < deadline:
         producer.poll(0.2)
     assert "Authentication failed" in "; ".join(errors), errors
+
+
+def _kafka_login(address: tuple[str, int], name: str, password: str) -> int | None:
+    """One SCRAM-SHA-256 login on the Kafka listener: the broker's error code, or None when it could not be reached
+    or did not answer within the socket timeout (a broker still starting holds its connections)."""
+    try:
+        with socket.create_connection(address, timeout=5) as sock:
+            handshake = _frame(sock, SaslHandshakeRequest(version=1, mechanism="SCRAM-SHA-256"), 1)
+            if not handshake:
+                return None
+            error = SaslHandshakeResponse.decode(handshake, version=1).error_code
+            if error != ErrorCode.NONE:
+                return error
+            client = scramp.ScramClient(["SCRAM-SHA-256"], name, password)
+            answer = SaslAuthenticateResponse.decode(
+                _frame(sock, SaslAuthenticateRequest(version=1, auth_bytes=client.get_client_first().encode()), 2),
+                version=1,
+            )
+            if answer.error_code != ErrorCode.NONE:
+                return answer.error_code
+            client.set_server_first(answer.auth_bytes.decode())
+            final = _frame(sock, SaslAuthenticateRequest(version=1, auth_bytes=client.get_client_final().encode()), 3)
+            return SaslAuthenticateResponse.decode(final, version=1).error_code
+    except OSError:
+        return None
+
+
+def _grpc_login(config: dict[str, str]) -> bool | None:
+    """Whether odradek's client logs in on the gRPC listener; None when the broker did not answer in time."""
+    try:
+        return logs_in(config)
+    except OdradekError as e:
+        if isinstance(e, AuthenticationFailedError):
+            raise
+        return None
+
+
+def test_a_restarted_broker_refuses_no_valid_login_while_it_replays_the_metadata_log(
+    odradek_cluster: DevCluster, user: tuple[str, str]
+) -> None:
+    """A restarted broker learns its users by replaying the metadata log. Until it has, its listeners must not answer
+    (a Kafka broker enables request processing once it is unfenced): a valid password is never refused."""
+    c, (name, password) = odradek_cluster, user
+    broker = next(n.node_id for n in c.nodes if n.roles == ["broker"])
+    host, port = c.kafka_bootstrap_servers.split(",")[0].rsplit(":", 1)
+    c.signal(broker, signal.SIGKILL)
+    wait_for(lambda: process_state(c.node(broker).pid) == "stopped", 10, what="the broker to exit")
+    c.start(broker)
+    kafka: list[int | None] = []
+    deadline = time.monotonic() + 40
+    while ErrorCode.NONE not in kafka and time.monotonic() < deadline:
+        kafka.append(_kafka_login((host, int(port)), name, password))
+        time.sleep(0.02)
+    assert kafka[-1] == ErrorCode.NONE and set(kafka) <= {None, ErrorCode.NONE}, kafka
+
+    c.signal(broker, signal.SIGKILL)
+    wait_for(lambda: process_state(c.node(broker).pid) == "stopped", 10, what="the broker to exit")
+    c.start(broker)
+    config = grpc_sasl(c, name, password, "SCRAM-SHA-512")
+    grpc_answers: list[bool | None] = []
+    deadline = time.monotonic() + 40
+    while True not in grpc_answers and time.monotonic() < deadline:
+        grpc_answers.append(_grpc_login(config))
+    assert grpc_answers[-1] is True and False not in grpc_answers, grpc_answers
+    run_sync(c.wait_ready(30))

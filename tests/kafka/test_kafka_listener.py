@@ -161,6 +161,26 @@ def test_pipelined_requests_are_answered_one_at_a_time_in_order() -> None:
     run(scenario)
 
 
+def test_connections_wait_in_the_backlog_until_the_listener_is_ready() -> None:
+    """A starting broker binds its port at once (a port in use stops the node) but answers nothing until it has
+    caught up with the metadata log: a connection made before then is served afterwards, not refused."""
+
+    async def scenario() -> None:
+        apis, ready = FakeApis(), asyncio.Event()
+        listener = await started(apis, ready=ready)
+        client = await Client.connect(listener)
+        client.send(b"echo:early")
+        await asyncio.sleep(0.3)
+        assert apis.calls == [] and listener.connection_count == 0
+        ready.set()
+        assert await asyncio.wait_for(client.receive(), 5) == b"echo:early"
+        assert listener.connection_count == 1
+        client.close()
+        await listener.stop()
+
+    run(scenario)
+
+
 BAD_INPUTS = {
     "oversized": SIZE.pack(MAX_REQUEST + 1) + b"x" * 100,
     "negative size": SIZE.pack(-5),

@@ -33,6 +33,7 @@ from odradek.broker.security.sasl_session import SaslSession
 from odradek.broker.security.scram import Mechanism, ScramCredential, make_credential
 from odradek.broker.security.tls import ServerTls
 from odradek.broker.security.tls_identity import CertificatePrincipals
+from odradek.broker.serving_gate import ServingGate
 from odradek.broker.storage import format_storage
 from odradek.client import AsyncProducer
 from odradek.client.admin import AsyncAdmin
@@ -130,8 +131,10 @@ async def test_a_certificate_no_rule_maps_is_unauthenticated(certs: Path) -> Non
 class EchoNode(Node):
     """A real node whose gRPC listeners also serve the echo method (behind the node's own interceptors)."""
 
-    def _server(self, endpoint: Endpoint | None, interceptors: tuple[Any, ...] = ()) -> grpc.aio.Server:
-        server = super()._server(endpoint, interceptors)
+    def _server(
+        self, endpoint: Endpoint | None, interceptors: tuple[Any, ...] = (), gate: ServingGate | None = None
+    ) -> grpc.aio.Server:
+        server = super()._server(endpoint, interceptors, gate)
         server.add_generic_rpc_handlers((echo_handler(),))
         return server
 
