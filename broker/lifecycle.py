@@ -6,6 +6,10 @@ controller unfences it once it has caught up and fences it when heartbeats stop.
 broker asks for controlled shutdown, which moves its leaderships away before it goes. While a log dir is offline
 every heartbeat names the offline dirs and replicas (``offline``), and a new failure sends one at once (``wake``),
 so the controller moves leadership off them promptly.
+
+``caught_up`` is set the first time the controller unfences the broker: by then the broker has applied the metadata
+log up to its own registration, so its image holds the topics, ACLs and SCRAM credentials that clients rely on. The
+node serves clients only from then on, as a Kafka broker enables request processing once it is unfenced.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ from odradek.proto import common_pb2, controller_pb2_grpc
 from odradek.proto import controller_pb2 as cpb
 
 logger = logging.getLogger(__name__)
+
+REGISTRATION_BACKOFF_S = 0.05
+"""The first wait between registration attempts; it doubles up to the heartbeat interval (at most 0.5 s)."""
 
 
 class BrokerLifecycleManager:
@@ -69,6 +76,7 @@ class BrokerLifecycleManager:
         self.session_timeout = session_timeout_ms / 1000
         self.session_renewed = time.monotonic()  # send time of the last heartbeat the controller answered
         self.registered = asyncio.Event()
+        self.caught_up = asyncio.Event()  # never cleared: a later fencing does not make the image stale
         self._pool = ChannelPool()
         self._task: asyncio.Task | None = None
         self._next_voter = 0
@@ -137,6 +145,9 @@ class BrokerLifecycleManager:
             log_dirs=self.log_dirs,
             previous_broker_epoch=self.broker_epoch if self.broker_epoch >= 0 else self.previous_broker_epoch,
         )
+        # A node starting with its controllers meets no active controller for its first tries: retry soon, then
+        # back off exponentially (as a Kafka broker does), so registration follows the election closely.
+        backoff = REGISTRATION_BACKOFF_S
         while True:
             response = await self.call("RegisterBroker", request)
             if response is not None:
@@ -147,7 +158,8 @@ class BrokerLifecycleManager:
                     self.on_registered()
                     return
                 logger.warning("registration refused: %s %s", ErrorCode.Name(response.error), response.error_message)
-            await asyncio.sleep(min(self.interval, 0.5))
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self.interval, 0.5)
 
     async def heartbeat(self, want_shutdown: bool = False) -> cpb.BrokerHeartbeatResponse | None:
         request = cpb.BrokerHeartbeatRequest(
@@ -165,6 +177,7 @@ class BrokerLifecycleManager:
         if response is not None and response.error == ErrorCode.NONE:
             if not response.is_fenced:
                 self.session_renewed = sent
+                self.caught_up.set()
             if self.fenced != response.is_fenced:
                 logger.info("broker %d is now %s", self.broker_id, "fenced" if response.is_fenced else "unfenced")
             self.fenced = response.is_fenced

@@ -128,6 +128,9 @@ class RaftNode:
         self._written_end = self._unstable_from = self._durable_end = self._log.end_offset
         self._handed_state = st
         self._handed_leader: LeaderAndEpoch | None = None
+        # The quorum state both views above were last compared with: the state is immutable and replaced on every
+        # transition, so while it is the same object neither view can have changed (has_ready runs every tick).
+        self._handed_q: QuorumState | None = None
         self._outstanding = False
 
         # Pending parts of the next Ready.
@@ -153,6 +156,8 @@ class RaftNode:
         self._download: SnapshotDownload | None = None
         self._correlation = rng.getrandbits(30)
         self._reset_timers()
+        if self._voters == {node_id} and role is not Role.FOLLOWER:
+            self._deadline = self._now  # the only voter has no one to wait for: it campaigns at its first tick
 
         self._handlers: dict[type, Callable[..., None]] = {
             Vote: self._on_vote,
@@ -328,9 +333,17 @@ class RaftNode:
             or self._chunks
             or self._reads
             or self._parked
-            or self._persist_view() != self._handed_state
-            or self._leader_view() != self._handed_leader
+            or self._views_changed()
         )
+
+    def _views_changed(self) -> bool:
+        q = self._q
+        if q is self._handed_q:
+            return False
+        if self._persist_view() != self._handed_state or self._leader_view() != self._handed_leader:
+            return True
+        self._handed_q = q  # an equal state: nothing to hand over until the next transition
+        return False
 
     def ready(self) -> Ready:
         """Hand over everything pending; the shell must `advance` it before asking for the next one."""
@@ -356,7 +369,7 @@ class RaftNode:
         self._msgs, self._chunks, self._reads, self._parked, self._events = [], [], [], [], []
         self._install = None
         self._hw_changed = False
-        self._handed_state, self._handed_leader = state, leader
+        self._handed_state, self._handed_leader, self._handed_q = state, leader, self._q
         self._written_end = self._unstable_from = end
         self._applied = self._hw
         self._outstanding = True

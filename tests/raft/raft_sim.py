@@ -23,6 +23,7 @@ from odradek.controller.raft import (
     Faults,
     NotLeaderError,
     PersistentState,
+    QuorumState,
     RaftConfig,
     RaftNode,
     Ready,
@@ -97,6 +98,8 @@ class SimNode:
     last_hw: int = 0
     last_epoch: int = 0
     last_role: Role | None = None
+    # What check() last saw: the same quorum state object, high watermark and persisted state mean nothing changed.
+    last_seen: tuple[QuorumState, int, PersistentState] | None = None
 
 
 @dataclass(frozen=True)
@@ -414,6 +417,10 @@ class Simulation:
         core = node.core
         if core is None:
             return
+        q, hw, persisted, last = core.quorum_state, core.high_watermark, node.disk.state, node.last_seen
+        if last is not None and last[0] is q and last[1] == hw and last[2] is persisted:
+            return  # checked already: quorum states are immutable, replaced on every change
+        node.last_seen = (q, hw, persisted)
         nid, epoch, role = node.node_id, core.epoch, core.role
         if epoch < node.last_epoch:
             raise Violation(f"node {nid} epoch went back from {node.last_epoch} to {epoch}")
