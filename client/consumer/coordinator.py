@@ -36,6 +36,7 @@ from odradek.client.consumer.membership import (
     error_action,
     heartbeat_due,
     leader_assignments,
+    metadata_rejoin_needed,
     poll_expired,
     subscribed_topics,
 )
@@ -102,8 +103,13 @@ class ConsumerCoordinator:
         self.member_id = ""
         self.protocol_name: str | None = None
         self._subscription: frozenset[str] | re.Pattern[str] | None = None
-        self._joined_topics: frozenset[str] = frozenset()  # the topics of the subscription the member joined with
-        self._joined_counts: dict[str, int] = {}  # partition counts the leader assigned from
+        # The topics of the subscription the member joined with: those its JoinGroup named, not those its metadata
+        # shows when the join completes (topics learned meanwhile need another join, as in Kafka).
+        self._joined_topics: frozenset[str] = frozenset()
+        self._joining_topics: frozenset[str] = frozenset()
+        # The leader's partition count of each subscribed topic it assigned from (None: not in its metadata then);
+        # None on other members.
+        self._joined_counts: dict[str, int | None] | None = None
         self.owned: frozenset[TopicPartition] = frozenset()
         self._stable = False
         self._rejoin_needed = False
@@ -174,10 +180,9 @@ class ConsumerCoordinator:
         as Kafka's coordinator does on metadata changes."""
         if not self._stable:
             return False
-        if self._current_topics() != self._joined_topics:
-            return True
-        counts = self._metadata.partition_counts
-        return bool(self._joined_counts) and any(counts.get(t) != n for t, n in self._joined_counts.items())
+        return metadata_rejoin_needed(
+            self._current_topics(), self._joined_topics, self._metadata.partition_counts, self._joined_counts
+        )
 
     @property
     def _rebalancing(self) -> bool:
@@ -236,7 +241,7 @@ class ConsumerCoordinator:
         self._left_reason = None
         self._join_prepared = False
         self._rejoin_needed = step.needs_rejoin
-        self._joined_topics = topics
+        self._joined_topics = self._joining_topics
         self._last_heartbeat = time.monotonic()
         self._heartbeat_wake.set()
         return step
@@ -253,7 +258,7 @@ class ConsumerCoordinator:
 
     async def _join_and_sync(self) -> Assignment:
         stub = await self._find_coordinator()
-        topics = self._current_topics()
+        topics = self._joining_topics = self._current_topics()
         assignor_by_name = {a.name: a for a in self._assignors}
         join = None
         for _ in range(3):  # a first join is answered MEMBER_ID_REQUIRED once, then accepted or refused
@@ -310,9 +315,9 @@ class ConsumerCoordinator:
             self._metadata.add_topics(wanted)
             counts = await self._partition_counts(wanted)
             assignments = leader_assignments(assignor, counts, members)
-            self._joined_counts = {t: counts[t] for t in wanted if t in counts}
+            self._joined_counts = {t: counts.get(t) for t in wanted}
         else:
-            self._joined_counts = {}
+            self._joined_counts = None
         sync = await self._call(
             stub.SyncGroup,
             gpb.SyncGroupRequest(

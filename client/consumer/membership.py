@@ -6,6 +6,7 @@
 - ``leader_assignments``: the leader's part of SyncGroup: decode every member's subscription, run the assignor
   the broker chose, encode the assignments.
 - ``subscribed_topics``: the topics a list or pattern subscription names among the topics metadata knows.
+- ``metadata_rejoin_needed``: whether a metadata change makes a stable member rejoin.
 - ``commit_refusal``: why a commit cannot be sent in the member's current state (Kafka's CommitFailedException
   and RebalanceInProgressException cases), if it cannot.
 - ``heartbeat_due`` / ``poll_expired``: the heartbeat task's two clocks.
@@ -94,6 +95,22 @@ def subscribed_topics(subscription: Iterable[str] | re.Pattern[str], known_topic
             t for t in known_topics if not t.startswith(INTERNAL_TOPIC_PREFIX) and subscription.fullmatch(t)
         )
     return frozenset(subscription)
+
+
+def metadata_rejoin_needed(
+    current_topics: frozenset[str],
+    joined_topics: frozenset[str],
+    counts: Mapping[str, int],
+    assigned_from: Mapping[str, int | None] | None,
+) -> bool:
+    """Whether a stable member must rejoin after a metadata change, as Kafka's consumer decides: its pattern now
+    matches other topics, or, for the leader (``assigned_from`` is the partition count of every subscribed topic it
+    assigned from, None for a topic its metadata did not show then), a count differs now. A topic the leader could
+    not see when it assigned (a broker whose metadata lagged behind a topic's creation) thus gets assigned once
+    it is seen, rather than never."""
+    if current_topics != joined_topics:
+        return True
+    return assigned_from is not None and any(counts.get(t) != n for t, n in assigned_from.items())
 
 
 def commit_refusal(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from fake_broker import FakeCluster
 from odradek.client import AsyncConsumer, Consumer, TopicPartition
 from odradek.client.connection import channel_options
 from odradek.client.consumer.consumer import ConsumerRebalanceListener
-from odradek.client.consumer.protocol import Assignment
+from odradek.client.consumer.protocol import Assignment, Subscription
 from odradek.client.errors import CommitFailedError, ErrorCode, FencedInstanceIdError
 from odradek.client.record.builder import encode_batch
 from odradek.client.structs import OffsetAndMetadata
@@ -295,6 +296,28 @@ def test_first_join_does_the_member_id_handshake_and_the_leader_assigns(cluster:
         meta = c.group_metadata()
         assert (meta.group_id, meta.generation_id, meta.member_id, meta.group_instance_id) == ("g", 1, "m1", None)
     assert log[0] == ("a", "assigned", frozenset(ALL))  # a new member has nothing to revoke or lose
+
+
+def test_a_topic_its_pattern_matched_only_after_joining_gets_the_member_rejoining(cluster: GroupCluster) -> None:
+    """The member joins with what its pattern matched then (nothing); the topic appears while the join is under
+    way, so the leader's assignment (from fresher metadata) covers none of it. The member must join again with the
+    topic, as a Kafka consumer compares the subscription it joined with, and not take the topics its metadata shows
+    at the end of the join as joined: it kept an empty assignment for good (seen under load on a real cluster)."""
+    new = {TopicPartition("p-new", p) for p in range(2)}
+    with Consumer(config(cluster, metadata_max_age_ms=100)) as c:
+        c.subscribe(re.compile("p-.*"))
+        creator = threading.Thread(
+            target=lambda: (
+                cluster.group.wait_for(lambda: any(j.member_id for j in cluster.group.rpcs("JoinGroup"))),
+                cluster.create_topic("p-new", 2),
+            )
+        )
+        creator.start()
+        poll_all([c], lambda: c.assignment() == new)
+        creator.join(10)
+        joins = cluster.group.rpcs("JoinGroup")
+        first = Subscription.decode(joins[1].protocols[0].metadata).topics
+        assert list(first) == [] and len(joins) >= 3  # joined without the topic, then again with it
 
 
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])

@@ -12,6 +12,7 @@ from odradek.client.consumer.membership import (
     error_action,
     heartbeat_due,
     leader_assignments,
+    metadata_rejoin_needed,
     poll_expired,
     subscribed_topics,
     validate_pattern,
@@ -60,6 +61,22 @@ def test_pattern_subscriptions_match_whole_names_and_skip_internal_topics() -> N
     assert subscribed_topics(["later"], known) == {"later"}
     with pytest.raises(ValueError, match="bad topic pattern"):
         validate_pattern("(")
+
+
+def test_a_leader_that_assigned_without_seeing_a_topic_rejoins_once_it_sees_it() -> None:
+    """The leader assigned while its metadata (from a broker lagging behind the topics' creation) showed no
+    partitions for "b": an assignment without b's partitions. When b's partitions appear it must rejoin; before
+    it kept the empty assignment for good."""
+    joined = frozenset({"a", "b"})
+    assigned_from = {"a": 2, "b": None}
+    assert not metadata_rejoin_needed(joined, joined, {"a": 2}, assigned_from)
+    assert metadata_rejoin_needed(joined, joined, {"a": 2, "b": 2}, assigned_from)
+    assert metadata_rejoin_needed(joined, joined, {"a": 2, "b": 2}, {"a": None, "b": None})
+    assert metadata_rejoin_needed(joined, joined, {"a": 3, "b": 2}, {"a": 2, "b": 2})  # partitions added
+    assert not metadata_rejoin_needed(joined, joined, {"a": 2, "b": 2}, {"a": 2, "b": 2})
+    # Other members leave partition counts to the leader; every member follows its pattern's matches.
+    assert not metadata_rejoin_needed(joined, joined, {"a": 3, "b": 2}, None)
+    assert metadata_rejoin_needed(frozenset({"a", "b", "c"}), joined, {"a": 2, "b": 2, "c": 1}, None)
 
 
 def test_commit_refusals() -> None:
