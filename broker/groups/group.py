@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from odradek.client.consumer.protocol import ConsumerProtocolError, Subscription
 from odradek.client.errors import ErrorCode
 
 from .members import Member, MemberIdFactory, SequentialMemberIds
@@ -536,7 +537,9 @@ class ClassicGroup:
         )
         self._event(f"static member {instance_id} rejoined as {new_id}, replacing (fencing) {old_id}")
         if self.state is GroupState.STABLE:
-            same = self.select_protocol() == self.protocol_name and member.metadata(self.protocol_name) == old_metadata
+            same = self.select_protocol() == self.protocol_name and _same_subscription(
+                self.protocol_type, old_metadata, member.metadata(self.protocol_name)
+            )
             if same:
                 # Nothing the assignment depends on changed: keep it, once the new member id is durable.
                 self._persist(saved)
@@ -1032,3 +1035,19 @@ class ClassicGroup:
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:
     return requested is not None and current is not None and requested != current
+
+
+def _same_subscription(protocol_type: str | None, old: bytes, new: bytes) -> bool:
+    """Whether a static member that restarted still subscribes to what the assignment was made for. For consumers
+    that is its topics and rack: the rest of the subscription (the generation it last saw, its owned partitions,
+    an assignor's user data) differs with every restart, and comparing it would turn each restart into the
+    rebalance static membership exists to avoid. Kafka itself checks only the selected protocol; comparing the
+    topics also rebalances for a restarted member that subscribes to other topics, which no one else would notice.
+    Other protocol types embed data of their own: only the selected protocol counts, as in Kafka."""
+    if protocol_type != "consumer":
+        return True
+    try:
+        before, after = Subscription.decode(old), Subscription.decode(new)
+    except ConsumerProtocolError:
+        return old == new
+    return (set(before.topics), before.rack_id) == (set(after.topics), after.rack_id)

@@ -92,9 +92,10 @@ class Harness:
         generation: int,
         assignments: tuple[tuple[str, bytes], ...] = (),
         instance: str | None = None,
+        protocol_type: str = "consumer",
     ) -> int:
         token = self.token()
-        request = SyncGroupRequest(token, member_id, instance, generation, "consumer", None, assignments)
+        request = SyncGroupRequest(token, member_id, instance, generation, protocol_type, None, assignments)
         self.take(self.group.sync(request, self.now))
         return token
 
@@ -125,16 +126,22 @@ class Harness:
         self.take(self.group.on_persisted(persist.persist_id, self.now, ErrorCode.NONE if ok else error))
         return persist
 
-    def stable_group(self, n: int, instances: tuple[str | None, ...] = ()) -> list[str]:
+    def stable_group(
+        self,
+        n: int,
+        instances: tuple[str | None, ...] = (),
+        protocols: tuple[Protocol, ...] = RANGE,
+        protocol_type: str = "consumer",
+    ) -> list[str]:
         """n members (static where ``instances`` says) joined, synced and stored: the member ids, leader first."""
         ids: list[str] = []
         tokens: list[int] = []
         for i in range(n):
             instance = instances[i] if i < len(instances) else None
             if instance is None:
-                member_id, token = self.new_member(client=f"c{i}")
+                member_id, token = self.new_member(client=f"c{i}", protocols=protocols, protocol_type=protocol_type)
             else:
-                token = self.join(instance=instance, client=f"c{i}")
+                token = self.join(instance=instance, client=f"c{i}", protocols=protocols, protocol_type=protocol_type)
                 member_id = ""
             ids.append(member_id)
             tokens.append(token)
@@ -144,7 +151,7 @@ class Harness:
         leader = answers[0].leader
         generation = answers[0].generation_id
         assignment = tuple((m, f"g{generation}:{m}".encode()) for m in ids)
-        syncs = [self.sync(m, generation, assignment if m == leader else ()) for m in ids]
+        syncs = [self.sync(m, generation, assignment if m == leader else (), protocol_type=protocol_type) for m in ids]
         self.persisted()
         assert all(self.sync_answer(t).error == ErrorCode.NONE for t in syncs)
         assert self.group.state.value == "Stable"

@@ -7,7 +7,9 @@ from group_harness import CONFIG, RANGE, REBALANCE, SESSION, Harness
 
 from odradek.broker.groups.group import ClassicGroup, GroupConfig, GroupState
 from odradek.broker.groups.messages import GroupSnapshot, LeavingMember
+from odradek.client.consumer.protocol import Subscription
 from odradek.client.errors import ErrorCode
+from odradek.client.structs import TopicPartition
 
 ROUNDROBIN = (("roundrobin", b"rr"),)
 
@@ -267,6 +269,44 @@ def test_a_static_member_rejoining_with_a_new_subscription_rebalances() -> None:
     h.stable_group(2, instances=("i0", "i1"))
     h.join(instance="i1", client="c1", protocols=(("range", b"topics=t,u"),))
     assert h.persists == [] and h.group.state is GroupState.PREPARING_REBALANCE
+
+
+def _subscription(*topics: str, generation: int = -1, owned: tuple[TopicPartition, ...] = (), rack: str = "") -> bytes:
+    return Subscription(topics, None, owned, generation, rack or None).encode()
+
+
+@pytest.mark.parametrize(
+    "restarted",
+    [
+        _subscription("t", "u", generation=-1),  # a new process has seen no generation yet
+        _subscription("u", "t", generation=7, owned=(TopicPartition("t", 0),)),  # cooperative: what it still owns
+    ],
+)
+def test_a_restarted_static_consumer_with_the_same_topics_keeps_its_assignment(restarted: bytes) -> None:
+    """Only the topics and the rack of a consumer's subscription decide its assignment; the generation it last saw
+    and its owned partitions differ with every restart and must not cost the group a rebalance (a clean-clone run
+    under load had every restart rebalance, because the stored subscription carried an older generation)."""
+    h = Harness()
+    h.stable_group(2, instances=("i0", "i1"), protocols=(("range", _subscription("t", "u", generation=1)),))
+    h.join(instance="i1", client="c1", protocols=(("range", restarted),))
+    assert len(h.persists) == 1 and h.group.state is GroupState.STABLE and h.group.generation_id == 1
+
+
+@pytest.mark.parametrize("restarted", [_subscription("t"), _subscription("t", "u", rack="r2")])
+def test_a_restarted_static_consumer_with_other_topics_or_rack_rebalances(restarted: bytes) -> None:
+    h = Harness()
+    h.stable_group(2, instances=("i0", "i1"), protocols=(("range", _subscription("t", "u", generation=1)),))
+    h.join(instance="i1", client="c1", protocols=(("range", restarted),))
+    assert h.persists == [] and h.group.state is GroupState.PREPARING_REBALANCE
+
+
+def test_a_restarted_static_member_of_another_protocol_type_keeps_its_assignment() -> None:
+    """As in Kafka, only the selected protocol decides for protocol types odradek does not parse (Connect workers
+    and the like embed per-process data in their metadata)."""
+    h = Harness()
+    h.stable_group(2, instances=("i0", "i1"), protocol_type="connect")
+    h.join(instance="i1", client="c1", protocols=(("range", b"something else"),), protocol_type="connect")
+    assert len(h.persists) == 1 and h.group.state is GroupState.STABLE
 
 
 def test_a_failed_append_of_a_static_member_id_restores_the_old_one() -> None:
