@@ -47,8 +47,11 @@ COMMANDS: dict[str, str] = {
 
 
 def command_modules(argv: Sequence[str] | None = None) -> list[ModuleType]:
-    """The modules whose commands ``argv`` may need: the named command's alone, else all of them."""
-    word = _command_word(sys.argv[1:] if argv is None else argv)
+    """The modules whose commands ``argv`` may need: the named command's alone, none for ``--version``, else all."""
+    args = sys.argv[1:] if argv is None else argv
+    word = _command_word(args)
+    if word is None and "--version" in args and not {"-h", "--help"} & set(args):
+        return []
     names = [COMMANDS[word]] if word in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
     return [importlib.import_module(f"odradek.client.cli.{name}") for name in names]
 

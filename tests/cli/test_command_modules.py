@@ -26,7 +26,8 @@ def test_the_table_names_exactly_the_commands_each_module_registers() -> None:
 def test_a_command_word_picks_its_module_and_anything_else_all_of_them() -> None:
     assert [m.__name__ for m in command_modules(["--debug", "produce", "t"])] == ["odradek.client.cli.data"]
     everything = len(set(COMMANDS.values()))
-    assert len(command_modules([])) == len(command_modules(["--version"])) == everything
+    assert len(command_modules([])) == len(command_modules(["--version", "--help"])) == everything
+    assert command_modules(["--version"]) == command_modules(["--debug", "--version"]) == []  # the version alone
     assert len(command_modules(["no-such-command"])) == everything
 
 
