@@ -341,6 +341,9 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # Test-only: a file recording the durable size of each fsynced segment/index (broker/log/durability.py), so
     # that a chaos run can emulate a power loss after SIGKILL. "" (default) records nothing.
     "unsafe.testing.fsync.ledger": (str, ""),
+    # Test-only: a file holding seconds (either sign) that the node adds to its wall clock (broker/clock.py), read
+    # about once a second; a chaos run's clock-skew fault writes and removes it. "" (default): the plain wall clock.
+    "unsafe.testing.clock.offset.file": (str, ""),
     "fetch.max.bytes": (_at_least(1024), 57671680),
     # the group coordinator (Kafka's names and defaults)
     "offsets.topic.num.partitions": (_at_least(1), 50),

@@ -22,6 +22,7 @@ from pathlib import Path
 import grpc
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from odradek.broker import clock
 from odradek.broker.broker_role import BrokerRole
 from odradek.broker.config import TLS_PROTOCOLS, ConfigError, Endpoint, NodeConfig
 from odradek.broker.kafka.apis import ApiRegistry
@@ -68,6 +69,7 @@ RAFT_DIR = "__raft"
 class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
+        clock.configure(config["unsafe.testing.clock.offset.file"])  # first: every wall-clock read goes through it
         self.cluster_id = verify_storage(config)
         c = config
         self.tls = NodeTls(config)

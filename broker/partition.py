@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import NamedTuple
 
+from odradek.broker import clock
 from odradek.broker.kafka.wire import FileSlice
 from odradek.broker.log.log import AbortedTxn, AppendInfo, AppendOrigin, FetchData, Log
 from odradek.broker.log.producer_state import VerificationGuard
@@ -238,7 +238,7 @@ class Partition:
             records,
             config.message_timestamp_type,
             config.compression_type,
-            time.time_ns() // 1_000_000 if now_ms is None else now_ms,
+            clock.wall_ms() if now_ms is None else now_ms,
         )
         info = self.log.append_as_leader(
             records, self.leader_epoch, max_message_bytes, origin=origin, verification=verification
@@ -322,7 +322,7 @@ class Partition:
             producer_epoch,
             coordinator_epoch,
             self.leader_epoch,
-            time.time_ns() // 1_000_000 if now_ms is None else now_ms,
+            clock.wall_ms() if now_ms is None else now_ms,
         )
         self._wake(self._replica_waiters)
         self._apply(state.on_append(self.log.log_end_offset))

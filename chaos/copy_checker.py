@@ -6,7 +6,12 @@ and their group's commits by chaos/checker.py; the output's transactions and rea
 the copy itself: each record of the input's final read has exactly one copy in the output's final
 ``read_committed`` read (the writes of the committed transactions), and each copy there is of a record of the
 input. A copy is ``<input value>@<transaction>``, unique to each attempt, so an aborted attempt and the committed
-one are two values, and copying a record twice leaves two copies. ``check`` is pure.
+one are two values, and copying a record twice leaves two copies. The report counts the input records copied once,
+not at all and more than once, and the copies of nothing.
+
+The output's dependency graph (chaos/cycles.py) also gets the input: each record of the input's final read is a
+write of its own (the producers write it without transactions), and each copier transaction read the records it
+copied, where its copier processed them. ``check`` is pure.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from dataclasses import dataclass, field
 
 from odradek.chaos import checker, txn_checker
 from odradek.chaos.checker import Report, Violations
-from odradek.chaos.history import Event, Fault, FinalRead, Heal, TxnEnd
+from odradek.chaos.cycles import Op
+from odradek.chaos.history import Ack, Event, Fault, FinalRead, Heal, Processed, Send, TxnEnd, TxnWrite
+from odradek.chaos.txn_checker import Inputs, Location
 
 VIOLATIONS: dict[str, str] = {
     "copy_lost": "an input record without a committed copy",
@@ -59,7 +66,9 @@ class CopyReport(Report):
         t = self.totals
         lines = [
             f"chaos check (exactly-once copy): {'OK' if self.ok else 'FAIL'}",
-            f"input records {t['inputs']}  copied once {t['copied_once']}  committed copies {t['copies']}",
+            f"input records {t['inputs']}  copied once {t['copied_once']}  not copied {t['not_copied']}  copied more"
+            f" than once {t['copied_more_than_once']} ({t['extra_copies']} extra copies)",
+            f"committed copies {t['copies']}  of no input record {t['unexpected_copies']}",
             "",
             f"{'check':<22} {'count':>7}  {'meaning':<46} first example",
         ]
@@ -74,13 +83,46 @@ class CopyReport(Report):
         return "\n".join(lines)
 
 
+def copied_from(events: list[Event], input_topic: str, output_topic: str) -> Inputs:
+    """The input's side of the dependency graph: each record of the input's final read as a write without a
+    transaction (its commit point lies between its send and its acknowledgement), and the input records each copier
+    transaction read (at the offset its copier processed them, else where the final read found them)."""
+    final: dict[str, Location] = {}
+    processed: dict[str, Location] = {}
+    sent: dict[str, float] = {}
+    acked: dict[str, float] = {}
+    for e in events:
+        if getattr(e, "topic", None) != input_topic:
+            continue
+        if isinstance(e, FinalRead):
+            final.setdefault(e.value, (e.topic, e.partition, e.offset))
+        elif isinstance(e, Processed):
+            processed.setdefault(e.value, (e.topic, e.partition, e.offset))
+        elif isinstance(e, Send):
+            sent.setdefault(e.value, e.time)
+        elif isinstance(e, Ack):
+            acked.setdefault(e.value, e.time)
+    reads: dict[str, list[tuple[Location, str]]] = {}
+    for e in events:
+        if isinstance(e, TxnWrite) and e.topic == output_topic:
+            value = source(e.value)
+            location = processed.get(value) or final.get(value)
+            if location is not None:
+                reads.setdefault(e.txn, []).append((location, value))
+    writers = [
+        Op(f"write {value}", "write", sent.get(value), acked.get(value), writes=[(location, value)])
+        for value, location in final.items()
+    ]
+    return Inputs(reads, writers)
+
+
 def check(history: Iterable[Event], input_topic: str, output_topic: str, max_examples: int = 10) -> CopyReport:
     """Judge ``history`` (events in the order they were recorded; each worker's own events in its order)."""
     events = list(history)
     inputs, outputs = split(events, input_topic, output_topic)
     sections: dict[str, Report] = {
         "input": checker.check(inputs, max_examples),
-        "output": txn_checker.check(outputs, max_examples),
+        "output": txn_checker.check(outputs, max_examples, copied_from(events, input_topic, output_topic)),
     }
     records: dict[str, set[tuple[int, int]]] = {}  # input value -> its locations in the input's final read
     copies: dict[str, set[tuple[int, int]]] = {}  # copy -> its locations in the output's final read_committed read
@@ -101,10 +143,15 @@ def check(history: Iterable[Event], input_topic: str, output_topic: str, max_exa
     for copy, at in copies.items():
         if source(copy) not in records:
             found["copy_unexpected"].add({"copy": copy, "at": sorted(at)})
+    times = [len(by_source.get(v, [])) for v in records]  # how many copies each input record has
     totals = {
         "inputs": len(records),
         "copies": len(copies),
-        "copied_once": sum(1 for v in records if len(by_source.get(v, [])) == 1),
+        "copied_once": times.count(1),
+        "not_copied": times.count(0),
+        "copied_more_than_once": sum(1 for n in times if n > 1),
+        "extra_copies": sum(n - 1 for n in times if n > 1),
+        "unexpected_copies": sum(1 for c in copies if source(c) not in records),
     }
     faults: list[dict[str, object]] = []
     for prefix, report in sections.items():

@@ -29,9 +29,17 @@ Fault kinds (``--faults``):
 - ``disk-full``: fill a random broker's data directory (a tmpfs) so that its writes fail with ENOSPC (blocks its
   segments reserved ahead are released first, with the broker stopped for that moment); the heal frees the space
   and restarts the broker (SIGKILL first if it still runs).
+- ``late-requests`` (Kafka workloads): the workload's requests to a partition leader are held (through the
+  runner's :class:`FaultProxy`) while answers pass, for at least 1.5 times the clients' request timeout; the heal
+  delivers them in order, so the first ones land after their clients gave up, and ends once they landed;
+- ``clock-skew``: offset a random broker's wall clock by seconds to minutes, either sign (broker/clock.py); the
+  heal removes the offset once the node saw it, and waits until it saw that too.
+- ``reassign`` / ``decommission`` (chaos/membership.py): move a partition to a new replica set, or every replica
+  off a broker that is then stopped, wiped and brought back under its old id; the heals wait for whole ISRs.
 
 Each fault lasts a random time within the step and is healed before the next one starts, so the cluster keeps a
-chance to make progress; the schedule (printed up front) depends only on the seed.
+chance to make progress; the schedule (printed up front) depends only on the seed. A combined step
+(``kill+partition``, chaos/combined.py) injects two faults at once and heals both at its end.
 """
 
 from __future__ import annotations
@@ -47,8 +55,9 @@ from typing import Protocol
 import grpc
 
 from odradek.broker.log.durability import lose_unsynced
-from odradek.chaos import disks
+from odradek.chaos import clock_skew, combined, disks
 from odradek.chaos.history import Fault, Heal, History
+from odradek.chaos.membership import MEMBERSHIP_FAULTS, Membership
 from odradek.chaos.netns import NetnsNetwork
 from odradek.chaos.proxy import FaultProxy
 from odradek.client import Admin
@@ -62,11 +71,26 @@ PROCESS_FAULTS = ("kill", "pause", "kill-leader", "pause-leader", "kill-controll
 NETWORK_FAULTS = ("partition", "bridge", "slow", "isolate-kill-leader")
 RESPONSE_FAULTS = ("lost-responses", "late-responses")  # need the broker->controller proxy
 DISK_FAULTS = ("crash-unsynced", "wipe-disk", "disk-full")
+REQUEST_FAULTS = ("late-requests",)  # need the Kafka workloads' connections through the runner's proxy
+CLOCK_FAULTS = ("clock-skew",)
+CLIENTS = "clients"  # the workload's side of the proxy's links to the brokers' Kafka listeners
+CLIENT_TIMEOUT_MS = 2500  # the Kafka workloads' request timeout (librdkafka's socket.timeout.ms) with late-requests
+REQUEST_HOLD_MS = CLIENT_TIMEOUT_MS * 3 // 2  # late-requests lasts at least this: past the timeout and its scan
+CLOCK_SEEN_TIMEOUT_S = 3.0  # a node looks at its clock offset file about once a second
 RESYNC_TIMEOUT_S = 60.0  # the longest a data-losing fault's heal waits for the node to catch up again
 TARGET_RETRY_S = 0.25  # how often a step whose target is missing looks again
 GROUP_FAULTS = ("kill-coordinator", "pause-coordinator", "kill-consumer")  # need the group workload
 COORDINATOR_FAULTS = ("kill-coordinator", "pause-coordinator")  # also with the transactional workload
-ALL_FAULTS = PROCESS_FAULTS + NETWORK_FAULTS + RESPONSE_FAULTS + DISK_FAULTS + GROUP_FAULTS
+ALL_FAULTS = (
+    PROCESS_FAULTS
+    + NETWORK_FAULTS
+    + RESPONSE_FAULTS
+    + DISK_FAULTS
+    + GROUP_FAULTS
+    + MEMBERSHIP_FAULTS
+    + REQUEST_FAULTS
+    + CLOCK_FAULTS
+)
 
 
 class GroupMembers(Protocol):
@@ -147,6 +171,8 @@ class Nemesis:
         )
         self.injected = 0
         self.no_target = "no target"  # why the last target lookup found none, for the log
+        self.avoid: set[int] = set()  # nodes the first half of a combined step holds: no target for the second
+        self.combined = 0  # steps injected with both halves (chaos/combined.py)
 
     def close(self) -> None:
         self.admin.close()
@@ -154,7 +180,7 @@ class Nemesis:
     # -- targets -------------------------------------------------------------------------------------------------
 
     def _brokers(self) -> list[int]:
-        return [n.node_id for n in self.cluster.nodes if "broker" in n.roles]
+        return [n.node_id for n in self.cluster.nodes if "broker" in n.roles and n.node_id not in self.avoid]
 
     def _partition_leader(self, choice: int) -> int | None:
         try:
@@ -164,7 +190,11 @@ class Nemesis:
             return None
         p = partitions[choice % len(partitions)]
         self.no_target = f"partition {p.partition} has no leader (ISR {list(p.isr)})"
-        return p.leader if p.leader > 0 else None
+        if p.leader in self.avoid:  # the first half of a combined step holds it: the next partition led elsewhere
+            rest = partitions[choice % len(partitions) :] + partitions[: choice % len(partitions)]
+            p = next((q for q in rest if q.leader > 0 and q.leader not in self.avoid), p)
+            self.no_target = f"no partition led by another node than {sorted(self.avoid)}"
+        return p.leader if p.leader > 0 and p.leader not in self.avoid else None
 
     def _controller_leader(self) -> int | None:
         try:
@@ -195,6 +225,9 @@ class Nemesis:
                 continue
             c = found.coordinators[0]
             if c.error == ErrorCode.NONE and c.node_id > 0:
+                if c.node_id in self.avoid:  # the first half of a combined step holds it
+                    self.no_target = f"the coordinator, node-{c.node_id}, is held by the step's other fault"
+                    return None
                 return int(c.node_id)
         return None
 
@@ -228,10 +261,14 @@ class Nemesis:
 
     def _inject(self, step: Step):
         """Start the fault; return the function that heals it (None if it had no target)."""
+        if combined.SEPARATOR in step.kind:
+            return combined.inject(self, step)
         rng = random.Random(step.choice)
         kind = step.kind
         self.no_target = "no target"
         target: int | None
+        if kind in MEMBERSHIP_FAULTS:
+            return Membership(self).inject(step)
         if kind in ("kill", "pause"):
             target = rng.choice(self._brokers())
         elif kind in ("kill-leader", "pause-leader"):
@@ -248,6 +285,10 @@ class Nemesis:
                 return self._isolate_kill(target, step)
         elif kind in RESPONSE_FAULTS:
             return self._responses(kind, rng.choice(self._brokers()), step)
+        elif kind in REQUEST_FAULTS:  # a leader: the clients surely talk to it (a broker just restarted may lead none)
+            return self._late_requests(self._partition_leader(step.choice) or rng.choice(self._brokers()), step)
+        elif kind in CLOCK_FAULTS:
+            return self._clock_skew(rng.choice(self._brokers()), rng, step)
         elif kind == "crash-unsynced":
             target = self._partition_leader(step.choice) or rng.choice(self._brokers())
             return self._disk_fault(kind, target, step)
@@ -317,6 +358,70 @@ class Nemesis:
             detail = f"answers flow again ({counts or 'no answer was due'})"
             self._record(Heal(kind, f"node-{node}", detail, process="nemesis"), step)
             self.log(f"           {kind} node-{node} healed: {detail}")
+
+        return heal
+
+    def _late_requests(self, node: int, step: Step):
+        """The workload's requests to ``node`` are held until the heal, at least REQUEST_HOLD_MS after the start,
+        so the first of them land after their clients timed out and gave up (the client proxy's links; answers
+        pass). The heal delivers them in order, as TCP retransmits once an outage ends, and ends once they landed."""
+        proxy = self.proxy
+        if proxy is None:
+            raise RuntimeError("fault late-requests needs the runner's proxy for the clients' connections")
+        host = self._host(node)
+        before, apis = dict(proxy.request_counts), proxy.held_apis.copy()
+        proxy.hold_requests(host, sources=[CLIENTS])
+        started = time.monotonic()
+        lasts = max(step.duration, REQUEST_HOLD_MS / 1000)
+        detail = f"clients' requests to it held for {lasts}s (their timeout {CLIENT_TIMEOUT_MS} ms)"
+        self._record(Fault("late-requests", f"node-{node}", detail, process="nemesis"), step)
+
+        def heal() -> None:
+            time.sleep(max(0.0, started + lasts - time.monotonic()))  # a step shorter than the hold runs longer
+            proxy.heal(links=False, slow=False, responses=False)
+            settled = proxy.wait_requests_landed(10)
+            n = {k: v - before[k] for k, v in proxy.request_counts.items()}
+            held = ", ".join(f"{api} x{count}" for api, count in (proxy.held_apis - apis).most_common())
+            detail = (
+                f"held {n['held']}, landed {n['landed']} ({n['landed_after_close']} after their client closed the "
+                f"connection), dropped {n['dropped']}{'' if settled else ', some still held'}"
+                + (f"; {held}" if held else "")
+            )
+            self._record(Heal("late-requests", f"node-{node}", detail, process="nemesis"), step)
+            self.log(f"           late-requests node-{node} healed: {detail}")
+
+        return heal
+
+    def _clock_skew(self, node: int, rng: random.Random, step: Step):
+        """Offset ``node``'s wall clock (broker/clock.py) by seconds to minutes; the heal waits (bounded) until the
+        node saw the offset, removes it, and waits until the node saw that too, so the fault surely happened."""
+        path = clock_skew.offset_file(self.cluster, node)
+        log_file = self.cluster.node(node).log_file
+        offset = clock_skew.draw_offset(rng)
+        mark = clock_skew.log_size(log_file)
+        clock_skew.skew(path, offset)
+        detail = f"wall clock {offset:+.1f} s for {step.duration}s"
+        self._record(Fault("clock-skew", f"node-{node}", detail, process="nemesis"), step)
+
+        def seen(seconds: float, since: int) -> float | None:
+            """How long after the start of the wait the node logged that it saw ``seconds`` (None: not in time)."""
+            started = time.monotonic()
+            while time.monotonic() - started < CLOCK_SEEN_TIMEOUT_S:
+                if clock_skew.seen_by(log_file, seconds, since):
+                    return time.monotonic() - started
+                time.sleep(0.1)
+            return None
+
+        def heal() -> None:
+            skewed = seen(offset, mark)
+            back_mark = clock_skew.log_size(log_file)
+            clock_skew.unskew(path)
+            back = seen(0.0, back_mark)
+            saw = "the node saw it" if skewed is not None else f"the node did not log it in {CLOCK_SEEN_TIMEOUT_S:.0f}s"
+            removal = f"and its removal {back:.1f}s after" if back is not None else "but not its removal"
+            detail = f"offset removed; {saw} {removal}"
+            self._record(Heal("clock-skew", f"node-{node}", detail, process="nemesis"), step)
+            self.log(f"           clock-skew node-{node} healed: {detail}")
 
         return heal
 

@@ -13,6 +13,15 @@ open and send requests, while the frames of streams (the responses) are delayed 
 dropped a response forwards no further stream frames and is reset ``hold_ms`` after its first loss (an HTTP/2
 connection cannot skip frames and stay usable), by which time its callers' deadlines have passed.
 
+Request faults are the mirror image (:meth:`FaultProxy.hold_requests`): what flows towards a node is held back
+until the heal (as TCP retransmits it once a one-way outage ends), or ``hold_ms`` from its arrival, in order, while
+answers pass. Held longer than the clients' request timeout, a request lands after its client gave up on it, as a
+packet delayed in the network would. A held chunk is delivered even if
+its client closed or reset the connection meanwhile (the client's data was already "in the network"), and the
+target's answers to it are then read and dropped; only a target that went away drops it. On links added with
+``kafka=True`` the proxy follows the Kafka request frames, so its counts are of requests, with their API and
+version (``held_apis``); on other links they are of chunks read.
+
 Limits compared with :class:`~odradek.chaos.netns.NetnsNetwork`, which the run report must mention:
 
 * Every process binds its own real port on 127.0.0.1, and only traffic routed through proxy ports is faulted. The
@@ -36,6 +45,7 @@ import random
 import socket
 import struct
 import threading
+from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeVar
@@ -47,6 +57,11 @@ __all__ = ["FaultProxy", "NotSupported"]
 Node = Hashable
 Address = tuple[str, int]
 T = TypeVar("T")
+LATE_ANSWERS_S = 10.0  # how long the target may take to answer the late requests of a client that is gone
+
+
+class _ClientGone(Exception):
+    """The client closed or reset its connection while requests it sent were still held."""
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:
@@ -67,7 +82,20 @@ class _Link:
     address: Address = ("", 0)  # where the proxy listens for this link
     writers: set[asyncio.StreamWriter] = field(default_factory=set)
     http2: bool = False  # the return direction carries HTTP/2 frames (gRPC): response faults follow them
+    kafka: bool = False  # the forward direction carries Kafka request frames: request faults count requests
     conns: set[_Conn] = field(default_factory=set)
+
+
+@dataclass(eq=False)
+class _Chunk:
+    """Bytes read from a client, due at the target at ``due`` (loop time); ``requests`` counts what a request fault
+    held (Kafka requests starting in it, or 1 on a link without Kafka framing)."""
+
+    due: float
+    data: bytes
+    held: bool = False
+    requests: int = 0
+    release: asyncio.Event | None = None  # held until this is set (the fault's heal), then due
 
 
 @dataclass(eq=False)
@@ -78,6 +106,12 @@ class _Conn:
     doomed_at: float = 0.0
     reset_now: asyncio.Event = field(default_factory=asyncio.Event)  # heal: no need to wait for doomed_at
     lost_frames: int = 0
+    # The way to the target: chunks read and not yet written, kept here rather than in a task's locals, so that
+    # held ones can still land when the connection's tasks end (the client went away).
+    requests: asyncio.Queue[_Chunk] = field(default_factory=lambda: asyncio.Queue(maxsize=64))
+    current: _Chunk | None = None  # taken from the queue, not written yet
+    held: list[_Chunk] = field(default_factory=list)  # held chunks neither landed nor dropped
+    client_gone: bool = False  # the client closed or reset its side
 
 
 class _Frames:
@@ -99,6 +133,59 @@ class _Frames:
         return out
 
 
+# Names of the Kafka APIs a client sends, for the counts of held requests (others are named by their key).
+_KAFKA_APIS = {
+    0: "Produce",
+    1: "Fetch",
+    2: "ListOffsets",
+    3: "Metadata",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    11: "JoinGroup",
+    12: "Heartbeat",
+    13: "LeaveGroup",
+    14: "SyncGroup",
+    17: "SaslHandshake",
+    18: "ApiVersions",
+    22: "InitProducerId",
+    23: "OffsetForLeaderEpoch",
+    24: "AddPartitionsToTxn",
+    25: "AddOffsetsToTxn",
+    26: "EndTxn",
+    28: "TxnOffsetCommit",
+    36: "SaslAuthenticate",
+}
+
+
+class _KafkaRequests:
+    """Follows the Kafka request frames of a client's byte stream (a 4-byte size, then the header: api key,
+    version, ...): which requests start in each chunk, as "Name vN"."""
+
+    def __init__(self) -> None:
+        self._head = bytearray()
+        self._skip = 0  # bytes of the current frame still to come
+
+    def feed(self, data: bytes) -> list[str]:
+        out = []
+        i = 0
+        while i < len(data):
+            if self._skip:
+                step = min(self._skip, len(data) - i)
+                self._skip -= step
+                i += step
+                continue
+            take = data[i : i + 8 - len(self._head)]
+            self._head += take
+            i += len(take)
+            if len(self._head) == 8:
+                size, key, version = struct.unpack(">ihh", self._head)
+                out.append(f"{_KAFKA_APIS.get(key, f'api {key}')} v{version}")
+                self._skip = max(0, size - 4)
+                self._head.clear()
+        return out
+
+
 class FaultProxy:
     """Links between named nodes through one asyncio loop in a daemon thread; public methods are thread-safe."""
 
@@ -117,6 +204,15 @@ class FaultProxy:
         self._node_delay: dict[Node, tuple[float, float]] = {}
         self._response_faults: dict[tuple[Node, Node], dict[str, Any]] = {}  # (src, dst) -> fault
         self.response_counts = {"lost_frames": 0, "late_frames": 0, "reset_connections": 0}  # for run reports
+        self._request_faults: dict[tuple[Node, Node], dict[str, Any]] = {}  # (src, dst) -> fault
+        self._releases: list[tuple[dict[str, Any], asyncio.Event]] = []  # faults holding until the heal, and its event
+        # Held requests (or chunks, on links without Kafka framing): those that reached the target, those of them
+        # whose client had closed or reset its connection by then (it gave up on them), those the target never got.
+        self.request_counts = {"held": 0, "landed": 0, "landed_after_close": 0, "dropped": 0}
+        self.held_apis: Counter[str] = Counter()  # held Kafka requests by API and version
+        self._held_pending = 0  # held chunks neither landed nor dropped yet
+        self._settled = asyncio.Event()  # set while none is pending
+        self._settled.set()
         self._lock = threading.RLock()
         self._closed = False
         self._stopping = False
@@ -136,14 +232,19 @@ class FaultProxy:
 
     # ----------------------------------------------------------------------------------------------- links
 
-    def add_link(self, src: Node, dst: Node, target: Address, port: int = 0, *, http2: bool = False) -> Address:
+    def add_link(
+        self, src: Node, dst: Node, target: Address, port: int = 0, *, http2: bool = False, kafka: bool = False
+    ) -> Address:
         """Listen for src's connections to dst (at ``target``); returns the address src must be configured with.
-        ``http2``: the target speaks HTTP/2 (gRPC), so response faults can drop responses frame by frame."""
+        ``http2``: the target speaks HTTP/2 (gRPC), so response faults can drop responses frame by frame.
+        ``kafka``: src sends Kafka requests, so request faults count them by API."""
         if src == dst:
             raise ValueError("a link needs two different nodes")
+        if http2 and kafka:
+            raise ValueError("a link carries HTTP/2 or Kafka's protocol, not both")
 
         async def start() -> Address:
-            link = _Link(src, dst, target, asyncio.Event(), http2=http2)
+            link = _Link(src, dst, target, asyncio.Event(), http2=http2, kafka=kafka)
             link.server = await asyncio.start_server(
                 lambda r, w: self._serve(link, r, w), self.host, port, reuse_address=True
             )
@@ -202,6 +303,7 @@ class FaultProxy:
         assert task is not None
         self._tasks.add(task)
         upstream: asyncio.StreamWriter | None = None
+        up_reader: asyncio.StreamReader | None = None
         clean = False
         conn = _Conn()
         link.conns.add(conn)
@@ -210,16 +312,22 @@ class FaultProxy:
             up_reader, upstream = await asyncio.open_connection(*link.target)
             link.writers.add(upstream)
             async with asyncio.TaskGroup() as tg:
-                tg.create_task(self._pipe(link, reader, upstream))
+                tg.create_task(self._requests(link, conn, reader, upstream))
                 responses = tg.create_task(self._pipe(link, up_reader, writer, conn))
                 doom = tg.create_task(self._doom(conn))
                 responses.add_done_callback(lambda _: doom.cancel())  # the return direction ended: nothing to lose
             clean = True  # both directions ended with EOF
         except (OSError, ExceptionGroup):
-            pass  # one side failed or was reset (target down included): reset the other one too
+            # One side failed or was reset (target down included): reset the other one too, once held requests
+            # landed (their client may be gone, the requests are still on their way).
+            if upstream is not None and up_reader is not None and conn.held:
+                with contextlib.suppress(OSError, asyncio.CancelledError):
+                    await self._land_held(link, conn, up_reader, upstream)
         except asyncio.CancelledError:
             pass  # close(): end normally, since 3.11's stream callback logs a cancelled client task as an error
         finally:
+            for chunk in list(conn.held):
+                self._settle(conn, chunk, landed=False)
             self._tasks.discard(task)
             link.conns.discard(conn)
             for w in (writer, upstream):
@@ -229,6 +337,119 @@ class FaultProxy:
                         w.close()
                     elif not w.transport.is_closing():
                         _reset(w)
+
+    async def _requests(self, link: _Link, conn: _Conn, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        """Copy what the client sends to the target. As in :meth:`_pipe`, link delays and blocks hold chunks back,
+        in order; under a request fault each chunk is also held until the heal, or ``hold_ms`` from its arrival."""
+        loop = asyncio.get_running_loop()
+        framing = _KafkaRequests() if link.kafka else None
+
+        async def pump_in() -> None:
+            last_due = 0.0
+            while True:
+                await link.open.wait()
+                try:
+                    data = await src.read(65536)
+                except OSError:
+                    conn.client_gone = True
+                    if conn.held:
+                        raise _ClientGone from None
+                    raise
+                delay, jitter = self._link_delay(link)
+                chunk = _Chunk(0.0, data)
+                if data:
+                    apis = framing.feed(data) if framing is not None else []
+                    fault = self._request_faults.get((link.src, link.dst))
+                    if fault is not None:
+                        if fault["hold_ms"] is None:
+                            chunk.release = next((e for f, e in self._releases if f is fault), None)  # None: healed
+                        else:
+                            delay += fault["hold_ms"] / 1000
+                        self._hold(conn, chunk, apis if framing is not None else None)
+                else:
+                    conn.client_gone = True
+                    if conn.held:  # the held requests land without it, and their answers go nowhere
+                        raise _ClientGone
+                last_due = max(last_due, loop.time() + max(0.0, delay + random.uniform(-jitter, jitter)))
+                chunk.due = last_due
+                await conn.requests.put(chunk)
+                if not data:
+                    return
+
+        async def pump_out() -> None:
+            while True:
+                chunk = conn.current = await conn.requests.get()
+                if not await self._deliver(link, conn, chunk, dst):
+                    return
+
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(pump_in())
+            tg.create_task(pump_out())
+
+    async def _deliver(self, link: _Link, conn: _Conn, chunk: _Chunk, dst: asyncio.StreamWriter) -> bool:
+        """Write one chunk to the target when it is due; False once the stream ended (EOF passed on)."""
+        if chunk.release is not None:
+            await chunk.release.wait()
+        await asyncio.sleep(max(0.0, chunk.due - asyncio.get_running_loop().time()))
+        await link.open.wait()
+        if dst.transport.is_closing():  # the target went away: a write would vanish without an error
+            raise ConnectionResetError("the target closed the connection")
+        conn.current = None
+        if not chunk.data:
+            if dst.can_write_eof():
+                dst.write_eof()
+            return False
+        dst.write(chunk.data)
+        self._settle(conn, chunk, landed=True)
+        await dst.drain()
+        return True
+
+    async def _land_held(
+        self, link: _Link, conn: _Conn, answers: asyncio.StreamReader, dst: asyncio.StreamWriter
+    ) -> None:
+        """After the client went away: write what it sent and the target did not get yet, held requests included,
+        in order, each when due, then the end of the stream. The target's answers are read and dropped until it
+        closes: a target that answers each request before reading the next (a Kafka broker) would otherwise hit
+        the closed connection at its first answer and never read the others."""
+        chunks = [conn.current] if conn.current is not None else []
+        while not conn.requests.empty():
+            chunks.append(conn.requests.get_nowait())
+        for chunk in chunks:
+            conn.current = chunk
+            if not await self._deliver(link, conn, chunk, dst):
+                break
+        if dst.can_write_eof():
+            dst.write_eof()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(LATE_ANSWERS_S):
+                while await answers.read(65536):
+                    pass
+        dst.close()
+
+    def _hold(self, conn: _Conn, chunk: _Chunk, apis: list[str] | None) -> None:
+        """Count a chunk a request fault holds (``apis``: the Kafka requests starting in it, None without framing)."""
+        chunk.held = True
+        chunk.requests = 1 if apis is None else len(apis)
+        self.request_counts["held"] += chunk.requests
+        self.held_apis.update(apis or ())
+        conn.held.append(chunk)
+        self._held_pending += 1
+        self._settled.clear()
+
+    def _settle(self, conn: _Conn, chunk: _Chunk, *, landed: bool) -> None:
+        """A held chunk reached the target, or never will."""
+        if not chunk.held or chunk not in conn.held:
+            return
+        conn.held.remove(chunk)
+        if landed:
+            self.request_counts["landed"] += chunk.requests
+            if conn.client_gone:
+                self.request_counts["landed_after_close"] += chunk.requests
+        else:
+            self.request_counts["dropped"] += chunk.requests
+        self._held_pending -= 1
+        if not self._held_pending:
+            self._settled.set()
 
     async def _doom(self, conn: _Conn) -> None:
         """Reset a connection that lost a response, once its hold time is over (raising ends the TaskGroup)."""
@@ -341,7 +562,7 @@ class FaultProxy:
             for node, (d, j) in self._node_delay.items():
                 out.append({"kind": "slow", "host": node, "delay_ms": d * 1000, "jitter_ms": j * 1000})
             seen = []
-            for fault in self._response_faults.values():
+            for fault in [*self._response_faults.values(), *self._request_faults.values()]:
                 if fault not in seen:
                     seen.append(fault)
             return out + [dict(f) for f in seen]
@@ -407,6 +628,37 @@ class FaultProxy:
             raise ValueError("delay_ms must be >= 0")
         self._add_response_fault(node, peers, {"kind": "delay-responses", "host": node, "delay_ms": delay_ms})
 
+    def hold_requests(self, node: Node, hold_ms: float | None = None, sources: Iterable[Node] | None = None) -> None:
+        """What the connections to ``node`` (from ``sources``, default all) carry towards it is held, in order, until
+        the heal (``hold_ms`` None), or ``hold_ms`` from its arrival; answers pass. Held longer than the clients'
+        request timeout, requests land after their clients gave up on them. Healing stops holding new bytes and
+        releases those held until then (those held ``hold_ms`` land when due); :meth:`wait_requests_landed` waits
+        for them."""
+        if hold_ms is not None and hold_ms < 0:
+            raise ValueError("hold_ms must be >= 0")
+        wanted = None if sources is None else set(sources)
+        pairs = {(lk.src, lk.dst) for lk in self.links if lk.dst == node and (wanted is None or lk.src in wanted)}
+        if not pairs:
+            raise KeyError(f"no links to {node!r}" + (f" from {sorted(wanted, key=repr)}" if wanted else ""))
+        fault: dict[str, Any] = {"kind": "hold-requests", "host": node, "hold_ms": hold_ms}
+        if wanted is not None:
+            fault["sources"] = sorted(wanted, key=repr)
+        with self._lock:
+            if hold_ms is None:
+                self._releases.append((fault, asyncio.Event()))
+            for pair in pairs:
+                self._request_faults[pair] = fault
+
+    def wait_requests_landed(self, timeout: float) -> bool:
+        """Wait until every held request landed or was dropped; False if some are still held after ``timeout``."""
+
+        async def wait() -> bool:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._settled.wait(), timeout)
+            return self._settled.is_set()
+
+        return self._call(wait, timeout + 5)
+
     def _add_response_fault(self, node: Node, peers: Iterable[Node] | None, fault: dict[str, Any]) -> None:
         wanted = None if peers is None else set(peers)
         pairs = {(lk.src, lk.dst) for lk in self.links if lk.src == node and (wanted is None or lk.dst in wanted)}
@@ -418,9 +670,9 @@ class FaultProxy:
             for pair in pairs:
                 self._response_faults[pair] = fault
 
-    def heal(self, *, links: bool = True, slow: bool = True, responses: bool = True) -> None:
+    def heal(self, *, links: bool = True, slow: bool = True, responses: bool = True, requests: bool = True) -> None:
         """Remove faults (all by default); stalled connections resume, connections that lost responses are reset
-        now. Idempotent."""
+        now, held requests land when due. Idempotent."""
         with self._lock:
             if links:
                 self._link_faults.clear()
@@ -429,10 +681,27 @@ class FaultProxy:
                 self._node_delay.clear()
             if responses:
                 self._response_faults.clear()
+            if requests:
+                self._request_faults.clear()
         if links and not self._closed:
             self._sync_blocked()
         if responses and not self._closed:
             self._reset_doomed()
+        if requests and not self._closed:
+            self._release_held()
+
+    def _release_held(self) -> None:
+        """Let every chunk held until the heal go (in order, per connection), and forget their faults."""
+        with self._lock:
+            active = list(self._request_faults.values())
+            released = [e for f, e in self._releases if not any(f is a for a in active)]
+            self._releases = [(f, e) for f, e in self._releases if any(f is a for a in active)]
+
+        async def release() -> None:
+            for event in released:
+                event.set()
+
+        self._call(release)
 
     def _reset_doomed(self) -> None:
         async def reset() -> None:

@@ -8,8 +8,10 @@ processes, the run's directory unless ``keep``) is removed at the end, also afte
 
 Faults that need more than processes and namespaces get it set up before the nodes start: brokers' controller
 links go through a :class:`~odradek.chaos.proxy.FaultProxy` in the runner for the response faults (every broker's
-``controller.quorum.voters`` names the proxy's ports), brokers record their fsyncs for ``crash-unsynced``, and their
-data directories are tmpfs mounts for ``disk-full``.
+``controller.quorum.voters`` names the proxy's ports), the Kafka workloads' clients reach the brokers through the
+same proxy for ``late-requests`` (every broker's advertised Kafka listener names its proxy port), brokers record
+their fsyncs for ``crash-unsynced``, their data directories are tmpfs mounts for ``disk-full``, and every node
+reads its wall-clock offset from a file for ``clock-skew``.
 
 Meanwhile a metadata churn creates and deletes small topics, so the faults hit controller writes too. After the
 faults: heal everything, restart stopped nodes, wait until every partition's ISR is whole again, stop the workload
@@ -30,21 +32,27 @@ import tempfile
 import threading
 import time
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
-from odradek.chaos import disks
+from odradek.chaos import clock_skew, disks
 from odradek.chaos.checker import Report, check
+from odradek.chaos.combined import combine
 from odradek.chaos.copy_checker import check as check_copy
 from odradek.chaos.group_workload import GroupWorkload
 from odradek.chaos.history import History
+from odradek.chaos.membership import brokers_needed
 from odradek.chaos.nemesis import (
+    CLIENT_TIMEOUT_MS,
+    CLIENTS,
+    CLOCK_FAULTS,
     COORDINATOR_FAULTS,
     GROUP_FAULTS,
     NETWORK_FAULTS,
+    REQUEST_FAULTS,
     RESPONSE_FAULTS,
     Nemesis,
     data_dir,
@@ -124,6 +132,7 @@ class RunOptions:
     # TLS plus SCRAM and the authorizer: the workload logs in as a SCRAM user holding only the ACLs it needs; the
     # nemesis and the metadata churn use the admin certificate (a super user).
     security: bool = False
+    combine: float = 0.0  # the probability that a step injects two faults at once (chaos/combined.py)
 
 
 @dataclass
@@ -168,15 +177,31 @@ def run(options: RunOptions, log=print) -> RunResult:
         raise ValueError(f"bug {workload_bug} needs a txn workload")
     if workload_bug in CONSUMER_BUGS and options.workload in KAFKA_WORKLOADS:
         raise ValueError(f"bug {workload_bug} needs a workload of odradek's own client")
+    request_faults = sorted(set(options.faults) & set(REQUEST_FAULTS))
+    if request_faults and options.workload not in KAFKA_WORKLOADS:
+        # Clients find the brokers at the addresses the brokers advertise. The Kafka listener's serves clients
+        # alone once followers fetch over gRPC; the gRPC listener's also carries the brokers' calls to each other
+        # (transaction markers, KIP-890 verification, replica fetches), which through the proxy would cross the
+        # runner's link, where no network fault cuts them.
+        raise ValueError(
+            f"faults {request_faults} run only with the Kafka workloads ({', '.join(KAFKA_WORKLOADS)}), not with "
+            f"{options.workload!r}: odradek's own client would reach the brokers through their gRPC listener, "
+            "which the brokers also use to call each other"
+        )
     tls = options.tls or options.security
-    if tls and set(options.faults) & set(RESPONSE_FAULTS):
-        # The proxy follows the HTTP/2 frames of the links it relays, which TLS hides; its address is also not
-        # a name in the nodes' certificates.
-        raise ValueError(f"faults {sorted(set(options.faults) & set(RESPONSE_FAULTS))} do not run with TLS")
+    if tls and set(options.faults) & {*RESPONSE_FAULTS, *REQUEST_FAULTS}:
+        # The proxy follows the HTTP/2 frames and Kafka requests of the links it relays, which TLS hides; its
+        # address is also not a name in the nodes' certificates.
+        proxied = sorted(set(options.faults) & {*RESPONSE_FAULTS, *REQUEST_FAULTS})
+        raise ValueError(f"faults {proxied} do not run with TLS")
     network_faults = [f for f in options.faults if f in NETWORK_FAULTS]
     use_netns = NetnsNetwork.available()
     if network_faults and not use_netns:
         raise RuntimeError(f"faults {network_faults} need network namespaces, which this machine does not allow")
+    brokers = brokers_needed(options.faults, options.brokers)  # a membership fault moves replicas somewhere else
+    if brokers != options.brokers:
+        log(f"membership faults: {brokers} brokers, one more than the replication factor")
+        options = replace(options, brokers=brokers)
     directory = Path(options.directory or tempfile.mkdtemp(prefix="odradek-chaos-"))
     nodes = options.controllers + options.brokers
     net = NetnsNetwork(hosts=nodes, attach_root=True) if use_netns else None
@@ -208,11 +233,20 @@ def run(options: RunOptions, log=print) -> RunResult:
             security=options.security,
         )
         security = cluster.security_config()
-        if any(f in RESPONSE_FAULTS for f in options.faults):
+        client_servers: str | None = None  # the workload's bootstrap servers, when not the brokers' own
+        if any(f in RESPONSE_FAULTS or f in REQUEST_FAULTS for f in options.faults):
             root_ip = "127.0.0.1" if net is None else net.root_ip
             assert root_ip is not None  # the network was made with attach_root: the runner has an address on it
             proxy = FaultProxy(root_ip)
-            route_controller_links(cluster, proxy)
+            if any(f in RESPONSE_FAULTS for f in options.faults):
+                route_controller_links(cluster, proxy)
+            if request_faults:
+                client_servers = route_kafka_listeners(cluster, proxy)
+                log(f"clients reach the brokers' Kafka listeners through the proxy: {client_servers}")
+        if any(f in CLOCK_FAULTS for f in options.faults):
+            for n in cluster.nodes:
+                offset_file = str(clock_skew.offset_file(cluster, n.node_id))
+                patch_config(n.config, {"unsafe.testing.clock.offset.file": offset_file})
         if "crash-unsynced" in options.faults:
             for n in cluster.nodes:
                 if "broker" in n.roles:
@@ -235,11 +269,14 @@ def run(options: RunOptions, log=print) -> RunResult:
                 client_security = workload_user(cluster, admin, topics, security)
                 log(f"workload user {WORKLOAD_USER}: SCRAM, only the ACLs it needs")
         steps = schedule(options.seed, options.duration, options.faults, options.interval)
+        steps = combine(steps, options.seed, options.faults, options.combine)
         log(f"schedule ({len(steps)} faults):")
         for s in steps:
             log(f"  {s.at:7.2f}s {s.kind} for {s.duration}s")
         history = History()
-        workload = make_workload(options, cluster, topic, history, workload_bug, client_security)
+        if request_faults:  # librdkafka's request timeout, below the hold of late-requests
+            client_security = {**client_security, "socket.timeout.ms": str(CLIENT_TIMEOUT_MS)}
+        workload = make_workload(options, cluster, topic, history, workload_bug, client_security, client_servers)
         members = workload if options.workload in GROUP_WORKLOADS else None
         txn_ids = workload.transactional_ids if options.workload in (*TXN_WORKLOADS, COPY_WORKLOAD) else None
         nemesis = Nemesis(cluster, history, topic, net, log, proxy, members, txn_ids)
@@ -261,6 +298,7 @@ def run(options: RunOptions, log=print) -> RunResult:
         if proxy is not None:
             proxy.heal()
         for n in cluster.nodes:
+            clock_skew.unskew(clock_skew.offset_file(cluster, n.node_id))
             if process_state(n.pid) == "paused":
                 cluster.signal(n.node_id, signal.SIGCONT)
             elif process_state(n.pid) == "stopped":
@@ -328,10 +366,11 @@ def make_workload(
     history: History,
     bug: str,
     security: dict[str, str],
+    servers: str | None = None,
 ) -> Any:
-    """The workload ``options`` name: the Kafka ones connect to the brokers' Kafka listeners."""
+    """The workload ``options`` name: the Kafka ones connect to the brokers' Kafka listeners (or to ``servers``)."""
     kafka = options.workload in KAFKA_WORKLOADS
-    servers = cluster.kafka_bootstrap_servers if kafka else cluster.bootstrap_servers
+    servers = servers or (cluster.kafka_bootstrap_servers if kafka else cluster.bootstrap_servers)
     args = (servers, topic, options.partitions, history, options.producers, options.consumers)
     rate = options.rate or RATES[options.workload]
     max_seconds = options.duration + 300
@@ -371,6 +410,24 @@ def route_controller_links(cluster: DevCluster, proxy: FaultProxy) -> None:
             host, port = proxy.add_link(index[b.node_id], index[c.node_id], (c.host, c.controller_port), http2=True)
             voters.append(f"{c.node_id}@{host}:{port}")
         patch_config(b.config, {"controller.quorum.voters": ",".join(voters)})
+
+
+def route_kafka_listeners(cluster: DevCluster, proxy: FaultProxy) -> str:
+    """Clients reach each broker's Kafka listener through a proxy link of their own (from ``CLIENTS``, which link
+    faults never cut, as they never cut the runner's own link): every broker advertises its link's address, so
+    the metadata, coordinators and leader hints clients get name the proxy. Followers fetch over gRPC
+    (``replica.fetch.protocol = grpc``): from the advertised Kafka listener, replication would cross the runner's
+    link too, where the network faults do not cut it. Returns the bootstrap servers through the proxy."""
+    index = {n.node_id: i for i, n in enumerate(cluster.nodes)}
+    proxy.exempt.add(CLIENTS)
+    servers = []
+    for b in cluster.nodes:
+        if not b.kafka_port:
+            continue
+        host, port = proxy.add_link(CLIENTS, index[b.node_id], (b.host, b.kafka_port), kafka=True)
+        patch_config(b.config, {"advertised.listeners": f"KAFKA://{host}:{port}", "replica.fetch.protocol": "grpc"})
+        servers.append(f"{host}:{port}")
+    return ",".join(servers)
 
 
 WORKLOAD_USER = "chaos-workload"

@@ -17,7 +17,9 @@ aborts what the fenced producer left open), **unknown** when a commit was invoke
   ``read_committed`` read (a committed one: markers and aborted records may be passed over);
 - each producer's committed transactions in a partition in the order it committed them, and one transaction's
   writes to a partition in the order it sent them: a producer runs one transaction at a time, and the next begins
-  only once the previous one's commit returned, or a new instance's ``init_transactions()`` completed it.
+  only once the previous one's commit returned, or a new instance's ``init_transactions()`` completed it;
+- no cycle in the dependency graph of the committed transactions and the readers' reads (chaos/cycles.py: what
+  each read depends on, a producer's order, real time), which no correct run can close (G1c and its variants).
 
 ``check`` is pure: ``index_history`` makes one pass, each rule of ``CHECKS`` reads the index. ``python -m
 odradek.chaos.txn_checker history.jsonl [--json report.json]`` prints the table and exits 1 on any violation.
@@ -29,11 +31,12 @@ import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from odradek.chaos.checker import PartitionLog, Report, Violations, partition_logs, read_skips
+from odradek.chaos.cycles import EDGE_KINDS, Cycles, Op, find_cycles
 from odradek.chaos.history import (
     Event,
     Fault,
@@ -64,6 +67,7 @@ VIOLATIONS: dict[str, str] = {
     "read_skip": "a reader jumped over a committed record",
     "reordered": "a producer's committed writes out of order",
     "unexpected_read": "read a value nobody sent",
+    "cycle": "committed operations in a dependency cycle",
 }
 
 
@@ -76,7 +80,18 @@ class Txn:
     commit_invoked: float | None = None  # the time of the first commit call
     commit_order: int = -1  # the position of the first commit call in the history (-1: never called)
     committed: bool = False
+    committed_at: float | None = None  # the time its commit returned
+    begun: int = -1  # the position of its first event in the history
     aborted_by: str = ""  # "abort" or "fence" once an abort is acknowledged
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """Records the transactions consumed from another topic (the copy workload's input), by transaction, and the
+    operations that wrote them: more nodes and edges for the dependency graph."""
+
+    reads: Mapping[str, Sequence[tuple[Location, str]]] = field(default_factory=dict)
+    writers: Sequence[Op] = ()
 
 
 @dataclass(slots=True)
@@ -100,9 +115,14 @@ class TxnIndex:
     reads: int = 0
     final_reads: int = 0
     uncommitted_reads: int = 0
+    inputs: Inputs = field(default_factory=Inputs)
+    graph: Cycles | None = None  # the dependency graph's cycles, once searched
 
-    def txn(self, name: str) -> Txn:
-        return self.txns.setdefault(name, Txn())
+    def txn(self, name: str, position: int = -1) -> Txn:
+        txn = self.txns.get(name)
+        if txn is None:
+            txn = self.txns[name] = Txn(begun=position)
+        return txn
 
     def observe(self, location: Location, value: str) -> None:
         seen = self.at.setdefault(location, value)
@@ -130,7 +150,7 @@ def index_history(history: Iterable[Event]) -> TxnIndex:
                 ix.cursor.append(event)
         elif isinstance(event, TxnWrite):
             if ix.writes.setdefault(event.value, event) is event:
-                txn = ix.txn(event.txn)
+                txn = ix.txn(event.txn, position)
                 txn.values.append(event.value)
                 txn.producer = txn.producer or event.process
         elif isinstance(event, TxnAck):
@@ -140,12 +160,13 @@ def index_history(history: Iterable[Event]) -> TxnIndex:
             if event.definite:
                 ix.refused.add(event.value)
         elif isinstance(event, TxnEnd):
-            txn = ix.txn(event.txn)
+            txn = ix.txn(event.txn, position)
             if event.op == "commit" and event.result == "invoke" and txn.commit_invoked is None:
                 txn.commit_invoked = event.time
                 txn.commit_order = position
-            elif event.op == "commit" and event.result == "ok":
+            elif event.op == "commit" and event.result == "ok" and not txn.committed:
                 txn.committed = True
+                txn.committed_at = event.time
             elif event.op in ("abort", "fence") and event.result == "ok" and not txn.aborted_by:
                 txn.aborted_by = event.op
         elif isinstance(event, Seek):
@@ -295,6 +316,40 @@ def _unexpected_read(ix: TxnIndex) -> Examples:
             yield {"value": value, **_loc(min(locations))}
 
 
+def graph_ops(ix: TxnIndex) -> list[Op]:
+    """The dependency graph's nodes: the transactions that committed (commit returned, or unknown and in the final
+    read; neither aborted nor fenced, which the other rules judge), each producer's in the order they began, with
+    their writes where the final read found them; each record a reader read during the run; and ``ix.inputs``."""
+    located: dict[str, Location] = {}
+    for location, value in ix.final_at.items():
+        located.setdefault(value, location)
+    ops: list[Op] = []
+    for name, txn in sorted(ix.txns.items(), key=lambda item: item[1].begun):
+        visible = txn.commit_invoked is not None and any(v in ix.final for v in txn.values)
+        if txn.aborted_by or not (txn.committed or visible):
+            continue
+        writes = [(located[v], v) for v in txn.values if v in located]
+        reads = list(ix.inputs.reads.get(name, ()))
+        ops.append(Op(name, "txn", txn.commit_invoked, txn.committed_at, txn.producer, writes, reads))
+    for event in ix.cursor:
+        if isinstance(event, Read):
+            location = (event.topic, event.partition, event.offset)
+            name = f"{event.consumer} read {event.topic}/{event.partition}/{event.offset}"
+            ops.append(Op(name, "read", None, event.time, reads=[(location, event.value)]))
+    return [*ops, *ix.inputs.writers]
+
+
+def _graph(ix: TxnIndex) -> Cycles:
+    if ix.graph is None:
+        ix.graph = find_cycles(graph_ops(ix), limit=sys.maxsize)
+    return ix.graph
+
+
+def _cycle(ix: TxnIndex) -> Examples:
+    """One shortest cycle per strongly connected component of the dependency graph."""
+    return iter(_graph(ix).cycles)
+
+
 CHECKS: dict[str, Callable[[TxnIndex], Examples]] = {
     "lost": _lost,
     "aborted_read": _aborted_read,
@@ -307,12 +362,14 @@ CHECKS: dict[str, Callable[[TxnIndex], Examples]] = {
     "read_skip": _read_skip,
     "reordered": _reordered,
     "unexpected_read": _unexpected_read,
+    "cycle": _cycle,
 }
 assert CHECKS.keys() == VIOLATIONS.keys()
 
 
 def _totals(ix: TxnIndex) -> dict[str, int]:
     txns = ix.txns.values()
+    graph = _graph(ix)
     unknown = [t for t in txns if not t.committed and not t.aborted_by and t.commit_invoked is not None]
     return {
         "transactions": len(ix.txns),
@@ -328,6 +385,10 @@ def _totals(ix: TxnIndex) -> dict[str, int]:
         "final_reads": ix.final_reads,
         "uncommitted_reads": ix.uncommitted_reads,
         "faults": sum(1 for f in ix.faults if f["type"] == "fault"),
+        "graph_operations": graph.nodes,
+        "graph_edges": sum(graph.edges.values()),
+        **{f"graph_{kind}": graph.edges[kind] for kind in EDGE_KINDS},
+        "graph_cyclic_operations": graph.cyclic_ops,
     }
 
 
@@ -344,13 +405,17 @@ class TxnReport(Report):
             f" {t['fenced']}  unknown {t['unknown']} (visible {t['unknown_visible']})  open {t['open']}",
             f"writes {t['writes']}  acked {t['acked']}  reads {t['reads']}  final reads {t['final_reads']}"
             f"  uncommitted final reads {t['uncommitted_reads']}",
+            f"dependency graph: {t['graph_operations']} operations, {t['graph_edges']} edges ("
+            + "  ".join(f"{kind} {t[f'graph_{kind}']}" for kind in EDGE_KINDS)
+            + f"), {t['graph_cyclic_operations']} operations in cycles",
             "faults " + (", ".join(f"{kind} x{n}" for kind, n in sorted(kinds.items())) or "none"),
             "",
             f"{'check':<22} {'count':>7}  {'meaning':<46} first example",
         ]
         for name, meaning in VIOLATIONS.items():
             v = self.violations[name]
-            example = json.dumps(v.examples[0], separators=(",", ":")) if v.examples else ""
+            shown = {k: x for k, x in v.examples[0].items() if k != "steps"} if v.examples else {}
+            example = json.dumps(shown, separators=(",", ":")) if shown else ""
             if len(example) > 100:
                 example = example[:97] + "..."
             lines.append(f"{name:<22} {v.count:>7}  {meaning:<46} {example}".rstrip())
@@ -362,9 +427,12 @@ def is_transactional(history: Iterable[Event]) -> bool:
     return any(isinstance(e, TxnWrite) for e in history)
 
 
-def check(history: Iterable[Event], max_examples: int = 10) -> TxnReport:
-    """Judge ``history`` (events in the order they were recorded; each worker's own events in its order)."""
+def check(history: Iterable[Event], max_examples: int = 10, inputs: Inputs | None = None) -> TxnReport:
+    """Judge ``history`` (events in the order they were recorded; each worker's own events in its order);
+    ``inputs``: what its transactions read from elsewhere, for the dependency graph."""
     ix = index_history(history)
+    if inputs is not None:
+        ix.inputs = inputs
     found = {name: Violations(max_examples) for name in VIOLATIONS}
     for name, find in CHECKS.items():
         for example in find(ix):

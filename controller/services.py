@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -17,6 +16,7 @@ from typing import Any, Literal, TypeVar
 import grpc
 from google.protobuf.message import Message
 
+from odradek.broker import clock
 from odradek.broker.security.access import OPEN, AccessControl
 from odradek.broker.security.acls import (
     AclBinding,
@@ -562,7 +562,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         if node is None:  # a node serves Admin only once its Raft driver has started
             raise RuntimeError("the Raft driver is not started")
         tick_ms = self.driver.tick_ms
-        wall = int(time.time() * 1000)
+        wall = clock.wall_ms()
 
         def state(node_id: int, end_offset: int, last_tick: int) -> apb.ReplicaState:
             ago = max(0, (node.now - last_tick) * tick_ms)

@@ -464,6 +464,13 @@ NODE: dict[str, Key] = {
             "tests/chaos/test_runner_setup.py::test_patch_config_keeps_other_keys",
         ),
     ),
+    "unsafe.testing.clock.offset.file": Key(
+        "test only: add the seconds written in this file to the node's wall clock (chaos clock-skew)",
+        (
+            "tests/broker/test_clock.py::test_the_offset_in_the_file_is_added_and_removing_the_file_heals",
+            "tests/integration/test_chaos_late_requests.py::test_clock_skew_of_a_broker_is_seen_by_it_and_breaks_nothing",
+        ),
+    ),
     "fetch.max.bytes": Key(
         "largest consumer fetch response",
         ("tests/broker/test_fetch_max_bytes.py::test_fetch_max_bytes_caps_a_consumer_fetch",),

@@ -19,6 +19,9 @@ cores'; this shell
 Clock: the cores see one clock in milliseconds that never goes backwards within the process but reads as wall
 time (the wall clock at start plus the monotonic time since), so timers are immune to clock steps and the
 timestamps it persists (commit times, the time a group became empty) still mean something to the next coordinator.
+Its start is read from the node's wall clock (broker/clock.py), so a node started while a chaos run skews its clock
+keeps that skew. The transaction coordinator's clock (``follow_skew``) also follows the skew as it changes, as its
+timeouts follow the wall clock in Kafka.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from odradek.broker.clock import offset_ns
 from odradek.broker.config import NodeConfig
 from odradek.broker.groups.group import ClassicGroup, GroupConfig, GroupState, append_error_to_response_error
 from odradek.broker.groups.loader import encode_records, group_record, plan_leadership, replay_batches, snapshot_of
@@ -161,14 +165,20 @@ def coordinator_address(
 
 
 class Clock:
-    """Milliseconds that never go backwards in the process and read as wall time (see the module docstring)."""
+    """Milliseconds that never go backwards in the process and read as wall time (see the module docstring);
+    ``follow_skew``: except that they follow the changes of the node's wall-clock offset, steps back included."""
 
-    def __init__(self) -> None:
-        self._wall0 = time.time_ns() // 1_000_000
+    def __init__(self, follow_skew: bool = False) -> None:
+        self._offset0 = offset_ns()
+        self._wall0 = (time.time_ns() + self._offset0) // 1_000_000
         self._mono0 = time.monotonic_ns() // 1_000_000
+        self._follow_skew = follow_skew
 
     def __call__(self) -> int:
-        return self._wall0 + time.monotonic_ns() // 1_000_000 - self._mono0
+        now = self._wall0 + time.monotonic_ns() // 1_000_000 - self._mono0
+        if self._follow_skew:
+            now += (offset_ns() - self._offset0) // 1_000_000
+        return now
 
 
 def uuid_member_ids(prefix: str) -> str:

@@ -27,12 +27,12 @@ import logging
 import os
 import struct
 import threading
-import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Generic, Literal, NamedTuple, TypeVar, cast, overload
 
+from odradek.broker.clock import wall_ms
 from odradek.broker.kafka.wire import FileSlice
 from odradek.broker.log import durability
 from odradek.broker.log.checkpoint import fsync_dir
@@ -91,7 +91,7 @@ _pack_prefix = PREFIX.pack
 
 
 def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return wall_ms()  # the node's wall clock (broker/clock.py: chaos runs skew it)
 
 
 class UnexpectedAppendOffsetError(InvalidRequestError):

@@ -153,7 +153,7 @@ class TransactionCoordinator:
         self.producer_ids = producer_ids
         self.markers = markers
         self._offsets_partitions = offsets_partitions
-        self.clock = clock or Clock()
+        self.clock = clock or Clock(follow_skew=True)
         self.partitions: dict[int, TxnStatePartition] = {}
         self._create_task: asyncio.Task[None] | None = None
         self._tokens = itertools.count(1)
@@ -535,24 +535,25 @@ class TransactionCoordinator:
             self._settled(tp)
 
     async def _timers(self, tp: TxnStatePartition) -> None:
-        """Abort timed-out transactions, retry failed Complete* writes, expire unused ids."""
-        next_abort = next_expire = 0
+        """Abort timed-out transactions, retry failed Complete* writes, expire unused ids. The checks are spaced on
+        the monotonic clock: the coordinator's clock follows wall-clock steps, and one back would hold them off."""
+        next_abort = next_expire = 0.0  # monotonic seconds
         while tp.current():
-            now = self.clock()
-            if now >= next_abort:
+            now, tick = self.clock(), time.monotonic()
+            if tick >= next_abort:
                 self._apply(tp, tp.core.abort_timed_out(now))
-                next_abort = now + self.config.abort_interval_ms
-            if now >= next_expire:
+                next_abort = tick + self.config.abort_interval_ms / 1000
+            if tick >= next_expire:
                 self._apply(tp, tp.core.expire_ids(now))
-                next_expire = now + self.config.expiration_interval_ms
+                next_expire = tick + self.config.expiration_interval_ms / 1000
             if tp.core.completions_to_retry():
                 self._apply(tp, tp.core.retry_completions(now))
-            wait_ms = min(next_abort, next_expire) - self.clock()
+            wait = min(next_abort, next_expire) - time.monotonic()
             if tp.core.completions_to_retry():
-                wait_ms = min(wait_ms, int(RETRY_COMPLETE_S * 1000))
+                wait = min(wait, RETRY_COMPLETE_S)
             tp.wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(tp.wake.wait(), max(0.0, wait_ms / 1000))
+                await asyncio.wait_for(tp.wake.wait(), max(0.0, wait))
 
     # -- metrics ---------------------------------------------------------------------------------------------------
 

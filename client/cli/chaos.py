@@ -33,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--faults",
         default="kill,pause,kill-leader,pause-leader,kill-controller,partition",
         help="comma-separated, or 'all': kill, pause, kill-leader, pause-leader, kill-controller, partition, bridge, "
-        "slow, isolate-kill-leader, lost-responses, late-responses, crash-unsynced, wipe-disk, disk-full; with "
+        "slow, isolate-kill-leader, lost-responses, late-responses, crash-unsynced, wipe-disk, disk-full, "
+        "clock-skew, reassign, decommission (these two run 4 brokers); with a kafka- workload also late-requests; with "
         "--workload group or kafka-group also kill-coordinator, pause-coordinator, kill-consumer; with --workload "
         "txn, kafka-txn or kafka-copy also kill-coordinator, pause-coordinator (the transaction coordinator)",
     )
@@ -55,6 +56,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="consumers (group members with --workload group or kafka-group, copiers with kafka-copy)",
     )
     run.add_argument("--seed", type=int, default=1)
+    run.add_argument(
+        "--combine",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="probability (0 to 1) that a step injects a second fault kind with its own, both healed together; "
+        "pairs that cannot be healed together safely (two data-losing faults) are never drawn",
+    )
     run.add_argument("--interval", type=float, default=3.0, help="seconds between fault starts")
     run.add_argument("--partitions", type=int, default=6)
     run.add_argument(
@@ -88,7 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from odradek.chaos.nemesis import ALL_FAULTS, COORDINATOR_FAULTS, GROUP_FAULTS, RESPONSE_FAULTS
+    from odradek.chaos.nemesis import ALL_FAULTS, COORDINATOR_FAULTS, GROUP_FAULTS, REQUEST_FAULTS, RESPONSE_FAULTS
     from odradek.chaos.runner import RunOptions, run
 
     # The faults a workload cannot take: the group faults need a group; the transactional workloads have
@@ -97,7 +106,7 @@ def _run(args: argparse.Namespace) -> int:
     inapplicable = {"default": set(GROUP_FAULTS), "group": set(), "txn": set(GROUP_FAULTS) - set(COORDINATOR_FAULTS)}
     kafka = "kafka-" if args.workload.startswith("kafka") else ""
     family = {"kafka": "default", "kafka-copy": "txn"}.get(args.workload, args.workload.removeprefix("kafka-"))
-    refused = inapplicable[family]
+    refused = inapplicable[family] | (set() if kafka else set(REQUEST_FAULTS))  # clients through the Kafka listener
     faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     if faults == ["all"]:
         faults = [f for f in ALL_FAULTS if f not in refused]
@@ -106,7 +115,9 @@ def _run(args: argparse.Namespace) -> int:
         raise CommandError(f"unknown fault {unknown[0] if unknown else '(none)'}; choose from {', '.join(ALL_FAULTS)}")
     if set(faults) & refused:
         needs = [
-            f"{f} (need --workload {kafka}group{f' or {kafka}txn' if f in COORDINATOR_FAULTS else ''})"
+            f"{f} (need a kafka- workload)"
+            if f in REQUEST_FAULTS
+            else f"{f} (need --workload {kafka}group{f' or {kafka}txn' if f in COORDINATOR_FAULTS else ''})"
             for f in sorted(set(faults) & refused)
         ]
         raise CommandError(f"faults that do not apply to --workload {args.workload}: {'; '.join(needs)}")
@@ -114,13 +125,14 @@ def _run(args: argparse.Namespace) -> int:
         raise CommandError(f"--unsafe-bug read-uncommitted needs --workload {kafka}txn")
     if args.unsafe_bug == "skip-records" and kafka:
         raise CommandError("--unsafe-bug skip-records needs a workload of odradek's own client (default, group, txn)")
-    if (args.tls or args.security) and set(faults) & set(RESPONSE_FAULTS):
+    if (args.tls or args.security) and set(faults) & {*RESPONSE_FAULTS, *REQUEST_FAULTS}:
         option = "--security" if args.security else "--tls"
-        raise CommandError(
-            f"faults that do not run with {option}: {', '.join(sorted(set(faults) & set(RESPONSE_FAULTS)))}"
-        )
+        proxied = sorted(set(faults) & {*RESPONSE_FAULTS, *REQUEST_FAULTS})
+        raise CommandError(f"faults that do not run with {option}: {', '.join(proxied)}")
     if args.consumers < 1:
         raise CommandError("--consumers must be at least 1")
+    if not 0.0 <= args.combine <= 1.0:
+        raise CommandError("--combine must be between 0 and 1")
     if args.rate is not None and args.rate <= 0:
         raise CommandError("--rate must be positive")
     options = RunOptions(
@@ -138,6 +150,7 @@ def _run(args: argparse.Namespace) -> int:
         consumers=args.consumers,
         tls=args.tls,
         security=args.security,
+        combine=args.combine,
     )
     # With --format json, stdout carries only the report; the progress lines go to stderr.
     progress = sys.stderr if args.format == "json" else sys.stdout

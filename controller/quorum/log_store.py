@@ -8,10 +8,10 @@ itself. So the metadata log gets the same CRCs, recovery and torn-tail handling 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from odradek.broker import clock
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.log import Log
 from odradek.client.record.batch import read_batches
@@ -27,7 +27,7 @@ METADATA_LOG_CONFIG = LogConfig(segment_bytes=16 * 1024 * 1024, retention_ms=-1,
 
 def encode_entry(entry: Entry) -> bytes:
     builder = BatchBuilder(base_offset=entry.offset, partition_leader_epoch=entry.epoch, is_control=entry.control)
-    builder.append(time.time_ns() // 1_000_000, None, entry.data)
+    builder.append(clock.wall_ms(), None, entry.data)
     return builder.build()
 
 

@@ -1,6 +1,7 @@
 """The transactional checker on hand-built histories: a clean one with every kind of outcome (committed, aborted,
 fenced with a zombie commit, unknown and visible, unknown and invisible, a refused write) passes, and each rule
-fires alone on a history that breaks it."""
+fires alone on a history that breaks it (a read before its writer's commit was invoked also closes a dependency
+cycle, as it must)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from odradek.chaos.history import (
     TxnWrite,
     UncommittedRead,
 )
-from odradek.chaos.txn_checker import VIOLATIONS, check
+from odradek.chaos.txn_checker import VIOLATIONS, Inputs, check
 
 T = "chaos"
 LOG = {  # what each partition holds, value by offset ("" for a marker)
@@ -160,14 +161,89 @@ BROKEN: dict[str, list[Event]] = {
     ],
     # a value nobody wrote
     "unexpected_read": [*CLEAN, FinalRead("final", T, 0, 9, "zzz", process="final")],
+    # r1, started at offset 10, read w there at 13.0, past t6's q at 8, whose commit was invoked only at 14.0: the
+    # last stable offset forbids it (t6 -lso-> the read -realtime-> t6); no other rule sees it
+    "cycle": [
+        *CLEAN,
+        TxnWrite("t6", "q", T, 0, process="tp1", time=11.5),
+        TxnAck("t6", "q", T, 0, 8, process="tp1", time=11.6),
+        TxnWrite("t7", "w", T, 0, process="tp2", time=12.0),
+        TxnAck("t7", "w", T, 0, 10, process="tp2", time=12.0),
+        TxnEnd("t7", "commit", "invoke", process="tp2", time=12.1),
+        TxnEnd("t7", "commit", "ok", process="tp2", time=12.2),
+        Seek("r1", T, 0, 10, process="r1", time=12.9),
+        Read("r1", T, 0, 10, "w", process="r1", time=13.0),
+        TxnEnd("t6", "commit", "invoke", process="tp1", time=14.0),
+        TxnEnd("t6", "commit", "ok", process="tp1", time=14.5),
+        FinalRead("final", T, 0, 8, "q", process="final", time=100.0),
+        FinalRead("final", T, 0, 10, "w", process="final", time=100.0),
+    ],
 }
+# A read before its writer's commit was invoked, of a transaction that then committed, is also a cycle
+# (t -wr-> the read -realtime-> t): the graph proves what uncommitted_read sees from the times alone.
+ALSO = {"uncommitted_read": {"cycle"}}
 
 
 @pytest.mark.parametrize("rule", sorted(VIOLATIONS))
 def test_each_rule_fires_alone_on_a_history_that_breaks_it(rule: str) -> None:
     report = check(BROKEN[rule])
-    assert {name: v.count for name, v in report.violations.items() if v.count} == {rule: 1}, report.summary_table()
+    expected = {name: 1 for name in {rule, *ALSO.get(rule, ())}}
+    assert {name: v.count for name, v in report.violations.items() if v.count} == expected, report.summary_table()
     assert report.violations[rule].examples and "FAIL" in report.summary_table()
+
+
+def test_the_clean_history_has_a_dependency_graph_without_cycles() -> None:
+    """Nodes: the committed t0 and t5, the unknown but visible t3, and the 3 reads; t4 (unknown, invisible), the
+    aborted t1 and the fenced t2 are none. wr: t0 to the reads of a and b, t3 to the read of e; tp0's order:
+    t0, t3, t5."""
+    t = check(CLEAN).totals
+    assert (t["graph_operations"], t["graph_wr"], t["graph_process"], t["graph_cyclic_operations"]) == (6, 3, 2, 0)
+    assert t["graph_lso"] > 0 and t["graph_realtime"] > 0
+    assert "dependency graph: 6 operations" in check(CLEAN).summary_table()
+
+
+def test_a_cycle_names_its_anomaly_and_its_edges() -> None:
+    report = check(BROKEN["cycle"])
+    example = report.violations["cycle"].examples[0]
+    assert example["anomaly"] == "G1c-realtime" and example["cycle"] == "t6 -lso-> r1 read chaos/0/10 -realtime-> t6"
+    assert example["steps"] == [
+        {
+            "from": "t6",
+            "edge": "lso",
+            "topic": T,
+            "partition": 0,
+            "offset": 8,
+            "read_offset": 10,
+            "to": "r1 read chaos/0/10",
+        },
+        {"from": "r1 read chaos/0/10", "edge": "realtime", "took_effect_by": 13.0, "not_before": 14.0, "to": "t6"},
+    ]
+    assert "t6 -lso-> r1" in report.summary_table() and '"steps"' not in report.summary_table()
+
+
+def test_the_same_read_once_t6_committed_closes_no_cycle() -> None:
+    events = [e for e in BROKEN["cycle"] if not (isinstance(e, Read) and e.consumer == "r1")]
+    events.append(Read("r1", T, 0, 10, "w", process="r1", time=14.6))
+    assert violated(events) == {}
+
+
+def test_transactions_that_consumed_each_others_writes_are_a_g1c() -> None:
+    """t3 (unknown, visible) and u0 (another producer, committed), each consumed what the other wrote (say as
+    copiers of each other's output): each must have committed before the other. No time orders them."""
+    events = [
+        *CLEAN,
+        TxnWrite("u0", "u", "other", 0, process="tp1", time=6.1),
+        TxnAck("u0", "u", "other", 0, 0, process="tp1", time=6.2),
+        TxnEnd("u0", "commit", "invoke", process="tp1", time=6.6),
+        TxnEnd("u0", "commit", "ok", process="tp1", time=7.2),
+        FinalRead("final", "other", 0, 0, "u", process="final", time=100.0),
+    ]
+    assert violated(events) == {}
+    consumed = Inputs(reads={"t3": [(("other", 0, 0), "u")], "u0": [((T, 0, 4), "e")]})
+    report = check(events, inputs=consumed)
+    assert {name: v.count for name, v in report.violations.items() if v.count} == {"cycle": 1}
+    example = report.violations["cycle"].examples[0]
+    assert example["anomaly"] == "G1c" and example["cycle"] == "t3 -wr-> u0 -wr-> t3", example
 
 
 def test_a_fenced_transaction_read_by_the_final_read_is_an_aborted_read() -> None:
