@@ -16,6 +16,7 @@ from pathlib import Path
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from odradek.broker.auto_create import TopicAutoCreation
 from odradek.broker.config import ConfigError, NodeConfig
 from odradek.broker.dataplane import BrokerService
 from odradek.broker.fetcher import FetcherConfig, ReplicaFetcherManager
@@ -185,8 +186,14 @@ class BrokerRole:
             listeners=[(kafka.name, kafka.host, kafka.port)] if kafka is not None else [],
         )
 
-    def service(self, controller_id: Callable[[], int], access: AccessControl = OPEN) -> BrokerService:
-        """The data plane served on the broker listener."""
+    def service(
+        self,
+        controller_id: Callable[[], int],
+        access: AccessControl = OPEN,
+        auto_create: TopicAutoCreation | None = None,
+    ) -> BrokerService:
+        """The data plane served on the broker listener; ``auto_create``: how its Metadata creates missing topics
+        (None: it does not)."""
         c = self.config
         return BrokerService(
             c.node_id,
@@ -202,6 +209,7 @@ class BrokerRole:
             transactions=self.transactions,
             quotas=self.quotas,
             access=access,
+            auto_create=auto_create,
         )
 
     def group_service(self, access: AccessControl = OPEN) -> GroupCoordinatorService:

@@ -285,6 +285,8 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # topic defaults
     "num.partitions": (_at_least(1), 1),
     "default.replication.factor": (_at_least(1), 1),
+    # A Metadata request naming missing topics creates them, when it allows it (Kafka's name and default).
+    "auto.create.topics.enable": (_bool, True),
     # The most partition replicas topic creation may place on one broker (refused beyond, POLICY_VIOLATION).
     "max.partitions.per.broker": (_at_least(1), 4000),
     "min.insync.replicas": (_int, 1),

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import grpc
 
 from odradek.broker import delete_records, describe_log_dirs
+from odradek.broker.auto_create import TopicAutoCreation
 from odradek.broker.log.producer_state import NO_VERIFICATION, VerificationGuard
 from odradek.broker.log.rewrite import LOG_APPEND_TIME
 from odradek.broker.metrics import NodeMetrics
@@ -47,7 +48,7 @@ from odradek.client.errors import (
 from odradek.client.record.header import HEADER_SIZE, TRANSACTIONAL_FLAG, parse_header
 from odradek.client.structs import TopicPartition
 from odradek.controller.metadata.image import MetadataImage
-from odradek.controller.topics import INTERNAL_TOPICS
+from odradek.controller.topics import INTERNAL_TOPICS, validate_topic_name
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import broker_pb2_grpc, common_pb2
 
@@ -187,6 +188,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         transactions: TransactionCoordinator | None = None,
         quotas: BrokerQuotas | None = None,
         access: AccessControl = OPEN,
+        auto_create: TopicAutoCreation | None = None,
     ) -> None:
         self.metrics = metrics or NodeMetrics(broker_id)
         self.broker_id = broker_id
@@ -211,6 +213,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self.quotas = quotas
         # Authorization (ACLs): what each API needs is checked here, for both listeners.
         self.access = access
+        # Creates the missing topics a Metadata request names and allows creating (auto.create.topics.enable);
+        # None: the node does not.
+        self.auto_create = auto_create
 
     def caller(self, context: Any) -> Caller | None:
         """The request's caller when an authorizer decides, else None (no check, no cost)."""
@@ -264,6 +269,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         caller = self.caller(context)
         every = request.all_topics or not request.topics
         names = sorted(image.topic_ids) if every else list(request.topics)
+        # Only topics named one by one are created (as Kafka: never for a request for every topic).
+        auto_create = self.auto_create if request.allow_auto_topic_creation and not every else None
+        missing: list[str] = []
         topics = []
         for name in names:
             if caller is not None and not self.access.allows(
@@ -274,7 +282,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 continue
             topic = image.topic(name)
             if topic is None:
-                topics.append(pb.TopicMetadata(name=name, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                # As Kafka: a name no topic may have is INVALID_TOPIC_EXCEPTION, not unknown.
+                invalid = validate_topic_name(name) is not None
+                error = ErrorCode.INVALID_TOPIC_EXCEPTION if invalid else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                topics.append(pb.TopicMetadata(name=name, error=error))
+                missing.append(name)
                 continue
             partitions = []
             for p in sorted(topic.partitions.values(), key=lambda p: p.partition):
@@ -295,6 +307,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     name=name, topic_id=topic.topic_id, is_internal=name.startswith("__"), partitions=partitions
                 )
             )
+        if auto_create is not None and missing:
+            created = await auto_create.create(missing, context)
+            for t in topics:
+                if t.name in created and not t.partitions:
+                    t.error = created[t.name]
         return pb.MetadataResponse(
             brokers=brokers,
             cluster_id=self.cluster_id,

@@ -23,6 +23,7 @@ import grpc
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from odradek.broker import clock
+from odradek.broker.auto_create import TopicAutoCreation
 from odradek.broker.broker_role import BrokerRole
 from odradek.broker.config import TLS_PROTOCOLS, ConfigError, Endpoint, NodeConfig
 from odradek.broker.kafka.apis import ApiRegistry
@@ -267,7 +268,14 @@ class Node:
         security_pb2_grpc.add_AuthenticationServicer_to_server(AuthenticationService(sessions), server)
         admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
         access = self.access
-        service = broker.service(lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id, access)
+        auto_create = (
+            TopicAutoCreation(admin.CreateTopics, c["num.partitions"], c["default.replication.factor"], access)
+            if c["auto.create.topics.enable"]
+            else None
+        )
+        service = broker.service(
+            lambda: -1 if self.sm.leader.leader_id is None else self.sm.leader.leader_id, access, auto_create
+        )
         broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
         groups, transactions = broker.group_service(access), broker.transactions_service(access)
         group_pb2_grpc.add_GroupCoordinatorServicer_to_server(groups, server)

@@ -317,6 +317,9 @@ class ConsumerConfig(ClientConfig):
     max_poll_records: int = option(500, _int(1))
     isolation_level: str = option("read_uncommitted", _isolation)
     check_crcs: bool = option(True, _bool)
+    # Off by default, as in librdkafka (Kafka's Java consumer defaults to on): a consumer's typo should not create a
+    # topic (docs/configuration.md).
+    allow_auto_create_topics: bool = option(False, _bool)
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> Self:

@@ -5,6 +5,10 @@ cache on every batch and refresh it when it proves wrong: after NOT_LEADER_OR_FO
 FENCED_LEADER_EPOCH or a connection error (``request_refresh``), and every ``metadata.max.age.ms``. Concurrent
 refreshes share one ``Metadata`` RPC, and a leader hint carried by a response moves a partition without any.
 Leader epochs only move forward, so a lagging broker's older answer cannot undo a newer leader.
+
+Requests that name topics let the broker create the missing ones (``allow_auto_topic_creation``) when the client
+asks for it: the producer does, as Kafka's producers do; the consumer only with ``allow.auto.create.topics``. A
+topic being created answers LEADER_NOT_AVAILABLE until it has partitions, and is waited for like any other.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from odradek.client.errors import (
     RequestTimedOutError,
     TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
+    error_for_code,
 )
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import broker_pb2_grpc, common_pb2
@@ -60,8 +65,9 @@ def rpc_error(address: str, e: grpc.aio.AioRpcError, pool: ChannelPool | None = 
 class Metadata:
     """Must be created on the event loop it is used from; ``partition_counts`` may be read from any thread."""
 
-    def __init__(self, config: ClientConfig, pool: ChannelPool) -> None:
+    def __init__(self, config: ClientConfig, pool: ChannelPool, *, allow_auto_topic_creation: bool = False) -> None:
         self._bootstrap = list(config.bootstrap_servers)
+        self._allow_auto_topic_creation = allow_auto_topic_creation
         self._pool = pool
         self._timeout = config.request_timeout_ms / 1000
         self._max_age = config.metadata_max_age_ms / 1000
@@ -157,6 +163,9 @@ class Metadata:
             if self._topic_errors.get(topic) == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
                 # As Kafka's clients: waiting cannot help, an ACL has to change first.
                 raise TopicAuthorizationFailedError(f"not authorized to describe topic '{topic}'")
+            if self._topic_errors.get(topic) == ErrorCode.INVALID_TOPIC_EXCEPTION:
+                # As Kafka's clients: no topic can have that name.
+                raise error_for_code(ErrorCode.INVALID_TOPIC_EXCEPTION, f"invalid topic name '{topic}'")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 allowed_ms = (timeout if budget is None else budget) * 1000
@@ -229,7 +238,11 @@ class Metadata:
     async def _fetch(self) -> None:
         self._attempted = time.monotonic()
         request = (
-            pb.MetadataRequest(all_topics=True) if self._all_topics else pb.MetadataRequest(topics=sorted(self._wanted))
+            pb.MetadataRequest(all_topics=True)
+            if self._all_topics
+            else pb.MetadataRequest(
+                topics=sorted(self._wanted), allow_auto_topic_creation=self._allow_auto_topic_creation
+            )
         )
         failures: list[str] = []
         # Hedged: a node that has not answered within HEDGE_S (paused, overloaded, half-dead) does not hold the

@@ -51,6 +51,7 @@ class MetadataRequest(_message.Message):
     ALLOW_AUTO_TOPIC_CREATION_FIELD_NUMBER: _builtins.int
     all_topics: _builtins.bool
     allow_auto_topic_creation: _builtins.bool
+    """named topics that do not exist may be created (auto.create.topics.enable)"""
     @_builtins.property
     def topics(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """empty with all_topics = all topics"""

@@ -64,6 +64,8 @@ CLIENT_TLS = f"{TLS}::test_client_security_keys_choose_tls_channels"
 SASL_LISTENER = "tests/security/test_sasl_kafka_listener.py"
 SASL_GRPC = "tests/security/test_sasl_grpc.py"
 MTLS = "tests/security/test_mtls_principals.py"
+AUTO_CREATE_IT = "tests/integration/test_auto_create_topics.py"
+AUTO_CREATE_CLIENT = "tests/client/test_auto_create_metadata.py"
 
 TOPIC: dict[str, Key] = {
     "cleanup.policy": Key(
@@ -304,6 +306,14 @@ NODE: dict[str, Key] = {
     "default.replication.factor": Key(
         "replication factor of a topic created without one",
         ("tests/broker/test_node_wiring.py::test_a_topic_created_without_counts_gets_the_node_defaults",),
+    ),
+    "auto.create.topics.enable": Key(
+        "a Metadata request naming topics that do not exist creates them (`num.partitions`, "
+        "`default.replication.factor`) when its client allows it, as producers do",
+        (
+            f"{AUTO_CREATE_IT}::test_librdkafka_producer_creates_the_topic_it_sends_to",
+            f"{AUTO_CREATE_IT}::test_a_cluster_with_auto_create_topics_enable_false_creates_nothing",
+        ),
     ),
     "max.partitions.per.broker": Key(
         "topic creation refuses to place more partition replicas on one broker",
@@ -798,6 +808,14 @@ CONSUMER_KEYS: dict[str, Key] = {
     ),
     "check.crcs": Key(
         "verify each batch's CRC", (f"{CLIENT}::test_check_crcs_decides_whether_a_damaged_batch_is_refused",)
+    ),
+    "allow.auto.create.topics": Key(
+        "let the broker create a topic this consumer subscribes to or looks up that does not exist (off by default, "
+        "as in librdkafka)",
+        (
+            f"{AUTO_CREATE_CLIENT}::test_a_consumer_allows_creation_only_with_allow_auto_create_topics",
+            f"{AUTO_CREATE_IT}::test_odradek_consumer_creates_a_topic_only_with_allow_auto_create_topics",
+        ),
     ),
 }
 

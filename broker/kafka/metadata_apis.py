@@ -3,6 +3,10 @@ listener serves) and translated: every address is the broker's endpoint on the K
 
 Served at v0-v13, every version Kafka defines in kafka-python 3.0.12's schemas: nothing in them needs more than the
 service answers (topic ids by lookup in the image for v10+, leader epochs, offline replicas, v13's top-level error).
+
+Topics the request names that do not exist are created by the service when the node has auto.create.topics.enable
+and the request allows it: v4+ say so in allow_auto_topic_creation, and Kafka lets v0-v3 always create (see
+broker/auto_create.py for the answers).
 """
 
 from __future__ import annotations
@@ -84,9 +88,11 @@ def _metadata_handler(backend: KafkaBackend):
                 name = found.name
             if name is not None and name not in names:
                 names.append(name)
-        # The service has no "no topics" request (empty = all): for v1+'s empty list its topics are dropped. No
-        # auto-creation exists in odradek, so allow_auto_topic_creation changes nothing, as on gRPC.
-        answer = await backend.data.Metadata(pb.MetadataRequest(topics=names, all_topics=every), service_context(ctx))
+        # The service has no "no topics" request (empty = all): for v1+'s empty list its topics are dropped.
+        allow = version < 4 or bool(request.allow_auto_topic_creation)
+        answer = await backend.data.Metadata(
+            pb.MetadataRequest(topics=names, all_topics=every, allow_auto_topic_creation=allow), service_context(ctx)
+        )
         brokers = kafka_brokers(backend, answer.brokers)
         topics = [] if not every and not names else [_topic(t, brokers) for t in answer.topics]
         topics += [

@@ -120,7 +120,7 @@ class AsyncConsumer:
             security=cfg.tls_files(),
             sasl=sasl_credentials(cfg),
         )
-        self._metadata = Metadata(cfg, self._pool)
+        self._metadata = Metadata(cfg, self._pool, allow_auto_topic_creation=cfg.allow_auto_create_topics)
         self._coordinator = ConsumerCoordinator(cfg, self._metadata, self._pool) if cfg.group_id else None
         self._fetcher = Fetcher(cfg, self._metadata, self._coordinator.committed if self._coordinator else None)
         self._listener: ConsumerRebalanceListener | None = None

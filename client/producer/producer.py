@@ -104,7 +104,7 @@ class AsyncProducer:
             security=cfg.tls_files(),
             sasl=sasl_credentials(cfg),
         )
-        self._metadata = Metadata(cfg, self._pool)
+        self._metadata = Metadata(cfg, self._pool, allow_auto_topic_creation=True)  # as Kafka's producers
         self._accumulator = RecordAccumulator(cfg, self._wake_sender)
         self._txn = TransactionClient(cfg, self._metadata, self._pool) if cfg.transactional_id is not None else None
         self._txn_manager = None if self._txn is None else self._txn.manager

@@ -203,6 +203,7 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
     async def Metadata(self, request, context):
         cluster = self.cluster
         cluster.requests[self.node, "Metadata"] += 1
+        cluster.last_request["Metadata"] = request
         cluster.note(self.node, "Metadata", context)
         with cluster.lock:
             names = list(request.topics) or sorted(cluster.topics)

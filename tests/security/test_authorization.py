@@ -436,6 +436,38 @@ async def test_create_topics_needs_cluster_create_or_topic_create_and_creates_no
     assert (await call(node, other, 5)).topics[0].error_code == ErrorCode.NONE
 
 
+async def test_metadata_creates_a_missing_topic_only_with_describe_and_create_on_the_cluster_or_the_topic(
+    node: Node,
+) -> None:
+    """auto.create.topics.enable is on by default: a Metadata request naming a missing topic creates it as Kafka
+    does, when the caller may describe it and create it (cluster Create, or Create on the topic); otherwise
+    TOPIC_AUTHORIZATION_FAILED and nothing is created."""
+
+    def ask(name: str) -> MetadataRequest:
+        return MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)], allow_auto_topic_creation=True)
+
+    async def error(name: str) -> int:
+        return (await call(node, ask(name), 12)).topics[0].error_code
+
+    async def created(name: str) -> bool:
+        async with asyncio.timeout(10):
+            while node.sm.image.topic(name) is None:
+                await asyncio.sleep(0.02)
+        return True
+
+    assert await error("auto-1") == ErrorCode.TOPIC_AUTHORIZATION_FAILED  # no Describe: not even its existence
+    await grant(node, allow("TOPIC", "auto-", "DESCRIBE", pattern_type="PREFIXED"))
+    assert await error("auto-1") == ErrorCode.TOPIC_AUTHORIZATION_FAILED  # no Create
+    assert node.sm.image.topic("auto-1") is None
+    await grant(node, allow("TOPIC", "auto-1", "CREATE"))
+    assert await error("auto-1") == ErrorCode.LEADER_NOT_AVAILABLE  # created: its partitions come next
+    assert await created("auto-1")
+    assert await error("auto-2") == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    await grant(node, allow("CLUSTER", "kafka-cluster", "CREATE"))
+    assert await error("auto-2") == ErrorCode.LEADER_NOT_AVAILABLE
+    assert await created("auto-2")
+
+
 async def test_delete_topics_and_create_partitions_need_delete_and_alter(node: Node) -> None:
     topic = await new_topic(node)
     deleted = await call(node, DeleteTopicsRequest(topic_names=[topic], timeout_ms=5000), 4)
