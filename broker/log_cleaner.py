@@ -7,6 +7,9 @@ every replica of the partition holds durably (``Partition.tombstone_horizon``), 
 than ``delete.retention.ms``, or lost unflushed records to a power loss, still meets every delete when it catches
 up instead of keeping the deleted values.
 That offset is read when a pass starts and again before each of its swaps (a replica added meanwhile lowers it).
+A replica's durable offset advances when it fsyncs, which an idle log otherwise does only at its next segment roll
+(never, for a follower whose active segment holds the last records when writes stop): so each round, a compacted
+log that has had no append for ``IDLE_FLUSH_MS`` is flushed, and its deletes complete.
 
 The threads read the partitions and the metadata image, which the event loop replaces rather than mutates, and
 each ``Log`` under its own lock; nothing here runs on the event loop but ``gauges`` and ``uncleanable``.
@@ -14,6 +17,7 @@ each ``Log`` under its own lock; nothing here runs on the event loop but ``gauge
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping
@@ -34,6 +38,9 @@ from odradek.client.errors import OdradekError
 logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+
+IDLE_FLUSH_MS = 1000
+"""A compacted log without appends for this long is fsynced, so that the tombstone horizon can pass its end."""
 
 # Topic config -> the node property that defaults it (also a cluster-wide dynamic default).
 COMPACTION_KEYS = {
@@ -123,6 +130,8 @@ class BrokerLogCleaner:
         for key, p in hosted.items():
             if key in offline or p.log.offline or "compact" not in self.replicas.cleanup_policy(key[0]):
                 continue
+            with contextlib.suppress(OdradekError):  # a failing log goes offline; the next round skips it
+                p.log.flush_if_idle(IDLE_FLUSH_MS)
             config = compaction_config(image.topic_configs(key[0]), dynamic, self.config)
             out[key] = CompactedLog(p.log, config, p.tombstone_horizon(), p.tombstone_horizon)
         with self._lock:

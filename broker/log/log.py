@@ -225,6 +225,7 @@ class Log:
         self._appended_messages = 0
         self._flushed_messages = 0
         self._last_flush_ms = clock()
+        self._last_append_ms = self._last_flush_ms
         self._truncations = 0  # bumped by truncation so a flush that raced with one does not move the recovery point
         self._truncated_to: int | None = None  # the lowest offset truncated to since take_truncation
         self._closed = False
@@ -883,6 +884,7 @@ class Log:
         except OSError as e:
             raise self._fail(StorageError(f"{self.dir.name}: append failed: {e}")) from e
         self._appended_messages += records
+        self._last_append_ms = self._clock()
         if self._appended_messages - self._flushed_messages >= config.flush_messages:
             self.flush()
 
@@ -1291,6 +1293,18 @@ class Log:
             if self.failure is not None or self._closed or now_ms - self._last_flush_ms < self.config.flush_ms:
                 return False
             if self._appended_messages == self._flushed_messages and self.log_end_offset <= self._recovery_point:
+                return False
+        self.flush()
+        return True
+
+    def flush_if_idle(self, idle_ms: int) -> bool:
+        """Flush what is not yet durable once nothing was appended for ``idle_ms``; True if it flushed. A compacted
+        log's replicas call it: the tombstone horizon waits for every replica's fsync, which an idle log would
+        otherwise get only at its next segment roll, and a follower's roll may never come once writes stop."""
+        with self._lock:
+            if self.failure is not None or self._closed or self._clock() - self._last_append_ms < idle_ms:
+                return False
+            if self.log_end_offset <= self._recovery_point:
                 return False
         self.flush()
         return True

@@ -3,11 +3,13 @@ settings, its checkpoint, truncations and deleted logs, uncleanable logs, metric
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 from replicas import latest_values
 
+from odradek.broker import log_cleaner
 from odradek.broker.config import NodeConfig
 from odradek.broker.describe_log_dirs import describe_log_dirs, replica_positions
 from odradek.broker.log.cleaner.policy import CompactionConfig
@@ -119,6 +121,27 @@ def test_only_topics_whose_policy_includes_compact_are_cleaned(broker: Broker) -
     # the node's default policy makes every topic without its own compacted; a live change of it too
     broker.apply(records({}, {"log.cleanup.policy": "compact"}))
     assert set(broker.cleaner.compacted_logs()) == {("c", 0), ("both", 0), ("d", 0)}
+
+
+def test_an_idle_compacted_log_is_flushed_so_its_deletes_can_complete(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tombstones go only below every replica's durable offset, and a replica's log becomes durable at a segment
+    roll, which never comes once writes stop: each cleaner round fsyncs compacted logs idle for IDLE_FLUSH_MS (a
+    torture run under load kept its deleted keys' tombstones for minutes). Other topics keep their flush policy."""
+    monkeypatch.setattr(log_cleaner, "IDLE_FLUSH_MS", 100)
+    broker.apply(records({"c": {"cleanup.policy": "compact"}, "d": {}}))
+    for topic in ("c", "d"):
+        broker.put(topic, [(b"k", b"v"), (b"k", None)])
+    logs = {t: broker.replicas.get(t, 0).log for t in ("c", "d")}
+    before = {t: log.recovery_point for t, log in logs.items()}
+    assert all(before[t] < logs[t].log_end_offset for t in logs)
+    broker.cleaner.compacted_logs()
+    assert logs["c"].recovery_point == before["c"]  # just written: not idle yet
+    time.sleep(0.15)
+    broker.cleaner.compacted_logs()
+    assert logs["c"].recovery_point == logs["c"].log_end_offset
+    assert logs["d"].recovery_point == before["d"]
 
 
 def test_a_pass_compacts_checkpoints_and_reports(broker: Broker) -> None:
