@@ -1,9 +1,11 @@
-"""Fetch requests and responses, v4-v16, by hand: the hot path of reads.
+"""Fetch requests and responses, v4-v18, by hand: the hot path of reads.
 
 A response is a list of chunks, not one buffer: the fixed parts are bytes and each partition's records are the very
 object the log gave (bytes, a memoryview or a ``FileSlice`` of a segment), placed right after their length prefix,
 so the listener can ``sendfile`` them and Python never reads them. v12 made the messages flexible, v13 named topics
-by id, v15 moved the replica id into a tagged field, v16 added the leaders' endpoints. Replica fetches (followers, see
+by id, v15 moved the replica id into a tagged field, v16 added the leaders' endpoints; v17 and v18 only add tagged
+partition fields for KRaft quorum fetches (a replica's directory id, its high watermark), ignored here as every
+unknown tag is, with the same answer as v16. Replica fetches (followers, see
 replica_fetch.py) carry a partition-level tag of odradek's own, and their answers two more.
 """
 
@@ -18,7 +20,7 @@ from odradek.broker.kafka.wire import Chunk, FileSlice, ProtocolError
 
 FETCH_KEY = 1
 FETCH_MIN_VERSION = 4
-FETCH_MAX_VERSION = 16
+FETCH_MAX_VERSION = 18
 FETCH_FLEXIBLE_FROM = 12
 
 NO_TOPIC_ID = bytes(16)

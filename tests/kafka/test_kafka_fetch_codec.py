@@ -140,6 +140,41 @@ def test_requests_encoded_by_kafka_python_decode_to_the_same_values(version: int
     assert decode_fetch_request(memoryview(body), version) == expected
 
 
+def test_the_kraft_tags_of_v17_and_v18_are_read_past() -> None:
+    """v17 and v18 add a replica's directory id and high watermark as partition tags (KRaft quorum fetches); a
+    consumer's request carrying them decodes as the same request without them."""
+    tp = FetchRequest[18].FetchTopic
+    topic_id = uuid.uuid4()
+
+    def body(**tags: Any) -> bytes:
+        partition = tp.FetchPartition(
+            partition=2,
+            current_leader_epoch=5,
+            fetch_offset=40,
+            last_fetched_epoch=4,
+            log_start_offset=0,
+            partition_max_bytes=1024,
+            **tags,
+        )
+        request = FetchRequest[18](
+            replica_id=-1,
+            max_wait_ms=100,
+            min_bytes=1,
+            max_bytes=4096,
+            isolation_level=1,
+            session_id=0,
+            session_epoch=-1,
+            topics=[tp(topic_id=topic_id, partitions=[partition])],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        return bytes(request.encode())
+
+    plain = decode_fetch_request(memoryview(body()), 18)
+    tagged = decode_fetch_request(memoryview(body(replica_directory_id=uuid.uuid4(), high_watermark=39)), 18)
+    assert tagged == plain and plain.topics[0].partitions[0].fetch_offset == 40
+
+
 @contextlib.contextmanager
 def file_slices() -> Iterator[list[FileSlice]]:
     """Make FileSlices of in-memory files; whatever the test leaves open is closed."""
@@ -358,7 +393,7 @@ def test_an_empty_file_slice_stays_in_the_chunks_to_be_closed() -> None:
         assert empty.fd == -1
 
 
-@pytest.mark.parametrize("version", [3, 17, -1])
+@pytest.mark.parametrize("version", [3, FETCH_MAX_VERSION + 1, -1])
 def test_versions_not_served_are_refused(version: int) -> None:
     with pytest.raises(ProtocolError):
         decode_fetch_request(memoryview(b""), version)
