@@ -318,6 +318,8 @@ def _inconsistent_offset(ix: HistoryIndex) -> Examples:
 
 def _ack_mismatch(ix: HistoryIndex) -> Examples:
     for ack in chain(ix.acks.values(), ix.repeated_acks):
+        if ack.offset < 0:  # acknowledged without an offset: only where it is can be checked (lost, duplicate)
+            continue
         acked_at = (ack.topic, ack.partition, ack.offset)
         placed = ix.final.get(ack.value)
         others = ix.final_elsewhere.get(ack.value, ())
@@ -335,6 +337,8 @@ def _reordered(ix: HistoryIndex) -> Examples:
                 continue  # unacknowledged writes carry no ordering promise
             placed = ix.final.get(value)
             offset = placed[2] if placed is not None and placed[:2] == (topic, partition) else ack.offset
+            if offset < 0:
+                continue  # acknowledged without an offset and not in the final read: its loss is reported
             if previous is not None and offset <= previous[1]:
                 yield {
                     "producer": producer,
