@@ -50,13 +50,16 @@ def test_generated_configs_run_a_healthy_cluster(tmp_path: Path) -> None:
         stack.callback(stop, nodes)
         servers = f"127.0.0.12:{broker_port},127.0.0.11:{controller_port}"
         health = odradek("cluster", "health", "--exit-code", "--timeout-ms", "2000", "-X", servers)
+        listing = odradek("broker", "list", "-X", servers, "--format", "json")
         deadline = time.monotonic() + 60
-        while subprocess.run(health, capture_output=True, timeout=60).returncode != 0:
+        # Healthy, with the broker registered: a single controller is up at once, and health counts the brokers
+        # that have registered, so it can be healthy a moment before the broker is listed.
+        while (
+            subprocess.run(health, capture_output=True, timeout=60).returncode != 0
+            or (brokers := subprocess.run(listing, capture_output=True, text=True, timeout=60)).stdout.strip() == "[]"
+        ):
             assert time.monotonic() < deadline, (tmp_path / "node-2.log").read_text()[-2000:]
             time.sleep(0.5)
-        brokers = subprocess.run(
-            odradek("broker", "list", "-X", servers, "--format", "json"), capture_output=True, text=True, timeout=60
-        )
         assert '"rack": "r1"' in brokers.stdout
         # the generated KAFKA listener is registered next to the gRPC address
         assert json.loads(brokers.stdout)[0]["listeners"] == [
