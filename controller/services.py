@@ -580,6 +580,35 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             observers=observers,
         )
 
+    def _topic_request(self, t: apb.CreatableTopic) -> TopicRequest | apb.TopicResult:
+        """A creation as the controller decides it. -1 (as in Kafka) asks for the cluster default; 0 and other
+        negatives are refused by create_topic. With an explicit assignment both counts must be -1, as Kafka
+        requires."""
+        if t.assignments:
+            if t.num_partitions != -1 or t.replication_factor != -1:
+                return apb.TopicResult(
+                    name=t.name,
+                    error=ErrorCode.INVALID_REQUEST,
+                    error_message="Both numPartitions or replicationFactor and replicasAssignments were set. "
+                    "Both cannot be used at the same time.",
+                )
+            assignments = tuple(tuple(a.replicas) for a in t.assignments)
+            return TopicRequest(
+                name=t.name,
+                partitions=len(assignments),
+                replication_factor=len(assignments[0]),
+                configs={c.name: c.value for c in t.configs},
+                assignments=assignments,
+            )
+        return TopicRequest(
+            name=t.name,
+            partitions=t.num_partitions if t.num_partitions != -1 else self.defaults["num.partitions"],
+            replication_factor=(
+                t.replication_factor if t.replication_factor != -1 else self.defaults["default.replication.factor"]
+            ),
+            configs={c.name: c.value for c in t.configs},
+        )
+
     async def _create_topics(
         self,
         request: apb.CreateTopicsRequest,
@@ -596,21 +625,10 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         results = []
         limit = self.defaults.get("max.partitions.per.broker", DEFAULT_MAX_PARTITIONS_PER_BROKER)
         for t in request.topics:
-            if t.assignments:
-                message = "explicit replica assignments are not supported yet: give partitions and replication factor"
-                results.append(
-                    apb.TopicResult(name=t.name, error=ErrorCode.INVALID_REPLICA_ASSIGNMENT, error_message=message)
-                )
+            topic_request = self._topic_request(t)
+            if isinstance(topic_request, apb.TopicResult):
+                results.append(topic_request)
                 continue
-            # -1 (as in Kafka) asks for the cluster default; 0 and other negatives are refused by create_topic.
-            topic_request = TopicRequest(
-                name=t.name,
-                partitions=t.num_partitions if t.num_partitions != -1 else self.defaults["num.partitions"],
-                replication_factor=(
-                    t.replication_factor if t.replication_factor != -1 else self.defaults["default.replication.factor"]
-                ),
-                configs={c.name: c.value for c in t.configs},
-            )
 
             def decide(image: MetadataImage, _offset: int, topic_request=topic_request):
                 out = create_topic(image, topic_request, max_partitions_per_broker=limit)
@@ -637,7 +655,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         for t in request.topics:
 
             def decide(image: MetadataImage, _offset: int, t=t):
-                out = create_partitions(image, t.name, t.count, max_partitions_per_broker=limit)
+                assignments = [tuple(a.replicas) for a in t.assignments]
+                out = create_partitions(image, t.name, t.count, limit, assignments)
                 return ([] if request.validate_only else out.records), out
 
             results.append(await _topic_result(controller, t.name, decide))

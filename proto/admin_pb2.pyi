@@ -1212,18 +1212,24 @@ class CreatePartitionsTopic(_message.Message):
 
     NAME_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
+    ASSIGNMENTS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     count: _builtins.int
     """the new total number of partitions"""
+    @_builtins.property
+    def assignments(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicaList]:
+        """Explicit assignment: the replicas of each new partition, in partition order (empty: the controller places them)."""
+
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         count: _builtins.int = ...,
+        assignments: _abc.Iterable[Global___ReplicaList] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "name", b"name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignments", b"assignments", "count", b"count", "name", b"name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

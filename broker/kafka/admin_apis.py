@@ -85,8 +85,6 @@ _CONFIG_SOURCES = {
 # Kafka's IncrementalAlterConfigs operations (SET, DELETE, APPEND, SUBTRACT), numbered as odradek's AlterConfigOp.
 _ALTER_OPS = frozenset({apb.SET, apb.DELETE, apb.APPEND, apb.SUBTRACT})
 
-_NO_ASSIGNMENTS = "explicit replica assignments are not supported yet: give the partition count"
-
 
 def register(registry: ApiRegistry, backend: KafkaBackend) -> None:
     apis = [
@@ -111,29 +109,61 @@ def register(registry: ApiRegistry, backend: KafkaBackend) -> None:
 # ---- topics ----
 
 
+def _creation_problem(topic: Any) -> tuple[ErrorCode.ValueType, str] | None:
+    """What Kafka refuses in a CreateTopics entry that the gRPC request cannot carry: a null config value
+    (INVALID_CONFIG) and, with counts of -1, manual assignments whose partition indexes are not 0, 1, 2...
+    (INVALID_REPLICA_ASSIGNMENT)."""
+    nulls = [c.name for c in topic.configs if c.value is None]
+    if nulls:
+        return ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs: " + ",".join(nulls)
+    if topic.num_partitions != -1 or topic.replication_factor != -1:
+        return None  # the controller refuses counts given beside an assignment
+    indexes = [a.partition_index for a in topic.assignments]
+    twice = sorted({i for i in indexes if indexes.count(i) > 1})
+    if twice:
+        return (
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"Found multiple manual partition assignments for partition {twice[0]}",
+        )
+    if sorted(indexes) != list(range(len(indexes))):
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence"
+    return None
+
+
 async def _create_topics(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
-    """Explicit replica assignments are passed on for the controller to refuse, as it refuses them on gRPC."""
-    answer = await backend.admin.CreateTopics(
-        apb.CreateTopicsRequest(
-            topics=[
-                apb.CreatableTopic(
-                    name=t.name,
-                    num_partitions=t.num_partitions,
-                    replication_factor=t.replication_factor,
-                    # A null value sets nothing (Kafka's controller drops it too).
-                    configs=[apb.ConfigEntry(name=c.name, value=c.value) for c in t.configs if c.value is not None],
-                    assignments=[
-                        apb.ReplicaList(replicas=a.broker_ids)
-                        for a in sorted(t.assignments, key=lambda a: a.partition_index)
-                    ],
-                )
-                for t in request.topics
-            ],
-            timeout_ms=request.timeout_ms,
-            validate_only=request.validate_only,
-        ),
-        service_context(ctx),
+    """Manual replica assignments go to the controller in partition order, after the checks of
+    :func:`_creation_problem`."""
+    problems = {t.name: p for t in request.topics if (p := _creation_problem(t)) is not None}
+    passed = [t for t in request.topics if t.name not in problems]
+    answer = (
+        await backend.admin.CreateTopics(
+            apb.CreateTopicsRequest(
+                topics=[
+                    apb.CreatableTopic(
+                        name=t.name,
+                        num_partitions=t.num_partitions,
+                        replication_factor=t.replication_factor,
+                        configs=[apb.ConfigEntry(name=c.name, value=c.value) for c in t.configs],
+                        assignments=[
+                            apb.ReplicaList(replicas=a.broker_ids)
+                            for a in sorted(t.assignments, key=lambda a: a.partition_index)
+                        ],
+                    )
+                    for t in passed
+                ],
+                timeout_ms=request.timeout_ms,
+                validate_only=request.validate_only,
+            ),
+            service_context(ctx),
+        )
+        if passed
+        else apb.CreateTopicsResponse()
     )
+    answers = iter(answer.topics)
+    refused = {
+        name: apb.TopicResult(name=name, error=code, error_message=why) for name, (code, why) in problems.items()
+    }
+    topics = [refused[t.name] if t.name in refused else next(answers) for t in request.topics]
     result = CreateTopicsResponse.CreatableTopicResult
     return CreateTopicsResponse(
         version=version,
@@ -150,7 +180,7 @@ async def _create_topics(backend: KafkaBackend, ctx: RequestContext, version: in
                 replication_factor=-1,
                 configs=[],
             )
-            for t in answer.topics
+            for t in topics
         ],
     )
 
@@ -193,31 +223,25 @@ async def _delete_topics(backend: KafkaBackend, ctx: RequestContext, version: in
 
 
 async def _create_partitions(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
-    """The gRPC request has no replica assignments: a topic given some is refused with the controller's code
-    (INVALID_REPLICA_ASSIGNMENT), the others are passed on."""
-    passed = [t for t in request.topics if not t.assignments]
-    answer = (
-        await backend.admin.CreatePartitions(
-            apb.CreatePartitionsRequest(
-                topics=[apb.CreatePartitionsTopic(name=t.name, count=t.count) for t in passed],
-                timeout_ms=request.timeout_ms,
-                validate_only=request.validate_only,
-            ),
-            service_context(ctx),
-        )
-        if passed
-        else apb.CreatePartitionsResponse()
+    """Each topic's new count and, if given, the replicas of each new partition (a null list: the controller
+    places them)."""
+    answer = await backend.admin.CreatePartitions(
+        apb.CreatePartitionsRequest(
+            topics=[
+                apb.CreatePartitionsTopic(
+                    name=t.name,
+                    count=t.count,
+                    assignments=[apb.ReplicaList(replicas=a.broker_ids) for a in t.assignments or ()],
+                )
+                for t in request.topics
+            ],
+            timeout_ms=request.timeout_ms,
+            validate_only=request.validate_only,
+        ),
+        service_context(ctx),
     )
-    results = iter(answer.topics)
     result = CreatePartitionsResponse.CreatePartitionsTopicResult
-    out = []
-    for t in request.topics:
-        if t.assignments:
-            code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-            out.append(result(name=t.name, error_code=code, error_message=_NO_ASSIGNMENTS))
-            continue
-        r = next(results)
-        out.append(result(name=r.name, error_code=int(r.error), error_message=r.error_message or None))
+    out = [result(name=r.name, error_code=int(r.error), error_message=r.error_message or None) for r in answer.topics]
     return CreatePartitionsResponse(version=version, throttle_time_ms=answer.throttle_time_ms, results=out)
 
 

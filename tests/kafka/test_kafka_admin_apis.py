@@ -95,11 +95,12 @@ async def test_create_topics(version: int) -> None:
         throttle_time_ms=15,
         topics=[
             apb.TopicResult(name="a", topic_id=T_ID),
-            apb.TopicResult(name="b", error=ErrorCode.INVALID_REPLICA_ASSIGNMENT, error_message="no assignments"),
+            apb.TopicResult(name="b", error=ErrorCode.INVALID_REPLICA_ASSIGNMENT, error_message="broker 9"),
         ],
     )
     reg, admin = setup(CreateTopics=answer)
     t = CreateTopicsRequest.CreatableTopic
+    assign = t.CreatableReplicaAssignment
     request = CreateTopicsRequest(
         version=version,
         topics=[
@@ -108,19 +109,37 @@ async def test_create_topics(version: int) -> None:
                 num_partitions=3,
                 replication_factor=-1,
                 assignments=[],
-                configs=[
-                    t.CreatableTopicConfig(name="cleanup.policy", value="compact"),
-                    t.CreatableTopicConfig(name="retention.ms", value=None),
-                ],
+                configs=[t.CreatableTopicConfig(name="cleanup.policy", value="compact")],
+            ),
+            t(
+                name="null-config",
+                num_partitions=1,
+                replication_factor=1,
+                assignments=[],
+                configs=[t.CreatableTopicConfig(name="retention.ms", value=None)],
             ),
             t(
                 name="b",
                 num_partitions=-1,
                 replication_factor=-1,
                 assignments=[
-                    t.CreatableReplicaAssignment(partition_index=1, broker_ids=[2, 1]),
-                    t.CreatableReplicaAssignment(partition_index=0, broker_ids=[1, 2]),
+                    assign(partition_index=1, broker_ids=[2, 9]),
+                    assign(partition_index=0, broker_ids=[1, 2]),
                 ],
+                configs=[],
+            ),
+            t(
+                name="gap",
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=[assign(partition_index=0, broker_ids=[1]), assign(partition_index=2, broker_ids=[2])],
+                configs=[],
+            ),
+            t(
+                name="twice",
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=[assign(partition_index=0, broker_ids=[1]), assign(partition_index=0, broker_ids=[2])],
                 configs=[],
             ),
         ],
@@ -131,13 +150,20 @@ async def test_create_topics(version: int) -> None:
     sent = admin.requests["CreateTopics"]
     assert isinstance(sent, apb.CreateTopicsRequest)
     assert (sent.timeout_ms, sent.validate_only) == (5000, True)
-    a, b = sent.topics
+    a, b = sent.topics  # the refused ones are not sent
     assert (a.name, a.num_partitions, a.replication_factor) == ("a", 3, -1)
-    assert [(c.name, c.value) for c in a.configs] == [("cleanup.policy", "compact")]  # a null value sets nothing
-    assert [list(x.replicas) for x in b.assignments] == [[1, 2], [2, 1]]  # in partition order, for the service
+    assert [(c.name, c.value) for c in a.configs] == [("cleanup.policy", "compact")]
+    assert [list(x.replicas) for x in b.assignments] == [[1, 2], [2, 9]]  # in partition order, for the service
     assert r.throttle_time_ms == 15
-    ra, rb = r.topics
-    assert (ra.name, ra.error_code, rb.name, rb.error_code, rb.error_message) == ("a", 0, "b", 39, "no assignments")
+    got = [(x.name, x.error_code, x.error_message) for x in r.topics]
+    assert got == [
+        ("a", 0, None),
+        ("null-config", 40, "Null value not supported for topic configs: retention.ms"),  # INVALID_CONFIG
+        ("b", 39, "broker 9"),  # INVALID_REPLICA_ASSIGNMENT, the controller's
+        ("gap", 39, "partitions should be a consecutive 0-based integer sequence"),
+        ("twice", 39, "Found multiple manual partition assignments for partition 0"),
+    ]
+    ra, rb = r.topics[0], r.topics[2]
     if version >= 7:
         assert ra.topic_id == uuid.UUID(bytes=T_ID) and rb.topic_id is None  # the zero UUID, as kafka-python reads it
     if version >= 5:
@@ -184,7 +210,10 @@ async def test_delete_topics(version: int) -> None:
 @pytest.mark.parametrize("version", range(0, 4))
 async def test_create_partitions(version: int) -> None:
     answer = apb.CreatePartitionsResponse(
-        topics=[apb.TopicResult(name="t", error=ErrorCode.INVALID_PARTITIONS, error_message="fewer")]
+        topics=[
+            apb.TopicResult(name="t", error=ErrorCode.INVALID_PARTITIONS, error_message="fewer"),
+            apb.TopicResult(name="u"),
+        ]
     )
     reg, admin = setup(CreatePartitions=answer)
     t = CreatePartitionsRequest.CreatePartitionsTopic
@@ -192,7 +221,14 @@ async def test_create_partitions(version: int) -> None:
         version=version,
         topics=[
             t(name="t", count=1, assignments=None),
-            t(name="u", count=2, assignments=[t.CreatePartitionsAssignment(broker_ids=[1])]),
+            t(
+                name="u",
+                count=3,
+                assignments=[
+                    t.CreatePartitionsAssignment(broker_ids=[1, 2]),
+                    t.CreatePartitionsAssignment(broker_ids=[2, 1]),
+                ],
+            ),
         ],
         timeout_ms=100,
         validate_only=True,
@@ -200,10 +236,12 @@ async def test_create_partitions(version: int) -> None:
     r = await call(reg, request, version)
     sent = admin.requests["CreatePartitions"]
     assert isinstance(sent, apb.CreatePartitionsRequest)
-    assert [(x.name, x.count) for x in sent.topics] == [("t", 1)] and sent.validate_only
-    got = [(x.name, x.error_code, x.error_message) for x in r.results]
-    assert got[0] == ("t", 37, "fewer")
-    assert got[1][:2] == ("u", 39)  # INVALID_REPLICA_ASSIGNMENT: the service takes no assignments
+    assert [(x.name, x.count, [list(a.replicas) for a in x.assignments]) for x in sent.topics] == [
+        ("t", 1, []),  # null: the controller places them
+        ("u", 3, [[1, 2], [2, 1]]),
+    ]
+    assert sent.validate_only
+    assert [(x.name, x.error_code, x.error_message) for x in r.results] == [("t", 37, "fewer"), ("u", 0, None)]
 
 
 @pytest.mark.parametrize("version", range(0, 3))
