@@ -55,6 +55,9 @@ from odradek.proto import broker_pb2_grpc, common_pb2
 logger = logging.getLogger(__name__)
 
 EARLIEST, LATEST = -2, -1
+# Kafka's other ListOffsets specs: the record with the largest timestamp (KIP-734), the start of the local log and
+# the end of what tiered storage holds (KIP-405; odradek keeps every segment local).
+MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -3, -4, -5
 CONSUMER_REPLICA_ID = -1
 NO_PRODUCER_ID = NO_PRODUCER_EPOCH = -1
 # As Kafka: an epoch is bumped only below int16 max - 1; past that the producer gets a fresh id at epoch 0.
@@ -828,13 +831,18 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         not found below it) is OFFSET_NOT_AVAILABLE rather than an end older than one already given out. For
         read_committed the end is the last stable offset, as Kafka answers."""
         log_ = partition.log
-        if timestamp == EARLIEST:
+        if timestamp in (EARLIEST, EARLIEST_LOCAL):
             return log_.log_start_offset, -1
         if timestamp == LATEST:
             return (partition.last_stable_offset() if read_committed else partition.visible_high_watermark()), -1
-        if timestamp < 0:
+        if timestamp == LATEST_TIERED:
+            return -1, -1  # nothing is in tiered storage, as Kafka answers for a topic without it
+        if timestamp == MAX_TIMESTAMP:
+            found = log_.max_timestamp_offset()
+        elif timestamp < 0:
             raise InvalidRequestError(f"unsupported ListOffsets timestamp {timestamp}")
-        found = log_.offset_for_timestamp(timestamp)
+        else:
+            found = log_.offset_for_timestamp(timestamp)
         end = log_.last_stable_offset if read_committed else log_.high_watermark
         if found is None or found.offset >= end:
             partition.visible_high_watermark()  # -1 only once the high watermark is the real one

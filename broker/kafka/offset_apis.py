@@ -1,8 +1,10 @@
 """Kafka's ListOffsets and OffsetForLeaderEpoch on the Kafka listener.
 
-ListOffsets goes to the broker's ``ListOffsets`` service, the gRPC listener's. It is served at v1-v6: the service
-answers earliest (-2), latest (-1) and a timestamp, with the isolation level (v2+) and leader-epoch fencing (v4+);
-v7 promises the max-timestamp offset (-3) and v8+ tiered-storage offsets, which it has not, so those are left out.
+ListOffsets goes to the broker's ``ListOffsets`` service, the gRPC listener's. It is served at v1-v9, as Kafka 3.9
+serves it: the service answers earliest (-2), latest (-1), a timestamp, the record with the largest timestamp (-3,
+which v7 announces), the local log start (-4, v8) and the end of tiered storage (-5, v9: -1, as Kafka answers for a
+topic without it), with the isolation level (v2+) and leader-epoch fencing (v4+). v10 (Kafka 4.0) is left out:
+kafka-python reads a broker that serves it as Kafka 4.0.
 
 OffsetForLeaderEpoch (v2-v4) has no gRPC service (followers find their divergence in their fetch answers): it is
 answered by the partition's own checks and its log's epoch cache, which is what the follower path uses too.
@@ -26,7 +28,7 @@ from odradek.broker.kafka.wire import RequestContext
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.proto import broker_pb2 as pb
 
-LIST_OFFSETS_VERSIONS = (1, 6)
+LIST_OFFSETS_VERSIONS = (1, 9)
 OFFSET_FOR_LEADER_EPOCH_VERSIONS = (2, 4)
 
 # ListOffsets v5 introduced OFFSET_NOT_AVAILABLE (a new leader's high watermark catching up); older clients get

@@ -1014,6 +1014,14 @@ class Log:
                 raise self._fail(e) from None
             return None
 
+    def max_timestamp_offset(self) -> TimestampOffset | None:
+        """The first record from the log start offset on that carries the log's largest timestamp (None if no
+        record has one), as Kafka's ListOffsets answers MAX_TIMESTAMP (-3)."""
+        with self._lock:
+            self._check_usable()
+            largest = max((seg.max_timestamp for seg in self._segments), default=-1)
+        return self.offset_for_timestamp(largest) if largest >= 0 else None
+
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetsForLeaderEpoch: see LeaderEpochCache.end_offset_for."""
         with self._lock:

@@ -86,11 +86,11 @@ def list_offsets(version: int, *parts: tuple[int, int, int], isolation: int = 0)
 
 
 def test_served_versions(reg: ApiRegistry) -> None:
-    assert served(reg, ListOffsetsRequest) == range(1, 7)  # no v7: no max-timestamp (-3) offsets
+    assert served(reg, ListOffsetsRequest) == range(1, 10)
     assert served(reg, OffsetForLeaderEpochRequest) == range(2, 5)
 
 
-@pytest.mark.parametrize("version", range(1, 7))
+@pytest.mark.parametrize("version", range(1, 10))
 async def test_list_offsets(reg: ApiRegistry, version: int) -> None:
     request = list_offsets(version, (0, -2, -1), (0, -1, -1), (0, 1_500, -1), (0, 9_999, -1), (1, -1, -1), (7, -1, -1))
     r = await call(reg, request, version)
@@ -104,6 +104,32 @@ async def test_list_offsets(reg: ApiRegistry, version: int) -> None:
     assert unknown.error_code == 3
     if version >= 4:
         assert latest.leader_epoch == 5 and elsewhere.leader_epoch == -1
+
+
+@pytest.mark.parametrize("version", range(1, 10))
+async def test_list_offsets_answers_kafkas_other_specs(reg: ApiRegistry, version: int) -> None:
+    """-3: the first record with the largest timestamp, even with a later, older record after it; -4: the log start
+    (every segment is local); -5: -1, as Kafka answers for a topic without tiered storage."""
+    r = await call(reg, list_offsets(version, (0, -3, -1), (0, -4, -1), (0, -5, -1), (0, -6, -1)), version)
+    max_ts, earliest_local, latest_tiered, unknown_spec = r.topics[0].partitions
+    assert (max_ts.error_code, max_ts.offset, max_ts.timestamp) == (0, 3, 2_000)
+    assert (earliest_local.error_code, earliest_local.offset, earliest_local.timestamp) == (0, 0, -1)
+    assert (latest_tiered.error_code, latest_tiered.offset, latest_tiered.timestamp) == (0, -1, -1)
+    assert unknown_spec.error_code == 42  # INVALID_REQUEST: no such spec
+
+
+async def test_max_timestamp_is_the_first_record_that_carries_it(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "m-0")
+    try:
+        assert log.max_timestamp_offset() is None  # nothing written
+        log.append_as_leader(encode_batch([b"a"] * 2, timestamps=5_000), 0)
+        log.append_as_leader(encode_batch([b"b"] * 2, timestamps=9_000), 0)
+        log.append_as_leader(encode_batch([b"c"] * 2, timestamps=9_000), 0)
+        log.append_as_leader(encode_batch([b"d"], timestamps=1_000), 0)
+        found = log.max_timestamp_offset()
+        assert found is not None and (found.offset, found.timestamp) == (2, 9_000)
+    finally:
+        log.close()
 
 
 @pytest.mark.parametrize("version", [4, 6])
