@@ -159,9 +159,12 @@ def _positive_float(value: Any) -> float:
 
 
 def _cleanup_policy(value: Any) -> str:
+    """A list of compact and delete; empty (neither: every record kept) as Kafka accepts it."""
+    if not str(value).strip():
+        return ""
     parts = [p.strip() for p in str(value).split(",")]
-    if not parts or not all(p in ("compact", "delete") for p in parts):
-        raise ConfigError(f"log.cleanup.policy must be delete, compact or compact,delete, not {value!r}")
+    if not all(p in ("compact", "delete") for p in parts):
+        raise ConfigError(f"log.cleanup.policy must be delete, compact, compact,delete or empty, not {value!r}")
     return ",".join(parts)
 
 

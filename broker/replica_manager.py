@@ -60,8 +60,8 @@ def broker_log_config(config: NodeConfig) -> LogConfig:
 
 
 def cleanup_policies(value: str) -> frozenset[str]:
-    """``compact,delete`` -> {compact, delete}."""
-    return frozenset(p.strip() for p in value.split(","))
+    """``compact,delete`` -> {compact, delete}; an empty list is neither."""
+    return frozenset(p.strip() for p in value.split(",") if p.strip())
 
 
 def topic_log_config(base: LogConfig, overrides: Mapping[str, str], default_policy: str = "delete") -> LogConfig:

@@ -159,9 +159,7 @@ def _apply_op(
     items = [i.strip() for i in configs.get(op.name, default_of(op.name) or "").split(",") if i.strip()]
     given = [i.strip() for i in op.value.split(",") if i.strip()]
     items = items + [i for i in given if i not in items] if op.op == "append" else [i for i in items if i not in given]
-    if not items:
-        return f"config '{op.name}' would be empty"
-    configs[op.name] = ",".join(items)
+    configs[op.name] = ",".join(items)  # may be empty, as Kafka allows: no cleanup policy keeps every segment
     return None
 
 

@@ -40,8 +40,8 @@ def _one_of(*allowed: str) -> Callable[[str], bool]:
 
 
 def _policy(v: str) -> bool:
-    parts = [p.strip() for p in v.split(",")]
-    return bool(parts) and all(p in ("compact", "delete") for p in parts)
+    """A list of compact and delete, or empty (as Kafka accepts it: neither, so every record is kept)."""
+    return not v.strip() or all(p.strip() in ("compact", "delete") for p in v.split(","))
 
 
 def _ratio(v: str) -> bool:

@@ -67,7 +67,7 @@ def test_toml_forms_flatten_to_kafka_names(tmp_path: Path) -> None:
         ),
         ({"unclean.leader.election.enable": "maybe"}, "true or false"),
         ({"unsafe.testing.log.dir.failure.file": "../FAIL"}, "plain file name"),
-        ({"log.cleanup.policy": "shred"}, "log.cleanup.policy must be delete, compact or compact,delete"),
+        ({"log.cleanup.policy": "shred"}, "log.cleanup.policy must be delete, compact, compact,delete or empty"),
         ({"log.cleaner.min.cleanable.ratio": 1.5}, "must be between 0 and 1"),
         ({"log.cleaner.io.max.bytes.per.second": 0}, "must be above 0"),
         ({"log.cleaner.io.buffer.load.factor": 1}, "must be above 0 and below 1"),

@@ -102,6 +102,8 @@ def test_a_compact_only_topic_is_never_deleted_by_retention() -> None:
     both = topic_log_config(base, {"cleanup.policy": "compact,delete"})
     assert (both.retention_ms, both.retention_bytes) == (1000, 100)
     assert topic_log_config(base, {}).retention_ms == 1000
+    neither = topic_log_config(base, {"cleanup.policy": "", "retention.ms": "5"})  # an empty list keeps everything
+    assert (neither.retention_ms, neither.retention_bytes) == (-1, -1)
 
 
 def test_listener_names_pick_the_controller_listener_and_advertised_overrides_the_broker_address() -> None:

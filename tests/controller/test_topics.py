@@ -12,6 +12,7 @@ from odradek.controller.topics import TopicRequest, create_topic
     [
         ({"file.delete.delay.ms": "0"}, "topic config 'file.delete.delay.ms' is not supported yet"),
         ({"cleanup.policy": "compact,shred"}, "invalid value 'compact,shred' for topic config 'cleanup.policy'"),
+        ({"cleanup.policy": "compact,,delete"}, "invalid value 'compact,,delete' for topic config 'cleanup.policy'"),
         ({"delete.retention.ms": "-1"}, "invalid value '-1' for topic config 'delete.retention.ms'"),
         ({"min.compaction.lag.ms": "soon"}, "invalid value 'soon' for topic config 'min.compaction.lag.ms'"),
         ({"max.compaction.lag.ms": "0"}, "invalid value '0' for topic config 'max.compaction.lag.ms'"),
@@ -31,6 +32,7 @@ def test_unsupported_and_malformed_topic_configs_are_refused(configs: dict[str, 
         {"cleanup.policy": "delete"},
         {"cleanup.policy": "compact"},
         {"cleanup.policy": "compact,delete"},
+        {"cleanup.policy": ""},  # neither: every record is kept (Kafka accepts an empty list)
         {
             "cleanup.policy": "compact",
             "delete.retention.ms": "0",
