@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import socket
 import struct
@@ -12,12 +13,18 @@ import time
 import uuid
 from collections.abc import Iterator
 
+import grpc
 import pytest
 from confluent_kafka import Consumer, Producer
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from odradek.client.admin import Admin
-from odradek.deploy.local import DevCluster
+from odradek.client.errors import ErrorCode
+from odradek.deploy.local import DevCluster, DevNode
+from odradek.proto import broker_pb2 as pb
+from odradek.proto.broker_pb2_grpc import BrokerStub
+
+from .conftest import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -29,10 +36,22 @@ def bootstrap(cluster: DevCluster) -> str:
     return cluster.kafka_bootstrap_servers
 
 
-def topic(admin: Admin, partitions: int = 3) -> str:
+def topic(admin: Admin, partitions: int = 3, cluster: DevCluster | None = None) -> str:
+    """A new topic; with ``cluster``, once every broker's metadata has it (a client such as kcat may ask any of
+    them, and a broker learns of a topic only after the controller committed it, as in Kafka)."""
     name = f"k-{uuid.uuid4().hex[:8]}"
     admin.create_topic(name, partitions=partitions, replication_factor=3)
+    if cluster is not None:
+        wait_for(lambda: all(knows(n, name, partitions) for n in cluster.nodes if n.broker_port), 30, what=name)
     return name
+
+
+def knows(node: DevNode, name: str, partitions: int) -> bool:
+    """Whether ``node``'s metadata has every partition of ``name`` with a leader."""
+    with grpc.insecure_channel(f"{node.host}:{node.broker_port}") as channel:
+        answer = BrokerStub(channel).Metadata(pb.MetadataRequest(topics=[name]), timeout=10)
+    [t] = answer.topics
+    return t.error == ErrorCode.NONE and len(t.partitions) == partitions and all(p.leader >= 0 for p in t.partitions)
 
 
 def consume_all(bootstrap: str, name: str, count: int, group: str, timeout: float = 60) -> list:
@@ -165,8 +184,8 @@ def test_aiokafka_produce_and_group_consume(bootstrap: str, admin: Admin) -> Non
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
-def test_kcat_metadata_snappy_produce_and_consume(bootstrap: str, admin: Admin) -> None:
-    name = topic(admin, partitions=1)
+def test_kcat_metadata_snappy_produce_and_consume(bootstrap: str, admin: Admin, cluster: DevCluster) -> None:
+    name = topic(admin, partitions=1, cluster=cluster)
     listing = subprocess.run(["kcat", "-b", bootstrap, "-L"], capture_output=True, text=True, timeout=30)
     assert listing.returncode == 0, listing.stderr
     assert f'topic "{name}"' in listing.stdout and "3 brokers" in listing.stdout
@@ -188,6 +207,62 @@ def test_kcat_metadata_snappy_produce_and_consume(bootstrap: str, admin: Admin) 
     )
     assert consumed.returncode == 0, consumed.stderr
     assert consumed.stdout.split() == [f"line{i}" for i in range(20)]
+
+
+KCAT = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+
+
+def kcat(bootstrap: str, *args: str, stdin: str | None = None) -> str:
+    """kcat's output for ``args``; a non-zero exit fails the test with its stderr."""
+    done = subprocess.run(["kcat", "-b", bootstrap, *args], input=stdin, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@KCAT
+def test_kcat_json_metadata_lists_the_brokers_and_the_topic(bootstrap: str, admin: Admin, cluster: DevCluster) -> None:
+    name = topic(admin, partitions=3, cluster=cluster)
+    listing = json.loads(kcat(bootstrap, "-L", "-J", "-t", name))
+    brokers = {n.node_id for n in cluster.nodes if n.kafka_port}
+    assert {b["id"] for b in listing["brokers"]} == brokers
+    [t] = listing["topics"]
+    assert t["topic"] == name and [p["partition"] for p in t["partitions"]] == [0, 1, 2]
+    assert all(p["leader"] in brokers and len(p["replicas"]) == 3 for p in t["partitions"])
+
+
+@KCAT
+def test_kcat_produces_keys_and_headers_and_consumes_from_each_kind_of_offset(
+    bootstrap: str, admin: Admin, cluster: DevCluster
+) -> None:
+    name = topic(admin, partitions=1, cluster=cluster)
+    lines = "".join(f"k{i}:v{i}\n" for i in range(10))
+    kcat(bootstrap, "-P", "-t", name, "-p", "0", "-K", ":", "-H", "h1=x", "-H", "h2=y", stdin=lines)
+    fmt = "%o %k=%s %h\n"
+    everything = kcat(bootstrap, "-C", "-t", name, "-o", "beginning", "-e", "-f", fmt).splitlines()
+    assert everything == [f"{i} k{i}=v{i} h1=x,h2=y" for i in range(10)]
+    assert kcat(bootstrap, "-C", "-t", name, "-o", "7", "-e", "-f", "%o\n").split() == ["7", "8", "9"]
+    assert kcat(bootstrap, "-C", "-t", name, "-o", "-2", "-e", "-f", "%o\n").split() == ["8", "9"]
+    assert kcat(bootstrap, "-C", "-t", name, "-o", "end", "-e", "-f", "%o\n") == ""
+    # By timestamp: -o s@T starts at the first record at or after T, and -Q answers the offset for a time.
+    stamps = [int(t) for t in kcat(bootstrap, "-C", "-t", name, "-o", "beginning", "-e", "-f", "%T\n").split()]
+    later = kcat(bootstrap, "-C", "-t", name, "-o", f"s@{stamps[4]}", "-e", "-f", "%o\n").split()
+    assert later[0] == str(stamps.index(stamps[4])) and later[-1] == "9"
+    queried = kcat(bootstrap, "-Q", "-t", f"{name}:0:{stamps[4]}")
+    assert f"{name} [0] offset {stamps.index(stamps[4])}" in queried
+    assert f"{name} [0] offset -1" in kcat(bootstrap, "-Q", "-t", f"{name}:0:{stamps[-1] + 60_000}")
+
+
+@KCAT
+def test_kcat_group_consumer_reads_every_partition_and_commits(
+    bootstrap: str, admin: Admin, cluster: DevCluster
+) -> None:
+    name = topic(admin, partitions=3, cluster=cluster)
+    kcat(bootstrap, "-P", "-t", name, "-K", ":", stdin="".join(f"key{i}:v{i}\n" for i in range(30)))
+    group = f"kcat-{uuid.uuid4().hex[:6]}"
+    read = kcat(bootstrap, "-G", group, "-o", "beginning", "-e", "-f", "%s\n", name).split()
+    assert sorted(read) == sorted(f"v{i}" for i in range(30))
+    committed = admin.list_group_offsets(group)
+    assert sum(o.offset for o in committed if o.topic == name) == 30
 
 
 # ---- bad frames against a real broker ----
