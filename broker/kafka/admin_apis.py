@@ -6,15 +6,19 @@ named by id, a resource type, an endpoint type) is resolved or refused before th
 Served versions (docs/kafka-protocol.md lists them with the other APIs):
 - CreateTopics v2-v7; DeleteTopics v1-v6 (v6 ids resolved in this broker's image); CreatePartitions v0-v3;
   DeleteRecords v0-v2.
-- DescribeConfigs v1-v4 and IncrementalAlterConfigs v0-v1: topics, and the broker resource as odradek has it (the
-  cluster-wide dynamic defaults, which every broker applies; no per-broker dynamic configs).
+- DescribeConfigs v1-v4, AlterConfigs v0-v2 and IncrementalAlterConfigs v0-v1: topics, and the broker resource as
+  odradek has it (the cluster-wide dynamic defaults, which every broker applies; no per-broker dynamic configs; a
+  broker id's resource also lists this broker's static configs). AlterConfigs replaces a resource's whole set of
+  dynamic configs (KIP-133), as an IncrementalAlterConfigs call that sets the given ones and deletes every other.
 - DescribeCluster v0-v2 (broker endpoints only); DescribeClientQuotas v0-v1; AlterClientQuotas v0-v1.
 """
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kafka.protocol.admin.client_quotas import (
@@ -25,6 +29,8 @@ from kafka.protocol.admin.client_quotas import (
 )
 from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
 from kafka.protocol.admin.configs import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     IncrementalAlterConfigsRequest,
@@ -51,8 +57,10 @@ from odradek.broker.kafka.metadata_apis import (
     topic_uuid,
 )
 from odradek.broker.kafka.wire import RequestContext
-from odradek.broker.topic_defaults import node_key
+from odradek.broker.topic_defaults import TopicDefault, config_text, node_key, topic_defaults
 from odradek.client.errors import ErrorCode
+from odradek.controller.services import dynamic_broker_keys
+from odradek.controller.topics import TOPIC_CONFIGS
 from odradek.proto import admin_pb2 as apb
 from odradek.proto import broker_pb2 as pb
 
@@ -61,6 +69,7 @@ DELETE_TOPICS_VERSIONS = (1, 6)
 CREATE_PARTITIONS_VERSIONS = (0, 3)
 DELETE_RECORDS_VERSIONS = (0, 2)
 DESCRIBE_CONFIGS_VERSIONS = (1, 4)
+ALTER_CONFIGS_VERSIONS = (0, 2)
 INCREMENTAL_ALTER_CONFIGS_VERSIONS = (0, 1)
 DESCRIBE_CLUSTER_VERSIONS = (0, 2)
 DESCRIBE_CLIENT_QUOTAS_VERSIONS = (0, 1)
@@ -68,6 +77,9 @@ ALTER_CLIENT_QUOTAS_VERSIONS = (0, 1)
 
 # Kafka's config resource types and DescribeCluster endpoint types.
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+# Every resource type Kafka defines (with BROKER_LOGGER, CLIENT_METRICS and GROUP): an alter naming another is
+# UNSUPPORTED_VERSION, one odradek does not serve INVALID_REQUEST, as Kafka's controller answers.
+_KAFKA_RESOURCE_TYPES = frozenset({TOPIC_RESOURCE, BROKER_RESOURCE, 8, 16, 32})
 BROKER_ENDPOINT = 1
 # Kafka's codes for an endpoint type that is not this listener's, or none Kafka knows (odradek has no such codes:
 # its controllers serve gRPC only).
@@ -82,6 +94,49 @@ _CONFIG_SOURCES = {
     apb.DEFAULT_CONFIG: 5,
 }
 
+# Kafka's ConfigSource ids, for synonyms below the effective value.
+DYNAMIC_DEFAULT_SOURCE, STATIC_SOURCE, DEFAULT_SOURCE = 3, 4, 5
+
+# Kafka's config types (DescribeConfigs v3+).
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
+
+# Each topic config's type as Kafka defines it; the node property that defaults one has the same type.
+TOPIC_CONFIG_TYPES = {
+    "cleanup.policy": LIST,
+    "compression.type": STRING,
+    "delete.retention.ms": LONG,
+    "flush.messages": LONG,
+    "flush.ms": LONG,
+    "index.interval.bytes": INT,
+    "max.compaction.lag.ms": LONG,
+    "max.message.bytes": INT,
+    "message.timestamp.type": STRING,
+    "min.cleanable.dirty.ratio": DOUBLE,
+    "min.compaction.lag.ms": LONG,
+    "min.insync.replicas": INT,
+    "retention.bytes": LONG,
+    "retention.ms": LONG,
+    "segment.bytes": INT,
+    "segment.index.bytes": INT,
+    "segment.ms": LONG,
+    "unclean.leader.election.enable": BOOLEAN,
+    "unclean.recovery.strategy": STRING,
+}
+
+# The static broker configs Kafka brokers report and odradek has, with Kafka's types (see _static_broker_configs).
+STATIC_BROKER_CONFIG_TYPES = {
+    "auto.create.topics.enable": BOOLEAN,
+    "broker.id": INT,
+    "controller.quorum.voters": LIST,
+    "default.replication.factor": INT,
+    "log.dirs": STRING,
+    "node.id": INT,
+    "num.partitions": INT,
+}
+
+# The node properties that default a topic config (node key -> topic key): the dynamic broker configs.
+_DYNAMIC_BROKER_KEYS = dynamic_broker_keys()
+
 # Kafka's IncrementalAlterConfigs operations (SET, DELETE, APPEND, SUBTRACT), numbered as odradek's AlterConfigOp.
 _ALTER_OPS = frozenset({apb.SET, apb.DELETE, apb.APPEND, apb.SUBTRACT})
 
@@ -93,6 +148,7 @@ def register(registry: ApiRegistry, backend: KafkaBackend) -> None:
         (CreatePartitionsRequest, CREATE_PARTITIONS_VERSIONS, _create_partitions),
         (DeleteRecordsRequest, DELETE_RECORDS_VERSIONS, _delete_records),
         (DescribeConfigsRequest, DESCRIBE_CONFIGS_VERSIONS, _describe_configs),
+        (AlterConfigsRequest, ALTER_CONFIGS_VERSIONS, _alter_configs),
         (IncrementalAlterConfigsRequest, INCREMENTAL_ALTER_CONFIGS_VERSIONS, _incremental_alter_configs),
         (DescribeClusterRequest, DESCRIBE_CLUSTER_VERSIONS, _describe_cluster),
         (DescribeClientQuotasRequest, DESCRIBE_CLIENT_QUOTAS_VERSIONS, _describe_client_quotas),
@@ -282,6 +338,59 @@ async def _delete_records(backend: KafkaBackend, ctx: RequestContext, version: i
 # ---- configs ----
 
 
+def config_type(name: str) -> int:
+    """Kafka's type of a topic config, of the node property that defaults one, or of a static broker config; 0
+    (UNKNOWN) for any other."""
+    topic = _DYNAMIC_BROKER_KEYS.get(name, name)
+    return TOPIC_CONFIG_TYPES.get(topic) or STATIC_BROKER_CONFIG_TYPES.get(name, 0)
+
+
+@functools.cache
+def _built_in_defaults() -> dict[str, TopicDefault]:
+    """odradek's own default of each topic config (what a node whose file sets nothing applies)."""
+    return topic_defaults()
+
+
+def _static_broker_configs(backend: KafkaBackend) -> dict[str, str]:
+    """The static configs of this broker that Kafka's brokers report too, as this node runs with them (only a
+    restart with another config file changes them): its id, the defaults of topic creation, whether Metadata creates
+    topics, the metadata quorum's voters, and its log dirs as it registered them."""
+    admin = backend.admin
+    configs = {
+        "broker.id": str(backend.broker_id),
+        "node.id": str(backend.broker_id),
+        "num.partitions": str(admin.defaults["num.partitions"]),
+        "default.replication.factor": str(admin.defaults["default.replication.factor"]),
+        "auto.create.topics.enable": config_text(backend.data.auto_create is not None),
+        "controller.quorum.voters": ",".join(f"{node}@{address}" for node, address in sorted(admin.voters.items())),
+    }
+    registered = backend.image().brokers.get(backend.broker_id)
+    if registered is not None:
+        configs["log.dirs"] = ",".join(registered.log_dirs)
+    return dict(sorted(configs.items()))
+
+
+Synonym = tuple[str, str, int]  # name, value, Kafka's config source
+
+
+def _synonyms(
+    name: str, value: str, source: int, dynamic: Mapping[str, str], node_defaults: Mapping[str, TopicDefault]
+) -> list[Synonym]:
+    """The effective value (``name``: a topic config set on the topic, or a node property), then each value of
+    lower precedence the config has, named as Kafka's brokers name them (the node property): the cluster-wide
+    dynamic default, this node's config file, odradek's built-in default."""
+    topic = _DYNAMIC_BROKER_KEYS.get(name, name)
+    node = node_key(topic)
+    if node is None:
+        return [(name, value, source)]
+    lower = [(node, dynamic[node], DYNAMIC_DEFAULT_SOURCE)] if node in dynamic else []
+    from_file = node_defaults.get(topic)
+    if from_file is not None and from_file.from_node_config:
+        lower.append((node, from_file.value, STATIC_SOURCE))
+    lower.append((node, _built_in_defaults()[topic].value, DEFAULT_SOURCE))
+    return [(name, value, source), *(s for s in lower if s[2] > source)]
+
+
 def _broker_resource_error(backend: KafkaBackend, name: str) -> str | None:
     """Why a broker resource cannot be served here, or None. "" is the cluster-wide default; a broker id must be
     this broker's, as Kafka requires (its admin clients send a broker's resource to that broker)."""
@@ -292,62 +401,64 @@ def _broker_resource_error(backend: KafkaBackend, name: str) -> str | None:
 
 async def _describe_configs(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
     """Topics: each config's effective value and source. The broker resource: the configs odradek can set for the
-    whole cluster at runtime (those defaulting a topic config), with their values here; the empty name (the
-    cluster-wide default) lists only those set dynamically, as Kafka does. Synonyms: the source the value comes
-    from (odradek does not track the lower-precedence ones). No documentation or config types."""
+    whole cluster at runtime (those defaulting a topic config) with their values here, and for this broker's id its
+    static configs too (read-only); the empty name (the cluster-wide default) lists only those set dynamically, as
+    Kafka does. Keys a resource does not have are left out, as Kafka leaves them. Synonyms as ``_synonyms`` gives
+    them; config types are Kafka's; no documentation."""
     sctx = service_context(ctx)
     result = DescribeConfigsResponse.DescribeConfigsResult
     entry = result.DescribeConfigsResourceResult
     synonym = entry.DescribeConfigsSynonym
+    dynamic = backend.image().cluster_defaults()
 
-    def configs(described: Sequence[apb.DescribedConfig], topic: bool) -> list[Any]:
+    def configs(described: Iterable[apb.DescribedConfig], topic: bool) -> list[Any]:
         out = []
         for c in described:
             source = _CONFIG_SOURCES.get(c.source, 0)
-            synonym_name = c.name
-            if topic and c.source != apb.TOPIC_CONFIG:
-                synonym_name = node_key(c.name) or c.name
-            value = None if c.sensitive else c.value
+            effective = c.name if not topic or c.source == apb.TOPIC_CONFIG else node_key(c.name) or c.name
+            synonyms = (
+                _synonyms(effective, c.value, source, dynamic, backend.admin.topic_defaults)
+                if request.include_synonyms
+                else []
+            )
             out.append(
                 entry(
                     name=c.name,
-                    value=value,
+                    value=None if c.sensitive else c.value,
                     read_only=c.read_only,
                     config_source=source,
                     is_sensitive=c.sensitive,
-                    synonyms=[synonym(name=synonym_name, value=value, source=source)]
-                    if request.include_synonyms
-                    else [],
-                    config_type=0,
+                    synonyms=[synonym(name=n, value=None if c.sensitive else v, source=s) for n, v, s in synonyms],
+                    config_type=config_type(c.name),
                     documentation=None,
                 )
             )
         return out
 
-    broker_configs: list[apb.DescribedConfig] | None = None
+    defaults: apb.DescribeConfigsResponse | None = None  # the cluster-wide defaults, asked once
     results = []
     for r in request.resources:
-        keys = list(r.configuration_keys or ())
+        keys = set(r.configuration_keys or ())
         kind, name = r.resource_type, r.resource_name
         error, message, found = ErrorCode.NONE, None, []
         if kind == TOPIC_RESOURCE:
-            answer = await backend.admin.DescribeConfigs(
-                apb.DescribeConfigsRequest(topics=[name], config_names=keys), sctx
-            )
+            answer = await backend.admin.DescribeConfigs(apb.DescribeConfigsRequest(topics=[name]), sctx)
             [t] = answer.topics if answer.error == ErrorCode.NONE else [apb.TopicConfigs(error=answer.error)]
             error, message = t.error, t.error_message or None
             found = configs(t.configs, topic=True)
         elif kind == BROKER_RESOURCE and (message := _broker_resource_error(backend, name)) is None:
-            if broker_configs is None:
-                answer = await backend.admin.DescribeConfigs(apb.DescribeConfigsRequest(cluster_defaults=True), sctx)
-                error = answer.error
-                broker_configs = list(answer.cluster_defaults)
-            chosen = [
-                c
-                for c in broker_configs
-                if (not keys or c.name in keys) and (name != "" or c.source == apb.DYNAMIC_DEFAULT_BROKER_CONFIG)
+            if defaults is None:
+                defaults = await backend.admin.DescribeConfigs(apb.DescribeConfigsRequest(cluster_defaults=True), sctx)
+            error = defaults.error
+            described = [
+                c for c in defaults.cluster_defaults if name != "" or c.source == apb.DYNAMIC_DEFAULT_BROKER_CONFIG
             ]
-            found = configs(chosen, topic=False)
+            if name != "":
+                described += [
+                    apb.DescribedConfig(name=k, value=v, source=apb.STATIC_BROKER_CONFIG, read_only=True)
+                    for k, v in _static_broker_configs(backend).items()
+                ]
+            found = configs(described, topic=False)
         else:
             error = ErrorCode.INVALID_REQUEST
             message = message or f"unsupported config resource type {kind}"
@@ -357,62 +468,141 @@ async def _describe_configs(backend: KafkaBackend, ctx: RequestContext, version:
                 error_message=message,
                 resource_type=kind,
                 resource_name=name,
-                configs=found if error == ErrorCode.NONE else [],
+                configs=[c for c in found if not keys or c.name in keys] if error == ErrorCode.NONE else [],
             )
         )
     return DescribeConfigsResponse(version=version, throttle_time_ms=0, results=results)
 
 
-async def _incremental_alter_configs(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
-    """Topic resources, and the broker resource's empty name (the cluster-wide default, applied by every broker).
-    odradek has no per-broker dynamic configs: a broker id is refused. Kafka's operation codes (SET, DELETE,
-    APPEND, SUBTRACT) are odradek's; an operation Kafka does not define is refused (INVALID_REQUEST)."""
-    topics: list[apb.AlterTopicConfigs] = []
-    defaults: list[apb.AlterableConfig] = []
-    refused: dict[int, str] = {}  # resource index -> why
-    for i, r in enumerate(request.resources):
-        ops = [apb.AlterableConfig(name=c.name, op=c.config_operation, value=c.value or "") for c in r.configs]
-        if any(c.config_operation not in _ALTER_OPS for c in r.configs):
-            refused[i] = f"unknown config operation in {sorted({c.config_operation for c in r.configs})}"
-        elif r.resource_type == TOPIC_RESOURCE:
-            topics.append(apb.AlterTopicConfigs(topic=r.resource_name, configs=ops))
-        elif r.resource_type == BROKER_RESOURCE and r.resource_name == "":
-            defaults.extend(ops)
-        elif r.resource_type == BROKER_RESOURCE:
-            refused[i] = "per-broker dynamic configs are not supported: alter the cluster default (empty name)"
-        else:
-            refused[i] = f"unsupported config resource type {r.resource_type}"
+Outcome = tuple[int, str | None]  # a resource's error code and message
+Plan = list[apb.AlterableConfig] | Outcome  # a resource's operations, or its refusal
+
+
+def _alter_refusal(resource: Any, counts: Counter[tuple[int, str]]) -> Outcome | None:
+    """Why a resource of an alter request is refused before the service is asked, or None. Kafka's answers to a
+    resource type it does not define (UNSUPPORTED_VERSION) and to one named twice (INVALID_REQUEST); then odradek's:
+    topics and the broker resource's empty name (the cluster-wide default, which every broker applies) are served,
+    per-broker dynamic configs and other resource types are not (INVALID_REQUEST)."""
+    kind, name = resource.resource_type, resource.resource_name
+    if kind not in _KAFKA_RESOURCE_TYPES:
+        return ErrorCode.UNSUPPORTED_VERSION, f"Unknown resource type {kind}."
+    if counts[kind, name] > 1:
+        return ErrorCode.INVALID_REQUEST, "Duplicate resource."
+    if kind == BROKER_RESOURCE and name != "":
+        return (
+            ErrorCode.INVALID_REQUEST,
+            "per-broker dynamic configs are not supported: alter the cluster default (empty name)",
+        )
+    if kind != TOPIC_RESOURCE and kind != BROKER_RESOURCE:
+        return ErrorCode.INVALID_REQUEST, f"unsupported config resource type {kind}"
+    return None
+
+
+def _plans(resources: Sequence[Any], ops: Callable[[Any], Plan]) -> tuple[list[Any], list[Plan]]:
+    """The resources an alter request is answered for (a resource named twice once, as Kafka's controller answers
+    it) and each one's plan: its refusal, else what ``ops`` makes of it."""
+    counts = Counter((r.resource_type, r.resource_name) for r in resources)
+    seen: set[tuple[int, str]] = set()
+    answered, plans = [], []
+    for r in resources:
+        key = (r.resource_type, r.resource_name)
+        if key in seen and r.resource_type in _KAFKA_RESOURCE_TYPES:
+            continue
+        seen.add(key)
+        answered.append(r)
+        plans.append(_alter_refusal(r, counts) or ops(r))
+    return answered, plans
+
+
+async def _alter(
+    backend: KafkaBackend, ctx: RequestContext, resources: Sequence[Any], plans: Sequence[Plan], validate_only: bool
+) -> list[Outcome]:
+    """One IncrementalAlterConfigs call with the operations of every planned resource (topics, the cluster-wide
+    default); each resource's outcome in order (a refusal as planned)."""
+    planned = [(r, p) for r, p in zip(resources, plans, strict=True) if isinstance(p, list)]
+    topics = [
+        apb.AlterTopicConfigs(topic=r.resource_name, configs=p) for r, p in planned if r.resource_type == TOPIC_RESOURCE
+    ]
+    defaults = [op for r, p in planned if r.resource_type == BROKER_RESOURCE for op in p]
     answer = apb.IncrementalAlterConfigsResponse()
     if topics or defaults:
         answer = await backend.admin.IncrementalAlterConfigs(
-            apb.IncrementalAlterConfigsRequest(
-                topics=topics, cluster_defaults=defaults, validate_only=request.validate_only
-            ),
+            apb.IncrementalAlterConfigsRequest(topics=topics, cluster_defaults=defaults, validate_only=validate_only),
             service_context(ctx),
         )
     topic_results = iter(answer.results)
-    result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
-    out = []
-    for i, r in enumerate(request.resources):
-        if i in refused:
-            error, message = ErrorCode.INVALID_REQUEST, refused[i]
+    out: list[Outcome] = []
+    for r, p in zip(resources, plans, strict=True):
+        if not isinstance(p, list):
+            out.append(p)
         elif answer.error != ErrorCode.NONE:
-            error, message = answer.error, None
-        elif r.resource_type == TOPIC_RESOURCE:
-            t = next(topic_results)
-            error, message = t.error, t.error_message or None
+            out.append((answer.error, None))
         else:
-            d = answer.cluster_defaults_result
-            error, message = d.error, d.error_message or None
-        out.append(
-            result(
-                error_code=int(error),
-                error_message=message,
-                resource_type=r.resource_type,
-                resource_name=r.resource_name,
+            t = next(topic_results) if r.resource_type == TOPIC_RESOURCE else answer.cluster_defaults_result
+            out.append((t.error, t.error_message or None))
+    return out
+
+
+async def _incremental_alter_configs(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+    """Kafka's operation codes (SET, DELETE, APPEND, SUBTRACT) are odradek's; an operation Kafka does not define is
+    refused (INVALID_REQUEST)."""
+
+    def ops(r: Any) -> Plan:
+        if any(c.config_operation not in _ALTER_OPS for c in r.configs):
+            return (
+                ErrorCode.INVALID_REQUEST,
+                f"unknown config operation in {sorted({c.config_operation for c in r.configs})}",
             )
-        )
-    return IncrementalAlterConfigsResponse(version=version, throttle_time_ms=0, responses=out)
+        return [apb.AlterableConfig(name=c.name, op=c.config_operation, value=c.value or "") for c in r.configs]
+
+    resources, plans = _plans(request.resources, ops)
+    outcomes = await _alter(backend, ctx, resources, plans, request.validate_only)
+    result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+    return IncrementalAlterConfigsResponse(
+        version=version,
+        throttle_time_ms=0,
+        responses=[
+            result(error_code=int(e), error_message=m, resource_type=r.resource_type, resource_name=r.resource_name)
+            for r, (e, m) in zip(resources, outcomes, strict=True)
+        ],
+    )
+
+
+def _replacement(configs: Iterable[Any], known: Iterable[str]) -> list[apb.AlterableConfig]:
+    """The operations that make a resource's dynamic configs exactly ``configs`` (Kafka's names and nullable values;
+    of a name given twice the last counts, as Kafka's map keeps it): SET each value, DELETE every other config the
+    resource may have (``known``) and each name given without a value."""
+    given = {c.name: c.value for c in configs}
+    kept = {name: value for name, value in given.items() if value is not None}
+    removed = sorted((set(known) | set(given)) - set(kept))
+    return [apb.AlterableConfig(name=n, op=apb.SET, value=v) for n, v in kept.items()] + [
+        apb.AlterableConfig(name=n, op=apb.DELETE) for n in removed
+    ]
+
+
+async def _alter_configs(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+    """KIP-133's AlterConfigs: a resource's dynamic configs become exactly those given; a config left out or given
+    a null value is removed (its default applies again). Sent as one IncrementalAlterConfigs call that sets the
+    given values and deletes every other config the resource may have (all of them, not only those this broker's
+    image shows set, which may lag the controller), so each resource changes all or nothing, as in Kafka."""
+    image = backend.image()
+
+    def ops(r: Any) -> Plan:
+        if r.resource_type == TOPIC_RESOURCE:
+            return _replacement(r.configs, [*TOPIC_CONFIGS, *image.topic_configs(r.resource_name)])
+        return _replacement(r.configs, [*_DYNAMIC_BROKER_KEYS, *image.cluster_defaults()])
+
+    resources, plans = _plans(request.resources, ops)
+    outcomes = await _alter(backend, ctx, resources, plans, request.validate_only)
+    result = AlterConfigsResponse.AlterConfigsResourceResponse
+    return AlterConfigsResponse(
+        version=version,
+        throttle_time_ms=0,
+        responses=[
+            result(error_code=int(e), error_message=m, resource_type=r.resource_type, resource_name=r.resource_name)
+            for r, (e, m) in zip(resources, outcomes, strict=True)
+        ],
+    )
 
 
 # ---- cluster ----

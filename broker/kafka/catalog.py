@@ -6,12 +6,14 @@ from __future__ import annotations
 from odradek.broker.kafka import (
     admin_apis,
     api_versions,
+    cluster_apis,
     data_apis,
     group_apis,
     metadata_apis,
     offset_apis,
     sasl_apis,
     security_apis,
+    txn_admin_apis,
     txn_apis,
 )
 from odradek.broker.kafka.apis import ApiRegistry
@@ -24,6 +26,16 @@ def kafka_apis(backend: KafkaBackend, *, sasl: bool = False) -> ApiRegistry:
     api_versions.register(registry)
     if sasl:
         sasl_apis.register(registry)
-    for module in (data_apis, metadata_apis, offset_apis, admin_apis, security_apis, group_apis, txn_apis):
+    for module in (
+        data_apis,
+        metadata_apis,
+        offset_apis,
+        admin_apis,
+        cluster_apis,
+        security_apis,
+        group_apis,
+        txn_apis,
+        txn_admin_apis,
+    ):
         module.register(registry, backend)
     return registry

@@ -11,7 +11,7 @@ import pytest
 from google.protobuf.message import Message
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, DescribeClientQuotasRequest
 from kafka.protocol.admin.cluster import DescribeClusterRequest
-from kafka.protocol.admin.configs import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from kafka.protocol.admin.configs import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from kafka.protocol.admin.topics import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
@@ -24,19 +24,31 @@ from recording_admin import RecordingAdmin
 from odradek.broker.kafka import admin_apis
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
+from odradek.broker.topic_defaults import TopicDefault, topic_defaults
 from odradek.client.errors import ErrorCode
 from odradek.controller.metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
+from odradek.controller.services import dynamic_broker_keys
+from odradek.controller.topics import TOPIC_CONFIGS
 from odradek.proto import admin_pb2 as apb
 from odradek.proto import broker_pb2 as pb
 
 T_ID = bytes(range(16))
 KAFKA = {1: ("kafka-1", 9192), 2: ("kafka-2", 9193), 4: ("kafka-4", 9194)}  # broker 3 has no Kafka address
+# This node's topic config defaults: its config file sets log.retention.ms.
+NODE_DEFAULTS = {**topic_defaults(), "retention.ms": TopicDefault("5000", True)}
 
 
 def image() -> MetadataImage:
     brokers = {
         b: BrokerRegistration(
-            b, bytes([b]) * 16, 10 * b, f"grpc-{b}", 9000 + b, rack="r1" if b == 1 else "", fenced=b == 4
+            b,
+            bytes([b]) * 16,
+            10 * b,
+            f"grpc-{b}",
+            9000 + b,
+            rack="r1" if b == 1 else "",
+            fenced=b == 4,
+            log_dirs=(f"/data/{b}a", f"/data/{b}b"),
         )
         for b in (1, 2, 3, 4)
     }
@@ -56,6 +68,11 @@ def image() -> MetadataImage:
 
 def setup(**answers: Message) -> tuple[ApiRegistry, RecordingAdmin]:
     admin = RecordingAdmin(answers, image)
+    # The node's config as its Admin and Broker services hold it (DescribeConfigs' synonyms and static configs).
+    admin.real.topic_defaults = admin.topic_defaults = NODE_DEFAULTS  # type: ignore[attr-defined]
+    admin.defaults = {"num.partitions": 3, "default.replication.factor": 2}  # type: ignore[attr-defined]
+    admin.voters = {9: "ctl-9:9093", 8: "ctl-8:9093"}  # type: ignore[attr-defined]
+    admin.auto_create = None  # type: ignore[attr-defined]  # auto.create.topics.enable = false
     backend: Any = KafkaBackend(
         broker_id=2,
         cluster_id="cluster-x",
@@ -80,6 +97,7 @@ def test_served_versions() -> None:
     assert served(reg, CreatePartitionsRequest) == range(0, 4)
     assert served(reg, DeleteRecordsRequest) == range(0, 3)
     assert served(reg, DescribeConfigsRequest) == range(1, 5)
+    assert served(reg, AlterConfigsRequest) == range(0, 3)
     assert served(reg, IncrementalAlterConfigsRequest) == range(0, 2)
     assert served(reg, DescribeClusterRequest) == range(0, 3)
     assert served(reg, DescribeClientQuotasRequest) == range(0, 2)
@@ -304,19 +322,41 @@ def describe(
 @pytest.mark.parametrize("version", range(1, 5))
 async def test_describe_topic_configs(version: int) -> None:
     reg, _ = setup()
-    r = await call(reg, describe(version, (2, "t", None), (2, "nope", None), (2, "t", ["retention.ms"])), version)
-    t, nope, picked = r.results
+    request = describe(
+        version, (2, "t", None), (2, "nope", None), (2, "t", ["retention.ms", "no.such.config"]), (2, "t", [])
+    )
+    r = await call(reg, request, version)
+    t, nope, picked, every = r.results
     assert (t.error_code, t.resource_type, t.resource_name) == (0, 2, "t")
     configs = {c.name: c for c in t.configs}
+    assert set(configs) == set(TOPIC_CONFIGS)
     retention, segment, cleanup = configs["retention.ms"], configs["segment.bytes"], configs["cleanup.policy"]
     assert (retention.value, retention.config_source) == ("1000", 1)  # DYNAMIC_TOPIC_CONFIG
     assert (segment.value, segment.config_source) == ("2048", 3)  # DYNAMIC_DEFAULT_BROKER_CONFIG
     assert cleanup.config_source == 5  # DEFAULT_CONFIG
     assert not retention.read_only and not retention.is_sensitive
-    assert [(s.name, s.value, s.source) for s in segment.synonyms] == [("log.segment.bytes", "2048", 3)]
-    assert [(s.name, s.source) for s in retention.synonyms] == [("retention.ms", 1)]
+    # The effective value, then each lower one under the node property's name (Kafka's precedence order).
+    assert [(s.name, s.value, s.source) for s in retention.synonyms] == [
+        ("retention.ms", "1000", 1),
+        ("log.retention.ms", "5000", 4),  # this node's config file
+        ("log.retention.ms", "604800000", 5),  # odradek's built-in default
+    ]
+    assert [(s.name, s.value, s.source) for s in segment.synonyms] == [
+        ("log.segment.bytes", "2048", 3),
+        ("log.segment.bytes", "1073741824", 5),
+    ]
+    assert [(s.name, s.value, s.source) for s in cleanup.synonyms] == [("log.cleanup.policy", "delete", 5)]
+    assert [(s.name, s.source) for s in configs["compression.type"].synonyms] == [("compression.type", 5)]
+    if version >= 3:
+        types = {name: c.config_type for name, c in configs.items()}
+        assert 0 not in types.values()  # every topic config has Kafka's type
+        assert (types["retention.ms"], types["segment.bytes"], types["cleanup.policy"]) == (5, 3, 7)  # LONG INT LIST
+        assert (types["unclean.leader.election.enable"], types["min.cleanable.dirty.ratio"]) == (1, 6)  # BOOLEAN DOUBLE
+        assert types["compression.type"] == 2 and retention.documentation is None  # STRING
     assert nope.error_code == 3 and nope.configs == []
-    assert [c.name for c in picked.configs] == ["retention.ms"]
+    # A key the resource does not have is left out, as Kafka leaves it; an empty list asks for every key.
+    assert (picked.error_code, [c.name for c in picked.configs]) == (0, ["retention.ms"])
+    assert len(every.configs) == len(t.configs)
 
 
 async def test_describe_configs_without_synonyms() -> None:
@@ -325,21 +365,59 @@ async def test_describe_configs_without_synonyms() -> None:
     assert r.results[0].configs[0].synonyms == []
 
 
-@pytest.mark.parametrize("version", [1, 4])
+STATIC_BROKER_CONFIGS = {
+    "auto.create.topics.enable": ("false", 1),
+    "broker.id": ("2", 3),
+    "controller.quorum.voters": ("8@ctl-8:9093,9@ctl-9:9093", 7),
+    "default.replication.factor": ("2", 3),
+    "log.dirs": ("/data/2a,/data/2b", 2),
+    "node.id": ("2", 3),
+    "num.partitions": ("3", 3),
+}
+
+
+@pytest.mark.parametrize("version", range(1, 5))
 async def test_describe_broker_configs(version: int) -> None:
     reg, _ = setup()
     request = describe(
-        version, (4, "", None), (4, "2", None), (4, "2", ["log.retention.ms"]), (4, "7", None), (32, "g", None)
+        version,
+        (4, "", None),
+        (4, "2", None),
+        (4, "2", ["log.retention.ms", "node.id", "no.such.config"]),
+        (4, "7", None),
+        (32, "g", None),
     )
     r = await call(reg, request, version)
     default, this, picked, other, group = r.results
-    # The cluster-wide default resource lists what is set dynamically; this broker's, every dynamic broker config.
+    # The cluster-wide default resource lists what is set dynamically; this broker's, every dynamic broker config
+    # and its static configs.
     assert [(c.name, c.value, c.config_source) for c in default.configs] == [("log.segment.bytes", "2048", 3)]
-    sources = {c.name: c.config_source for c in this.configs}
-    assert sources["log.segment.bytes"] == 3 and sources["log.retention.ms"] == 5 and len(sources) > 2
-    assert [c.name for c in picked.configs] == ["log.retention.ms"]
+    configs = {c.name: c for c in this.configs}
+    assert set(configs) == set(dynamic_broker_keys()) | set(STATIC_BROKER_CONFIGS)
+    retention = configs["log.retention.ms"]
+    assert (configs["log.segment.bytes"].config_source, retention.config_source) == (3, 4)
+    assert [(s.value, s.source) for s in retention.synonyms] == [("5000", 4), ("604800000", 5)]
+    assert not retention.read_only
+    for name, (value, kind) in STATIC_BROKER_CONFIGS.items():
+        c = configs[name]
+        assert (c.value, c.config_source, c.read_only) == (value, 4, True)  # STATIC_BROKER_CONFIG
+        assert [(s.name, s.value, s.source) for s in c.synonyms] == [(name, value, 4)]
+        if version >= 3:
+            assert c.config_type == kind
+    if version >= 3:
+        assert 0 not in {c.config_type for c in this.configs}
+    assert [c.name for c in picked.configs] == ["log.retention.ms", "node.id"]
     assert other.error_code == 42 and "expected 2" in other.error_message  # another broker's resource
     assert group.error_code == 42  # INVALID_REQUEST: no group configs
+
+
+async def test_describe_broker_configs_refused_for_every_broker_resource() -> None:
+    denied = apb.DescribeConfigsResponse(
+        error=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, cluster_defaults_error=ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    )
+    reg, _ = setup(DescribeConfigs=denied)
+    r = await call(reg, describe(4, (4, "", None), (4, "2", None)), 4)
+    assert [(x.error_code, x.configs) for x in r.results] == [(31, []), (31, [])]
 
 
 @pytest.mark.parametrize("version", range(0, 2))
@@ -385,6 +463,59 @@ async def test_incremental_alter_configs_without_a_reachable_controller_is_not_c
         version=1, resources=[res(resource_type=2, resource_name="t", configs=[])], validate_only=False
     )
     r = await call(reg, request, 1)
+    assert r.responses[0].error_code == 41
+
+
+@pytest.mark.parametrize("version", range(0, 3))
+async def test_alter_configs_replaces_every_dynamic_config(version: int) -> None:
+    answer = apb.IncrementalAlterConfigsResponse(
+        results=[apb.AlterConfigsResult(topic="t", error=ErrorCode.INVALID_CONFIG, error_message="bad value")],
+        cluster_defaults_result=apb.AlterConfigsResult(),
+    )
+    reg, admin = setup(IncrementalAlterConfigs=answer)
+    res = AlterConfigsRequest.AlterConfigsResource
+    c = res.AlterableConfig
+    request = AlterConfigsRequest(
+        version=version,
+        resources=[
+            res(
+                resource_type=2,
+                resource_name="t",
+                configs=[c(name="segment.ms", value="60000"), c(name="retention.ms", value=None)],
+            ),
+            res(resource_type=4, resource_name="", configs=[c(name="log.retention.ms", value="10")]),
+            res(resource_type=4, resource_name="2", configs=[]),
+            res(resource_type=8, resource_name="2", configs=[]),  # BROKER_LOGGER
+            res(resource_type=99, resource_name="x", configs=[]),
+            res(resource_type=2, resource_name="u", configs=[]),
+            res(resource_type=2, resource_name="u", configs=[c(name="retention.ms", value="1")]),
+        ],
+        validate_only=True,
+    )
+    r = await call(reg, request, version)
+    sent = admin.requests["IncrementalAlterConfigs"]
+    assert isinstance(sent, apb.IncrementalAlterConfigsRequest)
+    assert sent.validate_only
+    [t] = sent.topics  # "u" is named twice: refused, not sent
+    # Every topic config not given is deleted, the null-valued one too: the topic keeps exactly segment.ms.
+    assert [(x.name, x.value) for x in t.configs if x.op == apb.SET] == [("segment.ms", "60000")]
+    assert {x.name for x in t.configs if x.op == apb.DELETE} == set(TOPIC_CONFIGS) - {"segment.ms"}
+    assert [(x.name, x.value) for x in sent.cluster_defaults if x.op == apb.SET] == [("log.retention.ms", "10")]
+    deleted = {x.name for x in sent.cluster_defaults if x.op == apb.DELETE}
+    assert deleted == set(dynamic_broker_keys()) - {"log.retention.ms"}  # log.segment.bytes (set) among them
+    got = [(x.resource_type, x.resource_name, x.error_code) for x in r.responses]
+    # Per-broker and logger configs are not served; an unknown type is UNSUPPORTED_VERSION; a duplicate answered once.
+    assert got == [(2, "t", 40), (4, "", 0), (4, "2", 42), (8, "2", 42), (99, "x", 35), (2, "u", 42)]
+    assert (r.responses[0].error_message, r.responses[-1].error_message) == ("bad value", "Duplicate resource.")
+
+
+async def test_alter_configs_without_a_reachable_controller_is_not_controller() -> None:
+    reg, _ = setup()
+    res = AlterConfigsRequest.AlterConfigsResource
+    request = AlterConfigsRequest(
+        version=2, resources=[res(resource_type=2, resource_name="t", configs=[])], validate_only=False
+    )
+    r = await call(reg, request, 2)
     assert r.responses[0].error_code == 41
 
 

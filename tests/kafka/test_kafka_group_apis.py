@@ -25,6 +25,8 @@ from kafka.protocol.consumer.group import (
     LeaveGroupResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
     SyncGroupRequest,
@@ -39,6 +41,7 @@ from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.wire import ConnectionInfo, RequestContext, RequestHeader
 from odradek.client.connection import CLIENT_ID_KEY
 from odradek.client.errors import ErrorCode
+from odradek.controller.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from odradek.proto import group_pb2 as gpb
 
 CTX = RequestContext(ConnectionInfo(1, "KAFKA", "10.0.0.5", 5555), "app-7")
@@ -46,12 +49,12 @@ CTX = RequestContext(ConnectionInfo(1, "KAFKA", "10.0.0.5", 5555), "app-7")
 KAFKA_ENDPOINTS = {1: ("b1.kafka", 9192), 2: ("b2.kafka", 9193)}
 
 
-def registry_with(groups: Recorder) -> ApiRegistry:
+def registry_with(groups: Recorder, image: MetadataImage | None = None) -> ApiRegistry:
     backend = KafkaBackend(
         broker_id=1,
         cluster_id="c",
         listener="KAFKA",
-        image=lambda: None,  # type: ignore[arg-type,return-value]
+        image=lambda: image,  # type: ignore[arg-type,return-value]
         controller_id=lambda: 1,
         endpoint=KAFKA_ENDPOINTS.get,
         data=None,  # type: ignore[arg-type]
@@ -88,6 +91,7 @@ def test_served_versions() -> None:
         "LeaveGroup": (0, 5),
         "OffsetCommit": (2, 8),
         "OffsetFetch": (1, 8),
+        "OffsetDelete": (0, 0),
         "DescribeGroups": (0, 5),
         "ListGroups": (0, 4),
         "DeleteGroups": (0, 2),
@@ -479,6 +483,88 @@ async def test_offset_fetch_v8_many_groups() -> None:
     ]
     assert got == [("t", 0, 100, 7, "md", 0), ("t", 1, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)]
     assert r.groups[1].topics == []
+
+
+# ---- OffsetDelete ----
+
+T_ID = bytes(range(16))
+
+
+def _two_partitions_of_t() -> MetadataImage:
+    """The metadata the listener checks OffsetDelete's partitions against: topic "t" with partitions 0 and 1."""
+    partitions = {i: PartitionRegistration(T_ID, i, (1,), (1,), 1, 0, 0) for i in (0, 1)}
+    return MetadataImage(offset=3, topics={T_ID: TopicImage("t", T_ID, partitions)}, topic_ids={"t": T_ID})
+
+
+def _offset_delete_request() -> Any:
+    Topic = OffsetDeleteRequest.OffsetDeleteRequestTopic
+    Partition = Topic.OffsetDeleteRequestPartition
+    return OffsetDeleteRequest(
+        group_id="g",
+        topics=[
+            Topic(name="t", partitions=[Partition(partition_index=i) for i in (0, 1, 5)]),
+            Topic(name="gone", partitions=[Partition(partition_index=0)]),
+            Topic(name="secret", partitions=[Partition(partition_index=0)]),
+        ],
+    )
+
+
+def _deleted(request: gpb.OffsetDeleteRequest) -> gpb.OffsetDeleteResponse:
+    """The service's answer: t-1 is subscribed to, "secret" refused by its ACL, everything else deleted."""
+    errors = {("t", 1): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, ("secret", 0): ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+    return gpb.OffsetDeleteResponse(
+        topics=[
+            gpb.OffsetDeleteTopicResponse(
+                name=t.name,
+                partitions=[
+                    gpb.OffsetDeletePartitionResponse(partition=p, error=errors.get((t.name, p), ErrorCode.NONE))
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ]
+    )
+
+
+@pytest.mark.parametrize("version", range(0, 1))
+async def test_offset_delete(version: int) -> None:
+    """Every partition goes to the service (its ACL answers first); one the metadata lacks is then
+    UNKNOWN_TOPIC_OR_PARTITION, whatever the coordinator said, as Kafka's broker answers it without asking."""
+    groups = Recorder(OffsetDelete=_deleted)
+    registry = registry_with(groups, _two_partitions_of_t())
+    r = await roundtrip(registry, _offset_delete_request(), OffsetDeleteResponse, version, throttle_ms=30)
+    ((_, sent, context),) = groups.calls
+    assert sent.group_id == "g"
+    assert [(t.name, list(t.partitions)) for t in sent.topics] == [("t", [0, 1, 5]), ("gone", [0]), ("secret", [0])]
+    assert context.invocation_metadata() == ((CLIENT_ID_KEY, "app-7"),)
+    assert (r.error_code, r.throttle_time_ms) == (0, 30)
+    got = {(t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions}
+    assert got == {
+        ("t", 0): ErrorCode.NONE,
+        ("t", 1): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
+        ("t", 5): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ("gone", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ("secret", 0): ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    }
+
+
+@pytest.mark.parametrize("version", range(0, 1))
+@pytest.mark.parametrize(
+    "error",
+    [
+        ErrorCode.GROUP_ID_NOT_FOUND,
+        ErrorCode.NON_EMPTY_GROUP,
+        ErrorCode.GROUP_AUTHORIZATION_FAILED,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.INVALID_GROUP_ID,
+    ],
+)
+async def test_offset_delete_group_error_is_the_whole_answer(version: int, error: int) -> None:
+    groups = Recorder(OffsetDelete=gpb.OffsetDeleteResponse(error=error))  # type: ignore[arg-type]
+    registry = registry_with(groups, _two_partitions_of_t())
+    r = await roundtrip(registry, _offset_delete_request(), OffsetDeleteResponse, version)
+    assert (r.error_code, r.topics) == (error, [])
 
 
 # ---- DescribeGroups, ListGroups, DeleteGroups ----

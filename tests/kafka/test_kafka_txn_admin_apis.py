@@ -1,0 +1,261 @@
+"""The transaction admin APIs on the Kafka listener (broker/kafka/txn_admin_apis.py): DescribeProducers,
+DescribeTransactions and ListTransactions at each served version, encoded and decoded by kafka-python, reach the
+transactions service as the gRPC listener would send them, and its answer comes back in Kafka's spelling. The
+service is a recorder with chosen answers: only the translation, and what the listener checks itself, is tested."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest,
+    DescribeTransactionsRequest,
+    ListTransactionsRequest,
+)
+from kafka_harness import Recorder, call, served
+
+from odradek.broker.kafka import txn_admin_apis
+from odradek.broker.kafka.apis import ApiRegistry
+from odradek.broker.kafka.backend import KafkaBackend
+from odradek.broker.security.access import OPEN, AccessControl, AuthorizerSettings
+from odradek.broker.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from odradek.client.connection import CLIENT_ID_KEY
+from odradek.client.errors import ErrorCode
+from odradek.proto import transaction_pb2 as tpb
+
+
+def registry_with(transactions: Recorder, access: AccessControl = OPEN) -> ApiRegistry:
+    backend = KafkaBackend(
+        broker_id=1,
+        cluster_id="c",
+        listener="KAFKA",
+        image=lambda: None,  # type: ignore[arg-type,return-value]
+        controller_id=lambda: 1,
+        endpoint=lambda node: None,
+        data=None,  # type: ignore[arg-type]
+        groups=None,  # type: ignore[arg-type]
+        transactions=transactions,  # type: ignore[arg-type]
+        admin=None,  # type: ignore[arg-type]
+        access=access,
+    )
+    registry = ApiRegistry()
+    txn_admin_apis.register(registry, backend)
+    return registry
+
+
+def test_served_versions() -> None:
+    registry = registry_with(Recorder())
+    assert {s.name: (s.min_version, s.max_version, s.flexible_from) for s in registry.specs()} == {
+        "DescribeProducers": (0, 0, 0),
+        "DescribeTransactions": (0, 0, 0),
+        "ListTransactions": (0, 1, 0),
+    }
+
+
+# ---- DescribeProducers ----
+
+
+def _producers(request: tpb.DescribeProducersRequest) -> tpb.DescribeProducersResponse:
+    """The service's answer: t-0 has a transactional producer with an open transaction and an idempotent one, t-1
+    is led elsewhere, t-7 does not exist, and "secret" is refused by its ACL (the service puts refused topics last)."""
+    open_txn = tpb.ProducerDescription(
+        producer_id=4000,
+        producer_epoch=2,
+        last_sequence=9,
+        last_timestamp=1_700_000_000_123,
+        coordinator_epoch=5,
+        current_txn_start_offset=42,
+    )
+    idempotent = tpb.ProducerDescription(
+        producer_id=4001, producer_epoch=0, last_sequence=-1, last_timestamp=-1, coordinator_epoch=-1
+    )
+    idempotent.current_txn_start_offset = -1
+    answers = {
+        0: tpb.DescribeProducersPartition(partition=0, active_producers=[open_txn, idempotent]),
+        1: tpb.DescribeProducersPartition(
+            partition=1, error=ErrorCode.NOT_LEADER_OR_FOLLOWER, error_message="broker 1 does not lead t-1"
+        ),
+        7: tpb.DescribeProducersPartition(partition=7, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message="?"),
+    }
+    response = tpb.DescribeProducersResponse(throttle_time_ms=0)
+    allowed = [t for t in request.topics if t.name != "secret"]
+    for t in allowed:
+        response.topics.add(name=t.name, partitions=[answers[p] for p in t.partitions])
+    for t in request.topics:
+        if t.name == "secret":
+            refused = tpb.DescribeProducersPartition(error=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="no")
+            response.topics.add(name=t.name, partitions=[refused])
+    return response
+
+
+@pytest.mark.parametrize("version", served(registry_with(Recorder()), DescribeProducersRequest))
+async def test_describe_producers(version: int) -> None:
+    transactions = Recorder(DescribeProducers=_producers)
+    Topic = DescribeProducersRequest.TopicRequest
+    request = DescribeProducersRequest(
+        topics=[
+            Topic(name="secret", partition_indexes=[0]),
+            Topic(name="t", partition_indexes=[0, 1, 7]),
+            Topic(name="no/such:name", partition_indexes=[0, 1]),
+        ]
+    )
+    r = await call(registry_with(transactions), request, version)
+    ((_, sent, context),) = transactions.calls
+    # A name no topic may have is refused here, before any ACL check, as Kafka's broker does.
+    assert [(t.name, list(t.partitions)) for t in sent.topics] == [("secret", [0]), ("t", [0, 1, 7])]
+    assert context.invocation_metadata() == ((CLIENT_ID_KEY, "test-client"),)
+    assert [t.name for t in r.topics] == ["secret", "t", "no/such:name"]  # the request's order
+    secret, t, bad = r.topics
+    assert [(p.partition_index, p.error_code) for p in secret.partitions] == [(0, ErrorCode.TOPIC_AUTHORIZATION_FAILED)]
+    p0, p1, p7 = t.partitions
+    assert (p0.partition_index, p0.error_code, p0.error_message) == (0, 0, None)
+    assert [
+        (
+            s.producer_id,
+            s.producer_epoch,
+            s.last_sequence,
+            s.last_timestamp,
+            s.coordinator_epoch,
+            s.current_txn_start_offset,
+        )
+        for s in p0.active_producers
+    ] == [(4000, 2, 9, 1_700_000_000_123, 5, 42), (4001, 0, -1, -1, -1, -1)]
+    assert (p1.error_code, p1.error_message, p1.active_producers) == (
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        "broker 1 does not lead t-1",
+        [],
+    )
+    assert (p7.partition_index, p7.error_code) == (7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    assert [(p.partition_index, p.error_code) for p in bad.partitions] == [
+        (0, ErrorCode.INVALID_TOPIC_EXCEPTION),
+        (1, ErrorCode.INVALID_TOPIC_EXCEPTION),
+    ]
+    assert "no/such:name" in bad.partitions[0].error_message
+
+
+# ---- DescribeTransactions ----
+
+ONGOING = tpb.TransactionDescription(
+    transactional_id="tx-1",
+    state="Ongoing",
+    transaction_timeout_ms=60_000,
+    transaction_start_time_ms=1_700_000_000_000,
+    producer_id=4000,
+    producer_epoch=3,
+    topics=[tpb.TxnTopic(name="t", partitions=[0, 2]), tpb.TxnTopic(name="u", partitions=[1])],
+    coordinator_id=1,
+)
+
+
+def _described(request: tpb.DescribeTransactionsRequest) -> tpb.DescribeTransactionsResponse:
+    """tx-1 is ongoing here; the other ids are each answered with the error named after them."""
+    errors = {"tx-gone": ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "tx-far": ErrorCode.NOT_COORDINATOR}
+    return tpb.DescribeTransactionsResponse(
+        transactions=[
+            ONGOING
+            if txn_id == ONGOING.transactional_id
+            else tpb.TransactionDescription(transactional_id=txn_id, error=errors[txn_id])
+            for txn_id in request.transactional_ids
+        ]
+    )
+
+
+def _described_topics(state: Any) -> list[tuple[str, list[int]]]:
+    return [(t.topic, list(t.partitions)) for t in state.topics]
+
+
+@pytest.mark.parametrize("version", served(registry_with(Recorder()), DescribeTransactionsRequest))
+async def test_describe_transactions(version: int) -> None:
+    transactions = Recorder(DescribeTransactions=_described)
+    request = DescribeTransactionsRequest(transactional_ids=["tx-gone", "tx-1", "tx-far"])
+    r = await call(registry_with(transactions), request, version)
+    (sent,) = transactions.requests("DescribeTransactions")
+    assert list(sent.transactional_ids) == ["tx-gone", "tx-1", "tx-far"]
+    gone, ongoing, far = r.transaction_states
+    assert (gone.transactional_id, gone.error_code) == ("tx-gone", ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
+    assert (far.transactional_id, far.error_code, far.topics) == ("tx-far", ErrorCode.NOT_COORDINATOR, [])
+    assert (
+        ongoing.error_code,
+        ongoing.transactional_id,
+        ongoing.transaction_state,
+        ongoing.transaction_timeout_ms,
+        ongoing.transaction_start_time_ms,
+        ongoing.producer_id,
+        ongoing.producer_epoch,
+    ) == (0, "tx-1", "Ongoing", 60_000, 1_700_000_000_000, 4000, 3)
+    assert _described_topics(ongoing) == [("t", [0, 2]), ("u", [1])]
+
+
+async def test_describe_transactions_leaves_out_topics_the_caller_may_not_describe() -> None:
+    """As Kafka's broker: the description keeps only the partitions of topics the caller may describe."""
+    describe_t = AclBinding(
+        ResourceType.TOPIC,
+        "t",
+        PatternType.LITERAL,
+        "User:ANONYMOUS",
+        "*",
+        AclOperation.DESCRIBE,
+        AclPermissionType.ALLOW,
+    )
+    access = AccessControl(AuthorizerSettings(), lambda: {b"1": describe_t})
+    transactions = Recorder(DescribeTransactions=_described)
+    request = DescribeTransactionsRequest(transactional_ids=["tx-1"])
+    r = await call(registry_with(transactions, access), request, 0)
+    (ongoing,) = r.transaction_states
+    assert (ongoing.error_code, _described_topics(ongoing)) == (0, [("t", [0, 2])])
+
+
+# ---- ListTransactions ----
+
+
+def _listed(error: int = ErrorCode.NONE) -> tpb.ListTransactionsResponse:
+    return tpb.ListTransactionsResponse(
+        error=error,  # type: ignore[arg-type]
+        unknown_state_filters=["Bogus"],
+        transactions=[
+            tpb.ListedTransaction(transactional_id="tx-1", producer_id=4000, state="Ongoing", coordinator_id=1),
+            tpb.ListedTransaction(transactional_id="tx-2", producer_id=4002, state="PrepareAbort", coordinator_id=1),
+        ],
+    )
+
+
+@pytest.mark.parametrize("version", served(registry_with(Recorder()), ListTransactionsRequest))
+async def test_list_transactions(version: int) -> None:
+    transactions = Recorder(ListTransactions=_listed())
+    request = ListTransactionsRequest(
+        state_filters=["Ongoing", "PrepareAbort", "Bogus"], producer_id_filters=[4000, 4002], duration_filter=5000
+    )
+    r = await call(registry_with(transactions), request, version)
+    (sent,) = transactions.requests("ListTransactions")
+    assert list(sent.state_filters) == ["Ongoing", "PrepareAbort", "Bogus"]
+    assert list(sent.producer_id_filters) == [4000, 4002]
+    # v0 has no duration filter: every transaction, whatever its age.
+    assert sent.duration_filter_ms == (5000 if version >= 1 else -1)
+    assert (r.error_code, r.unknown_state_filters) == (0, ["Bogus"])
+    assert [(t.transactional_id, t.producer_id, t.transaction_state) for t in r.transaction_states] == [
+        ("tx-1", 4000, "Ongoing"),
+        ("tx-2", 4002, "PrepareAbort"),
+    ]
+
+
+@pytest.mark.parametrize("version", served(registry_with(Recorder()), ListTransactionsRequest))
+async def test_list_transactions_default_duration_filter_is_none(version: int) -> None:
+    transactions = Recorder(ListTransactions=_listed())
+    await call(registry_with(transactions), ListTransactionsRequest(state_filters=[], producer_id_filters=[]), version)
+    (sent,) = transactions.requests("ListTransactions")
+    assert (list(sent.state_filters), list(sent.producer_id_filters), sent.duration_filter_ms) == ([], [], -1)
+
+
+@pytest.mark.parametrize("version", served(registry_with(Recorder()), ListTransactionsRequest))
+async def test_list_transactions_error_comes_without_transactions(version: int) -> None:
+    """While one of its partitions loads a coordinator answers COORDINATOR_LOAD_IN_PROGRESS and lists nothing, as
+    Kafka's (the admin client retries)."""
+    transactions = Recorder(ListTransactions=_listed(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+    request = ListTransactionsRequest(state_filters=["Bogus"], producer_id_filters=[])
+    r = await call(registry_with(transactions), request, version)
+    assert (r.error_code, r.unknown_state_filters, r.transaction_states) == (
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        [],
+        [],
+    )
