@@ -134,7 +134,7 @@ def _upsertion_record(upsertion: Upsertion) -> md.MetadataRecord:
         credential = credential_from_salted_password(
             mechanism, upsertion.salt, upsertion.iterations, upsertion.salted_password
         )
-    except ValueError as err:  # a short salt or a salted password of the wrong length
+    except ValueError as err:  # an empty salt or a salted password of the wrong length
         raise _Refused(ErrorCode.UNACCEPTABLE_CREDENTIAL, str(err)) from None
     return md.MetadataRecord(user_scram_credential=scram_record(upsertion.user, credential))
 

@@ -97,7 +97,7 @@ def test_a_user_named_twice_is_refused_whole_and_others_proceed() -> None:
         (upsert("u", mechanism="SCRAM-SHA-1"), ErrorCode.UNSUPPORTED_SASL_MECHANISM, "SCRAM-SHA-1"),
         (upsert("u", iterations=MIN_ITERATIONS - 1), ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few"),
         (upsert("u", iterations=MAX_ITERATIONS + 1), ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many"),
-        (Upsertion("u", "SCRAM-SHA-256", 4096, b"short", b"x" * 32), ErrorCode.UNACCEPTABLE_CREDENTIAL, "salt"),
+        (Upsertion("u", "SCRAM-SHA-256", 4096, b"", b"x" * 32), ErrorCode.UNACCEPTABLE_CREDENTIAL, "salt"),
         (Upsertion("u", "SCRAM-SHA-512", 4096, SALT, b"x" * 32), ErrorCode.UNACCEPTABLE_CREDENTIAL, "64 bytes"),
     ],
 )

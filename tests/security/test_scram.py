@@ -214,7 +214,7 @@ def test_a_mismatched_authorization_id_is_refused() -> None:
 
 
 def test_an_authorization_id_equal_to_the_user_is_refused_too() -> None:
-    """No Kafka client sends one (Java, librdkafka and kafka-python leave it empty); scramp takes none."""
+    """No Kafka client sends one (Java, librdkafka and kafka-python leave it empty)."""
     exchange = ScramServerExchange(Mechanism.SCRAM_SHA_256, lookup_for(Mechanism.SCRAM_SHA_256))
     assert "authorization ids are not supported" in failure(lambda: exchange.first(b"n,a=alice,n=alice,r=abcdef"))
 
@@ -328,12 +328,20 @@ def test_kafkas_range_is_accepted() -> None:
 def test_bad_credential_inputs() -> None:
     with pytest.raises(ValueError, match="empty"):
         make_credential(Mechanism.SCRAM_SHA_256, "")
-    with pytest.raises(ValueError, match="salt"):
-        make_credential(Mechanism.SCRAM_SHA_256, "pw", salt=b"short")
+    with pytest.raises(ValueError, match="salt must not be empty"):
+        make_credential(Mechanism.SCRAM_SHA_256, "pw", salt=b"")
     with pytest.raises(ValueError, match="salted password"):
         credential_from_salted_password(Mechanism.SCRAM_SHA_512, b"0123456789abcdef", 4096, b"\0" * 32)
     with pytest.raises(ValueError, match="iterations"):
         make_credential(Mechanism.SCRAM_SHA_256, "pw", iterations=True)
+
+
+@pytest.mark.parametrize("salt", [b"s", b"salt", b"twelve bytes"])
+def test_any_non_empty_salt_is_taken_as_kafka_takes_it(salt: bytes) -> None:
+    """Kafka sets no floor: the client setting a credential picks the salt (confluent-kafka's tests use 4 bytes)."""
+    assert make_credential(Mechanism.SCRAM_SHA_512, "pw", salt=salt).salt == salt
+    salted = hashlib.pbkdf2_hmac("sha256", b"pw", salt, 4096)
+    assert credential_from_salted_password(Mechanism.SCRAM_SHA_256, salt, 4096, salted).salt == salt
 
 
 def test_credentials_hold_no_password_and_show_no_keys() -> None:
