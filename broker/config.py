@@ -78,6 +78,40 @@ def _client_auth(value: Any) -> str:
     return auth
 
 
+# Kafka's listener-prefixed keys, listener.name.<listener name in lower case>.<key>: odradek takes one, so that a
+# listener may authenticate its clients otherwise than the others (a Kafka listener that only requests certificates
+# beside a gRPC broker listener that requires them).
+LISTENER_PREFIX = "listener.name."
+PER_LISTENER_KEY = "ssl.client.auth"
+
+
+def client_auth_key(listener: str) -> str:
+    """The per-listener key of listener ``listener``'s ssl.client.auth (Kafka writes the name in lower case)."""
+    return f"{LISTENER_PREFIX}{listener.lower()}.{PER_LISTENER_KEY}"
+
+
+def _listener_client_auth(props: Mapping[str, Any]) -> dict[str, str]:
+    """The ``listener.name.<name>.ssl.client.auth`` keys of ``props``, by upper-case listener name; any other
+    listener-prefixed key is refused, as unknown keys are."""
+    out: dict[str, str] = {}
+    for key, value in props.items():
+        if not key.startswith(LISTENER_PREFIX):
+            continue
+        name, _, rest = key.removeprefix(LISTENER_PREFIX).partition(".")
+        if not name or rest != PER_LISTENER_KEY:
+            raise ConfigError(
+                f"unknown config '{key}': only ssl.client.auth may be set per listener "
+                f"({LISTENER_PREFIX}<listener>.{PER_LISTENER_KEY})"
+            )
+        if name != name.lower():
+            raise ConfigError(f"unknown config '{key}': write the listener name in lower case, as Kafka does")
+        try:
+            out[name.upper()] = _client_auth(value)
+        except ConfigError as e:
+            raise ConfigError(f"invalid value {value!r} for '{key}': {e}") from None
+    return out
+
+
 def _mapping_rules(value: Any) -> PrincipalMapper:
     # ValueError names the rule that cannot be read; NodeConfig words it as a ConfigError.
     return PrincipalMapper.parse(str(value))
@@ -403,7 +437,8 @@ class NodeConfig:
 
     def __init__(self, properties: Mapping[str, Any]) -> None:
         props = flatten(properties)
-        unknown = sorted(set(props) - set(SCHEMA))
+        self._listener_client_auth = _listener_client_auth(props)
+        unknown = sorted(set(props) - set(SCHEMA) - {k for k in props if k.startswith(LISTENER_PREFIX)})
         if unknown:
             raise ConfigError(f"unknown config '{unknown[0]}'")
         self._values: dict[str, Any] = {}
@@ -438,6 +473,7 @@ class NodeConfig:
         if self.is_controller and self.controller_listener is None:
             raise ConfigError("a controller needs a CONTROLLER listener in 'listeners'")
         self._check_listeners()
+        self._check_listener_client_auth()
         self._check_tls()
         self._check_authorizer()
         self._check_inter_node_authentication()
@@ -469,6 +505,23 @@ class NodeConfig:
             if other != name:
                 raise ConfigError(f"listeners {other} and {name} both use port {endpoint.port}")
 
+    def _check_listener_client_auth(self) -> None:
+        """A per-listener ssl.client.auth must name a TLS listener of the layout: elsewhere it would do nothing."""
+        known = {
+            *self.all_listener_names(),
+            *self._values["listener.security.protocol.map"],
+            *self._names("controller.listener.names"),
+            *self._names("kafka.listener.names"),
+        }
+        for name in self._listener_client_auth:
+            if name not in known:
+                raise ConfigError(f"{client_auth_key(name)} names no listener of this node's layout")
+            if self.listener_protocol(name) not in TLS_PROTOCOLS:
+                raise ConfigError(
+                    f"{client_auth_key(name)} is set but listener {name} is {self.listener_protocol(name)}: client "
+                    "authentication applies to SSL and SASL_SSL listeners"
+                )
+
     def _check_tls(self) -> None:
         secure = [n for n in self.all_listener_names() if self.listener_protocol(n) in TLS_PROTOCOLS]
         if secure and not (self._values["ssl.certificate.location"] and self._values["ssl.key.location"]):
@@ -476,17 +529,31 @@ class NodeConfig:
                 f"listener {secure[0]} is {self.listener_protocol(secure[0])}: it needs ssl.certificate.location "
                 "and ssl.key.location (PEM files)"
             )
-        auth = self._values["ssl.client.auth"]
-        if secure and auth == "required" and not self._values["ssl.ca.location"]:
-            raise ConfigError("ssl.client.auth=required needs ssl.ca.location (the CA that signs client certificates)")
+        required = [n for n in secure if self.client_auth(n) == "required"]
+        if required and not self._values["ssl.ca.location"]:
+            raise ConfigError(
+                f"{self._client_auth_source(required[0])}=required needs ssl.ca.location (the CA that signs client "
+                "certificates)"
+            )
         kafka = self._names("kafka.listener.names")
-        grpc_secure = [n for n in secure if n not in kafka and n in self._values["listeners"]]
-        if auth == "requested" and grpc_secure:
+        grpc = [n for n in secure if n not in kafka and n in self._values["listeners"]]
+        requested = [n for n in grpc if self.client_auth(n) == "requested"]
+        if requested:
             # grpcio's server credentials offer "do not request" or "require and verify", nothing in between.
             raise ConfigError(
-                f"ssl.client.auth=requested is not supported on the gRPC listener {grpc_secure[0]} (gRPC servers can "
-                "only require a client certificate or not ask for one): use none or required"
+                f"{self._client_auth_source(requested[0])}=requested is not supported on the gRPC listener "
+                f"{requested[0]} (gRPC servers can only require a client certificate or not ask for one): use none "
+                "or required"
             )
+
+    def client_auth(self, listener: str) -> str:
+        """Listener ``listener``'s TLS client authentication (none, requested or required): its
+        listener.name.<listener>.ssl.client.auth, else the node-wide ssl.client.auth."""
+        return self._listener_client_auth.get(listener.upper(), self._values["ssl.client.auth"])
+
+    def _client_auth_source(self, listener: str) -> str:
+        """The key that gives listener ``listener`` its client authentication, for messages."""
+        return client_auth_key(listener) if listener.upper() in self._listener_client_auth else "ssl.client.auth"
 
     def _check_authorizer(self) -> None:
         if self._values["authorizer.class.name"]:
@@ -525,20 +592,22 @@ class NodeConfig:
                 "and do not log in with SASL; use SASL_SSL with ssl.client.auth=required (nodes then authenticate "
                 "with their certificates), SSL or PLAINTEXT"
             )
-        if protocol == "SASL_SSL" and self._values["ssl.client.auth"] != "required":
+        if protocol == "SASL_SSL" and self.client_auth(listener.name) != "required":
             raise ConfigError(
-                f"the gRPC broker listener {listener.name} is SASL_SSL: it needs ssl.client.auth=required, since "
-                "brokers call each other there and authenticate with their certificates, not with SASL"
+                f"the gRPC broker listener {listener.name} is SASL_SSL: it needs "
+                f"{self._client_auth_source(listener.name)}=required, since brokers call each other there and "
+                "authenticate with their certificates, not with SASL"
             )
 
     def kafka_fetch_refusal(self) -> str | None:
         """Why a follower cannot fetch over the leaders' Kafka listener (it has no SASL credentials of its own, so
         a SASL listener must accept its certificate), or None when it can."""
-        protocol = self.kafka_protocol
+        name, protocol = self._kafka_listener_name(), self.kafka_protocol
         if protocol == "SASL_PLAINTEXT":
             return "the Kafka listener is SASL_PLAINTEXT and nodes do not log in with SASL"
-        if protocol == "SASL_SSL" and self._values["ssl.client.auth"] == "none":
-            return "the Kafka listener is SASL_SSL without client certificates (ssl.client.auth=none)"
+        if name is not None and protocol == "SASL_SSL" and self.client_auth(name) == "none":
+            source = self._client_auth_source(name)
+            return f"the Kafka listener is SASL_SSL without client certificates ({source}=none)"
         return None
 
     def all_listener_names(self) -> list[str]:
@@ -568,9 +637,14 @@ class NodeConfig:
     @property
     def kafka_protocol(self) -> str | None:
         """The Kafka listener's protocol (followers fetching with replica.fetch.protocol=kafka connect with it)."""
+        name = self._kafka_listener_name()
+        return None if name is None else self.listener_protocol(name)
+
+    def _kafka_listener_name(self) -> str | None:
+        """The Kafka listener's name: this node's own, else the first of kafka.listener.names (the layout's)."""
         names = self._values["kafka.listener.names"]
         own = self.kafka_listener
-        return self.listener_protocol(own.name if own is not None else names[0]) if names else None
+        return own.name if own is not None else names[0] if names else None
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]

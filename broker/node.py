@@ -223,9 +223,10 @@ class Node:
         )
 
     def _client_certificates(self, endpoint: Endpoint | None) -> CertificatePrincipals | None:
-        """How a listener's clients are known by their certificates: on a TLS listener that asks for one."""
+        """How a listener's clients are known by their certificates: on a TLS listener that asks for one (its
+        listener.name.<name>.ssl.client.auth, else ssl.client.auth)."""
         c = self.config
-        if endpoint is None or c["ssl.client.auth"] == "none":
+        if endpoint is None or c.client_auth(endpoint.name) == "none":
             return None
         return self.certificates if c.listener_protocol(endpoint.name) in TLS_PROTOCOLS else None
 

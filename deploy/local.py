@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 import tomli_w
 
-from odradek.broker.config import NodeConfig
+from odradek.broker.config import NodeConfig, client_auth_key
 from odradek.broker.storage import format_storage
 from odradek.client.admin import AsyncAdmin
 from odradek.client.errors import AuthenticationFailedError, OdradekError
@@ -58,9 +58,12 @@ TLS_DIR = "tls"  # a TLS cluster's CA and admin client certificate, under the cl
 ADMIN_CLIENT_FILE = "admin-client.json"  # a secured cluster's client config for its super user, under its directory
 ADMIN_USER = "admin"
 ADMIN_MECHANISM = "SCRAM-SHA-512"
-# A secured cluster: clients authenticate with SCRAM over TLS on both client listeners (certificates required too,
-# so that nodes calling each other are their certificates' principals), the controllers' listener is mTLS only.
+# A secured cluster: clients authenticate with SCRAM over TLS on both client listeners, the controllers' listener is
+# mTLS only. The gRPC broker listener requires certificates (brokers call each other there, as their certificates'
+# principals); the Kafka listener only requests one, so that a Kafka client logs in with the CA and a SCRAM password
+# alone, while followers fetching there and clients that have a certificate present it.
 SECURE_PROTOCOL_MAP = "SSL:SASL_SSL,CONTROLLER:SSL,KAFKA:SASL_SSL"
+SECURE_KAFKA_CLIENT_AUTH = "requested"
 AUTHORIZER = "odradek"
 
 
@@ -177,7 +180,8 @@ class DevCluster:
         id to the (address, network namespace) it runs at; by default every node is on 127.0.0.1 here. ``tls``:
         the cluster gets its own CA (``tls/ca.crt``), a certificate per node and an admin client certificate, every
         listener is SSL and requires a client certificate (``client_config`` has what a client needs).
-        ``security``: TLS as ``tls``, and the client listeners (gRPC and Kafka) are SASL_SSL with SCRAM, the
+        ``security``: TLS as ``tls``, and the client listeners (gRPC and Kafka) are SASL_SSL with SCRAM (the Kafka
+        listener requests client certificates rather than requiring them, so SCRAM alone logs in there), the
         authorizer is on, and the super users are ``User:admin`` (a SCRAM user that ``create_admin_user`` creates
         with a random password, written to ``admin-client.json``), the admin client certificate and the nodes'
         certificates."""
@@ -257,6 +261,7 @@ class DevCluster:
             if security:
                 props |= {
                     "listener.security.protocol.map": SECURE_PROTOCOL_MAP,
+                    client_auth_key("KAFKA"): SECURE_KAFKA_CLIENT_AUTH,  # the others keep ssl.client.auth=required
                     "authorizer.class.name": AUTHORIZER,
                     "super.users": super_users,
                 }

@@ -229,9 +229,14 @@ NODE: dict[str, Key] = {
     ),
     "ssl.client.auth": Key(
         "`none`, `requested` (Kafka listener only: grpcio servers cannot request without requiring) or `required` "
-        "(a certificate the CA signed, within its validity)",
+        "(a certificate the CA signed, within its validity); a listener's own "
+        "`listener.name.<listener name, lower case>.ssl.client.auth` overrides it there (the only listener-prefixed "
+        "key odradek takes)",
         (
             NODE_TLS,
+            f"{TLS}::test_each_listener_gets_its_own_client_authentication",
+            "tests/broker/test_config_storage.py::test_a_listener_prefixed_ssl_client_auth_overrides_the_node_wide_one",
+            "tests/integration/test_kafka_sasl_without_certificate.py::test_a_scram_user_without_a_certificate_produces_and_consumes",
             f"{TLS}::test_mtls_reaches_the_service_and_other_identities_are_refused",
             f"{TLS}::test_without_client_auth_a_ca_trusting_client_is_served",
             f"{KAFKA_TLS}::test_client_auth_required_refuses_a_missing_foreign_or_expired_certificate",

@@ -8,9 +8,10 @@ The Kafka listener asks ``ReloadingServerContext.current`` at each accept, which
 Existing connections keep the certificate they were opened with. A rotation half done (key and certificate not a
 pair yet) keeps the previous material and logs a warning; the next change is tried again.
 
-Client certificates (``ssl.client.auth``): ``required`` refuses a connection without a certificate that the CA
-(``ssl.ca.location``) signed and that is within its validity; ``requested`` (Kafka listener only: grpcio's server
-credentials have no such mode) asks for one and verifies it when given; ``none`` does not ask.
+Client certificates (per listener: ``listener.name.<name>.ssl.client.auth``, else ``ssl.client.auth``):
+``required`` refuses a connection without a certificate that the CA (``ssl.ca.location``) signed and that is within
+its validity; ``requested`` (Kafka listener only: grpcio's server credentials have no such mode) asks for one and
+verifies it when given; ``none`` does not ask.
 """
 
 from __future__ import annotations
@@ -62,7 +63,9 @@ class FileWatch:
 
 
 class ServerTls:
-    """The server side of TLS for one node: the same certificate on every secure listener."""
+    """The server side of TLS for one listener: the node's certificate (the same on every secure listener) and the
+    listener's client authentication. Each listener has its own, so that each watches the files for itself (a
+    watch reports a change once)."""
 
     def __init__(self, files: TlsFiles, client_auth: str) -> None:
         self.files = files
@@ -137,7 +140,7 @@ def _check_pair(files: TlsFiles) -> None:
 
 
 class NodeTls:
-    """Everything TLS for one node, from its config. ``server`` is None when no listener is SSL or SASL_SSL."""
+    """Everything TLS for one node, from its config."""
 
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
@@ -148,33 +151,30 @@ class NodeTls:
             )
         except TlsFileError as e:
             raise ConfigError(str(e)) from None
-        secure = any(c.listener_protocol(n) in TLS_PROTOCOLS for n in c.all_listener_names())
-        self.server = ServerTls(self.files, c["ssl.client.auth"]) if secure else None
+        secure = [n for n in c.all_listener_names() if c.listener_protocol(n) in TLS_PROTOCOLS]
+        self.servers = {n: ServerTls(self.files, c.client_auth(n)) for n in secure}
+        """The server side of each TLS listener, by name; empty when no listener is SSL or SASL_SSL."""
 
     def check(self) -> None:
         """Read every file now, so that a missing or bad one stops the node at start with its name."""
+        server = next(iter(self.servers.values()), None)  # the files are the same for every listener
         try:
-            if self.server is not None:
-                self.server._grpc_configuration()
-                self.server.current()
+            if server is not None:
+                server._grpc_configuration()
+                server.current()
             self.files.root_pem()
         except TlsFileError as e:
             raise ConfigError(f"TLS: {e}") from None
 
-    def is_tls(self, listener_name: str) -> bool:
-        return self.config.listener_protocol(listener_name) in TLS_PROTOCOLS
-
     def server_credentials(self, listener_name: str) -> grpc.ServerCredentials | None:
         """gRPC server credentials for listener ``listener_name``; None: plaintext."""
-        if self.server is None or not self.is_tls(listener_name):
-            return None
-        return self.server.grpc_credentials()
+        server = self.servers.get(listener_name.upper())
+        return None if server is None else server.grpc_credentials()
 
     def kafka_context(self, listener_name: str) -> Callable[[], ssl.SSLContext] | None:
         """What the Kafka listener asks for each new connection's context; None: plaintext."""
-        if self.server is None or not self.is_tls(listener_name):
-            return None
-        return self.server.current
+        server = self.servers.get(listener_name.upper())
+        return None if server is None else server.current
 
     def client_files(self, protocol: str) -> TlsFiles | None:
         """How this node connects to a listener of ``protocol``: TLS with its own certificate, or plaintext."""

@@ -65,6 +65,47 @@ def test_toml_forms_flatten_to_kafka_names(tmp_path: Path) -> None:
             },
             "ssl.client.auth=requested is not supported on the gRPC listener CONTROLLER",
         ),
+        (
+            {"listener.name.controller.ssl.keystore.location": "k.jks"},
+            "unknown config 'listener.name.controller.ssl.keystore.location': only ssl.client.auth may be set per "
+            "listener",
+        ),
+        ({"listener.name.controller": "required"}, "only ssl.client.auth may be set per listener"),
+        ({"listener.name.CONTROLLER.ssl.client.auth": "required"}, "listener name in lower case"),
+        ({"listener.name.controller.ssl.client.auth": "maybe"}, "'listener.name.controller.ssl.client.auth': ssl.cl"),
+        ({"listener.name.nowhere.ssl.client.auth": "none"}, "listener.name.nowhere.ssl.client.auth names no listener"),
+        ({"listener.name.controller.ssl.client.auth": "required"}, "listener CONTROLLER is PLAINTEXT: client auth"),
+        (
+            {
+                "listener.security.protocol.map": "CONTROLLER:SSL",
+                "ssl.certificate.location": "c",
+                "ssl.key.location": "k",
+                "listener.name.controller.ssl.client.auth": "required",
+            },
+            "listener.name.controller.ssl.client.auth=required needs ssl.ca.location",
+        ),
+        (
+            {
+                "listener.security.protocol.map": "CONTROLLER:SSL",
+                "ssl.certificate.location": "c",
+                "ssl.key.location": "k",
+                "ssl.ca.location": "a",
+                "ssl.client.auth": "required",
+                "listener.name.controller.ssl.client.auth": "requested",
+            },
+            "listener.name.controller.ssl.client.auth=requested is not supported on the gRPC listener CONTROLLER",
+        ),
+        (
+            {
+                "listener.security.protocol.map": "PLAINTEXT:SASL_SSL",
+                "ssl.certificate.location": "c",
+                "ssl.key.location": "k",
+                "ssl.ca.location": "a",
+                "ssl.client.auth": "required",
+                "listener.name.plaintext.ssl.client.auth": "none",
+            },
+            "PLAINTEXT is SASL_SSL: it needs listener.name.plaintext.ssl.client.auth=required",
+        ),
         ({"unclean.leader.election.enable": "maybe"}, "true or false"),
         ({"unsafe.testing.log.dir.failure.file": "../FAIL"}, "plain file name"),
         ({"log.cleanup.policy": "shred"}, "log.cleanup.policy must be delete, compact, compact,delete or empty"),
@@ -116,6 +157,54 @@ def test_listener_protocols_follow_kafkas_default_map_and_the_configured_one(tmp
     )
     named = node(tmp_path, listeners="SSL://127.0.0.1:1,CONTROLLER://127.0.0.1:2", **tls)
     assert named.inter_broker_protocol == "SSL" and named.controller_protocol == "PLAINTEXT"
+
+
+SECURED = {
+    "listeners": "SSL://127.0.0.1:19092,CONTROLLER://127.0.0.1:19091,KAFKA://127.0.0.1:19093",
+    "listener.security.protocol.map": "SSL:SASL_SSL,CONTROLLER:SSL,KAFKA:SASL_SSL",
+    "ssl.certificate.location": "c.pem",
+    "ssl.key.location": "k.pem",
+    "ssl.ca.location": "ca.pem",
+}
+
+
+def test_a_listener_prefixed_ssl_client_auth_overrides_the_node_wide_one(tmp_path: Path) -> None:
+    config = node(
+        tmp_path, **SECURED, **{"ssl.client.auth": "required", "listener.name.kafka.ssl.client.auth": "requested"}
+    )
+    assert [config.client_auth(n) for n in ("SSL", "CONTROLLER", "KAFKA", "kafka")] == [
+        "required",
+        "required",
+        "requested",
+        "requested",
+    ]
+    assert config.is_set("listener.name.kafka.ssl.client.auth")
+    # The other way round: requested node-wide (Kafka listener), the gRPC listeners requiring certificates.
+    grpc_required = {f"listener.name.{n}.ssl.client.auth": "required" for n in ("ssl", "controller")}
+    inverted = node(tmp_path, **SECURED, **{"ssl.client.auth": "requested"}, **grpc_required)
+    assert [inverted.client_auth(n) for n in ("SSL", "CONTROLLER", "KAFKA")] == ["required", "required", "requested"]
+    # TOML's table form flattens to the same key; a name only the layout has (a controller-only node's KAFKA) is taken.
+    path = tmp_path / "controller.toml"
+    path.write_text(
+        'process.roles = "controller"\n"node.id" = 1\ncontroller.quorum.voters = "1@127.0.0.1:19091"\n'
+        'listeners = "CONTROLLER://127.0.0.1:19091"\n'
+        '"listener.security.protocol.map" = "SSL:SASL_SSL,CONTROLLER:SSL,KAFKA:SASL_SSL"\n'
+        'ssl = { certificate.location = "c.pem", key.location = "k.pem", ca.location = "ca.pem", client.auth = '
+        '"required" }\n[listener.name.kafka.ssl.client]\nauth = "requested"\n'
+    )
+    controller = NodeConfig.load(path)
+    assert (controller.client_auth("CONTROLLER"), controller.client_auth("KAFKA")) == ("required", "requested")
+
+
+def test_followers_fetch_over_a_sasl_ssl_kafka_listener_that_asks_for_certificates(tmp_path: Path) -> None:
+    def refusal(node_wide: str, kafka: str | None = None) -> str | None:
+        override = {} if kafka is None else {"listener.name.kafka.ssl.client.auth": kafka}
+        grpc = {"listener.name.ssl.ssl.client.auth": "required", "listener.name.controller.ssl.client.auth": "none"}
+        return node(tmp_path, **SECURED, **{"ssl.client.auth": node_wide}, **grpc, **override).kafka_fetch_refusal()
+
+    assert refusal("required") is None and refusal("none", "requested") is None and refusal("none", "required") is None
+    assert "(ssl.client.auth=none)" in (refusal("none") or "")
+    assert "(listener.name.kafka.ssl.client.auth=none)" in (refusal("required", "none") or "")
 
 
 def test_supported_values_of_partly_supported_keys_are_accepted(tmp_path: Path) -> None:

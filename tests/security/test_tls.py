@@ -176,8 +176,8 @@ def test_node_tls_follows_the_node_keys(tmp_path: Path, ca: Issued) -> None:
     config = node_config(tmp_path, **{"ssl.client.auth": "required"})
     tls = NodeTls(config)
     tls.check()
-    assert tls.server is not None and tls.server.client_auth == "required"
-    assert tls.server.files == files(tmp_path, "node")
+    assert list(tls.servers) == ["SSL"] and tls.servers["SSL"].client_auth == "required"
+    assert tls.servers["SSL"].files == files(tmp_path, "node")
     assert tls.server_credentials("SSL") is not None
     assert tls.server_credentials("CONTROLLER") is None and tls.kafka_context("KAFKA") is None  # PLAINTEXT
     security = tls.channel_security()
@@ -189,9 +189,53 @@ def test_node_tls_follows_the_node_keys(tmp_path: Path, ca: Issued) -> None:
     assert mapped.kafka_context("KAFKA") is not None
     context = mapped.kafka_client_context()
     assert context is not None and context.verify_mode == ssl.CERT_REQUIRED
-    assert mapped.server is not None and mapped.server.current().verify_mode == ssl.CERT_NONE  # ssl.client.auth
+    assert mapped.servers["KAFKA"].current().verify_mode == ssl.CERT_NONE  # ssl.client.auth
     plain = NodeTls(node_config(tmp_path, listeners="PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19091"))
-    assert plain.server is None and plain.channel_security()("10.0.0.9:19092") is None
+    assert plain.servers == {} and plain.channel_security()("10.0.0.9:19092") is None
+
+
+def test_each_listener_gets_its_own_client_authentication(tmp_path: Path, ca: Issued) -> None:
+    """listener.name.<name>.ssl.client.auth: the Kafka listener only requests a certificate, the gRPC ones
+    require one."""
+    keys = {
+        "listener.security.protocol.map": "SSL:SASL_SSL,CONTROLLER:SSL,KAFKA:SASL_SSL",
+        "ssl.client.auth": "required",
+        "listener.name.kafka.ssl.client.auth": "requested",
+    }
+    tls = NodeTls(node_config(tmp_path, **keys))
+    tls.check()
+    assert {name: server.client_auth for name, server in tls.servers.items()} == {
+        "SSL": "required",
+        "CONTROLLER": "required",
+        "KAFKA": "requested",
+    }
+    kafka = tls.kafka_context("KAFKA")
+    assert kafka is not None and kafka().verify_mode == ssl.CERT_OPTIONAL
+    assert tls.server_credentials("SSL") is not None and tls.server_credentials("CONTROLLER") is not None
+
+
+async def test_both_grpc_listeners_of_a_combined_node_serve_a_renewed_certificate(tmp_path: Path, ca: Issued) -> None:
+    """Each listener watches the files for itself: a watch reports a change once, so a shared one left the listener
+    that handshook second on the old certificate."""
+    keys = {"listener.security.protocol.map": "CONTROLLER:SSL", "ssl.client.auth": "required"}
+    tls = NodeTls(node_config(tmp_path, **keys))
+    servers, ports = [], []
+    for name in ("SSL", "CONTROLLER"):
+        server = grpc.aio.server()
+        credentials = tls.server_credentials(name)
+        assert credentials is not None
+        ports.append(server.add_secure_port("127.0.0.1:0", credentials))
+        await server.start()
+        servers.append(server)
+    try:
+        before = {await asyncio.to_thread(served_serial, port, tmp_path) for port in ports}
+        renewed = make_leaf(ca, "node", ["127.0.0.1"])
+        renewed.write(tmp_path, "node")
+        for _ in range(2):
+            served = [await asyncio.to_thread(served_serial, port, tmp_path) for port in ports]
+            assert served == [renewed.cert.serial_number] * 2 and renewed.cert.serial_number not in before
+    finally:
+        await asyncio.gather(*(server.stop(None) for server in servers))
 
 
 def test_a_missing_file_or_wrong_key_password_stops_the_node_with_its_name(tmp_path: Path, ca: Issued) -> None:
