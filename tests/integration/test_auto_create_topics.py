@@ -7,6 +7,8 @@ cluster started with ``auto.create.topics.enable=false`` creates nothing."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -86,6 +88,20 @@ def test_kafka_python_producer_creates_the_topic_it_sends_to(cluster: DevCluster
     finally:
         producer.close(timeout=5)
     assert sent.topic == name and sent.offset == 0
+    assert_created_with_the_defaults(admin, name)
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_kcat_producer_creates_the_topic_it_sends_to(cluster: DevCluster, admin: Admin) -> None:
+    name = new_name()
+    done = subprocess.run(
+        ["kcat", "-b", cluster.kafka_bootstrap_servers, "-P", "-t", name],
+        input="v\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
     assert_created_with_the_defaults(admin, name)
 
 
@@ -181,5 +197,15 @@ def test_a_cluster_with_auto_create_topics_enable_false_creates_nothing(tmp_path
         # librdkafka fails the message once the topic has been missing for topic.metadata.propagation.max.ms.
         error = rd_produce(off.kafka_bootstrap_servers, name, **{"topic.metadata.propagation.max.ms": 1000})
         assert error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        # kafka-python waits max_block_ms for the topic's metadata, then fails the send, as Kafka's Java producer.
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaTimeoutError
+
+        kp = KafkaProducer(bootstrap_servers=off.kafka_bootstrap_servers, max_block_ms=2000)
+        try:
+            with pytest.raises(KafkaTimeoutError):
+                kp.send(name, b"v").get(timeout=10)
+        finally:
+            kp.close(timeout=5)
         with Admin({"bootstrap.servers": off.admin_servers, "request.timeout.ms": 10000}) as a:
             assert name not in a.list_topics()
