@@ -3,8 +3,9 @@ longer knows its session.
 
 A broker binds a session to the HTTP/2 connection it was made on, so a channel that reconnects (a new local port)
 or outlives the session's lifetime gets UNAUTHENTICATED; the channel then logs in again and repeats the call once
-(the broker refused it before serving it). A refused login raises :class:`AuthenticationFailedError` at once: a
-wrong password is not retried. The exchange itself is scramp's.
+(the broker refused it before serving it). A refused login raises
+:class:`~odradek.client.errors.AuthenticationFailedError` at once: a wrong password is not retried. The exchange
+itself is odradek's own (:mod:`odradek.client.scram_client`): no SASLprep, any salt, as the broker takes them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 
 import grpc
 
-from odradek.client.errors import AuthenticationFailedError, ConfigError, ErrorCode, error_for_code
+from odradek.client.errors import ConfigError, ErrorCode, error_for_code
+from odradek.client.scram_client import ScramClientExchange
 from odradek.proto import security_pb2, security_pb2_grpc
 
 __all__ = ["SESSION_KEY", "ChannelAuthenticator", "SaslCredentials", "sasl_credentials"]
@@ -85,28 +87,17 @@ class ChannelAuthenticator(grpc.aio.UnaryUnaryClientInterceptor):
         c, stub = self.credentials, self._stub
         if stub is None:
             raise RuntimeError("ChannelAuthenticator used before attach()")
-        import scramp  # here, not at the top: most processes never log in with SCRAM, and it is slow to import
-
-        client = scramp.ScramClient([c.mechanism], c.username, c.password)
+        client = ScramClientExchange(c.mechanism, c.username, c.password)
         first = await stub.SaslAuthenticate(
-            security_pb2.SaslAuthenticateRequest(mechanism=c.mechanism, auth_bytes=client.get_client_first().encode()),
-            timeout=timeout,
+            security_pb2.SaslAuthenticateRequest(mechanism=c.mechanism, auth_bytes=client.first()), timeout=timeout
         )
         _check(first)
-        try:
-            client.set_server_first(first.auth_bytes.decode())
-            client_final = client.get_client_final()
-        except (scramp.ScramException, UnicodeDecodeError) as e:
-            raise AuthenticationFailedError(f"malformed SCRAM server-first message: {e}") from None
         final = await stub.SaslAuthenticate(
-            security_pb2.SaslAuthenticateRequest(exchange=first.exchange, auth_bytes=client_final.encode()),
+            security_pb2.SaslAuthenticateRequest(exchange=first.exchange, auth_bytes=client.final(first.auth_bytes)),
             timeout=timeout,
         )
         _check(final)
-        try:  # the broker proves it holds the credential too
-            client.set_server_final(final.auth_bytes.decode())
-        except (scramp.ScramException, UnicodeDecodeError) as e:
-            raise AuthenticationFailedError(f"the broker's SCRAM signature does not verify: {e}") from None
+        client.verify(final.auth_bytes)  # the broker proves it holds the credential too
         return str(final.session_token)
 
 
