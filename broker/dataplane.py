@@ -307,7 +307,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 )
             topics.append(
                 pb.TopicMetadata(
-                    name=name, topic_id=topic.topic_id, is_internal=name.startswith("__"), partitions=partitions
+                    name=name, topic_id=topic.topic_id, is_internal=name in INTERNAL_TOPICS, partitions=partitions
                 )
             )
         if auto_create is not None and missing:

@@ -302,6 +302,7 @@ class Node:
                 admin,
                 broker.quotas,
                 access,
+                self.config,
             )
             # A connection's session, given its client certificate's principal if it has one.
             kafka_sasl = functools.partial(SaslSession, mechanisms, lookup) if c.requires_sasl(endpoint) else None

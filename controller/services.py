@@ -49,7 +49,7 @@ from odradek.controller.metadata.image import MetadataImage, PartitionRegistrati
 from odradek.controller.metadata.state_machine import MetadataStateMachine
 from odradek.controller.producer_ids import allocate_producer_ids
 from odradek.controller.quorum.driver import RaftDriver
-from odradek.controller.raft import Role
+from odradek.controller.raft import PeerProgress, Role
 from odradek.controller.reassignment import ReassignmentRequest, alter_reassignments
 from odradek.controller.replica_logs import Answers
 from odradek.controller.scram_changes import (
@@ -80,8 +80,6 @@ logger = logging.getLogger(__name__)
 audit = logging.getLogger("odradek.audit")
 
 R = TypeVar("R", bound=Message)
-
-INTERNAL_PREFIX = "__"
 
 
 class ControllerService(controller_pb2_grpc.ControllerServicer):
@@ -246,7 +244,7 @@ def topic_description(image: MetadataImage, name: str) -> apb.TopicDescription:
     return apb.TopicDescription(
         name=name,
         topic_id=topic.topic_id,
-        is_internal=name.startswith(INTERNAL_PREFIX),
+        is_internal=name in INTERNAL_TOPICS,  # Kafka's own internal topics only, not every "__" name
         configs=[apb.ConfigEntry(name=k, value=v) for k, v in sorted(image.topic_configs(name).items())],
         partitions=[
             apb.PartitionDescription(
@@ -275,21 +273,17 @@ def describe_topic_configs(
 ) -> apb.TopicConfigs:
     """Each topic config's effective value and its source: set on the topic, else the node's default (from its
     config file, or odradek's built-in), where no cluster-wide dynamic default overrides those. ``names`` picks
-    configs (empty: all). Every one can be altered
-    (IncrementalAlterConfigs); none is sensitive."""
+    configs (empty: all), each once; a name the topic has no config of is left out, as Kafka leaves it. Every one
+    can be altered (IncrementalAlterConfigs); none is sensitive."""
     if image.topic(name) is None:
         return apb.TopicConfigs(
             topic=name, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"unknown topic '{name}'"
         )
     own = image.topic_configs(name)
-    unknown = [n for n in names if n not in own and n not in defaults]
-    if unknown:
-        return apb.TopicConfigs(
-            topic=name, error=ErrorCode.INVALID_CONFIG, error_message=f"unknown topic config '{unknown[0]}'"
-        )
+    known = set(own) | set(defaults)
     entries = []
     dynamic = image.cluster_defaults()
-    for key in names or sorted(set(own) | set(defaults)):
+    for key in [n for n in dict.fromkeys(names) if n in known] if names else sorted(known):
         node = node_key(key)
         if key in own:
             value, source = own[key], apb.TOPIC_CONFIG
@@ -564,14 +558,25 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         tick_ms = self.driver.tick_ms
         wall = clock.wall_ms()
 
-        def state(node_id: int, end_offset: int, last_tick: int) -> apb.ReplicaState:
-            ago = max(0, (node.now - last_tick) * tick_ms)
-            return apb.ReplicaState(node_id=node_id, log_end_offset=end_offset, last_fetch_timestamp_ms=wall - ago)
+        def at(tick: int | None) -> int:
+            """A tick of the Raft core as wall-clock ms; -1 for never, Kafka's unknown."""
+            return -1 if tick is None else wall - max(0, (node.now - tick) * tick_ms)
+
+        def state(r: PeerProgress) -> apb.ReplicaState:
+            fetched, caught_up = at(r.last_fetch_tick), at(r.last_caught_up_tick)
+            return apb.ReplicaState(
+                node_id=r.node_id,
+                log_end_offset=r.end_offset,
+                last_fetch_timestamp_ms=fetched,
+                last_caught_up_timestamp_ms=caught_up,
+            )
 
         replicas = node.peer_progress()
-        voters = [state(node.node_id, node.log.end_offset, node.now)]
-        voters += [state(r.node_id, r.end_offset, r.last_fetch_tick) for r in replicas if r.voter]
-        observers = [state(r.node_id, r.end_offset, r.last_fetch_tick) for r in replicas if not r.voter]
+        # The leader fetched and caught up now, as Kafka reports it.
+        now = node.now
+        leader = PeerProgress(node.node_id, True, node.log.end_offset, last_fetch_tick=now, last_caught_up_tick=now)
+        voters = [state(leader)] + [state(r) for r in replicas if r.voter]
+        observers = [state(r) for r in replicas if not r.voter]
         return apb.DescribeQuorumResponse(
             leader_id=node.node_id,
             leader_epoch=node.epoch,
@@ -692,7 +697,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
     ) -> apb.DescribeTopicsResponse:
         image = self.sm.image
         names = list(request.names) or sorted(
-            n for n in image.topic_ids if request.include_internal or not n.startswith(INTERNAL_PREFIX)
+            n for n in image.topic_ids if request.include_internal or n not in INTERNAL_TOPICS
         )
         local = self._local_controller()
         if request.names and local is not None and any(image.topic(n) is None for n in names):

@@ -21,7 +21,7 @@ from typing import Any
 
 import tomli_w
 
-from odradek.broker.config import SCHEMA, ConfigError, NodeConfig, flatten
+from odradek.broker.config import LISTENER_PREFIX, PER_LISTENER_KEY, SCHEMA, ConfigError, NodeConfig, flatten
 from odradek.broker.storage import StorageFormatError, check_cluster_id
 from odradek.deploy.certs import CA_STEM, node_stem
 
@@ -154,12 +154,13 @@ class ClusterSpec:
     def _check_properties(self) -> None:
         sample = self.nodes[0].node_id
         for name, value in self.properties.items():
-            if name not in SCHEMA:
+            key = _schema_key(name)
+            if key not in SCHEMA:
                 raise ClusterSpecError(f"properties: unknown property '{name}'")
             if name in GENERATED:
                 raise ClusterSpecError(f"properties: '{name}' is set per node from the nodes and ports")
             try:
-                SCHEMA[name][0](_substitute(value, sample))
+                SCHEMA[key][0](_substitute(value, sample))
             except (TypeError, ValueError) as e:
                 raise ClusterSpecError(f"properties: invalid value {value!r} for '{name}': {e}") from None
 
@@ -182,6 +183,14 @@ class ClusterSpec:
         if found is None:
             raise ClusterSpecError(f"node {node_id} is not in the cluster description")
         return found
+
+
+def _schema_key(name: str) -> str:
+    """The SCHEMA key whose parser checks property ``name``: ssl.client.auth for Kafka's per-listener form
+    (listener.name.<listener>.ssl.client.auth), else the name itself. Whether that listener exists and is TLS only
+    the rendered node config can tell: render_node_config checks it."""
+    per_listener = name.startswith(LISTENER_PREFIX) and name.endswith(f".{PER_LISTENER_KEY}")
+    return PER_LISTENER_KEY if per_listener else name
 
 
 def _substitute(value: Any, node_id: int) -> Any:

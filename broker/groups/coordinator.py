@@ -13,6 +13,8 @@ cores'; this shell
   ``offsets.commit.timeout.ms``, then reports the outcome back to the core;
 - runs each partition's timers (one task, sleeping until the earliest ``next_deadline_ms`` of its groups and
   woken whenever a request may have moved it) and its offset retention;
+- drops the offsets of deleted topics: after each metadata change (``on_leadership``) it compares the image's
+  topics with those it saw last, and each partition writes tombstones for the deleted topics' offsets;
 - appends a TxnOffsetCommit as one transactional batch of the producer and, told by ``on_txn_marker`` that the
   producer's marker reached the partition, commits or drops those offsets (see offsets.py).
 
@@ -58,7 +60,7 @@ from odradek.broker.groups.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from odradek.broker.groups.offsets import USE_COMMIT_TIMESTAMP, OffsetAndMetadata, OffsetStore
+from odradek.broker.groups.offsets import USE_COMMIT_TIMESTAMP, Append, OffsetAndMetadata, OffsetStore
 from odradek.broker.groups.partitioner import offsets_partition_for
 from odradek.broker.groups.records import (
     OFFSETS_TOPIC,
@@ -73,11 +75,12 @@ from odradek.broker.partition import Partition
 from odradek.client.consumer.protocol import Subscription
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.client.structs import TopicPartition
-from odradek.controller.metadata.image import MetadataImage
+from odradek.controller.metadata.image import MetadataImage, TopicImage
 
 logger = logging.getLogger(__name__)
 
 LOAD_READ_BYTES = 1 << 20
+CONSUMER_PROTOCOL = "consumer"  # the protocol type of consumer groups, whose member metadata is a Subscription
 RESPONSE_HW_POLL_S = 1.0  # a loading partition re-checks its high watermark at least this often
 
 
@@ -133,8 +136,9 @@ def commit_append_error(error: int) -> ErrorCode.ValueType:
 
 def subscribed_topics(group: ClassicGroup) -> set[str] | None:
     """The topics a consumer group's members subscribe to; None when they cannot be known (another protocol type,
-    or metadata that does not decode): then every topic counts as subscribed."""
-    if group.protocol_type != "consumer":
+    or metadata that does not decode): a consumer group then counts as subscribed to every topic (Kafka's
+    ClassicGroup.isSubscribedToTopic)."""
+    if group.protocol_type != CONSUMER_PROTOCOL:
         return None
     topics: set[str] = set()
     for member in group.members.values():
@@ -146,6 +150,12 @@ def subscribed_topics(group: ClassicGroup) -> set[str] | None:
         except Exception:
             return None
     return topics
+
+
+def deleted_partitions(before: Mapping[bytes, TopicImage], after: Mapping[bytes, TopicImage]) -> list[TopicPartition]:
+    """The partitions of the topics in ``before`` (an image's topics by id) that ``after`` no longer has: by id, so
+    a topic deleted and created again under its name between the two counts as deleted."""
+    return [TopicPartition(t.name, i) for tid, t in before.items() if tid not in after for i in sorted(t.partitions)]
 
 
 def coordinator_address(
@@ -204,6 +214,7 @@ class CoordinatorPartition:
         self.generations: dict[str, int] = {}
         self.replayed = False  # the load has read the log up to the end it started at
         self.deferred_markers: list[tuple[int, bool]] = []  # markers reported while the load was still reading
+        self.deferred_deletions: list[TopicPartition] = []  # partitions of topics deleted while it was loading
 
     def current(self) -> bool:
         """Still the leader at the epoch it loaded (else nothing it holds may be acted on)."""
@@ -252,12 +263,14 @@ class GroupCoordinator:
         self._tokens = itertools.count(1)
         self.rebalances: dict[str, int] = {}
         self.commits: dict[str, int] = {}
+        self._topics: Mapping[bytes, TopicImage] = image().topics  # as the last leadership call saw them
 
     # -- leadership ------------------------------------------------------------------------------------------------
 
     def on_leadership(self, partitions: Mapping[tuple[str, int], Partition]) -> None:
         """Load the offsets partitions this broker now leads, unload those it stopped leading (or leads at a new
-        epoch: a load in progress for an old epoch is abandoned)."""
+        epoch: a load in progress for an old epoch is abandoned). The replica manager calls this after every
+        metadata change, so it is also where the offsets of deleted topics are dropped."""
         leading = {i: p.leader_epoch for (t, i), p in partitions.items() if t == OFFSETS_TOPIC and p.is_leader}
         unload, load = plan_leadership({i: cp.epoch for i, cp in self.partitions.items()}, leading)
         for index in unload:
@@ -267,6 +280,35 @@ class GroupCoordinator:
             self.partitions[index] = cp
             logger.info("loading offsets partition %d at leader epoch %d", index, epoch)
             cp.spawn(self._load(cp), f"load-offsets-{index}")
+        self._drop_deleted_topics()
+
+    def _drop_deleted_topics(self) -> None:
+        """Each hosted offsets partition writes tombstones for the offsets of the topics deleted since the last
+        call (Kafka's onPartitionsDeleted); one still loading does once it has loaded."""
+        topics = self._image().topics
+        deleted = deleted_partitions(self._topics, topics)
+        self._topics = topics
+        if not deleted:
+            return
+        for cp in self.partitions.values():
+            if cp.loaded:
+                cp.spawn(self._drop_offsets(cp, deleted), f"drop-deleted-offsets-{cp.index}")
+            else:
+                cp.deferred_deletions.extend(deleted)
+
+    async def _drop_offsets(self, cp: CoordinatorPartition, partitions: Sequence[TopicPartition]) -> None:
+        append = cp.store.on_partitions_deleted(partitions)
+        if append is None:
+            return
+        code = await self._write(cp, append)
+        if code == ErrorCode.NONE:
+            logger.info("offsets partition %d: %d offsets of deleted topics removed", cp.index, len(append.records))
+        else:  # not retried, as Kafka logs the failure and moves on
+            logger.warning(
+                "offsets partition %d: the offsets of deleted topics were not removed: %s",
+                cp.index,
+                ErrorCode.Name(ErrorCode.ValueType(code)),
+            )
 
     async def _load(self, cp: CoordinatorPartition) -> None:
         log = cp.partition.log
@@ -320,6 +362,8 @@ class GroupCoordinator:
         )
         cp.spawn(self._timers(cp), f"group-timers-{cp.index}")
         cp.spawn(self._retention(cp), f"offsets-retention-{cp.index}")
+        if cp.deferred_deletions:
+            cp.spawn(self._drop_offsets(cp, cp.deferred_deletions), f"drop-deleted-offsets-{cp.index}")
 
     def _unload(self, cp: CoordinatorPartition) -> None:
         cp.unloaded = True
@@ -464,6 +508,14 @@ class GroupCoordinator:
             return ErrorCode.REQUEST_TIMED_OUT
         return code
 
+    async def _write(self, cp: CoordinatorPartition, append: Append) -> int:
+        """``_append`` of the offset store's records, whose outcome goes back to the store (unless the partition was
+        unloaded meanwhile: the store dropped them then)."""
+        code = await self._append(cp, append.records)
+        if cp.current():
+            (cp.store.on_appended if code == ErrorCode.NONE else cp.store.on_append_failed)(append.append_id)
+        return code
+
     async def _timers(self, cp: CoordinatorPartition) -> None:
         """Fire each group's due timers; sleep until the earliest deadline or until a request may have moved it."""
         while cp.current():
@@ -502,15 +554,10 @@ class GroupCoordinator:
 
         append = cp.store.expired(now, self.config.retention_ms, empty_since)
         if append is not None:
-            error = await self._append(cp, append.records)
-            if not cp.current():
+            error = await self._write(cp, append)
+            if not cp.current() or error != ErrorCode.NONE:
                 return
-            if error == ErrorCode.NONE:
-                cp.store.on_appended(append.append_id)
-                logger.info("offsets partition %d: %d offsets expired", cp.index, len(append.records))
-            else:
-                cp.store.on_append_failed(append.append_id)
-                return
+            logger.info("offsets partition %d: %d offsets expired", cp.index, len(append.records))
         dead = [
             g
             for gid, g in cp.groups.items()
@@ -772,30 +819,33 @@ class GroupCoordinator:
     async def delete_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition]
     ) -> tuple[ErrorCode.ValueType, dict[TopicPartition, ErrorCode.ValueType]]:
-        """OffsetDelete: tombstones for the partitions of topics no member subscribes to."""
+        """OffsetDelete: tombstones for the partitions of topics no member subscribes to. Only a consumer group
+        may have members (NON_EMPTY_GROUP otherwise), and one whose subscriptions do not decode counts as
+        subscribed to every topic. A partition the metadata lacks is UNKNOWN_TOPIC_OR_PARTITION, as Kafka's broker
+        answers it without asking its coordinator: its offsets, if any, went with its topic (``on_leadership``)."""
         cp = self._route(group_id)
         group = cp.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
-        subscribed: set[str] = set()
+        subscribed: set[str] | None = set()  # None: every topic
         if group.state is not GroupState.EMPTY:
-            topics = subscribed_topics(group)
-            if topics is None:
+            if group.protocol_type != CONSUMER_PROTOCOL:
                 return ErrorCode.NON_EMPTY_GROUP, {}
-            subscribed = topics
+            subscribed = subscribed_topics(group)
+        image = self._image()
         errors: dict[TopicPartition, ErrorCode.ValueType] = {}
         deletable = []
         for tp in partitions:
-            if tp.topic in subscribed:
+            if image.partition(tp.topic, tp.partition) is None:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif subscribed is None or tp.topic in subscribed:
                 errors[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
             else:
                 errors[tp] = ErrorCode.NONE
                 deletable.append(tp)
         append = cp.store.delete_partitions(group_id, deletable)
         if append is not None:
-            code = await self._append(cp, append.records)
-            if cp.current():
-                (cp.store.on_appended if code == ErrorCode.NONE else cp.store.on_append_failed)(append.append_id)
+            code = await self._write(cp, append)
             if code != ErrorCode.NONE:
                 return commit_append_error(code), {}
         return ErrorCode.NONE, errors

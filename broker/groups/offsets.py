@@ -16,6 +16,8 @@ Rules, as Kafka's offset manager keeps them:
   commit without ever joining: no membership) expire that long after their own commit. A record written with an
   explicit expire timestamp (version 1, before KIP-211) expires at that time once the group has no members.
   A partition with a commit in flight is not expired, so the expiry cannot overtake a newer commit.
+- The partitions of a deleted topic lose their offsets in every group at once (Kafka's onPartitionsDeleted), so a
+  topic created again under that name starts without them.
 
 Acknowledgements must be reported in append order (the order the shell appended them, which is the order the high
 watermark passes them); pending appends are kept per append id.
@@ -175,6 +177,18 @@ class OffsetStore:
         wanted = set(partitions)
         return self._stage(
             (key, None) for key in self._keys(group) if TopicPartition(key.topic, key.partition) in wanted
+        )
+
+    def on_partitions_deleted(self, partitions: Iterable[TopicPartition]) -> Append | None:
+        """Tombstones for every group's offsets of ``partitions`` (committed or in flight): their topic was deleted,
+        and a topic created again under its name must not take them up (Kafka's onPartitionsDeleted)."""
+        wanted = set(partitions)
+        groups = self.groups() | {key.group for p in self._pending.values() for key, _ in p.append.records}
+        return self._stage(
+            (key, None)
+            for group in sorted(groups)
+            for key in self._keys(group)
+            if TopicPartition(key.topic, key.partition) in wanted
         )
 
     def delete_group(self, group: str) -> Append | None:

@@ -8,8 +8,9 @@ Served versions (docs/kafka-protocol.md lists them with the other APIs):
   DeleteRecords v0-v2.
 - DescribeConfigs v1-v4, AlterConfigs v0-v2 and IncrementalAlterConfigs v0-v1: topics, and the broker resource as
   odradek has it (the cluster-wide dynamic defaults, which every broker applies; no per-broker dynamic configs; a
-  broker id's resource also lists this broker's static configs). AlterConfigs replaces a resource's whole set of
-  dynamic configs (KIP-133), as an IncrementalAlterConfigs call that sets the given ones and deletes every other.
+  broker id's resource also lists this broker's static configs, from its node config). AlterConfigs replaces a
+  resource's whole set of dynamic configs (KIP-133), as an IncrementalAlterConfigs call that sets the given ones and
+  deletes every other.
 - DescribeCluster v0-v2 (broker endpoints only); DescribeClientQuotas v0-v1; AlterClientQuotas v0-v1.
 """
 
@@ -19,7 +20,7 @@ import functools
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from kafka.protocol.admin.client_quotas import (
     AlterClientQuotasRequest,
@@ -47,6 +48,7 @@ from kafka.protocol.admin.topics import (
     DeleteTopicsResponse,
 )
 
+from odradek.broker.config import SCHEMA, Endpoint, NodeConfig, Voter
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.metadata_apis import (
@@ -123,15 +125,36 @@ TOPIC_CONFIG_TYPES = {
     "unclean.recovery.strategy": STRING,
 }
 
-# The static broker configs Kafka brokers report and odradek has, with Kafka's types (see _static_broker_configs).
-STATIC_BROKER_CONFIG_TYPES = {
-    "auto.create.topics.enable": BOOLEAN,
-    "broker.id": INT,
-    "controller.quorum.voters": LIST,
-    "default.replication.factor": INT,
-    "log.dirs": STRING,
-    "node.id": INT,
-    "num.partitions": INT,
+
+def _listeners_text(listeners: Mapping[str, Endpoint]) -> str | None:
+    """Kafka's ``NAME://host:port,...``; None for none (advertised.listeners unset: Kafka's null, under which the
+    listeners are advertised)."""
+    return ",".join(f"{e.name}://{e}" for e in listeners.values()) or None
+
+
+def _voters_text(voters: Sequence[Voter]) -> str:
+    return ",".join(f"{v.node_id}@{v.host}:{v.port}" for v in voters)
+
+
+class StaticConfig(NamedTuple):
+    """A static broker config Kafka brokers report and odradek has: the node property giving it (broker.id is
+    node.id, as in KRaft), its text as Kafka writes it, and Kafka's type."""
+
+    key: str
+    text: Callable[[Any], str | None]
+    type: int
+
+
+STATIC_BROKER_CONFIGS = {
+    "advertised.listeners": StaticConfig("advertised.listeners", _listeners_text, STRING),
+    "auto.create.topics.enable": StaticConfig("auto.create.topics.enable", config_text, BOOLEAN),
+    "broker.id": StaticConfig("node.id", str, INT),
+    "controller.quorum.voters": StaticConfig("controller.quorum.voters", _voters_text, LIST),
+    "default.replication.factor": StaticConfig("default.replication.factor", str, INT),
+    "listeners": StaticConfig("listeners", _listeners_text, STRING),
+    "log.dirs": StaticConfig("log.dirs", ",".join, STRING),
+    "node.id": StaticConfig("node.id", str, INT),
+    "num.partitions": StaticConfig("num.partitions", str, INT),
 }
 
 # The node properties that default a topic config (node key -> topic key): the dynamic broker configs.
@@ -342,7 +365,8 @@ def config_type(name: str) -> int:
     """Kafka's type of a topic config, of the node property that defaults one, or of a static broker config; 0
     (UNKNOWN) for any other."""
     topic = _DYNAMIC_BROKER_KEYS.get(name, name)
-    return TOPIC_CONFIG_TYPES.get(topic) or STATIC_BROKER_CONFIG_TYPES.get(name, 0)
+    static = STATIC_BROKER_CONFIGS.get(name)
+    return TOPIC_CONFIG_TYPES.get(topic) or (static.type if static is not None else 0)
 
 
 @functools.cache
@@ -351,26 +375,21 @@ def _built_in_defaults() -> dict[str, TopicDefault]:
     return topic_defaults()
 
 
-def _static_broker_configs(backend: KafkaBackend) -> dict[str, str]:
+Synonym = tuple[str, str | None, int]  # name, value, Kafka's config source
+
+
+def _static_broker_configs(config: NodeConfig) -> list[tuple[str, list[Synonym]]]:
     """The static configs of this broker that Kafka's brokers report too, as this node runs with them (only a
-    restart with another config file changes them): its id, the defaults of topic creation, whether Metadata creates
-    topics, the metadata quorum's voters, and its log dirs as it registered them."""
-    admin = backend.admin
-    configs = {
-        "broker.id": str(backend.broker_id),
-        "node.id": str(backend.broker_id),
-        "num.partitions": str(admin.defaults["num.partitions"]),
-        "default.replication.factor": str(admin.defaults["default.replication.factor"]),
-        "auto.create.topics.enable": config_text(backend.data.auto_create is not None),
-        "controller.quorum.voters": ",".join(f"{node}@{address}" for node, address in sorted(admin.voters.items())),
-    }
-    registered = backend.image().brokers.get(backend.broker_id)
-    if registered is not None:
-        configs["log.dirs"] = ",".join(registered.log_dirs)
-    return dict(sorted(configs.items()))
-
-
-Synonym = tuple[str, str, int]  # name, value, Kafka's config source
+    restart with another config file changes them), each with its synonyms as Kafka lists them, the effective value
+    first: the config file's value (STATIC_BROKER_CONFIG), then odradek's default (DEFAULT_CONFIG). A key the file
+    does not set has its default alone, so its source is DEFAULT_CONFIG."""
+    out = []
+    for name, static in sorted(STATIC_BROKER_CONFIGS.items()):
+        parse, default = SCHEMA[static.key]
+        own = [(name, static.text(config[static.key]), STATIC_SOURCE)] if config.is_set(static.key) else []
+        built_in = [] if default is None else [(name, static.text(parse(default)), DEFAULT_SOURCE)]
+        out.append((name, own + built_in))
+    return out
 
 
 def _synonyms(
@@ -399,40 +418,43 @@ def _broker_resource_error(backend: KafkaBackend, name: str) -> str | None:
     return f"unexpected broker id {name!r}: expected {backend.broker_id} or the empty name (the cluster default)"
 
 
+def _entry(name: str, synonyms: Sequence[Synonym], read_only: bool, sensitive: bool, with_synonyms: bool) -> Any:
+    """Kafka's entry of one config whose effective value is ``synonyms[0]``; no documentation."""
+    entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
+    synonym = entry.DescribeConfigsSynonym
+    _, value, source = synonyms[0]
+    return entry(
+        name=name,
+        value=None if sensitive else value,
+        read_only=read_only,
+        config_source=source,
+        is_sensitive=sensitive,
+        synonyms=[synonym(name=n, value=None if sensitive else v, source=s) for n, v, s in synonyms]
+        if with_synonyms
+        else [],
+        config_type=config_type(name),
+        documentation=None,
+    )
+
+
 async def _describe_configs(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
     """Topics: each config's effective value and source. The broker resource: the configs odradek can set for the
     whole cluster at runtime (those defaulting a topic config) with their values here, and for this broker's id its
-    static configs too (read-only); the empty name (the cluster-wide default) lists only those set dynamically, as
-    Kafka does. Keys a resource does not have are left out, as Kafka leaves them. Synonyms as ``_synonyms`` gives
-    them; config types are Kafka's; no documentation."""
+    static configs too (read-only, see ``_static_broker_configs``); the empty name (the cluster-wide default) lists
+    only those set dynamically, as Kafka does. Keys a resource does not have are left out, as Kafka leaves them.
+    Synonyms as ``_synonyms`` gives them; config types are Kafka's."""
     sctx = service_context(ctx)
     result = DescribeConfigsResponse.DescribeConfigsResult
-    entry = result.DescribeConfigsResourceResult
-    synonym = entry.DescribeConfigsSynonym
     dynamic = backend.image().cluster_defaults()
+    with_synonyms = request.include_synonyms
 
     def configs(described: Iterable[apb.DescribedConfig], topic: bool) -> list[Any]:
         out = []
         for c in described:
             source = _CONFIG_SOURCES.get(c.source, 0)
             effective = c.name if not topic or c.source == apb.TOPIC_CONFIG else node_key(c.name) or c.name
-            synonyms = (
-                _synonyms(effective, c.value, source, dynamic, backend.admin.topic_defaults)
-                if request.include_synonyms
-                else []
-            )
-            out.append(
-                entry(
-                    name=c.name,
-                    value=None if c.sensitive else c.value,
-                    read_only=c.read_only,
-                    config_source=source,
-                    is_sensitive=c.sensitive,
-                    synonyms=[synonym(name=n, value=None if c.sensitive else v, source=s) for n, v, s in synonyms],
-                    config_type=config_type(c.name),
-                    documentation=None,
-                )
-            )
+            synonyms = _synonyms(effective, c.value, source, dynamic, backend.admin.topic_defaults)
+            out.append(_entry(c.name, synonyms, c.read_only, c.sensitive, with_synonyms))
         return out
 
     defaults: apb.DescribeConfigsResponse | None = None  # the cluster-wide defaults, asked once
@@ -453,12 +475,10 @@ async def _describe_configs(backend: KafkaBackend, ctx: RequestContext, version:
             described = [
                 c for c in defaults.cluster_defaults if name != "" or c.source == apb.DYNAMIC_DEFAULT_BROKER_CONFIG
             ]
-            if name != "":
-                described += [
-                    apb.DescribedConfig(name=k, value=v, source=apb.STATIC_BROKER_CONFIG, read_only=True)
-                    for k, v in _static_broker_configs(backend).items()
-                ]
             found = configs(described, topic=False)
+            if name != "":
+                static = _static_broker_configs(backend.node_config())
+                found += [_entry(n, synonyms, True, False, with_synonyms) for n, synonyms in static]
         else:
             error = ErrorCode.INVALID_REQUEST
             message = message or f"unsupported config resource type {kind}"

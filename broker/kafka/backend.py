@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from odradek.broker.config import NodeConfig
 from odradek.broker.dataplane import BrokerService
 from odradek.broker.groups.service import GroupCoordinatorService
 from odradek.broker.kafka.wire import RequestContext
@@ -34,6 +35,15 @@ class KafkaBackend:
     admin: AdminService  # topics, configs, quotas, cluster (forwarded to the active controller as on gRPC)
     quotas: BrokerQuotas | None = None
     access: AccessControl = OPEN  # the services' authorization, for the calls that pass the caller explicitly
+    # This node's config: the static broker configs DescribeConfigs reports, the voters' endpoints DescribeQuorum
+    # lists. Only a backend built for APIs that read neither (in tests) goes without it.
+    config: NodeConfig | None = None
+
+    def node_config(self) -> NodeConfig:
+        """This node's config, for the handlers that read it."""
+        if self.config is None:
+            raise RuntimeError("this Kafka backend was built without the node's config")
+        return self.config
 
 
 def request_caller(backend: KafkaBackend, ctx: RequestContext) -> Caller | None:

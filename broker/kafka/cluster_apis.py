@@ -7,8 +7,9 @@ controller). What Kafka's protocol can say and gRPC's cannot (an empty list that
 Served versions (docs/kafka-protocol.md lists them with the other APIs):
 - DescribeLogDirs v1-v4: this broker's own log dirs, as each Kafka broker answers for its own.
 - ElectLeaders v0-v2; AlterPartitionReassignments v0-v1; ListPartitionReassignments v0.
-- DescribeQuorum v0-v1. v2 adds each voter's listeners by name; the voters are known here by address only
-  (``controller.quorum.voters``), not by the name of the listener that address belongs to.
+- DescribeQuorum v0-v2. v2's voter endpoints are those of a static quorum, as Kafka's lists them: each voter's
+  address in ``controller.quorum.voters`` on the controllers' listener (the first of ``controller.listener.names``),
+  and zero directory ids.
 - DescribeTopicPartitions v0.
 
 Authorization is the services' (cluster Alter for elections and reassignments, cluster Describe for log dirs and
@@ -39,6 +40,7 @@ from kafka.protocol.admin.topics import (
     ListPartitionReassignmentsResponse,
 )
 
+from odradek.broker.config import NodeConfig
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend, request_caller
 from odradek.broker.kafka.metadata_apis import ZERO_UUID, service_context, topic_uuid
@@ -54,7 +56,7 @@ DESCRIBE_LOG_DIRS_VERSIONS = (1, 4)
 ELECT_LEADERS_VERSIONS = (0, 2)
 ALTER_PARTITION_REASSIGNMENTS_VERSIONS = (0, 1)
 LIST_PARTITION_REASSIGNMENTS_VERSIONS = (0, 0)
-DESCRIBE_QUORUM_VERSIONS = (0, 1)
+DESCRIBE_QUORUM_VERSIONS = (0, 2)
 DESCRIBE_TOPIC_PARTITIONS_VERSIONS = (0, 0)
 
 # The metadata log as Kafka names it: the one partition DescribeQuorum describes.
@@ -329,26 +331,36 @@ async def _list_reassignments(backend: KafkaBackend, ctx: RequestContext, versio
 # ---- the metadata quorum ----
 
 
-def _replica_states(answer: apb.DescribeQuorumResponse, replicas: Sequence[apb.ReplicaState]) -> list[Any]:
-    """Kafka's replica states. The leader fetched and caught up now, as Kafka reports it. A follower's last fetch is
-    known once it fetched from this leader (an end offset); it caught up at that fetch if it then held the leader's
-    whole log (what Kafka records then), else its caught-up time is not known here: -1."""
+def _known_ms(ms: int) -> int:
+    """A time of the quorum description, -1 (Kafka's unknown) where the controller has none (-1, or proto3's 0)."""
+    return ms if ms > 0 else -1
+
+
+def _replica_states(replicas: Sequence[apb.ReplicaState]) -> list[Any]:
+    """Kafka's replica states, with the times the leader keeps as Kafka's does (the controller's answer). Directory
+    ids are zero, as a static quorum's (v2)."""
     state = DescribeQuorumResponse.TopicData.PartitionData.ReplicaState
-    leader_end = next((v.log_end_offset for v in answer.voters if v.node_id == answer.leader_id), -1)
-    out = []
-    for r in replicas:
-        fetched = r.last_fetch_timestamp_ms if r.log_end_offset >= 0 and r.last_fetch_timestamp_ms > 0 else -1
-        caught_up = fetched if r.node_id == answer.leader_id or r.log_end_offset >= leader_end else -1
-        out.append(
-            state(
-                replica_id=r.node_id,
-                replica_directory_id=ZERO_UUID,
-                log_end_offset=r.log_end_offset,
-                last_fetch_timestamp=fetched,
-                last_caught_up_timestamp=caught_up,
-            )
+    return [
+        state(
+            replica_id=r.node_id,
+            replica_directory_id=ZERO_UUID,
+            log_end_offset=r.log_end_offset,
+            last_fetch_timestamp=_known_ms(r.last_fetch_timestamp_ms),
+            last_caught_up_timestamp=_known_ms(r.last_caught_up_timestamp_ms),
         )
-    return out
+        for r in replicas
+    ]
+
+
+def _voter_nodes(config: NodeConfig) -> list[Any]:
+    """v2's nodes: each voter's endpoint by listener name, as Kafka's static quorum knows it: its address in
+    controller.quorum.voters on the controllers' listener (the first of controller.listener.names, upper-cased as
+    Kafka normalises listener names)."""
+    node = DescribeQuorumResponse.Node
+    name = config["controller.listener.names"][0].upper()
+    return [
+        node(node_id=v.node_id, listeners=[node.Listener(name=name, host=v.host, port=v.port)]) for v in config.voters
+    ]
 
 
 async def _describe_quorum(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
@@ -392,12 +404,13 @@ async def _describe_quorum(backend: KafkaBackend, ctx: RequestContext, version: 
                         leader_id=answer.leader_id,
                         leader_epoch=answer.leader_epoch,
                         high_watermark=answer.high_watermark,
-                        current_voters=_replica_states(answer, answer.voters),
-                        observers=_replica_states(answer, answer.observers),
+                        current_voters=_replica_states(answer.voters),
+                        observers=_replica_states(answer.observers),
                     )
                 ],
             )
         ],
+        nodes=_voter_nodes(backend.node_config()) if version >= 2 else [],
     )
 
 

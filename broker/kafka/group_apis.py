@@ -1,7 +1,7 @@
 """The group APIs on the Kafka listener: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
 OffsetFetch, OffsetDelete, DescribeGroups, ListGroups and DeleteGroups, each translated into the
 ``GroupCoordinatorService`` call the gRPC listener makes and its answer back. Every rule is the coordinator's; what
-is here is only how each Kafka version spells the request and the answer (and OffsetDelete's metadata check, below).
+is here is only how each Kafka version spells the request and the answer.
 
 Served versions, and why not more (a version that needs what the coordinator lacks is not served at all):
 
@@ -15,10 +15,7 @@ Served versions, and why not more (a version that needs what the coordinator lac
   from kafka-python's definitions. v2-v4 carry a retention time: odradek keeps offsets per broker setting only, so
   any value but -1 (the broker's) is refused with INVALID_REQUEST rather than ignored.
 - OffsetFetch 1-8. v9 and v10 belong to the KIP-848 protocol.
-- OffsetDelete 0, its only version. A partition the metadata does not have is answered UNKNOWN_TOPIC_OR_PARTITION,
-  as Kafka's broker answers it before asking its coordinator; it is still passed on, so that the topic's ACL
-  answers first (Kafka's order: a caller refused the topic learns nothing of which topics exist). The coordinator
-  then drops any offset it still keeps for such a partition, which only a deleted topic leaves behind.
+- OffsetDelete 0, its only version.
 - DescribeGroups 0-5. v6 answers GROUP_ID_NOT_FOUND for an unknown group (KIP-1043); the coordinator describes it
   as Dead, the older versions' answer. Authorized operations (v3+) are left unknown: odradek has no ACLs yet.
 - ListGroups 0-4. v5 filters by group type (KIP-848).
@@ -336,21 +333,13 @@ class GroupApis:
         if r.error != ErrorCode.NONE:  # the group's error is the whole answer, as Kafka's
             return OffsetDeleteResponse(version=v, error_code=int(r.error), topics=[])
         errors = {(t.name, p.partition): int(p.error) for t in r.topics for p in t.partitions}
-        image = self.backend.image()
-
-        def error(topic: str, partition: int) -> int:
-            code = errors[(topic, partition)]
-            if code != ErrorCode.TOPIC_AUTHORIZATION_FAILED and image.partition(topic, partition) is None:
-                return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            return code
-
         Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
         Partition = Topic.OffsetDeleteResponsePartition
         topics = [
             Topic(
                 name=t.name,
                 partitions=[
-                    Partition(partition_index=p.partition_index, error_code=error(t.name, p.partition_index))
+                    Partition(partition_index=p.partition_index, error_code=errors[(t.name, p.partition_index)])
                     for p in t.partitions
                 ],
             )

@@ -12,8 +12,7 @@ Served versions, and why not more:
 
 What Kafka's broker decides itself, before asking its replica or coordinator, and the service does not, is done
 here: DescribeProducers answers a name no topic may have INVALID_TOPIC_EXCEPTION (before the ACL check);
-DescribeTransactions leaves out the partitions of topics the caller may not describe; ListTransactions answers an
-error (COORDINATOR_LOAD_IN_PROGRESS while a partition loads) without transactions.
+ListTransactions answers an error (COORDINATOR_LOAD_IN_PROGRESS while a partition loads) without transactions.
 
 DescribeProducers is answered by the partition's leader only (the service's rule): a follower answers
 NOT_LEADER_OR_FOLLOWER, where Kafka's follower would describe its own replica's producers.
@@ -21,7 +20,6 @@ NOT_LEADER_OR_FOLLOWER, where Kafka's follower would describe its own replica's 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from kafka.protocol.admin.transactions import (
@@ -34,15 +32,13 @@ from kafka.protocol.admin.transactions import (
 )
 
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
-from odradek.broker.kafka.backend import KafkaBackend, request_caller
+from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.metadata_apis import service_context
 from odradek.broker.kafka.wire import RequestContext
-from odradek.broker.security.acls import AclOperation, ResourceType
+from odradek.broker.transactions.coordinator import NO_DURATION_FILTER
 from odradek.client.errors import ErrorCode
 from odradek.controller.topics import validate_topic_name
 from odradek.proto import transaction_pb2 as tpb
-
-NO_DURATION_FILTER = -1  # ListTransactions below v1, and v1's default: every transaction
 
 _Partition = DescribeProducersResponse.TopicResponse.PartitionResponse
 
@@ -98,20 +94,10 @@ class TxnAdminApis:
             ],
         )
 
-    def _undescribable(self, ctx: RequestContext, topics: Iterable[str]) -> set[str]:
-        """Of ``topics``, those the caller may not describe (none without an authorizer)."""
-        caller = request_caller(self.backend, ctx)
-        if caller is None:
-            return set()
-        return self.backend.access.denied(
-            caller, AclOperation.DESCRIBE, ResourceType.TOPIC, topics, api="DescribeTransactions"
-        )
-
     async def describe_transactions(self, ctx: RequestContext, v: int, req: Any) -> Any:
         r = await self.transactions.DescribeTransactions(
             tpb.DescribeTransactionsRequest(transactional_ids=req.transactional_ids), service_context(ctx)
         )
-        hidden = self._undescribable(ctx, {t.name for d in r.transactions for t in d.topics})
         State = DescribeTransactionsResponse.TransactionState
         return DescribeTransactionsResponse(
             version=v,
@@ -125,11 +111,7 @@ class TxnAdminApis:
                     transaction_start_time_ms=d.transaction_start_time_ms,
                     producer_id=d.producer_id,
                     producer_epoch=d.producer_epoch,
-                    topics=[
-                        State.TopicData(topic=t.name, partitions=list(t.partitions))
-                        for t in d.topics
-                        if t.name not in hidden
-                    ],
+                    topics=[State.TopicData(topic=t.name, partitions=list(t.partitions)) for t in d.topics],
                 )
                 for d in r.transactions
             ],

@@ -51,6 +51,7 @@ LOAD_READ_BYTES = 1 << 20
 HW_POLL_S = 1.0  # a loading partition re-checks its high watermark at least this often
 RETRY_COMPLETE_S = 0.2  # how soon a failed Complete* write is tried again
 CONCURRENT_HOLD_S = 1.0  # how long AddPartitionsToTxn/AddOffsetsToTxn wait for the previous transaction to complete
+NO_DURATION_FILTER = -1  # ListTransactions: any negative duration filter lists every transaction, as in Kafka
 
 
 class ProducerIds(Protocol):
@@ -267,12 +268,18 @@ class TransactionCoordinator:
 
     def _route(self, transactional_id: str) -> tuple[int, TxnStatePartition | None]:
         """(error, partition): INVALID_REQUEST for an empty id, COORDINATOR_NOT_AVAILABLE before the topic
-        exists, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS."""
+        exists (its creation started), else ``_owned``'s."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, None
         if self._image().topic(TRANSACTION_STATE_TOPIC) is None:
             self._ensure_topic()
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        return self._owned(transactional_id)
+
+    def _owned(self, transactional_id: str) -> tuple[int, TxnStatePartition | None]:
+        """(error, partition) of the id's partition as loaded here: NOT_COORDINATOR where this broker does not lead
+        it at the epoch it loaded (nor where the topic does not exist), COORDINATOR_LOAD_IN_PROGRESS while it
+        loads (Kafka's TransactionStateManager.getTransactionState)."""
         tp = self.partitions.get(self.partition_of(transactional_id))
         if tp is None or not tp.current():
             return ErrorCode.NOT_COORDINATOR, None
@@ -404,18 +411,25 @@ class TransactionCoordinator:
         return reply.error, reply.producer_id, reply.producer_epoch
 
     def describe(self, transactional_id: str) -> tuple[int, TxnMetadata | None]:
-        """(error, metadata): TRANSACTIONAL_ID_NOT_FOUND for an id this coordinator does not know."""
-        error, tp = self._route(transactional_id)
+        """(error, metadata): TRANSACTIONAL_ID_NOT_FOUND for an id this coordinator does not know (or a Dead one).
+        Only FindCoordinator creates the topic, as in Kafka: without it, this answers NOT_COORDINATOR."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST, None
+        error, tp = self._owned(transactional_id)
         if tp is None:
             return error, None
         md = tp.core.txns.get(transactional_id)
-        return (ErrorCode.NONE, md) if md is not None else (ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None)
+        if md is None or md.state is TxnState.DEAD:
+            return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
+        return ErrorCode.NONE, md
 
     def list_transactions(
-        self, states: Iterable[str] = (), producer_ids: Iterable[int] = (), min_duration_ms: int = 0
+        self, states: Iterable[str] = (), producer_ids: Iterable[int] = (), min_duration_ms: int = NO_DURATION_FILTER
     ) -> tuple[int, list[str], list[TxnMetadata]]:
         """(error, unknown state names, transactions) over the loaded partitions: COORDINATOR_LOAD_IN_PROGRESS while
-        one loads. ``min_duration_ms`` > 0 keeps the transactions open longer than that."""
+        one loads. ``min_duration_ms`` >= 0 keeps those whose start time is more than that ago, exactly as Kafka's
+        TransactionStateManager.listTransactionStates: an id that never began one, or was re-initialised (start
+        time -1), always passes, and a completed transaction is measured from its start. Dead ids are left out."""
         known = {s.value for s in TxnState}
         wanted = set(states)
         unknown = sorted(wanted - known)
@@ -430,11 +444,13 @@ class TransactionCoordinator:
                 loading = True
                 continue
             for md in tp.core.txns.values():
+                if md.state is TxnState.DEAD:
+                    continue
                 if wanted and md.state.value not in wanted:
                     continue
                 if pids and md.producer_id not in pids:
                     continue
-                if min_duration_ms > 0 and (md.txn_start_ms < 0 or now - md.txn_start_ms <= min_duration_ms):
+                if min_duration_ms >= 0 and now - md.txn_start_ms <= min_duration_ms:
                     continue
                 out.append(md)
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE

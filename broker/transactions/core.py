@@ -525,7 +525,8 @@ class TxnCore:
 
     def _complete(self, out: Output, md: TxnMetadata, now: int) -> None:
         state = TxnState.COMPLETE_COMMIT if md.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
-        self._persist(out, replace(md, state=state, partitions=frozenset(), txn_start_ms=-1, last_update_ms=now), None)
+        # The start time stays: Kafka's prepareComplete keeps it, so DescribeTransactions shows the last one's.
+        self._persist(out, replace(md, state=state, partitions=frozenset(), last_update_ms=now), None)
 
     @staticmethod
     def _markers(md: TxnMetadata) -> WriteMarkers:

@@ -68,7 +68,8 @@ class TxnMetadata:
     """One transactional id. ``producer_id``/``producer_epoch`` are what the producer must present now;
     ``last_producer_epoch`` is the epoch before the last retryable bump (-1 after a fence or a timeout, which no
     retry may claim), ``last_producer_id`` the producer id before an epoch overflow moved it to a new one.
-    ``txn_start_ms`` is -1 without an open transaction."""
+    ``txn_start_ms`` is when the open or last completed transaction began (its first partition was added), -1
+    before the id's first transaction and after each InitProducerId, as Kafka keeps it."""
 
     transactional_id: str
     producer_id: int

@@ -8,7 +8,7 @@ and go to a ``PartitionTxnHandler``, which the broker's data plane provides.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Protocol
 
 from odradek.broker.security.access import OPEN, AccessControl
@@ -48,7 +48,8 @@ def txn_topics(partitions: Iterable[TopicPartition]) -> list[tpb.TxnTopic]:
     return [tpb.TxnTopic(name=t, partitions=sorted(ps)) for t, ps in sorted(by_topic.items())]
 
 
-def description(md: TxnMetadata, coordinator_id: int) -> tpb.TransactionDescription:
+def description(md: TxnMetadata, coordinator_id: int, hidden: Collection[str]) -> tpb.TransactionDescription:
+    """The transaction as DescribeTransactions answers it, without the partitions of the ``hidden`` topics."""
     return tpb.TransactionDescription(
         transactional_id=md.transactional_id,
         error=ErrorCode.NONE,
@@ -57,7 +58,7 @@ def description(md: TxnMetadata, coordinator_id: int) -> tpb.TransactionDescript
         transaction_start_time_ms=md.txn_start_ms,
         producer_id=md.producer_id,
         producer_epoch=md.producer_epoch,
-        topics=txn_topics(md.partitions),
+        topics=txn_topics(tp for tp in md.partitions if tp.topic not in hidden),
         coordinator_id=coordinator_id,
         last_update_time_ms=md.last_update_ms,
     )
@@ -68,8 +69,9 @@ _TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 class TransactionsService(transaction_pb2_grpc.TransactionsServicer):
     """``access``: each API's ACL checks, as Kafka's (transactional-id Write for a producer's transaction calls,
-    with topic Write on added partitions and group Read on added offsets; Describe to see a transaction; cluster
-    ClusterAction for the brokers' own calls: markers and verification)."""
+    with topic Write on added partitions and group Read on added offsets; Describe to see a transaction, whose
+    partitions show only for the topics the caller may describe; cluster ClusterAction for the brokers' own calls:
+    markers and verification)."""
 
     def __init__(
         self, coordinator: TransactionCoordinator, partitions: PartitionTxnHandler, access: AccessControl = OPEN
@@ -183,7 +185,10 @@ class TransactionsService(transaction_pb2_grpc.TransactionsServicer):
             if md is None:
                 out.append(tpb.TransactionDescription(transactional_id=txn_id, error=ErrorCode.ValueType(error)))
             else:
-                out.append(description(md, self.coordinator.broker_id))
+                hidden = self._denied_topics(
+                    context, AclOperation.DESCRIBE, {tp.topic for tp in md.partitions}, "DescribeTransactions"
+                )
+                out.append(description(md, self.coordinator.broker_id, hidden))
         return tpb.DescribeTransactionsResponse(transactions=out)
 
     async def ListTransactions(

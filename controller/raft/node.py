@@ -74,13 +74,19 @@ class RaftSafetyError(RuntimeError):
 
 @dataclass(slots=True)
 class PeerProgress:
-    """The leader's view of one fetcher: how much of the log it provably holds and when it last fetched."""
+    """The leader's view of one fetcher: how much of the log it provably holds, when it last fetched and when it
+    last held the leader's whole log (Kafka's LeaderState.ReplicaState). Both times are None until it fetches from
+    this leader: a new leader knows nothing of the fetches its predecessor served."""
 
     node_id: int
     voter: bool
     end_offset: int = -1
-    last_fetch_tick: int = _NEVER
+    last_fetch_tick: int | None = None  # its last fetch that matched the leader's log
     acknowledged: bool = False
+    last_caught_up_tick: int | None = None
+    leader_end_at_last_fetch: int = -1  # the leader's log end offset at its last fetch
+    # Its last Fetch or FetchSnapshot of this epoch, matching or not: what check-quorum counts.
+    last_seen_tick: int = _NEVER
 
 
 class RaftNode:
@@ -464,7 +470,7 @@ class RaftNode:
         self._transition(Role.LEADER, q.epoch, self._id, self._id)
         self._events.append(BecameLeader(q.epoch, votes))
         # Every voter gets a full fetch timeout to show up before check-quorum counts it missing.
-        self._replicas = {v: PeerProgress(v, True, last_fetch_tick=now) for v in self._voters if v != self._id}
+        self._replicas = {v: PeerProgress(v, True, last_seen_tick=now) for v in self._voters if v != self._id}
         self._epoch_start = self._log.end_offset
         self._log.append([Entry(self._epoch_start, q.epoch, b"", control=True)])
         for v in sorted(self._replicas):
@@ -606,7 +612,7 @@ class RaftNode:
     def _check_quorum(self) -> None:
         """A leader cut off from a majority resigns, so a partitioned leader does not linger as one."""
         horizon = self._now - self._cfg.fetch_timeout_ticks
-        alive = 1 + sum(1 for r in self._replicas.values() if r.voter and r.last_fetch_tick >= horizon)
+        alive = 1 + sum(1 for r in self._replicas.values() if r.voter and r.last_seen_tick >= horizon)
         if alive < self._majority:
             self._become_resigned(
                 f"check-quorum lost ({alive} of {len(self._voters)} voters fetched"
@@ -627,7 +633,7 @@ class RaftNode:
             self._answer_fetch(m, error=error)
             return
         replica = self._replica(m.src)
-        replica.last_fetch_tick = self._now
+        replica.last_seen_tick = self._now
         replica.acknowledged = True
         if m.fetch_offset < log.start_offset:
             self._answer_fetch(m, snapshot_id=log.snapshot_id)
@@ -640,7 +646,7 @@ class RaftNode:
                 self._answer_fetch(m, diverging=DivergingEpoch(epoch, end))
             return
         # The fetch proves the replica holds our log below fetch_offset: that is its acknowledgement.
-        replica.end_offset = m.fetch_offset
+        self._record_fetch(replica, m.fetch_offset)
         if replica.voter:
             self._maybe_advance_hw()
         entries = log.read(m.fetch_offset, self._cfg.max_fetch_bytes)
@@ -648,6 +654,18 @@ class RaftNode:
             self._parked.append(m)
             return
         self._answer_fetch(m, entries=entries)
+
+    def _record_fetch(self, replica: PeerProgress, fetch_offset: int) -> None:
+        """A fetch that matched our log, as Kafka's ReplicaState.updateFollowerState records it: the replica caught
+        up now if it holds our whole log, else at its previous fetch if it now holds what our log held then."""
+        end, now = self._log.end_offset, self._now
+        if fetch_offset >= end:
+            replica.last_caught_up_tick = now
+        elif replica.leader_end_at_last_fetch > 0 and fetch_offset >= replica.leader_end_at_last_fetch:
+            replica.last_caught_up_tick = replica.last_fetch_tick
+        replica.leader_end_at_last_fetch = end
+        replica.last_fetch_tick = now
+        replica.end_offset = fetch_offset
 
     def _replica(self, node_id: int) -> PeerProgress:
         replica = self._replicas.get(node_id)
@@ -705,7 +723,7 @@ class RaftNode:
         if q.role is not Role.LEADER or m.epoch != q.epoch:
             self._snapshot_error(m, FENCED_LEADER_EPOCH if m.epoch < q.epoch else NOT_LEADER_OR_FOLLOWER)
             return
-        self._replica(m.src).last_fetch_tick = self._now
+        self._replica(m.src).last_seen_tick = self._now
         if m.snapshot_id != self._log.snapshot_id:
             self._snapshot_error(m, SNAPSHOT_NOT_FOUND)
         else:

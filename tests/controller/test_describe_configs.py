@@ -3,13 +3,20 @@ file, or odradek's built-in default), as ``kafka-configs --describe --all`` show
 
 from __future__ import annotations
 
+import random
+from types import SimpleNamespace
+
+import pytest
 from controller_images import brokers, build, partition, topic
 from test_active import controller_for
 
+from odradek.broker import clock
 from odradek.broker.config import NodeConfig
 from odradek.broker.topic_defaults import node_key, topic_defaults
 from odradek.client.errors import ErrorCode
 from odradek.controller.metadata.image import TOPIC_RESOURCE
+from odradek.controller.raft import LeaderAndEpoch, RaftNode, Role
+from odradek.controller.raft.messages import Fetch
 from odradek.controller.services import AdminService, describe_topic_configs
 from odradek.controller.topics import TOPIC_CONFIGS
 from odradek.proto import admin_pb2 as apb
@@ -55,13 +62,16 @@ def test_sources_topic_node_file_and_built_in() -> None:
     assert not any(c.read_only or c.sensitive for c in result.configs)  # every one can be altered live
 
 
-def test_named_configs_unknown_names_and_unknown_topics_are_errors() -> None:
+def test_named_configs_each_once_unknown_names_left_out_and_unknown_topics_an_error() -> None:
+    """As Kafka: a name the topic has no config of is left out of the answer, not an error for the whole topic."""
     image = build(brokers(1), topic(), partition(0, (1,)))
     defaults = topic_defaults()
-    picked = describe_topic_configs(image, "t", defaults, ["segment.ms", "retention.ms"])
+    asked = ["segment.ms", "retention.msec", "retention.ms", "segment.ms"]
+    picked = describe_topic_configs(image, "t", defaults, asked)
+    assert picked.error == ErrorCode.NONE
     assert [c.name for c in picked.configs] == ["segment.ms", "retention.ms"]
-    bad = describe_topic_configs(image, "t", defaults, ["retention.msec"])
-    assert bad.error == ErrorCode.INVALID_CONFIG and "retention.msec" in bad.error_message
+    none_known = describe_topic_configs(image, "t", defaults, ["retention.msec"])
+    assert (none_known.error, list(none_known.configs)) == (ErrorCode.NONE, [])
     missing = describe_topic_configs(image, "nope", defaults)
     assert missing.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not missing.configs
 
@@ -90,6 +100,23 @@ async def test_service_describes_a_topic_created_with_configs() -> None:
     assert got["compression.type"] == ("zstd", apb.TOPIC_CONFIG)
     assert got["retention.ms"] == ("60000", apb.STATIC_BROKER_CONFIG)
     assert got["segment.ms"] == ("604800000", apb.DEFAULT_CONFIG)
+
+
+async def test_only_kafkas_internal_topics_are_internal() -> None:
+    """As Kafka: __consumer_offsets and __transaction_state are internal; a user's topic named with "__" is not, so
+    listing topics without the internal ones keeps it."""
+    ids = {"__consumer_offsets": b"\x01" * 16, "__transaction_state": b"\x02" * 16, "__mine": b"\x03" * 16}
+    records = [r for name, i in ids.items() for r in (topic(name, i), partition(0, (1,), topic_id=i))]
+    controller, driver = controller_for(build(brokers(1), *records))
+    admin = AdminService(driver.sm, driver, {}, {}, controller)
+    described = await admin.DescribeTopics(apb.DescribeTopicsRequest(names=sorted(ids)), None)
+    assert {t.name: t.is_internal for t in described.topics} == {
+        "__consumer_offsets": True,
+        "__mine": False,
+        "__transaction_state": True,
+    }
+    listed = await admin.DescribeTopics(apb.DescribeTopicsRequest(), None)
+    assert [t.name for t in listed.topics] == ["__mine"]
 
 
 async def test_a_node_that_knows_no_controller_answers_not_controller_per_topic() -> None:
@@ -133,8 +160,6 @@ async def test_a_just_elected_leader_describes_a_topic_its_predecessor_committed
 
 async def test_a_node_that_knows_no_controller_answers_not_controller_at_the_top() -> None:
     """The forwarded requests whose response has a top-level error answer NOT_CONTROLLER there."""
-    from odradek.controller.raft import LeaderAndEpoch, Role
-
     _, driver = controller_for(build(brokers(1)))
     driver.leader = LeaderAndEpoch(None, 2, Role.UNATTACHED)
     admin = AdminService(driver.sm, driver, {}, {}, None)
@@ -142,3 +167,29 @@ async def test_a_node_that_knows_no_controller_answers_not_controller_at_the_top
     elected = await admin.ElectLeaders(apb.ElectLeadersRequest(), None)
     moved = await admin.AlterPartitionReassignments(apb.AlterPartitionReassignmentsRequest(), None)
     assert [quorum.error, elected.error, moved.error] == [ErrorCode.NOT_CONTROLLER] * 3
+
+
+async def test_describe_quorum_times_are_the_fetches_on_the_wall_clock_and_minus_one_when_unknown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The leader fetched and caught up now (as Kafka reports it); a fetcher's times are the ticks of its fetches
+    on the wall clock, -1 (Kafka's unknown) for one it has not had: observer 101 never held the leader's whole log."""
+    monkeypatch.setattr(clock, "wall_ms", lambda: 1_000_000)
+    node = RaftNode(1, (1,), rng=random.Random(0))
+    while node.role is not Role.LEADER:
+        node.tick()
+    node.advance(node.ready())  # the log ends at 1 (the leader-change entry)
+    node.step(Fetch(100, 1, node.epoch, fetch_offset=1, last_fetched_epoch=node.epoch, high_watermark=1))
+    node.step(Fetch(101, 1, node.epoch, fetch_offset=0, last_fetched_epoch=0, high_watermark=0))
+    node.advance(node.ready())
+    for _ in range(3):
+        node.tick()
+    driver = SimpleNamespace(node=node, node_id=1, tick_ms=50, leader=LeaderAndEpoch(1, node.epoch, Role.LEADER))
+    admin = AdminService(SimpleNamespace(), driver, {}, {}, None)  # type: ignore[arg-type]
+    r = await admin.DescribeQuorum(apb.DescribeQuorumRequest(), None)
+    assert r.error == ErrorCode.NONE and r.leader_id == 1
+    got = {
+        s.node_id: (s.log_end_offset, s.last_fetch_timestamp_ms, s.last_caught_up_timestamp_ms)
+        for s in [*r.voters, *r.observers]
+    }
+    assert got == {1: (1, 1_000_000, 1_000_000), 100: (1, 999_850, 999_850), 101: (0, 999_850, -1)}

@@ -12,6 +12,7 @@ import pytest
 
 from odradek.broker.config import NodeConfig
 from odradek.client.cli.main import main
+from odradek.deploy.certs import CA_STEM, node_stem
 from odradek.deploy.cluster import (
     ClusterSpec,
     ClusterSpecError,
@@ -170,6 +171,14 @@ def _node(data: dict[str, Any], index: int, **changes: Any) -> dict[str, Any]:
         (description(properties={"node.id": 1}), "properties: 'node.id' is set per node"),
         (description(properties={"listeners": "PLAINTEXT://:1"}), "properties: 'listeners' is set per node"),
         (description(properties={"min.insync.replicas": "two"}), "invalid value 'two' for 'min.insync.replicas'"),
+        (
+            description(properties={"listener.name.kafka.ssl.client.auth": "maybe"}),
+            "invalid value 'maybe' for 'listener.name.kafka.ssl.client.auth'",
+        ),
+        (
+            description(properties={"listener.name.kafka.ssl.keystore.location": "k"}),
+            "unknown property 'listener.name.kafka.ssl.keystore.location'",
+        ),
         (description(properties=[1]), "properties must be a table"),
         (description(broker_port=70000), "broker_port 70000 must be a port number"),
         (description(controller_port=True), "controller_port True must be a port number"),
@@ -183,6 +192,24 @@ def test_invalid_descriptions_fail_with_one_line_naming_the_problem(data: dict[s
         parse_cluster(data)
     assert message in str(error.value)
     assert "\n" not in str(error.value)
+
+
+def test_a_listener_may_set_its_own_client_authentication(tmp_path: Path) -> None:
+    """Kafka's listener.name.<listener>.ssl.client.auth passes through [properties] to every node's config, which
+    checks the listener: with --tls the Kafka listener may only request client certificates while the others
+    require them; without TLS the listener is PLAINTEXT, and the key is refused there."""
+    for name in (node_stem(n) for n in range(1, 6)):
+        (tmp_path / f"{name}.crt").touch()
+        (tmp_path / f"{name}.key").touch()
+    (tmp_path / f"{CA_STEM}.crt").touch()
+    data = description()
+    data["properties"]["listener.name.kafka.ssl.client.auth"] = "requested"
+    spec = parse_cluster(data)
+    for node_id in (1, 3, 4):  # controller, combined, broker
+        config = NodeConfig(tomllib.loads(render_node_config(spec, node_id, tmp_path)))
+        assert (config.client_auth("KAFKA"), config.client_auth("SSL")) == ("requested", "required")
+    with pytest.raises(ClusterSpecError, match=r"node 1: listener\.name\.kafka\.ssl\.client\.auth is set but"):
+        render_node_config(spec, 1)
 
 
 def test_load_cluster_reports_missing_and_malformed_files(tmp_path: Path) -> None:

@@ -2,38 +2,64 @@
 driven by the test, and a simulated clock. This reaches the instants that depend on replication: a commit whose
 append is not replicated within ``offsets.commit.timeout.ms``, a partition that cannot finish loading because its
 log end is not committed yet (COORDINATOR_LOAD_IN_PROGRESS), and the retention loop running every
-``offsets.retention.check.interval.ms``."""
+``offsets.retention.check.interval.ms``. And what writes tombstones besides retention: OffsetDelete (through the
+coordinator and its gRPC service, as Kafka answers it) and the deletion of a topic (Kafka's onPartitionsDeleted)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from controller_images import brokers, partition, topic
 
 from odradek.broker.groups.coordinator import CoordinatorConfig, CoordinatorError, GroupCoordinator
+from odradek.broker.groups.group import GroupConfig
 from odradek.broker.groups.loader import encode_records
+from odradek.broker.groups.messages import JoinGroupRequest, SyncGroupRequest
 from odradek.broker.groups.offsets import OffsetAndMetadata
 from odradek.broker.groups.records import OFFSETS_TOPIC, OffsetCommitKey, OffsetCommitValue
+from odradek.broker.groups.service import GroupCoordinatorService
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
+from odradek.broker.security.access import AccessControl, AuthorizerSettings
+from odradek.broker.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from odradek.client.consumer.protocol import Subscription
 from odradek.client.errors import ErrorCode
 from odradek.client.record.batch import read_batches
 from odradek.client.structs import TopicPartition
 from odradek.controller.metadata.image import MetadataImage, PartitionRegistration, image_from_records
+from odradek.proto import group_pb2 as gpb
 
 OFFSETS_ID = b"\x05" * 16
 DATA_ID = b"\x06" * 16
+OTHER_ID = b"\x07" * 16
 TP = TopicPartition("t", 0)
+UP = TopicPartition("u", 0)
 MAX = 1 << 20
 MINUTE = 60_000
 
 
+def offsets_image(**data_topics: bytes) -> MetadataImage:
+    """Brokers 1 and 2, ``__consumer_offsets-0`` led by broker 1 at epoch 1, and one partition of each data topic
+    (name=topic id)."""
+    records = [
+        *brokers(1, 2),
+        topic(OFFSETS_TOPIC, OFFSETS_ID),
+        partition(0, [1, 2], topic_id=OFFSETS_ID, leader_epoch=1),
+    ]
+    for name, topic_id in data_topics.items():
+        records += [topic(name, topic_id), partition(0, [1, 2], topic_id=topic_id)]
+    return image_from_records(records)
+
+
 class OffsetsReplicas:
-    """``__consumer_offsets-0`` on brokers 1 (leader) and 2; nothing replicates unless the test says so."""
+    """``__consumer_offsets-0`` on brokers 1 (leader) and 2, topics ``t`` and ``u``; nothing replicates unless the
+    test says so."""
 
     def __init__(self, root: Path) -> None:
         self.parts = {
@@ -42,19 +68,16 @@ class OffsetsReplicas:
         state = PartitionRegistration(OFFSETS_ID, 0, (1, 2), (1, 2), 1, 1, 1)
         for p in self.parts.values():
             p.update(state, 1, 0)
-        self.image: MetadataImage = image_from_records(
-            [
-                *brokers(1, 2),
-                topic(OFFSETS_TOPIC, OFFSETS_ID),
-                partition(0, [1, 2], topic_id=OFFSETS_ID, leader_epoch=1),
-                topic("t", DATA_ID),
-                partition(0, [1, 2], topic_id=DATA_ID),
-            ]
-        )
+        self.image = offsets_image(t=DATA_ID, u=OTHER_ID)
 
     @property
     def leader(self) -> Partition:
         return self.parts[1]
+
+    @property
+    def leading(self) -> dict[tuple[str, int], Partition]:
+        """What the replica manager's leadership listener is called with."""
+        return {(OFFSETS_TOPIC, 0): self.leader}
 
     def replicate(self) -> None:
         """Two follower fetches: the first copies the leader's log, the second tells the leader it has it (the
@@ -101,7 +124,7 @@ async def replicas(tmp_path: Path) -> AsyncIterator[OffsetsReplicas]:
     r.close()
 
 
-def coordinator(replicas: OffsetsReplicas, clock: Callable[[], int], **config: int) -> GroupCoordinator:
+def coordinator(replicas: OffsetsReplicas, clock: Callable[[], int], **config: Any) -> GroupCoordinator:
     async def create(partitions: int, replication_factor: int) -> None:
         raise AssertionError("the offsets topic exists")
 
@@ -123,6 +146,28 @@ def committed(c: GroupCoordinator, group: str) -> int:
 
 def loaded(c: GroupCoordinator) -> bool:
     return all(cp.loaded for cp in c.partitions.values())
+
+
+def offsets(c: GroupCoordinator, group: str) -> dict[TopicPartition, int]:
+    error, found = c.fetch_offsets(group, None)
+    assert error == ErrorCode.NONE
+    return {tp: v.offset for tp, v in found.items()}
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    replicas: OffsetsReplicas, clock: Callable[[], int], **config: Any
+) -> AsyncIterator[GroupCoordinator]:
+    """A coordinator that has loaded the partition, with the follower replicating all along."""
+    pump = asyncio.create_task(replicas.keep_replicating())
+    c = coordinator(replicas, clock, **config)
+    try:
+        c.on_leadership(replicas.leading)
+        await until(lambda: loaded(c), "loaded")
+        yield c
+    finally:
+        await c.close()
+        pump.cancel()
 
 
 async def test_a_commit_not_replicated_in_time_is_request_timed_out_and_not_visible(replicas) -> None:
@@ -200,4 +245,126 @@ async def test_offsets_expire_on_the_retention_check_interval(replicas) -> None:
         assert committed(slow, "h") == 4  # no check has run yet: the interval is ten minutes
     finally:
         await slow.close()
+        pump.cancel()
+
+
+async def stable_member(c: GroupCoordinator, protocol_type: str, metadata: bytes) -> None:
+    """One member joined group "g" with ``metadata`` and synced: the group is Stable."""
+
+    def join(member_id: str) -> JoinGroupRequest:
+        return JoinGroupRequest(
+            0, member_id, None, "c", "/10.0.0.1", 10_000, 30_000, protocol_type, (("range", metadata),)
+        )
+
+    answer = await c.join("g", join(""))
+    if answer.error == ErrorCode.MEMBER_ID_REQUIRED:
+        answer = await c.join("g", join(answer.member_id))
+    assert answer.error == ErrorCode.NONE
+    member = answer.member_id
+    sync = SyncGroupRequest(0, member, None, answer.generation_id, protocol_type, "range", ((member, b""),))
+    assert (await c.sync("g", sync)).error == ErrorCode.NONE
+
+
+SUBSCRIBED = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+
+
+@pytest.mark.parametrize(
+    ("protocol_type", "metadata", "answer"),
+    [
+        ("consumer", Subscription(("t",)).encode(), (ErrorCode.NONE, {TP: SUBSCRIBED, UP: ErrorCode.NONE})),
+        # Kafka's ClassicGroup.isSubscribedToTopic: subscriptions it cannot read cover every topic
+        ("consumer", b"not a subscription", (ErrorCode.NONE, {TP: SUBSCRIBED, UP: SUBSCRIBED})),
+        # ClassicGroup.validateOffsetDelete: only a consumer group may have members
+        ("connect", b"not a subscription", (ErrorCode.NON_EMPTY_GROUP, {})),
+    ],
+)
+async def test_offset_delete_spares_the_topics_a_live_group_subscribes_to(
+    replicas, protocol_type: str, metadata: bytes, answer: tuple[int, dict[TopicPartition, int]]
+) -> None:
+    async with serving(replicas, ManualClock(), group=GroupConfig(initial_rebalance_delay_ms=0)) as c:
+        commit = {TP: OffsetAndMetadata(5), UP: OffsetAndMetadata(7)}
+        assert await c.commit_offsets("g", "", None, -1, commit) == dict.fromkeys(commit, ErrorCode.NONE)
+        await stable_member(c, protocol_type, metadata)
+        assert await c.delete_offsets("g", [TP, UP]) == answer
+        kept = {tp: o.offset for tp, o in commit.items() if answer[1].get(tp) != ErrorCode.NONE}
+        assert offsets(c, "g") == kept
+
+
+class Peer:
+    def peer(self) -> str:
+        return "ipv4:10.0.0.5:5555"
+
+
+def allow(kind: ResourceType, name: str, operation: AclOperation) -> AclBinding:
+    return AclBinding(kind, name, PatternType.LITERAL, "User:ANONYMOUS", "*", operation, AclPermissionType.ALLOW)
+
+
+async def test_offset_delete_answers_partitions_the_metadata_lacks_after_the_topic_acl(replicas) -> None:
+    """Kafka's KafkaApis.handleOffsetDeleteRequest, on both listeners: a topic the caller may not read is
+    TOPIC_AUTHORIZATION_FAILED whether it exists or not, then a partition the metadata lacks is
+    UNKNOWN_TOPIC_OR_PARTITION; the others are deleted."""
+    async with serving(replicas, ManualClock()) as c:
+        commit = {TP: OffsetAndMetadata(5), UP: OffsetAndMetadata(7)}
+        assert await c.commit_offsets("g", "", None, -1, commit) == dict.fromkeys(commit, ErrorCode.NONE)
+        bindings = {
+            b"1": allow(ResourceType.GROUP, "g", AclOperation.DELETE),
+            b"2": allow(ResourceType.TOPIC, "t", AclOperation.READ),
+            b"3": allow(ResourceType.TOPIC, "ghost", AclOperation.READ),
+        }
+        service = GroupCoordinatorService(c, access=AccessControl(AuthorizerSettings(), lambda: bindings))
+        asked = {"t": [0, 9], "ghost": [0], "u": [0], "nowhere": [0]}
+        request = gpb.OffsetDeleteRequest(
+            group_id="g", topics=[gpb.OffsetDeleteTopic(name=n, partitions=ps) for n, ps in asked.items()]
+        )
+        response = await service.OffsetDelete(request, Peer())
+        assert response.error == ErrorCode.NONE
+        assert {(t.name, p.partition): p.error for t in response.topics for p in t.partitions} == {
+            ("t", 0): ErrorCode.NONE,
+            ("t", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ("ghost", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ("u", 0): ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            ("nowhere", 0): ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        }
+        assert offsets(c, "g") == {UP: 7}
+
+
+async def test_a_deleted_topics_offsets_go_and_a_topic_recreated_under_its_name_starts_without_them(replicas) -> None:
+    """Kafka's onPartitionsDeleted: when the image loses a topic, every group's offsets of it get tombstones, so
+    OffsetFetch no longer shows them, the next coordinator agrees, and a new topic of that name inherits nothing."""
+    clock = ManualClock()
+    async with serving(replicas, clock) as c:
+        for group, commit in (("g", {TP: 5, UP: 7}), ("h", {TP: 3})):
+            made = await c.commit_offsets(group, "", None, -1, {tp: OffsetAndMetadata(o) for tp, o in commit.items()})
+            assert made == dict.fromkeys(commit, ErrorCode.NONE)
+        replicas.image = offsets_image(u=OTHER_ID)
+        c.on_leadership(replicas.leading)  # the replica manager calls it after every metadata change
+        await until(lambda: offsets(c, "g") == {UP: 7} and offsets(c, "h") == {}, "the tombstones")
+        assert replicas.offsets_in_log()[-2:] == [(-1, True), (-1, True)]
+        written = len(replicas.offsets_in_log())
+        replicas.image = offsets_image(t=b"\x08" * 16, u=OTHER_ID)  # "t" again, a new topic
+        c.on_leadership(replicas.leading)
+        await asyncio.sleep(0.05)
+        assert committed(c, "g") == -1 and len(replicas.offsets_in_log()) == written
+    async with serving(replicas, clock) as again:
+        assert (offsets(again, "g"), offsets(again, "h")) == ({UP: 7}, {})
+
+
+async def test_a_topic_deleted_while_the_partition_loads_loses_its_offsets_once_loaded(replicas) -> None:
+    clock = ManualClock()
+    replicas.leader.append_as_leader(
+        encode_records([(OffsetCommitKey("g", "t", 0), OffsetCommitValue(9, commit_timestamp=clock.now))], clock.now),
+        acks=-1,
+    )
+    c = coordinator(replicas, clock)
+    c.on_leadership(replicas.leading)
+    await asyncio.sleep(0.05)  # the load has replayed the log and waits for the high watermark
+    assert not loaded(c)
+    replicas.image = offsets_image(u=OTHER_ID)
+    c.on_leadership(replicas.leading)
+    pump = asyncio.create_task(replicas.keep_replicating())
+    try:
+        await until(lambda: loaded(c) and offsets(c, "g") == {}, "the tombstone once loaded")
+        assert replicas.offsets_in_log()[-1] == (-1, True)
+    finally:
+        await c.close()
         pump.cancel()

@@ -164,6 +164,28 @@ def test_delete_offsets_also_covers_a_commit_in_flight() -> None:
     assert store.fetch("g") == {}
 
 
+def test_a_deleted_topic_takes_its_offsets_in_every_group_committed_in_flight_or_transactional() -> None:
+    """Kafka's OffsetMetadataManager.onPartitionsDeleted: a tombstone for each group's offset of a deleted
+    partition (the main store and pending transactional offsets); other topics keep theirs."""
+    store = OffsetStore()
+    commit(store, "g", {T0: 1, U0: 3})
+    commit(store, "h", {T1: 8})
+    in_flight = store.prepare_commit("i", {T0: OffsetAndMetadata(4)}, 1).append
+    txn = store.prepare_txn_commit("j", 7, 0, {T1: OffsetAndMetadata(5)}, 1).append
+    assert in_flight is not None and txn is not None
+    store.on_appended(txn.append_id)  # acknowledged, waiting for its marker
+    tombstones = store.on_partitions_deleted([T0, T1])
+    assert tombstones is not None
+    assert tombstones.records == tuple(
+        (OffsetCommitKey(group, "t", p), None) for group, p in (("g", 0), ("h", 1), ("i", 0), ("j", 1))
+    )
+    store.on_appended(in_flight.append_id)
+    store.on_appended(tombstones.append_id)
+    store.on_txn_marker(7, committed=True)
+    assert {g: offsets_of(store, g) for g in ("g", "h", "i", "j")} == {"g": {U0: 3}, "h": {}, "i": {}, "j": {}}
+    assert store.on_partitions_deleted([T0, T1]) is None  # nothing left to delete
+
+
 def test_delete_group_removes_all_its_offsets() -> None:
     store = OffsetStore()
     commit(store, "g", {T0: 1, U0: 3})

@@ -197,10 +197,7 @@ def test_describe_configs_types_and_a_brokers_static_configs(cluster: DevCluster
         ("auto.create.topics.enable", str(node["auto.create.topics.enable"]).lower(), "BOOLEAN"),
     ):
         c = configs[key]
-        assert (c["value"], c["config_source"], c["read_only"], c["config_type"]) == (
-            value,
-            "STATIC_BROKER_CONFIG",
-            True,
-            kind,
-        ), key
+        # As Kafka: static if the file sets it (broker.id through node.id, its alias), else the default.
+        source = "STATIC_BROKER_CONFIG" if node.is_set("node.id" if key == "broker.id" else key) else "DEFAULT_CONFIG"
+        assert (c["value"], c["config_source"], c["read_only"], c["config_type"]) == (value, source, True, kind), key
     assert configs["log.retention.ms"]["config_type"] == "LONG" and not configs["log.retention.ms"]["read_only"]

@@ -1,6 +1,7 @@
-"""kafka-python's KafkaAdminClient deletes a group's offsets (OffsetDelete) and inspects transactions
-(ListTransactions, DescribeTransactions, DescribeProducers: what ``kafka-transactions.sh`` runs) through the Kafka
-listener of a real cluster, against a librdkafka consumer group and a librdkafka transaction left open."""
+"""kafka-python's KafkaAdminClient deletes a group's offsets (OffsetDelete), sees a deleted topic's offsets go, and
+inspects transactions (ListTransactions, DescribeTransactions, DescribeProducers: what ``kafka-transactions.sh``
+runs) through the Kafka listener of a real cluster, against a librdkafka consumer group and a librdkafka transaction
+left open."""
 
 from __future__ import annotations
 
@@ -81,12 +82,32 @@ def test_offset_delete(odradek_cluster: DevCluster, admin: Admin, kafka_admin: K
         consumer.close()
 
 
+def test_a_deleted_topic_takes_its_offsets_along(
+    odradek_cluster: DevCluster, admin: Admin, kafka_admin: KafkaAdminClient
+) -> None:
+    """Deleting a topic drops every group's offsets of it (Kafka's onPartitionsDeleted), so a topic created again
+    under its name does not take them up; the group's other offsets stay."""
+    name, other = new_topic(admin, kafka_admin), new_topic(admin, kafka_admin, partitions=1)
+    group = f"gone-{uuid.uuid4().hex[:6]}"
+    offsets = {
+        TopicPartition(name, 0): OffsetAndMetadata(5, "", -1),
+        TopicPartition(other, 0): OffsetAndMetadata(6, "", -1),
+    }
+    wait_for(lambda: kafka_admin.alter_group_offsets(group, offsets), 30, what="a group coordinator")
+    admin.delete_topic(name)
+    wait_for(lambda: committed(kafka_admin, group) == {TopicPartition(other, 0)}, 30, what="the offsets dropped")
+    admin.create_topic(name, 2, 2)
+    wait_for(lambda: name in kafka_admin.list_topics(), 10, what=f"{name} again")
+    assert committed(kafka_admin, group) == {TopicPartition(other, 0)}
+
+
 def test_an_open_transaction_listed_and_described(
     odradek_cluster: DevCluster, admin: Admin, kafka_admin: KafkaAdminClient
 ) -> None:
     """A librdkafka transaction with records on one partition, left open: its coordinator (and only it) lists it,
     filters select it or not, DescribeTransactions gives its state, timeout and partition, and the partition's
-    leader describes its producer with the open transaction's first offset. Committed, it is CompleteCommit."""
+    leader describes its producer with the open transaction's first offset. Committed, it is CompleteCommit with
+    the same start time."""
     name = new_topic(admin, kafka_admin)
     txn_id = f"open-{uuid.uuid4().hex[:6]}"
     started = int(time.time() * 1000)
@@ -146,6 +167,7 @@ def test_an_open_transaction_listed_and_described(
         what="CompleteCommit",
     )
     assert done.topic_partitions == set()
+    assert done.transaction_start_time_ms == described.transaction_start_time_ms  # kept, as Kafka keeps it
     assert [t.producer_id for t in listed(state_filters=["CompleteCommit"])[coordinator]] == [pid]
     wait_for(
         lambda: kafka_admin.describe_producers([tp0])[tp0].active_producers[0].current_transaction_start_offset == -1,

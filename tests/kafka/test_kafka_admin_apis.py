@@ -21,10 +21,11 @@ from kafka.protocol.admin.topics import (
 from kafka_harness import call, served
 from recording_admin import RecordingAdmin
 
+from odradek.broker.config import NodeConfig
 from odradek.broker.kafka import admin_apis
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.broker.topic_defaults import TopicDefault, topic_defaults
+from odradek.broker.topic_defaults import topic_defaults
 from odradek.client.errors import ErrorCode
 from odradek.controller.metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from odradek.controller.services import dynamic_broker_keys
@@ -34,8 +35,25 @@ from odradek.proto import broker_pb2 as pb
 
 T_ID = bytes(range(16))
 KAFKA = {1: ("kafka-1", 9192), 2: ("kafka-2", 9193), 4: ("kafka-4", 9194)}  # broker 3 has no Kafka address
-# This node's topic config defaults: its config file sets log.retention.ms.
-NODE_DEFAULTS = {**topic_defaults(), "retention.ms": TopicDefault("5000", True)}
+# Broker 2's config: the keys it needs (NODE), and as this node runs (NODE_CONFIG) its file also sets static
+# broker configs and log.retention.ms, which defaults retention.ms.
+NODE = {
+    "process.roles": "broker",
+    "node.id": 2,
+    "controller.quorum.voters": "8@ctl-8:9093,9@ctl-9:9093",
+    "listeners": "PLAINTEXT://0.0.0.0:9002,KAFKA://0.0.0.0:9193",
+}
+NODE_CONFIG = NodeConfig(
+    {
+        **NODE,
+        "advertised.listeners": "PLAINTEXT://grpc-2:9002,KAFKA://kafka-2:9193",
+        "log.dirs": "/data/2a,/data/2b",
+        "num.partitions": 3,
+        "default.replication.factor": 2,
+        "auto.create.topics.enable": False,
+        "log.retention.ms": 5000,
+    }
+)
 
 
 def image() -> MetadataImage:
@@ -66,13 +84,10 @@ def image() -> MetadataImage:
     )
 
 
-def setup(**answers: Message) -> tuple[ApiRegistry, RecordingAdmin]:
+def setup(config: NodeConfig = NODE_CONFIG, **answers: Message) -> tuple[ApiRegistry, RecordingAdmin]:
     admin = RecordingAdmin(answers, image)
-    # The node's config as its Admin and Broker services hold it (DescribeConfigs' synonyms and static configs).
-    admin.real.topic_defaults = admin.topic_defaults = NODE_DEFAULTS  # type: ignore[attr-defined]
-    admin.defaults = {"num.partitions": 3, "default.replication.factor": 2}  # type: ignore[attr-defined]
-    admin.voters = {9: "ctl-9:9093", 8: "ctl-8:9093"}  # type: ignore[attr-defined]
-    admin.auto_create = None  # type: ignore[attr-defined]  # auto.create.topics.enable = false
+    # The node's topic config defaults as its Admin service holds them (DescribeConfigs' synonyms).
+    admin.real.topic_defaults = admin.topic_defaults = topic_defaults(config)  # type: ignore[attr-defined]
     backend: Any = KafkaBackend(
         broker_id=2,
         cluster_id="cluster-x",
@@ -84,6 +99,7 @@ def setup(**answers: Message) -> tuple[ApiRegistry, RecordingAdmin]:
         groups=None,  # type: ignore[arg-type]
         transactions=None,  # type: ignore[arg-type]
         admin=admin,  # type: ignore[arg-type]
+        config=config,
     )
     r = ApiRegistry()
     admin_apis.register(r, backend)
@@ -365,14 +381,18 @@ async def test_describe_configs_without_synonyms() -> None:
     assert r.results[0].configs[0].synonyms == []
 
 
+# Each static broker config of NODE_CONFIG: its synonyms (the config file's value, then odradek's default, as Kafka
+# lists them) and Kafka's type.
 STATIC_BROKER_CONFIGS = {
-    "auto.create.topics.enable": ("false", 1),
-    "broker.id": ("2", 3),
-    "controller.quorum.voters": ("8@ctl-8:9093,9@ctl-9:9093", 7),
-    "default.replication.factor": ("2", 3),
-    "log.dirs": ("/data/2a,/data/2b", 2),
-    "node.id": ("2", 3),
-    "num.partitions": ("3", 3),
+    "advertised.listeners": ([("PLAINTEXT://grpc-2:9002,KAFKA://kafka-2:9193", 4), (None, 5)], 2),
+    "auto.create.topics.enable": ([("false", 4), ("true", 5)], 1),
+    "broker.id": ([("2", 4)], 3),
+    "controller.quorum.voters": ([("8@ctl-8:9093,9@ctl-9:9093", 4)], 7),
+    "default.replication.factor": ([("2", 4), ("1", 5)], 3),
+    "listeners": ([("PLAINTEXT://0.0.0.0:9002,KAFKA://0.0.0.0:9193", 4), ("PLAINTEXT://127.0.0.1:9092", 5)], 2),
+    "log.dirs": ([("/data/2a,/data/2b", 4), ("/var/lib/odradek/data", 5)], 2),
+    "node.id": ([("2", 4)], 3),
+    "num.partitions": ([("3", 4), ("1", 5)], 3),
 }
 
 
@@ -398,10 +418,10 @@ async def test_describe_broker_configs(version: int) -> None:
     assert (configs["log.segment.bytes"].config_source, retention.config_source) == (3, 4)
     assert [(s.value, s.source) for s in retention.synonyms] == [("5000", 4), ("604800000", 5)]
     assert not retention.read_only
-    for name, (value, kind) in STATIC_BROKER_CONFIGS.items():
+    for name, (synonyms, kind) in STATIC_BROKER_CONFIGS.items():
         c = configs[name]
-        assert (c.value, c.config_source, c.read_only) == (value, 4, True)  # STATIC_BROKER_CONFIG
-        assert [(s.name, s.value, s.source) for s in c.synonyms] == [(name, value, 4)]
+        assert (c.value, c.config_source, c.read_only) == (*synonyms[0], True)  # STATIC_BROKER_CONFIG
+        assert [(s.name, s.value, s.source) for s in c.synonyms] == [(name, *s) for s in synonyms]
         if version >= 3:
             assert c.config_type == kind
     if version >= 3:
@@ -409,6 +429,29 @@ async def test_describe_broker_configs(version: int) -> None:
     assert [c.name for c in picked.configs] == ["log.retention.ms", "node.id"]
     assert other.error_code == 42 and "expected 2" in other.error_message  # another broker's resource
     assert group.error_code == 42  # INVALID_REQUEST: no group configs
+
+
+async def test_static_broker_configs_the_file_does_not_set_are_defaults() -> None:
+    """A static key the config file leaves out is odradek's default (Kafka's DEFAULT_CONFIG), its one synonym; an
+    unset advertised.listeners is null, as Kafka reports it (the listeners are advertised)."""
+    reg, _ = setup(NodeConfig(NODE))
+    r = await call(reg, describe(4, (4, "2", sorted(STATIC_BROKER_CONFIGS))), 4)
+    got = {c.name: (c.value, c.config_source, [(s.value, s.source) for s in c.synonyms]) for c in r.results[0].configs}
+    assert got == {
+        "advertised.listeners": (None, 5, [(None, 5)]),
+        "auto.create.topics.enable": ("true", 5, [("true", 5)]),
+        "broker.id": ("2", 4, [("2", 4)]),
+        "controller.quorum.voters": ("8@ctl-8:9093,9@ctl-9:9093", 4, [("8@ctl-8:9093,9@ctl-9:9093", 4)]),
+        "default.replication.factor": ("1", 5, [("1", 5)]),
+        "listeners": (
+            "PLAINTEXT://0.0.0.0:9002,KAFKA://0.0.0.0:9193",
+            4,
+            [("PLAINTEXT://0.0.0.0:9002,KAFKA://0.0.0.0:9193", 4), ("PLAINTEXT://127.0.0.1:9092", 5)],
+        ),
+        "log.dirs": ("/var/lib/odradek/data", 5, [("/var/lib/odradek/data", 5)]),
+        "node.id": ("2", 4, [("2", 4)]),
+        "num.partitions": ("1", 5, [("1", 5)]),
+    }
 
 
 async def test_describe_broker_configs_refused_for_every_broker_resource() -> None:

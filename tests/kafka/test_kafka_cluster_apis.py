@@ -20,6 +20,7 @@ from kafka.protocol.admin.topics import (
 from kafka_harness import call, served
 from recording_admin import RecordingAdmin
 
+from odradek.broker.config import NodeConfig
 from odradek.broker.kafka import cluster_apis
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
@@ -32,6 +33,16 @@ from odradek.proto import broker_pb2 as pb
 T_ID, U_ID, O_ID = bytes(range(16)), bytes(range(1, 17)), bytes(range(2, 18))
 KAFKA = {1: ("kafka-1", 9192), 2: ("kafka-2", 9193)}  # broker 3 has no Kafka address, 4 is fenced
 DENY_ALL = AccessControl(AuthorizerSettings())
+# Broker 2's config: the quorum's voters, and the name of the controllers' listener (Kafka's is upper case).
+CONFIG = NodeConfig(
+    {
+        "process.roles": "broker",
+        "node.id": 2,
+        "controller.quorum.voters": "1@ctl-1:9093,2@ctl-2:9093,3@ctl-3:9094",
+        "controller.listener.names": "controller",
+        "listeners": "PLAINTEXT://0.0.0.0:9002,KAFKA://0.0.0.0:9193",
+    }
+)
 ANONYMOUS_SUPER_USER = AccessControl(AuthorizerSettings(super_users=frozenset({"User:ANONYMOUS"})))
 
 
@@ -73,6 +84,7 @@ def setup(access: AccessControl = OPEN, **answers: Message) -> tuple[ApiRegistry
         transactions=None,  # type: ignore[arg-type]
         admin=admin,  # type: ignore[arg-type]
         access=access,
+        config=CONFIG,
     )
     r = ApiRegistry()
     cluster_apis.register(r, backend)
@@ -85,7 +97,7 @@ def test_served_versions() -> None:
     assert served(reg, ElectLeadersRequest) == range(0, 3)
     assert served(reg, AlterPartitionReassignmentsRequest) == range(0, 2)
     assert served(reg, ListPartitionReassignmentsRequest) == range(0, 1)
-    assert served(reg, DescribeQuorumRequest) == range(0, 2)
+    assert served(reg, DescribeQuorumRequest) == range(0, 3)
     assert served(reg, DescribeTopicPartitionsRequest) == range(0, 1)
 
 
@@ -328,11 +340,14 @@ QUORUM = apb.DescribeQuorumResponse(
     leader_epoch=7,
     high_watermark=95,
     voters=[
-        apb.ReplicaState(node_id=1, log_end_offset=100, last_fetch_timestamp_ms=5000),
-        apb.ReplicaState(node_id=2, log_end_offset=100, last_fetch_timestamp_ms=4000),
-        apb.ReplicaState(node_id=3, log_end_offset=-1, last_fetch_timestamp_ms=3000),  # no fetch since the election
+        apb.ReplicaState(node_id=1, log_end_offset=100, last_fetch_timestamp_ms=5000, last_caught_up_timestamp_ms=5000),
+        apb.ReplicaState(node_id=2, log_end_offset=100, last_fetch_timestamp_ms=4000, last_caught_up_timestamp_ms=3500),
+        # No fetch from this leader yet: the controller knows no time (and one that does not report it, proto3's 0).
+        apb.ReplicaState(node_id=3, log_end_offset=-1, last_fetch_timestamp_ms=-1, last_caught_up_timestamp_ms=0),
     ],
-    observers=[apb.ReplicaState(node_id=4, log_end_offset=90, last_fetch_timestamp_ms=4500)],
+    observers=[
+        apb.ReplicaState(node_id=4, log_end_offset=90, last_fetch_timestamp_ms=4500, last_caught_up_timestamp_ms=-1)
+    ],
 )
 
 
@@ -344,7 +359,7 @@ def quorum(version: int, topics: list[tuple[str, list[int]]]) -> DescribeQuorumR
     )
 
 
-@pytest.mark.parametrize("version", range(0, 2))
+@pytest.mark.parametrize("version", range(0, 3))
 async def test_describe_quorum(version: int) -> None:
     reg, _ = setup(DescribeQuorum=QUORUM)
     r = await call(reg, quorum(version, [("__cluster_metadata", [0])]), version)
@@ -356,12 +371,22 @@ async def test_describe_quorum(version: int) -> None:
     assert [(v.replica_id, v.log_end_offset) for v in p.current_voters] == [(1, 100), (2, 100), (3, -1)]
     assert [(o.replica_id, o.log_end_offset) for o in p.observers] == [(4, 90)]
     if version >= 1:
-        # The leader now; a follower that held the leader's log at its last fetch caught up then; -1 where unknown.
+        # The controller's times; -1 where it knows none.
         times = [(v.last_fetch_timestamp, v.last_caught_up_timestamp) for v in p.current_voters + p.observers]
-        assert times == [(5000, 5000), (4000, 4000), (-1, -1), (4500, -1)]
+        assert times == [(5000, 5000), (4000, 3500), (-1, -1), (4500, -1)]
+    if version >= 2:
+        # A static quorum's voters: their controller.quorum.voters addresses on the controllers' listener.
+        nodes = [(n.node_id, [(li.name, li.host, li.port) for li in n.listeners]) for n in r.nodes]
+        assert nodes == [
+            (1, [("CONTROLLER", "ctl-1", 9093)]),
+            (2, [("CONTROLLER", "ctl-2", 9093)]),
+            (3, [("CONTROLLER", "ctl-3", 9094)]),
+        ]
+        # Zero directory ids, as a static quorum's (kafka-python reads the zero UUID as None).
+        assert {v.replica_directory_id for v in p.current_voters + p.observers} == {None}
 
 
-@pytest.mark.parametrize("version", range(0, 2))
+@pytest.mark.parametrize("version", range(0, 3))
 async def test_describe_quorum_of_another_partition_or_refused(version: int) -> None:
     reg, admin = setup(DescribeQuorum=QUORUM)
     r = await call(reg, quorum(version, [("t", [0, 1])]), version)

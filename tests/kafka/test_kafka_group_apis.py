@@ -41,7 +41,6 @@ from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.wire import ConnectionInfo, RequestContext, RequestHeader
 from odradek.client.connection import CLIENT_ID_KEY
 from odradek.client.errors import ErrorCode
-from odradek.controller.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from odradek.proto import group_pb2 as gpb
 
 CTX = RequestContext(ConnectionInfo(1, "KAFKA", "10.0.0.5", 5555), "app-7")
@@ -49,12 +48,12 @@ CTX = RequestContext(ConnectionInfo(1, "KAFKA", "10.0.0.5", 5555), "app-7")
 KAFKA_ENDPOINTS = {1: ("b1.kafka", 9192), 2: ("b2.kafka", 9193)}
 
 
-def registry_with(groups: Recorder, image: MetadataImage | None = None) -> ApiRegistry:
+def registry_with(groups: Recorder) -> ApiRegistry:
     backend = KafkaBackend(
         broker_id=1,
         cluster_id="c",
         listener="KAFKA",
-        image=lambda: image,  # type: ignore[arg-type,return-value]
+        image=lambda: None,  # type: ignore[arg-type,return-value]
         controller_id=lambda: 1,
         endpoint=KAFKA_ENDPOINTS.get,
         data=None,  # type: ignore[arg-type]
@@ -487,14 +486,6 @@ async def test_offset_fetch_v8_many_groups() -> None:
 
 # ---- OffsetDelete ----
 
-T_ID = bytes(range(16))
-
-
-def _two_partitions_of_t() -> MetadataImage:
-    """The metadata the listener checks OffsetDelete's partitions against: topic "t" with partitions 0 and 1."""
-    partitions = {i: PartitionRegistration(T_ID, i, (1,), (1,), 1, 0, 0) for i in (0, 1)}
-    return MetadataImage(offset=3, topics={T_ID: TopicImage("t", T_ID, partitions)}, topic_ids={"t": T_ID})
-
 
 def _offset_delete_request() -> Any:
     Topic = OffsetDeleteRequest.OffsetDeleteRequestTopic
@@ -510,8 +501,14 @@ def _offset_delete_request() -> Any:
 
 
 def _deleted(request: gpb.OffsetDeleteRequest) -> gpb.OffsetDeleteResponse:
-    """The service's answer: t-1 is subscribed to, "secret" refused by its ACL, everything else deleted."""
-    errors = {("t", 1): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, ("secret", 0): ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+    """The service's answer: t-1 is subscribed to, t-5 and "gone" are not in the metadata, "secret" is refused by its
+    ACL, everything else deleted."""
+    errors = {
+        ("t", 1): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
+        ("t", 5): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ("gone", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ("secret", 0): ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    }
     return gpb.OffsetDeleteResponse(
         topics=[
             gpb.OffsetDeleteTopicResponse(
@@ -528,10 +525,10 @@ def _deleted(request: gpb.OffsetDeleteRequest) -> gpb.OffsetDeleteResponse:
 
 @pytest.mark.parametrize("version", range(0, 1))
 async def test_offset_delete(version: int) -> None:
-    """Every partition goes to the service (its ACL answers first); one the metadata lacks is then
-    UNKNOWN_TOPIC_OR_PARTITION, whatever the coordinator said, as Kafka's broker answers it without asking."""
+    """Every partition goes to the service, and each comes back with the service's error (its ACL and metadata
+    checks are the service's)."""
     groups = Recorder(OffsetDelete=_deleted)
-    registry = registry_with(groups, _two_partitions_of_t())
+    registry = registry_with(groups)
     r = await roundtrip(registry, _offset_delete_request(), OffsetDeleteResponse, version, throttle_ms=30)
     ((_, sent, context),) = groups.calls
     assert sent.group_id == "g"
@@ -562,7 +559,7 @@ async def test_offset_delete(version: int) -> None:
 )
 async def test_offset_delete_group_error_is_the_whole_answer(version: int, error: int) -> None:
     groups = Recorder(OffsetDelete=gpb.OffsetDeleteResponse(error=error))  # type: ignore[arg-type]
-    registry = registry_with(groups, _two_partitions_of_t())
+    registry = registry_with(groups)
     r = await roundtrip(registry, _offset_delete_request(), OffsetDeleteResponse, version)
     assert (r.error_code, r.topics) == (error, [])
 

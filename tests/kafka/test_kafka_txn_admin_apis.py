@@ -18,14 +18,12 @@ from kafka_harness import Recorder, call, served
 from odradek.broker.kafka import txn_admin_apis
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.broker.security.access import OPEN, AccessControl, AuthorizerSettings
-from odradek.broker.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from odradek.client.connection import CLIENT_ID_KEY
 from odradek.client.errors import ErrorCode
 from odradek.proto import transaction_pb2 as tpb
 
 
-def registry_with(transactions: Recorder, access: AccessControl = OPEN) -> ApiRegistry:
+def registry_with(transactions: Recorder) -> ApiRegistry:
     backend = KafkaBackend(
         broker_id=1,
         cluster_id="c",
@@ -37,7 +35,6 @@ def registry_with(transactions: Recorder, access: AccessControl = OPEN) -> ApiRe
         groups=None,  # type: ignore[arg-type]
         transactions=transactions,  # type: ignore[arg-type]
         admin=None,  # type: ignore[arg-type]
-        access=access,
     )
     registry = ApiRegistry()
     txn_admin_apis.register(registry, backend)
@@ -185,25 +182,6 @@ async def test_describe_transactions(version: int) -> None:
         ongoing.producer_epoch,
     ) == (0, "tx-1", "Ongoing", 60_000, 1_700_000_000_000, 4000, 3)
     assert _described_topics(ongoing) == [("t", [0, 2]), ("u", [1])]
-
-
-async def test_describe_transactions_leaves_out_topics_the_caller_may_not_describe() -> None:
-    """As Kafka's broker: the description keeps only the partitions of topics the caller may describe."""
-    describe_t = AclBinding(
-        ResourceType.TOPIC,
-        "t",
-        PatternType.LITERAL,
-        "User:ANONYMOUS",
-        "*",
-        AclOperation.DESCRIBE,
-        AclPermissionType.ALLOW,
-    )
-    access = AccessControl(AuthorizerSettings(), lambda: {b"1": describe_t})
-    transactions = Recorder(DescribeTransactions=_described)
-    request = DescribeTransactionsRequest(transactional_ids=["tx-1"])
-    r = await call(registry_with(transactions, access), request, 0)
-    (ongoing,) = r.transaction_states
-    assert (ongoing.error_code, _described_topics(ongoing)) == (0, [("t", [0, 2])])
 
 
 # ---- ListTransactions ----

@@ -7,7 +7,7 @@ import random
 import pytest
 from raft_cluster import Cluster, Store, log_of
 
-from odradek.controller.raft import Faults, NotLeaderError, PersistentState, RaftNode, Role
+from odradek.controller.raft import Faults, NotLeaderError, PersistentState, RaftConfig, RaftNode, Role
 from odradek.controller.raft.messages import (
     FENCED_LEADER_EPOCH,
     INCONSISTENT_VOTER_SET,
@@ -349,6 +349,54 @@ def test_leader_cut_off_from_the_majority_resigns() -> None:
     assert c.nodes[1].role is Role.RESIGNED
     with pytest.raises(NotLeaderError):
         c.nodes[1].propose([b"x"])
+
+
+def test_a_new_leader_gives_silent_voters_a_fetch_timeout_before_resigning() -> None:
+    leader = node(1)
+    lead(leader)
+    for _ in range(RaftConfig().fetch_timeout_ticks):
+        leader.tick()
+    assert leader.role is Role.LEADER
+    leader.tick()
+    assert leader.role is Role.RESIGNED
+
+
+# ---------------------------------------------------------------------- quorum progress (DescribeQuorum)
+
+
+def progress(n: RaftNode) -> dict[int, tuple[int, int | None, int | None]]:
+    """Each fetcher's end offset, last fetch tick and last caught-up tick, as the leader knows them."""
+    return {r.node_id: (r.end_offset, r.last_fetch_tick, r.last_caught_up_tick) for r in n.peer_progress()}
+
+
+def test_a_new_leader_knows_no_fetch_time_until_a_voter_fetches_from_it() -> None:
+    """Kafka's LeaderState: fetch and caught-up times are unknown until the voter fetches from this leader; a fetch
+    that does not match the leader's log (it diverges) records none."""
+    leader = node(1, state=PersistentState(1), epochs=[1, 1, 1])
+    lead(leader)
+    assert progress(leader) == {2: (-1, None, None), 3: (-1, None, None)}
+    reply(leader, Fetch(2, 1, 2, fetch_offset=6, last_fetched_epoch=2, high_watermark=0))  # past the leader's end
+    reply(leader, Fetch(3, 1, 2, fetch_offset=3, last_fetched_epoch=1, high_watermark=0))
+    assert progress(leader) == {2: (-1, None, None), 3: (3, leader.now, None)}
+
+
+def test_a_voter_caught_up_when_it_held_the_leaders_whole_log_or_at_its_fetch_before_that() -> None:
+    """Kafka's ReplicaState.updateFollowerState: a fetch at the leader's log end offset caught up now; one that
+    reaches the end offset the leader had at the previous fetch caught up at that previous fetch."""
+    leader = node(1, state=PersistentState(1), epochs=[1, 1, 1])
+    lead(leader)  # the leader's log ends at 4 (its epoch-2 leader-change entry)
+    start = leader.now
+    reply(leader, Fetch(2, 1, 2, fetch_offset=3, last_fetched_epoch=1, high_watermark=0))
+    assert progress(leader)[2] == (3, start, None)  # behind the leader's end
+    leader.tick()
+    leader.propose([b"x"])  # the log ends at 5
+    leader.advance(leader.ready())
+    reply(leader, Fetch(2, 1, 2, fetch_offset=4, last_fetched_epoch=2, high_watermark=0))
+    assert progress(leader)[2] == (4, start + 1, start)  # holds what the leader held at its previous fetch
+    leader.tick()
+    reply(leader, Fetch(2, 1, 2, fetch_offset=5, last_fetched_epoch=2, high_watermark=4))
+    assert progress(leader)[2] == (5, start + 2, start + 2)  # holds the leader's whole log
+    assert progress(leader)[3] == (-1, None, None)
 
 
 def test_restarted_leader_comes_back_resigned_and_rejoins() -> None:

@@ -1,7 +1,8 @@
 """The transaction coordinator's shell over a real ``__transaction_state`` partition (one replica on a real log), a
 fake marker transport and a simulated clock: a transaction from InitProducerId to its Complete* record, markers
-carrying the coordinator epoch, the routing errors, and a failover: the next coordinator loads the log and writes
-the markers of a transaction the first one left in Prepare*."""
+carrying the coordinator epoch, the routing errors, a failover (the next coordinator loads the log and writes the
+markers of a transaction the first one left in Prepare*), and the admin reads: DescribeTransactions and
+ListTransactions as Kafka answers them."""
 
 from __future__ import annotations
 
@@ -17,10 +18,13 @@ from odradek.broker.config import NodeConfig
 from odradek.broker.groups.partitioner import offsets_partition_for
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
+from odradek.broker.security.access import AccessControl, AuthorizerSettings
+from odradek.broker.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from odradek.broker.transactions.coordinator import TransactionCoordinator, TxnCoordinatorConfig
 from odradek.broker.transactions.markers import MarkerChannel
-from odradek.broker.transactions.metadata import TxnState
-from odradek.broker.transactions.records import TRANSACTION_STATE_TOPIC, read_records
+from odradek.broker.transactions.metadata import TxnMetadata, TxnState
+from odradek.broker.transactions.records import TRANSACTION_STATE_TOPIC, encode_batch, read_records
+from odradek.broker.transactions.service import TransactionsService
 from odradek.client.errors import ErrorCode
 from odradek.client.structs import TopicPartition
 from odradek.controller.metadata.image import MetadataImage, PartitionRegistration, image_from_records
@@ -28,12 +32,14 @@ from odradek.proto import transaction_pb2 as tpb
 
 STATE_ID = b"\x07" * 16
 DATA_ID = b"\x08" * 16
+OTHER_ID = b"\x09" * 16
 TP = TopicPartition("t", 0)
+UP = TopicPartition("u", 0)
 MAX = 1 << 20
 
 
 class Cluster:
-    """``__transaction_state-0`` led by broker 1 alone; topic ``t`` with one partition led by broker 2."""
+    """``__transaction_state-0`` led by broker 1 alone; topics ``t`` and ``u`` with one partition led by broker 2."""
 
     def __init__(self, root: Path) -> None:
         self.state = Partition(TRANSACTION_STATE_TOPIC, 0, Log.open(root / f"{TRANSACTION_STATE_TOPIC}-0"), 1)
@@ -45,6 +51,8 @@ class Cluster:
                 partition(0, [1], topic_id=STATE_ID, leader_epoch=1),
                 topic("t", DATA_ID),
                 partition(0, [2], topic_id=DATA_ID),
+                topic("u", OTHER_ID),
+                partition(0, [2], topic_id=OTHER_ID),
             ]
         )
         self.requests: list[tuple[int, tpb.WriteTxnMarkersRequest]] = []
@@ -264,3 +272,112 @@ def test_the_node_keys_become_the_coordinator_config() -> None:
     )
     assert TxnCoordinatorConfig.from_node(config) == TxnCoordinatorConfig(7, 2, 1, 1000, 5000, 6000, 70, 80)
     assert TxnCoordinatorConfig.from_node(NodeConfig(base)) == TxnCoordinatorConfig()  # Kafka's defaults
+
+
+async def test_describe_and_list_never_create_the_topic(tmp_path: Path) -> None:
+    """Only FindCoordinator creates ``__transaction_state``, as in Kafka: without it DescribeTransactions answers
+    NOT_COORDINATOR (TransactionStateManager.getTransactionState: the id's partition is not this broker's) and
+    ListTransactions lists nothing."""
+    created: list[tuple[int, int]] = []
+
+    async def create(partitions: int, replication_factor: int) -> None:
+        created.append((partitions, replication_factor))
+
+    image = image_from_records(brokers(1))
+    c = TransactionCoordinator(
+        1,
+        lambda: image,
+        TxnCoordinatorConfig(),
+        create,
+        ProducerIds(),
+        None,  # type: ignore[arg-type]  # no markers: no transaction ends here
+        lambda: 50,
+        ManualClock(),
+    )
+    assert c.describe("tx") == (ErrorCode.NOT_COORDINATOR, None)
+    assert c.describe("") == (ErrorCode.INVALID_REQUEST, None)
+    assert c.list_transactions() == (ErrorCode.NONE, [], [])
+    await asyncio.sleep(0)
+    assert created == []
+    assert c.find_coordinator("tx")[0] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    await asyncio.sleep(0)
+    assert created == [(50, 3)]
+    await c.close()
+
+
+async def test_list_transactions_filters_on_duration_as_kafka(cluster) -> None:
+    """TransactionStateManager.listTransactionStates: a filter >= 0 keeps an id whose start time is more than that
+    ago, so one without a transaction (start time -1) always passes and a completed one counts from its start;
+    a negative filter keeps all. A Dead id is never listed (nor described)."""
+    clock = ManualClock()
+    dead = TxnMetadata("dead", 9, -1, 0, -1, 60_000, TxnState.DEAD, frozenset(), -1, clock.now)
+    cluster.state.append_as_leader(encode_batch([("dead", dead)], clock.now), acks=1)
+    c = coordinator(cluster, clock)
+    await until(lambda: c.partitions[0].loaded, "the partition loads")
+    await c.init_producer_id("idle", 60_000)
+    _, pid, epoch = await c.init_producer_id("done", 60_000)
+    await c.add_partitions("done", pid, epoch, [TP])
+    await c.end_txn("done", pid, epoch, True)
+    await until(lambda: state(c, "done") is TxnState.COMPLETE_COMMIT, "the Complete record")
+    clock.now += 1_000
+    _, pid, epoch = await c.init_producer_id("open", 60_000)
+    await c.add_partitions("open", pid, epoch, [TP])
+    clock.now += 500
+
+    def listed(duration: int) -> list[str]:
+        error, unknown, txns = c.list_transactions(min_duration_ms=duration)
+        assert (error, unknown) == (ErrorCode.NONE, [])
+        return [md.transactional_id for md in txns]
+
+    assert listed(-1) == ["done", "idle", "open"]
+    assert listed(0) == ["done", "idle", "open"]
+    assert listed(499) == ["done", "idle", "open"]
+    assert listed(500) == ["done", "idle"]  # open for 500 ms exactly: not longer than the filter
+    assert listed(1_499) == ["done", "idle"]
+    assert listed(1_500) == ["idle"]
+    assert listed(10**12) == ["idle"]
+    assert c.describe("dead") == (ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None)
+    await c.close()
+
+
+class Peer:
+    def peer(self) -> str:
+        return "ipv4:10.0.0.5:5555"
+
+
+async def test_describe_leaves_out_the_topics_the_caller_may_not_describe(cluster) -> None:
+    """As Kafka's KafkaApis.handleDescribeTransactionsRequest, on both listeners: the description keeps the
+    partitions of the topics the caller may describe, and the last transaction's start time once it completed."""
+    clock = ManualClock()
+    c = coordinator(cluster, clock)
+    await until(lambda: c.partitions[0].loaded, "the partition loads")
+    _, pid, epoch = await c.init_producer_id("tx", 60_000)
+    await c.add_partitions("tx", pid, epoch, [TP, UP])
+    started = clock.now
+
+    def allow(kind: ResourceType, name: str) -> AclBinding:
+        return AclBinding(
+            kind, name, PatternType.LITERAL, "User:ANONYMOUS", "*", AclOperation.DESCRIBE, AclPermissionType.ALLOW
+        )
+
+    bindings = {b"1": allow(ResourceType.TRANSACTIONAL_ID, "tx"), b"2": allow(ResourceType.TOPIC, "t")}
+    service = TransactionsService(c, None, AccessControl(AuthorizerSettings(), lambda: bindings))  # type: ignore[arg-type]
+    request = tpb.DescribeTransactionsRequest(transactional_ids=["tx"])
+    [d] = (await service.DescribeTransactions(request, Peer())).transactions
+    assert (d.error, d.state, [(t.name, list(t.partitions)) for t in d.topics]) == (
+        ErrorCode.NONE,
+        "Ongoing",
+        [("t", [0])],
+    )
+    assert d.transaction_start_time_ms == started
+    clock.now += 1_000
+    await c.end_txn("tx", pid, epoch, False)
+    await until(lambda: state(c) is TxnState.COMPLETE_ABORT, "the Complete record")
+    [d] = (await service.DescribeTransactions(request, Peer())).transactions
+    assert (d.state, d.transaction_start_time_ms, d.last_update_time_ms, list(d.topics)) == (
+        "CompleteAbort",
+        started,
+        clock.now,
+        [],
+    )
+    await c.close()

@@ -46,6 +46,31 @@ def test_a_transaction_end_bumps_the_epoch_and_markers_carry_the_bumped_one() ->
     assert error(h.add(pid, epoch, A1)) == ErrorCode.PRODUCER_FENCED
 
 
+def test_the_start_time_is_the_first_add_and_outlives_the_transactions_end() -> None:
+    """As Kafka's TransactionMetadata: prepareAddPartitions starts the clock, prepareComplete keeps it (so
+    DescribeTransactions shows when the last transaction began), and only InitProducerId clears it."""
+    h = Harness(now=1_000)
+    pid, epoch = ok(h.init())
+    assert h.md().txn_start_ms == -1
+    ok(h.add(pid, epoch, A0))
+    h.now = 2_000
+    ok(h.add(pid, epoch, A1))  # a later add does not move it
+    assert h.md().txn_start_ms == 1_000
+    h.now = 3_000
+    _, epoch = ok(h.end(pid, epoch, False))
+    h.write_markers()
+    md = h.md()
+    assert (md.state, md.txn_start_ms, md.last_update_ms) == (TxnState.COMPLETE_ABORT, 1_000, 3_000)
+    assert h.log[-1][1] == md  # durable so, for the next coordinator
+    h.now = 4_000
+    ok(h.add(pid, epoch, B0))
+    assert h.md().txn_start_ms == 4_000  # the next transaction's own
+    _, epoch = committed_txn(h, pid, epoch)
+    assert (h.md().state, h.md().txn_start_ms) == (TxnState.COMPLETE_COMMIT, 4_000)
+    ok(h.init(pid=pid, epoch=epoch))
+    assert (h.md().state, h.md().txn_start_ms) == (TxnState.EMPTY, -1)
+
+
 def test_a_retried_end_txn_succeeds_with_the_current_epoch_and_the_other_result_is_refused() -> None:
     h = Harness()
     pid, epoch = ok(h.init())
