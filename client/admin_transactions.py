@@ -49,6 +49,9 @@ TXN_STATES = (
     "PrepareEpochFence",
     "Dead",
 )
+# The states of a transaction under way, until its marker is written (its start time then tells how long it ran).
+OPEN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+NO_DURATION_FILTER = -1  # ListTransactions: every transaction, however long it has run
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 900_000  # the brokers' transaction.max.timeout.ms default
 _COORDINATOR_RETRY = frozenset(
     {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE}
@@ -82,8 +85,9 @@ class TransactionListing:
 
 @dataclass(frozen=True)
 class TransactionDescription:
-    """A transactional id as its coordinator sees it. ``transaction_start_time_ms`` is -1 without an ongoing
-    transaction; ``partitions`` are those added to the current transaction."""
+    """A transactional id as its coordinator sees it. ``transaction_start_time_ms`` is when its current or last
+    transaction started (kept once it completed, as Kafka keeps it; -1 before the first); ``partitions`` are those
+    added to the current transaction."""
 
     transactional_id: str
     state: str
@@ -406,7 +410,7 @@ class TransactionAdmin:
         request = tpb.ListTransactionsRequest(
             state_filters=canonical_states(states or ()),
             producer_id_filters=sorted(set(producer_ids or ())),
-            duration_filter_ms=duration_ms,
+            duration_filter_ms=duration_ms if duration_ms > 0 else NO_DURATION_FILTER,
         )
         brokers = await self._txn_brokers()
         loop = asyncio.get_running_loop()

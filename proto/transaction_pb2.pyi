@@ -499,7 +499,7 @@ class ListTransactionsRequest(_message.Message):
     PRODUCER_ID_FILTERS_FIELD_NUMBER: _builtins.int
     DURATION_FILTER_MS_FIELD_NUMBER: _builtins.int
     duration_filter_ms: _builtins.int
-    """> 0: only transactions running longer than this (KIP-994)"""
+    """>= 0: only transactions that started more than this long ago (KIP-994); < 0: all"""
     @_builtins.property
     def state_filters(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """empty: every state"""

@@ -9,7 +9,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from odradek.client.admin import AsyncAdmin
-from odradek.client.admin_transactions import DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, TransactionDescription
+from odradek.client.admin_transactions import (
+    DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
+    OPEN_STATES,
+    TransactionDescription,
+)
 from odradek.client.cli.cluster import admin_command, with_admin
 from odradek.client.cli.common import CommandError
 from odradek.client.cli.output import emit, table
@@ -89,7 +93,7 @@ def _list(args: argparse.Namespace) -> None:
 def describe_human(d: TransactionDescription, now_ms: int) -> str:
     """The human form of ``describe``: one field per line, then the transaction's partitions."""
     running = ""
-    if d.transaction_start_time_ms >= 0:
+    if d.transaction_start_time_ms >= 0 and d.state in OPEN_STATES:
         running = f" (open {max(0, now_ms - d.transaction_start_time_ms) // 1000} s)"
     lines = [
         f"transactional id:  {d.transactional_id}",

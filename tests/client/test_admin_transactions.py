@@ -126,6 +126,8 @@ def test_description_json_and_human_forms() -> None:
     assert "state:             Ongoing" in human and "(open 5 s)" in human and "producer epoch:    2" in human
     idle = TransactionDescription("app", "Empty", 7, 2, 60_000, -1, NOW, 3, [])
     assert "start time:        -\n" in describe_human(idle, NOW) and "(no partitions)" in describe_human(idle, NOW)
+    done = TransactionDescription("app", "CompleteCommit", 7, 2, 60_000, NOW - 5000, NOW, 3, [])
+    assert "(open" not in describe_human(done, NOW)  # its start time is kept, but it is no longer open
 
 
 # -- the CLI refuses bad input with one error line, before any request ---------------------------------------------
@@ -324,6 +326,9 @@ async def test_list_sends_the_filters(fake: tuple[FakeNode, AsyncAdmin]) -> None
         [1, 2],
         500,
     )
+    await admin.list_transactions()
+    last = [r for name, r in node.requests if name == "ListTransactions"][-1]
+    assert last.duration_filter_ms == -1  # no duration: no filter (0 would leave out those started this ms)
 
 
 async def test_abort_writes_an_abort_marker_for_the_producer_open_at_the_offset(
