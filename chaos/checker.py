@@ -276,7 +276,8 @@ def index_history(history: Iterable[Event]) -> HistoryIndex:
         elif isinstance(event, Ack):
             if ix.acks.setdefault(event.value, event) is not event:
                 ix.repeated_acks.append(event)
-            ix.observe((event.topic, event.partition, event.offset), event.value)
+            if event.offset >= 0:  # acknowledged without an offset: it claims no location
+                ix.observe((event.topic, event.partition, event.offset), event.value)
         elif isinstance(event, SendError):
             ix.errors.setdefault(event.value, event)
         elif isinstance(event, Seek):

@@ -155,7 +155,8 @@ def index_history(history: Iterable[Event]) -> TxnIndex:
                 txn.producer = txn.producer or event.process
         elif isinstance(event, TxnAck):
             ix.acks.setdefault(event.value, event)
-            ix.observe((event.topic, event.partition, event.offset), event.value)
+            if event.offset >= 0:  # acknowledged without an offset (librdkafka, now and then): no location claimed
+                ix.observe((event.topic, event.partition, event.offset), event.value)
         elif isinstance(event, TxnSendError):
             if event.definite:
                 ix.refused.add(event.value)
@@ -260,6 +261,8 @@ def _inconsistent_offset(ix: TxnIndex) -> Examples:
 
 def _ack_mismatch(ix: TxnIndex) -> Examples:
     for value, ack in ix.acks.items():
+        if ack.offset < 0:
+            continue
         acked_at = (ack.topic, ack.partition, ack.offset)
         found = ix.where.get(value, set())
         if found and acked_at not in found:

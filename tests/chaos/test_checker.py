@@ -221,6 +221,9 @@ def test_an_ack_without_an_offset_is_checked_for_loss_not_placement() -> None:
     before = [send("x"), ack("x", 0), send("a"), ack("a", -1), final("x", 0)]
     assert violated([*before, final("a", 1)]) == {}
     assert violated(before) == {"lost": 1}
+    # Two acks without an offset on one partition claim no common location (a campaign run reported one).
+    two = [send("a"), ack("a", -1), send("b"), ack("b", -1), final("a", 0), final("b", 1)]
+    assert violated(two) == {}
 
 
 def test_totals_classify_outcomes() -> None:
