@@ -8,6 +8,7 @@ bootstrap from any node.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -80,6 +81,12 @@ logger = logging.getLogger(__name__)
 audit = logging.getLogger("odradek.audit")
 
 R = TypeVar("R", bound=Message)
+
+# Trailing metadata of an Admin write's answer: the metadata log offset that covers the write, the last one committed
+# when it was answered (see AdminService._forward).
+METADATA_OFFSET_KEY = "odradek-metadata-offset"
+# How long a node that forwarded a write waits at most for its own image to apply it before answering.
+READ_YOUR_WRITES_WAIT_S = 5.0
 
 
 class ControllerService(controller_pb2_grpc.ControllerServicer):
@@ -331,6 +338,45 @@ def describe_cluster_defaults(image: MetadataImage, defaults: Mapping[str, Topic
     return out
 
 
+def _write(method: Callable[[AdminService, M, Any], Awaitable[R]]) -> Callable[[AdminService, M, Any], Awaitable[R]]:
+    """An Admin write: answered by the active controller on this node, it names the offset of the image it answered
+    from, which holds the write and everything committed before it (a write waits for its commit and apply)."""
+
+    @functools.wraps(method)
+    async def write(self: AdminService, request: M, context: Any) -> R:
+        local = self._local_controller() is not None
+        answer = await method(self, request, context)
+        if local:
+            _tell_offset(context, self.sm.image.offset)
+        return answer
+
+    return write
+
+
+def _tell_offset(context: Any, offset: int) -> None:
+    """Name ``offset`` in the answer's trailing metadata, for a node that forwarded the call. Callers in this
+    process (the Kafka listener, tests) have no trailing metadata, nor need it: they read this node's image."""
+    set_trailing_metadata = getattr(context, "set_trailing_metadata", None)
+    if set_trailing_metadata is not None:
+        set_trailing_metadata(((METADATA_OFFSET_KEY, str(offset)),))
+
+
+def _metadata_offset(trailing: Iterable[tuple[str, str | bytes]] | None) -> int | None:
+    """The offset an answer's trailing metadata names; None for an answer that names none (a read)."""
+    for key, value in trailing or ():
+        if key == METADATA_OFFSET_KEY:
+            return int(value)
+    return None
+
+
+def _wait_budget(context: Any) -> float:
+    """How long to wait for this node's image: READ_YOUR_WRITES_WAIT_S at most, and only half the caller's time
+    left, so that the answer (the write is done) arrives before the caller's deadline."""
+    time_remaining = getattr(context, "time_remaining", None)
+    remaining = None if time_remaining is None else time_remaining()
+    return READ_YOUR_WRITES_WAIT_S if remaining is None else min(READ_YOUR_WRITES_WAIT_S, remaining / 2)
+
+
 class AdminService(admin_pb2_grpc.AdminServicer):
     """Admin on any node. ``controller`` is set on controllers; brokers forward writes to the active one."""
 
@@ -363,16 +409,35 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         leader = self.sm.leader.leader_id
         return self.voters.get(leader) if leader is not None else None
 
-    async def _forward(self, call: Callable[[admin_pb2_grpc.AdminAsyncStub], Awaitable[R]], empty: R) -> R:
+    async def _forward(
+        self, call: Callable[[admin_pb2_grpc.AdminAsyncStub], grpc.aio.UnaryUnaryCall[Any, R]], empty: R, context: Any
+    ) -> R:
         """Send to the active controller; answer ``empty`` when none is known or reachable: it carries
-        NOT_CONTROLLER (retriable), per item where its response has no top-level error (CreateTopics)."""
+        NOT_CONTROLLER (retriable), per item where its response has no top-level error (CreateTopics).
+
+        A write's answer names the metadata offset that covers it: this node answers once its own image has applied
+        that offset, so the caller's next read here sees the write, and names it in turn to a node that forwarded
+        to this one."""
         address = self._leader_address()
-        if address is not None:
-            try:
-                return await call(admin_pb2_grpc.AdminStub(self._pool.get(address)))
-            except grpc.aio.AioRpcError:
-                pass
-        return empty
+        if address is None:
+            return empty
+        try:
+            rpc = call(admin_pb2_grpc.AdminStub(self._pool.get(address)))
+            answer = await rpc
+            offset = _metadata_offset(await rpc.trailing_metadata())
+        except grpc.aio.AioRpcError:
+            return empty
+        if offset is not None:
+            await self._catch_up(offset, context)
+            _tell_offset(context, offset)
+        return answer
+
+    async def _catch_up(self, offset: int, context: Any) -> None:
+        """Wait, bounded, until this node's image has applied ``offset``; the write is done either way."""
+        if not await self.sm.wait_for_offset(offset, _wait_budget(context)):
+            logger.debug(
+                "answering a write before this node's metadata reached offset %d (at %d)", offset, self.sm.image.offset
+            )
 
     def _local_controller(self) -> ActiveController | None:
         c = self.controller
@@ -421,6 +486,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         results.extend(merged)
         return answer
 
+    @_write
     async def CreateTopics(
         self,
         request: apb.CreateTopicsRequest,
@@ -429,6 +495,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         """Needs cluster Create, or Create on each topic."""
         return await self._per_topic(request, context, _CREATE_TOPICS, self._create_topics)
 
+    @_write
     async def CreatePartitions(
         self,
         request: apb.CreatePartitionsRequest,
@@ -437,6 +504,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         """Needs Alter on each topic."""
         return await self._per_topic(request, context, _CREATE_PARTITIONS, self._create_partitions)
 
+    @_write
     async def DeleteTopics(
         self,
         request: apb.DeleteTopicsRequest,
@@ -481,6 +549,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             return answer
         return await self._per_topic(request, context, _DESCRIBE_CONFIGS, self._describe_configs)
 
+    @_write
     async def IncrementalAlterConfigs(
         self,
         request: apb.IncrementalAlterConfigsRequest,
@@ -551,6 +620,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             return await self._forward(
                 lambda s: s.DescribeQuorum(request, timeout=5),
                 apb.DescribeQuorumResponse(error=ErrorCode.NOT_CONTROLLER),
+                context,
             )
         node = self.driver.node
         if node is None:  # a node serves Admin only once its Raft driver has started
@@ -626,6 +696,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                 apb.CreateTopicsResponse(
                     topics=[apb.TopicResult(name=t.name, error=ErrorCode.NOT_CONTROLLER) for t in request.topics]
                 ),
+                context,
             )
         results = []
         limit = self.defaults.get("max.partitions.per.broker", DEFAULT_MAX_PARTITIONS_PER_BROKER)
@@ -654,6 +725,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                 apb.CreatePartitionsResponse(
                     topics=[apb.TopicResult(name=t.name, error=ErrorCode.NOT_CONTROLLER) for t in request.topics]
                 ),
+                context,
             )
         limit = self.defaults.get("max.partitions.per.broker", DEFAULT_MAX_PARTITIONS_PER_BROKER)
         results = []
@@ -679,6 +751,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                 apb.DeleteTopicsResponse(
                     topics=[apb.TopicResult(name=n, error=ErrorCode.NOT_CONTROLLER) for n in request.names]
                 ),
+                context,
             )
         results = []
         for name in request.names:
@@ -717,6 +790,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                     pass  # answer from this node's image
         return apb.DescribeTopicsResponse(topics=[topic_description(image, n) for n in names])
 
+    @_write
     async def ElectLeaders(
         self,
         request: apb.ElectLeadersRequest,
@@ -727,7 +801,9 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         controller = self._local_controller()
         if controller is None:
             return await self._forward(
-                lambda s: s.ElectLeaders(request, timeout=30), apb.ElectLeadersResponse(error=ErrorCode.NOT_CONTROLLER)
+                lambda s: s.ElectLeaders(request, timeout=30),
+                apb.ElectLeadersResponse(error=ErrorCode.NOT_CONTROLLER),
+                context,
             )
         if request.election_type not in (apb.PREFERRED, apb.UNCLEAN):
             return apb.ElectLeadersResponse(error=ErrorCode.INVALID_REQUEST)
@@ -766,6 +842,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         await controller.wait_active(5.0)
         return inspections, await controller.inspector.inspect(image, inspections)
 
+    @_write
     async def AlterPartitionReassignments(
         self,
         request: apb.AlterPartitionReassignmentsRequest,
@@ -780,6 +857,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             return await self._forward(
                 lambda s: s.AlterPartitionReassignments(request, timeout=30),
                 apb.AlterPartitionReassignmentsResponse(error=ErrorCode.NOT_CONTROLLER),
+                context,
             )
         # On the wire an empty replica list cancels (proto3 cannot tell it from an absent one).
         requests = [ReassignmentRequest(r.topic, r.partition, tuple(r.replicas) or None) for r in request.reassignments]
@@ -825,6 +903,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             return await self._forward(
                 lambda s: s.IncrementalAlterConfigs(request, timeout=30),
                 apb.IncrementalAlterConfigsResponse(error=ErrorCode.NOT_CONTROLLER),
+                context,
             )
 
         def default_of(name: str) -> str | None:
@@ -868,6 +947,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                 results.append(apb.AlterConfigsResult(topic=t.topic, error=code, error_message=str(e)))
         return apb.IncrementalAlterConfigsResponse(results=results, cluster_defaults_result=cluster_result)
 
+    @_write
     async def AlterClientQuotas(
         self,
         request: apb.AlterClientQuotasRequest,
@@ -880,6 +960,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             return await self._forward(
                 lambda s: s.AlterClientQuotas(request, timeout=30),
                 apb.AlterClientQuotasResponse(error=ErrorCode.NOT_CONTROLLER),
+                context,
             )
         alterations = [
             Alteration(
@@ -935,6 +1016,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             ]
         )
 
+    @_write
     async def CreateAcls(
         self,
         request: apb.CreateAclsRequest,
@@ -945,7 +1027,9 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         controller = self._local_controller()
         if controller is None:
             return await self._forward(
-                lambda s: s.CreateAcls(request, timeout=30), apb.CreateAclsResponse(error=ErrorCode.NOT_CONTROLLER)
+                lambda s: s.CreateAcls(request, timeout=30),
+                apb.CreateAclsResponse(error=ErrorCode.NOT_CONTROLLER),
+                context,
             )
         bindings = [acl_binding_of(b) for b in request.creations]
 
@@ -978,6 +1062,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             return apb.DescribeAclsResponse(error=ErrorCode.ValueType(e.code), error_message=str(e))
         return apb.DescribeAclsResponse(bindings=[acl_binding_message(b) for b in found])
 
+    @_write
     async def DeleteAcls(
         self,
         request: apb.DeleteAclsRequest,
@@ -988,7 +1073,9 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         controller = self._local_controller()
         if controller is None:
             return await self._forward(
-                lambda s: s.DeleteAcls(request, timeout=30), apb.DeleteAclsResponse(error=ErrorCode.NOT_CONTROLLER)
+                lambda s: s.DeleteAcls(request, timeout=30),
+                apb.DeleteAclsResponse(error=ErrorCode.NOT_CONTROLLER),
+                context,
             )
         filters = [acl_filter_of(f) for f in request.filters]
 
@@ -1014,6 +1101,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             ]
         )
 
+    @_write
     async def AlterUserScramCredentials(
         self,
         request: apb.AlterUserScramCredentialsRequest,
@@ -1026,6 +1114,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             return await self._forward(
                 lambda s: s.AlterUserScramCredentials(request, timeout=30),
                 apb.AlterUserScramCredentialsResponse(error=ErrorCode.NOT_CONTROLLER),
+                context,
             )
         upsertions = [
             Upsertion(u.user, u.mechanism, u.iterations, u.salt, u.salted_password) for u in request.upsertions

@@ -7,6 +7,7 @@ just the partitions that changed.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
@@ -32,6 +33,7 @@ class MetadataStateMachine:
         self._since_snapshot = 0
         self._listeners: list[Listener] = []
         self._leader_listeners: list[Callable[[LeaderAndEpoch], None]] = []
+        self._offset_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self.leader = LeaderAndEpoch(None, 0, Role.UNATTACHED)
 
     def on_change(self, listener: Listener) -> None:
@@ -39,6 +41,22 @@ class MetadataStateMachine:
 
     def on_leader_change(self, listener: Callable[[LeaderAndEpoch], None]) -> None:
         self._leader_listeners.append(listener)
+
+    async def wait_for_offset(self, offset: int, timeout: float) -> bool:
+        """Wait until the image has applied ``offset``, so that what was committed up to there shows in this node's
+        answers; False if ``timeout`` seconds pass first."""
+        if self.image.offset >= offset:
+            return True
+        waiter = (offset, asyncio.get_running_loop().create_future())
+        self._offset_waiters.append(waiter)
+        try:
+            async with asyncio.timeout(timeout):
+                await waiter[1]
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self._offset_waiters.remove(waiter)
 
     # -- StateMachine protocol --
 
@@ -86,3 +104,6 @@ class MetadataStateMachine:
         self.image = image
         for listener in self._listeners:
             listener(image, delta)
+        for offset, waiter in self._offset_waiters:
+            if offset <= image.offset and not waiter.done():
+                waiter.set_result(None)
