@@ -175,11 +175,13 @@ class DevCluster:
         hosts: Callable[[int], tuple[str, str]] | None = None,
         tls: bool = False,
         security: bool = False,
+        first_id: int = 1,
     ) -> DevCluster:
-        """Configs and formatted storage for the nodes (ids: controllers 1..N, then brokers). ``hosts`` maps a node
-        id to the (address, network namespace) it runs at; by default every node is on 127.0.0.1 here. ``tls``:
-        the cluster gets its own CA (``tls/ca.crt``), a certificate per node and an admin client certificate, every
-        listener is SSL and requires a client certificate (``client_config`` has what a client needs).
+        """Configs and formatted storage for the nodes (ids from ``first_id``: controllers, then brokers). ``hosts``
+        maps a node id to the (address, network namespace) it runs at; by default every node is on 127.0.0.1 here.
+        ``tls``: the cluster gets its own CA (``tls/ca.crt``), a certificate per node and an admin client
+        certificate, every listener is SSL and requires a client certificate (``client_config`` has what a client
+        needs).
         ``security``: TLS as ``tls``, and the client listeners (gRPC and Kafka) are SASL_SSL with SCRAM (the Kafka
         listener requests client certificates rather than requiring them, so SCRAM alone logs in there), the
         authorizer is on, and the super users are ``User:admin`` (a SCRAM user that ``create_admin_user`` creates
@@ -190,6 +192,8 @@ class DevCluster:
             raise LocalClusterError("a cluster needs at least one controller")
         if brokers < 0:
             raise LocalClusterError("a broker count cannot be negative")
+        if first_id < 0:
+            raise LocalClusterError("node ids cannot be negative")
         if (directory / STATE_FILE).exists():
             existing = cls.load(directory)
             if any(process_state(n.pid) != "stopped" for n in existing.nodes):
@@ -200,11 +204,12 @@ class DevCluster:
         if ca is not None:
             ca.write(cluster.directory / TLS_DIR, "ca")
             make_leaf(ca, "admin").write(cluster.directory / TLS_DIR, "admin-client")
+        ids = range(first_id, first_id + controllers)
         if combined:
-            specs = [(i, ["broker", "controller"]) for i in range(1, controllers + 1)]
+            specs = [(i, ["broker", "controller"]) for i in ids]
         else:
-            specs = [(i, ["controller"]) for i in range(1, controllers + 1)]
-            specs += [(controllers + i, ["broker"]) for i in range(1, brokers + 1)]
+            specs = [(i, ["controller"]) for i in ids]
+            specs += [(i, ["broker"]) for i in range(ids.stop, ids.stop + brokers)]
         ports = iter(free_ports(4 * len(specs)))  # distinct: two nodes on one port never start
         for node_id, roles in specs:
             node_dir = cluster.directory / f"node-{node_id}"

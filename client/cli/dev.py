@@ -52,6 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--controllers", type=int, default=3)
     up.add_argument("--brokers", type=int, default=3)
     up.add_argument("--combined", action="store_true", help="each node is controller and broker (--controllers N)")
+    up.add_argument(
+        "--first-node-id", type=int, default=1, metavar="N", help="node ids from N: controllers first (default 1)"
+    )
     up.add_argument("--dir", help="where node configs, data and logs go (default $ODRADEK_HOME/dev)")
     up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config for every node")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness")
@@ -90,7 +93,13 @@ def _up(args: argparse.Namespace) -> None:
         if not any(s["state"] != "stopped" for s in old.status()):
             shutil.rmtree(directory)  # the default dev dir holds a stopped cluster: start afresh
     cluster = DevCluster.create(
-        directory, args.controllers, args.brokers, args.combined, _overrides(args.set), security=args.security
+        directory,
+        args.controllers,
+        args.brokers,
+        args.combined,
+        _overrides(args.set),
+        security=args.security,
+        first_id=args.first_node_id,
     )
     cluster.start_all()
     profile: dict[str, Any] = {

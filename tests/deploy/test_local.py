@@ -76,6 +76,21 @@ def test_every_dev_broker_gets_a_kafka_listener_on_its_own_port(tmp_path: Path, 
     assert DevCluster.load(tmp_path).kafka_bootstrap_servers == cluster.kafka_bootstrap_servers  # saved
 
 
+@pytest.mark.parametrize(
+    ("combined", "first", "controllers", "brokers"), [(False, 0, [0], [1, 2]), (True, 5, [5, 6], [5, 6])]
+)
+def test_node_ids_count_from_the_first_id_controllers_first(
+    tmp_path: Path, combined: bool, first: int, controllers: list[int], brokers: list[int]
+) -> None:
+    cluster = DevCluster.create(tmp_path, len(controllers), 2, combined, first_id=first)
+    configs = {n.node_id: NodeConfig.load(n.config) for n in cluster.nodes}
+    assert sorted(i for i, c in configs.items() if c.is_controller) == controllers
+    assert sorted(i for i, c in configs.items() if c.is_broker) == brokers
+    assert all(c.node_id == i for i, c in configs.items())
+    with pytest.raises(LocalClusterError, match="negative"):
+        DevCluster.create(tmp_path / "bad", 1, 1, first_id=-1)
+
+
 async def test_run_sync_works_inside_a_running_event_loop() -> None:
     async def answer() -> int:
         await asyncio.sleep(0)
