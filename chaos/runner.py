@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -221,6 +222,7 @@ def run(options: RunOptions, log=print) -> RunResult:
     cluster: DevCluster | None = None
     proxy: FaultProxy | None = None
     mounts: list[Path] = []
+    client_log: Callable[[], None] | None = None  # detaches the kept librdkafka log
     try:
         hosts = (lambda node_id: (net.host_ip(node_id - 1), net.host_ns(node_id - 1))) if net is not None else None
         cluster = DevCluster.create(
@@ -276,6 +278,10 @@ def run(options: RunOptions, log=print) -> RunResult:
         history = History()
         if request_faults:  # librdkafka's request timeout, below the hold of late-requests
             client_security = {**client_security, "socket.timeout.ms": str(CLIENT_TIMEOUT_MS)}
+        if options.keep and options.workload in KAFKA_WORKLOADS:
+            # A kept run keeps librdkafka's idempotence decisions (epoch bumps, sequence errors) for its analysis.
+            client_security = {**client_security, "debug": "eos"}
+            client_log = _keep_client_log(directory)
         workload = make_workload(options, cluster, topic, history, workload_bug, client_security, client_servers)
         members = workload if options.workload in GROUP_WORKLOADS else None
         txn_ids = workload.transactional_ids if options.workload in (*TXN_WORKLOADS, COPY_WORKLOAD) else None
@@ -331,12 +337,38 @@ def run(options: RunOptions, log=print) -> RunResult:
             cluster.stop_all(timeout=20)
         if proxy is not None:
             proxy.close()
+        if options.keep:
+            for mount in mounts:  # the brokers' logs live on tmpfs: a kept run copies them out first
+                shutil.copytree(mount, mount.parent / "data-kept", dirs_exist_ok=True)
+        if client_log is not None:
+            client_log()
         for mount in mounts:
             disks.unmount(mount)
         if net is not None:
             net.close()
         if not options.keep:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def _keep_client_log(directory: Path) -> Callable[[], None]:
+    """Write the Kafka workloads' librdkafka log (``debug`` contexts included) to ``librdkafka.log`` of a kept run;
+    returns what detaches it."""
+    import logging
+
+    from odradek.chaos.kafka_client import LOG
+
+    handler = logging.FileHandler(directory / "librdkafka.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    level = LOG.level
+    LOG.addHandler(handler)
+    LOG.setLevel(logging.DEBUG)
+
+    def detach() -> None:
+        LOG.removeHandler(handler)
+        LOG.setLevel(level)
+        handler.close()
+
+    return detach
 
 
 # The Kafka workloads' classes, in modules loaded by name: they need confluent-kafka (librdkafka), which only the
