@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from bisect import bisect_left
 from collections import Counter
@@ -44,6 +45,7 @@ from odradek.chaos.history import (
     Heal,
     History,
     Processed,
+    ProducerEpoch,
     Read,
     Seek,
     Send,
@@ -120,6 +122,14 @@ class Report:
             *(
                 [f"group: processed {t['processed']}  commits acknowledged {t['commits']}"]
                 if t.get("commits") or t.get("processed")
+                else []
+            ),
+            *(
+                [
+                    f"written again by the client after a producer epoch bump (librdkafka): "
+                    f"{t['renumbered_duplicates']} (not violations; docs/chaos.md)"
+                ]
+                if t.get("renumbered_duplicates")
                 else []
             ),
             "faults " + (", ".join(f"{kind} x{n}" for kind, n in sorted(kinds.items())) or "none"),
@@ -220,6 +230,7 @@ class HistoryIndex:
     final_committed: dict[tuple[str, int], int] = field(default_factory=dict)  # the last final OffsetFetch answer
     commit_views: list[Commit | Committed] = field(default_factory=list)  # acked commits and fetches, in order
     commits: int = 0
+    epochs: dict[str, list[float]] = field(default_factory=dict)  # each producer's epoch acquisitions, in order
 
     def observe(self, location: Location, value: str) -> None:
         seen = self.at.setdefault(location, value)
@@ -282,6 +293,8 @@ def index_history(history: Iterable[Event]) -> HistoryIndex:
             ix.errors.setdefault(event.value, event)
         elif isinstance(event, Seek):
             ix.cursor.append(event)
+        elif isinstance(event, ProducerEpoch):
+            ix.epochs.setdefault(event.process, []).append(event.time)
         elif isinstance(event, Fault | Heal):
             ix.faults.append(
                 {
@@ -306,8 +319,23 @@ def _lost(ix: HistoryIndex) -> Examples:
             yield {"value": value, **_loc((ack.topic, ack.partition, ack.offset))}
 
 
+def _renumbered(ix: HistoryIndex, value: str) -> bool:
+    """Whether ``value``'s producer took a new epoch between sending it and its acknowledgement (or ever after, if
+    none came): librdkafka then renumbers the messages it has not had acknowledged, and one the broker had already
+    written is written again with the new epoch's sequence numbers, which no broker can tell from a new message
+    (librdkafka issue 4953). Such a copy is the client's, counted apart from the violations."""
+    send = ix.sends.get(value)
+    if send is None:
+        return False
+    ack = ix.acks.get(value)
+    end = ack.time if ack is not None else math.inf
+    return any(send.time < t < end for t in ix.epochs.get(send.process, [])[1:])  # the first is no bump
+
+
 def _duplicate(ix: HistoryIndex) -> Examples:
     for value, others in ix.elsewhere.items():
+        if _renumbered(ix, value):
+            continue
         located = sorted({ix.where[value], *others})
         yield {"value": value, "locations": [_loc(x) for x in located], "in_final_read": value in ix.final_elsewhere}
 
@@ -491,6 +519,7 @@ def _totals(ix: HistoryIndex) -> dict[str, int]:
         "faults": sum(1 for f in ix.faults if f["type"] == "fault"),
         "processed": ix.processed_count,
         "commits": ix.commits,
+        "renumbered_duplicates": sum(1 for value in ix.elsewhere if _renumbered(ix, value)),
     }
 
 

@@ -152,6 +152,17 @@ class Committed(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class ProducerEpoch(Event):
+    """An idempotent producer (``process``) took producer id ``producer_id`` at ``epoch`` (librdkafka's
+    ``Acquired PID``). After its first, each one is a new epoch: librdkafka then renumbers the messages it has not
+    had acknowledged, so one already written but not acknowledged is written again (the broker cannot tell the
+    copies apart across epochs)."""
+
+    producer_id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class Fault(Event):
     """A fault the nemesis injected, e.g. ``Fault("kill", "broker-2", process="nemesis")``."""
 
@@ -238,6 +249,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     "processed": Processed,
     "commit": Commit,
     "committed": Committed,
+    "producer_epoch": ProducerEpoch,
     "fault": Fault,
     "heal": Heal,
     "txn_write": TxnWrite,

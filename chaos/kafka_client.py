@@ -12,6 +12,7 @@ This module imports no odradek client code: the group workload's members, separa
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections import Counter
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from odradek.chaos.history import FinalRead, History, Read, Seek, UncommittedRead
+from odradek.chaos.history import FinalRead, History, ProducerEpoch, Read, Seek, UncommittedRead
 
 # librdkafka's own log lines (connection failures, mostly) go here rather than to stderr; errors are counted.
 LOG = logging.getLogger("odradek.chaos.kafka")
@@ -55,6 +56,25 @@ def located(message: Message) -> tuple[int, int]:
 
 def describe(error: KafkaError) -> str:
     return f"{error.name()}: {error.str()}"
+
+
+_ACQUIRED = re.compile(r"Acquired PID\{Id:(\d+),Epoch:(\d+)\}")
+
+
+class EpochWatch:
+    """An idempotent producer's librdkafka logger (``debug`` ``eos``): records each producer id and epoch it
+    acquires as a ``ProducerEpoch`` event, and passes every line on to ``LOG``. The checker needs them: after an
+    epoch bump librdkafka renumbers its unacknowledged messages, so one already written is written again."""
+
+    def __init__(self, name: str, history: History) -> None:
+        self.name = name
+        self.history = history
+
+    def log(self, level: int, fmt: str, *args: Any) -> None:
+        """confluent-kafka's call: ``args`` are the facility, the client's name and the message."""
+        if len(args) == 3 and args[0] == "GETPID" and (m := _ACQUIRED.search(str(args[2]))):
+            self.history.append(ProducerEpoch(int(m.group(1)), int(m.group(2)), process=self.name))
+        LOG.log(level, fmt, *args)
 
 
 class ClientErrors:

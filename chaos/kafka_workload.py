@@ -25,7 +25,15 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from odradek.chaos.history import Ack, FinalRead, History, Send, SendError
-from odradek.chaos.kafka_client import ClientErrors, describe, located, read_concurrently, read_to_end, reader_settings
+from odradek.chaos.kafka_client import (
+    ClientErrors,
+    EpochWatch,
+    describe,
+    located,
+    read_concurrently,
+    read_to_end,
+    reader_settings,
+)
 from odradek.chaos.workload import MAX_WRITES_PER_PRODUCER, WorkerThreads
 
 MESSAGE_TIMEOUT_MS = 60000  # librdkafka's delivery timeout, as the gRPC workload's delivery.timeout.ms
@@ -66,6 +74,8 @@ class KafkaWorkload(WorkerThreads):
                 "linger.ms": 5,
                 "message.timeout.ms": MESSAGE_TIMEOUT_MS,
                 **self.errors.callbacks(on_fatal=fatal.set),
+                "debug": "eos",  # the producer ids and epochs it acquires, for the history (EpochWatch)
+                "logger": EpochWatch(name, self.history),
             }
         )
 

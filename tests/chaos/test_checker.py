@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import subprocess
@@ -22,6 +23,7 @@ from odradek.chaos.history import (
     FinalRead,
     Heal,
     History,
+    ProducerEpoch,
     Read,
     Seek,
     Send,
@@ -81,6 +83,7 @@ def test_clean_history_passes() -> None:
         "faults": 0,
         "processed": 0,
         "commits": 0,
+        "renumbered_duplicates": 0,
     }
 
 
@@ -224,6 +227,31 @@ def test_an_ack_without_an_offset_is_checked_for_loss_not_placement() -> None:
     # Two acks without an offset on one partition claim no common location (a campaign run reported one).
     two = [send("a"), ack("a", -1), send("b"), ack("b", -1), final("a", 0), final("b", 1)]
     assert violated(two) == {}
+
+
+def epoch(at: float, epoch_number: int, producer: str = "p0") -> ProducerEpoch:
+    return ProducerEpoch(7, epoch_number, process=producer, time=at)
+
+
+def timed(event: Event, at: float) -> Event:
+    return dataclasses.replace(event, time=at)
+
+
+def test_a_copy_written_again_after_its_producers_epoch_bump_is_the_clients_not_a_violation() -> None:
+    """librdkafka renumbers unacknowledged messages after an epoch bump: "a" was written at offset 0, its ack was
+    lost, the producer took epoch 1 and wrote it again at 2 (acknowledged there). A duplicate without a bump in
+    between, or of another producer, or with the bump before the send, stays a violation."""
+    written_twice = [final("a", 0), final("b", 1), final("a", 2)]
+    renumbered = [timed(send("a"), 1.0), epoch(0.5, 0), epoch(2.0, 1), timed(ack("a", 2), 3.0), timed(send("b"), 1.1)]
+    report = check([*renumbered, timed(ack("b", 1), 1.2), *written_twice])
+    assert report.ok and report.totals["renumbered_duplicates"] == 1
+    assert "written again by the client after a producer epoch bump" in report.summary_table()
+    no_bump = [timed(send("a"), 1.0), epoch(0.5, 0), timed(ack("a", 2), 3.0), timed(send("b"), 1.1)]
+    assert violated([*no_bump, timed(ack("b", 1), 1.2), *written_twice]) == {"duplicate": 1}
+    other = [timed(send("a"), 1.0), epoch(0.5, 0, "p1"), epoch(2.0, 1, "p1"), timed(ack("a", 2), 3.0)]
+    assert violated([*other, timed(send("b"), 1.1), timed(ack("b", 1), 1.2), *written_twice]) == {"duplicate": 1}
+    earlier = [epoch(0.5, 0), epoch(0.8, 1), timed(send("a"), 1.0), timed(ack("a", 2), 3.0)]
+    assert violated([*earlier, timed(send("b"), 1.1), timed(ack("b", 1), 1.2), *written_twice]) == {"duplicate": 1}
 
 
 def test_totals_classify_outcomes() -> None:

@@ -136,3 +136,19 @@ def test_a_kafka_workload_without_confluent_kafka_is_refused_with_the_extra_to_i
             runner.kafka_workload_class(workload)
     monkeypatch.undo()
     assert runner.kafka_workload_class("kafka").__name__ == "KafkaWorkload"
+
+
+def test_the_epoch_watch_records_each_producer_id_and_epoch_librdkafka_acquires() -> None:
+    from odradek.chaos.history import History, ProducerEpoch
+    from odradek.chaos.kafka_client import EpochWatch
+
+    history = History()
+    watch = EpochWatch("p0", history)
+    fmt = "%s [%s] %s"  # as confluent-kafka calls its logger
+    watch.log(7, fmt, "GETPID", "p0#producer-1", "[thrd:main]: Acquired PID{Id:1000,Epoch:0}")
+    watch.log(7, fmt, "DRAIN", "p0#producer-1", "[thrd:main]: chaos [2] beginning partition drain")
+    watch.log(7, fmt, "GETPID", "p0#producer-1", "[thrd:main]: Acquired PID{Id:1000,Epoch:1}")
+    assert [(e.producer_id, e.epoch, e.process) for e in history if isinstance(e, ProducerEpoch)] == [
+        (1000, 0, "p0"),
+        (1000, 1, "p0"),
+    ]
