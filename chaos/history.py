@@ -154,9 +154,9 @@ class Committed(Event):
 @dataclass(frozen=True, slots=True)
 class ProducerEpoch(Event):
     """An idempotent producer (``process``) took producer id ``producer_id`` at ``epoch`` (librdkafka's
-    ``Acquired PID``). After its first, each one is a new epoch: librdkafka then renumbers the messages it has not
-    had acknowledged, so one already written but not acknowledged is written again (the broker cannot tell the
-    copies apart across epochs)."""
+    ``Acquired PID`` and ``bumped epoch to PID``). After its first, each one is a new epoch: librdkafka then
+    renumbers the messages it has not had acknowledged, so one already written but not acknowledged is written
+    again (the broker cannot tell the copies apart across epochs)."""
 
     producer_id: int
     epoch: int

@@ -58,13 +58,16 @@ def describe(error: KafkaError) -> str:
     return f"{error.name()}: {error.str()}"
 
 
-_ACQUIRED = re.compile(r"Acquired PID\{Id:(\d+),Epoch:(\d+)\}")
+# librdkafka's lines for a producer id and epoch taken: from InitProducerId (GETPID), and after an epoch bump that
+# needed no request (DRAIN: "All partitions drained, bumped epoch to PID{...}").
+_ACQUIRED = re.compile(r"(?:Acquired PID|bumped epoch to PID)\{Id:(\d+),Epoch:(\d+)\}")
 
 
 class EpochWatch:
     """An idempotent producer's librdkafka logger (``debug`` ``eos``): records each producer id and epoch it
-    acquires as a ``ProducerEpoch`` event, and passes every line on to ``LOG``. The checker needs them: after an
-    epoch bump librdkafka renumbers its unacknowledged messages, so one already written is written again."""
+    takes (at start, and at each epoch bump) as a ``ProducerEpoch`` event, and passes every line on to ``LOG``.
+    The checker needs them: after an epoch bump librdkafka renumbers its unacknowledged messages, so one already
+    written is written again."""
 
     def __init__(self, name: str, history: History) -> None:
         self.name = name
@@ -72,7 +75,7 @@ class EpochWatch:
 
     def log(self, level: int, fmt: str, *args: Any) -> None:
         """confluent-kafka's call: ``args`` are the facility, the client's name and the message."""
-        if len(args) == 3 and args[0] == "GETPID" and (m := _ACQUIRED.search(str(args[2]))):
+        if len(args) == 3 and args[0] in ("GETPID", "DRAIN") and (m := _ACQUIRED.search(str(args[2]))):
             self.history.append(ProducerEpoch(int(m.group(1)), int(m.group(2)), process=self.name))
         LOG.log(level, fmt, *args)
 
