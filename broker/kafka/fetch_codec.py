@@ -85,7 +85,7 @@ class FetchPartitionResult:
     log_start_offset: int = -1  # v5+
     aborted_transactions: Sequence[tuple[int, int]] | None = None  # (producer id, first offset); None = null
     preferred_read_replica: int = -1  # v11+
-    records: Chunk | None = None  # sent as given: never copied, never read
+    records: Chunk | None = None  # sent as given: never copied, never read; None: an empty set
     diverging_epoch: tuple[int, int] | None = None  # v12+ tagged 0: (epoch, end offset)
     current_leader: tuple[int, int] | None = None  # v12+ tagged 1: (leader id, leader epoch)
     # odradek's own, in answers to replica fetches only (v12+ tagged, int64 each; see replica_fetch.py): the leader's
@@ -260,7 +260,9 @@ def encode_fetch_response(
                 w.int32(p.preferred_read_replica)
             records = p.records
             if records is None:
-                w.buf += b"\x00" if flexible else b"\xff\xff\xff\xff"
+                # No records (an errored partition): an empty set, as Kafka sends, not a null one, which
+                # librdkafka before 2.x's flexible Fetch refuses as a parse failure of the whole answer.
+                w.buf += b"\x01" if flexible else b"\x00\x00\x00\x00"
             else:
                 size = _records_size(records)
                 if flexible:

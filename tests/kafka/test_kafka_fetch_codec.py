@@ -223,10 +223,22 @@ def materialise(chunks: list[Chunk]) -> bytes:
     return b"".join(c.read() if isinstance(c, FileSlice) else bytes(c) for c in chunks)
 
 
-def records_bytes(records: Chunk | None) -> bytes | None:
+def records_bytes(records: Chunk | None) -> bytes:
+    """What a client reads: no records go out as an empty set (never a null one)."""
     if records is None:
-        return None
+        return b""
     return records.read() if isinstance(records, FileSlice) else bytes(records)
+
+
+@pytest.mark.parametrize("version", [4, 11, 12, 16])
+def test_a_partition_without_records_is_an_empty_set_not_a_null_one(version: int) -> None:
+    """Kafka answers an errored partition with an empty record set; librdkafka 2.0 (Fetch v11) fails to parse the
+    whole answer on a null one (size -1), so an OFFSET_OUT_OF_RANGE never reached its consumer."""
+    errored = FetchPartitionResult(0, 1, -1, -1, -1)  # OFFSET_OUT_OF_RANGE
+    topics = [FetchTopicResult("t", bytes(16), [errored])]
+    body = materialise(encode_fetch_response(version, topics, 0, 0, 0, []))
+    [t] = FetchResponse.decode(body, version=version).responses
+    assert t.partitions[0].records == b""
 
 
 def expected_partition(version: int, p: FetchPartitionResult) -> list[Any]:

@@ -209,7 +209,9 @@ def test_kafka_python_reads_a_replica_answer_and_skips_odradeks_tags(
         for t in decoded.responses
     ]
     assert got == [
-        (t.topic_id, [(p.partition_index, p.high_watermark, p.records) for p in t.partitions]) for t in topics
+        # no records go out as an empty set
+        (t.topic_id, [(p.partition_index, p.high_watermark, p.records or b"") for p in t.partitions])
+        for t in topics
     ]
 
 
