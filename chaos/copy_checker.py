@@ -17,13 +17,14 @@ copied, where its copier processed them. ``check`` is pure.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from odradek.chaos import checker, txn_checker
 from odradek.chaos.checker import Report, Violations
 from odradek.chaos.cycles import Op
-from odradek.chaos.history import Ack, Event, Fault, FinalRead, Heal, Processed, Send, TxnEnd, TxnWrite
+from odradek.chaos.history import Ack, Event, Fault, FinalRead, Heal, Processed, ProducerEpoch, Send, TxnEnd, TxnWrite
 from odradek.chaos.txn_checker import Inputs, Location
 
 VIOLATIONS: dict[str, str] = {
@@ -34,8 +35,17 @@ VIOLATIONS: dict[str, str] = {
 
 
 def source(copy: str) -> str:
-    """The input value a copy was made of."""
-    return copy.rpartition("@")[0]
+    """The input value a copy was made of (a copy is ``value@partition:offset@txn``, or ``value@txn``)."""
+    return copy.split("@", 1)[0]
+
+
+def origin(copy: str) -> tuple[int, int] | None:
+    """The input record (partition, offset) a copy was made of, if it names one."""
+    parts = copy.split("@")
+    if len(parts) != 3:
+        return None
+    partition, _, offset = parts[1].partition(":")
+    return int(partition), int(offset)
 
 
 def split(history: Iterable[Event], input_topic: str, output_topic: str) -> tuple[list[Event], list[Event]]:
@@ -48,6 +58,8 @@ def split(history: Iterable[Event], input_topic: str, output_topic: str) -> tupl
         if isinstance(event, Fault | Heal):
             inputs.append(event)
             outputs.append(event)
+        elif isinstance(event, ProducerEpoch):  # the input producers' epochs (the input's duplicates)
+            inputs.append(event)
         elif topic == output_topic or isinstance(event, TxnEnd):
             outputs.append(event)
         elif topic == input_topic:
@@ -86,8 +98,10 @@ class CopyReport(Report):
 def copied_from(events: list[Event], input_topic: str, output_topic: str) -> Inputs:
     """The input's side of the dependency graph: each record of the input's final read as a write without a
     transaction (its commit point lies between its send and its acknowledgement), and the input records each copier
-    transaction read (at the offset its copier processed them, else where the final read found them)."""
+    transaction read (the record its copy names, else at the offset its copier processed it, else where the final
+    read found it). A value the client wrote twice is two records, each its own write."""
     final: dict[str, Location] = {}
+    records: dict[Location, str] = {}
     processed: dict[str, Location] = {}
     sent: dict[str, float] = {}
     acked: dict[str, float] = {}
@@ -96,6 +110,7 @@ def copied_from(events: list[Event], input_topic: str, output_topic: str) -> Inp
             continue
         if isinstance(e, FinalRead):
             final.setdefault(e.value, (e.topic, e.partition, e.offset))
+            records.setdefault((e.topic, e.partition, e.offset), e.value)
         elif isinstance(e, Processed):
             processed.setdefault(e.value, (e.topic, e.partition, e.offset))
         elif isinstance(e, Send):
@@ -105,13 +120,18 @@ def copied_from(events: list[Event], input_topic: str, output_topic: str) -> Inp
     reads: dict[str, list[tuple[Location, str]]] = {}
     for e in events:
         if isinstance(e, TxnWrite) and e.topic == output_topic:
-            value = source(e.value)
-            location = processed.get(value) or final.get(value)
+            value, named = source(e.value), origin(e.value)
+            location = (input_topic, *named) if named is not None else processed.get(value) or final.get(value)
             if location is not None:
                 reads.setdefault(e.txn, []).append((location, value))
+    twice = {v for v, n in Counter(records.values()).items() if n > 1}
+
+    def named(location: Location, value: str) -> str:
+        return f"write {value} at {location[1]}:{location[2]}" if value in twice else f"write {value}"
+
     writers = [
-        Op(f"write {value}", "write", sent.get(value), acked.get(value), writes=[(location, value)])
-        for value, location in final.items()
+        Op(named(location, value), "write", sent.get(value), acked.get(value), writes=[(location, value)])
+        for location, value in records.items()
     ]
     return Inputs(reads, writers)
 
@@ -130,28 +150,34 @@ def check(history: Iterable[Event], input_topic: str, output_topic: str, max_exa
         if isinstance(e, FinalRead) and e.topic in (input_topic, output_topic):
             into = records if e.topic == input_topic else copies
             into.setdefault(e.value, set()).add((e.partition, e.offset))
-    by_source: dict[str, list[str]] = {}
+    # Each input record's copies: by its location where copies name it (a value the client wrote twice is two
+    # records, each copied once), else by its value.
+    by_record: dict[tuple[str, tuple[int, int] | None], list[str]] = {}
     for copy in copies:
-        by_source.setdefault(source(copy), []).append(copy)
+        by_record.setdefault((source(copy), origin(copy)), []).append(copy)
+    named = any(origin(c) is not None for c in copies)
+    keys = [(v, loc) for v, at in records.items() for loc in sorted(at)] if named else [(v, None) for v in records]
     found = {name: Violations(max_examples) for name in VIOLATIONS}
-    for value in records:
-        made = sorted(by_source.get(value, []))
+    for key in keys:
+        value, at = key
+        made = sorted(by_record.get(key, []))
         if not made:
-            found["copy_lost"].add({"value": value, "at": sorted(records[value])})
+            found["copy_lost"].add({"value": value, "at": [at] if at else sorted(records[value])})
         elif len(made) > 1:
             found["copy_duplicated"].add({"value": value, "copies": {c: sorted(copies[c]) for c in made}})
+    known = set(keys)
     for copy, at in copies.items():
-        if source(copy) not in records:
+        if (source(copy), origin(copy)) not in known:
             found["copy_unexpected"].add({"copy": copy, "at": sorted(at)})
-    times = [len(by_source.get(v, [])) for v in records]  # how many copies each input record has
+    times = [len(by_record.get(k, [])) for k in keys]  # how many copies each input record has
     totals = {
-        "inputs": len(records),
+        "inputs": len(keys),
         "copies": len(copies),
         "copied_once": times.count(1),
         "not_copied": times.count(0),
         "copied_more_than_once": sum(1 for n in times if n > 1),
         "extra_copies": sum(n - 1 for n in times if n > 1),
-        "unexpected_copies": sum(1 for c in copies if source(c) not in records),
+        "unexpected_copies": sum(1 for c in copies if (source(c), origin(c)) not in known),
     }
     faults: list[dict[str, object]] = []
     for prefix, report in sections.items():

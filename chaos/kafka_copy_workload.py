@@ -245,7 +245,7 @@ class KafkaCopyWorkload(KafkaWorkload):
             p, offset = located(m)
             value = text(m.value())
             self.history.append(Processed(name, self.topic, p, offset, value, current, process=name))
-            copy = f"{value}@{txn}"
+            copy = f"{value}@{p}:{offset}@{txn}"  # names its input record: a value written twice is two records
             self.history.append(TxnWrite(txn, copy, self.output, p, process=process))
             try:
                 delivered = self._copied(process, txn, copy, p)

@@ -158,3 +158,40 @@ def test_the_epoch_watch_records_each_producer_id_and_epoch_librdkafka_acquires(
         (1000, 1, "p0"),
         (1000, 2, "p0"),
     ]
+
+
+def test_a_value_the_client_wrote_twice_is_two_records_each_copied_once() -> None:
+    """librdkafka renumbered "a" after an epoch bump and wrote it again at offset 2: two input records. A copy
+    names its record (``value@partition:offset@txn``), so each is copied exactly once, and a third copy of either
+    is a duplicate; the input's second "a" is the client's (its producer took a new epoch before its ack)."""
+    from odradek.chaos.history import ProducerEpoch
+
+    inputs: list[Event] = [
+        ProducerEpoch(7, 0, process="p0", time=0.0),
+        Send("a", IN, 0, process="p0", time=1.0),
+        Send("b", IN, 0, process="p0", time=1.1),
+        Ack("b", IN, 0, 1, process="p0", time=1.2),
+        ProducerEpoch(7, 1, process="p0", time=2.0),
+        Ack("a", IN, 0, 2, process="p0", time=3.0),
+        *(FinalRead("final", IN, 0, o, v, process="final", time=9.0) for o, v in enumerate(["a", "b", "a"])),
+    ]
+
+    def copies_of(*records: tuple[str, int], txn: str = "x0.0-0", first: int = 0) -> list[Event]:
+        names = [f"{v}@0:{o}@{txn}" for v, o in records]
+        events: list[Event] = [TxnEnd(txn, "commit", "invoke", process="x0", time=5.0)]
+        for i, name in enumerate(names):
+            events += [
+                TxnWrite(txn, name, OUT, 0, process="x0", time=4.0),
+                TxnAck(txn, name, OUT, 0, first + i, process="x0", time=4.5),
+            ]
+        done = [*events[1:], events[0], TxnEnd(txn, "commit", "ok", process="x0", time=6.0)]
+        return done + [FinalRead("final", OUT, 0, first + i, n, process="final", time=9.0) for i, n in enumerate(names)]
+
+    report = check([*inputs, *copies_of(("a", 0), ("b", 1), ("a", 2))], IN, OUT)
+    assert report.ok, report.summary_table()
+    assert report.totals["inputs"] == report.totals["copied_once"] == 3
+    assert report.totals["input.renumbered_duplicates"] == 1
+    assert counts([*inputs, *copies_of(("a", 0), ("b", 1))]) == {"copy_lost": 1}  # the second "a" was not copied
+    again = copies_of(("a", 0), txn="x0.0-1", first=4)  # a second transaction copies the first "a" again
+    twice = counts([*inputs, *copies_of(("a", 0), ("b", 1), ("a", 2)), *again])
+    assert twice["copy_duplicated"] == 1 and "copy_lost" not in twice
