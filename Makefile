@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup run test durations lint typecheck proto bench clean
+.PHONY: setup run test durations lint typecheck proto bench clean compat
 
 $(STAMP): pyproject.toml setup.py client/record/_native.c
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,12 @@ test: lint typecheck
 	$(PY) -m pytest -q -ra $(PARALLEL) --durations=25 -m "not alone"
 	$(PY) -m pytest -q -ra -m alone
 	ODRADEK_NO_EXTENSIONS=1 $(PY) -m pytest -q $(PARALLEL) tests/record tests/log tests/client
+
+# librdkafka's own test programs against a local 1+3 cluster (docs/compat.md): the first run fetches Debian's source
+# package and builds them into $(ODRADEK_COMPAT_CACHE) (default ~/.cache/odradek-compat); logs in build/compat/.
+compat: setup
+	$(COMPILE)
+	$(PY) tests/compat/librdkafka.py
 
 # Measure each test file again for the order tests/conftest.py hands files out in (tests/durations.json).
 durations: setup

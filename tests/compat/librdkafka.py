@@ -1,0 +1,437 @@
+"""librdkafka's own test programs against odradek (`make compat`).
+
+Fetches librdkafka's source from Debian (`apt-get source`, after adding a deb-src line when none is there), builds
+its test runner once into a cache directory, starts a local cluster (1 controller, 3 brokers) in a temporary
+directory, and runs the tests that librdkafka-selection.txt (beside this file) selects, one at a time, each with a
+timeout and ``TEST_KAFKA_VERSION`` set to the Kafka version odradek claims. One line per test (PASS, FAIL or SKIP
+and its seconds), a closing count, a non-zero exit on any failure. Every test's output is kept in the log
+directory (default build/compat/librdkafka under the repository).
+
+    python tests/compat/librdkafka.py                       # the whole selection
+    python tests/compat/librdkafka.py --only 0012,0113      # tests whose names start with these
+    python tests/compat/librdkafka.py --repeat 3 --only 0093   # a flaky test, three runs
+
+Not a pytest module (its name does not start with test_): it needs root for apt-get the first time, builds C, and
+runs for tens of minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+SELECTION = HERE / "librdkafka-selection.txt"
+# The Debian source package (bookworm's); LIBRDKAFKA_DEB_VERSION picks another one.
+DEB_VERSION = os.environ.get("LIBRDKAFKA_DEB_VERSION", "2.0.2-1")
+# The Kafka version odradek's ApiVersions answers imply; the test programs skip what that version lacks.
+KAFKA_VERSION = "3.9.0"
+# What building librdkafka and its tests needs (Debian's build dependencies less SASL/GSSAPI, which no selected test
+# uses) and what fetching its source needs.
+BUILD_PACKAGES = [
+    *("gcc", "g++", "make", "python3", "dpkg-dev"),
+    *("zlib1g-dev", "libzstd-dev", "libssl-dev", "rapidjson-dev"),
+]
+# The cluster librdkafka's own harness (trivup) gives its test programs: topics created on first use get 4
+# partitions and 3 replicas; the noautocreate scenario turns automatic topic creation off.
+CLUSTER_CONFIG = {"num.partitions": "4", "default.replication.factor": "3"}
+SCENARIO_CONFIG = {"default": {}, "noautocreate": {"auto.create.topics.enable": "false"}}
+# test.conf: IPv4 as librdkafka's harness writes it, topic names random per run (a repeated test starts clean).
+TEST_CONF = "broker.address.family=v4\ntest.topic.random=true\n"
+# What librdkafka's CI mode prints instead of failing a test on a duration outside its bounds.
+TIMING_WARNING = re.compile(r"not FAILING test on CI|WARNING: Elapsed time")
+ANSI = re.compile(r"\x1b\[[0-9;]*m|\x1b\(B")
+
+
+@dataclass
+class Entry:
+    name: str  # the test's name in librdkafka's table, e.g. 0113_cooperative_rebalance
+    scenario: str = "default"
+    subtests: str = ""  # librdkafka's SUBTESTS: run only the sub-tests whose name contains this
+    timeout: float = 600.0
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}/{self.subtests}" if self.subtests else self.name
+
+    @property
+    def number(self) -> str:
+        return self.name.split("_", 1)[0]
+
+
+@dataclass
+class Selection:
+    run: list[Entry] = field(default_factory=list)
+    excluded: dict[str, str] = field(default_factory=dict)  # label -> reason
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def sh(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=True, **kwargs)
+
+
+# --- the source and the build ---------------------------------------------------------------------------------------
+
+
+def missing_packages() -> list[str]:
+    out = []
+    for name in BUILD_PACKAGES:
+        status = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Status}", name], capture_output=True, text=True, check=False
+        ).stdout
+        if "install ok installed" not in status:
+            out.append(name)
+    return out
+
+
+def add_deb_src() -> None:
+    """Add deb-src twins of the machine's Debian sources (one-line and deb822 formats) when none exist."""
+    target = Path("/etc/apt/sources.list.d/odradek-deb-src.sources")
+    if target.exists():
+        return
+    stanzas = []
+    for path in [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*.list"))]:
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if parts and parts[0] == "deb" and "debian" in line:
+                uri_at = next(i for i, p in enumerate(parts) if "://" in p)
+                stanzas.append(
+                    f"Types: deb-src\nURIs: {parts[uri_at]}\nSuites: {parts[uri_at + 1]}\n"
+                    f"Components: {' '.join(parts[uri_at + 2 :])}\n"
+                )
+    for path in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")):
+        for stanza in path.read_text().split("\n\n"):
+            fields = dict(
+                line.split(":", 1) for line in stanza.splitlines() if ":" in line and not line.startswith("#")
+            )
+            if "deb" in fields.get("Types", "").split() and "debian" in fields.get("URIs", ""):
+                body = "".join(f"{k}:{v}\n" for k, v in fields.items() if k != "Types")
+                stanzas.append("Types: deb-src\n" + body)
+    if not stanzas:
+        raise SystemExit("no Debian apt source found to add a deb-src line for")
+    target.write_text("\n".join(stanzas))
+    say(f"added {target}")
+
+
+def ensure_source(cache: Path) -> Path:
+    upstream = DEB_VERSION.rsplit("-", 1)[0]
+    source = cache / f"librdkafka-{upstream}"
+    if (source / "tests" / "test.c").exists():
+        return source
+    missing = missing_packages()
+    if not shutil.which("apt-get"):
+        raise SystemExit("apt-get is needed to fetch librdkafka's source package")
+    if os.geteuid() != 0 and missing:
+        raise SystemExit(f"not root: install {' '.join(missing)} first")
+    started = time.monotonic()
+    cache.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        probe = subprocess.run(["apt-cache", "showsrc", "librdkafka"], capture_output=True, text=True, check=False)
+        if f"Version: {DEB_VERSION}" not in probe.stdout:
+            add_deb_src()
+            sh(["apt-get", "update", "-q"], stdout=subprocess.DEVNULL)
+        if missing:
+            sh(["apt-get", "install", "-y", "-q", *missing], stdout=subprocess.DEVNULL)
+    sh(["apt-get", "source", "-q", f"librdkafka={DEB_VERSION}"], cwd=cache, stdout=subprocess.DEVNULL)
+    say(f"librdkafka {DEB_VERSION} source fetched into {source} in {time.monotonic() - started:.0f} s")
+    return source
+
+
+def ensure_build(source: Path) -> Path:
+    runner = source / "tests" / "test-runner"
+    stamp = source / "tests" / ".odradek-built"
+    if runner.exists() and stamp.exists():
+        return runner
+    missing = missing_packages()
+    if missing:
+        if os.geteuid() != 0:
+            raise SystemExit(f"not root: install {' '.join(missing)} first")
+        sh(["apt-get", "install", "-y", "-q", *missing], stdout=subprocess.DEVNULL)
+    jobs = f"-j{os.cpu_count() or 2}"
+    log = source / "odradek-build.log"
+    say(f"building librdkafka and its tests ({log})")
+    steps = [
+        # No SASL/GSSAPI (no selected test uses it), no HTTP client (OIDC only), the bundled LZ4.
+        ["./configure", "--no-download", "--disable-gssapi", "--disable-curl", "--disable-lz4-ext"],
+        ["make", jobs, "-C", "src"],
+        ["make", jobs, "-C", "src-cpp"],
+        ["make", jobs, "-C", "tests", "build"],
+    ]
+    with log.open("w") as out:
+        for step in steps:
+            started = time.monotonic()
+            result = subprocess.run(step, cwd=source, stdout=out, stderr=subprocess.STDOUT, check=False)
+            say(f"  {' '.join(step)}: {time.monotonic() - started:.0f} s")
+            if result.returncode:
+                raise SystemExit(f"build step failed: {' '.join(step)} (see {log})")
+    stamp.touch()
+    return runner
+
+
+def table_names(source: Path) -> dict[str, tuple[str, str]]:
+    """Every test of librdkafka's table (tests/test.c): name -> (flags, scenario)."""
+    text = (source / "tests" / "test.c").read_text()
+    start = text.index("struct test tests[] = {")
+    table = text[start : text.index("{NULL}", start)]
+    out = {}
+    for match in re.finditer(r"_TEST\(\s*(\w+)\s*,\s*([^,)]*)((?:[^()]|\([^()]*\))*)\)", table):
+        scenario = re.search(r'\.scenario\s*=\s*"([^"]*)"', match.group(3))
+        out[match.group(1)] = (match.group(2).replace(" ", ""), scenario.group(1) if scenario else "default")
+    return out
+
+
+def read_selection(path: Path) -> Selection:
+    selection = Selection()
+    for number, raw in enumerate(path.read_text().splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        verb, _, rest = line.partition(" ")
+        rest = rest.strip()
+        if verb == "run":
+            name, *options = rest.split()
+            entry = Entry(name)
+            for option in options:
+                key, _, value = option.partition("=")
+                if key == "scenario":
+                    entry.scenario = value
+                elif key == "subtests":
+                    entry.subtests = value
+                elif key == "timeout":
+                    entry.timeout = float(value)
+                else:
+                    raise SystemExit(f"{path}:{number}: unknown option {option!r}")
+            selection.run.append(entry)
+        elif verb == "exclude":
+            label, _, reason = rest.partition(" ")
+            if not reason.strip():
+                raise SystemExit(f"{path}:{number}: an exclusion needs a reason")
+            selection.excluded[label] = reason.strip()
+        else:
+            raise SystemExit(f"{path}:{number}: expected 'run' or 'exclude', got {verb!r}")
+    return selection
+
+
+def check_coverage(selection: Selection, table: dict[str, tuple[str, str]]) -> None:
+    """Every broker-facing test of the table is either run or excluded with a reason, and nothing else is named."""
+    broker_facing = {n for n, (flags, _) in table.items() if "TEST_F_LOCAL" not in flags and "MANUAL" not in flags}
+    named = {e.name for e in selection.run} | {label.split("/")[0] for label in selection.excluded}
+    unlisted = sorted(broker_facing - named)
+    unknown = sorted(named - broker_facing)
+    if unlisted or unknown:
+        raise SystemExit(
+            f"{SELECTION.name} does not match librdkafka's table: unlisted {unlisted or 'none'}, "
+            f"not broker-facing or unknown {unknown or 'none'}"
+        )
+    for entry in selection.run:
+        if entry.scenario not in table[entry.name][1].split(","):
+            raise SystemExit(f"{entry.name} belongs to scenario {table[entry.name][1]}, not {entry.scenario}")
+
+
+# --- the cluster ----------------------------------------------------------------------------------------------------
+
+
+class Cluster:
+    """A 1+3 `odradek dev up` cluster of our own: own ODRADEK_HOME (its profile) and own directory."""
+
+    def __init__(self, odradek: str, base: Path, scenario: str) -> None:
+        self.odradek = odradek
+        self.dir = base / f"cluster-{scenario}"
+        self.env = {**os.environ, "ODRADEK_HOME": str(base / "home")}
+        self.config = {**CLUSTER_CONFIG, **SCENARIO_CONFIG[scenario]}
+        self.bootstrap = ""
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [self.odradek, "dev", *args, "--dir", str(self.dir)],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=check,
+        )
+
+    def up(self) -> None:
+        sets = [arg for key, value in self.config.items() for arg in ("--set", f"{key}={value}")]
+        started = time.monotonic()
+        result = self.cli("up", "--controllers", "1", "--brokers", "3", "--format", "json", "--timeout", "120", *sets)
+        self.bootstrap = json.loads(result.stdout)["kafka_bootstrap_servers"]
+        say(f"cluster up in {time.monotonic() - started:.0f} s: Kafka listeners {self.bootstrap}")
+
+    def stopped_nodes(self) -> list[int]:
+        result = self.cli("status", "--format", "json", check=False)
+        try:
+            nodes = json.loads(result.stdout)["nodes"]
+        except (ValueError, KeyError, TypeError):
+            return []
+        return [n["node_id"] for n in nodes if n.get("state") != "running"]
+
+    def revive(self) -> None:
+        """Start again any node that died (and say so), so that one crash does not fail every later test."""
+        for node in self.stopped_nodes():
+            say(f"  node {node} is not running; starting it again (see {self.dir}/node-{node}/node.log)")
+            self.cli("start", str(node), "--wait", check=False)
+
+    def down(self) -> None:
+        self.cli("down", check=False)
+
+
+# --- running the tests ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    entry: Entry
+    status: str  # PASS, FAIL or SKIP
+    seconds: float
+    detail: str = ""
+
+
+def outcome(entry: Entry, log: str, returncode: int | None) -> tuple[str, str]:
+    text = ANSI.sub("", log)
+    row = re.search(rf"^\|\s*{re.escape(entry.name)}\s+\|\s*(PASSED|FAILED|SKIPPED)\s*\|", text, re.MULTILINE)
+    failure = re.search(r'### Test "[^"]*" failed at [^\n]*###\n([^\n]*)', text)
+    reason = failure.group(1).strip() if failure else ""
+    if returncode is None:
+        return "FAIL", "timed out (killed by the runner)"
+    if row and row.group(1) == "SKIPPED":
+        skip = re.search(r"SKIPPING TEST: ([^\n]*)", text)
+        return "SKIP", skip.group(1).strip() if skip else ""
+    if row and row.group(1) == "PASSED" and returncode == 0:
+        if entry.subtests and not re.search(rf"\[ \S*{re.escape(entry.subtests)}", text):
+            return "FAIL", f"no sub-test matched {entry.subtests!r}"
+        warned = len(TIMING_WARNING.findall(text))
+        return "PASS", f"{warned} timing bounds exceeded (warnings in CI mode)" if warned else ""
+    if not row:
+        return "FAIL", reason or f"the test did not run (exit {returncode})"
+    return "FAIL", reason or f"exit {returncode}"
+
+
+def run_one(entry: Entry, runner: Path, conf: Path, logs: Path, attempt: int) -> Result:
+    source_tests = runner.parent
+    env = {k: v for k, v in os.environ.items() if k not in ("TESTS", "SUBTESTS", "TESTS_SKIP", "TEST_DEBUG")}
+    # librdkafka's CI mode, by hand as in CI: timeouts x3, latency bounds warn instead of failing (0055 skips itself),
+    # as on the shared machines its own CI runs on.
+    env.update(
+        CI="true",
+        TESTS=entry.number,
+        TEST_KAFKA_VERSION=KAFKA_VERSION,
+        TEST_SCENARIO=entry.scenario,
+        RDKAFKA_TEST_CONF=str(conf),
+        LD_LIBRARY_PATH=f"{source_tests.parent / 'src'}:{source_tests.parent / 'src-cpp'}",
+    )
+    if entry.subtests:
+        env["SUBTESTS"] = entry.subtests
+    suffix = f".{attempt}" if attempt else ""  # attempts 1, 2, ... of --repeat
+    log_path = logs / (entry.label.replace("/", "--") + suffix + ".log")
+    # The programs run in their own folder, as librdkafka's harness runs them: some read files by relative path
+    # (0053 its statistics schema in ../src); the stats files they write there are removed after each test.
+    work = source_tests
+    started = time.monotonic()
+    with log_path.open("w") as out:
+        # -L: no local (broker-less) tests; -p1: one test at a time.
+        process = subprocess.Popen(
+            [str(runner), "-L", "-p1"], cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            returncode: int | None = process.wait(timeout=entry.timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            returncode = None
+    seconds = time.monotonic() - started
+    status, detail = outcome(entry, log_path.read_text(errors="replace"), returncode)
+    for stats in work.glob("stats_*.json"):
+        stats.unlink()
+    return Result(entry, status, seconds, detail)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(os.environ.get("ODRADEK_COMPAT_CACHE", Path.home() / ".cache" / "odradek-compat")),
+        help="where the source and its build are kept between runs ($ODRADEK_COMPAT_CACHE)",
+    )
+    parser.add_argument("--logs", type=Path, default=ROOT / "build" / "compat" / "librdkafka")
+    parser.add_argument("--only", default="", help="comma-separated name prefixes (e.g. 0012,0113)")
+    parser.add_argument("--repeat", type=int, default=1, help="run each test this many times")
+    parser.add_argument("--prepare", action="store_true", help="only fetch and build the test programs")
+    parser.add_argument("--odradek", default=str(Path(sys.executable).parent / "odradek"))
+    args = parser.parse_args()
+
+    total_started = time.monotonic()
+    source = ensure_source(args.cache)
+    runner = ensure_build(source)
+    if args.prepare:
+        say(f"test runner: {runner}")
+        return 0
+    table = table_names(source)
+    selection = read_selection(SELECTION)
+    check_coverage(selection, table)
+    entries = selection.run
+    if args.only:
+        prefixes = tuple(p.strip() for p in args.only.split(",") if p.strip())
+        entries = [e for e in entries if e.label.startswith(prefixes)]
+    say(
+        f"librdkafka {DEB_VERSION}: {len(selection.run)} selected runs, {len(selection.excluded)} exclusions; "
+        f"running {len(entries)} x {args.repeat}, TEST_KAFKA_VERSION={KAFKA_VERSION}"
+    )
+
+    if args.logs.exists():
+        shutil.rmtree(args.logs)
+    args.logs.mkdir(parents=True)
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="odradek-compat-") as tmp:
+        base = Path(tmp)
+        for scenario in SCENARIO_CONFIG:
+            batch = [e for e in entries if e.scenario == scenario]
+            if not batch:
+                continue
+            say(f"--- scenario {scenario}: {len(batch)} tests")
+            cluster = Cluster(args.odradek, base, scenario)
+            try:
+                cluster.up()
+                conf = base / f"test-{scenario}.conf"
+                conf.write_text(f"bootstrap.servers={cluster.bootstrap}\n{TEST_CONF}")
+                for entry in batch:
+                    for attempt in range(args.repeat):
+                        result = run_one(entry, runner, conf, args.logs, attempt + 1 if args.repeat > 1 else 0)
+                        results.append(result)
+                        detail = f"  {result.detail}" if result.detail else ""
+                        say(f"{result.status:4}  {entry.label:58} {result.seconds:6.1f} s{detail}")
+                        if result.status == "FAIL":
+                            cluster.revive()
+            finally:
+                cluster.down()
+
+    counts = {status: sum(r.status == status for r in results) for status in ("PASS", "FAIL", "SKIP")}
+    (args.logs / "results.tsv").write_text(
+        "".join(f"{r.entry.label}\t{r.status}\t{r.seconds:.1f}\t{r.detail}\n" for r in results)
+    )
+    say(f"logs: {args.logs}; total {time.monotonic() - total_started:.0f} s")
+    for result in results:
+        if result.status == "FAIL":
+            say(f"  failed: {result.entry.label}: {result.detail}")
+    say(f"librdkafka: {counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped")
+    return 1 if counts["FAIL"] or not results else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
