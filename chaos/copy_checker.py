@@ -120,8 +120,8 @@ def copied_from(events: list[Event], input_topic: str, output_topic: str) -> Inp
     reads: dict[str, list[tuple[Location, str]]] = {}
     for e in events:
         if isinstance(e, TxnWrite) and e.topic == output_topic:
-            value, named = source(e.value), origin(e.value)
-            location = (input_topic, *named) if named is not None else processed.get(value) or final.get(value)
+            value, record = source(e.value), origin(e.value)
+            location = (input_topic, *record) if record is not None else processed.get(value) or final.get(value)
             if location is not None:
                 reads.setdefault(e.txn, []).append((location, value))
     twice = {v for v, n in Counter(records.values()).items() if n > 1}
@@ -159,16 +159,16 @@ def check(history: Iterable[Event], input_topic: str, output_topic: str, max_exa
     keys = [(v, loc) for v, at in records.items() for loc in sorted(at)] if named else [(v, None) for v in records]
     found = {name: Violations(max_examples) for name in VIOLATIONS}
     for key in keys:
-        value, at = key
+        value, place = key
         made = sorted(by_record.get(key, []))
         if not made:
-            found["copy_lost"].add({"value": value, "at": [at] if at else sorted(records[value])})
+            found["copy_lost"].add({"value": value, "at": [place] if place else sorted(records[value])})
         elif len(made) > 1:
             found["copy_duplicated"].add({"value": value, "copies": {c: sorted(copies[c]) for c in made}})
     known = set(keys)
-    for copy, at in copies.items():
+    for copy, where in copies.items():
         if (source(copy), origin(copy)) not in known:
-            found["copy_unexpected"].add({"copy": copy, "at": sorted(at)})
+            found["copy_unexpected"].add({"copy": copy, "at": sorted(where)})
     times = [len(by_record.get(k, [])) for k in keys]  # how many copies each input record has
     totals = {
         "inputs": len(keys),
