@@ -355,8 +355,8 @@ def _keep_client_log(directory: Path) -> Callable[[], None]:
     returns what detaches it."""
     import logging
 
-    from odradek.chaos.kafka_client import LOG
-
+    # kafka_client's logger, by name: that module needs the chaos extra, which the runner itself does not
+    LOG = logging.getLogger("odradek.chaos.kafka")
     handler = logging.FileHandler(directory / "librdkafka.log")
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
     level = LOG.level
