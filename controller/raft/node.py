@@ -356,16 +356,22 @@ class RaftNode:
         if self._outstanding:
             raise RuntimeError("advance() the previous Ready first")
         log, end = self._log, self._log.end_offset
-        state, leader = self._persist_view(), self._leader_view()
+        if self._q is self._handed_q:  # both views are those last handed over (see _views_changed)
+            persist_state = leader_change = None
+        else:
+            state, leader = self._persist_view(), self._leader_view()
+            persist_state = state if state != self._handed_state else None
+            leader_change = leader if leader != self._handed_leader else None
+            self._handed_state, self._handed_leader, self._handed_q = state, leader, self._q
         ready = Ready(
-            persist_state=state if state != self._handed_state else None,
+            persist_state=persist_state,
             install_snapshot=self._install,
             truncate_to=self._unstable_from if self._unstable_from < self._written_end else None,
-            entries=log.entries(self._unstable_from),
+            entries=log.entries(self._unstable_from) if self._unstable_from < end else [],
             messages=self._msgs,
-            committed=log.entries(self._applied, self._hw),
+            committed=log.entries(self._applied, self._hw) if self._applied < self._hw else [],
             high_watermark=self._hw if self._hw_changed else None,
-            leader_change=leader if leader != self._handed_leader else None,
+            leader_change=leader_change,
             snapshot_chunks=self._chunks,
             snapshot_reads=self._reads,
             parked_fetches=self._parked,
@@ -375,7 +381,6 @@ class RaftNode:
         self._msgs, self._chunks, self._reads, self._parked, self._events = [], [], [], [], []
         self._install = None
         self._hw_changed = False
-        self._handed_state, self._handed_leader, self._handed_q = state, leader, self._q
         self._written_end = self._unstable_from = end
         self._applied = self._hw
         self._outstanding = True

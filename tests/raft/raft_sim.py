@@ -195,32 +195,35 @@ class Simulation:
                 self._start(node)
 
     def tick(self) -> None:
-        self.now += 1
-        rng, s = self.rng, self.sched
+        self.now = now = self.now + 1
+        rng, s, nodes, check = self.rng, self.sched, self.nodes, self.check
         if self.chaos:
             self._chaos_events()
-        for msg in self.queue.pop(self.now, ()):
-            node = self.nodes[msg.dst]
-            if node.core is not None and self.group[msg.src] == self.group[msg.dst]:
-                node.core.step(msg)
-                self.check(node)
-        for node in self.nodes.values():
-            if node.core is None:
+        group = self.group  # after the chaos events, which may partition the nodes anew
+        for msg in self.queue.pop(now, ()):
+            node = nodes[msg.dst]
+            core = node.core
+            if core is not None and group[msg.src] == group[msg.dst]:
+                core.step(msg)
+                check(node)
+        for node in nodes.values():
+            core = node.core
+            if core is None:
                 continue
-            node.core.tick()
-            self.check(node)
+            core.tick()
+            check(node)
             if node.parked:
-                due = [f for f, at in node.parked if at <= self.now]
+                due = [f for f, at in node.parked if at <= now]
                 if due:
-                    node.parked = [(f, at) for f, at in node.parked if at > self.now]
+                    node.parked = [(f, at) for f, at in node.parked if at > now]
                     for f in due:
-                        node.core.step(replace(f, max_wait_ms=0))
-                    self.check(node)
+                        core.step(replace(f, max_wait_ms=0))
+                    check(node)
         if rng.random() < (s.propose if self.chaos else 0.1):
             self._propose()
         if s.snapshot and rng.random() < s.snapshot:
-            self._take_snapshot(rng.choice(list(self.nodes.values())))
-        for node in self.nodes.values():
+            self._take_snapshot(rng.choice(list(nodes.values())))
+        for node in nodes.values():
             if node.core is not None:
                 self._io(node)
 
@@ -337,10 +340,12 @@ class Simulation:
         for c in r.snapshot_chunks:
             buf = d.partial.setdefault(c.snapshot_id, bytearray())
             buf[c.position : c.position + len(c.data)] = c.data
-        self.stats["install"] += r.install_snapshot is not None
-        self.stats["truncate"] += r.truncate_to is not None
-        self.stats["parked"] += len(r.parked_fetches)
+        if r.parked_fetches:
+            self.stats["parked"] += len(r.parked_fetches)
+        if r.truncate_to is not None:
+            self.stats["truncate"] += 1
         if r.install_snapshot is not None:
+            self.stats["install"] += 1
             data = bytes(d.partial.pop(r.install_snapshot))
             sid, state_hash = _decode_snapshot(data)
             if sid != r.install_snapshot:
@@ -384,7 +389,8 @@ class Simulation:
             parked, node.parked = node.parked, []
             for f, _ in parked:
                 core.step(f)
-        node.parked.extend((f, self.now + PARK_TICKS) for f in r.parked_fetches)
+        if r.parked_fetches:
+            node.parked.extend((f, self.now + PARK_TICKS) for f in r.parked_fetches)
         core.advance(r)
         self.check(node)
 
@@ -417,7 +423,8 @@ class Simulation:
         core = node.core
         if core is None:
             return
-        q, hw, persisted, last = core.quorum_state, core.high_watermark, node.disk.state, node.last_seen
+        q, hw, persisted = core._q, core._hw, node.disk.state
+        last = node.last_seen
         if last is not None and last[0] is q and last[1] == hw and last[2] is persisted:
             return  # checked already: quorum states are immutable, replaced on every change
         node.last_seen = (q, hw, persisted)

@@ -17,6 +17,7 @@ from controller_model import TOPIC, SimController
 from world import World
 
 from odradek.broker.partition import Partition
+from odradek.controller.metadata.image import MetadataImage, PartitionRegistration
 
 
 class Invariants:
@@ -31,15 +32,31 @@ class Invariants:
         self._in_sync: dict[tuple[Partition, Partition], tuple[int, int]] = {}  # -> (truncations, verified below)
 
     def check(self) -> None:
+        # Runs after every step: the passing case of invariants 1 and 4 is decided inline, and any doubt goes to
+        # _one_leader and _leader_complete, which check everything again and name what broke.
+        leaders, elected, complete, producers = self._leaders, self.ctl.elected, self._complete, self.producers
         for b in self.brokers.values():
-            if b.proc is None:
+            proc = b.proc
+            if proc is None:
                 continue
-            for i, p in b.proc.partitions.items():
+            for i, p in proc.partitions.items():
                 if p.is_leader:
-                    self._one_leader(b, i, p)
-                    self._leader_complete(b, i, p)
-        for i in range(len(self.producers)):
-            self._isr_in_sync(i)
+                    epoch = p.leader_epoch
+                    key = (i, epoch)
+                    chosen = elected.get(key)
+                    if (
+                        leaders.setdefault(key, b.id) != b.id
+                        or chosen is None
+                        or chosen[0] != b.id
+                        or chosen[1] != proc.incarnation
+                    ):
+                        self._one_leader(b, i, p)
+                    if complete.get((p, epoch), 0) < len(producers[i].acked):
+                        self._leader_complete(b, i, p)
+        image = self.ctl.image
+        topic = image.topic(TOPIC)
+        for i in range(len(producers)):
+            self._isr_in_sync(i, image, topic.partitions.get(i) if topic else None)
 
     def _one_leader(self, b: SimBroker, i: int, p: Partition) -> None:
         key = (i, p.leader_epoch)
@@ -84,9 +101,9 @@ class Invariants:
                 )
         self._complete[(p, p.leader_epoch)] = len(acked)
 
-    def _isr_in_sync(self, i: int) -> None:
-        state = self.ctl.image.partition(TOPIC, i)
-        leader = self.brokers.get(state.leader)
+    def _isr_in_sync(self, i: int, image: MetadataImage, state: PartitionRegistration | None) -> None:
+        """``state``: partition ``i`` in the controller's committed ``image``."""
+        leader = self.brokers.get(state.leader)  # type: ignore[union-attr]
         if leader is None or leader.proc is None:
             return
         lp = leader.proc.partitions.get(i)
@@ -97,7 +114,7 @@ class Invariants:
             member = self.brokers[r]
             if r == leader.id or member.proc is None:
                 continue
-            registration = self.ctl.image.brokers.get(r)
+            registration = image.brokers.get(r)
             if registration is None or registration.incarnation_id != member.proc.incarnation:
                 continue
             rp = member.proc.partitions.get(i)

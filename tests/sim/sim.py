@@ -46,12 +46,13 @@ class Sim:
             w.after(w.rng.randint(1, self.s.produce_every_ms), "produce", lambda i=i: self._produce(i))
             w.after(w.rng.randint(1, CONSUMER_POLL_MS), "consume", lambda i=i: self._consume(i))
         w.after(w.rng.randint(1, self.s.fault_every_ms), "fault", self._fault)
+        brokers, check = list(self.brokers.values()), self.invariants.check
         while w.steps < MAX_STEPS:
             if w.step() is None or w.now > self.end:
                 break
-            for b in self.brokers.values():
+            for b in brokers:
                 b.complete_produces()
-            self.invariants.check()
+            check()
         for b in self.brokers.values():
             if b.proc is not None:
                 for p in b.proc.partitions.values():
