@@ -31,6 +31,10 @@ _OTHER_NODE_KEYS = {
 }
 
 
+# Topic configs without a node property or a log setting: Kafka's default (message.format.version has no effect).
+_FIXED_DEFAULTS = {"message.format.version": "3.0-IV1"}
+
+
 @dataclass(frozen=True)
 class TopicDefault:
     value: str
@@ -52,6 +56,8 @@ def config_text(value: Any) -> str:
 
 
 def _built_in(topic_key: str) -> str:
+    if topic_key in _FIXED_DEFAULTS:
+        return _FIXED_DEFAULTS[topic_key]
     attr = LogConfig._NAMES.get(topic_key)
     if attr is None:
         raise KeyError(f"no node key and no built-in default for topic config '{topic_key}'")

@@ -51,6 +51,30 @@ def _ratio(v: str) -> bool:
         return False
 
 
+# Kafka 3.9's metadata versions: each release and the last of its IV steps (None: a release without IV steps).
+_RELEASE_IVS: dict[str, int | None] = {
+    **dict.fromkeys(("0.8.0", "0.8.1", "0.8.2", "0.9.0")),
+    **{"0.10.0": 1, "0.10.1": 2, "0.10.2": 0, "0.11.0": 2, "1.0": 0, "1.1": 0, "2.0": 1, "2.1": 2, "2.2": 1},
+    **{"2.3": 1, "2.4": 1, "2.5": 0, "2.6": 0, "2.7": 2, "2.8": 1, "3.0": 1, "3.1": 0, "3.2": 0, "3.3": 3},
+    **{"3.4": 0, "3.5": 2, "3.6": 2, "3.7": 4, "3.8": 0, "3.9": 0},
+}
+
+
+def _metadata_version(v: str) -> bool:
+    """A version Kafka 3.9 parses (MetadataVersion.fromVersionString): ``3.9``, ``3.9-IV0``, ``0.10.0``, or longer
+    forms cut to the release's segments (``0.10.0.0``, ``3.9.1``)."""
+    segments = v.split(".")
+    wanted = 3 if v.startswith("0.") else 2
+    key = v if wanted >= len(segments) else ".".join(segments[:wanted])
+    release, _, step = key.partition("-IV")
+    if release not in _RELEASE_IVS:
+        return False
+    if not step and "-" not in key:
+        return True
+    last = _RELEASE_IVS[release]
+    return last is not None and step.isdigit() and int(step) <= last
+
+
 # Kafka topic configs odradek knows but cannot honour yet: refused (INVALID_CONFIG) rather than stored and ignored.
 UNSUPPORTED_TOPIC_CONFIGS: dict[str, str] = {
     "file.delete.delay.ms": "delayed deletion of segment files is not supported yet (they are deleted at once)",
@@ -69,6 +93,8 @@ TOPIC_CONFIGS: dict[str, Callable[[str], bool]] = {
     "flush.ms": _int(0),
     "index.interval.bytes": _int(0),
     "max.message.bytes": _int(0),
+    # Accepted and without effect, as in Kafka 3.x at any inter-broker protocol of 3.0 or later: every batch is v2.
+    "message.format.version": _metadata_version,
     "message.timestamp.type": _one_of("CreateTime", "LogAppendTime"),
     "min.insync.replicas": _int(1),
     "retention.bytes": _int(-1),

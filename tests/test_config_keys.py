@@ -12,8 +12,7 @@ from functools import cache
 from pathlib import Path
 
 from odradek.broker.config import SCHEMA
-from odradek.broker.log.config import LogConfig
-from odradek.broker.topic_defaults import node_key
+from odradek.broker.topic_defaults import node_key, topic_defaults
 from odradek.client.config import AdminConfig, ConsumerConfig, ProducerConfig
 from odradek.controller.topics import TOPIC_CONFIGS, UNSUPPORTED_TOPIC_CONFIGS, validate_configs
 
@@ -121,6 +120,11 @@ TOPIC: dict[str, Key] = {
     "max.message.bytes": Key(
         "largest record batch the topic accepts",
         ("tests/integration/test_dataplane.py::test_a_topic_max_message_bytes_overrides_the_broker_limit", TOPIC_LOG),
+    ),
+    "message.format.version": Key(
+        "the record format of older Kafka versions (a version Kafka 3.9 knows, such as `2.8` or `0.10.0`)",
+        no_effect="every batch is stored in the v2 format, as Kafka 3.x does at any inter-broker protocol of 3.0 or "
+        "later; Kafka 4.0 removed the config",
     ),
     "message.timestamp.type": Key(
         "`CreateTime` keeps the producer's timestamps; `LogAppendTime` stamps each batch with the leader's clock",
@@ -897,8 +901,11 @@ def _topic_default(name: str) -> str:
     broker = node_key(name)
     if broker is not None:
         return f"node `{broker}` ({_default(SCHEMA[broker][1])})"
-    attr = LogConfig._NAMES[name]
-    return _default(getattr(LogConfig(), attr))
+    return _default(topic_defaults()[name].value)
+
+
+def _doc(key: Key) -> str:
+    return f"{key.doc}. Accepted without effect: {key.no_effect}" if key.no_effect else key.doc
 
 
 def _rows(items: list[tuple[str, str, str]]) -> list[str]:
@@ -913,7 +920,7 @@ def render() -> str:
         "Set with `odradek topic create T -c key=value`; a topic without one uses the node default.",
         "",
     ]
-    out += _rows([(k, _topic_default(k), TOPIC[k].doc) for k in sorted(TOPIC)])
+    out += _rows([(k, _topic_default(k), _doc(TOPIC[k])) for k in sorted(TOPIC)])
     out += ["", "Refused (INVALID_CONFIG, not supported yet):", ""]
     out += [f"- `{k}`: {why}" for k, why in sorted(UNSUPPORTED_TOPIC_CONFIGS.items())]
     out += ["", "## Node configs", "", "In the node's TOML file (`odradek server --config F`).", ""]

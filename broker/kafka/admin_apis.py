@@ -112,6 +112,7 @@ TOPIC_CONFIG_TYPES = {
     "index.interval.bytes": INT,
     "max.compaction.lag.ms": LONG,
     "max.message.bytes": INT,
+    "message.format.version": STRING,
     "message.timestamp.type": STRING,
     "min.cleanable.dirty.ratio": DOUBLE,
     "min.compaction.lag.ms": LONG,

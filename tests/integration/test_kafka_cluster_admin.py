@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import ConfigResource as ConfluentResource
 from kafka import KafkaAdminClient, TopicPartition
@@ -174,6 +175,22 @@ def test_alter_configs_replaces_a_topics_dynamic_configs(kadmin: KafkaAdminClien
     synonyms = [(s["name"], s["source"]) for s in retention["synonyms"]]
     assert synonyms[0] == ("retention.ms", "DYNAMIC_TOPIC_CONFIG")
     assert synonyms[-1] == ("log.retention.ms", "DEFAULT_CONFIG")  # down to the built-in default
+
+
+def test_message_format_version_is_accepted_as_kafka_3_accepts_it(
+    kadmin: KafkaAdminClient, cadmin: AdminClient
+) -> None:
+    """A valid version is stored and described (it has no effect: every batch is v2, as in Kafka 3.x); one Kafka
+    3.9 cannot parse is refused with INVALID_CONFIG."""
+    name = new_topic(kadmin, 1)
+    assert topic_configs(kadmin, name)["message.format.version"]["value"] == "3.0-IV1"  # Kafka 3.x's default
+    done = cadmin.alter_configs([ConfluentResource("TOPIC", name, {"message.format.version": "0.10.0.0"})])
+    [f.result(timeout=30) for f in done.values()]
+    wait_for(lambda: topic_configs(kadmin, name)["message.format.version"]["value"] == "0.10.0.0", 30, what="it")
+    refused = cadmin.alter_configs([ConfluentResource("TOPIC", name, {"message.format.version": "4.0"})])
+    with pytest.raises(KafkaException) as info:
+        [f.result(timeout=30) for f in refused.values()]
+    assert info.value.args[0].code() == KafkaError.INVALID_CONFIG
 
 
 def test_describe_configs_types_and_a_brokers_static_configs(cluster: DevCluster, kadmin: KafkaAdminClient) -> None:
