@@ -49,8 +49,9 @@ test: lint typecheck
 	$(PY) -m pytest -q -ra -m alone
 	ODRADEK_NO_EXTENSIONS=1 $(PY) -m pytest -q $(PARALLEL) tests/record tests/log tests/client
 
-# librdkafka's own test programs against a local 1+3 cluster (docs/compat.md): the first run fetches Debian's source
-# package and builds them into $(ODRADEK_COMPAT_CACHE) (default ~/.cache/odradek-compat); logs in build/compat/.
+# librdkafka's own test programs against a local 1+3 cluster (docs/compat.md), several side by side
+# ($(ODRADEK_COMPAT_JOBS), default 6): the first run fetches Debian's source package and builds them into
+# $(ODRADEK_COMPAT_CACHE) (default ~/.cache/odradek-compat); logs in build/compat/.
 compat: setup
 	$(COMPILE)
 	$(PY) tests/compat/librdkafka.py
