@@ -49,11 +49,13 @@ test: lint typecheck
 	$(PY) -m pytest -q -ra -m alone
 	ODRADEK_NO_EXTENSIONS=1 $(PY) -m pytest -q $(PARALLEL) tests/record tests/log tests/client
 
-# librdkafka's own test programs against a local 1+3 cluster (docs/compat.md), several side by side
-# ($(ODRADEK_COMPAT_JOBS), default 6): the first run fetches Debian's source package and builds them into
-# $(ODRADEK_COMPAT_CACHE) (default ~/.cache/odradek-compat); logs in build/compat/.
+# The Kafka clients' own suites (docs/compat.md), logs in build/compat/: kafka-python's integration suite (its 3.0.12
+# sdist from PyPI, with stand-ins for the two files the sdist lacks) against a one-node cluster, then librdkafka's
+# test programs against a 1+3 cluster, several side by side ($(ODRADEK_COMPAT_JOBS), default 6); their first run
+# fetches Debian's source package and builds them into $(ODRADEK_COMPAT_CACHE) (default ~/.cache/odradek-compat).
 compat: setup
 	$(COMPILE)
+	$(PY) tests/compat/kafka_python.py --sdist 3.0.12
 	$(PY) tests/compat/librdkafka.py
 
 # Measure each test file again for the order tests/conftest.py hands files out in (tests/durations.json).
