@@ -286,10 +286,17 @@ def describe_topic_configs(
         return apb.TopicConfigs(
             topic=name, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"unknown topic '{name}'"
         )
-    own = image.topic_configs(name)
+    entries = topic_config_entries(image.topic_configs(name), image.cluster_defaults(), defaults, names)
+    return apb.TopicConfigs(topic=name, configs=entries)
+
+
+def topic_config_entries(
+    own: Mapping[str, str], dynamic: Mapping[str, str], defaults: Mapping[str, TopicDefault], names: Sequence[str] = ()
+) -> list[apb.DescribedConfig]:
+    """The configs of a topic whose own configs are ``own``, under the cluster-wide dynamic defaults ``dynamic``
+    (see :func:`describe_topic_configs`); also what CreateTopics answers for a topic it creates."""
     known = set(own) | set(defaults)
     entries = []
-    dynamic = image.cluster_defaults()
     for key in [n for n in dict.fromkeys(names) if n in known] if names else sorted(known):
         node = node_key(key)
         if key in own:
@@ -301,7 +308,7 @@ def describe_topic_configs(
             value = default.value
             source = apb.STATIC_BROKER_CONFIG if default.from_node_config else apb.DEFAULT_CONFIG
         entries.append(apb.DescribedConfig(name=key, value=value, source=source, read_only=False))
-    return apb.TopicConfigs(topic=name, configs=entries)
+    return entries
 
 
 async def _topic_result(
@@ -710,7 +717,11 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                 out = create_topic(image, topic_request, max_partitions_per_broker=limit)
                 return ([] if request.validate_only else out.records), out
 
-            results.append(await _topic_result(controller, t.name, decide))
+            result = await _topic_result(controller, t.name, decide)
+            if result.error == ErrorCode.NONE:  # created, or would be (validate_only): with what it has
+                result.num_partitions = topic_request.partitions
+                result.replication_factor = topic_request.replication_factor
+            results.append(result)
         return apb.CreateTopicsResponse(topics=results)
 
     async def _create_partitions(

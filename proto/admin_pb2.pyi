@@ -512,10 +512,17 @@ class TopicResult(_message.Message):
     ERROR_FIELD_NUMBER: _builtins.int
     ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
     TOPIC_ID_FIELD_NUMBER: _builtins.int
+    NUM_PARTITIONS_FIELD_NUMBER: _builtins.int
+    REPLICATION_FACTOR_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     error: _common_pb2.ErrorCode.ValueType
     error_message: _builtins.str
     topic_id: _builtins.bytes
+    num_partitions: _builtins.int
+    """CreateTopics, when the topic is created (or would be, validate_only): its partition count and replication
+    factor (0: not said, as from a node before these fields).
+    """
+    replication_factor: _builtins.int
     def __init__(
         self,
         *,
@@ -523,10 +530,12 @@ class TopicResult(_message.Message):
         error: _common_pb2.ErrorCode.ValueType = ...,
         error_message: _builtins.str = ...,
         topic_id: _builtins.bytes = ...,
+        num_partitions: _builtins.int = ...,
+        replication_factor: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "error_message", b"error_message", "name", b"name", "topic_id", b"topic_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "error_message", b"error_message", "name", b"name", "num_partitions", b"num_partitions", "replication_factor", b"replication_factor", "topic_id", b"topic_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

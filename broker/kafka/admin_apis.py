@@ -61,7 +61,7 @@ from odradek.broker.kafka.metadata_apis import (
 from odradek.broker.kafka.wire import RequestContext
 from odradek.broker.topic_defaults import TopicDefault, config_text, node_key, topic_defaults
 from odradek.client.errors import ErrorCode
-from odradek.controller.services import dynamic_broker_keys
+from odradek.controller.services import dynamic_broker_keys, topic_config_entries
 from odradek.controller.topics import TOPIC_CONFIGS
 from odradek.proto import admin_pb2 as apb
 from odradek.proto import broker_pb2 as pb
@@ -245,20 +245,40 @@ async def _create_topics(backend: KafkaBackend, ctx: RequestContext, version: in
     }
     topics = [refused[t.name] if t.name in refused else next(answers) for t in request.topics]
     result = CreateTopicsResponse.CreatableTopicResult
+    asked = {t.name: t for t in request.topics}
+    dynamic = backend.image().cluster_defaults()
+
+    def configs(t: apb.TopicResult) -> list[Any]:
+        """v5+: a created topic's configs as DescribeConfigs on this broker will show them (its own, as asked, and
+        the defaults in force here); none for a topic not created, as Kafka answers."""
+        if version < 5 or t.error != ErrorCode.NONE:
+            return []
+        own = {c.name: c.value for c in asked[t.name].configs}
+        return [
+            result.CreatableTopicConfigs(
+                name=c.name,
+                value=c.value,
+                read_only=c.read_only,
+                config_source=_CONFIG_SOURCES.get(c.source, 0),
+                is_sensitive=c.sensitive,
+            )
+            for c in topic_config_entries(own, dynamic, backend.admin.topic_defaults)
+        ]
+
     return CreateTopicsResponse(
         version=version,
         throttle_time_ms=answer.throttle_time_ms,
         topics=[
-            # v5+: the created topic's partition count, replication factor and configs are not known here (the
-            # service answers the outcome only): -1 and no configs, which clients read as "not returned".
+            # v5+: the partition count and replication factor the controller gave the topic; -1 where unknown (a
+            # refused topic, or an answer from a node that does not say them), which clients read as "not returned".
             result(
                 name=t.name,
                 topic_id=topic_uuid(t.topic_id) if t.error == ErrorCode.NONE else ZERO_UUID,
                 error_code=int(t.error),
                 error_message=t.error_message or None,
-                num_partitions=-1,
-                replication_factor=-1,
-                configs=[],
+                num_partitions=t.num_partitions or -1,
+                replication_factor=t.replication_factor or -1,
+                configs=configs(t),
             )
             for t in topics
         ],

@@ -65,6 +65,27 @@ def new_topic(kadmin: KafkaAdminClient, count: int, replication: int = 2) -> str
     return name
 
 
+def test_create_topics_answers_what_the_topic_was_given(cluster: DevCluster, kadmin: KafkaAdminClient) -> None:
+    """CreateTopics v5+: the partition count and replication factor the controller chose (its defaults for -1) and
+    the topic's configs with their sources, for a validate-only creation and a real one."""
+    controller = NodeConfig.load(cluster.node(CONTROLLER).config)
+    defaults = (controller["num.partitions"], controller["default.replication.factor"])
+    name = f"ca-{uuid.uuid4().hex[:8]}"
+    for validate_only in (True, False):
+        answer = kadmin.create_topics(
+            [NewTopic(name, -1, -1, topic_configs={"cleanup.policy": "compact"})], validate_only=validate_only
+        )
+        [topic] = answer["topics"]
+        assert (topic["error_code"], topic["num_partitions"], topic["replication_factor"]) == (0, *defaults)
+        configs = topic["configs"]
+        assert (configs["cleanup.policy"]["value"], configs["cleanup.policy"]["config_source"]) == (
+            "compact",
+            "DYNAMIC_TOPIC_CONFIG",
+        )
+        assert configs["retention.ms"]["config_source"] == "DEFAULT_CONFIG"
+    wait_for(lambda: len(partitions(kadmin, name)) == defaults[0], 30, what=f"{name}'s leaders")
+
+
 def test_describe_log_dirs_answers_each_brokers_own(cluster: DevCluster, kadmin: KafkaAdminClient) -> None:
     name = new_topic(kadmin, 2)
     hosted = {(p["partition_index"], b) for p in partitions(kadmin, name) for b in p["replica_nodes"]}

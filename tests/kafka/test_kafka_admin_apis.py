@@ -128,7 +128,7 @@ async def test_create_topics(version: int) -> None:
     answer = apb.CreateTopicsResponse(
         throttle_time_ms=15,
         topics=[
-            apb.TopicResult(name="a", topic_id=T_ID),
+            apb.TopicResult(name="a", topic_id=T_ID, num_partitions=3, replication_factor=2),
             apb.TopicResult(name="b", error=ErrorCode.INVALID_REPLICA_ASSIGNMENT, error_message="broker 9"),
         ],
     )
@@ -200,8 +200,25 @@ async def test_create_topics(version: int) -> None:
     ra, rb = r.topics[0], r.topics[2]
     if version >= 7:
         assert ra.topic_id == uuid.UUID(bytes=T_ID) and rb.topic_id is None  # the zero UUID, as kafka-python reads it
-    if version >= 5:
-        assert (ra.num_partitions, ra.replication_factor) == (-1, -1)  # not returned
+    if version >= 5:  # what the controller gave the topic, and its configs as DescribeConfigs will show them
+        assert (ra.num_partitions, ra.replication_factor) == (3, 2)
+        assert (rb.num_partitions, rb.replication_factor, rb.configs) == (-1, -1, [])  # refused: not returned
+        configs = {c.name: (c.value, c.config_source, c.read_only, c.is_sensitive) for c in ra.configs}
+        assert set(configs) == set(TOPIC_CONFIGS)
+        assert configs["cleanup.policy"] == ("compact", 1, False, False)  # DYNAMIC_TOPIC_CONFIG: as asked
+        assert configs["retention.ms"] == ("5000", 4, False, False)  # STATIC_BROKER_CONFIG: the node file's
+        assert configs["segment.ms"] == ("604800000", 5, False, False)  # DEFAULT_CONFIG: the built-in default
+
+
+async def test_create_topics_v5_leaves_out_counts_a_node_did_not_say() -> None:
+    """An answer without counts (a controller running an older odradek) gives -1, Kafka's "not returned"."""
+    reg, _ = setup(CreateTopics=apb.CreateTopicsResponse(topics=[apb.TopicResult(name="a", topic_id=T_ID)]))
+    t = CreateTopicsRequest.CreatableTopic
+    request = CreateTopicsRequest(
+        version=5, topics=[t(name="a", num_partitions=-1, replication_factor=-1, assignments=[], configs=[])]
+    )
+    [a] = (await call(reg, request, 5)).topics
+    assert (a.error_code, a.num_partitions, a.replication_factor) == (0, -1, -1)
 
 
 async def test_create_topics_without_a_reachable_controller_is_not_controller() -> None:
