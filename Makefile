@@ -58,7 +58,8 @@ compat: setup
 	$(PY) tests/compat/kafka_python.py --sdist 3.0.12
 	$(PY) tests/compat/librdkafka.py
 
-# Measure each test file again for the order tests/conftest.py hands files out in (tests/durations.json).
+# Measure each test file again for the order tests/conftest.py hands files out in (tests/durations.json), and its
+# CPU seconds, its nodes' included (build/test-cpu.json): on 2 cores the suite is CPU-bound.
 durations: setup
 	$(COMPILE)
 	$(PY) -m pytest -q $(PARALLEL) --record-durations

@@ -11,12 +11,14 @@ not start last and hold up the end. Refresh the figures with ``make durations`` 
 from __future__ import annotations
 
 import json
+import resource
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 DURATIONS = Path(__file__).with_name("durations.json")
+CPU = Path(__file__).resolve().parents[1] / "build" / "test-cpu.json"
 # Files that share a session-scoped resource, and so one worker.
 SHARED_GROUPS = {"tests/spark/": "spark"}
 UNKNOWN_FILE_S = 1.0
@@ -29,22 +31,57 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("--record-durations") and not hasattr(config, "workerinput"):  # xdist's controller
+    if not config.getoption("--record-durations"):
+        return
+    config.pluginmanager.register(CpuMeter(), "odradek-cpu")  # where tests run (under xdist, in each worker)
+    if not hasattr(config, "workerinput"):  # not an xdist worker: the process that sees every report
         config.pluginmanager.register(DurationRecorder(), "odradek-durations")
 
 
+def _cpu_seconds() -> float:
+    """This process's CPU and that of its children it has reaped (the nodes a test started and stopped)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+class CpuMeter:
+    """Adds each test's CPU seconds (from its setup to its teardown) to its teardown report: the suite is CPU-bound
+    on a 2-core machine, so which files cost CPU says more than their wall time."""
+
+    def __init__(self) -> None:
+        self._started = 0.0
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        self._started = _cpu_seconds()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        outcome = yield
+        if call.when == "teardown":
+            outcome.get_result().user_properties.append(("cpu_s", _cpu_seconds() - self._started))
+
+
 class DurationRecorder:
-    """Sums each file's test reports (setup, call, teardown) and writes them at the end of the session."""
+    """Sums each file's test reports (setup, call, teardown) and writes them at the end of the session; each file's
+    CPU seconds go to build/test-cpu.json, the files costing most first."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         path = report.nodeid.split("::")[0]
         self.seconds[path] = self.seconds.get(path, 0.0) + report.duration
+        for name, value in report.user_properties:
+            if name == "cpu_s":
+                self.cpu[path] = self.cpu.get(path, 0.0) + float(value)
 
     def pytest_sessionfinish(self) -> None:
         DURATIONS.write_text(json.dumps({k: round(v, 1) for k, v in sorted(self.seconds.items())}, indent=0) + "\n")
+        CPU.parent.mkdir(exist_ok=True)
+        by_cost = sorted(self.cpu.items(), key=lambda kv: -kv[1])
+        CPU.write_text(json.dumps({k: round(v, 1) for k, v in by_cost}, indent=0) + "\n")
 
 
 def group_of(path: str) -> str:
