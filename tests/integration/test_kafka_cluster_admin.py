@@ -90,18 +90,26 @@ def test_describe_log_dirs_answers_each_brokers_own(cluster: DevCluster, kadmin:
     name = new_topic(kadmin, 2)
     hosted = {(p["partition_index"], b) for p in partitions(kadmin, name) for b in p["replica_nodes"]}
     dirs = {n.node_id: NodeConfig.load(n.config).log_dirs for n in cluster.nodes if n.kafka_port}
-    answers = kadmin.describe_log_dirs({name: [0, 1]})
-    assert sorted(a["broker"] for a in answers) == list(BROKERS)
-    found = set()
-    for answer in answers:
-        broker = answer["broker"]
-        assert sorted(d["log_dir"] for d in answer["log_dirs"]) == sorted(str(Path(d).resolve()) for d in dirs[broker])
-        for d in answer["log_dirs"]:
-            assert d["error_code"] == 0 and d["total_bytes"] > 0 and 0 <= d["usable_bytes"] <= d["total_bytes"]
-            for t in d["topics"]:
-                assert t["name"] == name  # only the topic asked
-                found |= {(p["partition_index"], broker) for p in t["partitions"]}
-    assert found == hosted  # every replica, on the broker that holds it
+
+    def replicas_described() -> set[tuple[int, int]]:
+        answers = kadmin.describe_log_dirs({name: [0, 1]})
+        assert sorted(a["broker"] for a in answers) == list(BROKERS)
+        found = set()
+        for answer in answers:
+            broker = answer["broker"]
+            expected_dirs = sorted(str(Path(d).resolve()) for d in dirs[broker])
+            assert sorted(d["log_dir"] for d in answer["log_dirs"]) == expected_dirs
+            for d in answer["log_dirs"]:
+                assert d["error_code"] == 0 and d["total_bytes"] > 0 and 0 <= d["usable_bytes"] <= d["total_bytes"]
+                for t in d["topics"]:
+                    assert t["name"] == name  # only the topic asked
+                    found |= {(p["partition_index"], broker) for p in t["partitions"]}
+        return found
+
+    # Every replica, on the broker that holds it: a follower lists its replica once it has applied the topic's
+    # creation, which may come after the leaders are known (as with Kafka).
+    wait_for(lambda: replicas_described() == hosted, 30, what="every replica in its broker's log dirs")
+    assert replicas_described() == hosted
 
 
 def test_reassign_then_elect_the_preferred_leader(kadmin: KafkaAdminClient) -> None:
