@@ -25,7 +25,6 @@ python-snappy must be installed there. Not a pytest module (its name does not st
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -37,6 +36,8 @@ import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from dev_cluster import DevCli
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -212,42 +213,18 @@ def check_selection(selection: Selection, ids: list[str]) -> None:
 # --- the cluster ----------------------------------------------------------------------------------------------------
 
 
-class Cluster:
+class Cluster(DevCli):
     """An `odradek dev up` cluster of our own, as the suite's fixture starts Kafka: one node, controller and broker,
     with node id 0 (some tests name broker 0); its own ODRADEK_HOME and directory."""
 
     def __init__(self, odradek: str, base: Path) -> None:
-        self.odradek = odradek
-        self.dir = base / "cluster"
-        self.env = {**os.environ, "ODRADEK_HOME": str(base / "home")}
+        super().__init__(odradek, base / "cluster", base / "home")
         self.kafka_uri = ""
 
-    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [self.odradek, "dev", *args, "--dir", str(self.dir)],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            check=check,
-        )
-
     def up(self) -> None:
-        sets = [arg for key, value in CLUSTER_CONFIG.items() for arg in ("--set", f"{key}={value}")]
         started = time.monotonic()
-        result = self.cli(
-            "up",
-            "--combined",
-            "--controllers",
-            "1",
-            "--first-node-id",
-            "0",
-            "--format",
-            "json",
-            "--timeout",
-            "120",
-            *sets,
-        )
-        self.kafka_uri = "kafka://" + json.loads(result.stdout)["kafka_bootstrap_servers"]
+        shape = ("--combined", "--controllers", "1", "--first-node-id", "0")
+        self.kafka_uri = "kafka://" + self.dev_up(*shape, config=CLUSTER_CONFIG)["kafka_bootstrap_servers"]
         say(f"node 0 up in {time.monotonic() - started:.0f} s: KAFKA_URI={self.kafka_uri}")
 
     def down(self) -> None:

@@ -37,6 +37,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dev_cluster import DevCli
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SELECTION = HERE / "librdkafka-selection.txt"
@@ -273,31 +275,20 @@ def check_coverage(selection: Selection, table: dict[str, tuple[str, str]]) -> N
 # --- the cluster ----------------------------------------------------------------------------------------------------
 
 
-class Cluster:
+class Cluster(DevCli):
     """A 1+3 `odradek dev up` cluster of our own: own ODRADEK_HOME (its profile) and own directory."""
 
     def __init__(self, odradek: str, base: Path, scenario: str) -> None:
-        self.odradek = odradek
-        self.dir = base / f"cluster-{scenario}"
-        self.env = {**os.environ, "ODRADEK_HOME": str(base / "home")}
+        super().__init__(odradek, base / f"cluster-{scenario}", base / "home")
         self.config = {**CLUSTER_CONFIG, **SCENARIO_CONFIG[scenario]}
         self.bootstrap = ""
         self._reviving = threading.Lock()
 
-    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [self.odradek, "dev", *args, "--dir", str(self.dir)],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            check=check,
-        )
-
     def up(self) -> None:
-        sets = [arg for key, value in self.config.items() for arg in ("--set", f"{key}={value}")]
         started = time.monotonic()
-        result = self.cli("up", "--controllers", "1", "--brokers", "3", "--format", "json", "--timeout", "120", *sets)
-        self.bootstrap = json.loads(result.stdout)["kafka_bootstrap_servers"]
+        self.bootstrap = self.dev_up("--controllers", "1", "--brokers", "3", config=self.config)[
+            "kafka_bootstrap_servers"
+        ]
         say(f"cluster up in {time.monotonic() - started:.0f} s: Kafka listeners {self.bootstrap}")
 
     def stopped_nodes(self) -> list[int]:
