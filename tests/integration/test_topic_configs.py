@@ -31,6 +31,16 @@ def cli(cluster: Any, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=60)
 
 
+def all_brokers_describe(cluster: Any, topic: str, key: str, value: str) -> bool:
+    """Whether every broker, asked alone, describes ``topic`` with ``key`` = ``value`` (from its own image)."""
+    for n in cluster.nodes:
+        if n.broker_port:
+            with Admin({"bootstrap.servers": f"{n.host}:{n.broker_port}"}) as one:
+                if one.describe_topic(topic).configs.get(key) != value:
+                    return False
+    return True
+
+
 def segments(cluster: Any, topic: str) -> dict[int, int]:
     """Node id -> number of segment files of ``topic``-0 in its log dir."""
     out = {}
@@ -86,6 +96,9 @@ def test_min_insync_replicas_applies_at_once_and_bad_changes_change_nothing(odra
     with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
         admin.create_topic("strict", 1, 2)
         admin.alter_topic_configs("strict", set_configs={"min.insync.replicas": "3"})  # more than the replicas
+        # The answering broker has applied the change; the leader applies it when it replays the metadata log, as
+        # in Kafka, which may be a moment later: it is in force once every broker describes it.
+        wait_for(lambda: all_brokers_describe(cluster, "strict", "min.insync.replicas", "3"), 10, what="the change")
         with Producer(
             {
                 "bootstrap.servers": cluster.bootstrap_servers,
@@ -97,6 +110,7 @@ def test_min_insync_replicas_applies_at_once_and_bad_changes_change_nothing(odra
             with pytest.raises(NotEnoughReplicasError):
                 p.send("strict", b"refused").result(10)
             admin.alter_topic_configs("strict", set_configs={"min.insync.replicas": "2"})
+            wait_for(lambda: all_brokers_describe(cluster, "strict", "min.insync.replicas", "2"), 10, what="it")
             assert p.send("strict", b"accepted").result(10).offset == 0
 
         with pytest.raises(InvalidConfigError, match=r"retention\.ms"):
