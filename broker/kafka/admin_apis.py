@@ -139,15 +139,20 @@ def _voters_text(voters: Sequence[Voter]) -> str:
 
 class StaticConfig(NamedTuple):
     """A static broker config Kafka brokers report and odradek has: the node property giving it (broker.id is
-    node.id, as in KRaft), its text as Kafka writes it, and Kafka's type."""
+    node.id, as in KRaft), its text as Kafka writes it, Kafka's type, and whether Kafka 3.9 reports it read-only."""
 
     key: str
     text: Callable[[Any], str | None]
     type: int
+    read_only: bool = True
 
 
+ADVERTISED_LISTENERS = "Advertised listeners cannot be altered when using a Raft-based metadata quorum."
 STATIC_BROKER_CONFIGS = {
-    "advertised.listeners": StaticConfig("advertised.listeners", _listeners_text, STRING),
+    # Kafka 3.9 lists advertised.listeners among the per-broker dynamic configs, so reports it not read-only, though
+    # a KRaft broker refuses to change it ("cannot be altered when using a Raft-based metadata quorum"); 4.0 reports
+    # it read-only. odradek reports it as 3.9 does and refuses the change with that message (ADVERTISED_LISTENERS).
+    "advertised.listeners": StaticConfig("advertised.listeners", _listeners_text, STRING, read_only=False),
     "auto.create.topics.enable": StaticConfig("auto.create.topics.enable", config_text, BOOLEAN),
     "broker.id": StaticConfig("node.id", str, INT),
     "controller.quorum.voters": StaticConfig("controller.quorum.voters", _voters_text, LIST),
@@ -461,7 +466,8 @@ def _entry(name: str, synonyms: Sequence[Synonym], read_only: bool, sensitive: b
 async def _describe_configs(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
     """Topics: each config's effective value and source. The broker resource: the configs odradek can set for the
     whole cluster at runtime (those defaulting a topic config) with their values here, and for this broker's id its
-    static configs too (read-only, see ``_static_broker_configs``); the empty name (the cluster-wide default) lists
+    static configs too (read-only but for advertised.listeners, as Kafka 3.9 reports them; see
+    ``_static_broker_configs``); the empty name (the cluster-wide default) lists
     only those set dynamically, as Kafka does. Keys a resource does not have are left out, as Kafka leaves them.
     Synonyms as ``_synonyms`` gives them; config types are Kafka's."""
     sctx = service_context(ctx)
@@ -499,7 +505,10 @@ async def _describe_configs(backend: KafkaBackend, ctx: RequestContext, version:
             found = configs(described, topic=False)
             if name != "":
                 static = _static_broker_configs(backend.node_config())
-                found += [_entry(n, synonyms, True, False, with_synonyms) for n, synonyms in static]
+                found += [
+                    _entry(n, synonyms, STATIC_BROKER_CONFIGS[n].read_only, False, with_synonyms)
+                    for n, synonyms in static
+                ]
         else:
             error = ErrorCode.INVALID_REQUEST
             message = message or f"unsupported config resource type {kind}"
@@ -523,13 +532,16 @@ def _alter_refusal(resource: Any, counts: Counter[tuple[int, str]]) -> Outcome |
     """Why a resource of an alter request is refused before the service is asked, or None. Kafka's answers to a
     resource type it does not define (UNSUPPORTED_VERSION) and to one named twice (INVALID_REQUEST); then odradek's:
     topics and the broker resource's empty name (the cluster-wide default, which every broker applies) are served,
-    per-broker dynamic configs and other resource types are not (INVALID_REQUEST)."""
+    per-broker dynamic configs and other resource types are not (INVALID_REQUEST), and a per-broker change of
+    advertised.listeners gets Kafka 3.9's refusal (INVALID_CONFIG)."""
     kind, name = resource.resource_type, resource.resource_name
     if kind not in _KAFKA_RESOURCE_TYPES:
         return ErrorCode.UNSUPPORTED_VERSION, f"Unknown resource type {kind}."
     if counts[kind, name] > 1:
         return ErrorCode.INVALID_REQUEST, "Duplicate resource."
     if kind == BROKER_RESOURCE and name != "":
+        if any(c.name == "advertised.listeners" for c in resource.configs):
+            return ErrorCode.INVALID_CONFIG, ADVERTISED_LISTENERS
         return (
             ErrorCode.INVALID_REQUEST,
             "per-broker dynamic configs are not supported: alter the cluster default (empty name)",
