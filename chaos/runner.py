@@ -4,7 +4,9 @@ Nodes run as separate hosts in network namespaces this run creates (``chaos/netn
 it; the runner itself stays in its own namespace, attached to the hosts' bridge by a link no fault cuts (as
 Jepsen's control node), so clients and the nemesis always reach every node. Without namespaces the nodes run on
 127.0.0.1 and only process faults are possible; the report says which was used. Everything created (namespaces,
-processes, the run's directory unless ``keep``) is removed at the end, also after a failure.
+processes, the run's directory unless ``keep``) is removed at the end, also after a failure; but a run whose check
+finds a violation without an injected bug keeps its directory (the nodes' logs and data, and the history as
+``history.jsonl``), so that the evidence of a real defect outlives the run.
 
 Faults that need more than processes and namespaces get it set up before the nodes start: brokers' controller
 links go through a :class:`~odradek.chaos.proxy.FaultProxy` in the runner for the response faults (every broker's
@@ -223,6 +225,7 @@ def run(options: RunOptions, log=print) -> RunResult:
     proxy: FaultProxy | None = None
     mounts: list[Path] = []
     client_log: Callable[[], None] | None = None  # detaches the kept librdkafka log
+    keep = options.keep  # becomes true when the check finds a violation no injected bug explains
     try:
         hosts = (lambda node_id: (net.host_ip(node_id - 1), net.host_ns(node_id - 1))) if net is not None else None
         cluster = DevCluster.create(
@@ -331,13 +334,18 @@ def run(options: RunOptions, log=print) -> RunResult:
             report: Report = check_copy(history, topic, COPY_TOPIC)
         else:
             report = check_transactions(history) if options.workload in TXN_WORKLOADS else check(history)
+        if not report.ok and not options.bug:
+            keep = True
+            if options.history_path is None:
+                history.write_jsonl(directory / "history.jsonl")
+            log(f"violations found: the run's directory is kept for its analysis: {directory}")
         return RunResult(report, mechanism, nemesis.injected, consistent, detail, directory)
     finally:
         if cluster is not None:
             cluster.stop_all(timeout=20)
         if proxy is not None:
             proxy.close()
-        if options.keep:
+        if keep:
             for mount in mounts:  # the brokers' logs live on tmpfs: a kept run copies them out first
                 shutil.copytree(mount, mount.parent / "data-kept", dirs_exist_ok=True)
         if client_log is not None:
@@ -346,7 +354,7 @@ def run(options: RunOptions, log=print) -> RunResult:
             disks.unmount(mount)
         if net is not None:
             net.close()
-        if not options.keep:
+        if not keep:
             shutil.rmtree(directory, ignore_errors=True)
 
 

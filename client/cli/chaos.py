@@ -82,7 +82,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "with only the ACLs it needs",
     )
     run.add_argument("--dir", type=Path, help="where the run's cluster lives (default: a temporary directory)")
-    run.add_argument("--keep", action="store_true", help="keep the run's directory (node logs) afterwards")
+    run.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the run's directory (node logs) afterwards (kept anyway when violations are found without --bug)",
+    )
     run.add_argument("--history", type=Path, help="write the history as JSON Lines here")
     run.add_argument("--json", type=Path, help="write the report as JSON here")
     run.add_argument(

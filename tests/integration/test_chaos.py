@@ -82,6 +82,30 @@ def test_a_failed_run_still_removes_everything_it_created(tmp_path: Path, monkey
     assert not out.split()
 
 
+def test_a_run_that_finds_a_violation_keeps_its_evidence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A violation no injected bug explains keeps the run's directory (node logs and data) and its history, though
+    the run was not asked to keep anything; its namespaces and processes are still removed."""
+    from odradek.chaos import runner
+
+    def finding(history):
+        report = real_check(history)
+        report.violations["lost"].add({"value": "stand-in"})
+        return report
+
+    real_check = runner.check
+    monkeypatch.setattr(runner, "check", finding)
+    before = namespaces()
+    directory = tmp_path / "run"
+    lines: list[str] = []
+    result = run(RunOptions(duration=4, interval=2, faults=["kill"], directory=directory), log=lines.append)
+    assert not result.report.ok
+    assert any(str(directory) in line and "kept" in line for line in lines), lines
+    assert (directory / "history.jsonl").stat().st_size > 0
+    assert list(directory.glob("cluster/node-*/node.log"))
+    assert not namespaces() - before
+    assert not subprocess.run(["pgrep", "-f", str(directory)], capture_output=True, text=True).stdout.split()
+
+
 def mounts_under(directory: Path) -> list[str]:
     return [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines() if str(directory) in line]
 
