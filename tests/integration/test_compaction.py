@@ -4,6 +4,7 @@ every replica, and ``__consumer_offsets`` staying small under a steady commit lo
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 from typing import Any
@@ -197,8 +198,6 @@ def _offsets_size(cluster: Any, broker: int) -> int:
     d = partition_dir(cluster, broker, "__consumer_offsets")
     total = 0
     for f in d.glob("*.log") if d.is_dir() else ():
-        try:
+        with contextlib.suppress(FileNotFoundError):  # the cleaner swapped it out between the listing and now
             total += f.stat().st_size
-        except FileNotFoundError:  # the cleaner swapped it out between the listing and now
-            pass
     return total
