@@ -281,8 +281,9 @@ def run(options: RunOptions, log=print) -> RunResult:
         history = History()
         if request_faults:  # librdkafka's request timeout, below the hold of late-requests
             client_security = {**client_security, "socket.timeout.ms": str(CLIENT_TIMEOUT_MS)}
-        if options.keep and options.workload in KAFKA_WORKLOADS:
-            # A kept run keeps librdkafka's idempotence decisions (epoch bumps, sequence errors) for its analysis.
+        if options.workload in KAFKA_WORKLOADS:
+            # librdkafka's idempotence decisions (epoch bumps, sequence errors), for the analysis of a kept run or
+            # of one that finds a violation (about a thousand lines a run; removed with the run's directory).
             client_security = {**client_security, "debug": "eos"}
             client_log = _keep_client_log(directory)
         workload = make_workload(options, cluster, topic, history, workload_bug, client_security, client_servers)
