@@ -185,6 +185,27 @@ class Metadata:
                 await asyncio.sleep(min(self._backoff, max(0.0, deadline - time.monotonic())))
         return count
 
+    async def wait_for_partition(self, topic: str, partition: int, timeout: float) -> int:
+        """The topic's partition count once it includes ``partition`` (a topic grows with CreatePartitions),
+        refreshing until then; after ``timeout`` seconds UnknownTopicOrPartitionError, in the words of Kafka's
+        producer, which waits the same way (max.block.ms)."""
+        deadline = time.monotonic() + timeout
+        count = await self.wait_for_topic(topic, timeout)
+        while count <= partition:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise UnknownTopicOrPartitionError(
+                    f"Partition {partition} of topic {topic} with partition count {count} is not present in metadata"
+                    f" after {timeout * 1000:.0f} ms."
+                )
+            with contextlib.suppress(OdradekError, TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await self.refresh()
+            count = self.partition_counts.get(topic, count)
+            if count <= partition:
+                await asyncio.sleep(min(self._backoff, max(0.0, deadline - time.monotonic())))
+        return count
+
     def apply_leader_hint(self, topic: str, partition: int, hint: common_pb2.LeaderHint) -> None:
         """Move a partition to the leader a NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH response named, if it is
         newer than ours and on a broker we know; otherwise fall back to a refresh."""

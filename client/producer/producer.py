@@ -191,7 +191,11 @@ class AsyncProducer:
                 else:
                     partition = (murmur2(key) & 0x7FFFFFFF) % count
             elif partition.__class__ is not int or not 0 <= partition < count:
-                raise UnknownTopicOrPartitionError(f"partition {partition!r} of {topic}: it has {count} partitions")
+                if partition.__class__ is not int or partition < 0 or not self._can_block():
+                    if partition.__class__ is int and partition >= count:
+                        self._metadata.request_refresh()  # the topic may have grown: a later send may find it
+                    raise UnknownTopicOrPartitionError(f"partition {partition!r} of {topic}: it has {count} partitions")
+                count = self._wait_for_partition(topic, partition)  # as Kafka's producer: up to max.block.ms
             future = accumulator.try_append(topic, partition, key, value, headers, timestamp, size)
             if future is not None:
                 return future
@@ -215,6 +219,11 @@ class AsyncProducer:
         if not self._can_block():
             raise _Blocked
         wait = self._metadata.wait_for_topic(topic, self._max_block)
+        return asyncio.run_coroutine_threadsafe(wait, self._loop).result()
+
+    def _wait_for_partition(self, topic: str, partition: int) -> int:
+        """The partition count once the metadata includes ``partition`` (a blocking caller's thread only)."""
+        wait = self._metadata.wait_for_partition(topic, partition, self._max_block)
         return asyncio.run_coroutine_threadsafe(wait, self._loop).result()
 
     # ---- deferred records ----

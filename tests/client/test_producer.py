@@ -170,6 +170,30 @@ async def test_partition_out_of_range(cluster: FakeCluster) -> None:
     assert cluster.rpc_count("Produce") == 0
 
 
+def test_a_blocking_send_waits_for_a_partition_the_topic_gains(cluster: FakeCluster) -> None:
+    """As Kafka's producer: a partition beyond the known count is waited for (metadata refreshed) up to
+    max.block.ms, since CreatePartitions may have added it; past that, Kafka's error."""
+    producer = Producer(config(cluster, **{"max.block.ms": 3000}))
+    try:
+        producer.send("t", b"known", partition=0).result(10)  # the topic's 3 partitions are known now
+        timer = threading.Timer(0.3, cluster.create_topic, ("t", 5))  # the topic grows while send waits
+        timer.start()
+        started = time.monotonic()
+        assert producer.send("t", b"new", partition=4).result(10).partition == 4
+        assert time.monotonic() - started >= 0.25
+        timer.join()
+    finally:
+        producer.close(timeout=5)
+    with Producer(config(cluster, **{"max.block.ms": 300})) as impatient:
+        started = time.monotonic()
+        with pytest.raises(
+            UnknownTopicOrPartitionError,
+            match=r"Partition 7 of topic t with partition count 5 is not present in metadata after 300 ms",
+        ):
+            impatient.send("t", b"never", partition=7)
+        assert time.monotonic() - started >= 0.29
+
+
 async def test_unknown_topic(cluster: FakeCluster) -> None:
     async with AsyncProducer(config(cluster, **{"max.block.ms": 200})) as producer:
         with pytest.raises(UnknownTopicOrPartitionError, match="topic 'nope' not present in metadata after 200 ms"):
