@@ -706,7 +706,7 @@ PRODUCER_KEYS: dict[str, Key] = {
         (f"{ACCUMULATOR}::test_buffer_memory_blocks_then_times_out",),
     ),
     "max.block.ms": Key(
-        "how long send may block (metadata, buffer space)",
+        "how long send may block (metadata, including a partition the topic has just gained, and buffer space)",
         (f"{PRODUCER}::test_sync_send_blocks_on_memory_then_times_out",),
     ),
     "max.in.flight.requests.per.connection": Key(
