@@ -178,12 +178,17 @@ class Metadata:
                     nodes = ", ".join(self._candidates())
                     raise NetworkError(f"no node reachable: no answer from {nodes} within {allowed_ms:.0f} ms")
                 raise ClientTimeoutError(message)
-            with contextlib.suppress(OdradekError, TimeoutError):
-                async with asyncio.timeout(remaining):
-                    await self.refresh()
-            if topic not in self.partition_counts:
-                await asyncio.sleep(min(self._backoff, max(0.0, deadline - time.monotonic())))
+            await self._refresh_or_back_off(deadline, lambda: topic in self.partition_counts)
         return count
+
+    async def _refresh_or_back_off(self, deadline: float, done: Callable[[], bool]) -> None:
+        """One refresh before ``deadline`` (its failure only logged: the waiter decides at its deadline), then the
+        retry backoff unless ``done()``."""
+        with contextlib.suppress(OdradekError, TimeoutError):
+            async with asyncio.timeout(deadline - time.monotonic()):
+                await self.refresh()
+        if not done():
+            await asyncio.sleep(min(self._backoff, max(0.0, deadline - time.monotonic())))
 
     async def wait_for_partition(self, topic: str, partition: int, timeout: float) -> int:
         """The topic's partition count once it includes ``partition`` (a topic grows with CreatePartitions),
@@ -191,19 +196,13 @@ class Metadata:
         producer, which waits the same way (max.block.ms)."""
         deadline = time.monotonic() + timeout
         count = await self.wait_for_topic(topic, timeout)
-        while count <= partition:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+        while (count := self.partition_counts.get(topic, count)) <= partition:
+            if deadline - time.monotonic() <= 0:
                 raise UnknownTopicOrPartitionError(
                     f"Partition {partition} of topic {topic} with partition count {count} is not present in metadata"
                     f" after {timeout * 1000:.0f} ms."
                 )
-            with contextlib.suppress(OdradekError, TimeoutError):
-                async with asyncio.timeout(remaining):
-                    await self.refresh()
-            count = self.partition_counts.get(topic, count)
-            if count <= partition:
-                await asyncio.sleep(min(self._backoff, max(0.0, deadline - time.monotonic())))
+            await self._refresh_or_back_off(deadline, lambda: self.partition_counts.get(topic, 0) > partition)
         return count
 
     def apply_leader_hint(self, topic: str, partition: int, hint: common_pb2.LeaderHint) -> None:

@@ -15,7 +15,7 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, NamedTuple, TypeVar, cast, overload
 
 from odradek.client.authentication import sasl_credentials
@@ -191,11 +191,12 @@ class AsyncProducer:
                 else:
                     partition = (murmur2(key) & 0x7FFFFFFF) % count
             elif partition.__class__ is not int or not 0 <= partition < count:
-                if partition.__class__ is not int or partition < 0 or not self._can_block():
-                    if partition.__class__ is int and partition >= count:
-                        self._metadata.request_refresh()  # the topic may have grown: a later send may find it
+                beyond = partition.__class__ is int and partition >= count  # CreatePartitions may have added it
+                if not beyond or not self._can_block():
+                    if beyond:
+                        self._metadata.request_refresh()  # a later send may find it
                     raise UnknownTopicOrPartitionError(f"partition {partition!r} of {topic}: it has {count} partitions")
-                count = self._wait_for_partition(topic, partition)  # as Kafka's producer: up to max.block.ms
+                count = self._blocking(self._metadata.wait_for_partition(topic, partition, self._max_block))
             future = accumulator.try_append(topic, partition, key, value, headers, timestamp, size)
             if future is not None:
                 return future
@@ -218,12 +219,10 @@ class AsyncProducer:
             raise RuntimeError("the producer is closed")
         if not self._can_block():
             raise _Blocked
-        wait = self._metadata.wait_for_topic(topic, self._max_block)
-        return asyncio.run_coroutine_threadsafe(wait, self._loop).result()
+        return self._blocking(self._metadata.wait_for_topic(topic, self._max_block))
 
-    def _wait_for_partition(self, topic: str, partition: int) -> int:
-        """The partition count once the metadata includes ``partition`` (a blocking caller's thread only)."""
-        wait = self._metadata.wait_for_partition(topic, partition, self._max_block)
+    def _blocking(self, wait: Coroutine[Any, Any, int]) -> int:
+        """``wait`` run on the client's loop, from a caller's thread that may block."""
         return asyncio.run_coroutine_threadsafe(wait, self._loop).result()
 
     # ---- deferred records ----
