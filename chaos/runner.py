@@ -46,7 +46,7 @@ from odradek.chaos.checker import Report, check
 from odradek.chaos.combined import combine
 from odradek.chaos.copy_checker import check as check_copy
 from odradek.chaos.group_workload import GroupWorkload
-from odradek.chaos.history import History
+from odradek.chaos.history import History, TxnEnd
 from odradek.chaos.membership import brokers_needed
 from odradek.chaos.nemesis import (
     CLIENT_TIMEOUT_MS,
@@ -136,6 +136,10 @@ class RunOptions:
     # nemesis and the metadata churn use the admin certificate (a super user).
     security: bool = False
     combine: float = 0.0  # the probability that a step injects two faults at once (chaos/combined.py)
+    # Transactional workloads: once the faults are healed, keep the workload going until this many transactions
+    # have ended (commit or abort acknowledged), for at most PROGRESS_WAIT_S more: a run on a loaded machine may
+    # otherwise end before the transactions a check needs happened.
+    min_transactions: int = 0
 
 
 @dataclass
@@ -324,6 +328,9 @@ def run(options: RunOptions, log=print) -> RunResult:
             except TimeoutError as e:
                 state = [(p.partition, p.leader, p.leader_epoch, p.isr) for p in _partitions(admin, topics)]
                 raise TimeoutError(f"{e}: (partition, leader, epoch, ISR) {state}") from None
+        if options.min_transactions:
+            ended = _await_transactions(history, options.min_transactions, PROGRESS_WAIT_S)
+            log(f"{ended} transactions ended (at least {options.min_transactions} wanted)")
         workload.stop()
         workload.final_read()
         if options.workload in KAFKA_WORKLOADS and hasattr(workload, "errors"):
@@ -576,6 +583,21 @@ def metadata_agrees(cluster: DevCluster) -> tuple[bool, str]:
 def _partitions(admin: Admin, topics: list[str]) -> list[PartitionInfo]:
     """Every partition of ``topics``, as the cluster describes them."""
     return [p for t in admin.describe_topics(topics) for p in t.partitions]
+
+
+PROGRESS_WAIT_S = 60.0
+
+
+def _ended_transactions(history: History) -> int:
+    return sum(1 for e in history.events() if isinstance(e, TxnEnd) and e.result == "ok" and e.op != "fence")
+
+
+def _await_transactions(history: History, count: int, timeout: float) -> int:
+    """Wait until ``count`` transactions have ended, at most ``timeout`` seconds; returns how many have."""
+    deadline = time.monotonic() + timeout
+    while (ended := _ended_transactions(history)) < count and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return ended
 
 
 def _wait(condition, timeout: float, what: str) -> None:

@@ -29,6 +29,7 @@ def test_readers_that_ignore_transactions_close_dependency_cycles(tmp_path: Path
     options = RunOptions(
         duration=12,  # a loaded machine may commit nothing for the first seconds
         interval=6,
+        min_transactions=10,  # enough committed transactions for some to be read before their commit
         faults=["pause-leader"],
         seed=31,
         workload="txn",

@@ -24,7 +24,9 @@ def test_txn_workload_under_leader_and_coordinator_faults_finds_no_violation(tmp
     before = namespaces()
     directory = tmp_path / "run"
     faults = ["kill-leader", "pause-leader", "partition", "kill-coordinator", "pause-coordinator"]
-    options = RunOptions(duration=30, interval=3, faults=faults, seed=29, workload="txn", directory=directory)
+    options = RunOptions(
+        duration=30, interval=3, faults=faults, seed=29, workload="txn", directory=directory, min_transactions=60
+    )
     result = run(options, log=print)
     print(result.report.summary_table())
     kinds = {f["kind"] for f in result.report.to_dict()["faults"] if f["type"] == "fault"}
@@ -50,6 +52,7 @@ def test_the_txn_checker_catches_readers_that_ignore_transactions(tmp_path: Path
         faults=["pause-leader"],
         seed=55,
         workload="txn",
+        min_transactions=4,  # and however loaded the machine, enough of them for the reads to catch
         bug="read-uncommitted",
         directory=directory,
     )

@@ -34,7 +34,9 @@ pytestmark = pytest.mark.integration
 
 LOAD = Path(__file__).with_name("quota_load.py")
 QUOTA = 2_000_000  # bytes per second
-RUN_S = 60
+WARM_UP_S, STEADY_S = 10, 30
+# The greedy clients run through the warm-up and the steady pair's run, with a few seconds to spare.
+RUN_S = WARM_UP_S + STEADY_S + 6
 
 
 @pytest.fixture(scope="module")
@@ -136,10 +138,10 @@ def test_greedy_clients_are_held_to_their_quotas_and_a_well_behaved_producer_kee
         "greedy-consumer": start_load("consume", servers, "greedy-out", "greedy-consumer", RUN_S),
         "raw-client": start_load("raw-produce", servers, "raw-in", "raw-client", RUN_S),
     }
-    time.sleep(10)  # the greedy clients are at their quotas
+    time.sleep(WARM_UP_S)  # the greedy clients are at their quotas
     # The well-behaved producer and its control, side by side: 500 records of 1 kB a second each.
-    steady = start_load("produce", servers, "steady", "steady-shared", 30, "--rate", 500)
-    control_load = start_load("produce", control_servers, "control", "steady-control", 30, "--rate", 500)
+    steady = start_load("produce", servers, "steady", "steady-shared", STEADY_S, "--rate", 500)
+    control_load = start_load("produce", control_servers, "control", "steady-control", STEADY_S, "--rate", 500)
     shared, control = result(steady), result(control_load)
     results = {name: result(p) for name, p in loads.items()}
     after = scrape(cluster, broker)
