@@ -1,4 +1,5 @@
-"""Data-driven scenarios for the Raft core: a file of commands, each followed by the output it must produce.
+"""Data-driven scenarios for the Raft core: a file of commands, each followed by the output it must produce (the
+file format, shared with the group and transaction coordinators' transcripts, is transcript.py's).
 
 A scenario file (testdata/*.txt) reads top to bottom::
 
@@ -37,12 +38,11 @@ Commands (node lists are comma-separated ids or `all`):
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import shlex
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
+import transcript
 from raft_cluster import UNIT_CONFIG, Cluster
 
 from odradek.controller.raft import Entry, RaftNode, Ready, Role, SnapshotId
@@ -50,75 +50,6 @@ from odradek.controller.raft.messages import DivergingEpoch, Message
 from odradek.proto import common_pb2
 
 MAX_STEPS = 10_000
-
-
-# ---------------------------------------------------------------------------------------------------- the file
-
-
-@dataclass
-class Block:
-    """One command, where it stands in its file, and the output the file expects of it."""
-
-    line: int
-    command: str
-    expected: list[str]
-
-
-@dataclass
-class Scenario:
-    """A parsed file: prose lines and blocks in file order, so a rewrite keeps everything but the outputs."""
-
-    path: Path
-    parts: list[str | Block] = field(default_factory=list)
-
-    @property
-    def blocks(self) -> list[Block]:
-        return [p for p in self.parts if isinstance(p, Block)]
-
-    def render(self, outputs: dict[int, list[str]]) -> str:
-        lines: list[str] = []
-        for part in self.parts:
-            if isinstance(part, Block):
-                lines.append(f"> {part.command}")
-                lines.extend(outputs.get(part.line, part.expected))
-            else:
-                lines.append(part)
-        return "\n".join(lines) + "\n"
-
-
-def parse(path: Path) -> Scenario:
-    scenario = Scenario(path)
-    block: Block | None = None
-    for number, text in enumerate(path.read_text().splitlines(), 1):
-        if text.startswith("> "):
-            block = Block(number, text[2:].strip(), [])
-            scenario.parts.append(block)
-        elif block is not None and text.strip():
-            block.expected.append(text)
-        else:
-            block = None
-            scenario.parts.append(text)
-    return scenario
-
-
-def run_file(path: Path, *, rewrite: bool = False) -> list[str]:
-    """Replay a scenario; returns one readable diff per block whose output differs (after rewriting, none)."""
-    scenario = parse(path)
-    runner = Runner()
-    outputs: dict[int, list[str]] = {}
-    failures = []
-    for block in scenario.blocks:
-        try:
-            actual = runner.run(block.command)
-        except Exception as e:  # a broken command is reported where it stands, like a mismatch
-            actual = [f"error: {type(e).__name__}: {e}"]
-        outputs[block.line] = actual
-        if actual != block.expected and not rewrite:
-            diff = difflib.unified_diff(block.expected, actual, "expected", "actual", lineterm="", n=2)
-            failures.append(f"{path.name}:{block.line}: > {block.command}\n" + "\n".join(list(diff)[2:]))
-    if rewrite:
-        path.write_text(scenario.render(outputs))
-    return failures
 
 
 # ---------------------------------------------------------------------------------------------------- formatting
@@ -197,7 +128,7 @@ def ints(text: str, everyone: list[int]) -> list[int]:
     return list(everyone) if text == "all" else [int(x) for x in text.split(",")]
 
 
-class Runner:
+class Runner(transcript.Commands):
     """Holds the cluster between the commands of one file."""
 
     def __init__(self) -> None:
@@ -208,15 +139,6 @@ class Runner:
         if self.c is None:
             raise ValueError("no cluster yet: start with `cluster voters=...`")
         return self.c
-
-    def run(self, command: str) -> list[str]:
-        name, *words = shlex.split(command)
-        args = [w for w in words if "=" not in w]
-        kw = dict(w.split("=", 1) for w in words if "=" in w)
-        handler: Callable[..., list[str]] | None = getattr(self, "cmd_" + name.replace("-", "_"), None)
-        if handler is None:
-            raise ValueError(f"unknown command {name!r}")
-        return handler(*args, **{k.replace("-", "_"): v for k, v in kw.items()}) or ["(nothing)"]
 
     # -- helpers
 
@@ -356,5 +278,6 @@ class Runner:
         return [fmt_status(i, self.cluster.nodes[i]), *self.flush(i)]
 
 
-def files(directory: Path) -> Iterator[Path]:
-    yield from sorted(directory.glob("*.txt"))
+def run_file(path: Path, *, rewrite: bool = False) -> list[str]:
+    """Replay a Raft transcript (see transcript.run_file)."""
+    return transcript.run_file(path, Runner(), rewrite=rewrite)

@@ -6,21 +6,14 @@ change with `git diff` before committing it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-import pytest
-from datadriven import files, run_file
+from datadriven import Runner, run_file
+from transcript import files, replay_all
 
 TESTDATA = Path(__file__).resolve().parent / "testdata"
-REWRITE = os.environ.get("REWRITE", "") not in ("", "0")
 
-
-@pytest.mark.parametrize("path", list(files(TESTDATA)), ids=lambda p: p.stem)
-def test_scenario(path: Path) -> None:
-    failures = run_file(path, rewrite=REWRITE)
-    if failures:
-        pytest.fail("\n\n".join(failures) + "\n\n(REWRITE=1 regenerates the expected output)", pytrace=False)
+test_scenario = replay_all(TESTDATA, Runner)
 
 
 def test_the_required_cases_have_scenarios() -> None:

@@ -1,10 +1,10 @@
-"""Make the test helpers beside this file, and the metadata image builders of tests/controller, importable: pytest
-runs with importlib mode."""
+"""Make the test helpers beside this file, the metadata image builders of tests/controller and the transcript format
+of tests/raft (transcript.py) importable: pytest runs with importlib mode."""
 
 import sys
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
-for _path in (str(_HERE), str(_HERE.parent / "controller")):
+for _path in (str(_HERE), str(_HERE.parent / "controller"), str(_HERE.parent / "raft")):
     if _path not in sys.path:
         sys.path.insert(0, _path)
