@@ -317,18 +317,19 @@ class ClassicGroup:
     def validate_txn_offset_commit(
         self, member_id: str, instance_id: str | None, generation_id: int
     ) -> ErrorCode.ValueType:
-        """Whether a TxnOffsetCommit may write for this group (KIP-447, as Kafka checks it): only what the request
-        sets is checked, so generation -1 with no member passes (a producer that sends no group metadata); a
-        static member replaced by a newer process is fenced, an unknown member and a stale generation refused
-        (the zombie of an earlier generation). Unlike OffsetCommit, a rebalance in progress does not refuse it."""
+        """Whether a TxnOffsetCommit may write for this group (KIP-447), as Kafka checks it: a request that names a
+        member, an instance or a generation must be the current member at the current generation (a static member
+        replaced by a newer process is fenced; the zombie of an earlier generation refused); one that names none
+        (a producer that sends no group metadata) passes in any state. Unlike OffsetCommit, a rebalance in progress
+        does not refuse it."""
         if self.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if instance_id is not None and self.static_members.get(instance_id, member_id) != member_id:
-            return ErrorCode.FENCED_INSTANCE_ID
-        if member_id and member_id not in self.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if generation_id >= 0 and generation_id != self.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
+        if generation_id >= 0 or member_id or instance_id is not None:
+            error = self._validate_member(member_id, instance_id)
+            if error != ErrorCode.NONE:
+                return error
+            if generation_id != self.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
         return ErrorCode.NONE
 
     def validate_offset_fetch(self) -> ErrorCode.ValueType:

@@ -276,16 +276,21 @@ async def test_a_marker_reported_while_the_partition_loads_is_applied_after_the_
 # ---- the KIP-447 rules on the group itself ----
 
 
-def test_txn_offset_commit_checks_only_what_the_request_sets() -> None:
+def test_txn_offset_commit_names_the_current_member_and_generation_or_nothing() -> None:
+    """Kafka's rule (GroupCoordinator.validateOffsetCommit with isTransactional): a request that sets a member, an
+    instance or a generation must be the current member at the current generation."""
     h = Harness()
     assert h.group.validate_txn_offset_commit("", None, -1) == ErrorCode.NONE  # a new, empty group
     assert h.group.validate_txn_offset_commit("ghost", None, -1) == ErrorCode.UNKNOWN_MEMBER_ID
-    assert h.group.validate_txn_offset_commit("", None, 3) == ErrorCode.ILLEGAL_GENERATION
+    assert h.group.validate_txn_offset_commit("", None, 3) == ErrorCode.UNKNOWN_MEMBER_ID
     leader, follower = h.stable_group(2)
     assert h.group.validate_txn_offset_commit(leader, None, 1) == ErrorCode.NONE
     assert h.group.validate_txn_offset_commit(follower, None, 0) == ErrorCode.ILLEGAL_GENERATION
     assert h.group.validate_txn_offset_commit("ghost", None, 1) == ErrorCode.UNKNOWN_MEMBER_ID
     assert h.group.validate_txn_offset_commit("", None, -1) == ErrorCode.NONE  # no group metadata sent
+    # a member without its generation, a generation without its member
+    assert h.group.validate_txn_offset_commit(leader, None, -1) == ErrorCode.ILLEGAL_GENERATION
+    assert h.group.validate_txn_offset_commit("", None, 1) == ErrorCode.UNKNOWN_MEMBER_ID
     # a rebalance in progress does not refuse it (the generation still must match)
     h.join(leader)
     assert h.group.state.value == "PreparingRebalance"
