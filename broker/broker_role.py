@@ -30,6 +30,7 @@ from odradek.broker.log import durability
 from odradek.broker.log.config import LogManagerConfig
 from odradek.broker.log.manager import LogManager
 from odradek.broker.log_cleaner import BrokerLogCleaner
+from odradek.broker.log_dir_moves import LogDirMoves
 from odradek.broker.log_dirs import log_dir_gauges, log_dir_usage
 from odradek.broker.metrics import NodeMetrics, gauge
 from odradek.broker.producer_ids import ProducerIdManager
@@ -135,6 +136,8 @@ class BrokerRole:
         self.partition_transactions = PartitionTransactions(self.replicas, self.groups.on_txn_marker)
         self.verifier = TxnVerifier(c.node_id, self.transactions.find_coordinator, self._verify_locally)
         self.cleaner = BrokerLogCleaner(c, self.logs, self.replicas)
+        self.log_dir_moves = LogDirMoves(self.replicas)
+        metrics.add_collector(self.log_dir_moves.gauges)
         self.end_offsets = EndOffsetPoller(
             lambda: {tp for offsets in self.groups.committed_offsets().values() for tp in offsets},
             lambda: self.replicas.image,
@@ -210,6 +213,7 @@ class BrokerRole:
             quotas=self.quotas,
             access=access,
             auto_create=auto_create,
+            log_dir_moves=self.log_dir_moves,
         )
 
     def group_service(self, access: AccessControl = OPEN) -> GroupCoordinatorService:
@@ -280,6 +284,7 @@ class BrokerRole:
         await step("producer-ids", self.producer_ids.close())
         await step("isr", self.isr_changes.stop())
         await step("fetchers", self.fetchers.close())
+        await step("log-dir-moves", self.log_dir_moves.close())
         await step("lifecycle", self.lifecycle.stop())
 
     async def close(self) -> None:

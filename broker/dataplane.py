@@ -26,6 +26,7 @@ from odradek.broker import delete_records, describe_log_dirs
 from odradek.broker.auto_create import TopicAutoCreation
 from odradek.broker.log.producer_state import NO_VERIFICATION, VerificationGuard
 from odradek.broker.log.rewrite import LOG_APPEND_TIME
+from odradek.broker.log_dir_moves import LogDirMoves
 from odradek.broker.metrics import NodeMetrics
 from odradek.broker.partition import FollowerRead, LowWatermark, Partition
 from odradek.broker.producer_ids import ProducerIdManager
@@ -192,6 +193,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         quotas: BrokerQuotas | None = None,
         access: AccessControl = OPEN,
         auto_create: TopicAutoCreation | None = None,
+        log_dir_moves: LogDirMoves | None = None,
     ) -> None:
         self.metrics = metrics or NodeMetrics(broker_id)
         self.broker_id = broker_id
@@ -219,6 +221,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         # Creates the missing topics a Metadata request names and allows creating (auto.create.topics.enable);
         # None: the node does not.
         self.auto_create = auto_create
+        # Replicas moving between this broker's log dirs (AlterReplicaLogDirs); the broker passes its own.
+        self._log_dir_moves = log_dir_moves
 
     def caller(self, context: Any) -> Caller | None:
         """The request's caller when an authorizer decides, else None (no check, no cost)."""
@@ -944,6 +948,34 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         if not self._cluster_allowed(context, AclOperation.DESCRIBE, "DescribeLogDirs"):
             return pb.DescribeLogDirsResponse(error=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, broker_id=self.broker_id)
         return await describe_log_dirs.answer(self.broker_id, self.replicas, request.topics, self.uncleanable())
+
+    @property
+    def log_dir_moves(self) -> LogDirMoves:
+        """The broker's mover, or one made on first use (a service built on stand-in replicas never asks)."""
+        if self._log_dir_moves is None:
+            self._log_dir_moves = LogDirMoves(self.replicas)
+        return self._log_dir_moves
+
+    async def AlterReplicaLogDirs(
+        self,
+        request: pb.AlterReplicaLogDirsRequest,
+        context: grpc.aio.ServicerContext[pb.AlterReplicaLogDirsRequest, pb.AlterReplicaLogDirsResponse],
+    ) -> pb.AlterReplicaLogDirsResponse:
+        """Move replicas between this broker's log dirs (cluster Alter, as Kafka requires): each partition's answer
+        says whether its move started (or it is there already); the move itself runs in the background."""
+        destinations = {(t.name, index): d.path for d in request.dirs for t in d.topics for index in t.partitions}
+        error = ErrorCode.NONE
+        if self._cluster_allowed(context, AclOperation.ALTER, "AlterReplicaLogDirs"):
+            codes = self.log_dir_moves.alter(destinations)
+        else:
+            error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            codes = dict.fromkeys(destinations, error)
+        by_topic: dict[str, list[pb.AlterReplicaLogDirsPartitionResult]] = {}
+        for (topic, index), code in codes.items():
+            result = pb.AlterReplicaLogDirsPartitionResult(partition=index, error=ErrorCode.ValueType(code))
+            by_topic.setdefault(topic, []).append(result)
+        topics = [pb.AlterReplicaLogDirsTopicResult(name=name, partitions=parts) for name, parts in by_topic.items()]
+        return pb.AlterReplicaLogDirsResponse(error=error, topics=topics)
 
     # ---- Producer ids ----
 

@@ -3,7 +3,9 @@ figures, per replica in it its size, log start and end offsets, how far it is be
 whether the log cleaner gave up on it.
 
 The figures are the ones the log-dir metrics export (``broker/log_dirs.py``); the replica positions come from the
-replica manager: a leader is 0 behind, a follower as far as its last fetch found it, any other replica unknown.
+replica manager: a leader is 0 behind, a follower as far as its last fetch found it, any other replica unknown. A
+replica moving between this broker's dirs shows twice, as in Kafka: in its destination dir as a future replica,
+behind the current one by the offsets it has still to copy.
 """
 
 from __future__ import annotations
@@ -34,10 +36,13 @@ def describe_log_dirs(
     positions: Mapping[tuple[str, int], ReplicaPosition],
     topics: Collection[str] = (),
     uncleanable: Mapping[tuple[str, int], str] | None = None,
+    futures: Mapping[tuple[str, int], ReplicaPosition] | None = None,
 ) -> pb.DescribeLogDirsResponse:
     """The answer for ``usage`` (every dir, the replicas of ``topics`` in each; all replicas when empty);
-    ``uncleanable``: the replicas the log cleaner gave up on, and why."""
+    ``uncleanable``: the replicas the log cleaner gave up on, and why; ``futures``: the future replicas'
+    positions."""
     uncleanable = uncleanable or {}
+    futures = futures or {}
     wanted = set(topics)
     dirs = []
     for d in usage:
@@ -52,7 +57,8 @@ def describe_log_dirs(
         for r in d.replicas:
             if wanted and r.topic not in wanted:
                 continue
-            at = positions.get((r.topic, r.partition), ReplicaPosition(UNKNOWN, False, UNKNOWN, UNKNOWN))
+            known = futures if r.is_future else positions
+            at = known.get((r.topic, r.partition), ReplicaPosition(UNKNOWN, False, UNKNOWN, UNKNOWN))
             replicas.append(
                 pb.LogDirReplica(
                     topic=r.topic,
@@ -62,7 +68,8 @@ def describe_log_dirs(
                     log_end_offset=at.log_end_offset,
                     is_leader=at.is_leader,
                     log_start_offset=at.log_start_offset,
-                    uncleanable=uncleanable.get((r.topic, r.partition), ""),
+                    uncleanable="" if r.is_future else uncleanable.get((r.topic, r.partition), ""),
+                    is_future=r.is_future,
                 )
             )
         dirs.append(
@@ -89,6 +96,18 @@ def replica_positions(replicas: ReplicaManager) -> dict[tuple[str, int], Replica
     return out
 
 
+def future_positions(replicas: ReplicaManager) -> dict[tuple[str, int], ReplicaPosition]:
+    """Each future replica's log end offset and how far it is behind the replica it will replace."""
+    out = {}
+    for key, future in replicas.logs.future_logs().items():
+        p = replicas.partitions.get(key)
+        if future.offline or p is None or p.log.offline:
+            continue
+        behind = max(0, p.log.log_end_offset - future.log_end_offset)
+        out[key] = ReplicaPosition(future.log_end_offset, False, behind, future.log_start_offset)
+    return out
+
+
 async def answer(
     broker_id: int,
     replicas: ReplicaManager,
@@ -97,6 +116,6 @@ async def answer(
 ) -> pb.DescribeLogDirsResponse:
     """Positions are read on the event loop (which changes them); disk figures in a thread, as a stuck disk's
     ``statvfs`` must not stall the broker."""
-    positions = replica_positions(replicas)
+    positions, futures = replica_positions(replicas), future_positions(replicas)
     usage = await asyncio.to_thread(log_dir_usage, replicas.logs)
-    return describe_log_dirs(broker_id, usage, positions, topics, uncleanable)
+    return describe_log_dirs(broker_id, usage, positions, topics, uncleanable, futures)

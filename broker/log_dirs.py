@@ -1,4 +1,5 @@
-"""What each log dir holds and how full its disk is: the figures behind the log-dir size metrics.
+"""What each log dir holds (future replicas of moves included) and how full its disk is: the figures behind the
+log-dir size metrics.
 
 Read at scrape time from the log manager (replica sizes) and the file system (total and free bytes); an offline
 dir reports no disk figures, since touching it is what failed.
@@ -22,6 +23,7 @@ class ReplicaUsage:
     topic: str
     partition: int
     size_bytes: int
+    is_future: bool = False  # the copy of a replica moving into this dir (AlterReplicaLogDirs)
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,10 @@ def log_dir_usage(logs: LogManager) -> list[LogDirUsage]:
         directory = logs.dir_of(topic, partition)
         if directory in by_dir and directory not in offline:
             by_dir[directory].append(ReplicaUsage(topic, partition, log.size_in_bytes))
+    for (topic, partition), log in logs.future_logs().items():
+        directory = logs.future_dir_of(topic, partition)
+        if directory in by_dir and directory not in offline:
+            by_dir[directory].append(ReplicaUsage(topic, partition, log.size_in_bytes, is_future=True))
     out = []
     for directory, replicas in by_dir.items():
         if directory in offline:
@@ -54,7 +60,7 @@ def log_dir_usage(logs: LogManager) -> list[LogDirUsage]:
         except OSError:
             out.append(LogDirUsage(str(directory), online=False))
             continue
-        replicas.sort(key=lambda r: (r.topic, r.partition))
+        replicas.sort(key=lambda r: (r.topic, r.partition, r.is_future))
         out.append(LogDirUsage(str(directory), True, disk.total, disk.free, replicas))
     return out
 
@@ -65,7 +71,11 @@ def log_dir_gauges(usage: list[LogDirUsage]) -> Iterator[GaugeMetricFamily]:
     size = gauge("odradek_log_dir_size_bytes", "bytes of the replicas in the log dir", ["dir"])
     total = gauge("odradek_log_dir_total_bytes", "size of the file system holding the log dir", ["dir"])
     free = gauge("odradek_log_dir_free_bytes", "free bytes on the file system holding the log dir", ["dir"])
-    replica = gauge("odradek_partition_size_bytes", "bytes of this broker's replica", ["topic", "partition", "dir"])
+    replica = gauge(
+        "odradek_partition_size_bytes",
+        "bytes of this broker's replica (or of its future replica, moving into the dir)",
+        ["topic", "partition", "dir"],
+    )
     for d in usage:
         online.add_metric([d.path], int(d.online))
         if not d.online:

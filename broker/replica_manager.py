@@ -79,6 +79,8 @@ def topic_log_config(base: LogConfig, overrides: Mapping[str, str], default_poli
 # Told, after every metadata change applied and every replica taken offline, the hosted partitions: a component
 # that acts on leadership (the group coordinator) reads which partitions this broker leads, and at which epoch.
 LeadershipListener = Callable[[Mapping[tuple[str, int], Partition]], None]
+# Told each partition this broker starts hosting (the log-dir mover resumes a move a restart interrupted).
+HostingListener = Callable[[Partition], None]
 
 
 class ReplicaManager:
@@ -119,6 +121,10 @@ class ReplicaManager:
         self.offline: dict[tuple[str, int], str] = {}
         self._last_lag_check_ms: int | None = None
         self._leadership_listeners: list[LeadershipListener] = []
+        self._hosting_listeners: list[HostingListener] = []
+
+    def add_hosting_listener(self, listener: HostingListener) -> None:
+        self._hosting_listeners.append(listener)
 
     def add_leadership_listener(self, listener: LeadershipListener) -> None:
         self._leadership_listeners.append(listener)
@@ -233,6 +239,8 @@ class ReplicaManager:
             p = Partition(key[0], key[1], log_, self.broker_id, self.isr_changes)
             p.ack_before_replication = self.unsafe_bug == "ack-before-replication"
             self.partitions[key] = p
+            for listener in self._hosting_listeners:
+                listener(p)
         else:
             p.log.update_config(config)
         if p.log.offline:

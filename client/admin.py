@@ -207,6 +207,7 @@ class LogDirReplicaInfo:
     is_leader: bool
     log_start_offset: int = -1  # this replica's own (DeleteRecords and retention move it); -1 when not known
     uncleanable: str = ""  # why the log cleaner gave up on this replica; "" when it did not
+    is_future: bool = False  # the copy of a replica moving into this dir; offset_lag: behind the replica it replaces
 
 
 @dataclass(frozen=True)
@@ -233,6 +234,21 @@ class BrokerLogDirs:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class ReplicaLogDirMove:
+    """One replica asked to move to another log dir of its broker: ``error`` None when the move started (or the
+    replica is there already), else the broker's error code name (LOG_DIR_NOT_FOUND, KAFKA_STORAGE_ERROR...)."""
+
+    broker_id: int
+    topic: str
+    partition: int
+    path: str
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 def _log_dir_info(d: bpb.LogDirDescription) -> LogDirInfo:
     return LogDirInfo(
         path=d.path,
@@ -250,8 +266,9 @@ def _log_dir_info(d: bpb.LogDirDescription) -> LogDirInfo:
                 r.is_leader,
                 r.log_start_offset,
                 r.uncleanable,
+                r.is_future,
             )
-            for r in sorted(d.replicas, key=lambda r: (r.topic, r.partition))
+            for r in sorted(d.replicas, key=lambda r: (r.topic, r.partition, r.is_future))
         ],
         error=_code_name(d.error),
     )
@@ -750,6 +767,50 @@ class AsyncAdmin(GroupAdmin, TransactionAdmin, QuotaAdmin, SecurityAdmin):
             return BrokerLogDirs(broker_id, address, [_log_dir_info(d) for d in sorted(r.dirs, key=lambda d: d.path)])
 
         return list(await asyncio.gather(*(ask(b, address) for b, address in sorted(brokers.items()))))
+
+    async def alter_replica_log_dirs(self, moves: Mapping[tuple[int, str, int], str]) -> list[ReplicaLogDirMove]:
+        """Move replicas between their brokers' log dirs (Kafka's alterReplicaLogDirs): (broker id, topic,
+        partition) -> the absolute path of the destination dir, as ``describe_log_dirs`` shows it. Each broker is
+        asked once, in parallel; the copy runs in the background, and ``describe_log_dirs`` shows its progress (a
+        future replica in the destination dir) until the replica has moved. An unknown broker id raises
+        INVALID_REQUEST, a broker that does not answer gives its replicas a NETWORK_EXCEPTION error."""
+        cluster = await self.describe_cluster()
+        registered = {b.node_id: f"{b.host}:{b.port}" for b in cluster.brokers}
+        unknown = sorted({b for b, _, _ in moves} - set(registered))
+        if unknown:
+            known = ", ".join(map(str, sorted(registered))) or "none"
+            raise error_for_code(ErrorCode.INVALID_REQUEST, f"no broker {unknown[0]} (registered: {known})")
+        by_broker: dict[int, dict[tuple[str, int], str]] = {}
+        for (broker, topic, partition), path in moves.items():
+            by_broker.setdefault(broker, {})[(topic, partition)] = path
+
+        async def ask(broker_id: int, wanted: dict[tuple[str, int], str]) -> list[ReplicaLogDirMove]:
+            by_dir: dict[str, dict[str, list[int]]] = {}
+            for (topic, partition), path in wanted.items():
+                by_dir.setdefault(path, {}).setdefault(topic, []).append(partition)
+            request = bpb.AlterReplicaLogDirsRequest(
+                dirs=[
+                    bpb.AlterReplicaLogDir(
+                        path=path,
+                        topics=[bpb.AlterReplicaLogDirsTopic(name=t, partitions=ps) for t, ps in topics.items()],
+                    )
+                    for path, topics in by_dir.items()
+                ]
+            )
+            stub = broker_pb2_grpc.BrokerStub(self._pool.get(registered[broker_id]))
+            codes: dict[tuple[str, int], int] = {}
+            try:
+                r = await stub.AlterReplicaLogDirs(request, timeout=self._rpc_timeout())
+                codes = {(t.name, a.partition): a.error for t in r.topics for a in t.partitions}
+            except grpc.aio.AioRpcError:
+                codes = dict.fromkeys(wanted, ErrorCode.NETWORK_EXCEPTION)
+            return [
+                ReplicaLogDirMove(broker_id, t, p, path, _code_name(codes.get((t, p), ErrorCode.UNKNOWN_SERVER_ERROR)))
+                for (t, p), path in wanted.items()
+            ]
+
+        answers = await asyncio.gather(*(ask(b, wanted) for b, wanted in sorted(by_broker.items())))
+        return [move for moves_of in answers for move in moves_of]
 
     async def offsets_for_time(self, topic: str, timestamp_ms: int) -> dict[int, int | None]:
         """Each partition's first offset whose record timestamp is at or after ``timestamp_ms`` (Kafka's

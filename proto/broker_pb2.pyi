@@ -976,6 +976,7 @@ class LogDirReplica(_message.Message):
     IS_LEADER_FIELD_NUMBER: _builtins.int
     LOG_START_OFFSET_FIELD_NUMBER: _builtins.int
     UNCLEANABLE_FIELD_NUMBER: _builtins.int
+    IS_FUTURE_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     partition: _builtins.int
     size_bytes: _builtins.int
@@ -986,6 +987,10 @@ class LogDirReplica(_message.Message):
     log_start_offset: _builtins.int
     uncleanable: _builtins.str
     """why the log cleaner gave up on this replica ("" = it did not)"""
+    is_future: _builtins.bool
+    """The copy of a replica moving into this dir (AlterReplicaLogDirs): offset_lag is how far it is behind the
+    replica it will replace, in another dir of the same broker.
+    """
     def __init__(
         self,
         *,
@@ -997,10 +1002,11 @@ class LogDirReplica(_message.Message):
         is_leader: _builtins.bool = ...,
         log_start_offset: _builtins.int = ...,
         uncleanable: _builtins.str = ...,
+        is_future: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["is_leader", b"is_leader", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "offset_lag", b"offset_lag", "partition", b"partition", "size_bytes", b"size_bytes", "topic", b"topic", "uncleanable", b"uncleanable"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["is_future", b"is_future", "is_leader", b"is_leader", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "offset_lag", b"offset_lag", "partition", b"partition", "size_bytes", b"size_bytes", "topic", b"topic", "uncleanable", b"uncleanable"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1069,6 +1075,147 @@ class DescribeLogDirsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DescribeLogDirsResponse: _TypeAlias = DescribeLogDirsResponse  # noqa: Y015
+
+@_typing.final
+class AlterReplicaLogDirsTopic(_message.Message):
+    """---- AlterReplicaLogDirs: move replicas between the answering broker's log dirs (kafka-reassign-partitions) ----"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        partitions: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterReplicaLogDirsTopic: _TypeAlias = AlterReplicaLogDirsTopic  # noqa: Y015
+
+@_typing.final
+class AlterReplicaLogDir(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """absolute, as DescribeLogDirs shows it"""
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterReplicaLogDirsTopic]: ...
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        topics: _abc.Iterable[Global___AlterReplicaLogDirsTopic] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterReplicaLogDir: _TypeAlias = AlterReplicaLogDir  # noqa: Y015
+
+@_typing.final
+class AlterReplicaLogDirsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DIRS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def dirs(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterReplicaLogDir]:
+        """a partition named under two dirs goes to the last"""
+
+    def __init__(
+        self,
+        *,
+        dirs: _abc.Iterable[Global___AlterReplicaLogDir] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dirs", b"dirs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterReplicaLogDirsRequest: _TypeAlias = AlterReplicaLogDirsRequest  # noqa: Y015
+
+@_typing.final
+class AlterReplicaLogDirsPartitionResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITION_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    partition: _builtins.int
+    error: _common_pb2.ErrorCode.ValueType
+    """NONE: moving there (or already there); LOG_DIR_NOT_FOUND, KAFKA_STORAGE_ERROR..."""
+    def __init__(
+        self,
+        *,
+        partition: _builtins.int = ...,
+        error: _common_pb2.ErrorCode.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "partition", b"partition"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterReplicaLogDirsPartitionResult: _TypeAlias = AlterReplicaLogDirsPartitionResult  # noqa: Y015
+
+@_typing.final
+class AlterReplicaLogDirsTopicResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterReplicaLogDirsPartitionResult]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        partitions: _abc.Iterable[Global___AlterReplicaLogDirsPartitionResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterReplicaLogDirsTopicResult: _TypeAlias = AlterReplicaLogDirsTopicResult  # noqa: Y015
+
+@_typing.final
+class AlterReplicaLogDirsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    error: _common_pb2.ErrorCode.ValueType
+    """CLUSTER_AUTHORIZATION_FAILED: no cluster Alter (then every partition answers it too)"""
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterReplicaLogDirsTopicResult]: ...
+    def __init__(
+        self,
+        *,
+        error: _common_pb2.ErrorCode.ValueType = ...,
+        topics: _abc.Iterable[Global___AlterReplicaLogDirsTopicResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterReplicaLogDirsResponse: _TypeAlias = AlterReplicaLogDirsResponse  # noqa: Y015
 
 @_typing.final
 class DeleteRecordsPartition(_message.Message):

@@ -69,6 +69,11 @@ class BrokerStub:
                 request_serializer=odradek_dot_proto_dot_broker__pb2.DescribeLogDirsRequest.SerializeToString,
                 response_deserializer=odradek_dot_proto_dot_broker__pb2.DescribeLogDirsResponse.FromString,
                 _registered_method=True)
+        self.AlterReplicaLogDirs = channel.unary_unary(
+                '/odradek.v1.Broker/AlterReplicaLogDirs',
+                request_serializer=odradek_dot_proto_dot_broker__pb2.AlterReplicaLogDirsRequest.SerializeToString,
+                response_deserializer=odradek_dot_proto_dot_broker__pb2.AlterReplicaLogDirsResponse.FromString,
+                _registered_method=True)
         self.DeleteRecords = channel.unary_unary(
                 '/odradek.v1.Broker/DeleteRecords',
                 request_serializer=odradek_dot_proto_dot_broker__pb2.DeleteRecordsRequest.SerializeToString,
@@ -121,6 +126,12 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterReplicaLogDirs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DeleteRecords(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -164,6 +175,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.DescribeLogDirs,
                     request_deserializer=odradek_dot_proto_dot_broker__pb2.DescribeLogDirsRequest.FromString,
                     response_serializer=odradek_dot_proto_dot_broker__pb2.DescribeLogDirsResponse.SerializeToString,
+            ),
+            'AlterReplicaLogDirs': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterReplicaLogDirs,
+                    request_deserializer=odradek_dot_proto_dot_broker__pb2.AlterReplicaLogDirsRequest.FromString,
+                    response_serializer=odradek_dot_proto_dot_broker__pb2.AlterReplicaLogDirsResponse.SerializeToString,
             ),
             'DeleteRecords': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteRecords,
@@ -360,6 +376,33 @@ class Broker:
             '/odradek.v1.Broker/DescribeLogDirs',
             odradek_dot_proto_dot_broker__pb2.DescribeLogDirsRequest.SerializeToString,
             odradek_dot_proto_dot_broker__pb2.DescribeLogDirsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterReplicaLogDirs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Broker/AlterReplicaLogDirs',
+            odradek_dot_proto_dot_broker__pb2.AlterReplicaLogDirsRequest.SerializeToString,
+            odradek_dot_proto_dot_broker__pb2.AlterReplicaLogDirsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -42,6 +42,7 @@ class BrokerStub:
     InitProducerId: _grpc.UnaryUnaryMultiCallable[_broker_pb2.InitProducerIdRequest, _broker_pb2.InitProducerIdResponse]
     GetReplicaLogInfo: _grpc.UnaryUnaryMultiCallable[_broker_pb2.ReplicaLogInfoRequest, _broker_pb2.ReplicaLogInfoResponse]
     DescribeLogDirs: _grpc.UnaryUnaryMultiCallable[_broker_pb2.DescribeLogDirsRequest, _broker_pb2.DescribeLogDirsResponse]
+    AlterReplicaLogDirs: _grpc.UnaryUnaryMultiCallable[_broker_pb2.AlterReplicaLogDirsRequest, _broker_pb2.AlterReplicaLogDirsResponse]
     DeleteRecords: _grpc.UnaryUnaryMultiCallable[_broker_pb2.DeleteRecordsRequest, _broker_pb2.DeleteRecordsResponse]
 
 @_typing.type_check_only
@@ -54,6 +55,7 @@ class BrokerAsyncStub(BrokerStub):
     InitProducerId: _aio.UnaryUnaryMultiCallable[_broker_pb2.InitProducerIdRequest, _broker_pb2.InitProducerIdResponse]  # type: ignore[assignment]
     GetReplicaLogInfo: _aio.UnaryUnaryMultiCallable[_broker_pb2.ReplicaLogInfoRequest, _broker_pb2.ReplicaLogInfoResponse]  # type: ignore[assignment]
     DescribeLogDirs: _aio.UnaryUnaryMultiCallable[_broker_pb2.DescribeLogDirsRequest, _broker_pb2.DescribeLogDirsResponse]  # type: ignore[assignment]
+    AlterReplicaLogDirs: _aio.UnaryUnaryMultiCallable[_broker_pb2.AlterReplicaLogDirsRequest, _broker_pb2.AlterReplicaLogDirsResponse]  # type: ignore[assignment]
     DeleteRecords: _aio.UnaryUnaryMultiCallable[_broker_pb2.DeleteRecordsRequest, _broker_pb2.DeleteRecordsResponse]  # type: ignore[assignment]
 
 class BrokerServicer(metaclass=_abc_1.ABCMeta):
@@ -105,6 +107,13 @@ class BrokerServicer(metaclass=_abc_1.ABCMeta):
         request: _broker_pb2.DescribeLogDirsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_broker_pb2.DescribeLogDirsResponse, _abc.Awaitable[_broker_pb2.DescribeLogDirsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def AlterReplicaLogDirs(
+        self,
+        request: _broker_pb2.AlterReplicaLogDirsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.AlterReplicaLogDirsResponse, _abc.Awaitable[_broker_pb2.AlterReplicaLogDirsResponse]]: ...
 
     @_abc_1.abstractmethod
     def DeleteRecords(

@@ -83,6 +83,8 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     OPERATION_NOT_ATTEMPTED: _ErrorCode.ValueType  # 55
     """not done because another part of the request failed"""
     KAFKA_STORAGE_ERROR: _ErrorCode.ValueType  # 56
+    LOG_DIR_NOT_FOUND: _ErrorCode.ValueType  # 57
+    """AlterReplicaLogDirs: the destination is none of the broker's log dirs"""
     SASL_AUTHENTICATION_FAILED: _ErrorCode.ValueType  # 58
     UNKNOWN_PRODUCER_ID: _ErrorCode.ValueType  # 59
     NON_EMPTY_GROUP: _ErrorCode.ValueType  # 68
@@ -181,6 +183,8 @@ SECURITY_DISABLED: ErrorCode.ValueType  # 54
 OPERATION_NOT_ATTEMPTED: ErrorCode.ValueType  # 55
 """not done because another part of the request failed"""
 KAFKA_STORAGE_ERROR: ErrorCode.ValueType  # 56
+LOG_DIR_NOT_FOUND: ErrorCode.ValueType  # 57
+"""AlterReplicaLogDirs: the destination is none of the broker's log dirs"""
 SASL_AUTHENTICATION_FAILED: ErrorCode.ValueType  # 58
 UNKNOWN_PRODUCER_ID: ErrorCode.ValueType  # 59
 NON_EMPTY_GROUP: ErrorCode.ValueType  # 68

@@ -87,6 +87,8 @@ SANS_IO_CORES = [
     "odradek.broker.log.cleaner.policy",
     "odradek.broker.log.cleaner.stats",
     "odradek.broker.log.cleaner.throttle",
+    "odradek.broker.log.future_dirs",
+    "odradek.broker.log.replica_move",
     "odradek.broker.security.acls",
 ]
 IO_MODULES = {"asyncio", "grpc", "socket", "time", "logging"}

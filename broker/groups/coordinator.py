@@ -311,15 +311,15 @@ class GroupCoordinator:
             )
 
     async def _load(self, cp: CoordinatorPartition) -> None:
-        log = cp.partition.log
-        end = log.log_end_offset
-        offset = log.log_start_offset
+        # The partition's log is read afresh after each await: a move to another log dir replaces it.
+        end = cp.partition.log.log_end_offset
+        offset = cp.partition.log.log_start_offset
         groups: dict[str, GroupMetadataValue] = {}
         started = time.monotonic()
         while offset < end:
             if not cp.current():
                 return
-            data = log.read(offset, LOAD_READ_BYTES, max_offset=end)
+            data = cp.partition.log.read(offset, LOAD_READ_BYTES, max_offset=end)
             if not len(data.records):
                 break
             replay_batches(data.records, cp.store, groups)
@@ -339,7 +339,7 @@ class GroupCoordinator:
         for group_id in cp.store.groups() - set(groups):
             cp.groups[group_id] = ClassicGroup(group_id, self.config.group, self._member_ids, now)
         loop = asyncio.get_running_loop()
-        while log.high_watermark < end:  # serve only what is committed
+        while cp.partition.log.high_watermark < end:  # serve only what is committed
             if not cp.current():
                 return
             future: asyncio.Future[None] = loop.create_future()

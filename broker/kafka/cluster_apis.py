@@ -5,16 +5,19 @@ controller). What Kafka's protocol can say and gRPC's cannot (an empty list that
 "all", a partition filter, a replication-factor guard) is resolved before the call.
 
 Served versions (docs/kafka-protocol.md lists them with the other APIs):
-- DescribeLogDirs v1-v4: this broker's own log dirs, as each Kafka broker answers for its own.
+- DescribeLogDirs v1-v4: this broker's own log dirs, as each Kafka broker answers for its own, future replicas
+  (moving between them) included.
+- AlterReplicaLogDirs v1-v2: moves of this broker's replicas between its own log dirs (v0, which Kafka 4.0
+  removed, is not in kafka-python's schemas).
 - ElectLeaders v0-v2; AlterPartitionReassignments v0-v1; ListPartitionReassignments v0.
 - DescribeQuorum v0-v2. v2's voter endpoints are those of a static quorum, as Kafka's lists them: each voter's
   address in ``controller.quorum.voters`` on the controllers' listener (the first of ``controller.listener.names``),
   and zero directory ids.
 - DescribeTopicPartitions v0.
 
-Authorization is the services' (cluster Alter for elections and reassignments, cluster Describe for log dirs and
-the quorum, topic Describe for topic descriptions). Only where no service is called does this module check the
-caller itself: ListPartitionReassignments (cluster Describe, as Kafka requires; no gRPC call lists
+Authorization is the services' (cluster Alter for elections, reassignments and log-dir moves, cluster Describe for
+log dirs and the quorum, topic Describe for topic descriptions). Only where no service is called does this module
+check the caller itself: ListPartitionReassignments (cluster Describe, as Kafka requires; no gRPC call lists
 reassignments), and the requests that ask for nothing.
 """
 
@@ -24,6 +27,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kafka.protocol.admin.cluster import (
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
     DescribeQuorumRequest,
@@ -53,6 +58,7 @@ from odradek.proto import admin_pb2 as apb
 from odradek.proto import broker_pb2 as pb
 
 DESCRIBE_LOG_DIRS_VERSIONS = (1, 4)
+ALTER_REPLICA_LOG_DIRS_VERSIONS = (1, 2)
 ELECT_LEADERS_VERSIONS = (0, 2)
 ALTER_PARTITION_REASSIGNMENTS_VERSIONS = (0, 1)
 LIST_PARTITION_REASSIGNMENTS_VERSIONS = (0, 0)
@@ -70,6 +76,7 @@ NO_LEADER = -1
 def register(registry: ApiRegistry, backend: KafkaBackend) -> None:
     apis = [
         (DescribeLogDirsRequest, DESCRIBE_LOG_DIRS_VERSIONS, _describe_log_dirs),
+        (AlterReplicaLogDirsRequest, ALTER_REPLICA_LOG_DIRS_VERSIONS, _alter_replica_log_dirs),
         (ElectLeadersRequest, ELECT_LEADERS_VERSIONS, _elect_leaders),
         (AlterPartitionReassignmentsRequest, ALTER_PARTITION_REASSIGNMENTS_VERSIONS, _alter_reassignments),
         (ListPartitionReassignmentsRequest, LIST_PARTITION_REASSIGNMENTS_VERSIONS, _list_reassignments),
@@ -109,7 +116,7 @@ def _grouped(items: Iterable[tuple[str, Any]]) -> list[tuple[str, list[Any]]]:
 async def _describe_log_dirs(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
     """This broker's log dirs: each one's state and disk figures, and the replicas in it of the partitions asked
     (null: all; an empty list: none, every dir still described). Lag is behind the partition's leader, -1 where not
-    known; odradek has no future replicas (AlterReplicaLogDirs) and no cordoned dirs."""
+    known; a future replica's is behind the replica it will replace. odradek has no cordoned dirs."""
     wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
     names = sorted({t.topic for t in request.topics or ()})
     answer = await backend.data.DescribeLogDirs(pb.DescribeLogDirsRequest(topics=names), service_context(ctx))
@@ -127,7 +134,7 @@ async def _describe_log_dirs(backend: KafkaBackend, ctx: RequestContext, version
                         partition_index=r.partition,
                         partition_size=r.size_bytes,
                         offset_lag=r.offset_lag,
-                        is_future_key=False,
+                        is_future_key=r.is_future,
                     )
                     for r in in_topic
                 ],
@@ -146,6 +153,28 @@ async def _describe_log_dirs(backend: KafkaBackend, ctx: RequestContext, version
         )
     # v1-v2 have no top-level error: a refused caller gets no dirs, as from Kafka.
     return DescribeLogDirsResponse(version=version, throttle_time_ms=0, error_code=int(answer.error), results=results)
+
+
+async def _alter_replica_log_dirs(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+    """Each partition's answer, grouped by topic in the order asked; a partition named under two dirs goes to the
+    last, as Kafka's map of partition to dir keeps it."""
+    dirs = [
+        pb.AlterReplicaLogDir(
+            path=d.path, topics=[pb.AlterReplicaLogDirsTopic(name=t.name, partitions=t.partitions) for t in d.topics]
+        )
+        for d in request.dirs
+    ]
+    answer = await backend.data.AlterReplicaLogDirs(pb.AlterReplicaLogDirsRequest(dirs=dirs), service_context(ctx))
+    result = AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult
+    partition = result.AlterReplicaLogDirPartitionResult
+    results = [
+        result(
+            topic_name=t.name,
+            partitions=[partition(partition_index=r.partition, error_code=int(r.error)) for r in t.partitions],
+        )
+        for t in answer.topics
+    ]
+    return AlterReplicaLogDirsResponse(version=version, throttle_time_ms=0, results=results)
 
 
 # ---- leader elections ----

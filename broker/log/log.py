@@ -37,7 +37,7 @@ from odradek.broker.kafka.wire import FileSlice
 from odradek.broker.log import durability
 from odradek.broker.log.checkpoint import fsync_dir
 from odradek.broker.log.config import LogConfig
-from odradek.broker.log.epoch_cache import LeaderEpochCache
+from odradek.broker.log.epoch_cache import UNDEFINED_EPOCH, LeaderEpochCache
 from odradek.broker.log.handles import SegmentHandles
 from odradek.broker.log.index import CorruptIndexError
 from odradek.broker.log.producer_state import (
@@ -462,6 +462,16 @@ class Log:
     @property
     def offline(self) -> bool:
         return self.failure is not None
+
+    @property
+    def closed(self) -> bool:
+        """Closed for good: deleted, or replaced by its copy in another log dir."""
+        return self._closed
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock every method takes; held across several calls that must see one state (a move's swap)."""
+        return self._lock
 
     def update_config(self, config: LogConfig) -> None:
         """Apply a topic config change (segment.index.bytes applies to segments created from now on)."""
@@ -994,6 +1004,23 @@ class Log:
                 except CorruptRecordError as e:  # a bad batch length met while walking headers
                     raise self._fail(e) from None
             return FetchData(b"", offset, offset, self._hw, self._log_start, leo)
+
+    def read_for_copy(
+        self, offset: int, last_epoch: int | None, max_bytes: int
+    ) -> tuple[FetchData[Buffered] | None, tuple[int, int] | None]:
+        """What a future copy of this log (the replica moving to another log dir) appends next: from ``offset``, its
+        log end, whose batches end in ``last_epoch``, its latest. Checked and read under one lock hold, as a leader
+        answers a follower: (data, None), or (None, (epoch, end offset)) when the copy's last epoch ends before
+        ``offset`` here (this log was truncated since). Raises OffsetOutOfRangeError outside [log start, log end]."""
+        with self._lock:
+            self._check_usable()
+            if last_epoch is not None:
+                epoch, end = self._epochs.end_offset_for(last_epoch, self.log_end_offset)
+                if epoch == UNDEFINED_EPOCH:
+                    epoch, end = last_epoch, self._log_start
+                if epoch != last_epoch or end < offset:
+                    return None, (epoch, end)
+            return self.read(offset, max_bytes), None
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """The first record from the log start offset on whose timestamp is >= ``timestamp``: its offset, its

@@ -11,6 +11,12 @@ Each log dir holds partition directories ``<topic>-<partition>`` and, as in Kafk
 Without the marker every log of the dir is recovered (log.py). A dir holding a failed log gets no marker at
 close, so the corruption is found again at the next start rather than trusted.
 
+Moving a replica to another log dir (AlterReplicaLogDirs): a *future* log in the destination dir (future_dirs.py
+names it) is filled by the broker's mover (broker/log_dir_moves.py) and swapped in by
+``replace_current_with_future``; future logs are checkpointed, flushed, failed and closed with their dir like the
+others, but serve nothing until the swap. At start, what a crash left of a move is settled first (future_dirs.py
+says the rule). A partition not hosted here may be given a preferred dir, where its log is created if it comes.
+
 Log dir failure (as Kafka's): an I/O error (StorageError) in any log of a dir, or in the dir's own files, takes
 the whole dir offline, since the disk under it can no longer be trusted: every log in it fails (reads and writes
 answer KAFKA_STORAGE_ERROR), no new log is placed there, nothing more is written there (checkpoints, marker), and
@@ -25,17 +31,30 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
 import re
 import shutil
 import threading
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from odradek.broker.log import durability
 from odradek.broker.log.checkpoint import OffsetCheckpoint, fsync_dir, remove_stale_tmp, write_atomic
 from odradek.broker.log.config import LogConfig, LogManagerConfig
+from odradek.broker.log.epoch_cache import FILE_NAME as EPOCH_FILE
+from odradek.broker.log.future_dirs import (
+    DELETE_SUFFIX,
+    SWAP_MARKER,
+    FutureFound,
+    Settle,
+    delete_dir_name,
+    future_dir_name,
+    parse_future_dir,
+    settle,
+)
 from odradek.broker.log.handles import SegmentHandles
 from odradek.broker.log.log import Log, wall_clock_ms
+from odradek.broker.log.producer_state import snapshot_name
 from odradek.client.errors import InvalidRequestError, OdradekError, StorageError
 
 logger = logging.getLogger(__name__)
@@ -53,8 +72,6 @@ def _marker_epoch(marker: Path) -> int:
     except ValueError:
         return UNCLEAN_SHUTDOWN
 
-
-DELETE_SUFFIX = "-delete"
 
 TopicPartition = tuple[str, int]
 _LEGAL_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")  # Kafka's rule
@@ -98,6 +115,9 @@ class LogManager:
         self._lock = threading.Lock()
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        self._futures: dict[TopicPartition, Log] = {}  # the future logs of replicas moving between dirs
+        self._future_dir_of: dict[TopicPartition, Path] = {}
+        self._preferred: dict[TopicPartition, Path] = {}  # where a replica not hosted yet is to be created
         self._offline_dirs: dict[Path, str] = {}  # dir -> why it went offline
         self._dir_listeners: list[Callable[[Path], None]] = []
         self._closed = False
@@ -109,6 +129,7 @@ class LogManager:
         # at a time, as the checkpoint's temporary file has a fixed name.
         self._start_checkpoint_lock = threading.Lock()
         shutdown_epochs = set()
+        self._settle_moves()
         for log_dir in self.log_dirs:
             try:
                 shutdown_epochs.add(self._load_dir(log_dir))
@@ -118,6 +139,8 @@ class LogManager:
             failed = next((log.failure for log in self._logs_in(log_dir) if _is_io_failure(log.failure)), None)
             if failed is not None:
                 self.fail_dir(log_dir, failed)
+        for tp in [tp for tp in self._futures if tp not in self._logs]:  # its current log's dir failed to load
+            self.delete_future_log(*tp)
         # The broker epoch every dir recorded at the last clean close, else -1 (a crash, lost unflushed writes, a
         # new or replaced dir): the broker reports it when it registers, and the controller removes an unclean
         # broker from every ISR and ELR before it may lead.
@@ -139,11 +162,13 @@ class LogManager:
             if child.name.endswith(DELETE_SUFFIX):  # deletion interrupted by a crash
                 shutil.rmtree(child, ignore_errors=True)
                 continue
-            tp = parse_partition_dir(child.name)
+            future = parse_future_dir(child.name)
+            tp = parse_partition_dir(child.name) if future is None else future
             if tp is None:
                 continue
-            if tp in self._logs:
-                raise StorageError(f"partition {tp} found in both {self._dir_of[tp]} and {log_dir}")
+            logs, dirs = (self._logs, self._dir_of) if future is None else (self._futures, self._future_dir_of)
+            if tp in logs:
+                raise StorageError(f"partition {tp} found in both {dirs[tp]} and {log_dir}")
             log = Log.open(
                 child,
                 self._topic_config(tp[0]),
@@ -157,12 +182,55 @@ class LogManager:
             if log.offline:
                 logger.error("%s is offline: %s", child, log.failure)
             log.failure_listener = self._log_failed
-            self._logs[tp] = log
-            self._dir_of[tp] = log_dir
+            logs[tp] = log
+            dirs[tp] = log_dir
         if clean:
             marker.unlink()
             fsync_dir(log_dir)
         return epoch
+
+    def _settle_moves(self) -> None:
+        """Finish or undo the moves a crash interrupted, before any log opens (future_dirs.py's rule). A dir that
+        cannot be listed is skipped here; loading it fails it."""
+        currents: dict[TopicPartition, list[Path]] = {}
+        futures: dict[TopicPartition, list[Path]] = {}
+        for log_dir in self.log_dirs:
+            try:
+                children = [c for c in log_dir.iterdir() if c.is_dir()] if log_dir.is_dir() else []
+            except OSError:
+                continue
+            for child in children:
+                future = parse_future_dir(child.name)
+                if future is not None:
+                    futures.setdefault(future, []).append(child)
+                elif (tp := parse_partition_dir(child.name)) is not None:
+                    currents.setdefault(tp, []).append(child)
+                    if (child / SWAP_MARKER).exists():  # the swap finished but for removing its marker
+                        (child / SWAP_MARKER).unlink()
+                        fsync_dir(child)
+        for tp, found in futures.items():
+            by_name = {f.name: f for f in found}
+            outcome = settle(tp in currents, [FutureFound(f.name, (f / SWAP_MARKER).exists()) for f in found])
+            for name, what in outcome.items():
+                try:
+                    self._settle(tp, by_name[name], what, currents.pop(tp, []) if what is Settle.PROMOTE else [])
+                except OSError as e:  # the dir's failure shows when it loads; the move is settled at a later start
+                    logger.error("cannot settle the replica move of %s-%d in %s: %s", *tp, by_name[name], e)
+
+    @staticmethod
+    def _settle(tp: TopicPartition, future: Path, what: Settle, currents: list[Path]) -> None:
+        if what is Settle.DROP:
+            logger.info("dropping %s: an interrupted copy of a replica move", future)
+            _rename_away(future)
+        elif what is Settle.PROMOTE:
+            logger.info("completing the replica move to %s that a crash interrupted", future)
+            for current in currents:
+                _rename_away(current)
+            final = future.parent / partition_dir_name(*tp)
+            durability.rename(future, final)
+            fsync_dir(final.parent)
+            (final / SWAP_MARKER).unlink()
+            fsync_dir(final)
 
     # -- partitions ----------------------------------------------------------------------------------------------
 
@@ -180,8 +248,195 @@ class LogManager:
         return self._dir_of.get((topic, partition))
 
     def _logs_in(self, log_dir: Path) -> list[Log]:
+        """The logs in ``log_dir``, future logs included."""
         with self._lock:
-            return [log for tp, log in self._logs.items() if self._dir_of[tp] == log_dir]
+            return [log for tp, log in self._logs.items() if self._dir_of[tp] == log_dir] + [
+                log for tp, log in self._futures.items() if self._future_dir_of[tp] == log_dir
+            ]
+
+    # -- replicas moving between log dirs ------------------------------------------------------------------------
+
+    def future_log(self, topic: str, partition: int) -> Log | None:
+        return self._futures.get((topic, partition))
+
+    def future_logs(self) -> dict[TopicPartition, Log]:
+        with self._lock:
+            return dict(self._futures)
+
+    def future_dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._future_dir_of.get((topic, partition))
+
+    def log_dir_named(self, path: str) -> Path | None:
+        """The log dir ``path`` names (absolute, as DescribeLogDirs shows it), None if it is none of ours."""
+        return next((d for d in self.log_dirs if str(d) == path or str(d) == os.path.normpath(path)), None)
+
+    def prefer_dir(self, topic: str, partition: int, log_dir: Path) -> None:
+        """Create the partition's log in ``log_dir`` if it comes to this broker (Kafka's preferred log dir)."""
+        with self._lock:
+            self._preferred[(topic, partition)] = log_dir
+
+    def preferred_dir(self, topic: str, partition: int) -> Path | None:
+        return self._preferred.get((topic, partition))
+
+    def create_future_log(self, topic: str, partition: int, log_dir: Path) -> Log:
+        """The empty future log of a replica moving to ``log_dir`` (the one there if there is one). Any future log
+        of the partition in another dir is the caller's to delete first."""
+        tp = (topic, partition)
+        with self._lock:
+            self._check_open()
+            if tp not in self._logs:
+                raise StorageError(f"{topic}-{partition} has no log on this broker")
+            existing = self._futures.get(tp)
+            if existing is not None:
+                if self._future_dir_of[tp] == log_dir:
+                    return existing
+                raise StorageError(f"{topic}-{partition} is already moving to {self._future_dir_of[tp]}")
+            if log_dir in self._offline_dirs or log_dir not in self.log_dirs or self._dir_of[tp] == log_dir:
+                raise StorageError(f"cannot move {topic}-{partition} to {log_dir}")
+            log = Log.open(
+                log_dir / future_dir_name(topic, partition),
+                self._logs[tp].config,
+                handles=self.handles,
+                clock=self._clock,
+            )
+            failure: BaseException | None = log.failure
+            if failure is None:
+                try:
+                    fsync_dir(log_dir)
+                except OSError as e:
+                    failure = StorageError(f"{log_dir}: {e}")
+                    log.close()
+            if failure is None:
+                log.failure_listener = self._log_failed
+                self._futures[tp] = log
+                self._future_dir_of[tp] = log_dir
+                return log
+        if _is_io_failure(failure):
+            self.fail_dir(log_dir, failure)
+        raise failure
+
+    def delete_future_log(self, topic: str, partition: int) -> bool:
+        """Give up a move: remove the partition's future log (renamed ``-delete`` first, as ``delete_log``)."""
+        with self._lock:
+            log = self._futures.pop((topic, partition), None)
+            log_dir = self._future_dir_of.pop((topic, partition), None)
+        if log is None or log_dir is None:
+            return False
+        self._remove(log, log_dir)
+        return True
+
+    def replace_current_with_future(
+        self, topic: str, partition: int, step: Callable[[str], None] | None = None
+    ) -> tuple[Log, Path] | None:
+        """The move's last step: the future log takes the current log's place, if it holds exactly what the current
+        log holds (same log end offset; else None, nothing changed). Returns the new log and the old log's
+        ``-delete`` dir, which the caller removes (in the background: it may be large).
+
+        The caller keeps every other writer of the partition out (the event loop runs this between two of its
+        appends); both logs' locks keep out the threads (flush, retention, the cleaner). The steps, each told to
+        ``step`` first (tests crash there): align the future's offsets on the current's; close both (flushed,
+        sealed, producer snapshots taken); give the future the current's leader-epoch cache and producer snapshot;
+        write the checkpoints; write the swap marker (the commit point, see future_dirs.py); rename the current
+        dir away, the future dir to the partition's name; remove the marker; open the new log. An I/O error before
+        the marker reopens the current log and drops the future (StorageError raised); after it, the dir that
+        failed goes offline and the next start completes the swap."""
+        tp = (topic, partition)
+
+        def at(name: str) -> None:
+            if step is not None:
+                step(name)
+
+        with self._lock:
+            self._check_open()
+            current, future = self._logs.get(tp), self._futures.get(tp)
+            src, dest = self._dir_of.get(tp), self._future_dir_of.get(tp)
+        if current is None or future is None or src is None or dest is None:
+            return None
+        with current.lock, future.lock:
+            if current.offline or future.offline or future.log_end_offset != current.log_end_offset:
+                return None
+            at("align")
+            leo, start, hw = current.log_end_offset, current.log_start_offset, current.high_watermark
+            future.high_watermark = hw
+            if start > future.log_start_offset:
+                future.increment_log_start_offset(start)
+            at("close")
+            current.close()
+            future.close()
+            try:
+                if current.offline or future.offline:
+                    raise StorageError(f"closing {current.dir} or {future.dir} failed")
+                at("copy-state")
+                for name in (EPOCH_FILE, snapshot_name(leo)):
+                    if (current.dir / name).exists():
+                        write_atomic(future.dir / name, (current.dir / name).read_bytes())
+                at("checkpoint")
+                self.checkpoint()  # an I/O error here takes the dir offline rather than raising
+                if src in self._offline_dirs or dest in self._offline_dirs:
+                    raise StorageError("a log dir went offline")
+                at("mark")
+                write_atomic(future.dir / SWAP_MARKER, b"")
+            except (OSError, StorageError) as e:
+                logger.error("moving %s-%d to %s failed, the copy is dropped: %s", topic, partition, dest, e)
+                self._reopen(tp, current, src, leo, start, hw)
+                self.delete_future_log(topic, partition)
+                raise StorageError(f"moving {topic}-{partition} to {dest} failed: {e}") from None
+            doomed = src / delete_dir_name(current.dir.name)
+            final = dest / partition_dir_name(topic, partition)
+            failing = src
+            try:
+                at("rename-current")
+                durability.rename(current.dir, doomed)
+                fsync_dir(src)
+                failing = dest
+                at("rename-future")
+                durability.rename(future.dir, final)
+                fsync_dir(dest)
+                at("unmark")
+                (final / SWAP_MARKER).unlink()
+                fsync_dir(final)
+            except OSError as e:
+                current.failure_listener = None  # closed and half moved: it serves nothing more
+                current.take_offline(StorageError(f"{current.dir.name}: moved to {dest} incompletely: {e}"))
+                self.fail_dir(failing, e)  # the swap committed: the next start completes it
+                raise StorageError(f"moving {topic}-{partition} to {dest} failed: {e}") from None
+            at("open")
+            log = self._open_in_place(final, leo, start, hw, current.config)
+            with self._lock:
+                self._logs[tp], self._dir_of[tp] = log, dest
+                self._futures.pop(tp, None)
+                self._future_dir_of.pop(tp, None)
+            if log.offline:
+                self._log_failed(log)
+        self.checkpoint()  # the old dir's files no longer name the partition
+        logger.info("%s-%d moved from %s to %s", topic, partition, src, dest)
+        return log, doomed
+
+    def _reopen(self, tp: TopicPartition, closed: Log, log_dir: Path, leo: int, start: int, hw: int) -> None:
+        """A swap that did not commit: the current log, closed for it, serves again (unless its dir failed)."""
+        if log_dir in self._offline_dirs:
+            closed.failure_listener = None
+            closed.take_offline(StorageError(f"{closed.dir.name}: log dir {log_dir} is offline"))
+            return
+        log = self._open_in_place(closed.dir, leo, start, hw, closed.config)
+        with self._lock:
+            self._logs[tp], self._dir_of[tp] = log, log_dir
+        if log.offline:
+            self._log_failed(log)
+
+    def _open_in_place(self, path: Path, leo: int, start: int, hw: int, config: LogConfig) -> Log:
+        log = Log.open(
+            path,
+            config,
+            recovery_point=leo,
+            log_start_offset=start,
+            high_watermark=hw,
+            clean_shutdown=True,
+            handles=self.handles,
+            clock=self._clock,
+        )
+        log.failure_listener = self._log_failed
+        return log
 
     # -- log dir failure -----------------------------------------------------------------------------------------
 
@@ -204,6 +459,7 @@ class LogManager:
                 return False
             self._offline_dirs[log_dir] = str(error)
             logs = [log for tp, log in self._logs.items() if self._dir_of[tp] == log_dir]
+            logs += [log for tp, log in self._futures.items() if self._future_dir_of[tp] == log_dir]
         logger.error("log dir %s is offline (%d partition logs stop): %s", log_dir, len(logs), error)
         # Each log's own lock only, after the manager's is released: a sibling failing at the same moment finds the
         # dir already offline above and takes no other lock, so no two threads wait on each other.
@@ -228,6 +484,8 @@ class LogManager:
             return  # corrupt data: that log only
         with self._lock:
             log_dir = next((self._dir_of[tp] for tp, other in self._logs.items() if other is log), None)
+            if log_dir is None:
+                log_dir = next((self._future_dir_of[tp] for tp, f in self._futures.items() if f is log), None)
         if log_dir is not None:
             self.fail_dir(log_dir, failure)
 
@@ -249,7 +507,8 @@ class LogManager:
             for d in self._dir_of.values():
                 if d in counts:
                     counts[d] += 1
-            log_dir = min(online, key=lambda d: counts[d])
+            preferred = self._preferred.pop(tp, None)
+            log_dir = preferred if preferred in counts else min(online, key=lambda d: counts[d])
             log = Log.open(
                 log_dir / name,
                 config or self._topic_config(topic),
@@ -279,20 +538,24 @@ class LogManager:
             tp = (topic, partition)
             log = self._logs.pop(tp, None)
             log_dir = self._dir_of.pop(tp, None)
+        self.delete_future_log(topic, partition)
         if log is None or log_dir is None:
             return False
+        self._remove(log, log_dir)
+        return True
+
+    def _remove(self, log: Log, log_dir: Path) -> None:
         log.close()
         if log_dir in self._offline_dirs:
-            return True  # no I/O on a failed disk: the files stay until an operator replaces it
-        doomed = log_dir / f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+            return  # no I/O on a failed disk: the files stay until an operator replaces it
+        doomed = log_dir / delete_dir_name(log.dir.name)
         try:
             log.dir.rename(doomed)
             fsync_dir(log_dir)
         except OSError as e:
             self.fail_dir(log_dir, e)
-            return True
+            return
         shutil.rmtree(doomed, ignore_errors=True)
-        return True
 
     # -- periodic work -------------------------------------------------------------------------------------------
 
@@ -303,7 +566,7 @@ class LogManager:
         now = self._clock() if now_ms is None else now_ms
         cfg = self.manager_config
         logs = [log for log in self.logs().values() if not log.offline]
-        for log in logs:
+        for log in logs + list(self.future_logs().values()):
             with contextlib.suppress(OdradekError):
                 log.flush_if_due(now)
         if now - self._last_retention >= cfg.retention_check_interval_ms:
@@ -348,6 +611,7 @@ class LogManager:
     def _write_checkpoint(self, name: str, offset_of: Callable[[Log], int]) -> None:
         with self._lock:
             placed = [(tp, log, self._dir_of[tp]) for tp, log in self._logs.items()]
+            placed += [(tp, log, self._future_dir_of[tp]) for tp, log in self._futures.items()]
         for log_dir in self.online_dirs():
             try:
                 OffsetCheckpoint(log_dir / name).write({tp: offset_of(log) for tp, log, d in placed if d == log_dir})
@@ -364,10 +628,12 @@ class LogManager:
                 return
             self._closed = True
             logs = dict(self._logs)
-        for log in logs.values():
+            futures = dict(self._futures)
+        for log in [*logs.values(), *futures.values()]:
             log.close()
         self.checkpoint()
         failed_dirs = {self._dir_of[tp] for tp, log in logs.items() if log.offline}
+        failed_dirs |= {self._future_dir_of[tp] for tp, log in futures.items() if log.offline}
         for log_dir in self.online_dirs():
             if log_dir not in failed_dirs:
                 try:
@@ -378,6 +644,12 @@ class LogManager:
     def _check_open(self) -> None:
         if self._closed:
             raise StorageError("log manager is closed")
+
+
+def _rename_away(path: Path) -> None:
+    """Rename a partition dir to a ``-delete`` dir (removed when its log dir loads), durably."""
+    durability.rename(path, path.with_name(delete_dir_name(path.name)))
+    fsync_dir(path.parent)
 
 
 def _is_io_failure(failure: BaseException | None) -> bool:

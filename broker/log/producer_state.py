@@ -95,6 +95,11 @@ class _CorruptSnapshot(Exception):
     pass
 
 
+def snapshot_name(offset: int) -> str:
+    """The file name of the producer snapshot at ``offset``."""
+    return f"{offset:0{_OFFSET_DIGITS}d}{SNAPSHOT_SUFFIX}"
+
+
 def increment_sequence(sequence: int, increment: int) -> int:
     """Sequence numbers are non-negative int32s that wrap to 0 after 2**31 - 1, as in Kafka."""
     return (sequence + increment) & 0x7FFFFFFF
@@ -442,7 +447,7 @@ class ProducerStateManager:
         self._delete([o for o in offsets[:-1] if o not in bases])
 
     def _path(self, offset: int) -> Path:
-        return self.directory / f"{offset:0{_OFFSET_DIGITS}d}{SNAPSHOT_SUFFIX}"
+        return self.directory / snapshot_name(offset)
 
     def _delete(self, offsets: list[int]) -> None:
         """Delete snapshots durably: one reappearing after a crash could describe batches a truncation removed."""

@@ -178,15 +178,15 @@ class TransactionCoordinator:
             tp.spawn(self._load(tp), f"load-txn-state-{index}")
 
     async def _load(self, tp: TxnStatePartition) -> None:
-        log = tp.partition.log
-        end = log.log_end_offset
-        offset = log.log_start_offset
+        # The partition's log is read afresh after each await: a move to another log dir replaces it.
+        end = tp.partition.log.log_end_offset
+        offset = tp.partition.log.log_start_offset
         stats = ReplayStats()
         started = time.monotonic()
         while offset < end:
             if not tp.current():
                 return
-            data = log.read(offset, LOAD_READ_BYTES, max_offset=end)
+            data = tp.partition.log.read(offset, LOAD_READ_BYTES, max_offset=end)
             if not len(data.records):
                 break
             for txn_id, md in read_records(data.records, stats):
@@ -194,7 +194,7 @@ class TransactionCoordinator:
             offset = data.next_offset
             await asyncio.sleep(0)
         loop = asyncio.get_running_loop()
-        while log.high_watermark < end:  # serve only what is committed
+        while tp.partition.log.high_watermark < end:  # serve only what is committed
             if not tp.current():
                 return
             future: asyncio.Future[None] = loop.create_future()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from google.protobuf.message import Message
-from kafka.protocol.admin.cluster import DescribeLogDirsRequest, DescribeQuorumRequest
+from kafka.protocol.admin.cluster import AlterReplicaLogDirsRequest, DescribeLogDirsRequest, DescribeQuorumRequest
 from kafka.protocol.admin.topics import (
     AlterPartitionReassignmentsRequest,
     DescribeTopicPartitionsRequest,
@@ -94,6 +94,7 @@ def setup(access: AccessControl = OPEN, **answers: Message) -> tuple[ApiRegistry
 def test_served_versions() -> None:
     reg, _ = setup()
     assert served(reg, DescribeLogDirsRequest) == range(1, 5)
+    assert served(reg, AlterReplicaLogDirsRequest) == range(1, 3)
     assert served(reg, ElectLeadersRequest) == range(0, 3)
     assert served(reg, AlterPartitionReassignmentsRequest) == range(0, 2)
     assert served(reg, ListPartitionReassignmentsRequest) == range(0, 1)
@@ -162,6 +163,62 @@ async def test_describe_log_dirs_refused(version: int) -> None:
     assert r.results == []
     if version >= 3:
         assert r.error_code == 31
+
+
+@pytest.mark.parametrize("version", range(1, 5))
+async def test_describe_log_dirs_marks_future_replicas(version: int) -> None:
+    moving = pb.DescribeLogDirsResponse(
+        broker_id=2,
+        dirs=[
+            pb.LogDirDescription(path="/data/a", replicas=[pb.LogDirReplica(topic="t", partition=0, size_bytes=90)]),
+            pb.LogDirDescription(
+                path="/data/b",
+                replicas=[pb.LogDirReplica(topic="t", partition=0, size_bytes=40, offset_lag=12, is_future=True)],
+            ),
+        ],
+    )
+    reg, _ = setup(DescribeLogDirs=moving)
+    r = await call(reg, log_dirs(version, None), version)
+    futures = [(d.log_dir, p.is_future_key, p.offset_lag) for d in r.results for t in d.topics for p in t.partitions]
+    assert futures == [("/data/a", False, 0), ("/data/b", True, 12)]
+
+
+def alter_dirs(version: int, dirs: list[tuple[str, list[tuple[str, list[int]]]]]) -> AlterReplicaLogDirsRequest:
+    d = AlterReplicaLogDirsRequest.AlterReplicaLogDir
+    t = d.AlterReplicaLogDirTopic
+    return AlterReplicaLogDirsRequest(
+        version=version,
+        dirs=[d(path=path, topics=[t(name=n, partitions=p) for n, p in topics]) for path, topics in dirs],
+    )
+
+
+@pytest.mark.parametrize("version", range(1, 3))
+async def test_alter_replica_log_dirs(version: int) -> None:
+    answer = pb.AlterReplicaLogDirsResponse(
+        topics=[
+            pb.AlterReplicaLogDirsTopicResult(
+                name="t",
+                partitions=[
+                    pb.AlterReplicaLogDirsPartitionResult(partition=0, error=ErrorCode.NONE),
+                    pb.AlterReplicaLogDirsPartitionResult(partition=1, error=ErrorCode.REPLICA_NOT_AVAILABLE),
+                ],
+            ),
+            pb.AlterReplicaLogDirsTopicResult(
+                name="u",
+                partitions=[pb.AlterReplicaLogDirsPartitionResult(partition=0, error=ErrorCode.LOG_DIR_NOT_FOUND)],
+            ),
+        ]
+    )
+    reg, admin = setup(AlterReplicaLogDirs=answer)
+    r = await call(reg, alter_dirs(version, [("/data/b", [("t", [0, 1])]), ("/nope", [("u", [0])])]), version)
+    sent = admin.requests["AlterReplicaLogDirs"]
+    assert [(d.path, [(t.name, list(t.partitions)) for t in d.topics]) for d in sent.dirs] == [
+        ("/data/b", [("t", [0, 1])]),
+        ("/nope", [("u", [0])]),
+    ]
+    got = [(t.topic_name, p.partition_index, p.error_code) for t in r.results for p in t.partitions]
+    assert got == [("t", 0, 0), ("t", 1, 9), ("u", 0, 57)]
+    assert r.throttle_time_ms == 0
 
 
 # ---- leader elections ----

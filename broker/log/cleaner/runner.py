@@ -123,8 +123,9 @@ class CleanerThread:
                 entry.tombstone_horizon,
             )
         except Exception as e:  # whatever failed, the log must leave "in progress", or no thread cleans it again
-            if entry.log.offline:
-                self.manager.released(chosen.key)  # the disk failed, not the cleaning: the log manager handles it
+            if entry.log.offline or entry.log.closed:
+                # The disk failed, or the log was deleted or replaced (a move to another log dir), not the cleaning.
+                self.manager.released(chosen.key)
             elif self.manager.failed(chosen.key, e):
                 unexpected = not isinstance(e, (OdradekError, OSError))
                 logger.error("log %s is uncleanable: %s", chosen.key, e, exc_info=e if unexpected else None)
