@@ -137,9 +137,10 @@ class RunOptions:
     security: bool = False
     combine: float = 0.0  # the probability that a step injects two faults at once (chaos/combined.py)
     # Transactional workloads: once the faults are healed, keep the workload going until this many transactions
-    # have ended (commit or abort acknowledged), for at most PROGRESS_WAIT_S more: a run on a loaded machine may
-    # otherwise end before the transactions a check needs happened.
+    # have ended (commit or abort acknowledged), and this many of them by an abort, for at most PROGRESS_WAIT_S
+    # more: a run on a loaded machine may otherwise end before the transactions a check needs happened.
     min_transactions: int = 0
+    min_aborts: int = 0
 
 
 @dataclass
@@ -328,9 +329,12 @@ def run(options: RunOptions, log=print) -> RunResult:
             except TimeoutError as e:
                 state = [(p.partition, p.leader, p.leader_epoch, p.isr) for p in _partitions(admin, topics)]
                 raise TimeoutError(f"{e}: (partition, leader, epoch, ISR) {state}") from None
-        if options.min_transactions:
-            ended = _await_transactions(history, options.min_transactions, PROGRESS_WAIT_S)
-            log(f"{ended} transactions ended (at least {options.min_transactions} wanted)")
+        if options.min_transactions or options.min_aborts:
+            ended, aborted = _await_transactions(history, options.min_transactions, options.min_aborts, PROGRESS_WAIT_S)
+            log(
+                f"{ended} transactions ended, {aborted} by an abort "
+                f"(at least {options.min_transactions} and {options.min_aborts} wanted)"
+            )
         workload.stop()
         workload.final_read()
         if options.workload in KAFKA_WORKLOADS and hasattr(workload, "errors"):
@@ -588,16 +592,21 @@ def _partitions(admin: Admin, topics: list[str]) -> list[PartitionInfo]:
 PROGRESS_WAIT_S = 60.0
 
 
-def _ended_transactions(history: History) -> int:
-    return sum(1 for e in history.events() if isinstance(e, TxnEnd) and e.result == "ok" and e.op != "fence")
+def _ended_transactions(history: History) -> tuple[int, int]:
+    """How many transactions ended (commit or abort acknowledged), and how many of them by an abort."""
+    ended = [e.op for e in history.events() if isinstance(e, TxnEnd) and e.result == "ok" and e.op != "fence"]
+    return len(ended), ended.count("abort")
 
 
-def _await_transactions(history: History, count: int, timeout: float) -> int:
-    """Wait until ``count`` transactions have ended, at most ``timeout`` seconds; returns how many have."""
+def _await_transactions(history: History, count: int, aborts: int, timeout: float) -> tuple[int, int]:
+    """Wait until ``count`` transactions have ended and ``aborts`` of them by an abort, at most ``timeout`` seconds;
+    returns how many have."""
     deadline = time.monotonic() + timeout
-    while (ended := _ended_transactions(history)) < count and time.monotonic() < deadline:
+    while True:
+        ended, aborted = _ended_transactions(history)
+        if (ended >= count and aborted >= aborts) or time.monotonic() >= deadline:
+            return ended, aborted
         time.sleep(0.2)
-    return ended
 
 
 def _wait(condition, timeout: float, what: str) -> None:

@@ -19,9 +19,10 @@ def test_only_acknowledged_commits_and_aborts_count() -> None:
             TxnEnd("p0-3", "fence", "ok", process="p0"),
         ]
     )
-    assert _await_transactions(history, 2, timeout=0) == 2
+    assert _await_transactions(history, 2, 1, timeout=0) == (2, 1)
     started = time.monotonic()
-    assert _await_transactions(history, 3, timeout=0.3) == 2  # gives up after the timeout
+    assert _await_transactions(history, 3, 0, timeout=0.3) == (2, 1)  # gives up after the timeout
+    assert _await_transactions(history, 2, 2, timeout=0.3) == (2, 1)  # and waits for the aborts too
     assert time.monotonic() - started >= 0.3
 
 
@@ -36,6 +37,6 @@ def test_the_wait_ends_when_the_workload_gets_there() -> None:
     thread = threading.Thread(target=workload)
     started = time.monotonic()
     thread.start()
-    assert _await_transactions(history, 3, timeout=10) == 3
+    assert _await_transactions(history, 3, 0, timeout=10) == (3, 0)
     assert time.monotonic() - started < 5
     thread.join()

@@ -25,7 +25,14 @@ def test_txn_workload_under_leader_and_coordinator_faults_finds_no_violation(tmp
     directory = tmp_path / "run"
     faults = ["kill-leader", "pause-leader", "partition", "kill-coordinator", "pause-coordinator"]
     options = RunOptions(
-        duration=30, interval=3, faults=faults, seed=29, workload="txn", directory=directory, min_transactions=60
+        duration=30,
+        interval=3,
+        faults=faults,
+        seed=29,
+        workload="txn",
+        directory=directory,
+        min_transactions=60,
+        min_aborts=8,
     )
     result = run(options, log=print)
     print(result.report.summary_table())
