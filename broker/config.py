@@ -384,6 +384,9 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # about once a second; a chaos run's clock-skew fault writes and removes it. "" (default): the plain wall clock.
     "unsafe.testing.clock.offset.file": (str, ""),
     "fetch.max.bytes": (_at_least(1024), 57671680),
+    # Fetch sessions (KIP-227) the Kafka listener keeps at most (Kafka's name and default); 0: none, every fetch
+    # answer has session id 0 and fetchers send full requests.
+    "max.incremental.fetch.session.cache.slots": (_at_least(0), 1000),
     # the group coordinator (Kafka's names and defaults)
     "offsets.topic.num.partitions": (_at_least(1), 50),
     "offsets.topic.replication.factor": (_at_least(1), 3),

@@ -24,6 +24,7 @@ import grpc
 
 from odradek.broker import delete_records, describe_log_dirs
 from odradek.broker.auto_create import TopicAutoCreation
+from odradek.broker.fetch_sessions import SessionRound
 from odradek.broker.log.producer_state import NO_VERIFICATION, VerificationGuard
 from odradek.broker.log.rewrite import LOG_APPEND_TIME
 from odradek.broker.log_dir_moves import LogDirMoves
@@ -719,19 +720,22 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     ) -> pb.FetchResponse:
         return self._fetch_response(request, await self.fetch(request, caller=self.caller(context)))
 
-    async def fetch(self, request, as_file: bool = False, caller: Caller | None = None) -> FetchAnswer:
+    async def fetch(
+        self, request, as_file: bool = False, caller: Caller | None = None, session: SessionRound | None = None
+    ) -> FetchAnswer:
         """Serve a fetch (consumer or follower), the one implementation behind both listeners. ``request`` is a
         gRPC FetchRequest or anything with its field names. A consumer's fetch quota is checked before the read (a
         client over it gets no data and is not charged) and charged after; one answer exceeds it by one window
         at most. ``caller``: who asks, when an authorizer decides (a follower needs cluster ClusterAction, a
-        consumer topic Read on each topic)."""
+        consumer topic Read on each topic). ``session``: an incremental fetch session's round (fetch_sessions.py),
+        which reads and waits in place of the per-partition long poll."""
         denied: Mapping[str, OdradekError] = _NONE_DENIED
         if caller is not None:
             if request.replica_id >= 0:
                 if not self.access.allows_cluster(caller, AclOperation.CLUSTER_ACTION, api="Fetch"):
                     return FetchAnswer([], 0, error=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
             else:
-                names = (t.name for t in request.topics)
+                names = session.topic_names() if session is not None else (t.name for t in request.topics)
                 unreadable = self.access.denied(caller, AclOperation.READ, ResourceType.TOPIC, names, api="Fetch")
                 denied = {n: denial(caller, AclOperation.READ, ResourceType.TOPIC, n) for n in unreadable}
         quotas = self.quotas
@@ -745,7 +749,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 return FetchAnswer([], throttle)
             window = quotas.fetch.max_value_in_window(who.user, who.client_id)
             cap = None if window is None else max(1, int(window))
-        done = await self._fetch(request, cap, as_file, denied)
+        if session is not None:
+            done = await session.run(lambda r: self._read(r, cap, as_file, denied), request)
+        else:
+            done = await self._fetch(request, cap, as_file, denied)
         if done.outcomes is None:
             return FetchAnswer([], 0, stale_epoch=True)
         for topic, size in done.sizes.items():

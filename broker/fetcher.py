@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -67,6 +68,7 @@ _METADATA_LAG = frozenset(
 
 
 GRPC, KAFKA = "grpc", "kafka"
+POSITION_REFRESH_S = 5.0  # how often every partition's position is read again from its log
 FETCH_PROTOCOLS = (GRPC, KAFKA)
 
 
@@ -167,6 +169,12 @@ class LeaderFetcher:
         self.leader_id = leader_id
         self.partitions: dict[Key, Partition] = {}
         self.parked: set[Key] = set()  # refused by the leader: wait for metadata
+        # Each fetched partition's position and request entry, read from its log only when it may have moved (added,
+        # an answer applied) and every POSITION_REFRESH_S (its recovery point moves when the log flushes): an idle
+        # round reads no log.
+        self._positions: dict[Key, tuple[FetchPosition, PartitionFetch]] = {}
+        self._stale: set[Key] = set()
+        self._refresh_at = 0.0
         self._changed = asyncio.Event()
         self._log_start_moved = False  # a partition's log start moved in the last answer: checkpoint it
         self._transport: FetchTransport | None = None
@@ -176,11 +184,13 @@ class LeaderFetcher:
         key = (p.topic, p.partition)
         self.partitions[key] = p
         self.parked.discard(key)
+        self._stale.add(key)
         self._changed.set()
 
     def remove(self, key: Key) -> None:
         self.partitions.pop(key, None)
         self.parked.discard(key)
+        self._positions.pop(key, None)
 
     async def stop(self) -> None:
         self._task.cancel()
@@ -202,21 +212,31 @@ class LeaderFetcher:
     def _request(self) -> tuple[ReplicaFetchRequest, dict[Key, FetchPosition]] | None:
         """The next request and, per partition, the position it was sent at (None when nothing to fetch)."""
         config = self.manager.config
-        topics: dict[str, list[PartitionFetch]] = {}
-        sent: dict[Key, FetchPosition] = {}
-        for key, p in list(self.partitions.items()):
-            if key in self.parked:
+        now = time.monotonic()
+        if now >= self._refresh_at:
+            self._refresh_at = now + POSITION_REFRESH_S
+            self._stale.update(self.partitions)
+        stale, self._stale = self._stale, set()
+        for key in stale:
+            p = self.partitions.get(key)
+            if p is None or key in self.parked:
                 continue
             try:
                 offset, epoch = p.fetch_position()  # raises the log's error once it is offline
                 log_start, durable = p.log.log_start_offset, p.log.recovery_point
             except Exception as e:
+                self._positions.pop(key, None)
                 self._failed(key, p, e)
                 continue
-            sent[key] = FetchPosition(offset, epoch, p.leader_epoch)
-            topics.setdefault(key[0], []).append(
-                PartitionFetch(key[1], p.leader_epoch, offset, epoch, log_start, config.partition_max_bytes, durable)
+            self._positions[key] = (
+                FetchPosition(offset, epoch, p.leader_epoch),
+                PartitionFetch(key[1], p.leader_epoch, offset, epoch, log_start, config.partition_max_bytes, durable),
             )
+        topics: dict[str, list[PartitionFetch]] = {}
+        sent: dict[Key, FetchPosition] = {}
+        for key, (position, fetch) in self._positions.items():
+            sent[key] = position
+            topics.setdefault(key[0], []).append(fetch)
         if not topics:
             return None
         request = ReplicaFetchRequest(
@@ -288,9 +308,11 @@ class LeaderFetcher:
 
     def _park(self, key: Key, p: Partition) -> None:
         self.parked.add(key)
+        self._positions.pop(key, None)
         self.manager.retry_later(key, p)
 
     def _apply_partition(self, key: Key, p: Partition, sent: FetchPosition, r: FetchedPartition) -> None:
+        self._stale.add(key)  # an answer may move the position: read it again for the next request
         log_start = p.log.log_start_offset
         action = apply_fetched(p, sent, r)
         if p.log.log_start_offset != log_start:

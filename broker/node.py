@@ -26,6 +26,9 @@ from odradek.broker import clock
 from odradek.broker.auto_create import TopicAutoCreation
 from odradek.broker.broker_role import BrokerRole
 from odradek.broker.config import TLS_PROTOCOLS, ConfigError, Endpoint, NodeConfig
+from odradek.broker.dataplane import BrokerService
+from odradek.broker.fetch_session import FetchSessionCache
+from odradek.broker.fetch_sessions import FetchSessions
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.dispatch import KafkaDispatcher
@@ -222,6 +225,16 @@ class Node:
             access=self.access,
         )
 
+    def _fetch_sessions(self, service: BrokerService) -> FetchSessions:
+        """The Kafka listener's fetch session cache, its gauges on this node's metrics."""
+        sessions = FetchSessions(
+            FetchSessionCache(self.config["max.incremental.fetch.session.cache.slots"]),
+            service.replicas,
+            refresh_ms=self.config["replica.lag.time.max.ms"] // 4,
+        )
+        service.metrics.add_collector(sessions.collect)
+        return sessions
+
     def _client_certificates(self, endpoint: Endpoint | None) -> CertificatePrincipals | None:
         """How a listener's clients are known by their certificates: on a TLS listener that asks for one (its
         listener.name.<name>.ssl.client.auth, else ssl.client.auth)."""
@@ -303,6 +316,7 @@ class Node:
                 broker.quotas,
                 access,
                 self.config,
+                self._fetch_sessions(service),
             )
             # A connection's session, given its client certificate's principal if it has one.
             kafka_sasl = functools.partial(SaslSession, mechanisms, lookup) if c.requires_sasl(endpoint) else None

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from odradek.broker import clock
 from odradek.broker.kafka.wire import FileSlice
@@ -40,6 +40,14 @@ logger = logging.getLogger(__name__)
 
 UNDEFINED_EPOCH = -1
 HIGH_WATERMARK = -1  # DeleteRecords' offset meaning "up to the high watermark", as Kafka's
+
+
+class SessionWatcher(Protocol):
+    """A fetch session as a partition sees it (fetch_session.FetchSession)."""
+
+    closed: bool
+
+    def changed(self, key: tuple[str, int]) -> None: ...
 
 
 class Divergence(NamedTuple):
@@ -101,6 +109,9 @@ class Partition:
         self.ack_before_replication = False  # the chaos checker's injected bug (unsafe.testing.bug)
         self._waiters: list[asyncio.Future] = []  # consumer fetches
         self._replica_waiters: list[asyncio.Future] = []  # follower fetches
+        # Fetch sessions holding this partition (fetch_session.py): told of every change a fetch could see, so an
+        # idle session round reads nothing. Closed sessions are dropped at the next change.
+        self._sessions: set[SessionWatcher] = set()
         self._acks: list[tuple[int, asyncio.Future]] = []  # (offset the HW must reach, future) of acks=all
         # DeleteRecords answers: (log start every ISR replica must reach, future of the error code)
         self._low_watermark_waiters: list[tuple[int, asyncio.Future[LowWatermark]]] = []
@@ -197,6 +208,7 @@ class Partition:
         # Parked fetches re-check against the new role and answer with its error or data.
         self._wake(self._waiters)
         self._wake(self._replica_waiters)
+        self._changed()
 
     # -- leader --------------------------------------------------------------------------------------------------
 
@@ -244,6 +256,7 @@ class Partition:
             records, self.leader_epoch, max_message_bytes, origin=origin, verification=verification
         )
         self._wake(self._replica_waiters)
+        self._changed()
         self._apply(state.on_append(self.log.log_end_offset))
         return info
 
@@ -325,6 +338,7 @@ class Partition:
             clock.wall_ms() if now_ms is None else now_ms,
         )
         self._wake(self._replica_waiters)
+        self._changed()
         self._apply(state.on_append(self.log.log_end_offset))
         return info
 
@@ -370,6 +384,27 @@ class Partition:
         everyone = state.all_replicas_offset(log_.recovery_point)
         return FollowerRead(data, None, log_.high_watermark, log_.log_start_offset, leo, everyone)
 
+    def follower_still_at(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        client_epoch: int,
+        now_ms: int,
+        log_start_offset: int = -1,
+        durable_offset: int = -1,
+    ) -> None:
+        """A follower's fetch session round that did not read this partition (nothing changed since its last read):
+        the follower still fetches from ``fetch_offset``, as a full fetch would have told, so its caught-up time
+        moves on (``read_for_follower``'s bookkeeping without the read). Ignored when the session's view is not
+        this leader's (the partition's next read answers the error)."""
+        state = self.leader_state
+        if state is None or client_epoch != self.leader_epoch or replica_id not in self.replicas:
+            return
+        leo = self.log.log_end_offset
+        if self.log.log_start_offset <= fetch_offset <= leo:
+            progress = state.on_follower_fetch(replica_id, fetch_offset, leo, now_ms, log_start_offset, durable_offset)
+            self._apply(progress)
+
     # -- DeleteRecords -------------------------------------------------------------------------------------------
 
     def delete_records(self, offset: int) -> int:
@@ -388,6 +423,7 @@ class Partition:
         if self.log.increment_log_start_offset(target):
             logger.info("%s: log start offset advanced to %d (DeleteRecords)", self, target)
             self._wake(self._replica_waiters)
+            self._changed()
         return target
 
     def low_watermark(self) -> int:
@@ -452,6 +488,7 @@ class Partition:
         if progress.high_watermark is not None:
             self.log.high_watermark = progress.high_watermark
             self._wake(self._waiters)
+            self._changed()
             self._complete_acks()
         if progress.isr_change is not None:
             self.request_isr_change(self, progress.isr_change)
@@ -547,6 +584,24 @@ class Partition:
         self._fail_low_watermark_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self._wake(self._waiters)
         self._wake(self._replica_waiters)
+        self._changed()
+
+    def watch(self, session: SessionWatcher) -> None:
+        self._sessions.add(session)
+
+    def unwatch(self, session: SessionWatcher) -> None:
+        self._sessions.discard(session)
+
+    def _changed(self) -> None:
+        """Tell the fetch sessions holding this partition that a fetch of it may find something new."""
+        if not self._sessions:
+            return
+        key = (self.topic, self.partition)
+        for session in list(self._sessions):
+            if session.closed:
+                self._sessions.discard(session)
+            else:
+                session.changed(key)
 
     @staticmethod
     def _wake(waiters: list[asyncio.Future]) -> None:

@@ -494,6 +494,13 @@ NODE: dict[str, Key] = {
         "largest consumer fetch response",
         ("tests/broker/test_fetch_max_bytes.py::test_fetch_max_bytes_caps_a_consumer_fetch",),
     ),
+    "max.incremental.fetch.session.cache.slots": Key(
+        "fetch sessions (KIP-227) the Kafka listener keeps; 0: none",
+        (
+            "tests/kafka/test_fetch_sessions.py::test_no_slots_means_no_sessions",
+            "tests/kafka/test_fetch_sessions.py::test_a_follower_session_round_answers_only_news",
+        ),
+    ),
     "quota.window.num": Key(
         "client quota rates are measured over this many windows (KIP-13)",
         (WIRING, "tests/quotas/test_rate.py::test_obsolete_samples_are_purged_before_measuring"),

@@ -44,6 +44,7 @@ SANS_IO_CORES = [
     "odradek.controller.raft.snapshot",
     "odradek.controller.raft.state",
     "odradek.broker.replication",
+    "odradek.broker.fetch_session",
     "odradek.broker.groups",
     "odradek.broker.groups.group",
     "odradek.broker.groups.members",

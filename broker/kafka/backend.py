@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from odradek.broker.config import NodeConfig
 from odradek.broker.dataplane import BrokerService
+from odradek.broker.fetch_sessions import FetchSessions
 from odradek.broker.groups.service import GroupCoordinatorService
 from odradek.broker.kafka.wire import RequestContext
 from odradek.broker.security.access import OPEN, AccessControl
@@ -38,6 +39,8 @@ class KafkaBackend:
     # This node's config: the static broker configs DescribeConfigs reports, the voters' endpoints DescribeQuorum
     # lists. Only a backend built for APIs that read neither (in tests) goes without it.
     config: NodeConfig | None = None
+    # Fetch sessions (KIP-227) of this listener's Fetch v7+; None: none are kept (every answer has session id 0).
+    fetch_sessions: FetchSessions | None = None
 
     def node_config(self) -> NodeConfig:
         """This node's config, for the handlers that read it."""

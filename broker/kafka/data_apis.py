@@ -11,8 +11,10 @@ Followers may fetch here too (``replica.fetch.protocol = kafka``, from Fetch v15
 serves them; their requests carry their recovery point, and their answers the leader's log end offset and
 all-replicas offset, in tags of odradek's own (replica_fetch.py).
 
-Fetch sessions (KIP-227) are not kept: every answer carries session id 0, which tells the client to send full
-fetch requests, as Kafka does when its session cache is full.
+Fetch sessions (KIP-227) from v7: the handler only maps the request onto the session cache (fetch_session.py) and
+its shell (fetch_sessions.py): a full request with epoch 0 gets a session created from its answer, an incremental
+one continues its session, whose round reads and waits in BrokerService.fetch in place of the per-partition long
+poll and answers only the partitions with news.
 """
 
 from __future__ import annotations
@@ -21,6 +23,15 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from odradek.broker.dataplane import FetchAnswer, ProduceResult
+from odradek.broker.fetch_session import (
+    FETCH_SESSION_TOPIC_ID_ERROR,
+    INITIAL_EPOCH,
+    FetchSession,
+    PartitionRead,
+    Seen,
+    SessionError,
+)
+from odradek.broker.fetch_sessions import seen_of
 from odradek.broker.kafka.apis import ApiRegistry, ApiSpec
 from odradek.broker.kafka.backend import KafkaBackend, request_caller
 from odradek.broker.kafka.fetch_codec import (
@@ -28,6 +39,7 @@ from odradek.broker.kafka.fetch_codec import (
     FETCH_KEY,
     FETCH_MAX_VERSION,
     FETCH_MIN_VERSION,
+    NO_TOPIC_ID,
     FetchPartition,
     FetchPartitionResult,
     FetchRequestData,
@@ -170,21 +182,9 @@ def produce_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
 # ---- Fetch ----
 
 
-class _Partition(NamedTuple):
-    """One requested partition under the broker's field names (BrokerService.fetch reads these attributes)."""
-
-    partition: int
-    fetch_offset: int
-    partition_max_bytes: int
-    current_leader_epoch: int
-    last_fetched_epoch: int
-    log_start_offset: int
-    durable_offset: int
-
-
 class _Topic(NamedTuple):
     name: str
-    partitions: list[_Partition]
+    partitions: list[PartitionRead]
 
 
 class _FetchSpec(NamedTuple):
@@ -199,9 +199,9 @@ class _FetchSpec(NamedTuple):
     topics: list[_Topic]
 
 
-def _partitions(parts: Iterable[FetchPartition]) -> list[_Partition]:
+def _partitions(parts: Iterable[FetchPartition]) -> list[PartitionRead]:
     return [
-        _Partition(
+        PartitionRead(
             p.partition,
             p.fetch_offset,
             p.partition_max_bytes,
@@ -299,6 +299,29 @@ def _from_a_replica(version: int, body: memoryview) -> bool:
     return version >= REPLICA_FETCH_MIN_VERSION and decode_fetch_request(body, version).replica_id >= 0
 
 
+def _forgotten(request: FetchRequestData, session: FetchSession) -> list[tuple[str, int]]:
+    """The partitions an incremental request forgets, by name (by id from v13: the ids the session was given)."""
+    out: list[tuple[str, int]] = []
+    for f in request.forgotten_topics:
+        name = session.topic_names.get(f.topic_id) if f.topic_id != NO_TOPIC_ID else f.topic
+        if name is not None:
+            out.extend((name, p) for p in f.partitions)
+    return out
+
+
+def _session_partitions(
+    topics: list[_Topic], ids: dict[str, bytes], answer: FetchAnswer
+) -> list[tuple[str, bytes, PartitionRead, Seen]]:
+    """A full answer's partitions, as a new session holds them: the position asked for and what was answered."""
+    seen = {(name, o.partition): seen_of(o) for name, outcomes in answer.outcomes for o in outcomes}
+    return [
+        (t.name, ids.get(t.name, NO_TOPIC_ID), p, found)
+        for t in topics
+        for p in t.partitions
+        if (found := seen.get((t.name, p.partition))) is not None
+    ]
+
+
 def fetch_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
     """Fetch v4-v16, for consumers and, from v15 (whose ReplicaState carries the broker epoch that fences a
     restarted follower's old incarnation), for followers (replica_fetch.py) through the same BrokerService.fetch
@@ -313,6 +336,8 @@ def fetch_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
         replica = request.replica_id >= 0
         if replica and version < REPLICA_FETCH_MIN_VERSION:
             raise ProtocolError(f"a replica fetch needs Fetch v{REPLICA_FETCH_MIN_VERSION}+ (its broker epoch)")
+        sessions = backend.fetch_sessions if version >= 7 else None
+        replica_id = request.replica_id if replica else -1
         image = backend.image()
         unknown: list[FetchTopicResult] = []
         topics: list[_Topic] = []
@@ -328,16 +353,42 @@ def fetch_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
                 name = found.name
                 ids[name] = t.topic_id
             topics.append(_Topic(name, _partitions(t.partitions)))
+        session: FetchSession | None = None
+        if sessions is not None and request.session_epoch > 0:
+            # Incremental: a topic id this broker does not know cannot be kept in the session (its partitions
+            # would never be answered again): the client starts over with a full request, answered sessionless
+            # until the id is known.
+            got = sessions.continue_session(request.session_id, request.session_epoch, version >= 13, replica_id)
+            error = got.code if isinstance(got, SessionError) else FETCH_SESSION_TOPIC_ID_ERROR if unknown else 0
+            if error:
+                return _Encoded(0, lambda ms: encode_fetch_response(version, [], ms, error_code=error))
+            assert isinstance(got, FetchSession)
+            session = got
+            sessions.update(
+                session,
+                ((t.name, ids.get(t.name, NO_TOPIC_ID), p) for t in topics for p in t.partitions),
+                _forgotten(request, session),
+            )
+            if session.closed:  # it forgot every partition: nothing left to fetch, and no session
+                return _Encoded(0, lambda ms: encode_fetch_response(version, [], ms))
+            ids = {**session.topic_ids, **ids}  # answered partitions the request does not list
+        elif sessions is not None and request.session_id:
+            sessions.close(request.session_id)  # a full request closes the session it names
         spec_ = _FetchSpec(
-            request.replica_id if replica else -1,
+            replica_id,
             request.replica_epoch if replica else -1,
             request.max_wait_ms,
             request.min_bytes,
             request.max_bytes,
             request.isolation_level,
-            topics,
+            [] if session is not None else topics,
         )
-        answer = await backend.data.fetch(spec_, as_file=True, caller=request_caller(backend, ctx))
+        answer = await backend.data.fetch(
+            spec_,
+            as_file=True,
+            caller=request_caller(backend, ctx),
+            session=None if session is None or sessions is None else sessions.round(session),
+        )
         if answer.stale_epoch or answer.error:  # a follower's stale broker epoch, or not authorized to replicate
             if not replica:
                 raise ProtocolError("unexpected stale broker epoch on a consumer fetch")
@@ -352,11 +403,17 @@ def fetch_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
         except BaseException:
             _close_outcomes(answer)
             raise
-        results = [FetchTopicResult(name, ids.get(name, bytes(16)), parts) for name, parts in by_topic.items()]
+        session_id = 0
+        if session is not None:
+            session_id = session.id
+        elif sessions is not None and request.session_epoch == INITIAL_EPOCH and not unknown and answer.outcomes:
+            session_id = sessions.create(replica_id, version >= 13, _session_partitions(topics, ids, answer))
+        results = [FetchTopicResult(name, ids.get(name, NO_TOPIC_ID), parts) for name, parts in by_topic.items()]
         endpoints = hints.endpoints() if version >= NODE_ENDPOINTS_FETCH_VERSION else []
         topics_out = results + unknown
         return _Encoded(
-            answer.throttle_ms, lambda ms: encode_fetch_response(version, topics_out, ms, node_endpoints=endpoints)
+            answer.throttle_ms,
+            lambda ms: encode_fetch_response(version, topics_out, ms, session_id=session_id, node_endpoints=endpoints),
         )
 
     return spec, handle

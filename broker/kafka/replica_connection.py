@@ -3,7 +3,8 @@
 One connection per leader broker, one request in flight: connect when needed, send the frame, read one
 size-prefixed answer within the fetch's timeout. Any error (refused connection, reset, timeout, a malformed answer)
 closes the connection, so the next fetch starts on a fresh one with nothing half-read, and fails the fetch
-(``FetchFailedError``), which the fetcher retries after its backoff, as it does a failed gRPC call.
+(``FetchFailedError``), which the fetcher retries after its backoff, as it does a failed gRPC call. Fetches go in a
+fetch session (``ReplicaSession``): after any error the next request is a full one, which opens a new session.
 """
 
 from __future__ import annotations
@@ -15,7 +16,17 @@ import struct
 from collections.abc import Callable
 
 from odradek.broker.fetch_response import FetchedPartition, FetchFailedError, FetchRefusedError, ReplicaFetchRequest
-from odradek.broker.kafka.replica_fetch import decode_replica_fetch_response, encode_replica_fetch
+from odradek.broker.fetch_session import (
+    FETCH_SESSION_ID_NOT_FOUND,
+    FETCH_SESSION_TOPIC_ID_ERROR,
+    INVALID_FETCH_SESSION_EPOCH,
+)
+from odradek.broker.kafka.replica_fetch import (
+    ReplicaFetchAnswer,
+    ReplicaSession,
+    decode_replica_fetch_response,
+    encode_replica_fetch,
+)
 from odradek.broker.kafka.wire import ProtocolError
 from odradek.controller.metadata.image import MetadataImage
 
@@ -24,6 +35,7 @@ _SIZE = struct.Struct(">i")
 # buffer a corrupt size prefix can make the follower allocate.
 ANSWER_SLACK_BYTES = 128 << 20
 KAFKA = "kafka"
+SESSION_ERRORS = frozenset({FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR})
 
 Key = tuple[str, int]
 
@@ -48,23 +60,30 @@ class KafkaTransport:
         self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         self._correlation = 0
         self.connects = 0  # connections opened, for tests and logs
+        self.session = ReplicaSession()
 
     async def send(self, request: ReplicaFetchRequest, timeout: float) -> dict[Key, FetchedPartition]:
         try:
             async with asyncio.timeout(timeout):
-                error, partitions = await self._exchange(request)
+                answer = await self._exchange(request)
+                self.session.answered(answer.error_code, answer.session_id)
+                if answer.error_code in SESSION_ERRORS:  # the session is gone (evicted, say): start one at once
+                    answer = await self._exchange(request)
+                    self.session.answered(answer.error_code, answer.session_id)
         # IncompleteReadError is an EOFError; ssl.SSLError (a refused certificate) an OSError
         except (OSError, EOFError, TimeoutError, ProtocolError) as e:
             self._drop()
+            self.session.failed()
             raise FetchFailedError(f"{type(e).__name__}: {e}") from e
         except BaseException:  # cancelled mid-exchange: an answer may still be on its way, so do not reuse it
             self._drop()
+            self.session.failed()
             raise
-        if error:
-            raise FetchRefusedError(error)
-        return partitions
+        if answer.error_code:
+            raise FetchRefusedError(answer.error_code)
+        return answer.partitions
 
-    async def _exchange(self, request: ReplicaFetchRequest) -> tuple[int, dict[Key, FetchedPartition]]:
+    async def _exchange(self, request: ReplicaFetchRequest) -> ReplicaFetchAnswer:
         if self._streams is None:
             context = self._tls()
             if context is None:
@@ -78,7 +97,8 @@ class KafkaTransport:
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         correlation = self._correlation
         image = self._image()
-        writer.write(encode_replica_fetch(request, correlation, self.client_id, image.topic_ids.get))
+        session = self.session.build(request.topics)
+        writer.write(encode_replica_fetch(request, correlation, self.client_id, image.topic_ids.get, session))
         await writer.drain()
         (size,) = _SIZE.unpack(await reader.readexactly(_SIZE.size))
         if size < 0 or size > request.max_bytes + ANSWER_SLACK_BYTES:
@@ -89,8 +109,7 @@ class KafkaTransport:
             topic = image.topics.get(topic_id)
             return None if topic is None else topic.name
 
-        answer = decode_replica_fetch_response(frame, correlation, name)
-        return answer.error_code, answer.partitions
+        return decode_replica_fetch_response(frame, correlation, name)
 
     def _drop(self) -> None:
         """Close the connection now (the transport finishes closing on its own)."""

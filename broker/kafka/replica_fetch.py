@@ -9,6 +9,11 @@ holds durably (``ALL_REPLICAS_OFFSET_TAG``), each an int64. odradek's tags are n
 Kafka version will reuse them; a leader writes its two only in answers to replica fetches, and Kafka clients skip
 unknown tags. Topics are named by id (v13+): the caller's metadata image maps names to ids and back. A malformed
 answer raises ProtocolError only.
+
+Fetches go in a fetch session (KIP-227, ``ReplicaSession``, Kafka's FetchSessionHandler): a full request with epoch
+0 first, then incremental ones listing only the partitions whose position changed, forgetting those that left the
+fetcher (moved, parked after an error), and the answers carry only the partitions with news. Any error or failed
+exchange makes the next request a full one again, which closes the old session and opens a new one.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from odradek.broker.fetch_response import FetchedPartition, ReplicaFetchRequest
+from odradek.broker.fetch_response import FetchedPartition, PartitionFetch, ReplicaFetchRequest
+from odradek.broker.fetch_session import FETCH_SESSION_ID_NOT_FOUND, next_epoch
 from odradek.broker.kafka.fetch_codec import (
     ALL_REPLICAS_OFFSET_TAG,
     DURABLE_OFFSET_TAG,
@@ -36,20 +42,80 @@ REPLICA_STATE_TAG = 1
 UNKNOWN_TOPIC_ID = 100  # Kafka's error for a topic id the leader does not know
 
 Key = tuple[str, int]
+Topics = list[tuple[str, list[PartitionFetch]]]
 
 
 class ReplicaFetchAnswer(NamedTuple):
-    """The answer: its top-level error (STALE_BROKER_EPOCH for a fenced follower) and each partition's values."""
+    """The answer: its top-level error (STALE_BROKER_EPOCH for a fenced follower, a session error), its session id
+    and each partition's values."""
 
     error_code: int
     partitions: dict[Key, FetchedPartition]
+    session_id: int = 0
+
+
+class SessionRequest(NamedTuple):
+    """What one request sends in the session: its id and epoch, the partitions listed and those forgotten."""
+
+    session_id: int
+    epoch: int
+    topics: Topics
+    forgotten: list[tuple[str, list[int]]]
+
+
+class ReplicaSession:
+    """A follower's fetch session with one leader: which partitions the next request must list."""
+
+    def __init__(self) -> None:
+        self.session_id = 0
+        self.epoch = 0  # 0: the next request is full (and closes ``session_id`` if it is set)
+        self._held: dict[Key, PartitionFetch] = {}  # the partitions the leader's session holds, as last sent
+        self._next: dict[Key, PartitionFetch] = {}  # what they will be once the request in flight is answered
+
+    def build(self, topics: Topics) -> SessionRequest:
+        """The request for the partitions the fetcher wants now, at their current positions."""
+        wanted = {(name, p.partition): p for name, parts in topics for p in parts}
+        self._next = wanted
+        if self.epoch == 0:
+            return SessionRequest(self.session_id, 0, topics, [])
+        listed: dict[str, list[PartitionFetch]] = {}
+        for key, p in wanted.items():
+            if self._held.get(key) != p:
+                listed.setdefault(key[0], []).append(p)
+        forgotten: dict[str, list[int]] = {}
+        for key in self._held.keys() - wanted.keys():
+            forgotten.setdefault(key[0], []).append(key[1])
+        return SessionRequest(self.session_id, self.epoch, list(listed.items()), list(forgotten.items()))
+
+    def answered(self, error_code: int, session_id: int) -> None:
+        """The leader answered the request ``build`` made."""
+        if error_code:
+            self.failed(forget=error_code == FETCH_SESSION_ID_NOT_FOUND)
+        elif session_id == 0:  # no session (the leader keeps none, or closed it): full requests again
+            self.session_id, self.epoch, self._held = 0, 0, {}
+        else:
+            self.epoch = 1 if self.epoch == 0 or self.session_id != session_id else next_epoch(self.epoch)
+            self.session_id = session_id
+            self._held = self._next
+
+    def failed(self, forget: bool = False) -> None:
+        """No usable answer: the next request is full, closing the session unless the leader no longer has it."""
+        if forget:
+            self.session_id = 0
+        self.epoch = 0
+        self._held = {}
 
 
 def encode_replica_fetch(
-    request: ReplicaFetchRequest, correlation_id: int, client_id: str, topic_id: Callable[[str], bytes | None]
+    request: ReplicaFetchRequest,
+    correlation_id: int,
+    client_id: str,
+    topic_id: Callable[[str], bytes | None],
+    session: SessionRequest | None = None,
 ) -> bytes:
-    """The whole frame: size prefix, request header v2, Fetch v16 body. A topic ``topic_id`` does not know (deleted
-    meanwhile) is left out: its partitions get no answer, as a partition the leader does not answer."""
+    """The whole frame: size prefix, request header v2, Fetch v16 body, all of ``request``'s partitions or, in a
+    ``session``, those it lists and forgets. A topic ``topic_id`` does not know (deleted meanwhile) is left out: its
+    partitions get no answer, as a partition the leader does not answer."""
     w = Writer()
     w.int16(FETCH_KEY)
     w.int16(REPLICA_FETCH_VERSION)
@@ -60,9 +126,14 @@ def encode_replica_fetch(
     w.int32(request.min_bytes)
     w.int32(request.max_bytes)
     w.int8(0)  # isolation level: a follower reads everything up to the log end offset
-    w.int32(0)  # no fetch session: every fetch is full
-    w.int32(-1)
-    topics = [(found, parts) for name, parts in request.topics if (found := topic_id(name)) is not None]
+    if session is None:
+        w.int32(0)  # no fetch session: a full fetch
+        w.int32(-1)
+    else:
+        w.int32(session.session_id)
+        w.int32(session.epoch)
+    listed = request.topics if session is None else session.topics
+    topics = [(found, parts) for name, parts in listed if (found := topic_id(name)) is not None]
     w.compact_array_length(len(topics))
     for found, parts in topics:
         w.uuid(found)
@@ -78,7 +149,15 @@ def encode_replica_fetch(
             durable.int64(p.durable_offset)
             w.tagged_fields([(DURABLE_OFFSET_TAG, durable.buf)])
         w.no_tagged_fields()
-    w.compact_array_length(0)  # no forgotten topics
+    forgotten = [] if session is None else session.forgotten
+    gone = [(found, parts) for name, parts in forgotten if (found := topic_id(name)) is not None]
+    w.compact_array_length(len(gone))
+    for found, indexes in gone:
+        w.uuid(found)
+        w.compact_array_length(len(indexes))
+        for index in indexes:
+            w.int32(index)
+        w.no_tagged_fields()
     w.compact_string("")  # rack id
     state = Writer()
     state.int32(request.replica_id)
@@ -104,7 +183,7 @@ def decode_replica_fetch_response(
     r.skip_tagged_fields()
     r.int32()  # throttle time: followers are not throttled
     error_code = r.int16()
-    r.int32()  # session id
+    session_id = r.int32()
     partitions: dict[Key, FetchedPartition] = {}
     for _ in range(r.compact_array_length()):
         name = topic_name(r.uuid())
@@ -116,7 +195,7 @@ def decode_replica_fetch_response(
     r.skip_tagged_fields()
     if r.remaining():
         raise ProtocolError(f"{r.remaining()} bytes after the answer")
-    return ReplicaFetchAnswer(error_code, partitions)
+    return ReplicaFetchAnswer(error_code, partitions, session_id)
 
 
 def _partition(r: Reader, name: str) -> tuple[Key, FetchedPartition]:

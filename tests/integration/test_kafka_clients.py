@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import socket
 import struct
 import subprocess
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 
@@ -149,6 +151,55 @@ def test_kafka_python_produce_consume_group_and_admin(bootstrap: str) -> None:
         assert name not in admin.list_topics()
     finally:
         admin.close()
+
+
+INCREMENTAL_FETCHES = re.compile(r'^odradek_incremental_fetch_requests_total\{fetcher="consumer"\} (\S+)$', re.M)
+
+
+def incremental_fetches(cluster: DevCluster) -> float:
+    """Incremental fetch requests of consumers the brokers' Kafka listeners have served."""
+    total = 0.0
+    for node in cluster.nodes:
+        if node.broker_port and node.metrics_port:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{node.metrics_port}/metrics", timeout=5).read().decode()
+            total += sum(float(v) for v in INCREMENTAL_FETCHES.findall(text))
+    return total
+
+
+def test_a_kafka_python_consumer_reads_every_record_through_fetch_sessions(
+    bootstrap: str, admin: Admin, cluster: DevCluster
+) -> None:
+    """kafka-python (3.x) keeps KIP-227 fetch sessions: after its first full fetch it sends incremental ones, which
+    the brokers serve and count, and it still gets every record of every partition."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    name = topic(admin, partitions=6, cluster=cluster)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    expected = set()
+    for i in range(COUNT):
+        producer.send(name, key=b"%d" % i, value=b"s%d" % i)
+        expected.add(b"s%d" % i)
+    producer.flush(30)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, fetch_max_wait_ms=100, consumer_timeout_ms=20000)
+    try:
+        consumer.assign([TopicPartition(name, p) for p in range(6)])
+        consumer.seek_to_beginning()
+        before = incremental_fetches(cluster)
+        values = []
+        for i, record in enumerate(consumer):
+            values.append(record.value)
+            if i == COUNT // 2:  # more records while the consumer's sessions run
+                for j in range(COUNT, COUNT + 50):
+                    producer.send(name, key=b"%d" % j, value=b"s%d" % j)
+                    expected.add(b"s%d" % j)
+                producer.flush(30)
+            if len(values) == COUNT + 50:
+                break
+    finally:
+        consumer.close()
+        producer.close()
+    assert sorted(values) == sorted(expected)
+    assert incremental_fetches(cluster) > before
 
 
 def test_aiokafka_produce_and_group_consume(bootstrap: str, admin: Admin) -> None:

@@ -268,7 +268,9 @@ class Leader:
         )
         self.service = BrokerService(LEADER, "c", Replicas(self.partition, self.image))  # type: ignore[arg-type]
         registry = ApiRegistry()
-        registry.add(*fetch_api(SimpleNamespace(data=self.service, image=lambda: self.image, access=OPEN)))  # type: ignore[arg-type]
+        registry.add(
+            *fetch_api(SimpleNamespace(data=self.service, image=lambda: self.image, access=OPEN, fetch_sessions=None))  # type: ignore[arg-type]
+        )
         self.listener = KafkaListener(
             "127.0.0.1", 0, "KAFKA", KafkaDispatcher(registry), max_request_bytes=1 << 20, idle_timeout_ms=60_000
         )
@@ -356,9 +358,9 @@ async def test_a_replica_fetch_reaches_brokerservice_fetch_with_the_replicas_id_
     calls: list[tuple[Any, bool]] = []
     real = leader.service.fetch
 
-    async def fetch(request: Any, as_file: bool = False, caller: Any = None) -> Any:
+    async def fetch(request: Any, as_file: bool = False, caller: Any = None, session: Any = None) -> Any:
         calls.append((request, as_file))
-        return await real(request, as_file, caller)
+        return await real(request, as_file, caller, session)
 
     monkeypatch.setattr(leader.service, "fetch", fetch)
     transport = KafkaTransport(leader.address, FOLLOWER, lambda: leader.image)  # type: ignore[arg-type,return-value]
