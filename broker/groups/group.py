@@ -303,11 +303,9 @@ class ClassicGroup:
         if generation_id < 0 and self.state is GroupState.EMPTY:
             return ErrorCode.NONE
         if generation_id >= 0 or member_id or instance_id is not None:
-            error = self._validate_member(member_id, instance_id)
+            error = self._validate_committer(member_id, instance_id, generation_id)
             if error != ErrorCode.NONE:
                 return error
-            if generation_id != self.generation_id:
-                return ErrorCode.ILLEGAL_GENERATION
         elif self.state is not GroupState.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if self.state is GroupState.COMPLETING_REBALANCE:
@@ -325,12 +323,15 @@ class ClassicGroup:
         if self.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id >= 0 or member_id or instance_id is not None:
-            error = self._validate_member(member_id, instance_id)
-            if error != ErrorCode.NONE:
-                return error
-            if generation_id != self.generation_id:
-                return ErrorCode.ILLEGAL_GENERATION
+            return self._validate_committer(member_id, instance_id, generation_id)
         return ErrorCode.NONE
+
+    def _validate_committer(self, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode.ValueType:
+        """A commit that names a member, an instance or a generation: the current member at the current one."""
+        error = self._validate_member(member_id, instance_id)
+        if error == ErrorCode.NONE and generation_id != self.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return error
 
     def validate_offset_fetch(self) -> ErrorCode.ValueType:
         """A classic group checks no membership on OffsetFetch; only a deleted (Dead) group is refused."""

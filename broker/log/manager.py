@@ -293,27 +293,12 @@ class LogManager:
                 raise StorageError(f"{topic}-{partition} is already moving to {self._future_dir_of[tp]}")
             if log_dir in self._offline_dirs or log_dir not in self.log_dirs or self._dir_of[tp] == log_dir:
                 raise StorageError(f"cannot move {topic}-{partition} to {log_dir}")
-            log = Log.open(
-                log_dir / future_dir_name(topic, partition),
-                self._logs[tp].config,
-                handles=self.handles,
-                clock=self._clock,
-            )
-            failure: BaseException | None = log.failure
-            if failure is None:
-                try:
-                    fsync_dir(log_dir)
-                except OSError as e:
-                    failure = StorageError(f"{log_dir}: {e}")
-                    log.close()
-            if failure is None:
-                log.failure_listener = self._log_failed
-                self._futures[tp] = log
+            opened = self._open_new(log_dir, future_dir_name(topic, partition), self._logs[tp].config)
+            if isinstance(opened, Log):
+                self._futures[tp] = opened
                 self._future_dir_of[tp] = log_dir
-                return log
-        if _is_io_failure(failure):
-            self.fail_dir(log_dir, failure)
-        raise failure
+                return opened
+        raise self._failed_to_create(log_dir, opened)
 
     def delete_future_log(self, topic: str, partition: int) -> bool:
         """Give up a move: remove the partition's future log (renamed ``-delete`` first, as ``delete_log``)."""
@@ -509,27 +494,31 @@ class LogManager:
                     counts[d] += 1
             preferred = self._preferred.pop(tp, None)
             log_dir = preferred if preferred in counts else min(online, key=lambda d: counts[d])
-            log = Log.open(
-                log_dir / name,
-                config or self._topic_config(topic),
-                handles=self.handles,
-                clock=self._clock,
-            )
-            failure: BaseException | None = log.failure
-            if failure is None:
-                try:
-                    fsync_dir(log_dir)
-                except OSError as e:
-                    failure = StorageError(f"{log_dir}: {e}")
-                    log.close()
-            if failure is None:
-                log.failure_listener = self._log_failed
-                self._logs[tp] = log
+            opened = self._open_new(log_dir, name, config or self._topic_config(topic))
+            if isinstance(opened, Log):
+                self._logs[tp] = opened
                 self._dir_of[tp] = log_dir
-                return log
+                return opened
+        raise self._failed_to_create(log_dir, opened)
+
+    def _open_new(self, log_dir: Path, name: str, config: LogConfig) -> Log | BaseException:
+        """A new log ``name`` in ``log_dir``, its directory entry synced (the caller holds the lock), or why not."""
+        log = Log.open(log_dir / name, config, handles=self.handles, clock=self._clock)
+        if log.failure is not None:
+            return log.failure
+        try:
+            fsync_dir(log_dir)
+        except OSError as e:
+            log.close()
+            return StorageError(f"{log_dir}: {e}")
+        log.failure_listener = self._log_failed
+        return log
+
+    def _failed_to_create(self, log_dir: Path, failure: BaseException) -> BaseException:
+        """The error to raise for a log that could not be created; an I/O failure takes its dir offline first."""
         if _is_io_failure(failure):
             self.fail_dir(log_dir, failure)
-        raise failure
+        return failure
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Remove the partition's log and directory (renamed ``...-delete`` first, so a crash midway finishes the
