@@ -166,6 +166,10 @@ def test_records_the_cluster_does_not_acknowledge_fail_the_job(cluster: DevClust
     the kafka. options) retry until delivery.timeout.ms, then the task fails with the cluster's error."""
     with Admin({"bootstrap.servers": cluster.admin_servers}) as admin:
         admin.create_topic("unreplicated", 1, 1, {"min.insync.replicas": "2"})
+        # Led before the write: a record waiting for a leader would expire without the cluster's error to show.
+        deadline = time.monotonic() + 30
+        while admin.describe_topic("unreplicated").partitions[0].leader <= 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
     writer = spark.createDataFrame([(b"v",)], "value binary").write.format("odradek").mode("append")
     for k, v in {
         "bootstrap.servers": cluster.bootstrap_servers,
