@@ -18,9 +18,12 @@ The rules (Kafka's, with KIP-890's epoch bump at every transaction end):
   written and succeeds once the transaction is complete; the other result is an invalid state.
 - InitProducerId bumps the epoch; on an Ongoing transaction it first fences it: Prepare* abort with the bumped
   epoch and no retryable last epoch, answering CONCURRENT_TRANSACTIONS until the abort is complete. A timed-out
-  transaction is aborted the same way.
+  transaction is aborted the same way. From epoch 32766 on it moves the producer to a new producer id at epoch 0.
+  A producer presenting its own id and epoch (KIP-360) that sends the same InitProducerId again while the id is
+  still Empty gets the same answer, also after a move to a new producer id (the old id and epoch are recorded).
 - Verification (AddPartitionsToTxn verify_only) answers whether a partition is in the Ongoing transaction at that
-  epoch: TRANSACTION_ABORTABLE if not, PRODUCER_FENCED for an older epoch.
+  epoch: TRANSACTION_ABORTABLE if not, PRODUCER_FENCED for an older epoch, CONCURRENT_TRANSACTIONS (retriable)
+  while the markers of the transaction at that epoch are being written (Prepare*), as AddPartitionsToTxn.
 """
 
 from __future__ import annotations
@@ -218,11 +221,7 @@ class TxnCore:
             )  # fmt: skip
             return self._persist(out, target, token)
         if producer_id != NO_PRODUCER_ID:
-            if (
-                md.state is TxnState.EMPTY
-                and producer_id == md.producer_id
-                and producer_epoch == md.last_producer_epoch >= 0
-            ):  # a retry of the bump that brought it here
+            if self._is_init_retry(md, producer_id, producer_epoch):
                 return out.reply(token, NONE, md.producer_id, md.producer_epoch)
             if (producer_id, producer_epoch) != (md.producer_id, md.producer_epoch):
                 if producer_id == md.producer_id:
@@ -238,20 +237,38 @@ class TxnCore:
         if epoch_exhausted(md):
             if fresh_producer_id is None:
                 return out.reply(token, ErrorCode.CONCURRENT_TRANSACTIONS)
+            # A producer that presented its own id and exhausted epoch (KIP-360) may send this again if the answer
+            # is lost: that epoch is recorded (the old id is) so that the retry is recognised (``_is_init_retry``),
+            # as Kafka's prepareProducerIdRotation does. Without an id presented (a new producer instance), none is.
             target = replace(
                 md,
                 producer_id=fresh_producer_id,
                 last_producer_id=md.producer_id,
                 producer_epoch=0,
-                last_producer_epoch=NO_PRODUCER_EPOCH,
+                last_producer_epoch=md.producer_epoch if producer_id != NO_PRODUCER_ID else NO_PRODUCER_EPOCH,
             )
         else:
-            target = replace(md, producer_epoch=md.producer_epoch + 1, last_producer_epoch=md.producer_epoch)
+            # Only a producer that presented its id and epoch may retry this bump: recording the epoch for a new
+            # instance (none presented) would let the instance it fences, retrying with that epoch, be answered
+            # with the new instance's epoch.
+            last = md.producer_epoch if producer_id != NO_PRODUCER_ID else NO_PRODUCER_EPOCH
+            target = replace(md, producer_epoch=md.producer_epoch + 1, last_producer_epoch=last)
         target = replace(
             target, state=TxnState.EMPTY, timeout_ms=timeout_ms, partitions=frozenset(), txn_start_ms=-1,
             last_update_ms=now,
         )  # fmt: skip
         return self._persist(out, target, token)
+
+    @staticmethod
+    def _is_init_retry(md: TxnMetadata, producer_id: int, producer_epoch: int) -> bool:
+        """The KIP-360 InitProducerId that brought the id to this Empty state, sent again (its answer was lost): it
+        presented the epoch recorded as the last epoch, with the current producer id, or, when it moved the
+        producer to a new id (an exhausted epoch: the new id starts at epoch 0, while any other bump leaves 1 or
+        more), with the previous one."""
+        if md.state is not TxnState.EMPTY or md.last_producer_epoch < 0 or producer_epoch != md.last_producer_epoch:
+            return False
+        rotated = md.producer_epoch == 0
+        return producer_id == (md.last_producer_id if rotated else md.producer_id)
 
     def _check_producer(self, md: TxnMetadata | None, producer_id: int, producer_epoch: int) -> int:
         """The error of a request from a producer that is not the id's current one, else NONE."""
@@ -311,12 +328,17 @@ class TxnCore:
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, int]:
         """AddPartitionsToTxn with verify_only (a partition leader asking): NONE for each partition in the
-        producer's Ongoing transaction at this epoch, TRANSACTION_ABORTABLE for the others. A transaction whose
-        end is being written no longer counts as Ongoing."""
+        producer's Ongoing transaction at this epoch, TRANSACTION_ABORTABLE for the others. While the markers of
+        the producer's transaction are being written (Prepare* durable), every partition answers
+        CONCURRENT_TRANSACTIONS, as AddPartitionsToTxn does and as Kafka answers: the leader refuses the batch with
+        a retriable error and the producer sends it again once the transaction is complete. A transaction whose
+        end record is still being written no longer counts as Ongoing (TRANSACTION_ABORTABLE)."""
         md = self.txns.get(transactional_id)
         error = self._check_producer(md, producer_id, producer_epoch)
         if error != NONE or md is None:
             return dict.fromkeys(partitions, error)
+        if md.state.preparing:
+            return dict.fromkeys(partitions, int(ErrorCode.CONCURRENT_TRANSACTIONS))
         pending = self._pending.get(transactional_id)
         open_ = md.state is TxnState.ONGOING and (
             pending is None or (pending.target is not None and pending.target.state is TxnState.ONGOING)

@@ -9,12 +9,15 @@ import time
 from pathlib import Path
 
 import pytest
+from txn_harness import Harness, ok
 
 from odradek.broker.dataplane import BrokerService
 from odradek.broker.log.log import Log
 from odradek.broker.log.producer_state import NO_VERIFICATION, ProducerStateManager
 from odradek.broker.partition import Partition
-from odradek.client.errors import ErrorCode, InvalidTxnStateError
+from odradek.broker.transactions.metadata import TxnState
+from odradek.broker.txn_verifier import TxnVerifier
+from odradek.client.errors import ErrorCode, InvalidTxnStateError, OdradekError
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
 from odradek.client.structs import TopicPartition
@@ -201,3 +204,48 @@ async def test_a_partition_whose_transaction_was_open_is_refused_too(tmp_path: P
         assert not p.log.has_ongoing_transaction(PID, 0)
         assert p.last_stable_offset() == p.log.log_end_offset
         assert read_committed_values(p) == []
+
+
+# -- the produce path with the coordinator's own answers ---------------------------------------------------------------
+
+
+async def test_a_batch_verified_while_its_producers_markers_are_written_is_refused_retriably(tmp_path: Path) -> None:
+    """The coordinator answers CONCURRENT_TRANSACTIONS while the producer's transaction is in PrepareCommit (as
+    Kafka): the leader refuses the batch with NOT_ENOUGH_REPLICAS, which producers retry (Kafka's mapping), and
+    appends nothing. Once the transaction is complete the same batch is in no transaction: TRANSACTION_ABORTABLE.
+    The case is a Kafka client whose EndTxn (below v5) keeps the epoch, sending a late batch of that transaction."""
+    h = Harness()
+    pid, epoch = ok(h.init())
+    t0, t1 = TopicPartition("t", 0), TopicPartition("t", 1)
+    ok(h.add(pid, epoch, t0))
+    assert ok(h.end(pid, epoch, True, bump=False)) == (pid, epoch)
+    assert h.md().state is TxnState.PREPARE_COMMIT
+
+    async def local_verify(
+        transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        return h.core.verify(transactional_id, producer_id, producer_epoch, partitions)
+
+    verifier = TxnVerifier(1, lambda _: (ErrorCode.NONE, 1, "localhost", 0), local_verify)
+    leaders = Leaders(tmp_path, 2)
+    service = BrokerService(1, "c", leaders, verifier=verifier)  # type: ignore[arg-type]
+    request = [("t", [(0, memoryview(txn_batch(b"late", pid=pid))), (1, memoryview(txn_batch(b"new", pid=pid)))])]
+
+    async def produce() -> dict[int, Exception | None]:
+        answers, _ = await asyncio.wait_for(service.produce(-1, 30_000, "t", request), 5)
+        return {r.partition: r.error for r in answers[0][1]}
+
+    try:
+        errors = await produce()
+        for index, tp in ((0, t0), (1, t1)):
+            error = errors[index]
+            assert isinstance(error, OdradekError) and error.code == ErrorCode.NOT_ENOUGH_REPLICAS, error
+            assert error.retriable
+            p = leaders.get(tp.topic, tp.partition)
+            assert p.log.log_end_offset == 0 and not p.log.has_ongoing_transaction(pid, epoch)
+        h.write_markers()  # CompleteCommit durable: no transaction is open
+        errors = await produce()
+        assert all(isinstance(e, OdradekError) and e.code == ErrorCode.TRANSACTION_ABORTABLE for e in errors.values())
+        assert all(leaders.get("t", index).log.log_end_offset == 0 for index in (0, 1))
+    finally:
+        await verifier.close()

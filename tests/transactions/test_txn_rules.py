@@ -25,7 +25,9 @@ def test_init_gives_a_new_producer_id_then_bumps_its_epoch() -> None:
     pid, epoch = ok(h.init())
     assert epoch == 0 and h.md().state is TxnState.EMPTY
     assert ok(h.init()) == (pid, 1)
-    assert h.md().last_producer_epoch == 0
+    # A new instance's bump leaves nothing to retry: the instance it fenced is not answered with its epoch.
+    assert h.md().last_producer_epoch == -1
+    assert error(h.init(pid=pid, epoch=0)) == ErrorCode.PRODUCER_FENCED
 
 
 def test_a_transaction_end_bumps_the_epoch_and_markers_carry_the_bumped_one() -> None:
@@ -181,6 +183,40 @@ def test_init_at_an_exhausted_epoch_allocates_a_new_producer_id() -> None:
     assert new_pid != pid and epoch == 0 and h.md().last_producer_id == pid
 
 
+def test_a_retried_init_after_a_move_to_a_new_producer_id_gets_the_same_answer() -> None:
+    """KIP-360 as Kafka: the move records the old producer id and the epoch the producer presented, so the same
+    InitProducerId again (its answer lost) gets the new id at epoch 0, also from a coordinator that reloaded."""
+    h = Harness()
+    pid, _ = ok(h.init())
+    near = MAX_PRODUCER_EPOCH - 1
+    h.core.replay("t", replace(h.md(), producer_epoch=near))
+    new_pid, epoch = ok(h.init(pid=pid, epoch=near))
+    assert new_pid != pid and epoch == 0
+    md = h.md()
+    assert (md.state, md.last_producer_id, md.last_producer_epoch) == (TxnState.EMPTY, pid, near)
+    written = len(h.log)
+    assert ok(h.init(pid=pid, epoch=near)) == (new_pid, 0)
+    assert len(h.log) == written  # answered from the state, nothing written
+    h.core = h.reloaded()
+    assert ok(h.init(pid=pid, epoch=near)) == (new_pid, 0)
+    assert error(h.init(pid=pid, epoch=near - 1)) == ErrorCode.PRODUCER_FENCED
+    assert error(h.init(pid=new_pid, epoch=near)) == ErrorCode.INVALID_PRODUCER_EPOCH  # not the new id's epoch
+    ok(h.add(new_pid, 0, A0))  # the new id began a transaction: the old one is fenced for good
+    assert error(h.init(pid=pid, epoch=near)) == ErrorCode.PRODUCER_FENCED
+
+
+def test_a_move_to_a_new_producer_id_by_a_new_instance_leaves_no_retry() -> None:
+    """InitProducerId without the producer's id (a new instance) records no last epoch, as Kafka's
+    prepareProducerIdRotation: the earlier instance presenting its exhausted epoch is fenced, not answered."""
+    h = Harness()
+    pid, _ = ok(h.init())
+    near = MAX_PRODUCER_EPOCH - 1
+    h.core.replay("t", replace(h.md(), producer_epoch=near))
+    new_pid, epoch = ok(h.init())
+    assert new_pid != pid and epoch == 0 and h.md().last_producer_epoch == -1
+    assert error(h.init(pid=pid, epoch=near)) == ErrorCode.PRODUCER_FENCED
+
+
 def test_init_fences_an_ongoing_transaction_aborts_it_and_answers_concurrent_until_done() -> None:
     h = Harness()
     pid, e = ok(h.init())
@@ -242,6 +278,32 @@ def test_verification_answers_abortable_unless_the_partition_is_in_the_ongoing_t
     h.write_markers()
     h.flush()
     assert h.core.verify("t", pid, e + 1, [A0]) == {A0: ErrorCode.TRANSACTION_ABORTABLE}  # the next is not open
+
+
+def test_verification_answers_concurrent_transactions_while_the_markers_are_written() -> None:
+    """Kafka's handleVerifyPartitionsInTransaction: PrepareCommit/PrepareAbort at the presented epoch is
+    CONCURRENT_TRANSACTIONS for every partition (retriable), until Complete* is durable."""
+    h = Harness()
+    pid, e = ok(h.init())
+    ok(h.add(pid, e, A0))
+    ok(h.end(pid, e, True))  # PrepareCommit at e + 1
+    concurrent = {A0: ErrorCode.CONCURRENT_TRANSACTIONS, A1: ErrorCode.CONCURRENT_TRANSACTIONS}
+    assert h.core.verify("t", pid, e + 1, [A0, A1]) == concurrent
+    assert h.core.verify("t", pid, e, [A0]) == {A0: ErrorCode.PRODUCER_FENCED}  # the epoch checks come first
+    assert h.core.verify("t", pid + 1, e + 1, [A0]) == {A0: ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+    h.auto = False
+    h.write_markers()  # CompleteCommit in flight: still PrepareCommit
+    assert h.core.verify("t", pid, e + 1, [A0]) == {A0: ErrorCode.CONCURRENT_TRANSACTIONS}
+    h.flush()
+    assert h.core.verify("t", pid, e + 1, [A0]) == {A0: ErrorCode.TRANSACTION_ABORTABLE}
+    # an end that keeps the epoch (before KIP-890): PrepareAbort at the epoch the transaction ran at
+    h.auto = True
+    ok(h.add(pid, e + 1, A0))
+    ok(h.end(pid, e + 1, False, bump=False))
+    assert h.md().state is TxnState.PREPARE_ABORT
+    assert h.core.verify("t", pid, e + 1, [A0]) == {A0: ErrorCode.CONCURRENT_TRANSACTIONS}
+    h.write_markers()
+    assert h.core.verify("t", pid, e + 1, [A0]) == {A0: ErrorCode.TRANSACTION_ABORTABLE}
 
 
 def test_add_offsets_adds_the_groups_offsets_partition() -> None:
