@@ -57,6 +57,10 @@ from odradek.controller.raft.state import PersistentState, QuorumState, Role, ch
 from odradek.proto.common_pb2 import ErrorCode
 
 _NEVER = -(1 << 62)
+# Python 3.11's EnumType.__getattr__ puts every `Role.X` through a slow lookup (~0.13 us), and the core compares
+# roles on every tick and message (millions of times in the simulations), so it compares with these.
+_UNATTACHED, _FOLLOWER, _PROSPECTIVE = Role.UNATTACHED, Role.FOLLOWER, Role.PROSPECTIVE
+_CANDIDATE, _LEADER, _RESIGNED = Role.CANDIDATE, Role.LEADER, Role.RESIGNED
 
 
 class NotLeaderError(Exception):
@@ -118,11 +122,11 @@ class RaftNode:
 
         st = state or PersistentState()
         if st.leader_id == node_id and self._is_voter:
-            role = Role.RESIGNED  # led before the restart; its in-memory leader state is gone
+            role = _RESIGNED  # led before the restart; its in-memory leader state is gone
         elif st.leader_id is not None and st.leader_id != node_id:
-            role = Role.FOLLOWER
+            role = _FOLLOWER
         else:
-            role = Role.UNATTACHED
+            role = _UNATTACHED
         self._q = QuorumState(role, st.epoch, st.leader_id, st.voted_for)
 
         # Commit and apply progress; the applier restarts from the snapshot.
@@ -162,7 +166,7 @@ class RaftNode:
         self._download: SnapshotDownload | None = None
         self._correlation = rng.getrandbits(30)
         self._reset_timers()
-        if self._voters == {node_id} and role is not Role.FOLLOWER:
+        if self._voters == {node_id} and role is not _FOLLOWER:
             self._deadline = self._now  # the only voter has no one to wait for: it campaigns at its first tick
 
         self._handlers: dict[type, Callable[..., None]] = {
@@ -203,7 +207,7 @@ class RaftNode:
     @property
     def leader_id(self) -> int | None:
         """The leader this node believes is alive: itself when leading, the one it fetches from otherwise."""
-        return self._q.leader_id if self._q.role in (Role.LEADER, Role.FOLLOWER) else None
+        return self._q.leader_id if self._q.role in (_LEADER, _FOLLOWER) else None
 
     @property
     def voted_for(self) -> int | None:
@@ -229,7 +233,7 @@ class RaftNode:
 
     def peer_progress(self) -> list[PeerProgress]:
         """The leader's view of every fetcher (for `cluster quorum`); empty unless leading."""
-        return [replace(r) for r in self._replicas.values()] if self._q.role is Role.LEADER else []
+        return [replace(r) for r in self._replicas.values()] if self._q.role is _LEADER else []
 
     # ------------------------------------------------------------------ inputs
 
@@ -237,14 +241,14 @@ class RaftNode:
         """Advance the logical clock by one tick and fire whatever timeout is due."""
         self._now += 1
         now, role = self._now, self._q.role
-        if role is Role.LEADER:
+        if role is _LEADER:
             self._check_quorum()
-            if self._q.role is Role.LEADER and now >= self._retry_at:
+            if self._q.role is _LEADER and now >= self._retry_at:
                 for v in self._replicas.values():
                     if v.voter and not v.acknowledged:
                         self._send(BeginQuorumEpoch(self._id, v.node_id, self._q.epoch))
                 self._retry_at = now + self._cfg.request_timeout_ticks
-        elif role is Role.FOLLOWER:
+        elif role is _FOLLOWER:
             if now >= self._deadline:
                 silent = self._silence()
                 if self._is_voter:
@@ -253,18 +257,18 @@ class RaftNode:
                     self._become_unattached(self._q.epoch, reason=silent)
             elif self._fetch_inflight is not None and now - self._fetch_sent_at >= self._cfg.request_timeout_ticks:
                 self._fetch_inflight = None  # lost: ask again
-        elif role is Role.UNATTACHED:
+        elif role is _UNATTACHED:
             if self._is_voter:
                 if now >= self._deadline:
                     self._become_prospective("election timeout")
             elif now >= self._retry_at:
                 self._discover_leader()
-        elif role in (Role.PROSPECTIVE, Role.CANDIDATE):
+        elif role in (_PROSPECTIVE, _CANDIDATE):
             if now >= self._deadline:
                 self._become_prospective(f"election timeout as {role.value} (votes from {ids(self._votes)})")
             elif now >= self._retry_at:
                 self._request_votes()
-        elif role is Role.RESIGNED:
+        elif role is _RESIGNED:
             if now >= self._deadline:
                 self._become_prospective("election timeout after resigning")
             elif now >= self._retry_at:
@@ -283,7 +287,7 @@ class RaftNode:
     def propose(self, data: Sequence[bytes]) -> int:
         """Append entries on the leader; returns the offset of the last one (committed once HW passes it)."""
         q = self._q
-        if q.role is not Role.LEADER:
+        if q.role is not _LEADER:
             raise NotLeaderError(self.leader_id, q.epoch)
         if not data:
             raise ValueError("nothing to propose")
@@ -293,7 +297,7 @@ class RaftNode:
 
     def resign(self) -> None:
         """Graceful shutdown of a leader: stop accepting writes and ask the voters to elect a successor now."""
-        if self._q.role is Role.LEADER:
+        if self._q.role is _LEADER:
             self._become_resigned("asked to resign")
 
     def snapshot_taken(self, offset: int, epoch: int) -> None:
@@ -306,7 +310,7 @@ class RaftNode:
     def answer_fetch_snapshot(self, request: FetchSnapshot, data: bytes, size: int) -> None:
         """The shell read `data` at `request.position` of the snapshot (total `size` bytes) for a Ready read."""
         q = self._q
-        if q.role is not Role.LEADER or request.epoch != q.epoch:
+        if q.role is not _LEADER or request.epoch != q.epoch:
             self._snapshot_error(request, NOT_LEADER_OR_FOLLOWER)
         elif request.snapshot_id != self._log.snapshot_id or request.position > size:
             self._snapshot_error(request, SNAPSHOT_NOT_FOUND)
@@ -414,9 +418,9 @@ class RaftNode:
     ) -> None:
         q = self._q
         if epoch == q.epoch:
-            self._transition(Role.UNATTACHED, epoch, leader_id if q.leader_id is None else q.leader_id, q.voted_for)
+            self._transition(_UNATTACHED, epoch, leader_id if q.leader_id is None else q.leader_id, q.voted_for)
         else:
-            self._transition(Role.UNATTACHED, epoch, leader_id, None)
+            self._transition(_UNATTACHED, epoch, leader_id, None)
         self._events.append(BecameUnattached(epoch, reason))
         self._deadline = self._now + (self._election_timeout() if delay is None else delay)
         if not self._is_voter:
@@ -424,26 +428,26 @@ class RaftNode:
 
     def _vote_for(self, candidate: int) -> None:
         q = self._q
-        self._transition(Role.UNATTACHED, q.epoch, q.leader_id, candidate)
+        self._transition(_UNATTACHED, q.epoch, q.leader_id, candidate)
         self._events.append(Voted(candidate, q.epoch))
         self._deadline = self._now + self._election_timeout()
 
     def _become_follower(self, epoch: int, leader_id: int, *, heard_from_leader: bool) -> None:
         q = self._q
-        self._transition(Role.FOLLOWER, epoch, leader_id, q.voted_for if epoch == q.epoch else None)
+        self._transition(_FOLLOWER, epoch, leader_id, q.voted_for if epoch == q.epoch else None)
         self._events.append(BecameFollower(leader_id, epoch))
         self._last_contact = self._now if heard_from_leader else _NEVER
         self._deadline = self._now + self._fetch_timeout()
 
     def _become_prospective(self, reason: str) -> None:
         q = self._q
-        self._transition(Role.PROSPECTIVE, q.epoch, q.leader_id, q.voted_for)
+        self._transition(_PROSPECTIVE, q.epoch, q.leader_id, q.voted_for)
         self._events.append(BecameProspective(q.epoch, reason))
         self._start_election()
 
     def _become_candidate(self) -> None:
         pre_votes = tuple(sorted(self._votes))
-        self._transition(Role.CANDIDATE, self._q.epoch + 1, None, self._id)
+        self._transition(_CANDIDATE, self._q.epoch + 1, None, self._id)
         self._events.append(BecameCandidate(self._q.epoch, pre_votes))
         self._start_election()
 
@@ -455,7 +459,7 @@ class RaftNode:
 
     def _request_votes(self) -> None:
         q, log = self._q, self._log
-        pre_vote = q.role is Role.PROSPECTIVE
+        pre_vote = q.role is _PROSPECTIVE
         epoch = q.epoch + 1 if pre_vote else q.epoch
         for v in sorted(self._voters - self._votes):
             self._send(Vote(self._id, v, epoch, log.last_epoch, log.end_offset, pre_vote))
@@ -464,15 +468,15 @@ class RaftNode:
     def _count_votes(self) -> None:
         if len(self._votes) < self._majority:
             return
-        if self._q.role is Role.PROSPECTIVE:
+        if self._q.role is _PROSPECTIVE:
             self._become_candidate()
-        elif self._q.role is Role.CANDIDATE:
+        elif self._q.role is _CANDIDATE:
             self._become_leader()
 
     def _become_leader(self) -> None:
         q, now = self._q, self._now
         votes = tuple(sorted(self._votes))
-        self._transition(Role.LEADER, q.epoch, self._id, self._id)
+        self._transition(_LEADER, q.epoch, self._id, self._id)
         self._events.append(BecameLeader(q.epoch, votes))
         # Every voter gets a full fetch timeout to show up before check-quorum counts it missing.
         self._replicas = {v: PeerProgress(v, True, last_seen_tick=now) for v in self._voters if v != self._id}
@@ -486,7 +490,7 @@ class RaftNode:
         others = [v for v in self._voters if v != self._id]
         ends = {v: r.end_offset for v, r in self._replicas.items()}
         successors = tuple(sorted(others, key=lambda v: (-ends.get(v, -1), v)))
-        self._transition(Role.RESIGNED, q.epoch, self._id, q.voted_for)
+        self._transition(_RESIGNED, q.epoch, self._id, q.voted_for)
         self._events.append(SteppedDown(q.epoch, reason))
         self._successors = successors
         self._deadline = self._now + self._election_timeout()
@@ -516,7 +520,7 @@ class RaftNode:
             epoch == q.epoch
             and leader_id is not None
             and leader_id != self._id
-            and q.role in (Role.UNATTACHED, Role.PROSPECTIVE, Role.CANDIDATE)
+            and q.role in (_UNATTACHED, _PROSPECTIVE, _CANDIDATE)
             and q.leader_id in (None, leader_id)
         ):
             self._become_follower(epoch, leader_id, heard_from_leader=False)
@@ -542,7 +546,7 @@ class RaftNode:
             q = self._q
         if q.voted_for == m.src:
             granted = True  # a retried request
-        elif q.voted_for is None and q.leader_id is None and q.role in (Role.UNATTACHED, Role.PROSPECTIVE) and log_ok:
+        elif q.voted_for is None and q.leader_id is None and q.role in (_UNATTACHED, _PROSPECTIVE) and log_ok:
             self._vote_for(m.src)
             granted = True
         else:
@@ -555,17 +559,17 @@ class RaftNode:
 
     def _leader_alive(self) -> bool:
         role = self._q.role
-        if role is Role.LEADER:
+        if role is _LEADER:
             return True
-        return role is Role.FOLLOWER and self._now - self._last_contact < self._cfg.fetch_timeout_ticks
+        return role is _FOLLOWER and self._now - self._last_contact < self._cfg.fetch_timeout_ticks
 
     def _on_vote_response(self, m: VoteResponse) -> None:
         q = self._q
         if m.epoch > q.epoch:
             self._learn_epoch(m.epoch, m.leader_id)
             return
-        collecting = (q.role is Role.PROSPECTIVE and m.pre_vote) or (
-            q.role is Role.CANDIDATE and not m.pre_vote and m.epoch == q.epoch
+        collecting = (q.role is _PROSPECTIVE and m.pre_vote) or (
+            q.role is _CANDIDATE and not m.pre_vote and m.epoch == q.epoch
         )
         if not collecting or m.src not in self._voters:
             return
@@ -584,7 +588,7 @@ class RaftNode:
             return
         if m.epoch == q.epoch and q.leader_id not in (None, m.src):
             raise RaftSafetyError(f"node {m.src} claims epoch {m.epoch}, led by {q.leader_id}")
-        if q.role is Role.FOLLOWER and m.epoch == q.epoch:
+        if q.role is _FOLLOWER and m.epoch == q.epoch:
             self._heard_from_leader()
         else:
             self._become_follower(m.epoch, m.src, heard_from_leader=True)
@@ -597,7 +601,7 @@ class RaftNode:
             return
         if m.epoch == q.epoch and q.leader_id not in (None, m.src):
             raise RaftSafetyError(f"node {m.src} resigns epoch {m.epoch}, led by {q.leader_id}")
-        if self._is_voter and (m.epoch > q.epoch or q.role in (Role.FOLLOWER, Role.UNATTACHED)):
+        if self._is_voter and (m.epoch > q.epoch or q.role in (_FOLLOWER, _UNATTACHED)):
             successors = m.preferred_successors
             # The best-placed successor campaigns at once, the others back off by their rank.
             delay = successors.index(self._id) * self._cfg.election_backoff_ticks if self._id in successors else None
@@ -628,10 +632,10 @@ class RaftNode:
 
     def _on_fetch(self, m: Fetch) -> None:
         q, log = self._q, self._log
-        if q.role is not Role.LEADER or m.epoch != q.epoch:
+        if q.role is not _LEADER or m.epoch != q.epoch:
             if m.epoch < q.epoch:
                 error = FENCED_LEADER_EPOCH
-            elif q.role is not Role.LEADER:
+            elif q.role is not _LEADER:
                 error = NOT_LEADER_OR_FOLLOWER
             else:
                 error = UNKNOWN_LEADER_EPOCH
@@ -706,7 +710,7 @@ class RaftNode:
         )
 
     def _maybe_advance_hw(self) -> None:
-        if self._q.role is not Role.LEADER:
+        if self._q.role is not _LEADER:
             return
         if self._faults.commit_without_majority:
             candidate = self._log.end_offset
@@ -725,7 +729,7 @@ class RaftNode:
 
     def _on_fetch_snapshot(self, m: FetchSnapshot) -> None:
         q = self._q
-        if q.role is not Role.LEADER or m.epoch != q.epoch:
+        if q.role is not _LEADER or m.epoch != q.epoch:
             self._snapshot_error(m, FENCED_LEADER_EPOCH if m.epoch < q.epoch else NOT_LEADER_OR_FOLLOWER)
             return
         self._replica(m.src).last_seen_tick = self._now
@@ -754,7 +758,7 @@ class RaftNode:
     def _pump_fetch(self) -> None:
         """Keep exactly one fetch (or snapshot fetch) outstanding to the leader while following."""
         q = self._q
-        if q.role is not Role.FOLLOWER or self._fetch_inflight is not None or self._now < self._fetch_backoff_until:
+        if q.role is not _FOLLOWER or self._fetch_inflight is not None or self._now < self._fetch_backoff_until:
             return
         assert q.leader_id is not None
         self._correlation += 1
@@ -833,10 +837,10 @@ class RaftNode:
     def _accept_from_leader(self, src: int, epoch: int) -> bool:
         """A successful answer comes from the leader of its epoch: follow it if we were not already."""
         q = self._q
-        if q.role is Role.FOLLOWER and epoch == q.epoch and src == q.leader_id:
+        if q.role is _FOLLOWER and epoch == q.epoch and src == q.leader_id:
             return True
         if epoch > q.epoch or (
-            epoch == q.epoch and q.leader_id in (None, src) and q.role in (Role.UNATTACHED, Role.PROSPECTIVE)
+            epoch == q.epoch and q.leader_id in (None, src) and q.role in (_UNATTACHED, _PROSPECTIVE)
         ):
             self._become_follower(epoch, src, heard_from_leader=True)
             return True
@@ -861,7 +865,7 @@ class RaftNode:
             self._follow_hint(m.epoch, m.leader_id)
             return
         q = self._q
-        if not (q.role is Role.FOLLOWER and m.epoch == q.epoch and m.src == q.leader_id):
+        if not (q.role is _FOLLOWER and m.epoch == q.epoch and m.src == q.leader_id):
             return
         if download is None or m.snapshot_id != download.snapshot_id or m.position != download.position:
             return
@@ -914,7 +918,7 @@ class RaftNode:
 
     def _reset_timers(self) -> None:
         role = self._q.role
-        if role is Role.FOLLOWER:
+        if role is _FOLLOWER:
             self._deadline = self._now + self._fetch_timeout()
         else:
             self._deadline = self._now + self._election_timeout()

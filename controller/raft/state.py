@@ -33,6 +33,9 @@ LEGAL_TRANSITIONS: dict[Role, frozenset[Role]] = {
 OBSERVER_ROLES = frozenset({_R.UNATTACHED, _R.FOLLOWER})
 #: Roles that may be entered with a higher epoch; every other change keeps the epoch.
 EPOCH_CHANGING = frozenset({_R.UNATTACHED, _R.FOLLOWER, _R.CANDIDATE})
+# Python 3.11's EnumType.__getattr__ makes each `Role.X` a slow lookup; check_transition runs on every role change.
+_FOLLOWER, _CANDIDATE, _PROSPECTIVE = _R.FOLLOWER, _R.CANDIDATE, _R.PROSPECTIVE
+_LEADER, _RESIGNED = _R.LEADER, _R.RESIGNED
 
 
 class IllegalTransition(RuntimeError):
@@ -76,20 +79,20 @@ def check_transition(old: QuorumState, new: QuorumState, node_id: int, *, voter:
     if new.epoch > old.epoch:
         if new.role not in EPOCH_CHANGING:
             fail("only unattached, follower or candidate start a new epoch")
-        if new.role is Role.CANDIDATE and (old.role is not Role.PROSPECTIVE or new.epoch != old.epoch + 1):
+        if new.role is _CANDIDATE and (old.role is not _PROSPECTIVE or new.epoch != old.epoch + 1):
             fail("a candidate comes from a won pre-vote and bumps the epoch by one")
     else:
-        if new.role is Role.CANDIDATE:
+        if new.role is _CANDIDATE:
             fail("a candidate must bump the epoch")
         if old.voted_for is not None and new.voted_for != old.voted_for:
             fail("a vote cannot change within an epoch")
         if old.leader_id is not None and new.leader_id != old.leader_id:
             fail("the leader cannot change within an epoch")
-    if new.role is Role.FOLLOWER and new.leader_id in (None, node_id):
+    if new.role is _FOLLOWER and new.leader_id in (None, node_id):
         fail("a follower follows another node")
-    if new.role in (Role.LEADER, Role.RESIGNED) and new.leader_id != node_id:
+    if new.role in (_LEADER, _RESIGNED) and new.leader_id != node_id:
         fail("a leader leads itself")
-    if new.role is Role.LEADER and (old.role is not Role.CANDIDATE or new.voted_for != node_id):
+    if new.role is _LEADER and (old.role is not _CANDIDATE or new.voted_for != node_id):
         fail("only a candidate that voted for itself becomes leader")
-    if new.role is Role.CANDIDATE and new.voted_for != node_id:
+    if new.role is _CANDIDATE and new.voted_for != node_id:
         fail("a candidate votes for itself")

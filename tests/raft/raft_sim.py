@@ -44,6 +44,8 @@ SIM_CONFIG = RaftConfig(
 PARK_TICKS = 2  # how long the leader's simulated shell holds a parked fetch
 LIVENESS_TICKS = 250  # after healing, a leader must be elected and a proposal commit everywhere within this
 OBSERVER_BASE = 100  # observer ids start here; voters are 1..n
+# Python 3.11's EnumType.__getattr__ makes each `Role.X` a slow lookup, and the checks run after every step.
+_UNATTACHED, _FOLLOWER, _CANDIDATE, _LEADER = Role.UNATTACHED, Role.FOLLOWER, Role.CANDIDATE, Role.LEADER
 
 
 class Violation(AssertionError):
@@ -254,13 +256,13 @@ class Simulation:
             self.trace(f"partition {self.group}")
         if s.resign and rng.random() < s.resign:
             for node in self.nodes.values():
-                if node.core is not None and node.core.role is Role.LEADER:
+                if node.core is not None and node.core.role is _LEADER:
                     self.trace(f"resign {node.node_id}")
                     node.core.resign()
                     self.check(node)
 
     def _propose(self) -> None:
-        leaders = [n for n in self.nodes.values() if n.core is not None and n.core.role is Role.LEADER]
+        leaders = [n for n in self.nodes.values() if n.core is not None and n.core.role is _LEADER]
         if not leaders:
             return
         node = self.rng.choice(leaders)
@@ -433,10 +435,10 @@ class Simulation:
             raise Violation(f"node {nid} epoch went back from {node.last_epoch} to {epoch}")
         if epoch < node.disk.state.epoch:
             raise Violation(f"node {nid} runs epoch {epoch} below its persisted {node.disk.state.epoch}")
-        if not node.voter and role not in (Role.UNATTACHED, Role.FOLLOWER):
+        if not node.voter and role not in (_UNATTACHED, _FOLLOWER):
             raise Violation(f"observer {nid} became {role.value}")
-        new_leader = role is Role.LEADER and (node.last_role is not Role.LEADER or epoch != node.last_epoch)
-        if role is Role.CANDIDATE:
+        new_leader = role is _LEADER and (node.last_role is not _LEADER or epoch != node.last_epoch)
+        if role is _CANDIDATE:
             self.candidates[epoch].add(nid)
         node.last_epoch, node.last_role = epoch, role
         if new_leader:

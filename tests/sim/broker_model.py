@@ -28,6 +28,12 @@ from odradek.controller.isr import isr_items
 from odradek.controller.metadata.image import MetadataDelta, MetadataImage
 from odradek.proto import controller_pb2 as cpb
 
+# The codes as module constants: a protobuf enum's attributes go through a Python __getattr__, and the sim's hot
+# paths compare them on every message.
+_NONE, _REQUEST_TIMED_OUT = ErrorCode.NONE, ErrorCode.REQUEST_TIMED_OUT
+_NOT_LEADER_OR_FOLLOWER = ErrorCode.NOT_LEADER_OR_FOLLOWER
+_STALE_BROKER_EPOCH, _BROKER_ID_NOT_REGISTERED = ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED
+
 if TYPE_CHECKING:
     import asyncio
 
@@ -59,10 +65,10 @@ def apply_fetch_response(p: Partition, request: FetchRequest, response: FetchRes
     fed any answer that reaches this process, including a stale one (duplicated, or late after a timeout)."""
     sent = FetchPosition(request.fetch_offset, request.last_fetched_epoch, request.leader_epoch)
     read = response.read
-    if response.error == ErrorCode.NONE:
+    if response.error == _NONE:
         assert read is not None
         fetched = FetchedPartition(
-            ErrorCode.NONE,
+            _NONE,
             b"" if read.data is None else bytes(read.data.records),
             read.high_watermark,
             read.log_start_offset,
@@ -286,7 +292,7 @@ class SimBroker:
             return
 
         def registered() -> None:
-            if d.error == ErrorCode.NONE and proc.epoch < 0:
+            if d.error == _NONE and proc.epoch < 0:
                 proc.epoch = d.broker_epoch
                 self.log(f"registered at epoch {d.broker_epoch}")
                 self._publish(proc)
@@ -294,13 +300,13 @@ class SimBroker:
         self._reply(proc, f"register answer {ErrorCode.Name(d.error)}", registered)
 
     def _on_beat(self, proc: Process, d, sent: int) -> None:
-        if d.error in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
+        if d.error in (_STALE_BROKER_EPOCH, _BROKER_ID_NOT_REGISTERED):
             if proc.epoch >= 0:
                 self.log(f"heartbeat refused ({ErrorCode.Name(d.error)}): registering again")
             proc.epoch = -1
             proc.fenced = True
             return
-        if d.error != ErrorCode.NONE:
+        if d.error != _NONE:
             return
         if proc.fenced != d.is_fenced:
             self.log("unfenced" if not d.is_fenced else "fenced")
@@ -426,7 +432,7 @@ class SimBroker:
             self.log(f"p{i}: fetch answer (asked {offset}/{epoch}@{request.leader_epoch}): {did}")
             if proc.fetching.get(i) is token:
                 proc.fetching[i] = None
-                delay = 0 if response.error == ErrorCode.NONE and response.read.data else FETCH_BACKOFF_MS
+                delay = 0 if response.error == _NONE and response.read.data else FETCH_BACKOFF_MS
                 self.world.after(delay, f"B{self.id} fetch p{i}", lambda: self._fetch_if_idle(proc, i))
 
         def deadline() -> None:
@@ -447,14 +453,14 @@ class SimBroker:
             return None
         p = proc.partitions.get(r.partition)
         if p is None:
-            return FetchResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return FetchResponse(_NOT_LEADER_OR_FOLLOWER)
         try:
             read = p.read_for_follower(
                 r.replica_id, r.fetch_offset, r.last_fetched_epoch, FETCH_MAX_BYTES, r.leader_epoch, self.world.now
             )
         except OdradekError as e:
             return FetchResponse(e.code, None, p.log.log_start_offset, p.log.log_end_offset)
-        return FetchResponse(ErrorCode.NONE, read)
+        return FetchResponse(_NONE, read)
 
     # -- produce -------------------------------------------------------------------------------------------------
 
@@ -466,7 +472,7 @@ class SimBroker:
         p = proc.partitions.get(i)
         try:
             if not self.session_valid(proc) or p is None:
-                reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
+                reply(_NOT_LEADER_OR_FOLLOWER, -1)
                 return
             info = p.append_as_leader(records, acks=-1)
         except OdradekError as e:
@@ -484,7 +490,7 @@ class SimBroker:
             if future.done():
                 reply(future.result())
             elif self.world.now >= deadline:
-                reply(ErrorCode.REQUEST_TIMED_OUT)
+                reply(_REQUEST_TIMED_OUT)
             else:
                 waiting.append((future, deadline, reply))
         proc.produces = waiting

@@ -18,6 +18,7 @@ from odradek.client.errors import ErrorCode, OdradekError
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
 
+_NONE = ErrorCode.NONE  # a protobuf enum attribute is a Python __getattr__ call
 CLIENT = 1000  # clients' node ids on the network start here
 READ_BYTES = 2_000
 
@@ -71,7 +72,7 @@ class Producer:
 
         def answered(code: int, offset: int, epoch: int) -> None:
             self.in_flight = False
-            if code == ErrorCode.NONE:
+            if code == _NONE:
                 self.acked.append(Acked(offset, value, world.now, epoch))
                 world.log(f"PROD p{self.partition}: ACKED {value.decode()} at offset {offset} by B{leader.id}")
             else:

@@ -30,6 +30,8 @@ class Invariants:
         # (leader replica, its leader epoch) -> acknowledged records verified on it
         self._complete: dict[tuple[Partition, int], int] = {}
         self._in_sync: dict[tuple[Partition, Partition], tuple[int, int]] = {}  # -> (truncations, verified below)
+        self._image: MetadataImage | None = None  # the committed image _isr_plan was worked out from
+        self._isr_plan: list[tuple[int, PartitionRegistration, SimBroker | None, list[tuple[SimBroker, bytes]]]] = []
 
     def check(self) -> None:
         # Runs after every step: the passing case of invariants 1 and 4 is decided inline, and any doubt goes to
@@ -40,7 +42,7 @@ class Invariants:
             if proc is None:
                 continue
             for i, p in proc.partitions.items():
-                if p.is_leader:
+                if p.leader_state is not None:  # p.is_leader, without the property call
                     epoch = p.leader_epoch
                     key = (i, epoch)
                     chosen = elected.get(key)
@@ -54,9 +56,51 @@ class Invariants:
                     if complete.get((p, epoch), 0) < len(producers[i].acked):
                         self._leader_complete(b, i, p)
         image = self.ctl.image
+        if image is not self._image:
+            self._image, self._isr_plan = image, self._plan_isr(image)
+        in_sync = self._in_sync
+        for i, state, leader, members in self._isr_plan:
+            # Invariant 3's passing case inline (see _isr_in_sync, which does the comparing).
+            proc = leader.proc if leader is not None else None
+            if proc is None:
+                continue
+            lp = proc.partitions.get(i)
+            if lp is None or lp.leader_state is None or lp.leader_epoch != state.leader_epoch:
+                continue
+            hw = lp.log.high_watermark
+            for member, incarnation in members:
+                mproc = member.proc
+                if mproc is None or mproc.incarnation != incarnation:
+                    continue
+                rp = mproc.partitions.get(i)
+                if rp is None:
+                    continue
+                truncations = rp.log._truncations  # a truncation forces a full comparison again
+                done_truncations, below = in_sync.get((lp, rp), (-1, 0))
+                start = below if done_truncations == truncations else lp.log.log_start_offset
+                if start < hw:
+                    self._isr_in_sync(i, state, leader, lp, member, rp, start, hw)
+                    in_sync[(lp, rp)] = (truncations, hw)
+
+    def _plan_isr(
+        self, image: MetadataImage
+    ) -> list[tuple[int, PartitionRegistration, SimBroker | None, list[tuple[SimBroker, bytes]]]]:
+        """What invariant 3 needs of a committed image, worked out once per image (images are immutable): for each
+        partition its registration, its leader, and the other ISR members registered, with their incarnations."""
         topic = image.topic(TOPIC)
-        for i in range(len(producers)):
-            self._isr_in_sync(i, image, topic.partitions.get(i) if topic else None)
+        plan = []
+        for i in range(len(self.producers)):
+            state = topic.partitions.get(i) if topic else None
+            leader = self.brokers.get(state.leader)  # type: ignore[union-attr]
+            members = []
+            if leader is not None:
+                for r in state.isr:  # type: ignore[union-attr]
+                    member = self.brokers[r]
+                    registration = image.brokers.get(r)
+                    if r != leader.id and registration is not None:
+                        members.append((member, registration.incarnation_id))
+            plan.append((i, state, leader, members))
+        return plan  # type: ignore[return-value]
 
     def _one_leader(self, b: SimBroker, i: int, p: Partition) -> None:
         key = (i, p.leader_epoch)
@@ -101,39 +145,27 @@ class Invariants:
                 )
         self._complete[(p, p.leader_epoch)] = len(acked)
 
-    def _isr_in_sync(self, i: int, image: MetadataImage, state: PartitionRegistration | None) -> None:
-        """``state``: partition ``i`` in the controller's committed ``image``."""
-        leader = self.brokers.get(state.leader)  # type: ignore[union-attr]
-        if leader is None or leader.proc is None:
-            return
-        lp = leader.proc.partitions.get(i)
-        if lp is None or not lp.is_leader or lp.leader_epoch != state.leader_epoch:
-            return
-        hw = lp.log.high_watermark
-        for r in state.isr:
-            member = self.brokers[r]
-            if r == leader.id or member.proc is None:
-                continue
-            registration = image.brokers.get(r)
-            if registration is None or registration.incarnation_id != member.proc.incarnation:
-                continue
-            rp = member.proc.partitions.get(i)
-            if rp is None:
-                continue
-            truncations = rp.log._truncations  # a truncation forces a full comparison again
-            done_truncations, below = self._in_sync.get((lp, rp), (-1, 0))
-            start = below if done_truncations == truncations else lp.log.log_start_offset
-            if start >= hw:
-                continue
-            want = read_values(lp.log, start, hw)
-            have = read_values(rp.log, start, hw)
-            if want != have:
-                missing = sorted(o for o in want if have.get(o) != want[o])
-                self.world.fail(
-                    "isr-lacks",
-                    "a committed ISR member lacks records below the high watermark (invariant 3)",
-                    f"p{i}: leader B{leader.id} at epoch {lp.leader_epoch} has hw {hw}; committed ISR "
-                    f"{list(state.isr)} (partition epoch {state.partition_epoch}); B{r} (log "
-                    f"[{rp.log.log_start_offset}, {rp.log.log_end_offset})) lacks offsets {missing[:10]}",
-                )
-            self._in_sync[(lp, rp)] = (truncations, hw)
+    def _isr_in_sync(
+        self,
+        i: int,
+        state: PartitionRegistration,
+        leader: SimBroker,
+        lp: Partition,
+        member: SimBroker,
+        rp: Partition,
+        start: int,
+        hw: int,
+    ) -> None:
+        """Compare ISR member ``rp`` with leader ``lp`` over [start, hw): ``state`` is partition ``i`` in the
+        controller's committed image."""
+        want = read_values(lp.log, start, hw)
+        have = read_values(rp.log, start, hw)
+        if want != have:
+            missing = sorted(o for o in want if have.get(o) != want[o])
+            self.world.fail(
+                "isr-lacks",
+                "a committed ISR member lacks records below the high watermark (invariant 3)",
+                f"p{i}: leader B{leader.id} at epoch {lp.leader_epoch} has hw {hw}; committed ISR "
+                f"{list(state.isr)} (partition epoch {state.partition_epoch}); B{member.id} (log "
+                f"[{rp.log.log_start_offset}, {rp.log.log_end_offset})) lacks offsets {missing[:10]}",
+            )

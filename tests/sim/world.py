@@ -6,10 +6,11 @@ The trace keeps the last lines always (a failure shows how it got there) and eve
 
 from __future__ import annotations
 
-import heapq
 import random
 from collections import deque
 from collections.abc import Callable
+from heapq import heappop as _heappop
+from heapq import heappush as _heappush
 
 CONTROLLER = 0  # the active controller's node id on the network; brokers are 1..n
 
@@ -38,11 +39,15 @@ class World:
         self.steps = 0
 
     def at(self, when: int, what: str, action: Callable[[], None]) -> None:
-        self._seq += 1
-        heapq.heappush(self._queue, (max(when, self.now), self._seq, what, action))
+        self._seq = seq = self._seq + 1
+        now = self.now
+        _heappush(self._queue, (when if when > now else now, seq, what, action))
 
     def after(self, delay: int, what: str, action: Callable[[], None]) -> None:
-        self.at(self.now + delay, what, action)
+        """``at(now + delay)``, spelled out: the sim schedules an event or more per message."""
+        self._seq = seq = self._seq + 1
+        now = self.now
+        _heappush(self._queue, (now + delay if delay > 0 else now, seq, what, action))
 
     def log(self, line: str) -> None:
         self.trace.append(f"{self.now:6d}  {line}")
@@ -51,7 +56,7 @@ class World:
         """Run the next event; its description, or None when nothing is left."""
         if not self._queue:
             return None
-        self.now, _, what, action = heapq.heappop(self._queue)
+        self.now, _, what, action = _heappop(self._queue)
         self.steps += 1
         action()
         return what
