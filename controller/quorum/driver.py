@@ -107,7 +107,9 @@ class RaftDriver:
         tick_ms: int = 50,
         election_timeout_ms: int = 1000,
         fetch_timeout_ms: int = 2000,
-        fetch_max_wait_ms: int = 200,
+        # Kafka's long-poll budget: commits wake parked fetches at once, so this bounds only idle rounds (each
+        # follower and observer sends two a second while nothing changes).
+        fetch_max_wait_ms: int = 500,
         max_fetch_bytes: int = 1 << 20,
         rng: random.Random | None = None,
         on_fatal: Callable[[BaseException], None] | None = None,
