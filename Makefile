@@ -6,12 +6,10 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: setup run test durations lint typecheck proto bench clean compat
 
-# --no-compile: pip would compile every installed module (pyspark's alone are thousands) to bytecode, 25 s of a
-# fresh set-up; the few modules a run imports are compiled, and cached, on their first import instead.
 $(STAMP): pyproject.toml setup.py client/record/_native.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q --no-compile -e '.[dev,test,spark,deploy,chaos]'
+	$(PY) -m pip install -q -e '.[dev,test,spark,deploy,chaos]'
 	touch $(STAMP)
 
 setup: $(STAMP)
