@@ -11,20 +11,37 @@ figure is the mean share of one core per broker, and the ratio sessions / no ses
 Then, on the clusters of the smallest count, ``odradek perf produce`` acks=all on a 6-partition RF=3 topic, with and
 without sessions, so that the few-partition throughput is compared in the same run too.
 
+With ``--scale``, instead, what issue 42 asks of each partition count (default 100, 2,000 and 10,000; RF=3), on
+the brokers' default config (but ``max.partitions.per.broker``, raised to the count above its default of 4,000):
+
+- topic creation: from the first CreateTopics until every partition has a leader and a full ISR;
+- broker RSS per partition: each broker's RSS then, minus its RSS at ~0 partitions (the same cluster just started),
+  over the partition count;
+- idle broker CPU, as above;
+- broker failover: SIGKILL one broker and time, from the kill, its fencing and the moment every partition it led has
+  a new leader (the controller fences it only after ``broker.session.timeout.ms``, reported);
+- controller failover, on a second cluster of 3 controllers and 3 brokers with the same topics: SIGKILL the active
+  controller and time until a new one has created a topic (``--no-controller-failover`` skips it).
+
+``--profile DIR`` records each node with py-spy (``-f raw``) during each phase. Figures are printed as a table and as
+JSON (also written to ``--json FILE``).
+
     python bench/scale_bench.py [--partitions 100 2000] [--seconds 20] [--records 1000000]
+    python bench/scale_bench.py --scale [--partitions 100 2000 10000] [--profile DIR] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from scale_phases import idle_cpu, scale_main
 
 from odradek.client import Admin
 from odradek.deploy.local import DevCluster, run_sync
@@ -34,12 +51,6 @@ MODES: dict[str, dict[str, Any]] = {
     "sessions": {},
     "no sessions": {"max.incremental.fetch.session.cache.slots": 0},
 }
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
 
 
 def start(directory: Path, partitions: int, overrides: dict[str, Any]) -> DevCluster:
@@ -65,17 +76,6 @@ def start(directory: Path, partitions: int, overrides: dict[str, Any]) -> DevClu
     return cluster
 
 
-def idle_cpu(cluster: DevCluster, seconds: float) -> list[float]:
-    """Each broker's share of one core over ``seconds`` of no client."""
-    brokers = [n for n in cluster.nodes if n.broker_port]
-    time.sleep(5)  # leadership and ISR changes settle
-    before = {n.node_id: cpu_seconds(n.pid) for n in brokers}
-    t0 = time.monotonic()
-    time.sleep(seconds)
-    elapsed = time.monotonic() - t0
-    return [(cpu_seconds(n.pid) - before[n.node_id]) / elapsed for n in brokers]
-
-
 def produce(cluster: DevCluster, records: int) -> float:
     topic = "perf-6"
     run_sync(cluster.create_topics({topic: {"partitions": 6, "replication_factor": 3}}))
@@ -99,10 +99,19 @@ def produce(cluster: DevCluster, records: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--partitions", type=int, nargs="+", default=[100, 2000])
+    parser.add_argument("--partitions", type=int, nargs="+", help="default 100 2000 (--scale: 100 2000 10000)")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--scale", action="store_true", help="creation, RSS, idle CPU and failover times instead")
+    parser.add_argument("--no-controller-failover", action="store_true", help="with --scale: skip the 3+3 cluster")
+    parser.add_argument("--profile", type=Path, help="with --scale: py-spy raw profiles of each node per phase")
+    parser.add_argument("--json", type=Path, help="with --scale: also write the figures here")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="with --scale: bound of each wait, seconds")
     args = parser.parse_args()
+    if args.scale:
+        scale_main(args)
+        return
+    args.partitions = args.partitions or [100, 2000]
     idle: dict[tuple[int, str], list[float]] = {}
     rates: dict[str, float] = {}
     smallest = min(args.partitions)

@@ -136,7 +136,9 @@ class BrokerRole:
         self.partition_transactions = PartitionTransactions(self.replicas, self.groups.on_txn_marker)
         self.verifier = TxnVerifier(c.node_id, self.transactions.find_coordinator, self._verify_locally)
         self.cleaner = BrokerLogCleaner(c, self.logs, self.replicas)
-        self.log_dir_moves = LogDirMoves(self.replicas)
+        self.log_dir_moves = LogDirMoves(
+            self.replicas, io_max_bytes_per_second=c["replica.alter.log.dirs.io.max.bytes.per.second"]
+        )
         metrics.add_collector(self.log_dir_moves.gauges)
         self.end_offsets = EndOffsetPoller(
             lambda: {tp for offsets in self.groups.committed_offsets().values() for tp in offsets},

@@ -6,6 +6,7 @@ flatten to Kafka's dotted names. Unknown names and bad values fail at start with
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -149,6 +150,29 @@ def _at_least(lo: int) -> Callable[[Any], int]:
         number = _int(value)
         if number < lo:
             raise ConfigError(f"must be at least {lo}")
+        return number
+
+    return parse
+
+
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+
+
+def _long(at_least: int) -> Callable[[Any], int]:
+    """A Kafka LONG config: a whole number in a signed 64-bit range, written as a number or a string, with Kafka's
+    refusals ("Not a number of type LONG", "Value must be at least N")."""
+
+    def parse(value: Any) -> int:
+        if isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value.strip()):
+            number = int(value)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            raise ConfigError("Not a number of type LONG")
+        if not LONG_MIN <= number <= LONG_MAX:
+            raise ConfigError("Not a number of type LONG")
+        if number < at_least:
+            raise ConfigError(f"Value must be at least {at_least}")
         return number
 
     return parse
@@ -346,6 +370,10 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
         _only(1, _int, "a broker runs one fetcher per leader broker it follows"),
         1,
     ),
+    # The bytes per second that copying replicas into another log dir of this broker (AlterReplicaLogDirs) may
+    # read and write, over all its moves (Kafka's name, type and default: Long.MAX, no limit). Kafka can also set it
+    # at runtime; odradek reads it from this file.
+    "replica.alter.log.dirs.io.max.bytes.per.second": (_long(0), LONG_MAX),
     # log defaults (topic configs without the "log." prefix override these)
     "message.max.bytes": (_int, 1048588),
     "log.segment.bytes": (_int, 1073741824),

@@ -11,6 +11,11 @@ A replica's durable offset advances when it fsyncs, which an idle log otherwise 
 (never, for a follower whose active segment holds the last records when writes stop): so each round, a compacted
 log that has had no append for ``IDLE_FLUSH_MS`` is flushed, and its deletes complete.
 
+A partition whose replica is moving to another log dir of this broker is not cleaned from the start of the move to
+its swap, cancel or failure (``LogManager.cleaning_paused``: while it has a future log, also when a restart resumes
+the move), and a pass under way when the move starts stops before its next swap, as Kafka aborts and pauses
+cleaning around a move; the partition keeps its first dirty offset meanwhile.
+
 The threads read the partitions and the metadata image, which the event loop replaces rather than mutates, and
 each ``Log`` under its own lock; nothing here runs on the event loop but ``gauges`` and ``uncleanable``.
 """
@@ -18,6 +23,7 @@ each ``Log`` under its own lock; nothing here runs on the event loop but ``gauge
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping
@@ -133,7 +139,8 @@ class BrokerLogCleaner:
             with contextlib.suppress(OdradekError):  # a failing log goes offline; the next round skips it
                 p.log.flush_if_idle(IDLE_FLUSH_MS)
             config = compaction_config(image.topic_configs(key[0]), dynamic, self.config)
-            out[key] = CompactedLog(p.log, config, p.tombstone_horizon(), p.tombstone_horizon)
+            paused = functools.partial(self.logs.cleaning_paused, *key)
+            out[key] = CompactedLog(p.log, config, p.tombstone_horizon(), p.tombstone_horizon, paused)
         with self._lock:
             for seen in list(self._seen):
                 if seen not in out or out[seen].log is not self._seen[seen]:

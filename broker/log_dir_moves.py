@@ -9,9 +9,14 @@ truncation of the partition also runs: none can come between the check that the 
 swap, so no acknowledged record is lost or doubled. The partition then serves from the new log; the old one's
 ``-delete`` dir is removed in a thread.
 
+The rounds in the thread copy what ``CopyThrottle`` grants (``replica.alter.log.dirs.io.max.bytes.per.second``, one
+budget for every move of the broker): a round waits until its grant comes, and what it copied is charged; the last
+rounds on the event loop are charged but never wait, as the swap must follow them at once.
+
 A move ends when it swaps, when a request moves the replica elsewhere or back, when the partition leaves this
 broker, or when either log fails (its future log is dropped). Future logs found at start (a move a restart
-interrupted) resume once their partition is hosted again.
+interrupted) resume once their partition is hosted again. While a partition has a future log, the log cleaner
+leaves it alone (``LogManager.cleaning_paused``).
 """
 
 from __future__ import annotations
@@ -19,18 +24,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 
 from prometheus_client.core import GaugeMetricFamily
 
 from odradek.broker.log.log import FetchData, Log
 from odradek.broker.log.replica_move import (
+    UNTHROTTLED,
     Append,
     CaughtUp,
     CopyAction,
+    CopyThrottle,
     FutureCopy,
-    Idle,
     Placement,
     Position,
     StartAt,
@@ -54,13 +61,15 @@ def _position(log: Log) -> Position:
     return Position(log.log_start_offset, log.log_end_offset, log.high_watermark, log.latest_epoch)
 
 
-def copy_round(current: Log, future: Log, copy: FutureCopy) -> CopyAction:
-    """Read what follows the future log's end from the current log and apply the core's answer to the future log.
-    Raises OdradekError when a log fails or is closed meanwhile."""
+def copy_round(current: Log, future: Log, copy: FutureCopy, max_bytes: int | None = None) -> CopyAction:
+    """Read what follows the future log's end from the current log (at most ``max_bytes``, the copy's own limit when
+    None, but whole batches: at least one) and apply the core's answer to the future log. Raises OdradekError when a
+    log fails or is closed meanwhile."""
     at = _position(future)
+    asked = copy.max_bytes if max_bytes is None else max_bytes
     data: FetchData | None = None
     try:
-        data, diverging = current.read_for_copy(at.log_end, at.latest_epoch, copy.max_bytes)
+        data, diverging = current.read_for_copy(at.log_end, at.latest_epoch, asked)
     except OffsetOutOfRangeError:
         action = copy.on_out_of_range(at, _position(current))
     else:
@@ -69,7 +78,7 @@ def copy_round(current: Log, future: Log, copy: FutureCopy) -> CopyAction:
         else:
             assert data is not None
             seen = Position(data.log_start_offset, data.log_end_offset, data.high_watermark, None)
-            action = copy.on_read(at, seen, len(data.records))
+            action = copy.on_read(at, seen, len(data.records), asked)
     if isinstance(action, Append):
         assert data is not None
         future.append_as_follower(data.records, action.fetch_offset)
@@ -87,11 +96,24 @@ def copy_round(current: Log, future: Log, copy: FutureCopy) -> CopyAction:
 class LogDirMoves:
     """The moves of this broker's replicas between its log dirs, and the AlterReplicaLogDirs answers."""
 
-    def __init__(self, replicas: ReplicaManager, copy_bytes: int = COPY_BYTES, retry_s: float = RETRY_S) -> None:
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        copy_bytes: int = COPY_BYTES,
+        retry_s: float = RETRY_S,
+        io_max_bytes_per_second: int = UNTHROTTLED,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        """``io_max_bytes_per_second``: replica.alter.log.dirs.io.max.bytes.per.second; ``clock`` (seconds) and
+        ``sleep`` time its waits."""
         self.replicas = replicas
         self.logs = replicas.logs
         self.copy_bytes = copy_bytes
         self.retry_s = retry_s
+        self._clock = clock
+        self._sleep = sleep
+        self.throttle = CopyThrottle(io_max_bytes_per_second, clock())
         self.copies: dict[Key, FutureCopy] = {}
         self._tasks: dict[Key, asyncio.Task[None]] = {}
         self._background: set[asyncio.Task[None]] = set()
@@ -196,24 +218,32 @@ class LogDirMoves:
     async def _copy(self, key: Key, copy: FutureCopy) -> None:
         while (live := self._live(key, copy)) is not None:
             p, future = live
+            grant = self.throttle.grant(copy.max_bytes, self._clock())
+            if not grant.bytes:  # over the rate: wait for the grant (a while at most, to notice a cancel)
+                await self._sleep(min(grant.wait_s, self.retry_s))
+                continue
+            used = 0
             try:
-                action = await asyncio.to_thread(copy_round, p.log, future, copy)
+                action = await asyncio.to_thread(copy_round, p.log, future, copy, grant.bytes)
+                used = action.size if isinstance(action, Append) else 0
                 if (isinstance(action, Append) and action.near_end) or isinstance(action, CaughtUp):
                     # Little is left: make the swap's closes cheap, then finish on the loop.
                     await asyncio.to_thread(_flush, p.log, future)
                     if self._live(key, copy) is not None and self._finish(key, p, future, copy):
                         return
-                elif isinstance(action, Idle):
-                    await asyncio.sleep(self.retry_s)
             except OdradekError as e:
                 if self._live(key, copy) is not None:
                     logger.warning("%s: moving to %s: %s; retrying", p, copy.destination, e)
-                    await asyncio.sleep(self.retry_s)
+                    await self._sleep(self.retry_s)
+            finally:
+                self.throttle.spent(grant.bytes, used, self._clock())
 
     def _finish(self, key: Key, p: Partition, future: Log, copy: FutureCopy) -> bool:
         """On the event loop: copy the last batches, then swap. False when more is left than a few rounds hold."""
         for _ in range(FINAL_ROUNDS):
             action = copy_round(p.log, future, copy)
+            if isinstance(action, Append):
+                self.throttle.spent(0, action.size, self._clock())
             if isinstance(action, CaughtUp):
                 break
             if not isinstance(action, Append):

@@ -175,7 +175,7 @@ class ReplicaManager:
                 return
             self._published = True
             delta = MetadataDelta(image)
-            delta.changed_topics.update(image.topics)
+            delta.mark_whole(image.topics)
         if delta is not None:
             self.apply(image, delta)
 
@@ -186,17 +186,23 @@ class ReplicaManager:
         for deleted in delta.deleted_topics.values():
             for pid in deleted.partitions:
                 self._remove(deleted.name, pid)
-        changed = delta.changed_topics
-        if self._apply_dynamic_defaults(image):
-            changed = set(image.topics)  # every topic's effective configs may have moved
-        for topic_id in changed:
+        try:
+            self._apply_topics(image, delta, now)
+        finally:
+            self.logs.sync_new_logs()  # the logs this change created, durable before anything else runs
+        self.check_offline()
+
+    def _apply_topics(self, image: MetadataImage, delta: MetadataDelta, now: int) -> None:
+        every = self._apply_dynamic_defaults(image)  # every topic's effective configs may have moved
+        for topic_id in image.topics if every else delta.changed_topics:
             topic = image.topics.get(topic_id)
             if topic is None:
                 continue
             configs = image.topic_configs(topic.name)
             config = topic_log_config(self.base_config, configs, self.cleanup_policy_default)
             min_isr = self.min_isr(configs)
-            for state in topic.partitions.values():
+            # Only the partitions that changed: an ISR change in a topic of thousands costs one partition's work.
+            for state in topic.partitions.values() if every else delta.changed_in(topic):
                 key = (topic.name, state.partition)
                 if self.broker_id not in state.replicas:
                     self._remove(*key)
@@ -209,7 +215,6 @@ class ReplicaManager:
                     if not offline:
                         raise
                     self._take_offline(key, str(e if p is None else p.log.failure))
-        self.check_offline()
 
     def _apply_dynamic_defaults(self, image: MetadataImage) -> bool:
         """Take up the cluster-wide dynamic defaults (``odradek cluster alter-config``); True when they changed."""
@@ -235,7 +240,7 @@ class ReplicaManager:
         if p is None:
             if key in self.offline:
                 return  # no log could be created for it: stays offline until the broker restarts
-            log_ = self.logs.get_or_create_log(*key, config)
+            log_ = self.logs.get_or_create_log(*key, config, sync=False)  # synced at the end of ``apply``
             p = Partition(key[0], key[1], log_, self.broker_id, self.isr_changes)
             p.ack_before_replication = self.unsafe_bug == "ack-before-replication"
             self.partitions[key] = p

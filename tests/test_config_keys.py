@@ -392,6 +392,17 @@ NODE: dict[str, Key] = {
     "num.replica.fetchers": Key(
         "only 1: one fetcher per leader broker (other values are refused)", (NODE_REFUSALS, NODE_ONLY_DEFAULT)
     ),
+    "replica.alter.log.dirs.io.max.bytes.per.second": Key(
+        "bytes per second the copies of replicas moving between this broker's log dirs may read and write, over all "
+        "its moves (default Long.MAX: no limit; 0 stops the copies); from the node config only, not at runtime",
+        (
+            WIRING,
+            NODE_REFUSALS,
+            "tests/broker/test_log_dir_moves.py::test_the_copy_keeps_to_replica_alter_log_dirs_io_max_bytes_per_second",
+            "tests/log/test_replica_move_core.py::test_a_throttled_copy_takes_the_time_its_rate_says",
+            "tests/kafka/test_kafka_admin_apis.py::test_describe_broker_configs",
+        ),
+    ),
     "message.max.bytes": Key(
         "default of the topic's max.message.bytes", (LOG_DEFAULTS, *TOPIC["max.message.bytes"].tests)
     ),

@@ -161,6 +161,11 @@ STATIC_BROKER_CONFIGS = {
     "log.dirs": StaticConfig("log.dirs", ",".join, STRING),
     "node.id": StaticConfig("node.id", str, INT),
     "num.partitions": StaticConfig("num.partitions", str, INT),
+    # A dynamic broker config in Kafka (per broker or cluster-wide); odradek reads it from the node config only, so
+    # reports it read-only, as the static configs, and refuses to alter it (not a dynamic broker config here).
+    "replica.alter.log.dirs.io.max.bytes.per.second": StaticConfig(
+        "replica.alter.log.dirs.io.max.bytes.per.second", str, LONG
+    ),
 }
 
 # The node properties that default a topic config (node key -> topic key): the dynamic broker configs.

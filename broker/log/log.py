@@ -898,6 +898,19 @@ class Log:
         if self._appended_messages - self._flushed_messages >= config.flush_messages:
             self.flush()
 
+    def roll_to(self, offset: int) -> None:
+        """Move the log end up to ``offset``, with nothing in between: a new, empty active segment starts there.
+        A future log that holds every batch of its current log does this when that log's last batches were cleaned
+        away (its own active segment, empty, starts at its end). Nothing at or below the log end."""
+        with self._lock:
+            self._check_usable()
+            if offset <= self.log_end_offset:
+                return
+            try:
+                self._roll(offset)
+            except OSError as e:
+                raise self._fail(StorageError(f"{self.dir.name}: roll failed: {e}")) from e
+
     def _roll(self, base_offset: int) -> LogSegment:
         """Seal the active segment (fsync: see the recovery rules) and start one at ``base_offset``. Lock held."""
         old = self._segments[-1]
@@ -1323,7 +1336,11 @@ class Log:
             self._last_flush_ms = self._clock()
 
     def flush_if_due(self, now_ms: int) -> bool:
-        """Apply the flush.ms policy; True if it flushed."""
+        """Apply the flush.ms policy; True if it flushed. The log manager asks every log each second: one not due
+        answers without taking its lock (the last flush time only moves forward, so a stale read is an earlier
+        time, and the check under the lock decides)."""
+        if now_ms - self._last_flush_ms < self.config.flush_ms:
+            return False
         with self._lock:
             if self.failure is not None or self._closed or now_ms - self._last_flush_ms < self.config.flush_ms:
                 return False

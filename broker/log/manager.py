@@ -16,6 +16,8 @@ names it) is filled by the broker's mover (broker/log_dir_moves.py) and swapped 
 ``replace_current_with_future``; future logs are checkpointed, flushed, failed and closed with their dir like the
 others, but serve nothing until the swap. At start, what a crash left of a move is settled first (future_dirs.py
 says the rule). A partition not hosted here may be given a preferred dir, where its log is created if it comes.
+While a partition has a future log its cleaning is paused (``cleaning_paused``, which the log cleaner asks), as
+Kafka's LogManager aborts and pauses it for a move and resumes it after the swap.
 
 Log dir failure (as Kafka's): an I/O error (StorageError) in any log of a dir, or in the dir's own files, takes
 the whole dir offline, since the disk under it can no longer be trusted: every log in it fails (reads and writes
@@ -41,6 +43,7 @@ from pathlib import Path
 from odradek.broker.log import durability
 from odradek.broker.log.checkpoint import OffsetCheckpoint, fsync_dir, remove_stale_tmp, write_atomic
 from odradek.broker.log.config import LogConfig, LogManagerConfig
+from odradek.broker.log.dir_counts import DirOf
 from odradek.broker.log.epoch_cache import FILE_NAME as EPOCH_FILE
 from odradek.broker.log.future_dirs import (
     DELETE_SUFFIX,
@@ -114,10 +117,12 @@ class LogManager:
         self.handles = SegmentHandles(self.manager_config.max_open_fds)
         self._lock = threading.Lock()
         self._logs: dict[TopicPartition, Log] = {}
-        self._dir_of: dict[TopicPartition, Path] = {}
+        self._dir_of = DirOf()
         self._futures: dict[TopicPartition, Log] = {}  # the future logs of replicas moving between dirs
         self._future_dir_of: dict[TopicPartition, Path] = {}
         self._preferred: dict[TopicPartition, Path] = {}  # where a replica not hosted yet is to be created
+        self._unsynced: set[Path] = set()  # log dirs holding new logs not synced yet (``sync_new_logs``)
+        self._written: dict[tuple[Path, str], dict[TopicPartition, int]] = {}  # each checkpoint file's last write
         self._offline_dirs: dict[Path, str] = {}  # dir -> why it went offline
         self._dir_listeners: list[Callable[[Path], None]] = []
         self._closed = False
@@ -266,6 +271,14 @@ class LogManager:
     def future_dir_of(self, topic: str, partition: int) -> Path | None:
         return self._future_dir_of.get((topic, partition))
 
+    def cleaning_paused(self, topic: str, partition: int) -> bool:
+        """Whether the log cleaner must leave the partition's log alone: from the creation of its future log (a move
+        starting, or resumed at start) to the swap or the future log's removal (a cancelled or failed move), as
+        Kafka's ``abortAndPauseCleaning`` and ``resumeCleaning`` around a move. The cleaner asks before it picks a log
+        and before each swap of a pass, so a pass under way when a move starts stops there. Any thread."""
+        with self._lock:
+            return (topic, partition) in self._futures
+
     def log_dir_named(self, path: str) -> Path | None:
         """The log dir ``path`` names (absolute, as DescribeLogDirs shows it), None if it is none of ours."""
         return next((d for d in self.log_dirs if str(d) == path or str(d) == os.path.normpath(path)), None)
@@ -317,6 +330,10 @@ class LogManager:
         log holds (same log end offset; else None, nothing changed). Returns the new log and the old log's
         ``-delete`` dir, which the caller removes (in the background: it may be large).
 
+        The future holds everything too when it ends before the current log but the current log holds no batch
+        from there on (cleaning removed its last batches, and its active segment is empty): aligning then moves the
+        future's end to the current's (an empty active segment there), so the new log ends where the old one did.
+
         The caller keeps every other writer of the partition out (the event loop runs this between two of its
         appends); both logs' locks keep out the threads (flush, retention, the cleaner). The steps, each told to
         ``step`` first (tests crash there): align the future's offsets on the current's; close both (flushed,
@@ -338,10 +355,11 @@ class LogManager:
         if current is None or future is None or src is None or dest is None:
             return None
         with current.lock, future.lock:
-            if current.offline or future.offline or future.log_end_offset != current.log_end_offset:
+            if current.offline or future.offline or not _holds_everything(current, future):
                 return None
             at("align")
             leo, start, hw = current.log_end_offset, current.log_start_offset, current.high_watermark
+            future.roll_to(leo)
             future.high_watermark = hw
             if start > future.log_start_offset:
                 future.increment_log_start_offset(start)
@@ -474,8 +492,13 @@ class LogManager:
         if log_dir is not None:
             self.fail_dir(log_dir, failure)
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
-        """The partition's log, created empty in the log dir holding the fewest partitions if it is new."""
+    def get_or_create_log(
+        self, topic: str, partition: int, config: LogConfig | None = None, *, sync: bool = True
+    ) -> Log:
+        """The partition's log, created empty in the log dir holding the fewest partitions if it is new.
+
+        ``sync=False`` leaves making the new log's entry in its log dir durable to ``sync_new_logs``: a broker
+        creating the logs of a new topic of thousands of partitions then syncs each log dir once, not once a log."""
         if not _LEGAL_TOPIC.fullmatch(topic) or topic in (".", "..") or partition < 0:
             raise InvalidRequestError(f"invalid topic name {topic!r} or partition {partition}")
         name = partition_dir_name(topic, partition)
@@ -488,31 +511,45 @@ class LogManager:
             online = [d for d in self.log_dirs if d not in self._offline_dirs]
             if not online:
                 raise StorageError(f"cannot create {name}: every log dir is offline")
-            counts = {d: 0 for d in online}
-            for d in self._dir_of.values():
-                if d in counts:
-                    counts[d] += 1
+            counts = {d: self._dir_of.count(d) for d in online}
             preferred = self._preferred.pop(tp, None)
             log_dir = preferred if preferred in counts else min(online, key=lambda d: counts[d])
-            opened = self._open_new(log_dir, name, config or self._topic_config(topic))
+            opened = self._open_new(log_dir, name, config or self._topic_config(topic), sync)
             if isinstance(opened, Log):
                 self._logs[tp] = opened
                 self._dir_of[tp] = log_dir
                 return opened
         raise self._failed_to_create(log_dir, opened)
 
-    def _open_new(self, log_dir: Path, name: str, config: LogConfig) -> Log | BaseException:
-        """A new log ``name`` in ``log_dir``, its directory entry synced (the caller holds the lock), or why not."""
+    def _open_new(self, log_dir: Path, name: str, config: LogConfig, sync: bool = True) -> Log | BaseException:
+        """A new log ``name`` in ``log_dir``, its directory entry synced or, without ``sync``, left to
+        ``sync_new_logs`` (the caller holds the lock); or why not."""
         log = Log.open(log_dir / name, config, handles=self.handles, clock=self._clock)
         if log.failure is not None:
             return log.failure
-        try:
-            fsync_dir(log_dir)
-        except OSError as e:
-            log.close()
-            return StorageError(f"{log_dir}: {e}")
+        if not sync:
+            self._unsynced.add(log_dir)
+        else:
+            try:
+                fsync_dir(log_dir)
+            except OSError as e:
+                log.close()
+                return StorageError(f"{log_dir}: {e}")
         log.failure_listener = self._log_failed
         return log
+
+    def sync_new_logs(self) -> None:
+        """Make durable the entries of the logs created with ``sync=False``: one fsync per log dir. A dir whose
+        sync fails goes offline with its logs, as it does when the sync of a single new log fails."""
+        with self._lock:
+            dirs, self._unsynced = self._unsynced, set()
+        for log_dir in sorted(dirs):
+            if log_dir in self._offline_dirs:
+                continue
+            try:
+                fsync_dir(log_dir)
+            except OSError as e:
+                self.fail_dir(log_dir, StorageError(f"{log_dir}: {e}"))
 
     def _failed_to_create(self, log_dir: Path, failure: BaseException) -> BaseException:
         """The error to raise for a log that could not be created; an I/O failure takes its dir offline first."""
@@ -556,8 +593,10 @@ class LogManager:
         cfg = self.manager_config
         logs = [log for log in self.logs().values() if not log.offline]
         for log in logs + list(self.future_logs().values()):
-            with contextlib.suppress(OdradekError):
+            try:  # a try costs nothing when nothing is raised, a suppress() a context manager for each log
                 log.flush_if_due(now)
+            except OdradekError:
+                continue
         if now - self._last_retention >= cfg.retention_check_interval_ms:
             self._last_retention = now
             for log in logs:
@@ -602,10 +641,15 @@ class LogManager:
             placed = [(tp, log, self._dir_of[tp]) for tp, log in self._logs.items()]
             placed += [(tp, log, self._future_dir_of[tp]) for tp, log in self._futures.items()]
         for log_dir in self.online_dirs():
+            offsets = {tp: offset_of(log) for tp, log, d in placed if d == log_dir}
+            if self._written.get((log_dir, name)) == offsets:
+                continue  # the file holds these already: an idle broker does not rewrite and sync it every 5 s
             try:
-                OffsetCheckpoint(log_dir / name).write({tp: offset_of(log) for tp, log, d in placed if d == log_dir})
+                OffsetCheckpoint(log_dir / name).write(offsets)
             except OSError as e:
                 self.fail_dir(log_dir, e)
+            else:
+                self._written[(log_dir, name)] = offsets
 
     # -- shutdown ------------------------------------------------------------------------------------------------
 
@@ -633,6 +677,17 @@ class LogManager:
     def _check_open(self) -> None:
         if self._closed:
             raise StorageError("log manager is closed")
+
+
+def _holds_everything(current: Log, future: Log) -> bool:
+    """Whether ``future`` holds every batch ``current`` holds (both locks held): it ends where ``current`` does, or
+    before, with no batch of ``current`` from its end on."""
+    end = future.log_end_offset
+    if end == current.log_end_offset:
+        return True
+    if end > current.log_end_offset or end < current.log_start_offset:
+        return False
+    return not len(current.read(end, 1).records)
 
 
 def _rename_away(path: Path) -> None:

@@ -254,7 +254,10 @@ def scram_record(user: str, c: ScramCredential) -> md.UserScramCredentialRecord:
 class MetadataDelta:
     """Accumulates records on top of a base image; ``image()`` produces the next image.
 
-    Also records which topics and brokers changed, so brokers can act on just those (become leader/follower).
+    Also records which topics, partitions and brokers changed, so brokers can act on just those (become
+    leader/follower): ``changed_topics`` holds every topic with any change, ``changed_partitions`` the partitions
+    that changed in each, and ``whole_topics`` the changed topics every partition of which is to be read again (new,
+    their configs changed, or a snapshot replaced them).
     """
 
     def __init__(self, base: MetadataImage) -> None:
@@ -272,6 +275,8 @@ class MetadataDelta:
         self._offset = base.offset
         self._epoch = base.epoch
         self.changed_topics: set[bytes] = set()
+        self.changed_partitions: dict[bytes, set[int]] = {}
+        self.whole_topics: set[bytes] = set()
         self.deleted_topics: dict[bytes, TopicImage] = {}
         self.changed_brokers: set[int] = set()
 
@@ -310,6 +315,23 @@ class MetadataDelta:
 
     def current_partition(self, topic_id: bytes, partition: int) -> PartitionRegistration | None:
         return self.partitions(topic_id).get(partition)
+
+    def mark_whole(self, topic_ids: Iterable[bytes]) -> None:
+        """Every partition of these topics counts as changed."""
+        topic_ids = set(topic_ids)
+        self.changed_topics |= topic_ids
+        self.whole_topics |= topic_ids
+
+    def changed_in(self, topic: TopicImage) -> Iterable[PartitionRegistration]:
+        """The partitions of a changed topic to act on: all of them for a whole topic, else those that changed."""
+        if topic.topic_id in self.whole_topics:
+            return topic.partitions.values()
+        changed = self.changed_partitions.get(topic.topic_id, ())
+        return [topic.partitions[i] for i in sorted(changed) if i in topic.partitions]
+
+    def _partition_changed(self, topic_id: bytes, partition: int) -> None:
+        self.changed_topics.add(topic_id)
+        self.changed_partitions.setdefault(topic_id, set()).add(partition)
 
     # -- records --
     def replay(self, record: md.MetadataRecord, offset: int | None = None, epoch: int | None = None) -> None:
@@ -372,7 +394,7 @@ class MetadataDelta:
         self.topics()[r.topic_id] = TopicImage(r.name, r.topic_id, _frozen({}))
         self.topic_ids()[r.name] = r.topic_id
         self._partitions[r.topic_id] = {}
-        self.changed_topics.add(r.topic_id)
+        self.mark_whole([r.topic_id])
 
     def _replay_partition(self, r: md.PartitionRecord) -> None:
         self.partitions(r.topic_id)[r.partition] = PartitionRegistration(
@@ -389,7 +411,7 @@ class MetadataDelta:
             last_known_elr=tuple(r.last_known_elr),
             last_known_leader=r.last_known_leader if r.HasField("last_known_leader") else NO_LEADER,
         )
-        self.changed_topics.add(r.topic_id)
+        self._partition_changed(r.topic_id, r.partition)
 
     def _replay_partition_change(self, r: md.PartitionChangeRecord) -> None:
         parts = self.partitions(r.topic_id)
@@ -411,13 +433,13 @@ class MetadataDelta:
             changes["eligible_leader_replicas"] = tuple(r.eligible_leader_replicas)
             changes["last_known_elr"] = tuple(r.last_known_elr)
         parts[r.partition] = dataclasses.replace(current, **changes)
-        self.changed_topics.add(r.topic_id)
+        self._partition_changed(r.topic_id, r.partition)
 
     def _replay_config(self, r: md.ConfigRecord) -> None:
         if r.resource_type == TOPIC_RESOURCE:
             topic_id = self.topic_ids().get(r.resource_name)
             if topic_id is not None:  # hosts of the topic's partitions re-read its configs
-                self.changed_topics.add(topic_id)
+                self.mark_whole([topic_id])
         entries = self.configs((r.resource_type, r.resource_name))
         if r.HasField("value"):
             entries[r.name] = r.value
@@ -469,6 +491,8 @@ class MetadataDelta:
         self.topic_ids().pop(topic.name, None)
         self._partitions.pop(r.topic_id, None)
         self.changed_topics.discard(r.topic_id)
+        self.changed_partitions.pop(r.topic_id, None)
+        self.whole_topics.discard(r.topic_id)
         self.deleted_topics[r.topic_id] = topic
         self._configs[(TOPIC_RESOURCE, topic.name)] = {}
 

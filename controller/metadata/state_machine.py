@@ -65,7 +65,7 @@ class MetadataStateMachine:
         image = image_from_records(snapshot.records, offset=snapshot_id.end_offset - 1, epoch=snapshot_id.epoch)
         # Listeners see a snapshot as a change of every topic in it and a deletion of every topic not in it.
         delta = MetadataDelta(self.image)
-        delta.changed_topics = set(image.topics)
+        delta.mark_whole(image.topics)
         delta.changed_brokers = set(image.brokers) | set(self.image.brokers)
         delta.deleted_topics = {tid: t for tid, t in self.image.topics.items() if tid not in image.topics}
         self._publish(image, delta)

@@ -111,6 +111,11 @@ def test_toml_forms_flatten_to_kafka_names(tmp_path: Path) -> None:
         ({"log.cleanup.policy": "shred"}, "log.cleanup.policy must be delete, compact, compact,delete or empty"),
         ({"log.cleaner.min.cleanable.ratio": 1.5}, "must be between 0 and 1"),
         ({"log.cleaner.io.max.bytes.per.second": 0}, "must be above 0"),
+        # Kafka's LONG: its ConfigException's reasons
+        ({"replica.alter.log.dirs.io.max.bytes.per.second": "10MB"}, "'10MB' .*: Not a number of type LONG"),
+        ({"replica.alter.log.dirs.io.max.bytes.per.second": "9223372036854775808"}, "Not a number of type LONG"),
+        ({"replica.alter.log.dirs.io.max.bytes.per.second": 1.5}, "Not a number of type LONG"),
+        ({"replica.alter.log.dirs.io.max.bytes.per.second": -1}, "Value must be at least 0"),
         ({"log.cleaner.io.buffer.load.factor": 1}, "must be above 0 and below 1"),
         ({"log.cleaner.dedupe.buffer.size": 1000}, "must be at least 1048576"),
         ({"num.replica.fetchers": 4}, "'num.replica.fetchers': not supported yet, only 1"),

@@ -1,8 +1,10 @@
 """The broker's log cleaner shell over a real replica manager and real logs: which logs it cleans and with which
-settings, its checkpoint, truncations and deleted logs, uncleanable logs, metrics and DescribeLogDirs."""
+settings, its checkpoint, truncations and deleted logs, uncleanable logs, metrics and DescribeLogDirs, and its pause
+while a partition's replica moves to another log dir."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from odradek.broker.log.cleaner.runner import CHECKPOINT_FILE, read_checkpoint
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.manager import LogManager
 from odradek.broker.log_cleaner import BrokerLogCleaner, compaction_config
+from odradek.broker.log_dir_moves import LogDirMoves
 from odradek.broker.log_dirs import log_dir_usage
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.client.record.builder import encode_batch
@@ -300,3 +303,60 @@ def test_the_backoff_is_waited_only_when_no_log_is_due(broker: Broker) -> None:
     thread._run()
     assert waits == [0.01]  # the pass ran first without waiting, then nothing was due
     assert broker.latest("c") == {b"k0": b"v9", b"k1": b"v10", b"k2": b"v11"}
+
+
+async def test_a_move_pauses_cleaning_from_its_start_to_its_swap_or_cancel_also_across_a_restart(
+    tmp_path: Path,
+) -> None:
+    """As Kafka's LogManager aborts and pauses a partition's cleaning for a move and resumes it afterwards: while
+    the partition has a future log (a move started, or found at start and resumed) the cleaner leaves it alone and
+    keeps its first dirty offset; a cancel or the swap resumes cleaning."""
+    dirs = {"log.dirs": f"{tmp_path / 'a'},{tmp_path / 'b'}"}
+    compact = records({"c": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0"}})
+    b = Broker(tmp_path, **dirs)
+    b.apply(compact)
+    b.put("c", [(b"k%d" % (i % 3), b"v%d" % i) for i in range(12)])
+    log = b.replicas.get("c", 0).log
+    log.high_watermark = log.log_end_offset
+    src = b.logs.dir_of("c", 0)
+    dest = next(d for d in b.logs.log_dirs if d != src)
+    entry = b.cleaner.compacted_logs()[("c", 0)]
+    assert entry.paused is not None and not entry.paused()
+
+    b.logs.create_future_log("c", 0, dest)  # a move starts
+    assert entry.paused() and b.clean() == 0
+    b.logs.delete_future_log("c", 0)  # cancelled (or failed): cleaning resumes
+    assert not entry.paused() and b.clean() >= 1
+    first_dirty = b.cleaner.manager.log_state(("c", 0))
+    assert first_dirty is not None
+
+    b.put("c", [(b"k%d" % (i % 3), b"w%d" % i) for i in range(12)])
+    log.high_watermark = log.log_end_offset
+    b.logs.create_future_log("c", 0, dest)  # moving again when the broker stops
+    b.close()
+
+    b = Broker(tmp_path, **dirs)  # the restart finds the future log: paused before the partition is even hosted
+    assert b.logs.cleaning_paused("c", 0)
+    moves = LogDirMoves(b.replicas, copy_bytes=4096, retry_s=0.01)
+    b.apply(compact)  # hosted again: the move resumes
+    paused = b.cleaner.compacted_logs()[("c", 0)].paused
+    assert paused is not None and paused()
+    passes = 0
+    deadline = time.monotonic() + 30
+    while b.logs.future_log("c", 0) is not None and time.monotonic() < deadline:
+        passes += b.clean()  # the cleaner keeps running meanwhile, and leaves the moving partition alone
+        await asyncio.sleep(0.01)
+    assert b.logs.future_log("c", 0) is None and b.logs.dir_of("c", 0) == dest, "the move did not finish"
+    assert passes == 0
+    # Swapped: cleaned again, in its new dir (the restart opened the log with the default segment size, one
+    # segment: with small segments again, the next append rolls it).
+    moved = b.replicas.get("c", 0).log
+    after = b.cleaner.compacted_logs()[("c", 0)]
+    assert after.paused is not None and not after.paused()
+    moved.update_config(LogConfig(segment_bytes=200))
+    b.put("c", [(b"k3", b"x")])
+    moved.high_watermark = moved.log_end_offset
+    assert b.clean() >= 1
+    assert b.latest("c") == {b"k0": b"w9", b"k1": b"w10", b"k2": b"w11", b"k3": b"x"}
+    await moves.close()
+    b.close()

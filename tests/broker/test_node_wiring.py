@@ -175,6 +175,7 @@ async def node(tmp_path: Path):
             "replica.fetch.wait.max.ms": 444,
             "replica.fetch.backoff.ms": 555,
             "replica.fetch.protocol": "grpc",
+            "replica.alter.log.dirs.io.max.bytes.per.second": 5_000_000,
             "log.max.open.files": 77,
             "log.retention.check.interval.ms": 6_000,
             "socket.request.max.bytes": 200_000,
@@ -216,6 +217,7 @@ async def test_a_started_node_hands_each_key_to_its_component(node: Node, tmp_pa
     assert node.broker.logs.manager_config.retention_check_interval_ms == 6_000
     assert node.broker.logs.default_config == broker_log_config(node.config)
     assert node.broker.replicas.unsafe_bug == "ack-before-replication"
+    assert node.broker.log_dir_moves.throttle.rate == 5_000_000
     for manager in (node.broker.quotas.produce, node.broker.quotas.fetch, node.broker.quotas.request):
         assert (manager.config.num_samples, manager.config.window_ms) == (7, 3000)
     lifecycle = node.broker.lifecycle

@@ -52,6 +52,7 @@ NODE_CONFIG = NodeConfig(
         "default.replication.factor": 2,
         "auto.create.topics.enable": False,
         "log.retention.ms": 5000,
+        "replica.alter.log.dirs.io.max.bytes.per.second": 10485760,
     }
 )
 
@@ -410,6 +411,7 @@ STATIC_BROKER_CONFIGS = {
     "log.dirs": ([("/data/2a,/data/2b", 4), ("/var/lib/odradek/data", 5)], 2),
     "node.id": ([("2", 4)], 3),
     "num.partitions": ([("3", 4), ("1", 5)], 3),
+    "replica.alter.log.dirs.io.max.bytes.per.second": ([("10485760", 4), ("9223372036854775807", 5)], 5),
 }
 
 
@@ -469,6 +471,7 @@ async def test_static_broker_configs_the_file_does_not_set_are_defaults() -> Non
         "log.dirs": ("/var/lib/odradek/data", 5, [("/var/lib/odradek/data", 5)]),
         "node.id": ("2", 4, [("2", 4)]),
         "num.partitions": ("1", 5, [("1", 5)]),
+        "replica.alter.log.dirs.io.max.bytes.per.second": ("9223372036854775807", 5, [("9223372036854775807", 5)]),
     }
 
 

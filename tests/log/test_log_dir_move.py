@@ -1,7 +1,8 @@
 """A replica moving to another log dir of its broker, on real files: the future log copies the current one while
 it changes (appends, a follower's truncation, DeleteRecords), the swap gives the partition one log with every
 record, its producer state and its leader epochs, and a crash at any step of the swap, or during the copy, leaves
-after a restart exactly one copy holding every record (the start-up rule of broker/log/future_dirs.py)."""
+after a restart exactly one copy holding every record (the start-up rule of broker/log/future_dirs.py). A compacted
+log whose last batches were cleaned away moves without waiting for an append."""
 
 from __future__ import annotations
 
@@ -12,12 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from odradek.broker.log.cleaner.cleaner import Cleaner
+from odradek.broker.log.cleaner.policy import CompactionConfig
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.future_dirs import SWAP_MARKER
 from odradek.broker.log.log import Log
 from odradek.broker.log.manager import LogManager
 from odradek.broker.log.replica_move import CaughtUp, FutureCopy
 from odradek.broker.log_dir_moves import copy_round
+from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
 
 CONFIG = LogConfig(segment_bytes=4096, index_interval_bytes=256, segment_index_bytes=4096)
@@ -269,3 +273,50 @@ def test_the_preferred_dir_places_a_replica_created_later(tmp_path: Path) -> Non
     assert (manager.dir_of("u", 3), manager.dir_of("u", 4)) == (src, dest)
     assert manager.preferred_dir("u", 3) is None  # used once
     manager.close()
+
+
+def test_a_compacted_log_whose_last_batches_were_cleaned_away_moves_without_a_new_append(tmp_path: Path) -> None:
+    """The current log's last batches before its end are gone (expired tombstones, cleaned away) and its active
+    segment is empty: a read from the future's end finds nothing, yet the future holds every batch. The copy is
+    complete and the swap gives the new log the old one's end, with no append to wait for."""
+    manager, roots, _, dest = setup(tmp_path)
+    log = manager.get_log("t", 0)
+    assert log is not None
+    for i in range(20):
+        log.append_as_leader(encode_batch([b"v%d" % i * 20], [b"k%d" % (i % 4)], 0), 1)
+    for k in range(1, 4):  # k1-k3 deleted: the last batches before the roll are tombstones
+        log.append_as_leader(encode_batch([None], [b"k%d" % k], 0), 1)
+    tail = log.log_end_offset
+    log.append_as_leader(encode_batch([b"x" * 4000], [b"big"], 0), 1)  # rolls: the tombstones are in sealed segments
+    assert log.compaction_view().active_base_offset == tail
+    log.high_watermark = log.log_end_offset
+    now = [1000]
+    cleaner = Cleaner(1 << 20, clock=lambda: now[0])
+    for _ in range(2):  # the first pass stamps the tombstones' delete horizon (now + 0 ms), the second removes them
+        cleaner.clean(log, CompactionConfig(delete_retention_ms=0), 0, tail, log.log_end_offset)
+        now[0] += 1000
+    log.truncate_to(tail)  # as a follower whose new leader ends there: the active segment is empty
+    log.high_watermark = tail
+    assert log.log_end_offset == tail and contents(log)
+    last = max(r.offset for b in read_batches(contents(log)) for r in b.records())
+    assert last + 1 < tail  # the cleaned tail: nothing between the last batch and the end
+
+    future = manager.create_future_log("t", 0, dest)
+    copy = FutureCopy("t", 0, dest, max_bytes=1024)
+    copy_all(manager, future, copy)  # caught up: before the fix, each round waited for an append
+    assert future.log_end_offset == last + 1 and copy.lag == 0
+    before = state(log)
+    swapped = manager.replace_current_with_future("t", 0)
+    assert swapped is not None
+    moved = swapped[0]
+    assert state(moved) == before and moved.log_end_offset == tail and moved.high_watermark == tail
+    shutil.rmtree(swapped[1])
+    # The next append continues at the old end, and a restart keeps it.
+    moved.append_as_leader(encode_batch([b"after"], [b"k0"], 0), 2)
+    assert moved.log_end_offset == tail + 1
+    expected = contents(moved)
+    manager.close()
+    reopened = LogManager(roots, CONFIG)
+    again = reopened.get_log("t", 0)
+    assert again is not None and again.log_end_offset == tail + 1 and contents(again) == expected
+    reopened.close()

@@ -36,6 +36,8 @@ Segments are recopied in groups of consecutive segments whose total size fits ``
 offsets fit one index), each group into one new segment swapped in crash-safely (swap.py). A swap that would
 remove a tombstone or marker at or above the tombstone horizon *as of the swap* is refused (the pass is redone):
 a replica added during a pass lowers the horizon, and may already have copied the value a tombstone deletes.
+A pass whose log's cleaning was paused meanwhile (its replica started moving to another log dir) stops before its
+next group and refuses its next swap, as Kafka's cleaner aborts a pass for ``abortAndPauseCleaning``.
 """
 
 from __future__ import annotations
@@ -381,6 +383,18 @@ def group_segments(segments: list[SegmentStat], max_bytes: int, max_index_entrie
     return groups
 
 
+def _swap_check(batch_filter: _BatchFilter, paused: Callable[[], bool] | None) -> Callable[[], bool]:
+    """What a swap asks under the log's lock: its removals are still safe, and the log's cleaning is not paused."""
+    if paused is None:
+        return batch_filter.removals_still_safe
+    is_paused = paused
+
+    def check() -> bool:
+        return not is_paused() and batch_filter.removals_still_safe()
+
+    return check
+
+
 def _defer_to_other_threads() -> None:
     """Let a thread that waits for the interpreter lock have it (the broker's event loop). A CPU-bound thread
     that never blocks keeps the lock for a whole switch interval each time it gets it, so it takes about half the
@@ -509,10 +523,13 @@ class Cleaner:
         end: int,
         tombstone_horizon_offset: int,
         tombstone_horizon: Callable[[], int] | None = None,
+        paused: Callable[[], bool] | None = None,
     ) -> PassStats:
         """Clean ``log`` up to ``end`` (the policy's cleanable end, a segment base offset), its dirty section
         starting at ``first_dirty``. Tombstones at or above ``tombstone_horizon_offset`` stay whatever their age;
-        ``tombstone_horizon`` gives that offset as of now: a swap it no longer allows aborts the pass.
+        ``tombstone_horizon`` gives that offset as of now: a swap it no longer allows aborts the pass. ``paused``
+        says whether the log's cleaning was paused since: asked before each group and, under the log's lock, before
+        each swap, it aborts the pass (the groups swapped before stay).
 
         Returns the pass's stats; ``stats.end`` is the new first dirty offset. Raises CorruptRecordError (or
         another OdradekError / OSError) when the log cannot be cleaned: the caller marks it uncleanable."""
@@ -520,7 +537,7 @@ class Cleaner:
         view = log.compaction_view()
         stats = PassStats(first_dirty=first_dirty, start_ms=start)
         try:
-            self._clean(log, view, config, end, tombstone_horizon_offset, tombstone_horizon, stats)
+            self._clean(log, view, config, end, tombstone_horizon_offset, tombstone_horizon, stats, paused)
         except (OdradekError, OSError):
             if not log.moved_since(view):
                 raise
@@ -538,6 +555,7 @@ class Cleaner:
         tombstone_horizon_offset: int,
         tombstone_horizon: Callable[[], int] | None,
         stats: PassStats,
+        paused: Callable[[], bool] | None = None,
     ) -> None:
         first_dirty, start = stats.first_dirty, stats.start_ms
         throttled_before = self.throttler.throttled_ms
@@ -563,7 +581,8 @@ class Cleaner:
         groups = group_segments(to_clean, log.config.segment_bytes, config_max_entries)
         for i, group in enumerate(groups):
             group_end = groups[i + 1][0].base_offset if i + 1 < len(groups) else self._next_base(view, group[-1])
-            if not self._clean_group(log, view, group, group_end, batch_filter):
+            stopped = paused is not None and paused()
+            if stopped or not self._clean_group(log, view, group, group_end, batch_filter, paused):
                 stats.aborted = True
                 stats.end = first_dirty
                 break
@@ -578,7 +597,13 @@ class Cleaner:
         raise AssertionError("segment not in the view")
 
     def _clean_group(
-        self, log: Log, view: CompactionView, group: list[SegmentStat], end: int, batch_filter: _BatchFilter
+        self,
+        log: Log,
+        view: CompactionView,
+        group: list[SegmentStat],
+        end: int,
+        batch_filter: _BatchFilter,
+        paused: Callable[[], bool] | None = None,
     ) -> bool:
         stats = batch_filter.stats
         batch_filter.removed_up_to = -1
@@ -592,7 +617,7 @@ class Cleaner:
             writer.aborted = batch_filter.txns.take_kept_entries()
             writer.finish()
             stats.bytes_written += writer.size
-            swapped = log.replace_segments(view, group, end, self.swap_step, batch_filter.removals_still_safe)
+            swapped = log.replace_segments(view, group, end, self.swap_step, _swap_check(batch_filter, paused))
         except BaseException:
             writer.abandon()
             raise

@@ -32,12 +32,14 @@ class CompactedLog:
     holds durably (the leader: the minimum of its high watermark, its own recovery point and its followers' as they
     reported them; a follower: the one its leader last told, capped by its high watermark). ``tombstone_horizon``:
     that offset as of now, read again before each swap, since a replica added during a pass lowers it (None: the
-    offset cannot change)."""
+    offset cannot change). ``paused``: whether the log's cleaning is paused now (its replica moving to another log
+    dir): a paused log is not picked, and a pass under way stops before its next swap (None: never paused)."""
 
     log: Log
     config: CompactionConfig
     tombstone_horizon_offset: int
     tombstone_horizon: Callable[[], int] | None = None
+    paused: Callable[[], bool] | None = None
 
 
 def log_snapshot(key: Hashable, log: Log, config: CompactionConfig) -> LogSnapshot:
@@ -104,6 +106,8 @@ class CleanerThread:
         logs = self._source()
         snapshots = []
         for key, entry in logs.items():
+            if entry.paused is not None and entry.paused():
+                continue  # kept by the manager (its first dirty offset), but not picked
             try:
                 snapshot = log_snapshot(key, entry.log, entry.config)
             except OdradekError:
@@ -121,6 +125,7 @@ class CleanerThread:
                 chosen.end,
                 entry.tombstone_horizon_offset,
                 entry.tombstone_horizon,
+                entry.paused,
             )
         except Exception as e:  # whatever failed, the log must leave "in progress", or no thread cleans it again
             if entry.log.offline or entry.log.closed:

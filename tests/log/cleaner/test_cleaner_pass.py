@@ -347,3 +347,56 @@ def test_a_swap_that_would_remove_a_tombstone_the_horizon_no_longer_allows_is_re
     stats = cleaner.clean(log, config, 0, end, log.log_end_offset, lambda: tombstone + 1)
     assert not stats.aborted and stats.tombstones_removed == 1
     assert [r for r in rows(log) if r[3] is None] == []
+
+
+def test_a_pass_whose_log_is_paused_meanwhile_stops_before_its_next_swap(
+    open_log: Callable[..., Log], tmp_path: Path, clock: Any
+) -> None:
+    """A replica starting to move to another log dir pauses its cleaning (Kafka's abortAndPauseCleaning): a pass
+    under way asks before each group and, under the log's lock, before each swap, and stops there; what it
+    swapped before stays, and it is redone once cleaning resumes."""
+    log = open_log(tmp_path / "t-0", CONFIG, clock=clock)
+    fill(log, clock, 120)
+    before, active = rows(log), log.segment_base_offsets[-1]
+    asked: list[int] = []
+
+    def paused_at(n: int) -> Callable[[], bool]:
+        def paused() -> bool:
+            asked.append(n)
+            return len(asked) > n
+
+        return paused
+
+    cleaner = Cleaner(1 << 20, clock=clock)
+    # Paused before the first swap (the first group was asked about once, then the swap asks again).
+    stats = cleaner.clean(log, CompactionConfig(), 0, active, log.log_end_offset, None, paused_at(1))
+    assert stats.aborted and stats.end == 0 and stats.segments_out == 0 and len(asked) == 2
+    assert rows(log) == before
+    assert not [p for p in os.listdir(tmp_path / "t-0") if p.endswith((".cleaned", ".swap"))]
+    # Paused after the first group's swap: that group stays cleaned, the rest is not touched.
+    asked.clear()
+    stats = cleaner.clean(log, CompactionConfig(), 0, active, log.log_end_offset, None, paused_at(2))
+    assert stats.aborted and stats.end == 0 and stats.segments_out == 1
+    # Resumed: the pass is redone in full.
+    stats = cleaner.clean(log, CompactionConfig(), 0, active, log.log_end_offset, None, lambda: False)
+    assert not stats.aborted and rows(log) == latest(before, active)
+
+
+def test_a_paused_log_is_not_picked_and_keeps_its_state(
+    open_log: Callable[..., Log], tmp_path: Path, clock: Any
+) -> None:
+    log = open_log(tmp_path / "t-0", CONFIG, clock=clock)
+    fill(log, clock, 60)
+    log.high_watermark = log.log_end_offset
+    manager = CleanerManager(clock.now, {("t", 0): 0})
+    paused = [True]
+    entry = CompactedLog(
+        log, CompactionConfig(min_cleanable_dirty_ratio=0.0), log.log_end_offset, None, lambda: paused[0]
+    )
+    thread = CleanerThread("t", manager, Cleaner(1 << 20, clock=clock), lambda: {("t", 0): entry}, clock=clock)
+    assert not thread.run_once()
+    assert manager.log_state(("t", 0)) is not None and manager.metrics(clock.now).passes == 0
+    paused[0] = False
+    assert thread.run_once()
+    state = manager.log_state(("t", 0))
+    assert state is not None and state.first_dirty > 0
