@@ -47,6 +47,7 @@ class ProducerBatch:
         "error",
         "headers",
         "keys",
+        "last_error",
         "log_append_time",
         "partition",
         "producer_epoch",
@@ -72,6 +73,7 @@ class ProducerBatch:
         self.closed = False  # no more appends: full, lingered out, or drained
         self.attempts = 0
         self.retry_at = 0.0
+        self.last_error: BaseException | None = None  # the retriable error of the last attempt, for expiry
         self.encoded: bytes | None = None
         # Set once, by the idempotent producer when the batch is first drained (idempotence.py).
         self.producer_id = -1

@@ -247,10 +247,15 @@ class Sender:
             self.wakeup()
 
     def _expiry_message(self, batch: ProducerBatch, now: float) -> str:
-        return (
+        """Kafka's wording, plus the error that made the batch wait for a retry: a batch that expires between
+        attempts would otherwise hide why the cluster did not take it."""
+        message = (
             f"expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
             f"{(now - batch.created) * 1000:.0f} ms has passed since batch creation (delivery.timeout.ms)"
         )
+        if batch.last_error is not None:
+            message += f"; the last attempt failed: {batch.last_error}"
+        return message
 
     def _request(self, batches: list[ProducerBatch]) -> pb.ProduceRequest:
         compression = self._compression
@@ -378,6 +383,7 @@ class Sender:
             ):
                 batch.attempts += 1
                 batch.retry_at = now + self._backoff
+                batch.last_error = error
                 retry.append(batch)
             else:
                 self._fail(batch, error)

@@ -224,6 +224,18 @@ async def test_batches_expire_after_delivery_timeout(cluster: FakeCluster) -> No
         assert 0.25 < time.monotonic() - started < 2
 
 
+async def test_an_expiry_between_attempts_names_the_last_attempts_error(cluster: FakeCluster) -> None:
+    """A batch that fails on a lost leader, then waits for a new one until delivery.timeout.ms, expires with
+    Kafka's timeout wording and the error that sent it back to wait."""
+    cluster.leader_hints = False
+    overrides = {"delivery.timeout.ms": 1000, "request.timeout.ms": 500, "linger.ms": 0}
+    async with AsyncProducer(config(cluster, **overrides)) as producer:
+        await producer.send_and_wait("t", b"a", partition=0)  # the leader is known
+        cluster.move_leader("t", 0, -1)  # the leader answers NOT_LEADER_OR_FOLLOWER, and no broker leads
+        with pytest.raises(ClientTimeoutError, match=r"delivery\.timeout\.ms.*last attempt failed: .*NOT_LEADER"):
+            await producer.send_and_wait("t", b"b", partition=0)
+
+
 async def test_acks_zero_reports_no_offset(cluster: FakeCluster) -> None:
     async with AsyncProducer(config(cluster, acks=0)) as producer:
         assert (await producer.send_and_wait("t", b"v", partition=0, timestamp=5)) == RecordMetadata("t", 0, -1, 5)

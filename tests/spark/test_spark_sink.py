@@ -174,8 +174,8 @@ def test_records_the_cluster_does_not_acknowledge_fail_the_job(cluster: DevClust
     for k, v in {
         "bootstrap.servers": cluster.bootstrap_servers,
         "topic": "unreplicated",
-        "kafka.delivery.timeout.ms": "3000",
-        "kafka.request.timeout.ms": "1000",
+        "kafka.delivery.timeout.ms": "6000",
+        "kafka.request.timeout.ms": "2000",
     }.items():
         writer = writer.option(k, v)
     started = time.monotonic()
