@@ -174,8 +174,11 @@ def test_requests_that_cannot_land_are_counted_as_dropped() -> None:
             p.hold_requests("b", 500)
             sock.sendall(b"doomed")
             deadline = time.monotonic() + 2
-            while not accepted and time.monotonic() < deadline:
-                time.sleep(0.01)  # the proxy connects upstream on its own thread: nothing to await here
+            # The proxy connects upstream, then reads the request, on its own thread: nothing to await here. Both
+            # must have happened before the target goes away, or there is nothing held for the reset to drop.
+            while not (accepted and p.request_counts["held"]) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert p.request_counts["held"] == 1
             conn = accepted[0]
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             conn.close()  # the target crashes: its reset reaches the proxy before the hold ends
