@@ -2,8 +2,12 @@
 
 Followers use it to find where their log diverges from the leader's (OffsetsForLeaderEpoch): the
 end offset of epoch E is the start offset of the first epoch after E. It is persisted in the partition directory
-as ``leader-epoch-checkpoint`` (checkpoint.py layout, ``epoch start_offset`` a line) on every change; changes are
-rare (one per leader election or truncation), so the synchronous write costs nothing on the data path.
+as ``leader-epoch-checkpoint`` (checkpoint.py layout, ``epoch start_offset`` a line). Truncations are written at once.
+A new epoch (``assign``) is only marked dirty: its owner makes it durable with ``persist`` before the log's recovery
+point passes the epoch's start offset (a flush, a roll, a close), and the log manager's periodic pass writes what is
+left off the event loop. Every entry at or above the recovery point is rebuilt from the batch headers after a crash,
+so a lost write loses nothing, and an election that makes a broker lead thousands of partitions at once does not
+cost it two fsyncs per partition on the path that applies the metadata (which its heartbeats wait behind).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ class LeaderEpochCache:
             if cur.epoch <= prev.epoch or cur.start_offset < prev.start_offset:
                 raise StorageError(f"{path}: leader epochs out of order: {prev} then {cur}")
         self._set(entries)
+        self.dirty = False  # entries assigned since the last write
 
     @property
     def entries(self) -> list[EpochEntry]:
@@ -50,7 +55,8 @@ class LeaderEpochCache:
         self.latest_epoch: int | None = entries[-1].epoch if entries else None
 
     def assign(self, epoch: int, start_offset: int) -> None:
-        """Record that ``epoch`` starts at ``start_offset``, dropping entries that conflict with it.
+        """Record that ``epoch`` starts at ``start_offset``, dropping entries that conflict with it; written by the
+        next ``persist`` (or truncation).
 
         Same rule as Kafka: a new entry is needed unless the epoch is the latest one and does not move back;
         entries with an epoch >= ``epoch`` or a start offset >= ``start_offset`` are superseded by it.
@@ -63,7 +69,7 @@ class LeaderEpochCache:
                 return
         kept = [e for e in self._entries if e.epoch < epoch and e.start_offset < start_offset]
         self._set([*kept, EpochEntry(epoch, start_offset)])
-        self._persist()
+        self.dirty = True
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) as Kafka's OffsetsForLeaderEpoch answers it.
@@ -106,5 +112,11 @@ class LeaderEpochCache:
             self._set([])
             self._persist()
 
+    def persist(self) -> None:
+        """Write the entries if an ``assign`` changed them since the last write (raises OSError)."""
+        if self.dirty:
+            self._persist()
+
     def _persist(self) -> None:
         write_entries(self.path, list(self._entries))
+        self.dirty = False

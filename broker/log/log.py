@@ -722,10 +722,22 @@ class Log:
             raise OdradekError(
                 f"leader epoch {leader_epoch} is older than the log's {latest}", code=ErrorCode.FENCED_LEADER_EPOCH
             )
+        self._epochs.assign(leader_epoch, self.log_end_offset)  # written by _persist_epochs, see epoch_cache.py
+
+    def _persist_epochs(self) -> None:
+        """Write the leader epochs assigned since the last write. Lock held; before the recovery point moves."""
         try:
-            self._epochs.assign(leader_epoch, self.log_end_offset)
-        except OSError as e:  # the leader-epoch checkpoint write
+            self._epochs.persist()
+        except OSError as e:
             raise self._fail(StorageError(f"{self.dir.name}: leader epoch write failed: {e}")) from e
+
+    def persist_epochs(self) -> None:
+        """The log manager's periodic pass: write a new leader epoch this log has not written yet."""
+        if not self._epochs.dirty:  # read without the lock: a change it misses is written by the next pass
+            return
+        with self._lock:
+            if self.failure is None and not self._closed:
+                self._persist_epochs()
 
     def _append_in_parts(
         self, view: memoryview, batches: list, append: Callable[[memoryview], AppendInfo]
@@ -917,6 +929,7 @@ class Log:
         if not old.size and old.base_offset == base_offset:
             return old
         old.seal()
+        self._epochs.persist()  # before the recovery point passes them (an OSError is the caller's roll failure)
         self._sync_segments(self._recovery_point, old.base_offset)
         self._producers.map_end_offset = base_offset
         self._producers.take_snapshot()  # bounds the replay on open to the segments from here
@@ -1304,6 +1317,7 @@ class Log:
         The fsyncs run on duplicated fds without the lock, so appends and reads continue meanwhile."""
         with self._lock:
             self._check_usable()
+            self._persist_epochs()  # before the recovery point passes them
             leo = self.log_end_offset
             target = leo if up_to is None else min(up_to, leo)
             if target <= self._recovery_point:
@@ -1369,6 +1383,7 @@ class Log:
             try:
                 if self.failure is None:
                     self._segments[-1].seal()
+                    self._epochs.persist()
                     self._sync_segments(self._recovery_point, self._bases[-1])
                     self._recovery_point = self.log_end_offset
                     self._producers.map_end_offset = self._recovery_point

@@ -586,7 +586,8 @@ class LogManager:
     # -- periodic work -------------------------------------------------------------------------------------------
 
     def tick(self, now_ms: int | None = None) -> None:
-        """Flush logs due by flush.ms, run retention and write checkpoints when their intervals have passed.
+        """Flush logs due by flush.ms, write new leader epochs, run retention and write checkpoints when their
+        intervals have passed.
 
         A log failing here goes offline (its error is logged); the others carry on."""
         now = self._clock() if now_ms is None else now_ms
@@ -595,6 +596,7 @@ class LogManager:
         for log in logs + list(self.future_logs().values()):
             try:  # a try costs nothing when nothing is raised, a suppress() a context manager for each log
                 log.flush_if_due(now)
+                log.persist_epochs()
             except OdradekError:
                 continue
         if now - self._last_retention >= cfg.retention_check_interval_ms:

@@ -88,15 +88,18 @@ def test_a_replica_that_cannot_get_a_log_is_offline(tmp_path: Path) -> None:
     logs.close()
 
 
-def test_an_io_error_while_becoming_leader_takes_the_replica_offline_not_the_listener(tmp_path: Path) -> None:
+def test_an_io_error_writing_a_new_leader_epoch_takes_the_replica_offline_not_the_listener(tmp_path: Path) -> None:
     logs = LogManager([tmp_path / "a", tmp_path / "b"])
     rm = ReplicaManager(1, logs, LogConfig())
+    logs.on_dir_offline(lambda _: rm.check_offline())  # as the broker wires them (through its event loop)
     image, delta = replay(MetadataImage(), *cluster(), part(0, leader=2), part(1, leader=2))
     rm.apply(image, delta)
     # The leader-epoch checkpoint of t-0 cannot be written: its temp file's name is taken by a directory.
     (logs.dir_of("t", 0) / "t-0" / "leader-epoch-checkpoint.tmp").mkdir()
     image, delta = replay(image, change(0, leader=1), change(1, leader=1))
-    rm.apply(image, delta)  # does not raise
+    rm.apply(image, delta)  # does not raise: the new epochs are written by the log manager's next pass
+    assert rm.get("t", 0).is_leader and rm.get("t", 1).is_leader
+    logs.tick()
     assert rm.get("t", 1).is_leader
     assert logs.offline_dirs() == [logs.dir_of("t", 0)]
     with pytest.raises(StorageError):

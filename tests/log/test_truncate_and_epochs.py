@@ -122,6 +122,7 @@ def test_epoch_cache_persists_and_is_trimmed_on_load(
     # an epoch checkpoint ahead of the log (crash between epoch write and data write) is trimmed
     cache = LeaderEpochCache(tmp_path / "t-0" / "leader-epoch-checkpoint")
     cache.assign(9, 500)
+    cache.persist()
     log = open_log(tmp_path / "t-0", small_config, log_start_offset=12)
     assert log.epoch_entries() == [(2, 12), (5, 20)]
 
@@ -136,6 +137,28 @@ def test_recovery_rebuilds_missing_epochs_from_batches(
     assert log.epoch_entries() == [(0, 0), (2, 10), (5, 20)]
 
 
+def test_a_new_epoch_is_written_before_the_recovery_point_passes_it(
+    open_log: Callable[..., Log], tmp_path: Path, small_config: LogConfig
+) -> None:
+    """Becoming leader writes nothing (a broker may become leader of thousands of partitions in one metadata
+    change); the epoch is on disk before a flush or a roll moves the recovery point past its start, and the log
+    manager's periodic pass writes one that saw no append."""
+    checkpoint = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    log = open_log(tmp_path / "t-0", small_config)
+    log.start_leader_epoch(3)
+    assert LeaderEpochCache(checkpoint).entries == []
+    log.append_as_leader(make_batch(2), 3)
+    log.flush()
+    assert log.recovery_point == 2 and LeaderEpochCache(checkpoint).entries == [(3, 0)]
+    log.append_as_leader(make_batch(2), 4)
+    while log.recovery_point < 4:  # rolls, each fsyncing what it seals: epoch 4 is written by the first
+        log.append_as_leader(make_batch(2), 4)
+    assert LeaderEpochCache(checkpoint).entries == [(3, 0), (4, 2)]
+    log.start_leader_epoch(6)
+    log.persist_epochs()
+    assert LeaderEpochCache(checkpoint).entries == [(3, 0), (4, 2), (6, log.log_end_offset)]
+
+
 def test_epoch_cache_rules(open_log: Callable[..., Log], tmp_path: Path) -> None:
     cache = LeaderEpochCache(tmp_path / "epochs")
     cache.assign(1, 0)
@@ -146,6 +169,9 @@ def test_epoch_cache_rules(open_log: Callable[..., Log], tmp_path: Path) -> None
     assert cache.entries == [(1, 0), (2, 8)]
     cache.assign(4, 4)  # starts before epoch 2's start: epoch 2 goes
     assert cache.entries == [(1, 0), (4, 4)]
+    assert LeaderEpochCache(tmp_path / "epochs").entries == []  # assigned, not written yet
+    cache.persist()
+    assert LeaderEpochCache(tmp_path / "epochs").entries == [(1, 0), (4, 4)]
     cache.truncate_from_start(2)
     assert cache.entries == [(1, 2), (4, 4)]
     cache.truncate_from_start(6)
