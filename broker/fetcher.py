@@ -170,10 +170,14 @@ class LeaderFetcher:
         self.partitions: dict[Key, Partition] = {}
         self.parked: set[Key] = set()  # refused by the leader: wait for metadata
         # Each fetched partition's position and request entry, read from its log only when it may have moved (added,
-        # an answer applied) and every POSITION_REFRESH_S (its recovery point moves when the log flushes): an idle
-        # round reads no log.
+        # an answer applied, or, checked every POSITION_REFRESH_S, a flush moved its recovery point): an idle round
+        # reads no log.
         self._positions: dict[Key, tuple[FetchPosition, PartitionFetch]] = {}
         self._stale: set[Key] = set()
+        # The last request's partitions and positions, until a position changes: an idle round of thousands of
+        # partitions builds nothing, and its fetch session (replica_connection.py) sees the same list and sends
+        # an empty incremental request without comparing them.
+        self._built: tuple[list[tuple[str, list[PartitionFetch]]], dict[Key, FetchPosition]] | None = None
         self._refresh_at = 0.0
         self._changed = asyncio.Event()
         self._log_start_moved = False  # a partition's log start moved in the last answer: checkpoint it
@@ -190,7 +194,11 @@ class LeaderFetcher:
     def remove(self, key: Key) -> None:
         self.partitions.pop(key, None)
         self.parked.discard(key)
-        self._positions.pop(key, None)
+        self._forget(key)
+
+    def _forget(self, key: Key) -> None:
+        if self._positions.pop(key, None) is not None:
+            self._built = None
 
     async def stop(self) -> None:
         self._task.cancel()
@@ -215,7 +223,7 @@ class LeaderFetcher:
         now = time.monotonic()
         if now >= self._refresh_at:
             self._refresh_at = now + POSITION_REFRESH_S
-            self._stale.update(self.partitions)
+            self._stale.update(self._moved_outside_answers())
         stale, self._stale = self._stale, set()
         for key in stale:
             p = self.partitions.get(key)
@@ -225,19 +233,25 @@ class LeaderFetcher:
                 offset, epoch = p.fetch_position()  # raises the log's error once it is offline
                 log_start, durable = p.log.log_start_offset, p.log.recovery_point
             except Exception as e:
-                self._positions.pop(key, None)
+                self._forget(key)
                 self._failed(key, p, e)
                 continue
-            self._positions[key] = (
+            entry = (
                 FetchPosition(offset, epoch, p.leader_epoch),
                 PartitionFetch(key[1], p.leader_epoch, offset, epoch, log_start, config.partition_max_bytes, durable),
             )
-        topics: dict[str, list[PartitionFetch]] = {}
-        sent: dict[Key, FetchPosition] = {}
-        for key, (position, fetch) in self._positions.items():
-            sent[key] = position
-            topics.setdefault(key[0], []).append(fetch)
-        if not topics:
+            if self._positions.get(key) != entry:
+                self._positions[key] = entry
+                self._built = None
+        if self._built is None:
+            topics: dict[str, list[PartitionFetch]] = {}
+            sent: dict[Key, FetchPosition] = {}
+            for key, (position, fetch) in self._positions.items():
+                sent[key] = position
+                topics.setdefault(key[0], []).append(fetch)
+            self._built = list(topics.items()), sent
+        listed, sent = self._built
+        if not listed:
             return None
         request = ReplicaFetchRequest(
             self.manager.broker_id,
@@ -245,9 +259,24 @@ class LeaderFetcher:
             config.max_wait_ms,
             config.min_bytes,
             config.response_max_bytes,
-            list(topics.items()),
+            listed,
         )
         return request, sent
+
+    def _moved_outside_answers(self) -> list[Key]:
+        """The partitions whose position moved other than by an answer: a flush moved the recovery point (sent
+        as the durable offset), or the log went offline. Compared on plain attributes, without the logs' locks:
+        a follower of thousands of idle partitions reads none of them."""
+        moved = []
+        for key, (_, fetch) in self._positions.items():
+            p = self.partitions.get(key)
+            if p is None:
+                continue
+            log = p.log
+            durable, start = log.recovery_point, log.log_start_offset
+            if durable != fetch.durable_offset or start != fetch.log_start_offset or log.offline:
+                moved.append(key)
+        return moved
 
     async def _run(self) -> None:
         backoff = self.manager.config.backoff_ms / 1000
@@ -308,7 +337,7 @@ class LeaderFetcher:
 
     def _park(self, key: Key, p: Partition) -> None:
         self.parked.add(key)
-        self._positions.pop(key, None)
+        self._forget(key)
         self.manager.retry_later(key, p)
 
     def _apply_partition(self, key: Key, p: Partition, sent: FetchPosition, r: FetchedPartition) -> None:

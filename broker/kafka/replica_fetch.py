@@ -71,9 +71,18 @@ class ReplicaSession:
         self.epoch = 0  # 0: the next request is full (and closes ``session_id`` if it is set)
         self._held: dict[Key, PartitionFetch] = {}  # the partitions the leader's session holds, as last sent
         self._next: dict[Key, PartitionFetch] = {}  # what they will be once the request in flight is answered
+        # The list ``_held`` was built from, and the one of the request in flight: a fetcher hands the same list
+        # again while no position moved, and that round sends nothing without comparing thousands of entries.
+        self._held_topics: Topics | None = None
+        self._next_topics: Topics | None = None
 
     def build(self, topics: Topics) -> SessionRequest:
-        """The request for the partitions the fetcher wants now, at their current positions."""
+        """The request for the partitions the fetcher wants now, at their current positions (``topics`` is not
+        changed afterwards: the fetcher builds a new list when a position moves)."""
+        self._next_topics = topics
+        if self.epoch != 0 and topics is self._held_topics:
+            self._next = self._held
+            return SessionRequest(self.session_id, self.epoch, [], [])
         wanted = {(name, p.partition): p for name, parts in topics for p in parts}
         self._next = wanted
         if self.epoch == 0:
@@ -92,18 +101,18 @@ class ReplicaSession:
         if error_code:
             self.failed(forget=error_code == FETCH_SESSION_ID_NOT_FOUND)
         elif session_id == 0:  # no session (the leader keeps none, or closed it): full requests again
-            self.session_id, self.epoch, self._held = 0, 0, {}
+            self.session_id, self.epoch, self._held, self._held_topics = 0, 0, {}, None
         else:
             self.epoch = 1 if self.epoch == 0 or self.session_id != session_id else next_epoch(self.epoch)
             self.session_id = session_id
-            self._held = self._next
+            self._held, self._held_topics = self._next, self._next_topics
 
     def failed(self, forget: bool = False) -> None:
         """No usable answer: the next request is full, closing the session unless the leader no longer has it."""
         if forget:
             self.session_id = 0
         self.epoch = 0
-        self._held = {}
+        self._held, self._held_topics = {}, None
 
 
 def encode_replica_fetch(

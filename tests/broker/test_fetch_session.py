@@ -191,6 +191,26 @@ def test_the_follower_sends_everything_first_then_only_what_moved_and_what_it_fo
     assert (back.epoch, back.topics, back.forgotten) == (3, [("t", [fetch(2, 10)])], [])
 
 
+def test_the_same_list_again_is_an_empty_round_until_a_full_request_is_due() -> None:
+    """A fetcher hands the very list of its last request while no position moved: nothing to compare or send."""
+    s = ReplicaSession()
+    topics = [("t", [fetch(0, 10), fetch(1, 10)])]
+    s.build(topics)
+    s.answered(0, 77)
+    for epoch in (1, 2):
+        idle = s.build(topics)
+        assert (idle.session_id, idle.epoch, idle.topics, idle.forgotten) == (77, epoch, [], [])
+        s.answered(0, 77)
+    moved = s.build([("t", [fetch(0, 10)])])  # a new list: compared with what the session holds
+    assert (moved.epoch, moved.topics, moved.forgotten) == (3, [], [("t", [1])])
+    s.answered(0, 77)
+    again = s.build(topics)  # the old list, no longer the held one: compared, partition 1 is listed again
+    assert (again.epoch, again.topics) == (4, [("t", [fetch(1, 10)])])
+    s.failed()
+    full = s.build(topics)  # after an error the same list is a full request
+    assert (full.epoch, full.topics) == (0, topics)
+
+
 def test_the_follower_starts_over_after_an_error_or_a_lost_answer() -> None:
     s = ReplicaSession()
     s.build([("t", [fetch(0, 10)])])
