@@ -251,23 +251,28 @@ class Log:
         clean_shutdown: bool = False,
         handles: SegmentHandles | None = None,
         clock: Callable[[], int] = wall_clock_ms,
+        sync: bool = True,
     ) -> Log:
         """Open (creating if needed) the log in ``directory``, recovering it unless ``clean_shutdown``.
 
         The offsets come from the log dir's checkpoints (manager.py). A log that fails to load is returned in the
-        failed state (``failure`` set, every operation raising it) so the broker can report it offline.
+        failed state (``failure`` set, every operation raising it) so the broker can report it offline. Without
+        ``sync``, the directory entry of a new log's first segment is left for the caller to fsync (the log
+        manager syncs the logs one metadata change creates together).
         """
         log = cls(Path(directory), config or LogConfig(), handles, clock)
         with log._lock:
             try:
-                log._load(recovery_point, log_start_offset, high_watermark, clean_shutdown)
+                log._load(recovery_point, log_start_offset, high_watermark, clean_shutdown, sync)
             except OdradekError as e:
                 log._fail(e)
             except OSError as e:
                 log._fail(StorageError(f"{log.dir}: {e}"))
         return log
 
-    def _load(self, recovery_point: int, log_start_offset: int, high_watermark: int, clean: bool) -> None:
+    def _load(
+        self, recovery_point: int, log_start_offset: int, high_watermark: int, clean: bool, sync: bool = True
+    ) -> None:
         """Install what recovery.py found in the directory, then replay the producer state. Lock held."""
         self._producers = ProducerStateManager(self.dir, self.config.producer_id_expiration_ms)
         r = recover(
@@ -280,6 +285,7 @@ class Log:
             log_start_offset=log_start_offset,
             high_watermark=high_watermark,
             clean=clean,
+            sync=sync,
         )
         self._segments, self._bases = r.segments, [seg.base_offset for seg in r.segments]
         self._epochs = r.epochs

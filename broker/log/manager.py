@@ -38,6 +38,8 @@ import re
 import shutil
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from operator import attrgetter
 from pathlib import Path
 
 from odradek.broker.log import durability
@@ -77,6 +79,10 @@ def _marker_epoch(marker: Path) -> int:
 
 
 TopicPartition = tuple[str, int]
+# New logs' directories synced side by side when one metadata change creates at least this many, on this many
+# threads: concurrent fsyncs share the file system's journal commits.
+PARALLEL_SYNC_MIN = 16
+PARALLEL_SYNC_THREADS = 8
 _LEGAL_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")  # Kafka's rule
 
 
@@ -122,6 +128,7 @@ class LogManager:
         self._future_dir_of: dict[TopicPartition, Path] = {}
         self._preferred: dict[TopicPartition, Path] = {}  # where a replica not hosted yet is to be created
         self._unsynced: set[Path] = set()  # log dirs holding new logs not synced yet (``sync_new_logs``)
+        self._unsynced_logs: list[tuple[Path, Path]] = []  # (log dir, log directory) of those new logs
         self._written: dict[tuple[Path, str], dict[TopicPartition, int]] = {}  # each checkpoint file's last write
         self._offline_dirs: dict[Path, str] = {}  # dir -> why it went offline
         self._dir_listeners: list[Callable[[Path], None]] = []
@@ -524,11 +531,12 @@ class LogManager:
     def _open_new(self, log_dir: Path, name: str, config: LogConfig, sync: bool = True) -> Log | BaseException:
         """A new log ``name`` in ``log_dir``, its directory entry synced or, without ``sync``, left to
         ``sync_new_logs`` (the caller holds the lock); or why not."""
-        log = Log.open(log_dir / name, config, handles=self.handles, clock=self._clock)
+        log = Log.open(log_dir / name, config, handles=self.handles, clock=self._clock, sync=sync)
         if log.failure is not None:
             return log.failure
         if not sync:
             self._unsynced.add(log_dir)
+            self._unsynced_logs.append((log_dir, log.dir))
         else:
             try:
                 fsync_dir(log_dir)
@@ -539,17 +547,39 @@ class LogManager:
         return log
 
     def sync_new_logs(self) -> None:
-        """Make durable the entries of the logs created with ``sync=False``: one fsync per log dir. A dir whose
-        sync fails goes offline with its logs, as it does when the sync of a single new log fails."""
+        """Make durable the logs created with ``sync=False``: each one's directory (its first segment's files),
+        then each log dir once. The directories are synced side by side, so that the file system commits them
+        together (a topic of thousands of partitions: about a third of the time, one after the other). A log dir
+        whose sync fails goes offline with its logs, as it does when the sync of a single new log fails."""
         with self._lock:
             dirs, self._unsynced = self._unsynced, set()
-        for log_dir in sorted(dirs):
+            logs, self._unsynced_logs = self._unsynced_logs, []
+        failed = {log_dir for log_dir, error in self._sync_dirs(logs) if error is not None}
+        for log_dir in failed:
+            self.fail_dir(log_dir, StorageError(f"{log_dir}: syncing its new logs failed"))
+        for log_dir in sorted(dirs - failed):
             if log_dir in self._offline_dirs:
                 continue
             try:
                 fsync_dir(log_dir)
             except OSError as e:
                 self.fail_dir(log_dir, StorageError(f"{log_dir}: {e}"))
+
+    @staticmethod
+    def _sync_dirs(logs: list[tuple[Path, Path]]) -> list[tuple[Path, OSError | None]]:
+        """fsync each (log dir, log directory) pair's log directory; (log dir, error or None) for each."""
+
+        def sync(pair: tuple[Path, Path]) -> tuple[Path, OSError | None]:
+            try:
+                fsync_dir(pair[1])
+            except OSError as e:
+                return pair[0], e
+            return pair[0], None
+
+        if len(logs) < PARALLEL_SYNC_MIN:
+            return [sync(pair) for pair in logs]
+        with ThreadPoolExecutor(PARALLEL_SYNC_THREADS, thread_name_prefix="sync-new-logs") as pool:
+            return list(pool.map(sync, logs))
 
     def _failed_to_create(self, log_dir: Path, failure: BaseException) -> BaseException:
         """The error to raise for a log that could not be created; an I/O failure takes its dir offline first."""
@@ -592,9 +622,23 @@ class LogManager:
         A log failing here goes offline (its error is logged); the others carry on."""
         now = self._clock() if now_ms is None else now_ms
         cfg = self.manager_config
-        logs = [log for log in self.logs().values() if not log.offline]
-        for log in logs + list(self.future_logs().values()):
+        # One pass over every log, whatever is due: on a broker of thousands of idle logs this pass is most of what
+        # it does each second.
+        checkpointed, start_moved = self._checkpointed_starts, False
+        logs = []
+        for tp, log in self.logs().items():
+            if log.offline:
+                continue
+            logs.append(log)
             try:  # a try costs nothing when nothing is raised, a suppress() a context manager for each log
+                log.flush_if_due(now)
+                log.persist_epochs()
+            except OdradekError:
+                continue
+            if not start_moved and checkpointed.get(tp) != log.log_start_offset:
+                start_moved = True
+        for log in self.future_logs().values():
+            try:
                 log.flush_if_due(now)
                 log.persist_epochs()
             except OdradekError:
@@ -609,9 +653,7 @@ class LogManager:
             self.checkpoint_recovery_points()
         # A moved log start (DeleteRecords, or a follower taking its leader's) is written at the next tick rather
         # than the interval's end: trimmed records must not come back after a crash.
-        if now - self._last_start_checkpoint >= cfg.log_start_offset_checkpoint_interval_ms or any(
-            self._checkpointed_starts.get(tp) != log.log_start_offset for tp, log in self.logs().items()
-        ):
+        if start_moved or now - self._last_start_checkpoint >= cfg.log_start_offset_checkpoint_interval_ms:
             self._last_start_checkpoint = now
             self.checkpoint_log_start_offsets()
         if now - self._last_hw_checkpoint >= cfg.high_watermark_checkpoint_interval_ms:
@@ -619,18 +661,18 @@ class LogManager:
             self.checkpoint_high_watermarks()
 
     def checkpoint_recovery_points(self) -> None:
-        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
+        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, attrgetter("recovery_point"))
 
     def checkpoint_log_start_offsets(self) -> None:
         """Write every log's start offset (thread-safe). Called at once where a moved log start must survive a
         crash: a DeleteRecords answer, or a follower before it reports its new log start to its leader."""
         with self._start_checkpoint_lock:
             starts = {tp: log.log_start_offset for tp, log in self.logs().items()}
-            self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+            self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, attrgetter("log_start_offset"))
             self._checkpointed_starts = starts
 
     def checkpoint_high_watermarks(self) -> None:
-        self._write_checkpoint(HIGH_WATERMARK_CHECKPOINT, lambda log: log.high_watermark)
+        self._write_checkpoint(HIGH_WATERMARK_CHECKPOINT, attrgetter("high_watermark"))
 
     def checkpoint(self) -> None:
         """Write all three checkpoint files of every log dir now."""
@@ -643,7 +685,10 @@ class LogManager:
             placed = [(tp, log, self._dir_of[tp]) for tp, log in self._logs.items()]
             placed += [(tp, log, self._future_dir_of[tp]) for tp, log in self._futures.items()]
         for log_dir in self.online_dirs():
-            offsets = {tp: offset_of(log) for tp, log, d in placed if d == log_dir}
+            if len(self.log_dirs) == 1:  # the usual single log dir: no per-log dir test
+                offsets = {tp: offset_of(log) for tp, log, _ in placed}
+            else:
+                offsets = {tp: offset_of(log) for tp, log, d in placed if d == log_dir}
             if self._written.get((log_dir, name)) == offsets:
                 continue  # the file holds these already: an idle broker does not rewrite and sync it every 5 s
             try:

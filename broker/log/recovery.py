@@ -69,9 +69,11 @@ def recover(
     log_start_offset: int,
     high_watermark: int,
     clean: bool,
+    sync: bool = True,
 ) -> Recovered:
     """Open (creating if needed) the log in ``directory``, recovering it unless ``clean``; the offsets come from
-    the log dir's checkpoints. Raises CorruptRecordError or OSError, having released the segments' handles.
+    the log dir's checkpoints. Without ``sync``, a new log's first segment is created without syncing its
+    directory (the caller does). Raises CorruptRecordError or OSError, having released the segments' handles.
     Call with ``lock`` (the log's) held."""
     directory.mkdir(parents=True, exist_ok=True)
     remove_stale_tmp(directory)
@@ -86,7 +88,7 @@ def recover(
         if segments:
             rescanned_from = recover_segments(segments, epochs, recovery_point, clean)
         else:
-            segments.append(_new_segment(directory, log_start_offset, config, handles, lock, clock))
+            segments.append(_new_segment(directory, log_start_offset, config, handles, lock, clock, sync))
         leo = segments[-1].end_offset()
         log_start = max(log_start_offset, segments[0].base_offset)
         if log_start > leo:  # the tail holding the log start was torn off: nothing below it may come back
@@ -120,10 +122,12 @@ def _new_segment(
     handles: SegmentHandles,
     lock: threading.RLock,
     clock: Callable[[], int],
+    sync: bool = True,
 ) -> LogSegment:
     seg = LogSegment(directory, base_offset, config, handles, lock, clock())
     seg.create()
-    fsync_dir(directory)
+    if sync:
+        fsync_dir(directory)
     return seg
 
 

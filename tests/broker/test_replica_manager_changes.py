@@ -109,9 +109,11 @@ def test_a_new_topic_syncs_its_log_dir_once_before_apply_returns(
 ) -> None:
     synced: list[Path] = []
     monkeypatch.setattr("odradek.broker.log.manager.fsync_dir", synced.append)
+    monkeypatch.setattr("odradek.broker.log.recovery.fsync_dir", synced.append)
     rm = ReplicaManager(1, LogManager([tmp_path]), LogConfig())
     rm.apply(*replay(MetadataImage(), *topic(8)))
-    assert synced == [tmp_path]  # once for the 8 new logs, not once each
+    # Each new log's directory, then the log dir once for the 8 of them, not once each.
+    assert sorted(synced[:8]) == sorted(tmp_path / f"t-{p}" for p in range(8)) and synced[8:] == [tmp_path]
 
 
 def test_a_log_dir_that_fails_its_sync_takes_the_new_replicas_offline(

@@ -6,6 +6,8 @@ import pytest
 from conftest import Clock
 from log_batches import batch_of_size, make_batch
 
+from odradek.broker.log import manager as manager_module
+from odradek.broker.log import recovery as recovery_module
 from odradek.broker.log.config import LogConfig, LogManagerConfig
 from odradek.broker.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
 from odradek.client.errors import CorruptRecordError, InvalidRequestError, StorageError
@@ -229,3 +231,37 @@ def test_a_corrupt_log_is_offline_and_its_dir_never_marked_clean(tmp_path: Path)
         manager.close()
         assert not (bad_dir / CLEAN_SHUTDOWN_FILE).exists()
         assert [(d / CLEAN_SHUTDOWN_FILE).exists() for d in dirs if d != bad_dir] == [True]
+
+
+@pytest.mark.parametrize("count", [3, 40])  # one after the other, and side by side
+def test_new_logs_created_without_sync_are_synced_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int
+) -> None:
+    """A metadata change creating many logs syncs each new log's directory and each log dir once, after creating
+    them all; a directory whose sync fails takes its log dir offline, not the other one."""
+    manager = LogManager([tmp_path / "a", tmp_path / "b"], CONFIG)
+    synced: list[Path] = []
+    real = manager_module.fsync_dir
+
+    def fsync_dir(path: Path) -> None:
+        synced.append(path)
+        if path.name == "bad-0":
+            raise OSError(5, "injected")
+        real(path)
+
+    monkeypatch.setattr(manager_module, "fsync_dir", fsync_dir)
+    monkeypatch.setattr(recovery_module, "fsync_dir", fsync_dir)
+    logs = [manager.get_or_create_log("t", p, sync=False) for p in range(count)]
+    assert synced == []  # nothing synced while they are created
+    manager.sync_new_logs()
+    assert sorted(synced[:count]) == sorted(log.dir for log in logs)
+    assert sorted(synced[count:]) == [tmp_path / "a", tmp_path / "b"]
+    assert manager.offline_dirs() == []
+    synced.clear()
+    manager.sync_new_logs()
+    assert synced == []  # synced once
+    bad = manager.get_or_create_log("bad", 0, sync=False)
+    good = manager.get_or_create_log("good", 0, sync=False)
+    manager.sync_new_logs()
+    assert manager.offline_dirs() == [manager.dir_of("bad", 0)] and bad.offline and not good.offline
+    manager.close()
