@@ -736,7 +736,12 @@ PRODUCER_KEYS: dict[str, Key] = {
         (f"{PRODUCER}::test_retriable_errors_are_retried_then_fail_when_retries_run_out",),
     ),
     "delivery.timeout.ms": Key(
-        "a record not acknowledged within this fails", (f"{PRODUCER}::test_batches_expire_after_delivery_timeout",)
+        "a record not acknowledged within this fails: with the last attempt's error when one was retried (Kafka "
+        "says only that the time passed)",
+        (
+            f"{PRODUCER}::test_batches_expire_after_delivery_timeout",
+            f"{PRODUCER}::test_an_expiry_between_attempts_names_the_last_attempts_error",
+        ),
     ),
     "max.request.size": Key(
         "largest Produce request (and record)", (f"{PRODUCER}::test_message_too_large_fails_before_sending",)
