@@ -18,8 +18,12 @@ the brokers' default config (but ``max.partitions.per.broker``, raised to the co
 - broker RSS per partition: each broker's RSS then, minus its RSS at ~0 partitions (the same cluster just started),
   over the partition count;
 - idle broker CPU, as above;
-- broker failover: SIGKILL one broker and time, from the kill, its fencing and the moment every partition it led has
-  a new leader (the controller fences it only after ``broker.session.timeout.ms``, reported);
+- spread produce (``scale_spread.py``; ``--no-spread`` skips it): 100-byte records round-robin over every partition,
+  acks=all, through odradek's client and through confluent-kafka, each as a ratio of the same run on a 6-partition
+  topic; then an odradek consumer assigned every partition reads them all back, against the 6-partition topic;
+- broker failover: SIGKILL the broker leading the most partitions and time, from the kill, its fencing and the moment
+  every partition it led has a new leader (the controller fences it only after ``broker.session.timeout.ms``,
+  reported), with each broker's leader count before;
 - controller failover, on a second cluster of 3 controllers and 3 brokers with the same topics: SIGKILL the active
   controller and time until a new one has created a topic (``--no-controller-failover`` skips it).
 
@@ -104,6 +108,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--scale", action="store_true", help="creation, RSS, idle CPU and failover times instead")
     parser.add_argument("--no-controller-failover", action="store_true", help="with --scale: skip the 3+3 cluster")
+    parser.add_argument("--no-spread", action="store_true", help="with --scale: skip spread produce and consume-all")
     parser.add_argument("--profile", type=Path, help="with --scale: py-spy raw profiles of each node per phase")
     parser.add_argument("--json", type=Path, help="with --scale: also write the figures here")
     parser.add_argument("--timeout", type=float, default=1800.0, help="with --scale: bound of each wait, seconds")

@@ -14,9 +14,12 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from scale_spread import spread
 
 from odradek.broker.config import NodeConfig
 from odradek.client.admin import AsyncAdmin
@@ -24,6 +27,7 @@ from odradek.client.errors import OdradekError
 from odradek.deploy.local import DevCluster, DevNode
 
 TOPICS = 20
+SPREAD_RECORDS = 200_000  # at most, per spread run (each also at most --seconds)
 TICKS = os.sysconf("SC_CLK_TCK")
 PY_SPY = Path.home() / ".local/bin/py-spy"
 DEFAULT_MAX_PARTITIONS_PER_BROKER = 4000
@@ -135,8 +139,21 @@ def session_timeout_ms(cluster: DevCluster) -> int:
 
 
 async def broker_failover(cluster: DevCluster, timeout: float) -> dict[str, Any]:
-    """SIGKILL the last broker; seconds from the kill until it is fenced and until its partitions have new leaders."""
-    victim = brokers(cluster)[-1]
+    """SIGKILL the broker leading the most partitions; seconds from the kill until it is fenced and until its
+    partitions have new leaders. Also how many partitions each broker led before (a broker fenced while the topics
+    were created would lead none: leadership moves back only by a preferred-leader election)."""
+    by_node = {n.node_id: n for n in brokers(cluster)}
+    async with AsyncAdmin(admin_config(cluster, 10_000)) as admin:
+        deadline = time.monotonic() + timeout
+        while True:  # a census in which every partition has a live leader
+            topics = await admin.describe_topics()
+            census = Counter(p.leader for t in topics for p in t.partitions)
+            if sum(census[n] for n in by_node) == sum(len(t.partitions) for t in topics) > 0:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"some partitions had no leader for {timeout:.0f} s: {dict(census)}")
+            await asyncio.sleep(1)
+    victim = by_node[max(by_node, key=lambda node_id: census[node_id])]
     async with AsyncAdmin(admin_config(cluster, 10_000, exclude=victim.node_id)) as admin:
         led = {
             (t.name, p.partition)
@@ -162,7 +179,12 @@ async def broker_failover(cluster: DevCluster, timeout: float) -> dict[str, Any]
             if time.monotonic() > deadline:
                 raise RuntimeError(f"broker {victim.node_id}'s partitions were not all led anew in {timeout:.0f} s")
             await asyncio.sleep(0.1 if fenced < 0 else 0.25)
-        return {"led": len(led), "fenced_s": fenced, "all_led_s": time.monotonic() - t0}
+        return {
+            "leaders_before": {str(node_id): census[node_id] for node_id in sorted(by_node)},
+            "led": len(led),
+            "fenced_s": fenced,
+            "all_led_s": time.monotonic() - t0,
+        }
 
 
 async def controller_failover(cluster: DevCluster, timeout: float) -> float:
@@ -204,6 +226,11 @@ def measure(tmp: Path, count: int, args: argparse.Namespace) -> dict[str, Any]:
             shares = idle_cpu(cluster, args.seconds)
         rss = [rss_bytes(n.pid) - b for n, b in zip(brokers(cluster), base, strict=True)]
         print(f"  {count:>6} partitions: idle broker CPU " + ", ".join(f"{s:.1%}" for s in shares), flush=True)
+        spread_figures = None
+        if not args.no_spread:
+            with profiled(profile, cluster, "spread"):
+                names = [f"idle-{t}" for t in range(TOPICS)]
+                spread_figures = spread(cluster, names, max(1, count // TOPICS), SPREAD_RECORDS, args.seconds)
         with profiled(profile, cluster, "broker-failover"):
             failover = asyncio.run(broker_failover(cluster, args.timeout))
         print(f"  {count:>6} partitions: broker failover {failover}", flush=True)
@@ -219,6 +246,7 @@ def measure(tmp: Path, count: int, args: argparse.Namespace) -> dict[str, Any]:
         "broker_session_timeout_ms": session_timeout_ms(cluster),
         "overrides": overrides(count),
         "broker_failover": failover,
+        "spread": spread_figures,
     }
     if not args.no_controller_failover:
         result["controller_failover_s"] = measure_controller_failover(tmp, count, args, profile)
