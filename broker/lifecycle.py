@@ -10,6 +10,13 @@ so the controller moves leadership off them promptly.
 ``caught_up`` is set the first time the controller unfences the broker: by then the broker has applied the metadata
 log up to its own registration, so its image holds the topics, ACLs and SCRAM credentials that clients rely on. The
 node serves clients only from then on, as a Kafka broker enables request processing once it is unfenced.
+
+Registration and heartbeats run on a thread of their own, with their own event loop and channels (as Kafka's
+broker lifecycle manager has its own event queue thread): a long stretch of work on the node's event loop, such as
+a metadata change creating thousands of partitions' logs, must not hold back the heartbeats that keep the broker
+unfenced, or the controller fences it, moves its leaderships away and gives them back, and again. What they read
+of the node (its metadata offset, its offline replicas) are plain attribute reads; what they change of it
+(``caught_up``, the registration callback) is handed to the node's loop.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -75,10 +83,14 @@ class BrokerLifecycleManager:
         self.fenced = True
         self.session_timeout = session_timeout_ms / 1000
         self.session_renewed = time.monotonic()  # send time of the last heartbeat the controller answered
-        self.registered = asyncio.Event()
+        self.registered = asyncio.Event()  # on the node's loop, as ``caught_up``
         self.caught_up = asyncio.Event()  # never cleared: a later fencing does not make the image stale
-        self._pool = ChannelPool()
-        self._task: asyncio.Task | None = None
+        self._pool = ChannelPool()  # for ``call`` from the node's loop
+        self._loop: asyncio.AbstractEventLoop | None = None  # the node's loop
+        self._thread: threading.Thread | None = None  # runs the heartbeats' loop
+        self._heartbeat_loop: asyncio.AbstractEventLoop | None = None
+        self._heartbeat_pool: ChannelPool | None = None
+        self._task: asyncio.Task | None = None  # on the heartbeats' loop
         self._next_voter = 0
         self._controller: int | None = None
         self._wakeup = asyncio.Event()
@@ -86,16 +98,58 @@ class BrokerLifecycleManager:
 
     def wake(self) -> None:
         """Heartbeat now rather than at the next interval (e.g. a log dir just went offline)."""
-        self._wakeup.set()
+        loop = self._heartbeat_loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wakeup.set)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="broker-lifecycle")
+        """Register, then heartbeat, on the lifecycle thread (called on the node's loop)."""
+        self._loop = asyncio.get_running_loop()
+        started = threading.Event()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._heartbeat_loop, self._heartbeat_pool = loop, ChannelPool()
+            self._task = loop.create_task(self._run(), name="broker-lifecycle")
+            started.set()
+            try:
+                with contextlib.suppress(asyncio.CancelledError):
+                    loop.run_until_complete(self._task)
+            except Exception:
+                logger.critical("broker %d: registration and heartbeats stopped", self.broker_id, exc_info=True)
+            finally:
+                loop.run_until_complete(self._heartbeat_pool.close())
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name="broker-lifecycle", daemon=True)
+        self._thread.start()
+        started.wait()
+
+    async def _stop_heartbeats(self) -> None:
+        """End the lifecycle thread (its heartbeats stop; the controller fences this broker after its session)."""
+        thread, loop, task = self._thread, self._heartbeat_loop, self._task
+        self._thread = self._task = None
+        if thread is None or loop is None or task is None:
+            return
+        with contextlib.suppress(RuntimeError):  # its loop already closed
+            loop.call_soon_threadsafe(task.cancel)
+        await asyncio.to_thread(thread.join)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await self._stop_heartbeats()
         await self._pool.close()
+
+    def _on_node_loop(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` on the node's loop: at once from it, else handed to it (from the lifecycle thread)."""
+        loop = self._loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is None or running is loop:
+            callback()
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(callback)
 
     def _target(self) -> tuple[int, str]:
         """The controller to talk to: the last one that answered, else the known leader, else the next voter."""
@@ -111,9 +165,12 @@ class BrokerLifecycleManager:
         self._controller = leader_id if leader_id in self.voters else None
 
     async def call(self, method: str, request):
-        """Send to the active controller (following redirects next time); None when it could not answer."""
+        """Send to the active controller (following redirects next time); None when it could not answer. On the
+        lifecycle thread's loop through its own channels, as a channel belongs to the loop that made it."""
         node, address = self._target()
-        stub = controller_pb2_grpc.ControllerStub(self._pool.get(address))
+        heartbeats = self._heartbeat_pool is not None and asyncio.get_running_loop() is self._heartbeat_loop
+        pool = self._heartbeat_pool if heartbeats and self._heartbeat_pool is not None else self._pool
+        stub = controller_pb2_grpc.ControllerStub(pool.get(address))
         try:
             response = await getattr(stub, method)(request, timeout=max(2.0, self.interval * 2))
         except grpc.aio.AioRpcError as e:
@@ -153,9 +210,9 @@ class BrokerLifecycleManager:
             if response is not None:
                 if response.error == ErrorCode.NONE:
                     self.broker_epoch = response.broker_epoch
-                    self.registered.set()
+                    self._on_node_loop(self.registered.set)
                     logger.info("broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
-                    self.on_registered()
+                    self._on_node_loop(self.on_registered)
                     return
                 logger.warning("registration refused: %s %s", ErrorCode.Name(response.error), response.error_message)
             await asyncio.sleep(backoff)
@@ -177,7 +234,8 @@ class BrokerLifecycleManager:
         if response is not None and response.error == ErrorCode.NONE:
             if not response.is_fenced:
                 self.session_renewed = sent
-                self.caught_up.set()
+                if not self.caught_up.is_set():
+                    self._on_node_loop(self.caught_up.set)
             if self.fenced != response.is_fenced:
                 logger.info("broker %d is now %s", self.broker_id, "fenced" if response.is_fenced else "unfenced")
             self.fenced = response.is_fenced
@@ -197,7 +255,7 @@ class BrokerLifecycleManager:
                 ErrorCode.STALE_BROKER_EPOCH,
                 ErrorCode.BROKER_ID_NOT_REGISTERED,
             ):
-                self.registered.clear()
+                self._on_node_loop(self.registered.clear)
                 await self._register()
                 continue
             # A fenced broker that is catching up heartbeats faster so it is unfenced promptly.
@@ -209,10 +267,7 @@ class BrokerLifecycleManager:
         """Ask the controller to move leadership away; True once it agrees the broker may stop."""
         if not self.registered.is_set():
             return True
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._stop_heartbeats()  # from here the node's loop sends them, asking to shut down
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while loop.time() < deadline:
