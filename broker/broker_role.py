@@ -166,13 +166,16 @@ class BrokerRole:
         loop.call_soon_threadsafe(self._log_dir_offline, log_dir)
 
     def _lifecycle(self, voters: dict[int, str], previous_broker_epoch: int) -> BrokerLifecycleManager:
-        """Registration and heartbeats with the active controller, advertising the broker listener and the Kafka
-        listener (when there is one), so that every broker can point Kafka clients at the others."""
+        """Registration and heartbeats with the active controller, advertising the broker listener, the Kafka
+        listener and the schema registry listener (when there are), so that every broker can point Kafka clients at
+        the others and forward registry writes to the writer."""
         c = self.config
         advertised = c.advertised_broker_listener
         if advertised is None:  # the config refuses a broker without a listener
             raise ConfigError("the broker role has no listener to advertise")
         kafka = c.advertised_kafka_listener
+        registry = c.advertised_schema_registry_listener  # where other brokers forward registry writes
+        listeners = [(e.name, e.host, e.port) for e in (kafka, registry) if e is not None]
         return BrokerLifecycleManager(
             broker_id=c.node_id,
             cluster_id=self.cluster_id,
@@ -188,7 +191,7 @@ class BrokerRole:
             previous_broker_epoch=previous_broker_epoch,
             offline=self._offline_report,
             on_registered=lambda: self.replicas.publish(self.sm.image),
-            listeners=[(kafka.name, kafka.host, kafka.port)] if kafka is not None else [],
+            listeners=listeners,
         )
 
     def service(

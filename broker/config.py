@@ -252,6 +252,24 @@ def _sasl_mechanisms(value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+# group.consumer.assignors: the server assignors of KIP-848 groups, by short name or Kafka's class name.
+_KAFKA_ASSIGNOR_PACKAGE = "org.apache.kafka.coordinator.group.assignor."
+_CONSUMER_GROUP_ASSIGNORS = {"uniform": "UniformAssignor", "range": "RangeAssignor"}
+
+
+def _consumer_group_assignors(value: Any) -> tuple[str, ...]:
+    classes = {_KAFKA_ASSIGNOR_PACKAGE + c: name for name, c in _CONSUMER_GROUP_ASSIGNORS.items()}
+    names = []
+    for item in _csv(value):
+        name = classes.get(item, item)
+        if name not in _CONSUMER_GROUP_ASSIGNORS:
+            raise ConfigError(f"assignor {item!r} is not available: odradek's are uniform and range")
+        names.append(name)
+    if not names:
+        raise ConfigError("at least one assignor is needed")
+    return tuple(dict.fromkeys(names))
+
+
 def _authorizer_name(value: Any) -> str:
     name = str(value).strip()
     if name and name not in AUTHORIZER_NAMES:
@@ -270,6 +288,25 @@ def _super_users(value: Any) -> frozenset[str]:
         except ValueError as e:
             raise ConfigError(f"{e} (super.users separates principals with ';')") from None
     return principals
+
+
+def _registry_listeners(value: Any) -> Endpoint | None:
+    """Confluent's ``listeners`` syntax for the schema registry, ``http://host:port``; "" = no registry. One plain
+    HTTP listener: https, and several listeners, are refused as not supported yet."""
+    items = [v.strip() for v in str(value).split(",") if v.strip()]
+    if not items:
+        return None
+    if len(items) > 1:
+        raise ConfigError("only one schema registry listener is supported yet")
+    scheme, sep, address = items[0].partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
+        raise ConfigError(f"'{items[0]}' is not http://host:port")
+    if scheme.lower() == "https":
+        raise ConfigError("https is not supported yet for the schema registry: use http://host:port")
+    host, colon, port = address.rpartition(":")
+    if not colon or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ConfigError(f"'{items[0]}' is not http://host:port (port 1-65535)")
+    return Endpoint("SCHEMA_REGISTRY", host.strip("[]") or "0.0.0.0", int(port))
 
 
 def _fetch_protocol(value: Any) -> str:
@@ -427,6 +464,11 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "group.min.session.timeout.ms": (_at_least(1), 6000),
     "group.max.session.timeout.ms": (_at_least(1), 1800000),
     "group.max.size": (_at_least(1), 2**31 - 1),
+    # KIP-848 consumer groups (Kafka's names and defaults)
+    "group.consumer.session.timeout.ms": (_at_least(1), 45000),
+    "group.consumer.heartbeat.interval.ms": (_at_least(1), 5000),
+    "group.consumer.max.size": (_at_least(1), 2**31 - 1),
+    "group.consumer.assignors": (_consumer_group_assignors, "uniform,range"),
     # the transaction coordinator (Kafka's names and defaults)
     "transaction.state.log.num.partitions": (_at_least(1), 50),
     "transaction.state.log.replication.factor": (_at_least(1), 3),
@@ -449,6 +491,8 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # client quotas (KIP-13): rates are measured over quota.window.num windows of quota.window.size.seconds
     "quota.window.num": (_at_least(2), 11),
     "quota.window.size.seconds": (_at_least(1), 1),
+    # The built-in schema registry (Confluent's REST API, docs/schema-registry.md): "http://host:port", "" = off.
+    "schema.registry.listeners": (_registry_listeners, ""),
 }
 
 
@@ -510,10 +554,15 @@ class NodeConfig:
         self._check_inter_node_authentication()
         if self.is_broker and self.broker_listener is None:
             raise ConfigError("a broker needs a listener in 'listeners' that is neither a controller nor a Kafka one")
+        self._check_schema_registry()
         if self._values["connection.failed.authentication.delay.ms"] >= self._values["connections.max.idle.ms"]:
             raise ConfigError("connection.failed.authentication.delay.ms must be below connections.max.idle.ms")
         if self._values["group.min.session.timeout.ms"] > self._values["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
+        if self._values["group.consumer.heartbeat.interval.ms"] >= self._values["group.consumer.session.timeout.ms"]:
+            raise ConfigError(
+                "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms"
+            )
 
     def _check_listeners(self) -> None:
         controller = {n.upper() for n in self._values["controller.listener.names"]}
@@ -535,6 +584,44 @@ class NodeConfig:
             other = owners.setdefault(endpoint.port, name) if endpoint.port else name
             if other != name:
                 raise ConfigError(f"listeners {other} and {name} both use port {endpoint.port}")
+
+    def _check_schema_registry(self) -> None:
+        """The registry runs on brokers, on a port of its own, and (until it has security of its own) only where
+        its reader and admin client can reach the broker listener without credentials and no authorizer applies."""
+        endpoint: Endpoint | None = self._values["schema.registry.listeners"]
+        if endpoint is None:
+            return
+        if not self.is_broker:
+            raise ConfigError("schema.registry.listeners is set but only a broker serves the schema registry")
+        taken = {e.port: n for n, e in self._values["listeners"].items()}
+        if endpoint.port in taken:
+            raise ConfigError(
+                f"schema.registry.listeners uses port {endpoint.port}, as listener {taken[endpoint.port]} does"
+            )
+        if self._values["authorizer.class.name"]:
+            raise ConfigError("the schema registry is not supported yet with an authorizer (authorizer.class.name)")
+        broker = self.broker_listener
+        if broker is not None and self.listener_protocol(broker.name) != "PLAINTEXT":
+            raise ConfigError(
+                f"the schema registry is not supported yet with a {self.listener_protocol(broker.name)} broker "
+                "listener: it needs a PLAINTEXT one"
+            )
+
+    @property
+    def schema_registry_listener(self) -> Endpoint | None:
+        """Where the broker serves the schema registry's REST API; None when it does not."""
+        return self._values["schema.registry.listeners"]
+
+    @property
+    def advertised_schema_registry_listener(self) -> Endpoint | None:
+        """The registry's address other brokers forward writes to: its host, or where that is a wildcard, the host
+        of the advertised broker listener."""
+        endpoint = self.schema_registry_listener
+        if endpoint is None or endpoint.host not in ("0.0.0.0", "::"):
+            return endpoint
+        advertised = self.advertised_broker_listener
+        host = advertised.host if advertised is not None and advertised.host not in ("0.0.0.0", "::") else "127.0.0.1"
+        return Endpoint(endpoint.name, host, endpoint.port)
 
     def _check_listener_client_auth(self) -> None:
         """A per-listener ssl.client.auth must name a TLS listener of the layout: elsewhere it would do nothing."""

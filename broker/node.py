@@ -18,6 +18,7 @@ import logging
 import signal
 from collections.abc import Awaitable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -63,6 +64,9 @@ from odradek.proto import (
     transaction_pb2_grpc,
 )
 
+if TYPE_CHECKING:
+    from odradek.broker.schema_registry.registry import SchemaRegistry
+
 logger = logging.getLogger(__name__)
 
 STOP_STEP_TIMEOUT_S = 10.0
@@ -96,6 +100,7 @@ class Node:
         self.broker: BrokerRole | None = None
         self.servers: list[grpc.aio.Server] = []
         self.kafka: KafkaListener | None = None
+        self.schema_registry: SchemaRegistry | None = None
         self.metrics = NodeMetrics(c.node_id)
         self.metrics.add_collector(self._collect)
         self.admin: AdminService | None = None
@@ -172,16 +177,21 @@ class Node:
         if c.is_broker:
             self.broker = BrokerRole(c, self.cluster_id, self.sm, self.voters, self.metrics)
             self._serve_broker(self.broker, admin)
+            self.schema_registry = self._build_schema_registry(self.broker)
         for server in self.servers:
             await server.start()
         if self.kafka is not None:
             await self.kafka.start()
+        if self.schema_registry is not None:
+            await self.schema_registry.serve()
         self.metrics.serve(c["metrics.port"])
         await self.driver.start()
         if self.controller is not None:
             self.controller.start()
         if self.broker is not None:
             self.broker.start()
+        if self.schema_registry is not None:
+            self.schema_registry.start()
         logger.info("node %d started with roles %s", c.node_id, ",".join(sorted(c.roles)))
         if c.is_broker:
             logger.info("record codec: %s", codec.describe())
@@ -336,6 +346,30 @@ class Node:
                 ready=ready,
             )
 
+    def _build_schema_registry(self, broker: BrokerRole) -> SchemaRegistry | None:
+        """The schema registry on schema.registry.listeners (None when unset); its reader and admin client reach
+        the cluster through this broker's own listener."""
+        c = self.config
+        endpoint, advertised = c.schema_registry_listener, c.advertised_broker_listener
+        if endpoint is None or advertised is None:
+            return None
+        # Imported only when configured: its formats' parsers (fastavro, jsonschema) cost every other node's start.
+        from odradek.broker.schema_registry.registry import SchemaRegistry
+
+        host = "127.0.0.1" if advertised.host in ("0.0.0.0", "::", "") else advertised.host
+        replicas = broker.replicas
+        registry = SchemaRegistry(
+            c.node_id,
+            endpoint,
+            f"{host}:{advertised.port}",
+            lambda: replicas.image,
+            lambda tp: replicas.partitions.get((tp.topic, tp.partition)),
+            c["default.replication.factor"],
+            clock.wall_ms,
+        )
+        self.metrics.add_collector(registry.metrics)
+        return registry
+
     def _collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         """State gauges, read at scrape time."""
         node = self.driver.node
@@ -374,6 +408,8 @@ class Node:
 
     async def stop(self) -> None:
         """Graceful stop: controlled shutdown of the broker role, then resignation of a leading controller."""
+        if self.schema_registry is not None:  # first: its reader is a client of this broker
+            await _step("schema registry", self.schema_registry.stop())
         if self.broker is not None:
             await self.broker.stop(_step)
         if self.controller is not None:

@@ -42,6 +42,7 @@ class GroupListing:
     protocol_type: str
     state: str
     coordinator: int  # the node id of the broker that answered for it
+    group_type: str = "classic"  # "consumer": a KIP-848 group (the consumer protocol, group.protocol=consumer)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,7 +59,9 @@ class MemberDescription:
 
 @dataclass(frozen=True)
 class GroupDescription:
-    """A group as its coordinator sees it. An unknown group is described as ``Dead`` with no members (as Kafka)."""
+    """A group as its coordinator sees it. An unknown group is described as ``Dead`` with no members (as Kafka).
+    A KIP-848 group (``group_type`` "consumer") has its server assignor as ``protocol``, its group epoch as
+    ``generation``, no leader, and its members' current assignments."""
 
     group_id: str
     state: str
@@ -68,6 +71,7 @@ class GroupDescription:
     coordinator: int
     leader: str
     members: list[MemberDescription] = field(default_factory=list)
+    group_type: str = "classic"
 
 
 @dataclass(frozen=True)
@@ -202,7 +206,10 @@ class GroupAdmin:
                 else:
                     detail = error_name(code)
                     if code == ErrorCode.NONE:
-                        return [GroupListing(g.group_id, g.protocol_type, g.group_state, node) for g in r.groups]
+                        return [
+                            GroupListing(g.group_id, g.protocol_type, g.group_state, node, g.group_type or "classic")
+                            for g in r.groups
+                        ]
                     if code not in COORDINATOR_RETRY:
                         raise error_for_code(code, f"broker {node}: ListGroups: {detail}")
                 if loop.time() + self._backoff >= deadline:
@@ -235,7 +242,15 @@ class GroupAdmin:
                 for m in sorted(g.members, key=lambda m: m.member_id)
             ]
             return GroupDescription(
-                g.group_id, g.group_state, g.protocol_type, g.protocol_data, g.generation_id, node, g.leader, members
+                g.group_id,
+                g.group_state,
+                g.protocol_type,
+                g.protocol_data,
+                g.generation_id,
+                node,
+                g.leader,
+                members,
+                g.group_type or "classic",
             )
 
         return list(await asyncio.gather(*(one(group) for group in ids)))

@@ -43,6 +43,7 @@ GENERATED = frozenset(
         "kafka.listener.names",
         "metrics.port",
         "broker.rack",
+        "schema.registry.listeners",
     }
 )
 # What ``--tls`` sets on every node: in [properties] too they would contradict it.
@@ -56,7 +57,7 @@ TLS_PROPERTIES = frozenset(
     }
 )
 NODE_ID = "{node_id}"  # replaced by each node's id in string property values ("/data/{node_id}")
-_SETTINGS = ("cluster_id", "broker_port", "controller_port", "metrics_port", "kafka_port")
+_SETTINGS = ("cluster_id", "broker_port", "controller_port", "metrics_port", "kafka_port", "schema_registry_port")
 _TOP_KEYS = {*_SETTINGS, "properties", "nodes"}
 _NODE_KEYS = {"id", "host", "roles", "rack"}
 _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)$")  # a name, IPv4 or [IPv6]: no scheme, no port
@@ -110,6 +111,7 @@ class ClusterSpec:
     controller_port: int = 9093
     metrics_port: int = 9100
     kafka_port: int = 9192  # each broker's Kafka listener, for Kafka clients; 0: none
+    schema_registry_port: int = 0  # each broker's schema registry (docs/schema-registry.md); 0: none
     properties: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -130,9 +132,10 @@ class ClusterSpec:
                 check_cluster_id(self.cluster_id)  # what `odradek storage format` accepts
             except StorageFormatError as e:
                 raise ClusterSpecError(f"cluster_id: {e}") from None
-        for name in ("broker_port", "controller_port", "metrics_port", "kafka_port"):
+        for name in ("broker_port", "controller_port", "metrics_port", "kafka_port", "schema_registry_port"):
             port = getattr(self, name)
-            lowest = 0 if name in ("metrics_port", "kafka_port") else 1  # 0 turns metrics, the Kafka listener off
+            # 0 turns metrics, the Kafka listener, the schema registry off
+            lowest = 0 if name in ("metrics_port", "kafka_port", "schema_registry_port") else 1
             if isinstance(port, bool) or not isinstance(port, int) or not lowest <= port <= 65535:
                 raise ClusterSpecError(f"{name} {port!r} must be a port number")
         self._check_addresses()
@@ -143,6 +146,8 @@ class ClusterSpec:
         for node in self.nodes:
             ports = [("broker_port", self.broker_port)] if node.is_broker else []
             ports += [("kafka_port", self.kafka_port)] if node.is_broker and self.kafka_port else []
+            registry = self.schema_registry_port
+            ports += [("schema_registry_port", registry)] if node.is_broker and registry else []
             ports += [("controller_port", self.controller_port)] if node.is_controller else []
             ports += [("metrics_port", self.metrics_port)] if self.metrics_port else []
             for name, port in ports:
@@ -310,6 +315,8 @@ def render_node_config(spec: ClusterSpec, node_id: int, tls_dir: str | Path | No
     """The TOML text of one node's config; it is checked to load as a NodeConfig before it is returned. With
     ``tls_dir``, every listener is SSL with the certificates there (``tls_properties``)."""
     node = spec.node(node_id)
+    if tls_dir is not None and node.is_broker and spec.schema_registry_port:
+        raise ClusterSpecError("schema_registry_port: the schema registry does not support --tls yet")
     properties = {name: _substitute(value, node_id) for name, value in spec.properties.items()}
     tls = tls_properties(node_id, tls_dir) if tls_dir is not None else {}
     clash = sorted(TLS_PROPERTIES & set(properties)) if tls else []
@@ -336,6 +343,10 @@ def render_node_config(spec: ClusterSpec, node_id: int, tls_dir: str | Path | No
             "\n# clients and the other nodes must present a certificate the cluster CA signed (mutual TLS). The files"
             "\n# are re-read when they change, so renewed certificates need no restart.\n" + tomli_w.dumps(tls)
         )
+    if node.is_broker and spec.schema_registry_port:
+        registry = {"schema.registry.listeners": f"http://{node.host}:{spec.schema_registry_port}"}
+        text += "\n# The built-in schema registry (schema_registry_port of the cluster description).\n"
+        text += tomli_w.dumps(registry)
     if properties:
         text += "\n# Cluster-wide properties ([properties] of the cluster description).\n" + tomli_w.dumps(properties)
     try:

@@ -141,6 +141,7 @@ class DevNode:
     controller_port: int = 0
     metrics_port: int = 0
     kafka_port: int = 0  # a broker's Kafka listener (Kafka's binary protocol, for Kafka clients)
+    schema_registry_port: int = 0  # a broker's schema registry listener (create's ``schema_registry``), 0 for none
     pid: int = 0
     host: str = "127.0.0.1"
     netns: str = ""  # a network namespace to run in (the chaos harness's hosts), "" for this one
@@ -176,6 +177,7 @@ class DevCluster:
         tls: bool = False,
         security: bool = False,
         first_id: int = 1,
+        schema_registry: bool = False,
     ) -> DevCluster:
         """Configs and formatted storage for the nodes (ids from ``first_id``: controllers, then brokers). ``hosts``
         maps a node id to the (address, network namespace) it runs at; by default every node is on 127.0.0.1 here.
@@ -186,8 +188,12 @@ class DevCluster:
         listener requests client certificates rather than requiring them, so SCRAM alone logs in there), the
         authorizer is on, and the super users are ``User:admin`` (a SCRAM user that ``create_admin_user`` creates
         with a random password, written to ``admin-client.json``), the admin client certificate and the nodes'
-        certificates."""
+        certificates.
+        ``schema_registry``: every broker serves the built-in schema registry on a port of its own
+        (``schema.registry.listeners``; not with ``tls`` or ``security``, which it does not support yet)."""
         tls = tls or security
+        if schema_registry and tls:
+            raise LocalClusterError("the schema registry does not support TLS or security yet")
         if controllers < 1:
             raise LocalClusterError("a cluster needs at least one controller")
         if brokers < 0:
@@ -210,7 +216,7 @@ class DevCluster:
         else:
             specs = [(i, ["controller"]) for i in ids]
             specs += [(i, ["broker"]) for i in range(ids.stop, ids.stop + brokers)]
-        ports = iter(free_ports(4 * len(specs)))  # distinct: two nodes on one port never start
+        ports = iter(free_ports(5 * len(specs)))  # distinct: two nodes on one port never start
         for node_id, roles in specs:
             node_dir = cluster.directory / f"node-{node_id}"
             if node_dir.exists():
@@ -225,6 +231,7 @@ class DevCluster:
                     controller_port=next(ports) if "controller" in roles else 0,
                     metrics_port=next(ports),
                     kafka_port=next(ports) if "broker" in roles else 0,
+                    schema_registry_port=next(ports) if "broker" in roles and schema_registry else 0,
                     host=host,
                     netns=netns,
                 )
@@ -251,6 +258,8 @@ class DevCluster:
                 "metrics.port": n.metrics_port,
                 "default.replication.factor": max(1, min(3, brokers if not combined else controllers)),
             }
+            if n.schema_registry_port:
+                props["schema.registry.listeners"] = f"http://{n.host}:{n.schema_registry_port}"
             n.directory.mkdir(parents=True)
             if ca is not None:
                 cert, key = make_leaf(ca, f"node-{n.node_id}", [n.host, "127.0.0.1", "localhost"]).write(
@@ -392,6 +401,11 @@ class DevCluster:
         return ",".join(f"{n.host}:{n.broker_port}" for n in self.nodes if n.broker_port)
 
     @property
+    def schema_registry_urls(self) -> str:
+        """Every broker's schema registry URL (what Confluent's clients take as ``url``), "" without one."""
+        return ",".join(f"http://{n.host}:{n.schema_registry_port}" for n in self.nodes if n.schema_registry_port)
+
+    @property
     def kafka_bootstrap_servers(self) -> str:
         """What Kafka clients connect to: every broker's Kafka listener."""
         return ",".join(f"{n.host}:{n.kafka_port}" for n in self.nodes if n.kafka_port)
@@ -468,6 +482,7 @@ class DevCluster:
                 "broker": f"127.0.0.1:{n.broker_port}" if n.broker_port else None,
                 "controller": f"127.0.0.1:{n.controller_port}" if n.controller_port else None,
                 "kafka": f"127.0.0.1:{n.kafka_port}" if n.kafka_port else None,
+                "schema_registry": f"http://127.0.0.1:{n.schema_registry_port}" if n.schema_registry_port else None,
                 "metrics": f"http://127.0.0.1:{n.metrics_port}/metrics" if n.metrics_port else None,
                 "log": str(n.log_file),
             }

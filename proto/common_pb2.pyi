@@ -116,7 +116,12 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     TRANSACTIONAL_ID_NOT_FOUND: _ErrorCode.ValueType  # 105
     INELIGIBLE_REPLICA: _ErrorCode.ValueType  # 107
     NEW_LEADER_ELECTED: _ErrorCode.ValueType  # 108
+    FENCED_MEMBER_EPOCH: _ErrorCode.ValueType  # 110
+    UNRELEASED_INSTANCE_ID: _ErrorCode.ValueType  # 111
+    UNSUPPORTED_ASSIGNOR: _ErrorCode.ValueType  # 112
+    STALE_MEMBER_EPOCH: _ErrorCode.ValueType  # 113
     TRANSACTION_ABORTABLE: _ErrorCode.ValueType  # 120
+    INVALID_REGULAR_EXPRESSION: _ErrorCode.ValueType  # 128
 
 class ErrorCode(_ErrorCode, metaclass=_ErrorCodeEnumTypeWrapper):
     """Typed error codes. Values mirror Kafka's protocol error codes so that operators and client authors can map
@@ -216,7 +221,12 @@ INCONSISTENT_CLUSTER_ID: ErrorCode.ValueType  # 104
 TRANSACTIONAL_ID_NOT_FOUND: ErrorCode.ValueType  # 105
 INELIGIBLE_REPLICA: ErrorCode.ValueType  # 107
 NEW_LEADER_ELECTED: ErrorCode.ValueType  # 108
+FENCED_MEMBER_EPOCH: ErrorCode.ValueType  # 110
+UNRELEASED_INSTANCE_ID: ErrorCode.ValueType  # 111
+UNSUPPORTED_ASSIGNOR: ErrorCode.ValueType  # 112
+STALE_MEMBER_EPOCH: ErrorCode.ValueType  # 113
 TRANSACTION_ABORTABLE: ErrorCode.ValueType  # 120
+INVALID_REGULAR_EXPRESSION: ErrorCode.ValueType  # 128
 Global___ErrorCode: _TypeAlias = ErrorCode  # noqa: Y015
 
 @_typing.final

@@ -688,6 +688,8 @@ class OffsetFetchRequest(_message.Message):
     ALL_TOPICS_FIELD_NUMBER: _builtins.int
     TOPICS_FIELD_NUMBER: _builtins.int
     REQUIRE_STABLE_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    MEMBER_EPOCH_FIELD_NUMBER: _builtins.int
     group_id: _builtins.str
     all_topics: _builtins.bool
     """Kafka's null topic list: every partition the group has committed"""
@@ -695,6 +697,11 @@ class OffsetFetchRequest(_message.Message):
     """KIP-447: a partition with transactional offsets still waiting for their transaction's marker answers
     UNSTABLE_OFFSET_COMMIT (retriable) rather than an offset that may be about to change.
     """
+    member_id: _builtins.str
+    """KIP-848 (OffsetFetch v9+): a member of a consumer group fetches with its member id and current epoch
+    (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID otherwise); unset for anyone else.
+    """
+    member_epoch: _builtins.int
     @_builtins.property
     def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___OffsetFetchTopic]: ...
     def __init__(
@@ -704,12 +711,21 @@ class OffsetFetchRequest(_message.Message):
         all_topics: _builtins.bool = ...,
         topics: _abc.Iterable[Global___OffsetFetchTopic] | None = ...,
         require_stable: _builtins.bool = ...,
+        member_id: _builtins.str | None = ...,
+        member_epoch: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_member_epoch", b"_member_epoch", "_member_id", b"_member_id", "member_epoch", b"member_epoch", "member_id", b"member_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_topics", b"all_topics", "group_id", b"group_id", "require_stable", b"require_stable", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_member_epoch", b"_member_epoch", "_member_id", b"_member_id", "all_topics", b"all_topics", "group_id", b"group_id", "member_epoch", b"member_epoch", "member_id", b"member_id", "require_stable", b"require_stable", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__member_epoch: _TypeAlias = _typing.Literal["member_epoch"]  # noqa: Y015
+    _WhichOneofArgType__member_epoch: _TypeAlias = _typing.Literal["_member_epoch", b"_member_epoch"]  # noqa: Y015
+    _WhichOneofReturnType__member_id: _TypeAlias = _typing.Literal["member_id"]  # noqa: Y015
+    _WhichOneofArgType__member_id: _TypeAlias = _typing.Literal["_member_id", b"_member_id"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__member_epoch) -> _WhichOneofReturnType__member_epoch | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__member_id) -> _WhichOneofReturnType__member_id | None: ...
 
 Global___OffsetFetchRequest: _TypeAlias = OffsetFetchRequest  # noqa: Y015
 
@@ -910,18 +926,24 @@ class ListGroupsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     STATES_FILTER_FIELD_NUMBER: _builtins.int
+    TYPES_FILTER_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def states_filter(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Kafka's state names; empty: every state"""
+
+    @_builtins.property
+    def types_filter(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """group types ("classic", "consumer"), any case; empty: every type"""
 
     def __init__(
         self,
         *,
         states_filter: _abc.Iterable[_builtins.str] | None = ...,
+        types_filter: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["states_filter", b"states_filter"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["states_filter", b"states_filter", "types_filter", b"types_filter"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -934,19 +956,23 @@ class ListedGroup(_message.Message):
     GROUP_ID_FIELD_NUMBER: _builtins.int
     PROTOCOL_TYPE_FIELD_NUMBER: _builtins.int
     GROUP_STATE_FIELD_NUMBER: _builtins.int
+    GROUP_TYPE_FIELD_NUMBER: _builtins.int
     group_id: _builtins.str
     protocol_type: _builtins.str
     group_state: _builtins.str
+    group_type: _builtins.str
+    """"classic" or "consumer" (a KIP-848 group)"""
     def __init__(
         self,
         *,
         group_id: _builtins.str = ...,
         protocol_type: _builtins.str = ...,
         group_state: _builtins.str = ...,
+        group_type: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "group_state", b"group_state", "protocol_type", b"protocol_type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "group_state", b"group_state", "group_type", b"group_type", "protocol_type", b"protocol_type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1043,6 +1069,7 @@ class DescribedGroup(_message.Message):
     MEMBERS_FIELD_NUMBER: _builtins.int
     GENERATION_ID_FIELD_NUMBER: _builtins.int
     LEADER_FIELD_NUMBER: _builtins.int
+    GROUP_TYPE_FIELD_NUMBER: _builtins.int
     error: _common_pb2.ErrorCode.ValueType
     group_id: _builtins.str
     group_state: _builtins.str
@@ -1052,6 +1079,10 @@ class DescribedGroup(_message.Message):
     generation_id: _builtins.int
     """not in Kafka's DescribeGroups; odradek's group describe shows it"""
     leader: _builtins.str
+    group_type: _builtins.str
+    """"classic" or "consumer": a KIP-848 group, whose generation is its group epoch, protocol its server assignor,
+    and members' metadata and assignment their subscription and current assignment in the consumer protocol's bytes
+    """
     @_builtins.property
     def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___DescribedMember]: ...
     def __init__(
@@ -1065,10 +1096,11 @@ class DescribedGroup(_message.Message):
         members: _abc.Iterable[Global___DescribedMember] | None = ...,
         generation_id: _builtins.int = ...,
         leader: _builtins.str = ...,
+        group_type: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "generation_id", b"generation_id", "group_id", b"group_id", "group_state", b"group_state", "leader", b"leader", "members", b"members", "protocol_data", b"protocol_data", "protocol_type", b"protocol_type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "generation_id", b"generation_id", "group_id", b"group_id", "group_state", b"group_state", "group_type", b"group_type", "leader", b"leader", "members", b"members", "protocol_data", b"protocol_data", "protocol_type", b"protocol_type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

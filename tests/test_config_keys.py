@@ -45,6 +45,7 @@ CONSUMER = "tests/client/test_consumer.py"
 ACCUMULATOR = "tests/client/test_accumulator.py"
 COORDINATOR_CONFIG = "tests/groups/test_coordinator_shell.py::test_the_node_keys_become_the_coordinator_config"
 GROUPS_IT = "tests/integration/test_groups.py"
+CONSUMER_SHELL = "tests/groups/test_consumer_group_shell.py"
 OFFSETS = "tests/groups/test_offset_store.py::test_offsets_of_an_empty_group_expire_retention_after_it_became_empty"
 GROUP_RULES = "tests/groups/test_group_rules.py::test_a_session_timeout_out_of_bounds_is_refused_with_no_state_change"
 GROUPS = "tests/client/test_consumer_groups.py"
@@ -520,6 +521,17 @@ NODE: dict[str, Key] = {
         "the length of one client quota window; a request-quota throttle is at most one window",
         (WIRING, "tests/quotas/test_manager.py::test_max_value_in_window"),
     ),
+    "schema.registry.listeners": Key(
+        "`http://host:port`: the broker serves the built-in schema registry (Confluent's REST API, "
+        "docs/schema-registry.md) there; empty (default): no registry",
+        (
+            "tests/schema_registry/test_registry_config.py::"
+            "test_a_listener_binds_its_address_and_a_wildcard_advertises_the_broker_host",
+            "tests/schema_registry/test_registry_config.py::test_bad_values_are_refused_in_one_line",
+            "tests/schema_registry/test_registry_cluster.py::"
+            "test_confluent_avro_serializers_round_trip_through_the_kafka_listener",
+        ),
+    ),
     "socket.request.max.bytes": Key(
         "largest request the node accepts",
         ("tests/broker/test_node_wiring.py::test_socket_request_max_bytes_refuses_a_larger_request",),
@@ -630,6 +642,22 @@ NODE: dict[str, Key] = {
     "group.max.size": Key(
         "most members of a group (else GROUP_MAX_SIZE_REACHED)",
         (COORDINATOR_CONFIG, f"{GROUPS_IT}::test_bad_requests_get_typed_errors_and_change_nothing"),
+    ),
+    "group.consumer.session.timeout.ms": Key(
+        "a KIP-848 consumer group member without a heartbeat this long is removed",
+        (COORDINATOR_CONFIG, f"{CONSUMER_SHELL}::test_a_member_whose_session_expires_is_removed"),
+    ),
+    "group.consumer.heartbeat.interval.ms": Key(
+        "how often KIP-848 consumer group members are told to heartbeat",
+        (COORDINATOR_CONFIG, f"{CONSUMER_SHELL}::test_a_member_whose_session_expires_is_removed"),
+    ),
+    "group.consumer.assignors": Key(
+        "the server assignors of KIP-848 groups (`uniform`, `range`, or Kafka's class names); the first is the default",
+        (COORDINATOR_CONFIG, f"{CONSUMER_SHELL}::test_the_configured_assignors_and_their_order"),
+    ),
+    "group.consumer.max.size": Key(
+        "most members of a KIP-848 consumer group (else GROUP_MAX_SIZE_REACHED)",
+        (COORDINATOR_CONFIG, f"{CONSUMER_SHELL}::test_a_member_whose_session_expires_is_removed"),
     ),
 }
 

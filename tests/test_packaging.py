@@ -136,6 +136,7 @@ def test_the_wheel_ships_the_license_and_the_type_marker(tmp_path: Path) -> None
         (license_file,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
         assert archive.read(license_file) == (ROOT / "LICENSE").read_bytes()
     assert "odradek/client/py.typed" in names
+    assert "odradek/broker/kafka/schemas/ConsumerGroupHeartbeatRequest.json" in names  # the listener imports it
     assert "License-Expression: Apache-2.0" in metadata
     assert "Apache License" in (ROOT / "LICENSE").read_text() and "Version 2.0" in (ROOT / "LICENSE").read_text()
 

@@ -42,6 +42,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from odradek.broker.clock import offset_ns
 from odradek.broker.config import NodeConfig
+from odradek.broker.groups.consumer_group import ConsumerGroup, ConsumerGroupConfig
+from odradek.broker.groups.consumer_messages import (
+    ConsumerGroupDescription,
+    ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResponse,
+    TopicInfo,
+)
+from odradek.broker.groups.consumer_records import ConsumerRecordKey, ConsumerRecordValue
 from odradek.broker.groups.group import ClassicGroup, GroupConfig, GroupState, append_error_to_response_error
 from odradek.broker.groups.loader import encode_records, group_record, plan_leadership, replay_batches, snapshot_of
 from odradek.broker.groups.messages import (
@@ -99,6 +107,7 @@ class CoordinatorConfig:
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     commit_timeout_ms: int = 5000  # offsets.commit.timeout.ms
     group: GroupConfig = field(default_factory=GroupConfig)
+    consumer_group: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)  # Kafka's group.consumer.*
 
     @classmethod
     def from_node(cls, c: NodeConfig) -> CoordinatorConfig:
@@ -114,6 +123,12 @@ class CoordinatorConfig:
                 min_session_timeout_ms=c["group.min.session.timeout.ms"],
                 max_session_timeout_ms=c["group.max.session.timeout.ms"],
                 max_size=c["group.max.size"],
+            ),
+            consumer_group=ConsumerGroupConfig(
+                session_timeout_ms=c["group.consumer.session.timeout.ms"],
+                heartbeat_interval_ms=c["group.consumer.heartbeat.interval.ms"],
+                max_size=c["group.consumer.max.size"],
+                assignors=c["group.consumer.assignors"],
             ),
         )
 
@@ -206,6 +221,11 @@ class CoordinatorPartition:
         self.partition = partition
         self.store = OffsetStore(config.offset_metadata_max_bytes)
         self.groups: dict[str, ClassicGroup] = {}
+        # KIP-848 groups; each one's stored records (the last value of each key) rebuild it when an append fails,
+        # and its lock keeps one heartbeat or timer at a time between the core's step and the append it waits for.
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.consumer_records: dict[str, dict[ConsumerRecordKey, ConsumerRecordValue]] = {}
+        self.consumer_locks: dict[str, asyncio.Lock] = {}
         self.loaded = False
         self.unloaded = False
         self.waiters: dict[int, asyncio.Future[JoinGroupResponse | SyncGroupResponse]] = {}
@@ -215,6 +235,12 @@ class CoordinatorPartition:
         self.replayed = False  # the load has read the log up to the end it started at
         self.deferred_markers: list[tuple[int, bool]] = []  # markers reported while the load was still reading
         self.deferred_deletions: list[TopicPartition] = []  # partitions of topics deleted while it was loading
+
+    def consumer_lock(self, group_id: str) -> asyncio.Lock:
+        lock = self.consumer_locks.get(group_id)
+        if lock is None:
+            lock = self.consumer_locks[group_id] = asyncio.Lock()
+        return lock
 
     def current(self) -> bool:
         """Still the leader at the epoch it loaded (else nothing it holds may be acted on)."""
@@ -264,6 +290,8 @@ class GroupCoordinator:
         self.rebalances: dict[str, int] = {}
         self.commits: dict[str, int] = {}
         self._topics: Mapping[bytes, TopicImage] = image().topics  # as the last leadership call saw them
+        self._topic_infos_of: MetadataImage | None = None
+        self._topic_infos_cache: dict[str, TopicInfo] = {}
 
     # -- leadership ------------------------------------------------------------------------------------------------
 
@@ -315,6 +343,7 @@ class GroupCoordinator:
         end = cp.partition.log.log_end_offset
         offset = cp.partition.log.log_start_offset
         groups: dict[str, GroupMetadataValue] = {}
+        consumer_groups: dict[str, dict[ConsumerRecordKey, ConsumerRecordValue]] = {}
         started = time.monotonic()
         while offset < end:
             if not cp.current():
@@ -322,7 +351,7 @@ class GroupCoordinator:
             data = cp.partition.log.read(offset, LOAD_READ_BYTES, max_offset=end)
             if not len(data.records):
                 break
-            replay_batches(data.records, cp.store, groups)
+            replay_batches(data.records, cp.store, groups, consumer_groups=consumer_groups)
             offset = data.next_offset
             await asyncio.sleep(0)
         # a marker reported during the read may lie past the end it started at; one it read is a no-op again
@@ -336,7 +365,12 @@ class GroupCoordinator:
                 snapshot_of(group_id, value), now, self.config.group, self._member_ids
             )
             cp.generations[group_id] = value.generation
-        for group_id in cp.store.groups() - set(groups):
+        for group_id, records in consumer_groups.items():
+            groups.pop(group_id, None)
+            cp.groups.pop(group_id, None)
+            cp.consumer_groups[group_id] = self._restore_consumer_group(group_id, records, now)
+        cp.consumer_records = consumer_groups
+        for group_id in cp.store.groups() - set(groups) - set(consumer_groups):
             cp.groups[group_id] = ClassicGroup(group_id, self.config.group, self._member_ids, now)
         loop = asyncio.get_running_loop()
         while cp.partition.log.high_watermark < end:  # serve only what is committed
@@ -529,6 +563,17 @@ class GroupCoordinator:
                     deadline = group.next_deadline_ms()
                 if deadline is not None and (earliest is None or deadline < earliest):
                     earliest = deadline
+            for group_id, consumer_group in list(cp.consumer_groups.items()):
+                deadline = consumer_group.next_deadline_ms()
+                if deadline is None:
+                    continue
+                if deadline <= now:
+                    # The tick appends; it (or the heartbeat holding the group) wakes this loop once done.
+                    if not cp.consumer_lock(group_id).locked():
+                        cp.spawn(self._consumer_tick(cp, group_id), f"consumer-group-timers-{group_id}")
+                    continue
+                if earliest is None or deadline < earliest:
+                    earliest = deadline
             cp.wake.clear()  # ticking set it: the deadlines were just read
             timeout = None if earliest is None else max(0.0, (earliest - self.clock()) / 1000)
             with contextlib.suppress(TimeoutError):
@@ -545,6 +590,9 @@ class GroupCoordinator:
         now = self.clock()
 
         def empty_since(group_id: str) -> int | None:
+            consumer_group = cp.consumer_groups.get(group_id)
+            if consumer_group is not None:  # kept while it has members, else from each offset's commit
+                return None if consumer_group.members else USE_COMMIT_TIMESTAMP
             group = cp.groups.get(group_id)
             if group is None or group.protocol_type is None:
                 return USE_COMMIT_TIMESTAMP
@@ -571,6 +619,159 @@ class GroupCoordinator:
             del cp.groups[group.group_id]
         if dead:
             await self._append(cp, [group_tombstone(g.group_id) for g in dead])
+        for group_id in [gid for gid, g in cp.consumer_groups.items() if not g.members]:
+            async with cp.consumer_lock(group_id):  # an empty consumer group left without offsets is deleted
+                group_now = cp.consumer_groups.get(group_id)
+                if group_now is None or group_now.members or not cp.current():
+                    continue
+                if not cp.store.has_offsets(group_id) and not cp.store.has_pending(group_id):
+                    await self._remove_consumer_group(cp, group_id, [])
+
+    # -- KIP-848 consumer groups ---------------------------------------------------------------------------------
+
+    def _restore_consumer_group(
+        self, group_id: str, records: Mapping[ConsumerRecordKey, ConsumerRecordValue], now: int
+    ) -> ConsumerGroup:
+        return ConsumerGroup.restore(group_id, records, now, self.config.consumer_group, uuid_member_ids)
+
+    def _topic_infos(self) -> Mapping[str, TopicInfo]:
+        """The cluster's topics as consumer groups see them, rebuilt only when the metadata image changed."""
+        image = self._image()
+        if self._topic_infos_of is not image:
+            self._topic_infos_of = image
+            self._topic_infos_cache = {
+                t.name: TopicInfo(t.topic_id, t.name, len(t.partitions)) for t in image.topics.values()
+            }
+        return self._topic_infos_cache
+
+    async def _store_consumer_records(
+        self, cp: CoordinatorPartition, group: ConsumerGroup, records: Sequence[tuple[RecordKey, RecordValue | None]]
+    ) -> int:
+        """Append a step's records; on success they join the group's stored records, on failure the group is
+        rebuilt from those (the step never happened, as for Kafka's coordinator). The append's error code."""
+        group_id = group.group_id
+        code = await self._append(cp, records)
+        if not cp.current():
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER if code == ErrorCode.NONE else code
+        if code == ErrorCode.NONE:
+            stored = cp.consumer_records.setdefault(group_id, {})
+            for key, value in records:
+                if isinstance(key, ConsumerRecordKey):
+                    stored.pop(key, None)
+                    if isinstance(value, ConsumerRecordValue):
+                        stored[key] = value
+            cp.consumer_groups[group_id] = group
+        elif group_id in cp.consumer_records:
+            logger.warning("consumer group %s: append failed (%s), rebuilt from its stored records", group_id, code)
+            cp.consumer_groups[group_id] = self._restore_consumer_group(
+                group_id, cp.consumer_records[group_id], self.clock()
+            )
+        else:
+            cp.consumer_groups.pop(group_id, None)
+        return code
+
+    async def _consumer_tick(self, cp: CoordinatorPartition, group_id: str) -> None:
+        async with cp.consumer_lock(group_id):
+            group = cp.consumer_groups.get(group_id)
+            if group is None or not cp.current():
+                return
+            result = group.tick(self.clock())
+            for event in result.events:
+                logger.info("consumer group %s: %s", group_id, event)
+            if result.records:
+                await self._store_consumer_records(cp, group, result.records)
+        cp.wake.set()
+
+    async def consumer_heartbeat(self, group_id: str, request: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResponse:
+        """ConsumerGroupHeartbeat, answered once the records it caused are stored (acks=all). An empty classic
+        group (offsets only, or no members left) becomes a consumer group on its first heartbeat, keeping its
+        offsets; a classic group with members is not a consumer group (GROUP_ID_NOT_FOUND)."""
+        cp = self._route(group_id)
+        async with cp.consumer_lock(group_id):
+            cp = self._route(group_id)  # it may have moved while this call waited
+            group = cp.consumer_groups.get(group_id)
+            upgraded: ClassicGroup | None = None
+            if group is None:
+                upgraded = cp.groups.get(group_id)
+                if upgraded is not None and (upgraded.members or upgraded.pending_members):
+                    return ConsumerHeartbeatResponse(
+                        ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
+                    )
+                group = ConsumerGroup(group_id, self.config.consumer_group, uuid_member_ids)
+            result = group.heartbeat(request, self.clock(), self._topic_infos())
+            for event in result.events:
+                logger.info("consumer group %s: %s", group_id, event)
+            assert result.response is not None
+            if not result.records:
+                return result.response
+            records: list[tuple[RecordKey, RecordValue | None]] = list(result.records)
+            if upgraded is not None:
+                records.insert(0, group_tombstone(group_id))
+            code = await self._store_consumer_records(cp, group, records)
+            if code != ErrorCode.NONE:
+                error = append_error_to_response_error(ErrorCode.ValueType(code))
+                return ConsumerHeartbeatResponse(error, f"the group's records could not be stored: {code}")
+            if upgraded is not None and cp.groups.get(group_id) is upgraded:
+                del cp.groups[group_id]
+                logger.info("group %s upgraded from the classic protocol to the consumer protocol", group_id)
+        cp.wake.set()
+        return result.response
+
+    def describe_consumer_group(
+        self, group_id: str
+    ) -> tuple[ErrorCode.ValueType, str | None, ConsumerGroupDescription | None]:
+        """ConsumerGroupDescribe of one group: GROUP_ID_NOT_FOUND for an unknown group or one of another type."""
+        cp = self._route(group_id)
+        group = cp.consumer_groups.get(group_id)
+        if group is None:
+            if group_id in cp.groups:
+                return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.", None
+            return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
+        return ErrorCode.NONE, None, group.describe()
+
+    async def _delete_consumer_group(self, cp: CoordinatorPartition, group_id: str) -> ErrorCode.ValueType:
+        """DeleteGroups of a consumer group: only without members; tombstones for its offsets and its records."""
+        async with cp.consumer_lock(group_id):
+            group = cp.consumer_groups.get(group_id)
+            if group is None:
+                return ErrorCode.GROUP_ID_NOT_FOUND
+            if group.members:
+                return ErrorCode.NON_EMPTY_GROUP
+            offsets = cp.store.delete_group(group_id)
+            code = await self._remove_consumer_group(cp, group_id, [*(offsets.records if offsets else ())])
+            if offsets is not None and cp.current():
+                (cp.store.on_appended if code == ErrorCode.NONE else cp.store.on_append_failed)(offsets.append_id)
+            return ErrorCode.NONE if code == ErrorCode.NONE else commit_append_error(code)
+
+    async def _drop_empty_consumer_group(self, cp: CoordinatorPartition, group_id: str) -> int:
+        """Before a classic JoinGroup: a consumer group with members is INCONSISTENT_GROUP_PROTOCOL; an empty one is
+        removed (tombstones for its records; its offsets stay), so the group goes on as a classic group."""
+        async with cp.consumer_lock(group_id):
+            group = cp.consumer_groups.get(group_id)
+            if group is None:
+                return ErrorCode.NONE
+            if group.members:
+                return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+            code = await self._remove_consumer_group(cp, group_id, [])
+            if code == ErrorCode.NONE:
+                logger.info("group %s converted from the consumer protocol to the classic protocol", group_id)
+                return code
+            return append_error_to_response_error(ErrorCode.ValueType(code))
+
+    async def _remove_consumer_group(
+        self, cp: CoordinatorPartition, group_id: str, records: list[tuple[RecordKey, RecordValue | None]]
+    ) -> int:
+        """Append ``records`` and tombstones for every stored record of the group; once stored, the group is gone."""
+        records = [*records, *((key, None) for key in cp.consumer_records.get(group_id, {}))]
+        code = await self._append(cp, records)
+        if code == ErrorCode.NONE and cp.current():
+            cp.consumer_groups.pop(group_id, None)
+            cp.consumer_records.pop(group_id, None)
+        return code
+
+    def topic_names(self) -> dict[bytes, str]:
+        """Topic id -> name, for answers that name the topics of an assignment."""
+        return {t.topic_id: t.name for t in self._topic_infos().values()}
 
     # -- requests --------------------------------------------------------------------------------------------------
 
@@ -589,6 +790,13 @@ class GroupCoordinator:
     async def join(self, group_id: str, request: JoinGroupRequest) -> JoinGroupResponse:
         """JoinGroup; ``request.token`` is ignored (the shell makes its own)."""
         cp = self._route(group_id)
+        if group_id in cp.consumer_groups or group_id in cp.consumer_locks:
+            # A KIP-848 group (or one a heartbeat may be making): with members, theirs is the consumer protocol;
+            # without, it becomes a classic group.
+            code = await self._drop_empty_consumer_group(cp, group_id)
+            if code != ErrorCode.NONE:
+                return JoinGroupResponse(ErrorCode.ValueType(code), request.member_id)
+            cp = self._route(group_id)
         group = cp.groups.get(group_id)
         if group is None:
             if request.member_id:
@@ -677,13 +885,18 @@ class GroupCoordinator:
         """OffsetCommit: the error of each partition. A commit with generation -1 and no member is a simple
         commit (a consumer using ``assign``), accepted while the group has no members."""
         cp = self._route(group_id)
+        consumer_group = cp.consumer_groups.get(group_id)
         group = cp.groups.get(group_id)
-        if group is None:
+        if group is None and consumer_group is None:
             if generation_id >= 0 or member_id:
                 return dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION)
             group = self._new_group(cp, group_id)
         try:
-            error = group.validate_offset_commit(member_id, group_instance_id, generation_id)
+            if consumer_group is not None:  # the generation field carries the member epoch (OffsetCommit v9+)
+                error = consumer_group.validate_offset_commit(member_id, generation_id)
+            else:
+                assert group is not None
+                error = group.validate_offset_commit(member_id, group_instance_id, generation_id)
             if error != ErrorCode.NONE:
                 return dict.fromkeys(offsets, ErrorCode.ValueType(error))
             image = self._image()
@@ -731,11 +944,18 @@ class GroupCoordinator:
         cp = self._route(group_id)
         if producer_id < 0 or not 0 <= producer_epoch < 2**15:
             return dict.fromkeys(offsets, int(ErrorCode.INVALID_REQUEST))
+        consumer_group = cp.consumer_groups.get(group_id)
         group = cp.groups.get(group_id)
-        if group is None:
+        if group is None and consumer_group is None:
             group = self._new_group(cp, group_id)
         try:
-            error = group.validate_txn_offset_commit(member_id, group_instance_id, generation_id)
+            if consumer_group is not None:
+                error = consumer_group.validate_offset_commit(
+                    member_id, generation_id, group_instance_id, transactional=True
+                )
+            else:
+                assert group is not None
+                error = group.validate_txn_offset_commit(member_id, group_instance_id, generation_id)
             if error != ErrorCode.NONE:
                 return dict.fromkeys(offsets, int(error))
             image = self._image()
@@ -805,10 +1025,20 @@ class GroupCoordinator:
         return pending if partitions is None else pending.intersection(partitions)
 
     def fetch_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[ErrorCode.ValueType, dict[TopicPartition, OffsetCommitValue]]:
-        """OffsetFetch: the committed offsets of ``partitions`` (offset -1 where none), or all of the group's."""
+        """OffsetFetch: the committed offsets of ``partitions`` (offset -1 where none), or all of the group's. A
+        member of a consumer group fetching with its member id (OffsetFetch v9+) must give its current epoch."""
         cp = self._route(group_id)
+        consumer_group = cp.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            error = consumer_group.validate_offset_fetch(member_id, member_epoch)
+            if error != ErrorCode.NONE:
+                return error, {}
         group = cp.groups.get(group_id)
         if group is not None:
             error = group.validate_offset_fetch()
@@ -824,11 +1054,15 @@ class GroupCoordinator:
         subscribed to every topic. A partition the metadata lacks is UNKNOWN_TOPIC_OR_PARTITION, as Kafka's broker
         answers it without asking its coordinator: its offsets, if any, went with its topic (``on_leadership``)."""
         cp = self._route(group_id)
+        consumer_group = cp.consumer_groups.get(group_id)
         group = cp.groups.get(group_id)
-        if group is None or group.state is GroupState.DEAD:
-            return ErrorCode.GROUP_ID_NOT_FOUND, {}
         subscribed: set[str] | None = set()  # None: every topic
-        if group.state is not GroupState.EMPTY:
+        if consumer_group is not None:  # named by a member, or matched by one's regular expression
+            subscribed = {n for m in consumer_group.members.values() for n in m.metadata.subscribed_topic_names}
+            subscribed.update(t.name for t in consumer_group.subscribed_topics)
+        elif group is None or group.state is GroupState.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        elif group.state is not GroupState.EMPTY:
             if group.protocol_type != CONSUMER_PROTOCOL:
                 return ErrorCode.NON_EMPTY_GROUP, {}
             subscribed = subscribed_topics(group)
@@ -850,9 +1084,13 @@ class GroupCoordinator:
                 return commit_append_error(code), {}
         return ErrorCode.NONE, errors
 
-    def list_groups(self, states: Iterable[str] = ()) -> tuple[ErrorCode.ValueType, list[GroupListing]]:
-        """ListGroups over the partitions this broker coordinates (COORDINATOR_LOAD_IN_PROGRESS while one loads)."""
+    def list_groups(
+        self, states: Iterable[str] = (), types: Iterable[str] = ()
+    ) -> tuple[ErrorCode.ValueType, list[GroupListing]]:
+        """ListGroups over the partitions this broker coordinates (COORDINATOR_LOAD_IN_PROGRESS while one loads),
+        of the given states and group types (any case; none given: all)."""
         wanted = {s.lower() for s in states}
+        kinds = {t.lower() for t in types}
         out: list[GroupListing] = []
         loading = False
         for cp in self.partitions.values():
@@ -866,6 +1104,11 @@ class GroupCoordinator:
                 for g in cp.groups.values()
                 if g.state is not GroupState.DEAD and (not wanted or g.state.value.lower() in wanted)
             )
+            out.extend(
+                g.listing() for g in cp.consumer_groups.values() if not wanted or g.state.value.lower() in wanted
+            )
+        if kinds:
+            out = [g for g in out if g.group_type in kinds]
         return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE), sorted(
             out, key=lambda g: g.group_id
         )
@@ -873,6 +1116,9 @@ class GroupCoordinator:
     def describe(self, group_id: str) -> GroupDescription:
         """DescribeGroups of one group: an unknown group is described as Dead, as Kafka does."""
         cp = self._route(group_id)
+        consumer_group = cp.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            return consumer_group.classic_description()
         group = cp.groups.get(group_id)
         if group is None:
             return GroupDescription(group_id, GroupState.DEAD.value, "", "", -1, "", ())
@@ -881,6 +1127,8 @@ class GroupCoordinator:
     async def delete_group(self, group_id: str) -> ErrorCode.ValueType:
         """DeleteGroups of one group: only an Empty group; tombstones for its offsets and its metadata."""
         cp = self._route(group_id)
+        if group_id in cp.consumer_groups:
+            return await self._delete_consumer_group(cp, group_id)
         group = cp.groups.get(group_id)
         if group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND
@@ -930,6 +1178,11 @@ class GroupCoordinator:
                 members.add_metric([group_id], len(group.members))
                 state.add_metric([group_id, group.state.value], 1)
                 generation.add_metric([group_id], group.generation_id)
+            for group_id, consumer_group in cp.consumer_groups.items():  # a consumer group's generation: its epoch
+                members.add_metric([group_id], len(consumer_group.members))
+                state.add_metric([group_id, consumer_group.state.value], 1)
+                generation.add_metric([group_id], consumer_group.group_epoch)
+            for group_id in sorted(cp.groups.keys() | cp.consumer_groups.keys()):
                 for tp, value in sorted(cp.store.fetch(group_id).items()):
                     committed.add_metric([group_id, tp.topic, str(tp.partition)], value.offset)
         yield members

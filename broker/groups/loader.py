@@ -2,8 +2,10 @@
 partition's log when it becomes the partition's leader.
 
 Pure functions, so the shell only moves bytes: ``group_record`` and ``encode_records`` make the batch to append,
-``replay_batches`` feeds what a loading coordinator reads into the ``OffsetStore`` and into a map of each group's
-last metadata record (a tombstone removes the group), and ``snapshot_of`` turns such a record back into the
+``replay_batches`` feeds what a loading coordinator reads into the ``OffsetStore``, into a map of each group's
+last metadata record (a tombstone removes the group) and, for KIP-848 consumer groups, into each group's live
+records (the last value of each key, as compaction leaves them; ``ConsumerGroup.restore`` replays them), and
+``snapshot_of`` turns such a record back into the
 ``GroupSnapshot`` that ``ClassicGroup.restore`` takes. Which partitions to load or unload on a leadership change
 is ``plan_leadership``.
 
@@ -18,6 +20,7 @@ import logging
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 
+from odradek.broker.groups.consumer_records import ConsumerRecordKey, ConsumerRecordValue
 from odradek.broker.groups.messages import GroupSnapshot, MemberSnapshot
 from odradek.broker.groups.offsets import OffsetStore
 from odradek.broker.groups.records import (
@@ -121,11 +124,14 @@ def replay_batches(
     store: OffsetStore,
     groups: MutableMapping[str, GroupMetadataValue],
     stats: ReplayStats | None = None,
+    consumer_groups: MutableMapping[str, dict[ConsumerRecordKey, ConsumerRecordValue]] | None = None,
 ) -> None:
     """Apply every record of ``data`` (whole batches, in log order): offset commits to ``store``, group metadata to
-    ``groups`` (the last record of a group wins; a tombstone removes it). Offsets of a transactional batch wait
-    for the producer's control batch (COMMIT or ABORT); a record this codec cannot read (another coordinator's
-    type, or corrupt) is skipped and counted."""
+    ``groups`` (the last record of a group wins; a tombstone removes it), consumer group records to
+    ``consumer_groups`` (per group, the last value of each key; a tombstone removes the key, and a group left
+    without keys). Offsets of a transactional batch wait for the producer's control batch (COMMIT or ABORT); a
+    record this codec cannot read (another coordinator's type, or corrupt), or a consumer group record when
+    ``consumer_groups`` is None, is skipped and counted."""
     stats = stats if stats is not None else ReplayStats()
     for batch in read_batches(data):
         header = batch.header
@@ -149,6 +155,18 @@ def replay_batches(
             except OffsetsRecordError as e:
                 stats.skipped += 1
                 logger.warning("offsets record at offset %d skipped: %s", record.offset, e)
+                continue
+            if isinstance(key, ConsumerRecordKey):
+                if consumer_groups is None:
+                    stats.skipped += 1
+                    continue
+                live = consumer_groups.setdefault(key.group, {})
+                live.pop(key, None)
+                if isinstance(value, ConsumerRecordValue):
+                    live[key] = value
+                elif not live:
+                    del consumer_groups[key.group]
+                stats.records += 1
                 continue
             stats.records += 1
             if isinstance(key, GroupMetadataKey):

@@ -197,6 +197,7 @@ class GroupDescription:
     generation_id: int
     leader: str
     members: tuple[MemberDescription, ...]
+    group_type: str = "classic"  # or "consumer": a KIP-848 group (generation: its group epoch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,3 +205,4 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"

@@ -8,6 +8,7 @@ Keys (the key version says which record it is):
 
 - version 0 or 1: an offset commit, ``group, topic, partition`` (written as 1);
 - version 2: a group's metadata, ``group``;
+- versions 3-8: the records of a KIP-848 consumer group (``consumer_records``);
 - any other version is another coordinator's record type and is refused with ``UnknownRecordVersionError``.
 
 Values (a null value is a tombstone: it deletes the key under compaction and on replay):
@@ -29,12 +30,24 @@ timestamp -1, group instance id null, and (as Kafka's loader does for version 0)
 from __future__ import annotations
 
 import base64
-import struct
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal
 
-from odradek.client.errors import CorruptRecordError, InvalidRequestError
+from odradek.broker.groups.consumer_records import (
+    CONSUMER_KEY_VERSIONS,
+    CONSUMER_RECORD_TYPES,
+    ConsumerRecordKey,
+    ConsumerRecordValue,
+    decode_consumer_key,
+    decode_consumer_value,
+    describe_consumer_value,
+    encode_consumer_key,
+    encode_consumer_value,
+)
+from odradek.broker.groups.record_codec import MAX_STRING_BYTES as MAX_STRING_BYTES  # re-exported
+from odradek.broker.groups.record_codec import OffsetsRecordError as OffsetsRecordError
+from odradek.broker.groups.record_codec import RecordReader, RecordWriter
+from odradek.broker.groups.record_codec import UnknownRecordVersionError as UnknownRecordVersionError
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -45,20 +58,6 @@ GROUP_METADATA_VALUE_VERSION = 3
 MAX_VALUE_VERSION = 4
 NO_TIMESTAMP = -1
 NO_LEADER_EPOCH = -1
-MAX_STRING_BYTES = 32767  # a classic string's int16 length
-
-
-class OffsetsRecordError(CorruptRecordError):
-    """A ``__consumer_offsets`` key or value that cannot be decoded: truncated, trailing bytes, bad lengths."""
-
-
-class UnknownRecordVersionError(OffsetsRecordError):
-    """A key or value version this codec does not know (``kind`` is ``"key"`` or the value's record type)."""
-
-    def __init__(self, kind: str, version: int) -> None:
-        self.kind = kind
-        self.version = version
-        super().__init__(f"unknown {kind} version {version}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,78 +107,26 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...] = ()
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey
-RecordValue = OffsetCommitValue | GroupMetadataValue
+RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerRecordKey
+RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerRecordValue
 
 
 # ---- encoding ----
 
 
-class _Writer:
-    def __init__(self, flexible: bool) -> None:
-        self.flexible = flexible
-        self.out = bytearray()
-
-    def int16(self, v: int) -> None:
-        self._pack(">h", v)
-
-    def int32(self, v: int) -> None:
-        self._pack(">i", v)
-
-    def int64(self, v: int) -> None:
-        self._pack(">q", v)
-
-    def _pack(self, fmt: str, v: int) -> None:
-        try:
-            self.out += struct.pack(fmt, v)
-        except struct.error as e:
-            raise InvalidRequestError(f"{v} does not fit the record field ({fmt[1:]}): {e}") from None
-
-    def uvarint(self, v: int) -> None:
-        while v >= 0x80:
-            self.out.append((v & 0x7F) | 0x80)
-            v >>= 7
-        self.out.append(v)
-
-    def length(self, n: int | None, classic: Callable[[int], None]) -> None:
-        if self.flexible:
-            self.uvarint(0 if n is None else n + 1)
-        else:
-            classic(-1 if n is None else n)
-
-    def string(self, s: str | None) -> None:
-        if s is None:
-            self.length(None, self.int16)
-            return
-        data = s.encode("utf-8")
-        if len(data) > MAX_STRING_BYTES:
-            raise InvalidRequestError(f"a string of {len(data)} bytes exceeds the record limit {MAX_STRING_BYTES}")
-        self.length(len(data), self.int16)
-        self.out += data
-
-    def bytes_(self, b: bytes) -> None:
-        self.length(len(b), self.int32)
-        self.out += b
-
-    def array_length(self, n: int) -> None:
-        self.length(n, self.int32)
-
-    def end_struct(self) -> None:
-        if self.flexible:
-            self.uvarint(0)  # no tagged fields
-
-
 def encode_key(key: RecordKey) -> bytes:
     """The key's bytes: the version prefix then its fields."""
-    w = _Writer(flexible=False)
+    w = RecordWriter(flexible=False)
     if isinstance(key, OffsetCommitKey):
         w.int16(OFFSET_COMMIT_KEY_VERSION)
         w.string(key.group)
         w.string(key.topic)
         w.int32(key.partition)
-    else:
+    elif isinstance(key, GroupMetadataKey):
         w.int16(GROUP_METADATA_KEY_VERSION)
         w.string(key.group)
+    else:
+        return encode_consumer_key(key)
     return bytes(w.out)
 
 
@@ -194,6 +141,8 @@ def encode_value(value: RecordValue | None, *, version: int | None = None) -> by
         if version is None:
             version = 1 if value.expire_timestamp != NO_TIMESTAMP else OFFSET_COMMIT_VALUE_VERSION
         return _encode_offset_commit(value, _check_version("OffsetCommitValue", version))
+    if not isinstance(value, GroupMetadataValue):
+        return encode_consumer_value(value)  # version 0, the only one
     if version is None:
         version = GROUP_METADATA_VALUE_VERSION
     return _encode_group_metadata(value, _check_version("GroupMetadataValue", version))
@@ -206,7 +155,7 @@ def _check_version(kind: str, version: int) -> int:
 
 
 def _encode_offset_commit(v: OffsetCommitValue, version: int) -> bytes:
-    w = _Writer(flexible=version >= 4)
+    w = RecordWriter(flexible=version >= 4)
     w.int16(version)
     w.int64(v.offset)
     if version >= 3:
@@ -220,7 +169,7 @@ def _encode_offset_commit(v: OffsetCommitValue, version: int) -> bytes:
 
 
 def _encode_group_metadata(v: GroupMetadataValue, version: int) -> bytes:
-    w = _Writer(flexible=version >= 4)
+    w = RecordWriter(flexible=version >= 4)
     w.int16(version)
     w.string(v.protocol_type)
     w.int32(v.generation)
@@ -247,105 +196,18 @@ def _encode_group_metadata(v: GroupMetadataValue, version: int) -> bytes:
 
 # ---- decoding ----
 
-_T = TypeVar("_T")
-
-
-class _Reader:
-    def __init__(self, data: bytes, what: str) -> None:
-        self.data = memoryview(data)
-        self.pos = 0
-        self.what = what
-        self.flexible = False
-
-    def fail(self, why: str) -> OffsetsRecordError:
-        return OffsetsRecordError(f"corrupt {self.what}: {why} at byte {self.pos}")
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise self.fail(f"needs {n} bytes, {len(self.data) - self.pos} left")
-        out = bytes(self.data[self.pos : self.pos + n])
-        self.pos += n
-        return out
-
-    def _unpack(self, fmt: str, size: int) -> int:
-        value: int = struct.unpack(fmt, self.take(size))[0]
-        return value
-
-    def int16(self) -> int:
-        return self._unpack(">h", 2)
-
-    def int32(self) -> int:
-        return self._unpack(">i", 4)
-
-    def int64(self) -> int:
-        return self._unpack(">q", 8)
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        for _ in range(5):  # an unsigned int32 takes at most 5 bytes
-            byte = self.take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-        raise self.fail("varint longer than 5 bytes")
-
-    def length(self, classic: Callable[[], int]) -> int | None:
-        """A length or count; None for null."""
-        if self.flexible:
-            n = self.uvarint() - 1
-        else:
-            n = classic()
-        if n < -1:
-            raise self.fail(f"negative length {n}")
-        return None if n == -1 else n
-
-    def nullable_string(self) -> str | None:
-        n = self.length(self.int16)
-        if n is None:
-            return None
-        raw = self.take(n)
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise self.fail(f"invalid UTF-8 ({e.reason})") from None
-
-    def string(self) -> str:
-        return self._required(self.nullable_string(), "string")
-
-    def bytes_(self) -> bytes:
-        return self.take(self._required(self.length(self.int32), "bytes"))
-
-    def array_length(self) -> int:
-        return self._required(self.length(self.int32), "array")
-
-    def _required(self, value: _T | None, kind: str) -> _T:
-        if value is None:
-            raise self.fail(f"null {kind} in a non-nullable field")
-        return value
-
-    def end_struct(self) -> None:
-        """Skip a flexible struct's tagged fields (none of them is known to this reader)."""
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self.take(self.uvarint())
-
-    def done(self) -> None:
-        if self.pos != len(self.data):
-            raise self.fail(f"{len(self.data) - self.pos} trailing bytes")
-
 
 def decode_key(data: bytes) -> RecordKey:
     """Decode a key; its version says whether it is an offset commit or a group's metadata."""
-    r = _Reader(data, "__consumer_offsets key")
+    r = RecordReader(data, "__consumer_offsets key")
     version = r.int16()
     key: RecordKey
     if version in (0, 1):
         key = OffsetCommitKey(group=r.string(), topic=r.string(), partition=r.int32())
     elif version == GROUP_METADATA_KEY_VERSION:
         key = GroupMetadataKey(group=r.string())
+    elif version in CONSUMER_KEY_VERSIONS:
+        key = decode_consumer_key(version, r)
     else:
         raise UnknownRecordVersionError("key", version)
     r.done()
@@ -358,7 +220,9 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
         return None
     if isinstance(key, OffsetCommitKey):
         return _decode_offset_commit(data)
-    return _decode_group_metadata(data)
+    if isinstance(key, GroupMetadataKey):
+        return _decode_group_metadata(data)
+    return decode_consumer_value(key, data)
 
 
 def decode_record(key: bytes, value: bytes | None) -> tuple[RecordKey, RecordValue | None]:
@@ -368,11 +232,11 @@ def decode_record(key: bytes, value: bytes | None) -> tuple[RecordKey, RecordVal
 
 def value_version(data: bytes) -> int:
     """The version prefix of an encoded value (for the JSON view)."""
-    return _Reader(data, "__consumer_offsets value").int16()
+    return RecordReader(data, "__consumer_offsets value").int16()
 
 
-def _value_reader(data: bytes, kind: str) -> tuple[_Reader, int]:
-    r = _Reader(data, kind)
+def _value_reader(data: bytes, kind: str) -> tuple[RecordReader, int]:
+    r = RecordReader(data, kind)
     version = r.int16()
     if not 0 <= version <= MAX_VALUE_VERSION:
         raise UnknownRecordVersionError(kind, version)
@@ -441,11 +305,13 @@ def describe_record(
 ) -> dict[str, object]:
     """A JSON-ready view of one record: ``{type, key: {version, ...}, value: {version, ...} | null}``.
 
-    ``type`` is ``offset_commit`` or ``group_metadata``; member subscription and assignment bytes are shown in
-    ``binary`` encoding. Raises ``OffsetsRecordError`` (or ``UnknownRecordVersionError``) as the decoders do.
+    ``type`` is ``offset_commit``, ``group_metadata`` or one of the consumer group records
+    (``consumer_group_metadata``, ``consumer_group_member_metadata``, ...; keys show ``group`` and, per member,
+    ``member_id``); member subscription and assignment bytes are shown in ``binary`` encoding. Raises
+    ``OffsetsRecordError`` (or ``UnknownRecordVersionError``) as the decoders do.
     """
     decoded_key, decoded_value = decode_record(key, value)
-    key_version = _Reader(key, "key").int16()
+    key_version = RecordReader(key, "key").int16()
     out: dict[str, object] = {}
     if isinstance(decoded_key, OffsetCommitKey):
         out["type"] = "offset_commit"
@@ -455,13 +321,22 @@ def describe_record(
             "topic": decoded_key.topic,
             "partition": decoded_key.partition,
         }
-    else:
+    elif isinstance(decoded_key, GroupMetadataKey):
         out["type"] = "group_metadata"
         out["key"] = {"version": key_version, "group": decoded_key.group}
+    else:
+        out["type"] = CONSUMER_RECORD_TYPES[type(decoded_key)]
+        shown_key: dict[str, object] = {"version": key_version, "group": decoded_key.group}
+        if member_id := getattr(decoded_key, "member_id", None):
+            shown_key["member_id"] = member_id
+        out["key"] = shown_key
     if value is None or decoded_value is None:
         out["value"] = None
         return out
     version = value_version(value)
+    if not isinstance(decoded_value, OffsetCommitValue | GroupMetadataValue):
+        out["value"] = {"version": version, **describe_consumer_value(decoded_value)}
+        return out
 
     def show(data: bytes) -> str:
         return base64.b64encode(data).decode() if binary == "base64" else data.hex()

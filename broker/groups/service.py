@@ -7,9 +7,15 @@ The client host of a JoinGroup is the gRPC peer's address, as Kafka takes it fro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
+from odradek.broker.groups.consumer_messages import (
+    ConsumerGroupDescription,
+    ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResponse,
+)
 from odradek.broker.groups.coordinator import CoordinatorError, GroupCoordinator
 from odradek.broker.groups.messages import (
     HeartbeatRequest,
@@ -60,6 +66,14 @@ def _commit_offsets(topics: Iterable[gpb.OffsetCommitTopic]) -> dict[TopicPartit
         for t in topics
         for p in t.partitions
     }
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConsumerGroup:
+    error: ErrorCode.ValueType
+    message: str | None
+    group: ConsumerGroupDescription | None
+    topic_names: Mapping[bytes, str]  # topic id -> name, to name the topics of its assignments
 
 
 _GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -309,7 +323,12 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
             )
             wanted = [tp for tp in wanted if tp.topic not in hidden]
         try:
-            error, offsets = self.coordinator.fetch_offsets(request.group_id, wanted)
+            error, offsets = self.coordinator.fetch_offsets(
+                request.group_id,
+                wanted,
+                _optional(request, "member_id"),
+                request.member_epoch if request.HasField("member_epoch") else -1,
+            )
             unstable = (
                 self.coordinator.unstable_partitions(request.group_id, wanted)
                 if request.require_stable and error == ErrorCode.NONE
@@ -366,8 +385,52 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
                     topic.partitions.add(partition=p, error=errors[TopicPartition(t.name, p)])
         return response
 
+    # ---- KIP-848: called by the Kafka listener with the cores' typed requests (no gRPC rpc yet) ----
+
+    async def consumer_group_heartbeat(
+        self, group_id: str, request: ConsumerHeartbeatRequest, context: Any
+    ) -> ConsumerHeartbeatResponse:
+        """ConsumerGroupHeartbeat: group Read, and Describe of every subscribed topic named (as Kafka's). With an
+        authorizer, a regular expression subscription is refused: the coordinator matches it against every topic,
+        not only those the member may describe, as Kafka's does."""
+        api = "ConsumerGroupHeartbeat"
+        if not self._allowed(context, AclOperation.READ, ResourceType.GROUP, group_id, api):
+            return ConsumerHeartbeatResponse(_GROUP_DENIED)
+        names = request.subscribed_topic_names or ()
+        if names and self._denied_topics(context, AclOperation.DESCRIBE, names, api):
+            return ConsumerHeartbeatResponse(_TOPIC_DENIED)
+        if self.access.enabled and request.subscribed_topic_regex:
+            message = "regular expression subscriptions are not supported yet with an authorizer"
+            return ConsumerHeartbeatResponse(ErrorCode.INVALID_REQUEST, message)
+        try:
+            return await self.coordinator.consumer_heartbeat(group_id, replace(request, client_host=peer_host(context)))
+        except CoordinatorError as e:
+            return ConsumerHeartbeatResponse(_code(e.code), str(e))
+
+    def consumer_group_describe(self, group_id: str, context: Any) -> DescribedConsumerGroup:
+        """ConsumerGroupDescribe of one group (group Describe), with the name of each assigned topic; a group whose
+        members' subscriptions or assignments name a topic the caller may not describe is TOPIC_AUTHORIZATION_FAILED
+        (as Kafka's)."""
+        api = "ConsumerGroupDescribe"
+        if not self._allowed(context, AclOperation.DESCRIBE, ResourceType.GROUP, group_id, api):
+            return DescribedConsumerGroup(_GROUP_DENIED, None, None, {})
+        try:
+            error, message, description = self.coordinator.describe_consumer_group(group_id)
+        except CoordinatorError as e:
+            return DescribedConsumerGroup(_code(e.code), str(e), None, {})
+        names = self.coordinator.topic_names()
+        if description is not None and self.access.enabled:
+            topics = {n for m in description.members for n in m.subscribed_topic_names}
+            topics.update(
+                names[t] for m in description.members for t, _ in m.assignment | m.target_assignment if t in names
+            )
+            if self._denied_topics(context, AclOperation.DESCRIBE, topics, api):
+                message = "The group has described topic(s) that the client is not authorized to describe."
+                return DescribedConsumerGroup(_TOPIC_DENIED, message, None, {})
+        return DescribedConsumerGroup(error, message, description, names)
+
     async def ListGroups(self, request, context):
-        error, groups = self.coordinator.list_groups(request.states_filter)
+        error, groups = self.coordinator.list_groups(request.states_filter, request.types_filter)
         access = self.access
         if access.enabled:  # every group with cluster Describe, else those the caller may describe
             caller = caller_of(context)
@@ -380,7 +443,10 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         return gpb.ListGroupsResponse(
             error=error,
             groups=[
-                gpb.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state) for g in groups
+                gpb.ListedGroup(
+                    group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type
+                )
+                for g in groups
             ],
         )
 
@@ -402,6 +468,7 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
                 protocol_data=d.protocol_name,
                 generation_id=d.generation_id,
                 leader=d.leader,
+                group_type=d.group_type,
             )
             for m in d.members:
                 member = described.members.add(

@@ -7,6 +7,7 @@ from odradek.broker.kafka import (
     admin_apis,
     api_versions,
     cluster_apis,
+    consumer_group_apis,
     data_apis,
     group_apis,
     metadata_apis,
@@ -34,6 +35,7 @@ def kafka_apis(backend: KafkaBackend, *, sasl: bool = False) -> ApiRegistry:
         cluster_apis,
         security_apis,
         group_apis,
+        consumer_group_apis,
         txn_apis,
         txn_admin_apis,
     ):

@@ -11,14 +11,16 @@ Served versions, and why not more (a version that needs what the coordinator lac
   and the Java clients all speak v4 or later. A static leader that rejoins below v9 (no SkipAssignment) gets the
   member list and assigns again; the group is Stable, so its SyncGroup is answered with the stored assignment.
 - SyncGroup 0-5, Heartbeat 0-4, LeaveGroup 0-5, DeleteGroups 0-2: every version.
-- OffsetCommit 2-8. v9 and v10 belong to the KIP-848 consumer protocol (member epochs, topic ids); v0-v1 are gone
-  from kafka-python's definitions. v2-v4 carry a retention time: odradek keeps offsets per broker setting only, so
-  any value but -1 (the broker's) is refused with INVALID_REQUEST rather than ignored.
-- OffsetFetch 1-8. v9 and v10 belong to the KIP-848 protocol.
+- OffsetCommit 2-9. v9 is the first of the KIP-848 consumer protocol: the generation field carries a consumer
+  group member's epoch (STALE_MEMBER_EPOCH when it is not the current one); v10 names topics by id and is not
+  served. v0-v1 are gone from kafka-python's definitions. v2-v4 carry a retention time: odradek keeps offsets per
+  broker setting only, so any value but -1 (the broker's) is refused with INVALID_REQUEST rather than ignored.
+- OffsetFetch 1-9. v9 adds a consumer group member's id and epoch, checked as OffsetCommit's (v10, by topic id, is
+  not served).
 - OffsetDelete 0, its only version.
 - DescribeGroups 0-5. v6 answers GROUP_ID_NOT_FOUND for an unknown group (KIP-1043); the coordinator describes it
   as Dead, the older versions' answer. Authorized operations (v3+) are left unknown: odradek has no ACLs yet.
-- ListGroups 0-4. v5 filters by group type (KIP-848).
+- ListGroups 0-5. v5 filters by group type and names each group's (``classic`` or ``consumer``, KIP-848).
 """
 
 from __future__ import annotations
@@ -281,9 +283,19 @@ class GroupApis:
         return OffsetCommitResponse(version=v, topics=topics)
 
     async def _fetch_offsets(
-        self, ctx: RequestContext, group_id: str, topics: Iterable[tuple[str, list[int]]] | None, require_stable: bool
+        self,
+        ctx: RequestContext,
+        group_id: str,
+        topics: Iterable[tuple[str, list[int]]] | None,
+        require_stable: bool,
+        member: tuple[str | None, int] = (None, -1),
     ) -> gpb.OffsetFetchResponse:
         request = gpb.OffsetFetchRequest(group_id=group_id, all_topics=topics is None, require_stable=require_stable)
+        member_id, member_epoch = member
+        if member_id is not None:
+            request.member_id = member_id
+        if member_epoch >= 0:
+            request.member_epoch = member_epoch
         for name, partitions in topics or ():
             request.topics.add(name=name, partitions=partitions)
         return await self.groups.OffsetFetch(request, self._ctx(ctx))
@@ -297,7 +309,8 @@ class GroupApis:
             groups = []
             for g in req.groups:
                 wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
-                r = await self._fetch_offsets(ctx, g.group_id, wanted, require_stable)
+                member = (g.member_id, g.member_epoch) if v >= 9 else (None, -1)
+                r = await self._fetch_offsets(ctx, g.group_id, wanted, require_stable, member)
                 topics = _fetched_topics(Topics, Partitions, r.topics)
                 groups.append(Group(group_id=g.group_id, topics=topics, error_code=int(r.error)))
             return OffsetFetchResponse(version=v, groups=groups)
@@ -378,13 +391,21 @@ class GroupApis:
 
     async def list_groups(self, ctx: RequestContext, v: int, req: Any) -> Any:
         states = list(req.states_filter) if v >= 4 else []
-        r = await self.groups.ListGroups(gpb.ListGroupsRequest(states_filter=states), self._ctx(ctx))
+        types = list(req.types_filter) if v >= 5 else []
+        request = gpb.ListGroupsRequest(states_filter=states, types_filter=types)
+        r = await self.groups.ListGroups(request, self._ctx(ctx))
         Listed = ListGroupsResponse.ListedGroup
         return ListGroupsResponse(
             version=v,
             error_code=int(r.error),
             groups=[
-                Listed(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.group_state) for g in r.groups
+                Listed(
+                    group_id=g.group_id,
+                    protocol_type=g.protocol_type,
+                    group_state=g.group_state,
+                    group_type=g.group_type or "classic",
+                )
+                for g in r.groups
             ],
         )
 
@@ -404,9 +425,9 @@ def register(registry: ApiRegistry, backend: KafkaBackend) -> None:
     registry.add(*schema_api(SyncGroupRequest, 0, 5, apis.sync_group))
     registry.add(*schema_api(HeartbeatRequest, 0, 4, apis.heartbeat))
     registry.add(*schema_api(LeaveGroupRequest, 0, 5, apis.leave_group))
-    registry.add(*schema_api(OffsetCommitRequest, 2, 8, apis.offset_commit))
-    registry.add(*schema_api(OffsetFetchRequest, 1, 8, apis.offset_fetch))
+    registry.add(*schema_api(OffsetCommitRequest, 2, 9, apis.offset_commit))
+    registry.add(*schema_api(OffsetFetchRequest, 1, 9, apis.offset_fetch))
     registry.add(*schema_api(OffsetDeleteRequest, 0, 0, apis.offset_delete))
     registry.add(*schema_api(DescribeGroupsRequest, 0, 5, apis.describe_groups))
-    registry.add(*schema_api(ListGroupsRequest, 0, 4, apis.list_groups))
+    registry.add(*schema_api(ListGroupsRequest, 0, 5, apis.list_groups))
     registry.add(*schema_api(DeleteGroupsRequest, 0, 2, apis.delete_groups))

@@ -103,8 +103,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def offsets_record(r: ConsumerRecord, encoding: Encoding) -> dict[str, Any]:
     """A ``__consumer_offsets`` record for ``--format json``: its key and value decoded (``{version, group, ...}``)
-    and its ``type`` (``offset_commit`` or ``group_metadata``); a record that does not decode keeps the raw
-    view with ``decode_error``."""
+    and its ``type`` (``offset_commit``, ``group_metadata`` or a KIP-848 consumer group record's, e.g.
+    ``consumer_group_member_metadata``); a record that does not decode keeps the raw view with ``decode_error``."""
     out = as_dict(r, encoding)
     try:
         view = describe_record(r.key or b"", r.value, binary=encoding)

@@ -64,6 +64,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="TLS on every listener (own CA), SCRAM on the client listeners, the authorizer, and a super user "
         "'admin' whose client config is <dir>/admin-client.json (saved in the profile)",
     )
+    up.add_argument(
+        "--no-schema-registry",
+        action="store_true",
+        help="brokers serve no schema registry (by default each serves one; not with --security)",
+    )
     for name, handler, text in (
         ("down", _down, "stop every node (SIGTERM, then SIGKILL)"),
         ("status", _status, "show each node's process state"),
@@ -100,6 +105,7 @@ def _up(args: argparse.Namespace) -> None:
         _overrides(args.set),
         security=args.security,
         first_id=args.first_node_id,
+        schema_registry=not args.no_schema_registry and not args.security,
     )
     cluster.start_all()
     profile: dict[str, Any] = {
@@ -107,6 +113,8 @@ def _up(args: argparse.Namespace) -> None:
         "controllers": cluster.controller_servers,
         "dev_dir": str(cluster.directory),
     }
+    if cluster.schema_registry_urls:
+        profile["schema_registry_url"] = cluster.schema_registry_urls  # `odradek schema` finds it here
     if cluster.security:
         # Brokers only: the controllers' listener is mTLS without SASL, so a SCRAM login cannot be served there.
         del profile["controllers"]
@@ -126,6 +134,7 @@ def _up(args: argparse.Namespace) -> None:
         "kafka_bootstrap_servers": cluster.kafka_bootstrap_servers,
         "controllers": cluster.controller_servers,
         "nodes": cluster.status(),
+        "schema_registry_urls": cluster.schema_registry_urls,
     }
     if cluster.security:
         data["admin_client_config"] = str(cluster.admin_client_file)
@@ -135,6 +144,8 @@ def _up(args: argparse.Namespace) -> None:
         f"kafka bootstrap servers: {cluster.kafka_bootstrap_servers}\n"
         f"controllers: {cluster.controller_servers}\n"
     )
+    if cluster.schema_registry_urls:
+        human += f"schema registry: {cluster.schema_registry_urls}\n"
     if cluster.security:
         human += f"super user admin: {cluster.admin_client_file} (SCRAM over TLS; the CLI's profile uses it)\n"
     emit(data, args.format, human=human)

@@ -47,7 +47,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _list(args: argparse.Namespace) -> None:
     groups = with_admin(args, lambda a: a.list_groups(args.state or None))
     rows = [
-        {"group_id": g.group_id, "state": g.state, "protocol_type": g.protocol_type, "coordinator": g.coordinator}
+        {
+            "group_id": g.group_id,
+            "state": g.state,
+            "protocol_type": g.protocol_type,
+            "coordinator": g.coordinator,
+            "group_type": g.group_type,
+        }
         for g in groups
     ]
     emit(rows, args.format, human=table(rows) if rows else "(no groups)")
@@ -81,6 +87,7 @@ def _describe_json(desc: GroupDescription, rows: list[dict[str, Any]]) -> dict[s
         "protocol": desc.protocol,
         "generation": desc.generation,
         "coordinator": desc.coordinator,
+        "group_type": desc.group_type,
         "members": [
             {
                 "member_id": m.member_id,
@@ -97,10 +104,11 @@ def _describe_json(desc: GroupDescription, rows: list[dict[str, Any]]) -> dict[s
 
 def _describe(args: argparse.Namespace) -> None:
     data = with_admin(args, lambda a: _describe_one(a, args.group))
-    head = (
-        f"group {data['group_id']}: {data['state']}, protocol {data['protocol'] or '-'}, "
-        f"generation {data['generation']}, coordinator {data['coordinator']}"
-    )
+    if data["group_type"] == "consumer":  # KIP-848: a server assignor and a group epoch
+        kind = f"consumer protocol, assignor {data['protocol'] or '-'}, group epoch {data['generation']}"
+    else:
+        kind = f"classic protocol {data['protocol'] or '-'}, generation {data['generation']}"
+    head = f"group {data['group_id']}: {data['state']}, {kind}, coordinator {data['coordinator']}"
     members = [
         {**m, "assignment": [f"{a['topic']}:{a['partition']}" for a in m["assignment"]]} for m in data["members"]
     ]

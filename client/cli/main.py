@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "quota": "quotas",
     "user": "user",
     "acl": "acl",
+    "schema": "schema",
     "leader": "leader",
     "partition": "partition",
     "produce": "data",

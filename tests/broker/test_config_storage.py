@@ -125,6 +125,11 @@ def test_toml_forms_flatten_to_kafka_names(tmp_path: Path) -> None:
         ({"max.partitions.per.broker": 0}, "'max.partitions.per.broker': must be at least 1"),
         ({"num.partitions": 0}, "'num.partitions': must be at least 1"),
         ({"default.replication.factor": -1}, "'default.replication.factor': must be at least 1"),
+        ({"group.consumer.assignors": "uniform,sticky"}, "assignor 'sticky' is not available"),
+        (
+            {"group.consumer.heartbeat.interval.ms": 45000},
+            "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms",
+        ),
     ],
 )
 def test_bad_configs_fail_with_one_line(tmp_path: Path, extra: dict, message: str) -> None:

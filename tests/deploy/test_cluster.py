@@ -97,6 +97,18 @@ def test_brokers_get_a_kafka_listener_on_kafka_port_and_advertise_it() -> None:
     assert all(node_config(off, n).kafka_listener is None for n in (3, 4))
 
 
+def test_brokers_serve_the_schema_registry_on_schema_registry_port() -> None:
+    assert parse_cluster(description()).schema_registry_port == 0  # off unless configured
+    assert all(node_config(parse_cluster(description()), n).schema_registry_listener is None for n in (3, 4, 5))
+    spec = parse_cluster(description(schema_registry_port=8081))
+    for node_id in (3, 4, 5):  # combined and brokers
+        listener = node_config(spec, node_id).schema_registry_listener
+        assert listener is not None and (listener.host, listener.port) == (spec.node(node_id).host, 8081)
+    assert node_config(spec, 1).schema_registry_listener is None  # a controller serves no registry
+    with pytest.raises(ClusterSpecError, match="does not support --tls yet"):
+        render_node_config(spec, 4, tls_dir="/etc/odradek/tls")
+
+
 def test_a_combined_node_listens_on_both_ports() -> None:
     spec = parse_cluster(description())
     assert spec.node(3).roles == ("broker", "controller")
@@ -156,6 +168,15 @@ def _node(data: dict[str, Any], index: int, **changes: Any) -> dict[str, Any]:
         (description(kafka_port=9092), "node 3: kafka_port 10.0.0.3:9092 is also node 3's broker_port"),
         (description(kafka_port=9093), "node 3: controller_port 10.0.0.3:9093 is also node 3's kafka_port"),
         (description(kafka_port=-1), "kafka_port -1 must be a port number"),
+        (
+            description(schema_registry_port=9192),
+            "node 3: schema_registry_port 10.0.0.3:9192 is also node 3's kafka_port",
+        ),
+        (description(schema_registry_port=70000), "schema_registry_port 70000 must be a port number"),
+        (
+            description(properties={"schema.registry.listeners": "http://0.0.0.0:8081"}),
+            "properties: 'schema.registry.listeners' is set per node",
+        ),
         (description(properties={"kafka.listener.names": "K"}), "properties: 'kafka.listener.names' is set per node"),
         (description(nodes=[{"id": 1, "host": "h", "roles": ["broker"]}]), "no node has the controller role"),
         (_node(description(), 3, roles=["brokr"]), "node 4: roles ['brokr'] must be controller, broker or both"),

@@ -4,6 +4,7 @@ load or unload on a leadership change, the records it appends and their replay w
 from __future__ import annotations
 
 from odradek.broker.config import NodeConfig
+from odradek.broker.groups.consumer_group import ConsumerGroupConfig
 from odradek.broker.groups.coordinator import CoordinatorConfig, commit_append_error
 from odradek.broker.groups.group import GroupConfig
 from odradek.broker.groups.loader import encode_records, group_record, plan_leadership, replay_batches, snapshot_of
@@ -31,6 +32,10 @@ def test_the_node_keys_become_the_coordinator_config() -> None:
             "group.min.session.timeout.ms": 100,
             "group.max.session.timeout.ms": 200,
             "group.max.size": 9,
+            "group.consumer.session.timeout.ms": 3000,
+            "group.consumer.heartbeat.interval.ms": 300,
+            "group.consumer.max.size": 8,
+            "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor, uniform",
         }
     )
     assert CoordinatorConfig.from_node(config) == CoordinatorConfig(
@@ -42,6 +47,9 @@ def test_the_node_keys_become_the_coordinator_config() -> None:
         commit_timeout_ms=777,
         group=GroupConfig(
             initial_rebalance_delay_ms=5, min_session_timeout_ms=100, max_session_timeout_ms=200, max_size=9
+        ),
+        consumer_group=ConsumerGroupConfig(
+            session_timeout_ms=3000, heartbeat_interval_ms=300, max_size=8, assignors=("range", "uniform")
         ),
     )
     defaults = CoordinatorConfig.from_node(

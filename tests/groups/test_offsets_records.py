@@ -247,8 +247,8 @@ def test_corrupt_keys_raise_a_typed_error(data: bytes) -> None:
 
 def test_unknown_key_version() -> None:
     with pytest.raises(UnknownRecordVersionError) as info:
-        decode_key(b"\x00\x03\x00\x01g")  # a newer coordinator's record type
-    assert (info.value.kind, info.value.version) == ("key", 3)
+        decode_key(b"\x00\x09\x00\x01g")  # a record type of groups this coordinator does not host
+    assert (info.value.kind, info.value.version) == ("key", 9)
 
 
 def test_unknown_value_versions() -> None:

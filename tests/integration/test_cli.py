@@ -35,6 +35,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("home")
     up = as_json(home, "dev", "up", "--controllers", "3", "--brokers", "3", "--set", "broker.session.timeout.ms=3000")
     assert len(up["nodes"]) == 6 and len(up["kafka_bootstrap_servers"].split(",")) == 3
+    assert len(up["schema_registry_urls"].split(",")) == 3  # every broker serves the schema registry
     yield home
     odradek(home, "dev", "down", "--purge", check=False)
 
@@ -53,12 +54,19 @@ def test_cluster_info_and_broker_list_shapes(home: Path) -> None:
 def test_brokers_register_their_kafka_listeners_and_both_addresses_are_shown(home: Path) -> None:
     """dev up gives each broker a Kafka listener; the broker registers it with the controller, which records it in
     the metadata every node serves, and cluster info and broker list show it next to the gRPC address."""
-    kafka = {n["node_id"]: n["kafka"] for n in as_json(home, "dev", "status") if n["kafka"]}
-    assert sorted(kafka) == [4, 5, 6]
+    status = as_json(home, "dev", "status")
+    kafka = {n["node_id"]: n["kafka"] for n in status if n["kafka"]}
+    registry = {n["node_id"]: n["schema_registry"] for n in status if n["schema_registry"]}
+    assert sorted(kafka) == sorted(registry) == [4, 5, 6]
     brokers = as_json(home, "broker", "list")
     for b in brokers:
         host, port = kafka[b["node_id"]].rsplit(":", 1)
-        assert b["listeners"] == [{"name": "KAFKA", "host": host, "port": int(port)}]
+        registry_port = int(registry[b["node_id"]].rsplit(":", 1)[1])
+        # The schema registry's listener too: other brokers forward registry writes there (docs/schema-registry.md).
+        assert b["listeners"] == [
+            {"name": "KAFKA", "host": host, "port": int(port)},
+            {"name": "SCHEMA_REGISTRY", "host": host, "port": registry_port},
+        ]
         assert int(port) != b["port"]
     info = as_json(home, "cluster", "info")
     assert info["kafka_bootstrap_servers"] == ",".join(kafka[i] for i in (4, 5, 6))

@@ -122,8 +122,8 @@ def test_group_operations_through_the_cli(odradek_cluster: Any, member: Member) 
         return d if ok else None
 
     d = wait_for(caught_up, 30, what="lag 0")
-    assert set(d) == {"group_id", "state", "protocol", "generation", "coordinator", "members", "offsets"}
-    assert d["protocol"] and d["generation"] >= 1 and d["coordinator"] >= 0
+    assert set(d) == {"group_id", "state", "protocol", "generation", "coordinator", "group_type", "members", "offsets"}
+    assert d["protocol"] and d["generation"] >= 1 and d["coordinator"] >= 0 and d["group_type"] == "classic"
     [m] = d["members"]
     assert sorted(a["partition"] for a in m["assignment"]) == [0, 1, 2] and m["host"]
     assert {r["member_id"] for r in d["offsets"]} == {m["member_id"]}

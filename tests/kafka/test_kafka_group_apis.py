@@ -88,11 +88,11 @@ def test_served_versions() -> None:
         "SyncGroup": (0, 5),
         "Heartbeat": (0, 4),
         "LeaveGroup": (0, 5),
-        "OffsetCommit": (2, 8),
-        "OffsetFetch": (1, 8),
+        "OffsetCommit": (2, 9),
+        "OffsetFetch": (1, 9),
         "OffsetDelete": (0, 0),
         "DescribeGroups": (0, 5),
-        "ListGroups": (0, 4),
+        "ListGroups": (0, 5),
         "DeleteGroups": (0, 2),
     }
     flexible = {spec.name: spec.flexible_from for spec in registry.specs()}
@@ -361,7 +361,7 @@ def _commit_request(retention_ms: int = -1) -> Any:
     )
 
 
-@pytest.mark.parametrize("version", range(2, 9))
+@pytest.mark.parametrize("version", range(2, 10))
 async def test_offset_commit(version: int) -> None:
     def answer(request: gpb.OffsetCommitRequest) -> gpb.OffsetCommitResponse:
         out = gpb.OffsetCommitResponse()
@@ -456,6 +456,22 @@ async def test_offset_fetch_all_topics(version: int) -> None:
     (sent,) = groups.requests("OffsetFetch")
     assert sent.all_topics and list(sent.topics) == []
     assert [(t.name, len(t.partitions)) for t in r.topics] == [("t", 2)]
+
+
+async def test_offset_fetch_v9_carries_the_members_id_and_epoch() -> None:
+    groups = Recorder(OffsetFetch=_fetch_answer)
+    Group = OffsetFetchRequest.OffsetFetchRequestGroup
+    request = OffsetFetchRequest(
+        groups=[
+            Group(group_id="g", member_id="m-1", member_epoch=4, topics=None),
+            Group(group_id="h", member_id=None, member_epoch=-1, topics=None),
+        ],
+        require_stable=False,
+    )
+    await roundtrip(registry_with(groups), request, OffsetFetchResponse, 9)
+    first, second = groups.requests("OffsetFetch")
+    assert (first.member_id, first.member_epoch) == ("m-1", 4)
+    assert not second.HasField("member_id") and not second.HasField("member_epoch")
 
 
 async def test_offset_fetch_v8_many_groups() -> None:
@@ -619,21 +635,27 @@ async def test_describe_groups(version: int) -> None:
     assert (h.error_code, h.group_id, h.members) == (ErrorCode.NOT_COORDINATOR, "h", [])
 
 
-@pytest.mark.parametrize("version", range(0, 5))
+@pytest.mark.parametrize("version", range(0, 6))
 async def test_list_groups(version: int) -> None:
     answer = gpb.ListGroupsResponse(
         error=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-        groups=[gpb.ListedGroup(group_id="g", protocol_type="consumer", group_state="Empty")],
+        groups=[
+            gpb.ListedGroup(group_id="g", protocol_type="consumer", group_state="Empty", group_type="classic"),
+            gpb.ListedGroup(group_id="h", protocol_type="consumer", group_state="Reconciling", group_type="consumer"),
+        ],
     )
     groups = Recorder(ListGroups=answer)
-    request = ListGroupsRequest(states_filter=["Empty", "Stable"])
+    request = ListGroupsRequest(states_filter=["Empty", "Stable"], types_filter=["Consumer"])
     r = await roundtrip(registry_with(groups), request, ListGroupsResponse, version)
     (sent,) = groups.requests("ListGroups")
     assert list(sent.states_filter) == (["Empty", "Stable"] if version >= 4 else [])
+    assert list(sent.types_filter) == (["Consumer"] if version >= 5 else [])
     assert r.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-    assert [(g.group_id, g.protocol_type) for g in r.groups] == [("g", "consumer")]
+    assert [(g.group_id, g.protocol_type) for g in r.groups] == [("g", "consumer"), ("h", "consumer")]
     if version >= 4:
-        assert r.groups[0].group_state == "Empty"
+        assert [g.group_state for g in r.groups] == ["Empty", "Reconciling"]
+    if version >= 5:
+        assert [g.group_type for g in r.groups] == ["classic", "consumer"]
 
 
 @pytest.mark.parametrize("version", range(0, 3))

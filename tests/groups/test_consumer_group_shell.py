@@ -1,0 +1,216 @@
+"""The coordinator's shell around KIP-848 consumer groups, over a real offsets partition (two replicas on real logs,
+as tests/groups/test_coordinator_appends.py): a heartbeat is answered once its records are stored, a failed
+append leaves the group as it was stored, a new coordinator loads the group from the log, session timers remove
+members, offset commits carry member epochs, and an empty classic group becomes a consumer group keeping its
+offsets."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from test_coordinator_appends import (
+    DATA_ID,
+    TP,
+    ManualClock,
+    OffsetsReplicas,
+    Peer,
+    allow,
+    coordinator,
+    serving,
+    until,
+)
+
+from odradek.broker.groups.consumer_group import ConsumerGroupConfig
+from odradek.broker.groups.consumer_messages import ConsumerHeartbeatRequest
+from odradek.broker.groups.coordinator import GroupCoordinator
+from odradek.broker.groups.messages import JoinGroupRequest
+from odradek.broker.groups.offsets import OffsetAndMetadata
+from odradek.broker.groups.service import GroupCoordinatorService
+from odradek.broker.security.access import AccessControl, AuthorizerSettings
+from odradek.broker.security.acls import AclOperation, ResourceType
+from odradek.client.errors import ErrorCode
+
+
+@pytest.fixture
+async def replicas(tmp_path: Path) -> AsyncIterator[OffsetsReplicas]:
+    r = OffsetsReplicas(tmp_path)
+    yield r
+    r.close()
+
+
+def join(member: str, **fields: object) -> ConsumerHeartbeatRequest:
+    values: dict[str, object] = {
+        "member_id": member,
+        "member_epoch": 0,
+        "rebalance_timeout_ms": 30_000,
+        "subscribed_topic_names": ("t",),
+        "owned": frozenset(),
+        **fields,
+    }
+    return ConsumerHeartbeatRequest(**values)  # type: ignore[arg-type]
+
+
+def members(c: GroupCoordinator, group: str) -> dict[str, int]:
+    error, _, description = c.describe_consumer_group(group)
+    assert error == ErrorCode.NONE and description is not None
+    return {m.member_id: m.member_epoch for m in description.members}
+
+
+async def test_a_heartbeat_is_stored_before_it_is_answered_and_a_new_coordinator_loads_it(
+    replicas: OffsetsReplicas,
+) -> None:
+    clock = ManualClock()
+    async with serving(replicas, clock) as c:
+        end = replicas.leader.log.log_end_offset
+        r = await c.consumer_heartbeat("g", join("m1"))
+        assert (r.error, r.member_id, r.member_epoch, r.assignment) == (
+            ErrorCode.NONE,
+            "m1",
+            1,
+            frozenset({(DATA_ID, 0)}),
+        )
+        assert replicas.leader.log.high_watermark > end  # the records are committed when it answers
+        assert await c.commit_offsets("g", "m1", None, 1, {TP: OffsetAndMetadata(5)}) == {TP: ErrorCode.NONE}
+        assert await c.commit_offsets("g", "m1", None, 0, {TP: OffsetAndMetadata(6)}) == {
+            TP: ErrorCode.STALE_MEMBER_EPOCH
+        }
+        assert c.fetch_offsets("g", [TP], "m1", 0)[0] == ErrorCode.STALE_MEMBER_EPOCH
+        # The classic protocol cannot join it while it has members.
+        classic = JoinGroupRequest(0, "", None, "c", "h", 10_000, 10_000, "consumer", (("range", b""),))
+        assert (await c.join("g", classic)).error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    async with serving(replicas, clock) as again:
+        assert members(again, "g") == {"m1": 1}
+        error, fetched = again.fetch_offsets("g", [TP], "m1", 1)
+        assert (error, fetched[TP].offset) == (ErrorCode.NONE, 5)
+        r = await again.consumer_heartbeat("g", ConsumerHeartbeatRequest("m1", 1))
+        assert (r.error, r.member_epoch) == (ErrorCode.NONE, 1)
+
+
+async def test_a_heartbeat_whose_append_fails_leaves_the_group_as_stored(replicas: OffsetsReplicas) -> None:
+    clock = ManualClock()
+    async with serving(replicas, clock) as c:
+        assert (await c.consumer_heartbeat("g", join("m1"))).member_epoch == 1
+    c = coordinator(replicas, clock, commit_timeout_ms=100)
+    try:
+        c.on_leadership(replicas.leading)
+        pump = asyncio.create_task(replicas.keep_replicating())
+        await until(lambda: all(cp.loaded for cp in c.partitions.values()), "loaded")
+        pump.cancel()  # nothing replicates from here on: every append times out
+        r = await c.consumer_heartbeat("g", join("m2"))
+        assert r.error == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert members(c, "g") == {"m1": 1}  # m2's join never happened
+        r = await c.consumer_heartbeat("h", join("m1"))
+        assert r.error == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert c.describe_consumer_group("h")[0] == ErrorCode.GROUP_ID_NOT_FOUND  # nor did group h
+    finally:
+        await c.close()
+
+
+async def test_a_member_whose_session_expires_is_removed(replicas: OffsetsReplicas) -> None:
+    """With the group.consumer.* settings: the heartbeat interval members are told, the session timeout, the size."""
+    clock = ManualClock()
+    settings = ConsumerGroupConfig(session_timeout_ms=20_000, heartbeat_interval_ms=2_000, max_size=2)
+    async with serving(replicas, clock, consumer_group=settings) as c:
+        assert (await c.consumer_heartbeat("g", join("m1"))).heartbeat_interval_ms == 2_000
+        await c.consumer_heartbeat("g", join("m2"))
+        assert (await c.consumer_heartbeat("g", join("m3"))).error == ErrorCode.GROUP_MAX_SIZE_REACHED
+        clock.now += 15_000
+        assert (await c.consumer_heartbeat("g", ConsumerHeartbeatRequest("m2", 2, owned=frozenset()))).error == 0
+        clock.now += 6_000  # m1's 20 s session is over, m2's is not
+        c.partitions[0].wake.set()
+        await until(lambda: "m1" not in members(c, "g"), "m1's removal")
+        assert set(members(c, "g")) == {"m2"}
+
+
+async def test_an_empty_classic_group_becomes_a_consumer_group_keeping_its_offsets(replicas: OffsetsReplicas) -> None:
+    clock = ManualClock()
+    async with serving(replicas, clock) as c:
+        assert await c.commit_offsets("old", "", None, -1, {TP: OffsetAndMetadata(7)}) == {TP: ErrorCode.NONE}
+        assert "old" in c.partitions[0].groups
+        r = await c.consumer_heartbeat("old", join("m1"))
+        assert (r.error, r.member_epoch) == (ErrorCode.NONE, 1)
+        assert "old" not in c.partitions[0].groups and c.fetch_offsets("old", [TP])[1][TP].offset == 7
+        assert await c.commit_offsets("simple", "", None, -1, {TP: OffsetAndMetadata(1)}) == {TP: ErrorCode.NONE}
+        listed = {g.group_id: (g.group_type, g.state) for g in c.list_groups()[1]}
+        assert listed == {"old": ("consumer", "Stable"), "simple": ("classic", "Empty")}
+        assert [g.group_id for g in c.list_groups(types=["Consumer"])[1]] == ["old"]
+        assert [g.group_id for g in c.list_groups(states=["empty"], types=["classic", "consumer"])[1]] == ["simple"]
+        # A classic group with members stays what it is.
+        classic = JoinGroupRequest(0, "", "i-1", "c", "h", 10_000, 10_000, "consumer", (("range", b""),))
+        joining = asyncio.create_task(c.join("busy", classic))
+        await until(lambda: "busy" in c.partitions[0].groups, "the classic join")
+        r = await c.consumer_heartbeat("busy", join("m1"))
+        assert r.error == ErrorCode.GROUP_ID_NOT_FOUND
+        joining.cancel()
+    async with serving(replicas, clock) as again:  # the upgrade is in the log: the group loads as a consumer group
+        assert members(again, "old") == {"m1": 1}
+        assert again.fetch_offsets("old", [TP])[1][TP].offset == 7
+
+
+async def test_an_empty_consumer_group_becomes_a_classic_group_on_a_join(replicas: OffsetsReplicas) -> None:
+    clock = ManualClock()
+    async with serving(replicas, clock) as c:
+        await c.consumer_heartbeat("g", join("m1"))
+        assert await c.commit_offsets("g", "m1", None, 1, {TP: OffsetAndMetadata(3)}) == {TP: ErrorCode.NONE}
+        assert (await c.consumer_heartbeat("g", ConsumerHeartbeatRequest("m1", -1))).member_epoch == -1
+        classic = JoinGroupRequest(0, "", None, "c", "h", 10_000, 10_000, "consumer", (("range", b""),))
+        r = await c.join("g", classic)
+        assert r.error == ErrorCode.MEMBER_ID_REQUIRED  # the classic handshake: the group is classic now
+        assert c.describe_consumer_group("g")[0] == ErrorCode.GROUP_ID_NOT_FOUND
+        assert c.describe("g").group_type == "classic" and c.fetch_offsets("g", [TP])[1][TP].offset == 3
+    async with serving(replicas, clock) as again:  # its records were removed: it loads as a classic group
+        assert again.describe_consumer_group("g")[0] == ErrorCode.GROUP_ID_NOT_FOUND
+        assert again.fetch_offsets("g", [TP])[1][TP].offset == 3
+
+
+async def test_an_empty_consumer_group_without_offsets_is_deleted_by_retention(replicas: OffsetsReplicas) -> None:
+    clock = ManualClock()
+    async with serving(replicas, clock) as c:
+        for group in ("kept", "gone"):
+            await c.consumer_heartbeat(group, join("m1"))
+            await c.consumer_heartbeat(group, ConsumerHeartbeatRequest("m1", -1))
+        assert await c.commit_offsets("kept", "", None, -1, {TP: OffsetAndMetadata(1)}) == {TP: ErrorCode.NONE}
+        await c.expire_offsets(c.partitions[0])
+        assert c.describe_consumer_group("gone")[0] == ErrorCode.GROUP_ID_NOT_FOUND
+        assert c.describe_consumer_group("kept")[0] == ErrorCode.NONE
+    async with serving(replicas, clock) as again:
+        assert again.describe_consumer_group("gone")[0] == ErrorCode.GROUP_ID_NOT_FOUND
+        assert again.describe_consumer_group("kept")[0] == ErrorCode.NONE
+
+
+async def test_the_service_checks_the_group_and_the_subscribed_topics_acls(replicas: OffsetsReplicas) -> None:
+    """As Kafka's KafkaApis: group Read to heartbeat, Describe of each named topic; group Describe to describe, and
+    Describe of every topic the group's members name or hold."""
+    async with serving(replicas, ManualClock()) as c:
+        bindings = {
+            b"1": allow(ResourceType.GROUP, "g", AclOperation.READ),
+            b"2": allow(ResourceType.TOPIC, "t", AclOperation.DESCRIBE),
+        }
+        service = GroupCoordinatorService(c, access=AccessControl(AuthorizerSettings(), lambda: bindings))
+        r = await service.consumer_group_heartbeat("h", join("m1"), Peer())
+        assert r.error == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        r = await service.consumer_group_heartbeat("g", join("m1", subscribed_topic_names=("t", "u")), Peer())
+        assert r.error == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        r = await service.consumer_group_heartbeat("g", join("m1", subscribed_topic_regex="t.*"), Peer())
+        assert r.error == ErrorCode.INVALID_REQUEST  # a regular expression could reach topics it may not describe
+        r = await service.consumer_group_heartbeat("g", join("m1"), Peer())
+        assert (r.error, r.assignment) == (ErrorCode.NONE, frozenset({(DATA_ID, 0)}))
+        assert service.consumer_group_describe("h", Peer()).error == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        described = service.consumer_group_describe("g", Peer())  # Read implies Describe, as in Kafka
+        assert described.error == ErrorCode.NONE and described.topic_names[DATA_ID] == "t"
+        bindings = {b"1": bindings[b"1"]}  # a new set of bindings (the authorizer caches per set)
+        assert service.consumer_group_describe("g", Peer()).error == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+async def test_the_configured_assignors_and_their_order(replicas: OffsetsReplicas) -> None:
+    """group.consumer.assignors: the first is the group's default; an assignor not configured is refused."""
+    settings = ConsumerGroupConfig(assignors=("range",))
+    async with serving(replicas, ManualClock(), consumer_group=settings) as c:
+        assert (await c.consumer_heartbeat("g", join("m1"))).error == ErrorCode.NONE
+        error, _, description = c.describe_consumer_group("g")
+        assert error == ErrorCode.NONE and description is not None and description.assignor_name == "range"
+        r = await c.consumer_heartbeat("g", join("m2", server_assignor="uniform"))
+        assert r.error == ErrorCode.UNSUPPORTED_ASSIGNOR
