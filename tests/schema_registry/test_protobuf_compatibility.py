@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from matrix import expected, matrix_core, register_input
 
 from odradek.broker.schema_registry.compatibility import LEVELS
 from odradek.broker.schema_registry.core import RegistryCore, SchemaInput
@@ -111,27 +112,14 @@ CASES: list[tuple[str, Any, Any, bool, bool]] = [
 ]
 
 
-def expected(level: str, backward: bool, forward: bool) -> bool:
-    base = level.removesuffix("_TRANSITIVE")
-    return {"NONE": True, "BACKWARD": backward, "FORWARD": forward, "FULL": backward and forward}[base]
-
-
 def register(core: RegistryCore, subject: str, fd: descriptor_pb2.FileDescriptorProto) -> bool:
-    try:
-        write = core.register(subject, SchemaInput(b64(fd), "PROTOBUF"))
-    except RegistryError as e:
-        assert e.code == 409, e.message
-        return False
-    for key, value in write.records:
-        core.apply(key, value)
-    return True
+    return register_input(core, subject, SchemaInput(b64(fd), "PROTOBUF"))
 
 
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize(("name", "old", "new", "backward", "forward"), CASES, ids=[c[0] for c in CASES])
 def test_matrix(level: str, name: str, old: Any, new: Any, backward: bool, forward: bool) -> None:
-    core = RegistryCore()
-    core.apply(*core.set_config("s", level).records[0])
+    core = matrix_core(level)
     assert register(core, "s", old)
     assert register(core, "s", new) is expected(level, backward, forward)
 
