@@ -167,15 +167,17 @@ class BrokerRole:
 
     def _lifecycle(self, voters: dict[int, str], previous_broker_epoch: int) -> BrokerLifecycleManager:
         """Registration and heartbeats with the active controller, advertising the broker listener, the Kafka
-        listener and the schema registry listener (when there are), so that every broker can point Kafka clients at
-        the others and forward registry writes to the writer."""
+        listener, the schema registry listener and the HTTP API listener (when there are), so that every broker can
+        point Kafka clients at the others and forward registry writes and HTTP API requests to the broker serving
+        them."""
         c = self.config
         advertised = c.advertised_broker_listener
         if advertised is None:  # the config refuses a broker without a listener
             raise ConfigError("the broker role has no listener to advertise")
         kafka = c.advertised_kafka_listener
         registry = c.advertised_schema_registry_listener  # where other brokers forward registry writes
-        listeners = [(e.name, e.host, e.port) for e in (kafka, registry) if e is not None]
+        http = c.advertised_http_listener  # where other brokers forward HTTP API requests (docs/http-api.md)
+        listeners = [(e.name, e.host, e.port) for e in (kafka, registry, http) if e is not None]
         return BrokerLifecycleManager(
             broker_id=c.node_id,
             cluster_id=self.cluster_id,

@@ -34,6 +34,11 @@ class Endpoint:
 
 
 @dataclass(frozen=True, slots=True)
+class HttpsEndpoint(Endpoint):
+    """An HTTP listener given as ``https://host:port``: it serves TLS with the node's certificate."""
+
+
+@dataclass(frozen=True, slots=True)
 class Voter:
     node_id: int
     host: str
@@ -270,6 +275,17 @@ def _consumer_group_assignors(value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+# group.consumer.migration.policy: which online conversions between the classic and the consumer protocol run.
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
+
+
+def _migration_policy(value: Any) -> str:
+    policy = str(value).strip().lower()
+    if policy not in MIGRATION_POLICIES:
+        raise ConfigError(f"{value!r} is not a migration policy: one of {', '.join(MIGRATION_POLICIES)}")
+    return policy
+
+
 def _authorizer_name(value: Any) -> str:
     name = str(value).strip()
     if name and name not in AUTHORIZER_NAMES:
@@ -290,23 +306,59 @@ def _super_users(value: Any) -> frozenset[str]:
     return principals
 
 
-def _registry_listeners(value: Any) -> Endpoint | None:
-    """Confluent's ``listeners`` syntax for the schema registry, ``http://host:port``; "" = no registry. One plain
-    HTTP listener: https, and several listeners, are refused as not supported yet."""
+def _url_listener(value: Any, name: str, what: str, *, https: bool = False) -> Endpoint | None:
+    """Confluent's ``listeners`` syntax, ``http://host:port``; "" = off. One listener (several are refused as not
+    supported yet); ``https://host:port`` where ``https`` (an HttpsEndpoint), else refused as not supported yet."""
     items = [v.strip() for v in str(value).split(",") if v.strip()]
     if not items:
         return None
     if len(items) > 1:
-        raise ConfigError("only one schema registry listener is supported yet")
+        raise ConfigError(f"only one {what} listener is supported yet")
     scheme, sep, address = items[0].partition("://")
     if not sep or scheme.lower() not in ("http", "https"):
         raise ConfigError(f"'{items[0]}' is not http://host:port")
-    if scheme.lower() == "https":
-        raise ConfigError("https is not supported yet for the schema registry: use http://host:port")
+    if scheme.lower() == "https" and not https:
+        raise ConfigError(f"https is not supported yet for the {what}: use http://host:port")
     host, colon, port = address.rpartition(":")
     if not colon or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise ConfigError(f"'{items[0]}' is not http://host:port (port 1-65535)")
-    return Endpoint("SCHEMA_REGISTRY", host.strip("[]") or "0.0.0.0", int(port))
+    kind = HttpsEndpoint if scheme.lower() == "https" else Endpoint
+    return kind(name, host.strip("[]") or "0.0.0.0", int(port))
+
+
+def _registry_listeners(value: Any) -> Endpoint | None:
+    """The schema registry's listener, ``http://`` or ``https://host:port``; "" = no registry."""
+    return _url_listener(value, "SCHEMA_REGISTRY", "schema registry", https=True)
+
+
+def _registry_authentication(value: Any) -> str:
+    """How the schema registry knows its callers: the HTTP API's choices ("" as the broker's client listeners, none,
+    basic), refused in words that name neither key (the error names it)."""
+    try:
+        return _http_authentication(value)
+    except ConfigError:
+        raise ConfigError(f"must be none or basic (empty: as the client listeners), not {value!r}") from None
+
+
+def _registry_client_auth(value: Any) -> str:
+    """The https registry listener's client certificates: "" (as ssl.client.auth), none, requested or required."""
+    return "" if not str(value).strip() else _client_auth(str(value).strip())
+
+
+def _http_listeners(value: Any) -> Endpoint | None:
+    """The HTTP API's listener (docs/http-api.md); "" = none."""
+    return _url_listener(value, "HTTP", "HTTP API")
+
+
+HTTP_AUTHENTICATION = ("none", "basic")
+
+
+def _http_authentication(value: Any) -> str:
+    """How the HTTP API knows its callers: "" (as the broker's client listeners), none, or basic."""
+    mode = str(value).strip().lower()
+    if mode not in ("", *HTTP_AUTHENTICATION):
+        raise ConfigError(f"http.authentication must be none or basic (empty: as the client listeners), not {value!r}")
+    return mode
 
 
 def _fetch_protocol(value: Any) -> str:
@@ -469,6 +521,11 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "group.consumer.heartbeat.interval.ms": (_at_least(1), 5000),
     "group.consumer.max.size": (_at_least(1), 2**31 - 1),
     "group.consumer.assignors": (_consumer_group_assignors, "uniform,range"),
+    "group.consumer.min.session.timeout.ms": (_at_least(1), 45000),
+    "group.consumer.max.session.timeout.ms": (_at_least(1), 60000),
+    "group.consumer.min.heartbeat.interval.ms": (_at_least(1), 5000),
+    "group.consumer.max.heartbeat.interval.ms": (_at_least(1), 15000),
+    "group.consumer.migration.policy": (_migration_policy, "bidirectional"),
     # the transaction coordinator (Kafka's names and defaults)
     "transaction.state.log.num.partitions": (_at_least(1), 50),
     "transaction.state.log.replication.factor": (_at_least(1), 3),
@@ -493,6 +550,15 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "quota.window.size.seconds": (_at_least(1), 1),
     # The built-in schema registry (Confluent's REST API, docs/schema-registry.md): "http://host:port", "" = off.
     "schema.registry.listeners": (_registry_listeners, ""),
+    # Its security: "https://host:port" serves TLS with the node's ssl.* files; client certificates as the key below
+    # says ("" = as ssl.client.auth); callers authenticate with HTTP Basic (a SCRAM user) or a client certificate
+    # ("" = basic where a client listener uses SASL, else none); ACLs on SUBJECT resources with an authorizer.
+    "schema.registry.ssl.client.auth": (_registry_client_auth, ""),
+    "schema.registry.authentication": (_registry_authentication, ""),
+    # The HTTP API (Confluent REST Proxy v3's resources, docs/http-api.md): "http://host:port", "" = off; and how it
+    # authenticates its callers (HTTP Basic against the SCRAM credentials, or none).
+    "http.listeners": (_http_listeners, ""),
+    "http.authentication": (_http_authentication, ""),
 }
 
 
@@ -555,6 +621,7 @@ class NodeConfig:
         if self.is_broker and self.broker_listener is None:
             raise ConfigError("a broker needs a listener in 'listeners' that is neither a controller nor a Kafka one")
         self._check_schema_registry()
+        self._check_http_api()
         if self._values["connection.failed.authentication.delay.ms"] >= self._values["connections.max.idle.ms"]:
             raise ConfigError("connection.failed.authentication.delay.ms must be below connections.max.idle.ms")
         if self._values["group.min.session.timeout.ms"] > self._values["group.max.session.timeout.ms"]:
@@ -563,6 +630,22 @@ class NodeConfig:
             raise ConfigError(
                 "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms"
             )
+        self._check_consumer_group_bounds()
+
+    def _check_consumer_group_bounds(self) -> None:
+        """Kafka's: each KIP-848 default lies within its bounds (which also bound the groups' own configs)."""
+        for what in ("session.timeout.ms", "heartbeat.interval.ms"):
+            value = self._values[f"group.consumer.{what}"]
+            low, high = self._values[f"group.consumer.min.{what}"], self._values[f"group.consumer.max.{what}"]
+            if low > high:
+                raise ConfigError(
+                    f"group.consumer.max.{what} must be greater than or equal to group.consumer.min.{what}"
+                )
+            if not low <= value <= high:
+                raise ConfigError(
+                    f"group.consumer.{what} must be between group.consumer.min.{what} ({low}) and "
+                    f"group.consumer.max.{what} ({high})"
+                )
 
     def _check_listeners(self) -> None:
         controller = {n.upper() for n in self._values["controller.listener.names"]}
@@ -586,10 +669,15 @@ class NodeConfig:
                 raise ConfigError(f"listeners {other} and {name} both use port {endpoint.port}")
 
     def _check_schema_registry(self) -> None:
-        """The registry runs on brokers, on a port of its own, and (until it has security of its own) only where
-        its reader and admin client can reach the broker listener without credentials and no authorizer applies."""
+        """The registry runs on brokers, on a port of its own, and authenticates as the broker's client listeners do,
+        never less: plain HTTP is refused next to a TLS client listener (passwords would cross in clear), and no
+        authentication next to a SASL one unless the registry requires client certificates."""
         endpoint: Endpoint | None = self._values["schema.registry.listeners"]
         if endpoint is None:
+            # A controller-only node takes them (one set of properties serves every node); a broker would ignore them.
+            given = [k for k in ("schema.registry.authentication", "schema.registry.ssl.client.auth") if k in self._set]
+            if given and self.is_broker:
+                raise ConfigError(f"{given[0]} is set but schema.registry.listeners is not: the broker has no registry")
             return
         if not self.is_broker:
             raise ConfigError("schema.registry.listeners is set but only a broker serves the schema registry")
@@ -598,14 +686,129 @@ class NodeConfig:
             raise ConfigError(
                 f"schema.registry.listeners uses port {endpoint.port}, as listener {taken[endpoint.port]} does"
             )
-        if self._values["authorizer.class.name"]:
-            raise ConfigError("the schema registry is not supported yet with an authorizer (authorizer.class.name)")
-        broker = self.broker_listener
-        if broker is not None and self.listener_protocol(broker.name) != "PLAINTEXT":
+        clients = [e for e in (self.broker_listener, self.kafka_listener) if e is not None]
+        if not self.schema_registry_tls:
+            if "schema.registry.ssl.client.auth" in self._set:
+                raise ConfigError(
+                    "schema.registry.ssl.client.auth is set but schema.registry.listeners is plain HTTP: client "
+                    "certificates need https://host:port"
+                )
+            tls = [e.name for e in clients if self.listener_protocol(e.name) in TLS_PROTOCOLS]
+            if tls:
+                raise ConfigError(
+                    f"schema.registry.listeners is plain HTTP, but listener {tls[0]} uses TLS: the registry would take "
+                    "passwords (or let callers in) without it; use https://host:port"
+                )
+        else:
+            if not (self._values["ssl.certificate.location"] and self._values["ssl.key.location"]):
+                raise ConfigError(
+                    "schema.registry.listeners is https: it needs ssl.certificate.location and ssl.key.location (PEM "
+                    "files)"
+                )
+            if self.schema_registry_client_auth != "none" and not self._values["ssl.ca.location"]:
+                raise ConfigError(
+                    f"the schema registry's client certificates ({self.schema_registry_client_auth}) need "
+                    "ssl.ca.location (the CA that signs them)"
+                )
+        sasl = [e.name for e in clients if self.requires_sasl(e)]
+        open_to_all = self._values["schema.registry.authentication"] == "none"
+        if open_to_all and sasl and self.schema_registry_client_auth != "required":
             raise ConfigError(
-                f"the schema registry is not supported yet with a {self.listener_protocol(broker.name)} broker "
-                "listener: it needs a PLAINTEXT one"
+                f"schema.registry.authentication=none, but listener {sasl[0]} authenticates its clients with SASL: "
+                "the registry would let anyone in as User:ANONYMOUS; use basic (or leave it empty), or require client "
+                "certificates (schema.registry.ssl.client.auth=required)"
             )
+        broker = self.broker_listener
+        if (
+            broker is not None
+            and self.listener_protocol(broker.name) in TLS_PROTOCOLS
+            and self._values["ssl.key.password"]
+        ):
+            # Its reader and admin client are odradek's own clients, whose settings take no key password yet.
+            raise ConfigError(
+                "the schema registry cannot reach a TLS broker listener with an encrypted key (ssl.key.password) yet: "
+                "give the node an unencrypted key"
+            )
+
+    @property
+    def schema_registry_tls(self) -> bool:
+        """Whether the registry listener is https (the node's certificate; its client certificates below)."""
+        return isinstance(self._values["schema.registry.listeners"], HttpsEndpoint)
+
+    @property
+    def schema_registry_client_auth(self) -> str:
+        """The registry listener's client certificates: none, requested or required (schema.registry.ssl.client.auth,
+        else ssl.client.auth); none on plain HTTP."""
+        if not self.schema_registry_tls:
+            return "none"
+        return self._values["schema.registry.ssl.client.auth"] or self._values["ssl.client.auth"]
+
+    @property
+    def schema_registry_authentication(self) -> str:
+        """``basic`` (HTTP Basic against the SCRAM credentials, or a verified client certificate) or ``none`` (the
+        client certificate's principal if one is given, else User:ANONYMOUS); unset, as the broker's client
+        listeners: basic where either uses SASL."""
+        mode: str = self._values["schema.registry.authentication"]
+        if mode:
+            return mode
+        sasl = any(self.requires_sasl(e) for e in (self.broker_listener, self.kafka_listener))
+        return "basic" if sasl else "none"
+
+    def _check_http_api(self) -> None:
+        """The HTTP API runs on brokers, on a port of its own; it authenticates as the broker's client listeners do
+        (HTTP Basic checked against the SCRAM credentials where they use SASL), never less."""
+        endpoint: Endpoint | None = self._values["http.listeners"]
+        mode = self._values["http.authentication"]
+        if endpoint is None:
+            # A controller-only node takes it (one set of properties serves every node); a broker would ignore it.
+            if "http.authentication" in self._set and self.is_broker:
+                raise ConfigError("http.authentication is set but http.listeners is not: this broker has no HTTP API")
+            return
+        if not self.is_broker:
+            raise ConfigError("http.listeners is set but only a broker serves the HTTP API")
+        taken = {e.port: n for n, e in self._values["listeners"].items()}
+        registry: Endpoint | None = self._values["schema.registry.listeners"]
+        if registry is not None:
+            taken[registry.port] = "schema.registry.listeners"
+        if endpoint.port in taken:
+            raise ConfigError(f"http.listeners uses port {endpoint.port}, as {taken[endpoint.port]} does")
+        tls = [
+            e.name
+            for e in (self.broker_listener, self.kafka_listener)
+            if e is not None and self.listener_protocol(e.name) in ("SSL", "SASL_SSL")
+        ]
+        if tls:
+            raise ConfigError(
+                f"http.listeners is plain HTTP, but listener {tls[0]} uses TLS: the HTTP API would take passwords (or "
+                "let callers in) without it; https is not supported yet"
+            )
+        sasl = [e.name for e in (self.broker_listener, self.kafka_listener) if e is not None and self.requires_sasl(e)]
+        if mode == "none" and sasl:
+            raise ConfigError(
+                f"http.authentication=none, but listener {sasl[0]} authenticates its clients with SASL: the HTTP API "
+                "would let anyone in as User:ANONYMOUS; use basic (or leave it empty)"
+            )
+
+    @property
+    def http_listener(self) -> Endpoint | None:
+        """Where the broker serves the HTTP API; None when it does not."""
+        return self._values["http.listeners"]
+
+    @property
+    def advertised_http_listener(self) -> Endpoint | None:
+        """The HTTP API's address other brokers forward requests to (registered with the broker): its host, or where
+        that is a wildcard, the host of the advertised broker listener."""
+        return self._advertised(self.http_listener)
+
+    @property
+    def http_authentication(self) -> str:
+        """``basic`` (HTTP Basic, checked against the SCRAM credentials) or ``none`` (every caller is
+        User:ANONYMOUS); unset, as the broker's client listeners: basic where either uses SASL."""
+        mode: str = self._values["http.authentication"]
+        if mode:
+            return mode
+        sasl = any(self.requires_sasl(e) for e in (self.broker_listener, self.kafka_listener))
+        return "basic" if sasl else "none"
 
     @property
     def schema_registry_listener(self) -> Endpoint | None:
@@ -616,7 +819,9 @@ class NodeConfig:
     def advertised_schema_registry_listener(self) -> Endpoint | None:
         """The registry's address other brokers forward writes to: its host, or where that is a wildcard, the host
         of the advertised broker listener."""
-        endpoint = self.schema_registry_listener
+        return self._advertised(self.schema_registry_listener)
+
+    def _advertised(self, endpoint: Endpoint | None) -> Endpoint | None:
         if endpoint is None or endpoint.host not in ("0.0.0.0", "::"):
             return endpoint
         advertised = self.advertised_broker_listener

@@ -30,6 +30,7 @@ from odradek.broker.config import TLS_PROTOCOLS, ConfigError, Endpoint, NodeConf
 from odradek.broker.dataplane import BrokerService
 from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.fetch_sessions import FetchSessions
+from odradek.broker.groups.service import GroupCoordinatorService
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.dispatch import KafkaDispatcher
@@ -51,6 +52,7 @@ from odradek.client.connection import channel_options, set_inter_node_security
 from odradek.client.record import codec
 from odradek.controller.active import ActiveController
 from odradek.controller.brokers import BrokerControl
+from odradek.controller.group_configs import GroupConfigSettings
 from odradek.controller.metadata.state_machine import MetadataStateMachine
 from odradek.controller.quorum.driver import RaftDriver, RaftService
 from odradek.controller.services import AdminService, ControllerService
@@ -65,6 +67,7 @@ from odradek.proto import (
 )
 
 if TYPE_CHECKING:
+    from odradek.broker.rest.api import HttpApi
     from odradek.broker.schema_registry.registry import SchemaRegistry
 
 logger = logging.getLogger(__name__)
@@ -101,6 +104,7 @@ class Node:
         self.servers: list[grpc.aio.Server] = []
         self.kafka: KafkaListener | None = None
         self.schema_registry: SchemaRegistry | None = None
+        self.http_api: HttpApi | None = None
         self.metrics = NodeMetrics(c.node_id)
         self.metrics.add_collector(self._collect)
         self.admin: AdminService | None = None
@@ -184,6 +188,8 @@ class Node:
             await self.kafka.start()
         if self.schema_registry is not None:
             await self.schema_registry.serve()
+        if self.http_api is not None:
+            await self.http_api.serve()
         self.metrics.serve(c["metrics.port"])
         await self.driver.start()
         if self.controller is not None:
@@ -233,6 +239,7 @@ class Node:
             self.controller,
             topic_defaults=topic_defaults(c),
             access=self.access,
+            group_settings=GroupConfigSettings.from_node(c),
         )
 
     def _fetch_sessions(self, service: BrokerService) -> FetchSessions:
@@ -304,6 +311,7 @@ class Node:
         groups, transactions = broker.group_service(access), broker.transactions_service(access)
         group_pb2_grpc.add_GroupCoordinatorServicer_to_server(groups, server)
         transaction_pb2_grpc.add_TransactionsServicer_to_server(transactions, server)
+        self.http_api = self._build_http_api(admin, service, groups, ready)
         endpoint = self.config.kafka_listener
         if endpoint is not None:
             sm, name = self.sm, endpoint.name
@@ -346,15 +354,41 @@ class Node:
                 ready=ready,
             )
 
+    def _build_http_api(
+        self, admin: AdminService, service: BrokerService, groups: GroupCoordinatorService, ready: asyncio.Event
+    ) -> HttpApi | None:
+        """The HTTP API on http.listeners (None when unset), over the services this broker's listeners serve."""
+        c = self.config
+        endpoint = c.http_listener
+        if endpoint is None:
+            return None
+        from odradek.broker.rest.api import HttpApi
+        from odradek.broker.rest.service import Services
+
+        services = Services(
+            c.node_id, self.cluster_id, c, lambda: self.sm.image, admin, service, groups, self.access, clock.wall_ms
+        )
+        api = HttpApi(
+            services,
+            endpoint,
+            c.http_authentication,
+            self.scram_lookup,
+            tuple(Mechanism.parse(m) for m in c.sasl_mechanisms),
+            c["connection.failed.authentication.delay.ms"],
+            ready,
+        )
+        self.metrics.add_collector(api.metrics)
+        return api
+
     def _build_schema_registry(self, broker: BrokerRole) -> SchemaRegistry | None:
-        """The schema registry on schema.registry.listeners (None when unset); its reader and admin client reach
-        the cluster through this broker's own listener."""
+        """The schema registry on schema.registry.listeners (None when unset), secured as configured; its reader and
+        admin client reach the cluster through this broker's own listener."""
         c = self.config
         endpoint, advertised = c.schema_registry_listener, c.advertised_broker_listener
         if endpoint is None or advertised is None:
             return None
         # Imported only when configured: its formats' parsers (fastavro, jsonschema) cost every other node's start.
-        from odradek.broker.schema_registry.registry import SchemaRegistry
+        from odradek.broker.schema_registry.registry import SchemaRegistry, security_of
 
         host = "127.0.0.1" if advertised.host in ("0.0.0.0", "::", "") else advertised.host
         replicas = broker.replicas
@@ -366,6 +400,9 @@ class Node:
             lambda tp: replicas.partitions.get((tp.topic, tp.partition)),
             c["default.replication.factor"],
             clock.wall_ms,
+            security_of(
+                c, self.tls.files, self.access, self.scram_lookup, self.certificates.of_der, broker.lifecycle.caught_up
+            ),
         )
         self.metrics.add_collector(registry.metrics)
         return registry
@@ -408,6 +445,8 @@ class Node:
 
     async def stop(self) -> None:
         """Graceful stop: controlled shutdown of the broker role, then resignation of a leading controller."""
+        if self.http_api is not None:  # first: its requests are served by the broker's services
+            await _step("http api", self.http_api.stop())
         if self.schema_registry is not None:  # first: its reader is a client of this broker
             await _step("schema registry", self.schema_registry.stop())
         if self.broker is not None:

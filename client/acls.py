@@ -3,7 +3,8 @@ application needs none of the server's types.
 
 Names are Kafka's, upper case with underscores (``TOPIC``, ``TRANSACTIONAL_ID``, ``LITERAL``, ``PREFIXED``,
 ``READ``, ``IDEMPOTENT_WRITE``, ``ALLOW``); they are parsed case-insensitively with or without ``-``/``_``, so
-``IdempotentWrite`` and ``idempotent-write`` work too. The wire carries Kafka's numeric codes.
+``IdempotentWrite`` and ``idempotent-write`` work too. The wire carries Kafka's numeric codes, and odradek's own
+for SUBJECT (a schema registry subject: docs/schema-registry.md).
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from dataclasses import dataclass
 
 from odradek.client.errors import InvalidRequestError
 
-RESOURCE_TYPES: Mapping[str, int] = {"ANY": 1, "TOPIC": 2, "GROUP": 3, "CLUSTER": 4, "TRANSACTIONAL_ID": 5}
+RESOURCE_TYPES: Mapping[str, int] = {
+    "ANY": 1,
+    "TOPIC": 2,
+    "GROUP": 3,
+    "CLUSTER": 4,
+    "TRANSACTIONAL_ID": 5,
+    "SUBJECT": 100,  # odradek's: a schema registry subject
+}
 PATTERN_TYPES: Mapping[str, int] = {"ANY": 1, "MATCH": 2, "LITERAL": 3, "PREFIXED": 4}
 OPERATIONS: Mapping[str, int] = {
     "ANY": 1,
@@ -46,6 +54,7 @@ SUPPORTED_OPERATIONS: Mapping[str, frozenset[str]] = {
         | {"ALL"}
     ),
     "TRANSACTIONAL_ID": frozenset({"DESCRIBE", "WRITE", "ALL"}),
+    "SUBJECT": frozenset({"READ", "WRITE", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "ALL"}),
 }
 
 _KINDS: dict[str, Mapping[str, int]] = {

@@ -85,7 +85,9 @@ class GroupOffset:
     metadata: str
 
 
-def _assignment(protocol_type: str, data: bytes) -> list[TopicPartition]:
+def member_assignment(protocol_type: str, data: bytes) -> list[TopicPartition]:
+    """The partitions a classic consumer member was assigned (empty for another protocol, or data that is not a
+    consumer assignment)."""
     if protocol_type != PROTOCOL_TYPE or not data:
         return []
     try:
@@ -237,7 +239,7 @@ class GroupAdmin:
                     m.group_instance_id if m.HasField("group_instance_id") else None,
                     m.client_id,
                     m.client_host,
-                    _assignment(g.protocol_type, m.member_assignment),
+                    member_assignment(g.protocol_type, m.member_assignment),
                 )
                 for m in sorted(g.members, key=lambda m: m.member_id)
             ]

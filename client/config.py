@@ -17,6 +17,8 @@ from typing import Any, ClassVar, Self, TypeVar
 from odradek.client.connection import parse_servers
 from odradek.client.errors import ConfigError
 from odradek.client.record.header import COMPRESSION_CODES
+from odradek.client.schema_registry import registry_urls
+from odradek.client.serialization import REGISTRY_FORMATS, SERIALIZER_NAMES
 from odradek.client.tls import TlsFileError, TlsFiles
 
 INT32_MAX = 2**31 - 1
@@ -235,6 +237,54 @@ class ClientConfig(SecurityOptions):
     retry_backoff_ms: int = option(100, _int(0))
 
 
+def _serde(kind: str, method: str) -> Parser:
+    """A key or value (de)serializer: one of the names odradek has, or an object with the method."""
+
+    def parse(name: str, value: Any) -> Any:
+        if isinstance(value, str) and value.lower() in SERIALIZER_NAMES:
+            return value.lower()
+        if not isinstance(value, str) and callable(getattr(value, method, None)):
+            return value
+        raise ConfigError(f"{name} must be one of {', '.join(SERIALIZER_NAMES)} or a {kind} object, got {value!r}")
+
+    return parse
+
+
+_SCHEMA_KEYS = ("key.schema", "value.schema")
+
+
+def _registry_url(name: str, value: Any) -> str:
+    registry_urls(_string(name, value))
+    return str(value)
+
+
+def _user_info(name: str, value: Any) -> str:
+    if not isinstance(value, str) or ":" not in value:
+        raise ConfigError(f"{name} must be user:password")
+    return value
+
+
+def _check_serde(config: Mapping[str, Any], parsed: Any, kind: str, registry_keys: tuple[str, ...]) -> None:
+    """Every schema registry setting must act on something: a registry format needs the registry's URL, and a
+    schema or registry setting given without a registry format is refused (it would be ignored)."""
+    formats = {side: getattr(parsed, f"{side}_{kind}") for side in ("key", "value")}
+    uses_registry = any(f in REGISTRY_FORMATS for f in formats.values())
+    if uses_registry and not parsed.schema_registry_url:
+        side = next(s for s, f in formats.items() if f in REGISTRY_FORMATS)
+        raise ConfigError(f"{side}.{kind}={formats[side]} needs schema.registry.url")
+    for side in ("key", "value"):
+        if f"{side}.schema" in config and formats[side] not in REGISTRY_FORMATS:
+            raise ConfigError(f"{side}.schema needs {side}.{kind} avro or json, not {formats[side]!r}")
+    if not uses_registry:
+        for key in registry_keys:
+            if key in config:
+                raise ConfigError(f"{key} needs key.{kind} or value.{kind} avro or json")
+    if "schema.registry.ssl.ca.location" in config and not all(
+        u.startswith("https://") for u in registry_urls(parsed.schema_registry_url)
+    ):
+        raise ConfigError("schema.registry.ssl.ca.location needs an https:// schema.registry.url")
+
+
 @dataclass(frozen=True, kw_only=True)
 class ProducerConfig(ClientConfig):
     KIND = "producer"
@@ -253,6 +303,17 @@ class ProducerConfig(ClientConfig):
     enable_idempotence: bool = option(True, _bool)
     transactional_id: str | None = option(None, _transactional_id)
     transaction_timeout_ms: int = option(60_000, _int(1))
+    # What send() turns keys and values into bytes with (client/serialization.py; Confluent's serializer settings).
+    # A name or the application's own object (so typed Any, which the dataclass check cannot see as immutable).
+    key_serializer: Any = option("bytes", _serde("serializer", "serialize"))  # noqa: RUF009
+    value_serializer: Any = option("bytes", _serde("serializer", "serialize"))  # noqa: RUF009
+    key_schema: str | None = option(None, _string)
+    value_schema: str | None = option(None, _string)
+    schema_registry_url: str = option("", _registry_url)
+    schema_registry_basic_auth_user_info: str = secret(_user_info)
+    schema_registry_ssl_ca_location: str = option("", _string)
+    auto_register_schemas: bool = option(True, _bool)
+    use_latest_version: bool = option(False, _bool)
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> Self:
@@ -260,6 +321,31 @@ class ProducerConfig(ClientConfig):
         retries 0, more than 5 requests in flight) are an error if it was asked for, and turn it off if it was
         only the default. A transactional.id asks for idempotence."""
         parsed = super().from_mapping(config)
+        _check_serde(
+            config,
+            parsed,
+            "serializer",
+            (
+                "schema.registry.url",
+                "schema.registry.basic.auth.user.info",
+                "schema.registry.ssl.ca.location",
+                "auto.register.schemas",
+                "use.latest.version",
+            ),
+        )
+        if parsed.use_latest_version:
+            if parsed.auto_register_schemas:
+                raise ConfigError(
+                    "use.latest.version=true needs auto.register.schemas=false (as Confluent's serializers)"
+                )
+            given = [k for k in _SCHEMA_KEYS if k in config]
+            if given:
+                raise ConfigError(f"{given[0]} is not used with use.latest.version=true: the subject's latest is")
+        else:
+            for side in ("key", "value"):
+                name = getattr(parsed, f"{side}_serializer")
+                if name in REGISTRY_FORMATS and getattr(parsed, f"{side}_schema") is None:
+                    raise ConfigError(f"{side}.serializer={name} needs {side}.schema (or use.latest.version=true)")
         transactional = parsed.transactional_id is not None
         if transactional and not parsed.enable_idempotence:
             raise ConfigError("transactional.id needs enable.idempotence=true")
@@ -320,12 +406,29 @@ class ConsumerConfig(ClientConfig):
     # Off by default, as in librdkafka (Kafka's Java consumer defaults to on): a consumer's typo should not create a
     # topic (docs/configuration.md).
     allow_auto_create_topics: bool = option(False, _bool)
+    # What poll() turns keys and values into (client/serialization.py); a schema is Avro's reader schema.
+    key_deserializer: Any = option("bytes", _serde("deserializer", "deserialize"))  # noqa: RUF009
+    value_deserializer: Any = option("bytes", _serde("deserializer", "deserialize"))  # noqa: RUF009
+    key_schema: str | None = option(None, _string)
+    value_schema: str | None = option(None, _string)
+    schema_registry_url: str = option("", _registry_url)
+    schema_registry_basic_auth_user_info: str = secret(_user_info)
+    schema_registry_ssl_ca_location: str = option("", _string)
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> Self:
         """As Kafka: without group.id there is nothing to commit to, so enable.auto.commit is off (asking for it
         is an error)."""
         parsed = super().from_mapping(config)
+        _check_serde(
+            config,
+            parsed,
+            "deserializer",
+            ("schema.registry.url", "schema.registry.basic.auth.user.info", "schema.registry.ssl.ca.location"),
+        )
+        for side in ("key", "value"):
+            if f"{side}.schema" in config and getattr(parsed, f"{side}_deserializer") != "avro":
+                raise ConfigError(f"{side}.schema (a reader schema) needs {side}.deserializer=avro")
         if parsed.group_id is None and parsed.enable_auto_commit:
             if "enable.auto.commit" in config:
                 raise ConfigError("enable.auto.commit=true needs a group.id")

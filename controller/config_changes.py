@@ -1,4 +1,4 @@
-"""Live topic configuration: Kafka's IncrementalAlterConfigs decided against the current image.
+"""Live topic (and group) configuration: Kafka's IncrementalAlterConfigs decided against the current image.
 
 Each operation changes one config and leaves the others alone: SET gives a value, DELETE removes the topic's own
 value (the node default applies again), APPEND and SUBTRACT add or remove items of a list config
@@ -20,7 +20,14 @@ from typing import Literal
 
 from odradek.client.errors import ErrorCode
 from odradek.controller.elections import partition_change
-from odradek.controller.metadata.image import BROKER_RESOURCE, CLUSTER_DEFAULT, TOPIC_RESOURCE, MetadataImage
+from odradek.controller.group_configs import GroupConfigSettings, validate_group_configs
+from odradek.controller.metadata.image import (
+    BROKER_RESOURCE,
+    CLUSTER_DEFAULT,
+    GROUP_RESOURCE,
+    TOPIC_RESOURCE,
+    MetadataImage,
+)
 from odradek.controller.topics import INTERNAL_TOPICS, validate_configs
 from odradek.proto import metadata_pb2 as md
 
@@ -127,6 +134,38 @@ def alter_cluster_defaults(
         for t in sorted(image.topics.values(), key=lambda t: t.name):
             if "min.insync.replicas" not in image.topic_configs(t.name):
                 out.records += clear_elr(image, t.name, new_min)
+    return out
+
+
+def alter_group_configs(
+    image: MetadataImage, group: str, ops: Sequence[ConfigOp], settings: GroupConfigSettings
+) -> AlterOutcome:
+    """The ConfigRecords (resource type GROUP) of one group's changes, or why they are refused (see
+    controller/group_configs.py): SET and DELETE only (no group config is a list), validated as a whole against
+    ``settings``, the active controller's group.consumer.* bounds."""
+    out = AlterOutcome(group)
+    if not group:
+        out.error, out.message = ErrorCode.INVALID_REQUEST, "Default group resources are not allowed."
+        return out
+    seen: set[str] = set()
+    current = dict(image.group_configs(group))
+    wanted = dict(current)
+    for op in ops:
+        if op.name in seen:
+            out.error, out.message = ErrorCode.INVALID_REQUEST, f"group config '{op.name}' is altered twice"
+            return out
+        seen.add(op.name)
+        if op.op in ("append", "subtract"):
+            out.error = ErrorCode.INVALID_CONFIG
+            out.message = f"Can't {op.op.upper()} to key {op.name} because its type is not LIST."
+            return out
+        _apply_op(wanted, op, False, lambda _: None)
+    problem = validate_group_configs(wanted, settings)
+    if problem is not None:
+        out.error, out.message = ErrorCode.INVALID_CONFIG, problem
+        return out
+    out.records = config_records(GROUP_RESOURCE, group, current, wanted)
+    out.configs = dict(sorted(wanted.items()))
     return out
 
 

@@ -43,8 +43,14 @@ from odradek.controller.client_quotas import (
     components_of,
     describe_client_quotas,
 )
-from odradek.controller.config_changes import ConfigOp, alter_cluster_defaults, alter_topic_configs
+from odradek.controller.config_changes import (
+    ConfigOp,
+    alter_cluster_defaults,
+    alter_group_configs,
+    alter_topic_configs,
+)
 from odradek.controller.elections import PartitionOutcome, elect_leaders, every_partition
+from odradek.controller.group_configs import GroupConfigSettings, describe_group_configs
 from odradek.controller.isr import alter_partition, isr_items
 from odradek.controller.metadata.image import MetadataImage, PartitionRegistration, listener_messages
 from odradek.controller.metadata.state_machine import MetadataStateMachine
@@ -396,6 +402,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         controller: ActiveController | None = None,
         topic_defaults: Mapping[str, TopicDefault] | None = None,
         access: AccessControl = OPEN,
+        group_settings: GroupConfigSettings | None = None,
     ) -> None:
         self.sm = state_machine
         # Authorization, checked on the node a client called (a forwarded request is checked again at the active
@@ -407,6 +414,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         self.controller = controller
         # Each topic config's default on this node (DescribeConfigs); None: the built-in defaults.
         self.topic_defaults = topic_defaults if topic_defaults is not None else topic_defaults_of_node()
+        # This node's group.consumer.* settings: group configs default to them and keep to their bounds.
+        self.group_settings = group_settings or GroupConfigSettings()
         self._pool = ChannelPool()
 
     async def close(self) -> None:
@@ -474,6 +483,13 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         if or_cluster is not None and access.allows_cluster(caller, or_cluster, api=api, audit_denial=False):
             return set()
         return access.denied(caller, operation, ResourceType.TOPIC, names, api=api)
+
+    def _groups_denied(self, context: Any, operation: AclOperation, names: Iterable[str], api: str) -> set[str]:
+        """The groups among ``names`` the caller may not perform ``operation`` on (their config resources)."""
+        access = self.access
+        if not access.enabled:
+            return set()
+        return access.denied(caller_of(context), operation, ResourceType.GROUP, names, api=api)
 
     async def _per_topic(
         self, request: M, context: Any, check: _TopicCheck, serve: Callable[[M, Any], Awaitable[R]]
@@ -544,7 +560,18 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         request: apb.DescribeConfigsRequest,
         context: grpc.aio.ServicerContext[apb.DescribeConfigsRequest, apb.DescribeConfigsResponse],
     ) -> apb.DescribeConfigsResponse:
-        """Needs DescribeConfigs on each topic, and on the cluster for the cluster-wide defaults."""
+        """Needs DescribeConfigs on each topic, on each group for its configs, and on the cluster for the
+        cluster-wide defaults. Group configs are answered from this node's image and settings."""
+        if request.groups:
+            groups = self._describe_group_configs(request, context)
+            if not request.topics and not request.cluster_defaults:
+                return apb.DescribeConfigsResponse(node_id=self.driver.node_id, groups=groups)
+            rest = apb.DescribeConfigsRequest()
+            rest.CopyFrom(request)
+            del rest.groups[:]
+            answer = await self.DescribeConfigs(rest, context)
+            answer.groups.extend(groups)
+            return answer
         if request.cluster_defaults and self._cluster_denied(context, AclOperation.DESCRIBE_CONFIGS, "DescribeConfigs"):
             if not request.topics:
                 return apb.DescribeConfigsResponse(
@@ -556,13 +583,82 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             return answer
         return await self._per_topic(request, context, _DESCRIBE_CONFIGS, self._describe_configs)
 
+    def _describe_group_configs(self, request: apb.DescribeConfigsRequest, context: Any) -> list[apb.GroupConfigs]:
+        denied = self._groups_denied(context, AclOperation.DESCRIBE_CONFIGS, request.groups, "DescribeConfigs")
+        image = self.sm.image
+        return [
+            apb.GroupConfigs(group=g, error=_GROUP_DENIED, error_message=_DENIED_MESSAGE)
+            if g in denied
+            else describe_group_configs(image, g, self.group_settings, request.config_names)
+            for g in request.groups
+        ]
+
     @_write
     async def IncrementalAlterConfigs(
         self,
         request: apb.IncrementalAlterConfigsRequest,
         context: grpc.aio.ServicerContext[apb.IncrementalAlterConfigsRequest, apb.IncrementalAlterConfigsResponse],
     ) -> apb.IncrementalAlterConfigsResponse:
-        """Needs AlterConfigs on each topic, and on the cluster for the cluster-wide defaults."""
+        """Needs AlterConfigs on each topic, on each group for its configs, and on the cluster for the cluster-wide
+        defaults."""
+        if not request.groups:
+            return await self._alter_topic_configs(request, context)
+        names = [g.group for g in request.groups]
+        denied = self._groups_denied(context, AclOperation.ALTER_CONFIGS, names, "IncrementalAlterConfigs")
+        rest = apb.IncrementalAlterConfigsRequest()
+        rest.CopyFrom(request)
+        del rest.groups[:]
+        answer = (
+            await self._alter_topic_configs(rest, context)
+            if rest.topics or rest.cluster_defaults
+            else apb.IncrementalAlterConfigsResponse()
+        )
+        allowed = [g for g in request.groups if g.group not in denied]
+        results = (
+            await self._incremental_alter_group_configs(allowed, request.validate_only, context) if allowed else []
+        )
+        answer.group_results.extend(_merged(names, denied, results, _group_alter_refusal))
+        return answer
+
+    async def _incremental_alter_group_configs(
+        self, groups: Sequence[apb.AlterGroupConfigs], validate_only: bool, context: Any
+    ) -> list[apb.AlterConfigsResult]:
+        """Each group's changes, decided by the active controller against its own group.consumer.* bounds."""
+        controller = self._local_controller()
+        if controller is None:
+            forwarded = await self._forward(
+                lambda s: s.IncrementalAlterConfigs(
+                    apb.IncrementalAlterConfigsRequest(groups=groups, validate_only=validate_only), timeout=30
+                ),
+                apb.IncrementalAlterConfigsResponse(error=ErrorCode.NOT_CONTROLLER),
+                context,
+            )
+            if forwarded.error != ErrorCode.NONE:
+                return [apb.AlterConfigsResult(topic=g.group, error=forwarded.error) for g in groups]
+            return list(forwarded.group_results)
+        results = []
+        for g in groups:
+            ops = [ConfigOp(c.name, _OPS[c.op], c.value) for c in g.configs]
+
+            def decide(image: MetadataImage, _offset: int, group: str = g.group, ops: list[ConfigOp] = ops):
+                out = alter_group_configs(image, group, ops, self.group_settings)
+                return ([] if validate_only or out.error != ErrorCode.NONE else out.records), out
+
+            try:
+                out = await controller.write(decide)
+                configs = [apb.ConfigEntry(name=k, value=v) for k, v in out.configs.items()]
+                results.append(
+                    apb.AlterConfigsResult(topic=g.group, error=out.error, error_message=out.message, configs=configs)
+                )
+            except OdradekError as e:
+                results.append(
+                    apb.AlterConfigsResult(topic=g.group, error=ErrorCode.ValueType(e.code), error_message=str(e))
+                )
+        return results
+
+    async def _alter_topic_configs(
+        self, request: apb.IncrementalAlterConfigsRequest, context: Any
+    ) -> apb.IncrementalAlterConfigsResponse:
         names = [t.topic for t in request.topics]
         denied = self._topics_denied(context, AclOperation.ALTER_CONFIGS, names, "IncrementalAlterConfigs")
         cluster_denied = bool(request.cluster_defaults) and self._cluster_denied(
@@ -1179,6 +1275,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
 
 _CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 _TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+_GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 _DENIED_MESSAGE = "not authorized (see the broker's odradek.audit log)"
 
 M = TypeVar("M", bound=Message)
@@ -1223,6 +1320,10 @@ def _configs_refusal(name: str) -> apb.TopicConfigs:
 
 def _alter_refusal(name: str) -> apb.AlterConfigsResult:
     return apb.AlterConfigsResult(topic=name, error=_TOPIC_DENIED, error_message=_DENIED_MESSAGE)
+
+
+def _group_alter_refusal(name: str) -> apb.AlterConfigsResult:
+    return apb.AlterConfigsResult(topic=name, error=_GROUP_DENIED, error_message=_DENIED_MESSAGE)
 
 
 @dataclass(frozen=True)

@@ -142,6 +142,7 @@ class DevNode:
     metrics_port: int = 0
     kafka_port: int = 0  # a broker's Kafka listener (Kafka's binary protocol, for Kafka clients)
     schema_registry_port: int = 0  # a broker's schema registry listener (create's ``schema_registry``), 0 for none
+    http_port: int = 0  # a broker's HTTP API listener (create's ``http_api``), 0 for none
     pid: int = 0
     host: str = "127.0.0.1"
     netns: str = ""  # a network namespace to run in (the chaos harness's hosts), "" for this one
@@ -178,6 +179,7 @@ class DevCluster:
         security: bool = False,
         first_id: int = 1,
         schema_registry: bool = False,
+        http_api: bool = False,
     ) -> DevCluster:
         """Configs and formatted storage for the nodes (ids from ``first_id``: controllers, then brokers). ``hosts``
         maps a node id to the (address, network namespace) it runs at; by default every node is on 127.0.0.1 here.
@@ -190,10 +192,13 @@ class DevCluster:
         with a random password, written to ``admin-client.json``), the admin client certificate and the nodes'
         certificates.
         ``schema_registry``: every broker serves the built-in schema registry on a port of its own
-        (``schema.registry.listeners``; not with ``tls`` or ``security``, which it does not support yet)."""
+        (``schema.registry.listeners``); with ``tls`` over https, asking for client certificates without requiring
+        them (so a client with the CA and, under ``security``, a SCRAM user's HTTP Basic credentials gets in).
+        ``http_api``: every broker serves the HTTP API on a port of its own (``http.listeners``, plain HTTP; not with
+        ``tls`` or ``security``, whose TLS listeners it cannot match yet)."""
         tls = tls or security
-        if schema_registry and tls:
-            raise LocalClusterError("the schema registry does not support TLS or security yet")
+        if http_api and tls:
+            raise LocalClusterError("the HTTP API does not support TLS or security yet (no https)")
         if controllers < 1:
             raise LocalClusterError("a cluster needs at least one controller")
         if brokers < 0:
@@ -216,7 +221,7 @@ class DevCluster:
         else:
             specs = [(i, ["controller"]) for i in ids]
             specs += [(i, ["broker"]) for i in range(ids.stop, ids.stop + brokers)]
-        ports = iter(free_ports(5 * len(specs)))  # distinct: two nodes on one port never start
+        ports = iter(free_ports(6 * len(specs)))  # distinct: two nodes on one port never start
         for node_id, roles in specs:
             node_dir = cluster.directory / f"node-{node_id}"
             if node_dir.exists():
@@ -232,6 +237,7 @@ class DevCluster:
                     metrics_port=next(ports),
                     kafka_port=next(ports) if "broker" in roles else 0,
                     schema_registry_port=next(ports) if "broker" in roles and schema_registry else 0,
+                    http_port=next(ports) if "broker" in roles and http_api else 0,
                     host=host,
                     netns=netns,
                 )
@@ -259,7 +265,11 @@ class DevCluster:
                 "default.replication.factor": max(1, min(3, brokers if not combined else controllers)),
             }
             if n.schema_registry_port:
-                props["schema.registry.listeners"] = f"http://{n.host}:{n.schema_registry_port}"
+                props["schema.registry.listeners"] = f"{cluster.registry_scheme}://{n.host}:{n.schema_registry_port}"
+                if tls:
+                    props["schema.registry.ssl.client.auth"] = "requested"
+            if n.http_port:
+                props["http.listeners"] = f"http://{n.host}:{n.http_port}"
             n.directory.mkdir(parents=True)
             if ca is not None:
                 cert, key = make_leaf(ca, f"node-{n.node_id}", [n.host, "127.0.0.1", "localhost"]).write(
@@ -403,7 +413,18 @@ class DevCluster:
     @property
     def schema_registry_urls(self) -> str:
         """Every broker's schema registry URL (what Confluent's clients take as ``url``), "" without one."""
-        return ",".join(f"http://{n.host}:{n.schema_registry_port}" for n in self.nodes if n.schema_registry_port)
+        scheme = self.registry_scheme
+        return ",".join(f"{scheme}://{n.host}:{n.schema_registry_port}" for n in self.nodes if n.schema_registry_port)
+
+    @property
+    def registry_scheme(self) -> str:
+        """The schema registry's: https on a TLS cluster."""
+        return "https" if self.tls else "http"
+
+    @property
+    def http_urls(self) -> str:
+        """Every broker's HTTP API URL (docs/http-api.md), "" without one."""
+        return ",".join(f"http://{n.host}:{n.http_port}" for n in self.nodes if n.http_port)
 
     @property
     def kafka_bootstrap_servers(self) -> str:
@@ -482,7 +503,10 @@ class DevCluster:
                 "broker": f"127.0.0.1:{n.broker_port}" if n.broker_port else None,
                 "controller": f"127.0.0.1:{n.controller_port}" if n.controller_port else None,
                 "kafka": f"127.0.0.1:{n.kafka_port}" if n.kafka_port else None,
-                "schema_registry": f"http://127.0.0.1:{n.schema_registry_port}" if n.schema_registry_port else None,
+                "schema_registry": (
+                    f"{self.registry_scheme}://127.0.0.1:{n.schema_registry_port}" if n.schema_registry_port else None
+                ),
+                "http": f"http://127.0.0.1:{n.http_port}" if n.http_port else None,
                 "metrics": f"http://127.0.0.1:{n.metrics_port}/metrics" if n.metrics_port else None,
                 "log": str(n.log_file),
             }
@@ -560,6 +584,8 @@ def running_cluster(
     timeout: float = 60.0,
     tls: bool = False,
     security: bool = False,
+    http_api: bool = False,
+    schema_registry: bool = False,
 ) -> Iterator[DevCluster]:
     """A cluster of real ``odradek server`` processes for the length of a ``with`` block: started, ready (a
     controller leads, every broker is unfenced) and holding ``topics`` on entry; stopped on exit, and its
@@ -567,7 +593,7 @@ def running_cluster(
 
     ``config`` applies to every node's TOML config (e.g. ``{"num.partitions": 3}``). The cluster's
     ``bootstrap_servers`` is what clients connect to; ``kafka_bootstrap_servers`` (every broker's Kafka listener)
-    is what Kafka's own clients connect to::
+    is what Kafka's own clients connect to, ``http_urls`` (with ``http_api``) every broker's HTTP API::
 
         with running_cluster(brokers=1, topics={"orders": 3}) as cluster:
             producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
@@ -577,7 +603,15 @@ def running_cluster(
     root = Path(tempfile.mkdtemp(prefix="odradek-")) if directory is None else Path(directory)
     try:
         cluster = DevCluster.create(
-            root, controllers, brokers, combined, dict(config or {}), tls=tls, security=security
+            root,
+            controllers,
+            brokers,
+            combined,
+            dict(config or {}),
+            tls=tls,
+            security=security,
+            http_api=http_api,
+            schema_registry=schema_registry,
         )
         cluster.start_all_and_wait(timeout)
         try:

@@ -52,6 +52,8 @@ class _ConfigSourceEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ConfigSo
     """set on the topic"""
     DYNAMIC_DEFAULT_BROKER_CONFIG: _ConfigSource.ValueType  # 4
     """the cluster-wide dynamic default (IncrementalAlterConfigs cluster_defaults)"""
+    GROUP_CONFIG: _ConfigSource.ValueType  # 5
+    """set on the group (Kafka's GROUP config resource, KIP-848)"""
 
 class ConfigSource(_ConfigSource, metaclass=_ConfigSourceEnumTypeWrapper):
     """Where a config's effective value comes from (Kafka's ConfigSource, the values odradek has)."""
@@ -65,6 +67,8 @@ TOPIC_CONFIG: ConfigSource.ValueType  # 3
 """set on the topic"""
 DYNAMIC_DEFAULT_BROKER_CONFIG: ConfigSource.ValueType  # 4
 """the cluster-wide dynamic default (IncrementalAlterConfigs cluster_defaults)"""
+GROUP_CONFIG: ConfigSource.ValueType  # 5
+"""set on the group (Kafka's GROUP config resource, KIP-848)"""
 Global___ConfigSource: _TypeAlias = ConfigSource  # noqa: Y015
 
 class _AlterConfigOp:
@@ -947,6 +951,7 @@ class DescribeConfigsRequest(_message.Message):
     TOPICS_FIELD_NUMBER: _builtins.int
     CONFIG_NAMES_FIELD_NUMBER: _builtins.int
     CLUSTER_DEFAULTS_FIELD_NUMBER: _builtins.int
+    GROUPS_FIELD_NUMBER: _builtins.int
     cluster_defaults: _builtins.bool
     """also describe the dynamic broker configs (cluster-wide defaults)"""
     @_builtins.property
@@ -955,16 +960,21 @@ class DescribeConfigsRequest(_message.Message):
     def config_names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """empty = every topic config"""
 
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """KIP-848 group configs (Kafka's GROUP config resource); config_names applies too"""
+
     def __init__(
         self,
         *,
         topics: _abc.Iterable[_builtins.str] | None = ...,
         config_names: _abc.Iterable[_builtins.str] | None = ...,
         cluster_defaults: _builtins.bool = ...,
+        groups: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_defaults", b"cluster_defaults", "config_names", b"config_names", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_defaults", b"cluster_defaults", "config_names", b"config_names", "groups", b"groups", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1033,6 +1043,39 @@ class TopicConfigs(_message.Message):
 Global___TopicConfigs: _TypeAlias = TopicConfigs  # noqa: Y015
 
 @_typing.final
+class GroupConfigs(_message.Message):
+    """A group's configs: each one's effective value, its own or (DEFAULT_CONFIG / STATIC_BROKER_CONFIG) the
+    answering node's group.consumer.* setting.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    CONFIGS_FIELD_NUMBER: _builtins.int
+    group: _builtins.str
+    error: _common_pb2.ErrorCode.ValueType
+    error_message: _builtins.str
+    @_builtins.property
+    def configs(self) -> _containers.RepeatedCompositeFieldContainer[Global___DescribedConfig]: ...
+    def __init__(
+        self,
+        *,
+        group: _builtins.str = ...,
+        error: _common_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        configs: _abc.Iterable[Global___DescribedConfig] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["configs", b"configs", "error", b"error", "error_message", b"error_message", "group", b"group"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GroupConfigs: _TypeAlias = GroupConfigs  # noqa: Y015
+
+@_typing.final
 class DescribeConfigsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1041,6 +1084,7 @@ class DescribeConfigsResponse(_message.Message):
     TOPICS_FIELD_NUMBER: _builtins.int
     CLUSTER_DEFAULTS_FIELD_NUMBER: _builtins.int
     CLUSTER_DEFAULTS_ERROR_FIELD_NUMBER: _builtins.int
+    GROUPS_FIELD_NUMBER: _builtins.int
     error: _common_pb2.ErrorCode.ValueType
     node_id: _builtins.int
     """the node whose config gave the STATIC_BROKER_CONFIG / DEFAULT_CONFIG values"""
@@ -1054,6 +1098,8 @@ class DescribeConfigsResponse(_message.Message):
     def cluster_defaults(self) -> _containers.RepeatedCompositeFieldContainer[Global___DescribedConfig]:
         """when asked: each dynamic broker config's value and source"""
 
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___GroupConfigs]: ...
     def __init__(
         self,
         *,
@@ -1062,10 +1108,11 @@ class DescribeConfigsResponse(_message.Message):
         topics: _abc.Iterable[Global___TopicConfigs] | None = ...,
         cluster_defaults: _abc.Iterable[Global___DescribedConfig] | None = ...,
         cluster_defaults_error: _common_pb2.ErrorCode.ValueType = ...,
+        groups: _abc.Iterable[Global___GroupConfigs] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_defaults", b"cluster_defaults", "cluster_defaults_error", b"cluster_defaults_error", "error", b"error", "node_id", b"node_id", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_defaults", b"cluster_defaults", "cluster_defaults_error", b"cluster_defaults_error", "error", b"error", "groups", b"groups", "node_id", b"node_id", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1121,12 +1168,36 @@ class AlterTopicConfigs(_message.Message):
 Global___AlterTopicConfigs: _TypeAlias = AlterTopicConfigs  # noqa: Y015
 
 @_typing.final
+class AlterGroupConfigs(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_FIELD_NUMBER: _builtins.int
+    CONFIGS_FIELD_NUMBER: _builtins.int
+    group: _builtins.str
+    @_builtins.property
+    def configs(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterableConfig]: ...
+    def __init__(
+        self,
+        *,
+        group: _builtins.str = ...,
+        configs: _abc.Iterable[Global___AlterableConfig] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["configs", b"configs", "group", b"group"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterGroupConfigs: _TypeAlias = AlterGroupConfigs  # noqa: Y015
+
+@_typing.final
 class IncrementalAlterConfigsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TOPICS_FIELD_NUMBER: _builtins.int
     VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
     CLUSTER_DEFAULTS_FIELD_NUMBER: _builtins.int
+    GROUPS_FIELD_NUMBER: _builtins.int
     validate_only: _builtins.bool
     """check the changes, change nothing"""
     @_builtins.property
@@ -1137,16 +1208,23 @@ class IncrementalAlterConfigsRequest(_message.Message):
         config file; empty: leave them alone.
         """
 
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterGroupConfigs]:
+        """KIP-848 group configs (consumer.session.timeout.ms, consumer.heartbeat.interval.ms), stored as ConfigRecords
+        of Kafka's GROUP resource type (32) that every broker applies to the groups it coordinates.
+        """
+
     def __init__(
         self,
         *,
         topics: _abc.Iterable[Global___AlterTopicConfigs] | None = ...,
         validate_only: _builtins.bool = ...,
         cluster_defaults: _abc.Iterable[Global___AlterableConfig] | None = ...,
+        groups: _abc.Iterable[Global___AlterGroupConfigs] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_defaults", b"cluster_defaults", "topics", b"topics", "validate_only", b"validate_only"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_defaults", b"cluster_defaults", "groups", b"groups", "topics", b"topics", "validate_only", b"validate_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1191,6 +1269,7 @@ class IncrementalAlterConfigsResponse(_message.Message):
     ERROR_FIELD_NUMBER: _builtins.int
     RESULTS_FIELD_NUMBER: _builtins.int
     CLUSTER_DEFAULTS_RESULT_FIELD_NUMBER: _builtins.int
+    GROUP_RESULTS_FIELD_NUMBER: _builtins.int
     error: _common_pb2.ErrorCode.ValueType
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterConfigsResult]: ...
@@ -1198,16 +1277,21 @@ class IncrementalAlterConfigsResponse(_message.Message):
     def cluster_defaults_result(self) -> Global___AlterConfigsResult:
         """set when cluster_defaults were given (its topic is empty)"""
 
+    @_builtins.property
+    def group_results(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterConfigsResult]:
+        """one per group, in request order (its topic field: the group id)"""
+
     def __init__(
         self,
         *,
         error: _common_pb2.ErrorCode.ValueType = ...,
         results: _abc.Iterable[Global___AlterConfigsResult] | None = ...,
         cluster_defaults_result: Global___AlterConfigsResult | None = ...,
+        group_results: _abc.Iterable[Global___AlterConfigsResult] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["cluster_defaults_result", b"cluster_defaults_result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_defaults_result", b"cluster_defaults_result", "error", b"error", "results", b"results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_defaults_result", b"cluster_defaults_result", "error", b"error", "group_results", b"group_results", "results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -15,7 +15,7 @@ import json
 import re
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -24,6 +24,7 @@ from odradek.client.connection import parse_servers
 from odradek.client.errors import ConfigError
 from odradek.client.offsets import EARLIEST, LATEST
 from odradek.client.structs import TopicPartition
+from odradek.spark_connector.decoding import FORMATS
 
 __all__ = [
     "EARLIEST",
@@ -82,6 +83,51 @@ class OptionError(ValueError):
 
 
 @dataclass(frozen=True)
+class DecodeOptions:
+    """``keyFormat``/``valueFormat``: ``binary`` as Spark's source, or ``avro``/``json`` decoded through the schema
+    registry into a column of the schema's type (decoding.py); ``keySchema``/``valueSchema`` the reader schema (None:
+    the latest of ``topic``'s subject). Parsed on their own too: Spark asks a source for its schema before it says
+    whether the query is a batch or a stream, whose other options differ."""
+
+    key_format: str = "binary"
+    value_format: str = "binary"
+    key_schema: str | None = None
+    value_schema: str | None = None
+    schema_registry_url: str | None = None
+    topic: str | None = None  # the one topic read, if the source reads one
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> DecodeOptions:
+        opts = {k.lower(): None if v is None else str(v) for k, v in options.items()}
+        formats = {side: _format(f"{side}Format", opts.get(f"{side}format")) for side in ("key", "value")}
+        schemas = {side: opts.get(f"{side}schema") for side in ("key", "value")}
+        registry = opts.get("schema.registry.url")
+        decoded = [side for side, f in formats.items() if f != "binary"]
+        for side, text in schemas.items():
+            if text is not None and formats[side] == "binary":
+                raise OptionError(f"{side}Schema", f"needs {side}Format avro or json")
+        if decoded and not registry:
+            raise OptionError(f"{decoded[0]}Format", "needs schema.registry.url")
+        if registry is not None and not decoded:
+            raise OptionError("schema.registry.url", "needs keyFormat or valueFormat avro or json")
+        if opts.get("subscribe") is not None:
+            topics = {t.strip() for t in str(opts["subscribe"]).split(",") if t.strip()}
+        elif opts.get("assign") is not None:
+            topics = {tp.topic for tp in parse_assign(str(opts["assign"]))}
+        else:
+            topics = set()  # a pattern: which topics it matches is known only when the query runs
+        topic = next(iter(topics)) if len(topics) == 1 else None
+        for side in decoded:
+            if schemas[side] is None and topic is None:
+                raise OptionError(
+                    f"{side}Format",
+                    f"needs {side}Schema unless the source reads one topic (whose {side} subject's latest schema "
+                    "is then the column's)",
+                )
+        return cls(formats["key"], formats["value"], schemas["key"], schemas["value"], registry, topic)
+
+
+@dataclass(frozen=True)
 class SourceOptions:
     """The validated options. Exactly one of ``subscribe``, ``subscribe_pattern`` and ``assign`` is set.
 
@@ -106,6 +152,8 @@ class SourceOptions:
     """``groupIdPrefix``: without ``kafka.group.id`` each query run uses a fresh group id with this prefix."""
     commit_to_group: bool = False
     """``commitToGroup``: commit each finished micro-batch's end offsets to ``kafka.group.id``."""
+    decode: DecodeOptions = field(default_factory=lambda: DecodeOptions())
+    """How keys and values are decoded (keyFormat, valueFormat and their schemas)."""
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, batch: bool) -> SourceOptions:
@@ -173,6 +221,8 @@ class SourceOptions:
         if commit and group_id is None:
             raise OptionError("commitToGroup", "needs kafka.group.id: the group whose committed offsets to set")
 
+        decode = DecodeOptions.parse(options)
+
         return cls(
             bootstrap_servers=servers,
             subscribe=subscribe,
@@ -188,6 +238,7 @@ class SourceOptions:
             group_id=group_id,
             group_id_prefix=DEFAULT_GROUP_ID_PREFIX if prefix is None else prefix.strip(),
             commit_to_group=commit,
+            decode=decode,
         )
 
     def consumer_config(self, role: str, **overrides: Any) -> dict[str, Any]:
@@ -310,6 +361,14 @@ def _forbid(option: str, spec: OffsetSpec, keyword: str, sentinel: int) -> None:
         bad = sorted(tp for tp, offset in spec.items() if offset == sentinel)
         if bad:
             raise OptionError(option, f"can't be {keyword} ({sentinel}) for batch queries, for {_names(bad)}")
+
+
+def _format(option: str, value: str | None) -> str:
+    if value is None:
+        return "binary"
+    if value.lower() not in FORMATS:
+        raise OptionError(option, f"must be one of {', '.join(FORMATS)}, got {value!r}")
+    return value.lower()
 
 
 def _positive_int(option: str, value: str | None) -> int | None:

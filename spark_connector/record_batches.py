@@ -7,12 +7,14 @@ columns here (one C call per column) is what lets executors keep up with the con
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from operator import itemgetter
 
 import pyarrow as pa
 
 from odradek.client.structs import ConsumerRecord
+from odradek.spark_connector.decoding import Decoding, column_for
 
 HEADER = pa.struct([("key", pa.string()), ("value", pa.binary())])
 ARROW_SCHEMA = pa.schema(
@@ -35,7 +37,33 @@ _OFFSET, _TIMESTAMP, _TIMESTAMP_TYPE, _KEY, _VALUE, _HEADERS = (
 )
 
 
-def to_record_batch(records: Sequence[ConsumerRecord], include_headers: bool) -> pa.RecordBatch:
+Decoder = Callable[[Sequence[bytes | None], Sequence[int]], pa.Array]
+
+
+@dataclass(frozen=True)
+class BatchColumns:
+    """The batches' schema and the key and value decoders (None: the raw bytes, Spark's binary)."""
+
+    schema: pa.Schema
+    key: Decoder | None = None
+    value: Decoder | None = None
+
+    @classmethod
+    def of(cls, key: Decoding | None, value: Decoding | None) -> BatchColumns:
+        schema = ARROW_SCHEMA
+        for index, decoding in ((0, key), (1, value)):
+            if decoding is not None:
+                arrow = column_for(decoding.fmt, decoding.schema, decoding.field).arrow
+                schema = schema.set(index, pa.field(schema.field(index).name, arrow))
+        return cls(schema, None if key is None else key.decoder(), None if value is None else value.decoder())
+
+
+BINARY = BatchColumns(ARROW_SCHEMA)
+
+
+def to_record_batch(
+    records: Sequence[ConsumerRecord], include_headers: bool, columns: BatchColumns = BINARY
+) -> pa.RecordBatch:
     """One batch of rows from records of one partition (what one poll of ``read_range`` returns); ``headers`` is
     null unless asked for, as in Spark's Kafka source.
 
@@ -44,8 +72,9 @@ def to_record_batch(records: Sequence[ConsumerRecord], include_headers: bool) ->
     Spark's forked Python workers those cost more than the rest of the conversion. The topic and partition
     columns repeat one value."""
     n = len(records)
+    schema = columns.schema
     if n == 0:
-        return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
+        return pa.RecordBatch.from_pylist([], schema=schema)
 
     def column(field: int) -> list:
         return list(map(itemgetter(field), records))
@@ -56,16 +85,19 @@ def to_record_batch(records: Sequence[ConsumerRecord], include_headers: bool) ->
         header_column = pa.array(headers, pa.list_(HEADER))
     else:
         header_column = pa.nulls(n, pa.list_(HEADER))
+    offsets = column(_OFFSET)
+    key = pa.array(column(_KEY), pa.binary()) if columns.key is None else columns.key(column(_KEY), offsets)
+    value = pa.array(column(_VALUE), pa.binary()) if columns.value is None else columns.value(column(_VALUE), offsets)
     return pa.RecordBatch.from_arrays(
         [
-            pa.array(column(_KEY), pa.binary()),
-            pa.array(column(_VALUE), pa.binary()),
+            key,
+            value,
             pa.repeat(pa.scalar(first.topic, pa.string()), n),
             pa.repeat(pa.scalar(first.partition, pa.int32()), n),
-            pa.array(column(_OFFSET), pa.int64()),
+            pa.array(offsets, pa.int64()),
             pa.array(column(_TIMESTAMP), pa.int64()).cast(_MS).cast(ARROW_SCHEMA.field("timestamp").type),
             pa.array(column(_TIMESTAMP_TYPE), pa.int32()),
             header_column,
         ],
-        schema=ARROW_SCHEMA,
+        schema=schema,
     )

@@ -26,14 +26,18 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from odradek.client import Admin, Consumer, TopicPartition
 from odradek.client.errors import OdradekError, OffsetOutOfRangeError
+from odradek.client.schema_registry import SchemaRegistryClient, SchemaRegistryError
+from odradek.spark_connector.decoding import Decoding, DecodingError, column_for
 from odradek.spark_connector.options import (
+    DecodeOptions,
+    OptionError,
     SourceOptions,
     parse_offsets_json,
     serialize_offsets_json,
     topics_for,
 )
 from odradek.spark_connector.planning import DataLoss, OffsetRange, cap_offsets, data_loss, plan_ranges
-from odradek.spark_connector.record_batches import to_record_batch
+from odradek.spark_connector.record_batches import BatchColumns, to_record_batch
 from odradek.spark_connector.writer import batch_writer, stream_writer
 
 logger = logging.getLogger(__name__)
@@ -47,12 +51,63 @@ READ_BATCH_ROWS = 10_000  # rows per Arrow batch an executor hands to Spark
 
 
 class RangePartition(InputPartition):
-    def __init__(self, config: dict[str, Any], r: OffsetRange, include_headers: bool, fail_on_data_loss: bool) -> None:
+    def __init__(
+        self,
+        config: dict[str, Any],
+        r: OffsetRange,
+        include_headers: bool,
+        fail_on_data_loss: bool,
+        decodings: Decodings = (None, None),
+    ) -> None:
         super().__init__(None)
         self.config = config  # the executor's consumer config
         self.range = r
         self.include_headers = include_headers
         self.fail_on_data_loss = fail_on_data_loss
+        self.decodings = decodings  # the key's and the value's, None for binary
+
+
+Decodings = tuple[Decoding | None, Decoding | None]
+
+
+def resolve_decodings(options: DecodeOptions) -> Decodings:
+    """The key's and value's decoding (keyFormat/valueFormat): the schema given, or the latest of the one topic's
+    subject, checked to have a Spark column type. Every problem is an OptionError, as Spark shows only the message."""
+    found: list[Decoding | None] = []
+    registry = None
+    for side, fmt, given in (
+        ("key", options.key_format, options.key_schema),
+        ("value", options.value_format, options.value_schema),
+    ):
+        if fmt == "binary":
+            found.append(None)
+            continue
+        assert options.schema_registry_url is not None  # the options require it with a format
+        text = given
+        if text is None:
+            topic = options.topic
+            assert topic is not None  # the options require a schema unless one topic is read
+            if registry is None:
+                registry = SchemaRegistryClient(options.schema_registry_url)
+            try:
+                latest = registry.latest(f"{topic}-{side}")
+            except SchemaRegistryError as e:
+                raise OptionError(f"{side}Format", f"no schema for subject {topic}-{side}: {e}") from None
+            if latest.schema_type != fmt.upper():
+                raise OptionError(f"{side}Format", f"the subject {topic}-{side} holds {latest.schema_type}, not {fmt}")
+            text = latest.schema
+        try:
+            column_for(fmt, text, side)
+        except DecodingError as e:
+            raise OptionError(f"{side}Schema" if given else f"{side}Format", str(e)) from None
+        found.append(Decoding(fmt, text, options.schema_registry_url, side))
+    return found[0], found[1]
+
+
+def source_schema(decodings: Decodings) -> str:
+    """SCHEMA with the decoded key and value columns' types."""
+    key, value = (("binary" if d is None else column_for(d.fmt, d.schema, d.field).ddl) for d in decodings)
+    return SCHEMA.replace("key binary, value binary", f"key {key}, value {value}", 1)
 
 
 class OdradekDataSource(DataSource):
@@ -60,14 +115,20 @@ class OdradekDataSource(DataSource):
     def name(cls) -> str:
         return "odradek"
 
+    def _decodings(self) -> Decodings:
+        """Resolved once per source (the schema and the readers must agree on the columns' types)."""
+        if not hasattr(self, "_resolved"):
+            self._resolved = resolve_decodings(DecodeOptions.parse(self.options))
+        return self._resolved
+
     def schema(self) -> str:
-        return SCHEMA
+        return source_schema(self._decodings())
 
     def reader(self, schema) -> DataSourceReader:
-        return BatchReader(SourceOptions.parse(self.options, batch=True))
+        return BatchReader(SourceOptions.parse(self.options, batch=True), self._decodings())
 
     def streamReader(self, schema) -> DataSourceStreamReader:
-        return StreamReader(SourceOptions.parse(self.options, batch=False))
+        return StreamReader(SourceOptions.parse(self.options, batch=False), self._decodings())
 
     def writer(self, schema, overwrite: bool) -> DataSourceArrowWriter:
         return batch_writer(self.options, schema, overwrite)
@@ -82,8 +143,9 @@ class _Offsets:
     The clients are opened on first use and kept: a streaming query asks for offsets every trigger.
     """
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, decodings: Decodings = (None, None)) -> None:
         self.options = options
+        self.decodings = decodings
         self.servers = ",".join(options.bootstrap_servers)
         self._admin: Admin | None = None
         self._consumer: Consumer | None = None
@@ -157,12 +219,12 @@ class _Offsets:
         o = self.options
         config = o.consumer_config("executor", **{"auto.offset.reset": "none"})
         config.setdefault("max.poll.records", READ_BATCH_ROWS)
-        return [RangePartition(config, r, o.include_headers, o.fail_on_data_loss) for r in planned]
+        return [RangePartition(config, r, o.include_headers, o.fail_on_data_loss, self.decodings) for r in planned]
 
 
 class BatchReader(DataSourceReader):
-    def __init__(self, options: SourceOptions) -> None:
-        self.offsets = _Offsets(options)
+    def __init__(self, options: SourceOptions, decodings: Decodings = (None, None)) -> None:
+        self.offsets = _Offsets(options, decodings)
 
     def partitions(self) -> list[RangePartition]:
         o = self.offsets
@@ -186,8 +248,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     fixed when the query starts: later records, and partitions created later, wait for the next run.
     """
 
-    def __init__(self, options: SourceOptions) -> None:
-        self.offsets = _Offsets(options)
+    def __init__(self, options: SourceOptions, decodings: Decodings = (None, None)) -> None:
+        self.offsets = _Offsets(options, decodings)
         self._target: dict[TopicPartition, int] | None = None
         self._latest: dict[TopicPartition, int] | None = None
 
@@ -266,6 +328,7 @@ def read_range(p: RangePartition) -> Iterator[pa.RecordBatch]:
     """
     r = p.range
     tp = TopicPartition(r.topic, r.partition)
+    columns = BatchColumns.of(*p.decodings)
     deadline = time.monotonic() + READ_TIMEOUT_S
     with Consumer(p.config) as consumer:
         consumer.assign([tp])
@@ -287,7 +350,7 @@ def read_range(p: RangePartition) -> Iterator[pa.RecordBatch]:
                 records = [rec for rec in records if rec.offset < r.end]
             if records:
                 position = records[-1].offset + 1
-                yield to_record_batch(records, p.include_headers)
+                yield to_record_batch(records, p.include_headers, columns)
             else:  # nothing returned, yet the position may have moved past a gap (compaction, control records)
                 position = max(position, consumer.position(tp))
 

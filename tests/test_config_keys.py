@@ -46,6 +46,7 @@ ACCUMULATOR = "tests/client/test_accumulator.py"
 COORDINATOR_CONFIG = "tests/groups/test_coordinator_shell.py::test_the_node_keys_become_the_coordinator_config"
 GROUPS_IT = "tests/integration/test_groups.py"
 CONSUMER_SHELL = "tests/groups/test_consumer_group_shell.py"
+GROUP_CONFIGS_RULES = "tests/controller/test_group_configs.py::test_the_bounds_come_from_the_node_config"
 OFFSETS = "tests/groups/test_offset_store.py::test_offsets_of_an_empty_group_expire_retention_after_it_became_empty"
 GROUP_RULES = "tests/groups/test_group_rules.py::test_a_session_timeout_out_of_bounds_is_refused_with_no_state_change"
 GROUPS = "tests/client/test_consumer_groups.py"
@@ -66,6 +67,9 @@ SASL_GRPC = "tests/security/test_sasl_grpc.py"
 MTLS = "tests/security/test_mtls_principals.py"
 AUTO_CREATE_IT = "tests/integration/test_auto_create_topics.py"
 AUTO_CREATE_CLIENT = "tests/client/test_auto_create_metadata.py"
+SER_T = "tests/client/test_serialization.py"
+SER_IT = "tests/schema_registry/test_odradek_serializers.py"
+REG_SEC = "tests/schema_registry/test_registry_security_cluster.py"
 
 TOPIC: dict[str, Key] = {
     "cleanup.policy": Key(
@@ -522,7 +526,8 @@ NODE: dict[str, Key] = {
         (WIRING, "tests/quotas/test_manager.py::test_max_value_in_window"),
     ),
     "schema.registry.listeners": Key(
-        "`http://host:port`: the broker serves the built-in schema registry (Confluent's REST API, "
+        "`http://host:port`, or `https://host:port` (TLS with the node's `ssl.*` files; plain HTTP is refused next to "
+        "a TLS client listener): the broker serves the built-in schema registry (Confluent's REST API, "
         "docs/schema-registry.md) there; empty (default): no registry",
         (
             "tests/schema_registry/test_registry_config.py::"
@@ -530,6 +535,48 @@ NODE: dict[str, Key] = {
             "tests/schema_registry/test_registry_config.py::test_bad_values_are_refused_in_one_line",
             "tests/schema_registry/test_registry_cluster.py::"
             "test_confluent_avro_serializers_round_trip_through_the_kafka_listener",
+            "tests/schema_registry/test_registry_security_cluster.py::test_tls_and_credentials_are_required",
+        ),
+    ),
+    "schema.registry.ssl.client.auth": Key(
+        "an https registry's client certificates: `none`, `requested` or `required` (verified against "
+        "`ssl.ca.location`; the principal by `ssl.principal.mapping.rules`); empty (default): as `ssl.client.auth`",
+        (
+            "tests/schema_registry/test_registry_config.py::"
+            "test_https_takes_the_node_certificate_and_client_certificates_follow_ssl_client_auth",
+            "tests/schema_registry/test_security.py::test_a_client_certificate_is_its_principal",
+            "tests/schema_registry/test_security.py::test_required_client_certificates_refuse_a_client_without_one",
+        ),
+    ),
+    "schema.registry.authentication": Key(
+        "how the schema registry knows its callers: `basic` (HTTP Basic checked against the SCRAM credentials, or a "
+        "verified client certificate; else 401), `none` (the client certificate's principal, else User:ANONYMOUS; "
+        "refused next to SASL client listeners unless client certificates are required); empty (default): as the "
+        "broker's client listeners, `basic` where they use SASL",
+        (
+            "tests/schema_registry/test_registry_config.py::"
+            "test_https_takes_the_node_certificate_and_client_certificates_follow_ssl_client_auth",
+            "tests/schema_registry/test_registry_config.py::test_bad_values_are_refused_in_one_line",
+            "tests/schema_registry/test_security.py::test_without_valid_credentials_every_request_is_401",
+        ),
+    ),
+    "http.listeners": Key(
+        "`http://host:port`: the broker serves the HTTP API (Confluent REST Proxy v3's resources, "
+        "docs/http-api.md) there; empty (default): none",
+        (
+            "tests/rest/test_http_config.py::test_a_listener_binds_its_address_and_a_wildcard_advertises_the_broker_host",
+            "tests/rest/test_http_config.py::test_bad_values_are_refused_in_one_line",
+            "tests/rest/test_http_api_cluster.py::test_records_produced_in_each_type_are_read_back_from_either_broker",
+        ),
+    ),
+    "http.authentication": Key(
+        "how the HTTP API knows its callers: `basic` (HTTP Basic, checked against the SCRAM credentials), `none` "
+        "(User:ANONYMOUS; refused where the client listeners use SASL); empty (default): as the broker's client "
+        "listeners, `basic` where they use SASL",
+        (
+            "tests/rest/test_http_config.py::test_authentication_follows_the_client_listeners_unless_set",
+            "tests/rest/test_http_config.py::test_no_authentication_is_refused_where_the_client_listeners_use_sasl",
+            "tests/rest/test_http_api_security.py::test_requests_without_valid_credentials_are_401",
         ),
     ),
     "socket.request.max.bytes": Key(
@@ -659,6 +706,32 @@ NODE: dict[str, Key] = {
         "most members of a KIP-848 consumer group (else GROUP_MAX_SIZE_REACHED)",
         (COORDINATOR_CONFIG, f"{CONSUMER_SHELL}::test_a_member_whose_session_expires_is_removed"),
     ),
+    "group.consumer.migration.policy": Key(
+        "online conversions between classic and KIP-848 consumer groups with members: `bidirectional`, `upgrade`, "
+        "`downgrade` or `disabled`",
+        (
+            COORDINATOR_CONFIG,
+            f"{CONSUMER_SHELL}::test_a_classic_group_with_members_is_upgraded_and_downgraded_online",
+            "tests/integration/test_kafka_consumer_protocol.py::"
+            "test_a_classic_group_with_members_is_upgraded_online_and_downgraded_when_the_consumer_member_leaves",
+        ),
+    ),
+    "group.consumer.min.session.timeout.ms": Key(
+        "smallest consumer.session.timeout.ms a group config may set (and group.consumer.session.timeout.ms)",
+        (GROUP_CONFIGS_RULES, NODE_REFUSALS),
+    ),
+    "group.consumer.max.session.timeout.ms": Key(
+        "largest consumer.session.timeout.ms a group config may set (and group.consumer.session.timeout.ms)",
+        (GROUP_CONFIGS_RULES, NODE_REFUSALS),
+    ),
+    "group.consumer.min.heartbeat.interval.ms": Key(
+        "smallest consumer.heartbeat.interval.ms a group config may set (and group.consumer.heartbeat.interval.ms)",
+        (GROUP_CONFIGS_RULES, NODE_REFUSALS),
+    ),
+    "group.consumer.max.heartbeat.interval.ms": Key(
+        "largest consumer.heartbeat.interval.ms a group config may set (and group.consumer.heartbeat.interval.ms)",
+        (GROUP_CONFIGS_RULES, NODE_REFUSALS),
+    ),
 }
 
 COMMON: dict[str, Key] = {
@@ -786,6 +859,52 @@ PRODUCER_KEYS: dict[str, Key] = {
             "tests/client/test_transactional_producer.py::test_transactional_config_defaults_and_validation",
         ),
     ),
+    "key.serializer": Key(
+        "what `send` turns a key into bytes with: `bytes` (default: bytes, str as UTF-8, or None), `string`, `avro` or "
+        "`json` (registry-framed, through `schema.registry.url`), or an object with `serialize(topic, value)`",
+        (
+            f"{SER_T}::test_a_key_serializer_uses_the_key_subject",
+            f"{SER_T}::test_names_and_objects_build_serializers",
+        ),
+    ),
+    "value.serializer": Key(
+        "as `key.serializer`, for values",
+        (
+            f"{SER_IT}::test_odradek_avro_records_read_by_confluents_deserializer",
+            f"{SER_IT}::test_json_schema_both_ways",
+        ),
+    ),
+    "key.schema": Key(
+        "the schema (Avro or JSON Schema text) the `avro`/`json` key serializer registers and writes with",
+        (f"{SER_T}::test_a_key_serializer_uses_the_key_subject",),
+    ),
+    "value.schema": Key(
+        "as `key.schema`, for values",
+        (f"{SER_IT}::test_odradek_avro_records_read_by_confluents_deserializer",),
+    ),
+    "schema.registry.url": Key(
+        "the schema registry (one URL or several, comma-separated) the `avro`/`json` serializers use",
+        (f"{SER_IT}::test_odradek_avro_records_read_by_confluents_deserializer",),
+    ),
+    "schema.registry.basic.auth.user.info": Key(
+        "`user:password` sent to the schema registry as HTTP Basic credentials",
+        (f"{SER_T}::test_the_registry_client_sends_basic_credentials",),
+    ),
+    "schema.registry.ssl.ca.location": Key(
+        "the PEM CA(s) an https schema registry's certificate is checked against (empty: the system's); needs an "
+        "`https://` `schema.registry.url`",
+        (f"{REG_SEC}::test_odradeks_serializers_reach_an_https_registry_with_the_cluster_ca",),
+    ),
+    "auto.register.schemas": Key(
+        "register the schema under `<topic>-key`/`<topic>-value` on first use (default); false: look it up and fail "
+        "if it is not registered",
+        (f"{SER_T}::test_auto_register_off_looks_the_schema_up_and_fails_if_it_is_not_registered",),
+    ),
+    "use.latest.version": Key(
+        "write with the subject's latest registered schema instead of `key.schema`/`value.schema` (needs "
+        "`auto.register.schemas=false`)",
+        (f"{SER_T}::test_use_latest_version_writes_with_the_subjects_latest_schema",),
+    ),
     "transaction.timeout.ms": Key(
         "the coordinator aborts a transaction open longer than this (at most the brokers' "
         "`transaction.max.timeout.ms`); needs a `transactional.id`",
@@ -876,6 +995,43 @@ CONSUMER_KEYS: dict[str, Key] = {
             f"{AUTO_CREATE_CLIENT}::test_a_consumer_allows_creation_only_with_allow_auto_create_topics",
             f"{AUTO_CREATE_IT}::test_odradek_consumer_creates_a_topic_only_with_allow_auto_create_topics",
         ),
+    ),
+    "key.deserializer": Key(
+        "what `poll` turns keys into: `bytes` (default), `string`, `avro` or `json` (through `schema.registry.url`), "
+        "or an object with `deserialize(topic, data)`; a record that fails stops the consumer at it "
+        "(`RecordDeserializationError`)",
+        (
+            f"{SER_T}::test_names_and_objects_build_serializers",
+            f"{SER_T}::test_deserialized_stops_at_the_first_failure_and_names_the_record",
+        ),
+    ),
+    "value.deserializer": Key(
+        "as `key.deserializer`, for values",
+        (
+            f"{SER_IT}::test_json_schema_both_ways",
+            f"{SER_IT}::test_a_record_that_cannot_be_deserialized_stops_the_consumer_at_it",
+        ),
+    ),
+    "key.schema": Key(
+        "Avro's reader schema for keys: records written with another schema are resolved to it",
+        (f"{SER_T}::test_avro_reader_schema_resolves_an_older_writer",),
+    ),
+    "value.schema": Key(
+        "as `key.schema`, for values",
+        (f"{SER_IT}::test_confluent_avro_records_read_by_odradek_with_a_newer_reader_schema",),
+    ),
+    "schema.registry.url": Key(
+        "the schema registry the `avro`/`json` deserializers ask for a record's schema by id",
+        (f"{SER_IT}::test_json_schema_both_ways",),
+    ),
+    "schema.registry.basic.auth.user.info": Key(
+        "`user:password` sent to the schema registry as HTTP Basic credentials",
+        (f"{SER_T}::test_the_registry_client_sends_basic_credentials",),
+    ),
+    "schema.registry.ssl.ca.location": Key(
+        "the PEM CA(s) an https schema registry's certificate is checked against (empty: the system's); needs an "
+        "`https://` `schema.registry.url`",
+        (f"{REG_SEC}::test_odradeks_serializers_reach_an_https_registry_with_the_cluster_ca",),
     ),
 }
 

@@ -45,6 +45,8 @@ SANS_IO_CORES = [
     "odradek.controller.raft.state",
     "odradek.broker.replication",
     "odradek.broker.fetch_session",
+    "odradek.broker.coordinator",
+    "odradek.broker.coordinator.decisions",
     "odradek.broker.groups",
     "odradek.broker.groups.group",
     "odradek.broker.groups.members",
@@ -109,6 +111,17 @@ SANS_IO_CORES = [
     "odradek.broker.schema_registry.records",
     "odradek.broker.schema_registry.requests",
     "odradek.broker.schema_registry.routes",
+    "odradek.broker.http_types",
+    "odradek.broker.schema_registry.authorization",
+    "odradek.broker.rest",
+    "odradek.broker.rest.auth",
+    "odradek.broker.rest.bodies",
+    "odradek.broker.rest.errors",
+    "odradek.broker.rest.openapi",
+    "odradek.broker.rest.records",
+    "odradek.broker.rest.requests",
+    "odradek.broker.rest.resources",
+    "odradek.broker.rest.routes",
 ]
 IO_MODULES = {"asyncio", "grpc", "socket", "time", "logging"}
 

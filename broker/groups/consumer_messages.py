@@ -12,6 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from odradek.broker.groups.consumer_records import NO_PARTITIONS, ConsumerRecord, Partitions, TopicId
+from odradek.broker.groups.messages import (
+    GroupSnapshot,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    SyncGroupResponse,
+)
 from odradek.client.errors import ErrorCode
 
 JOIN_EPOCH = 0  # a member (re)joining
@@ -22,11 +29,13 @@ UNCHANGED_TIMEOUT = -1
 
 @dataclass(frozen=True, slots=True)
 class TopicInfo:
-    """A topic of the cluster's metadata as the group sees it."""
+    """A topic of the cluster's metadata as the group sees it: with, when the brokers' racks are known, the racks
+    of each partition's replicas (index = partition; empty: unknown)."""
 
     topic_id: TopicId
     name: str
     num_partitions: int
+    partition_racks: tuple[frozenset[str], ...] = ()
 
 
 Topics = Mapping[str, TopicInfo]  # the cluster's topics by name, as of the request
@@ -59,12 +68,28 @@ class ConsumerHeartbeatResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerGroupResult:
-    """The answer and the records to store before it is delivered; events say what changed, for the shell's log."""
+class ClassicDowngrade:
+    """The group goes back to the classic protocol (its members all use it): once ``records`` (the consumer group's
+    tombstones) are stored with ``snapshot``'s metadata record, the shell replaces the consumer group with the
+    classic group restored from ``snapshot``, which starts a rebalance when ``rebalance`` is set (a member left;
+    not when a classic member took a static member's place)."""
 
-    response: ConsumerHeartbeatResponse | None = None
+    snapshot: GroupSnapshot
+    rebalance: bool
+
+
+ClassicResponse = JoinGroupResponse | SyncGroupResponse | HeartbeatResponse | LeaveGroupResponse
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupResult:
+    """The answer and the records to store before it is delivered; events say what changed, for the shell's log.
+    The answer is a ConsumerGroupHeartbeat's, or a classic request's from a member using the classic protocol."""
+
+    response: ConsumerHeartbeatResponse | ClassicResponse | None = None
     records: tuple[ConsumerRecord, ...] = ()
     events: tuple[str, ...] = ()
+    downgrade: ClassicDowngrade | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +104,7 @@ class ConsumerMemberDescription:
     subscribed_topic_regex: str | None
     assignment: Partitions
     target_assignment: Partitions = NO_PARTITIONS
+    classic: bool = False  # the member uses the classic protocol (ConsumerGroupDescribe v1's member type 0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,11 +2,13 @@
 
 A consumer group is not one record but several, so that a heartbeat rewrites only what it changed: the group's
 epoch, the metadata of the topics its members subscribe to, each member's subscription, the target assignment
-(its epoch, and one record per member) and each member's current assignment. Kafka writes them under key
-versions 3 to 8 (its "record types"); each key is ``int16 version, group string[, member string]`` in the classic
-encoding, each value ``int16 0`` then a flexible struct. Tagged fields Kafka added later (the metadata hash of
-KIP-1101, a target assignment's timestamp, per-partition assignment epochs) are skipped when read and not
-written. A partition set is written as Kafka writes it: one entry per topic id, with the partition numbers.
+(its epoch, and one record per member), each member's current assignment, and what each subscribed regular
+expression resolved to. Kafka writes them under key versions 3 to 8 and 16 (its "record types"); each key is
+``int16 version, group string[, member string or regular expression]`` in the classic encoding, each value
+``int16 0`` then a flexible struct. The member metadata's tagged field 0 (a classic protocol member's session
+timeout and supported protocols) is read and written; other tagged fields Kafka added later (the metadata hash of
+KIP-1101, a target assignment's timestamp, per-partition assignment epochs) are skipped when read and not written.
+A partition set is written as Kafka writes it: one entry per topic id, with the partition numbers.
 
 Partition sets are ``frozenset[(topic id, partition)]`` here, so the state machine can use set operations on them;
 the codec groups them by topic, both sorted, so one state always encodes to the same bytes.
@@ -15,7 +17,7 @@ the codec groups them by topic, both sorted, so one state always encodes to the 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 
 from odradek.broker.groups.record_codec import RecordReader, RecordWriter, UnknownRecordVersionError
@@ -30,7 +32,9 @@ CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION = 5
 CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_VERSION = 6
 CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_VERSION = 7
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION = 8
-CONSUMER_KEY_VERSIONS = range(3, 9)
+CONSUMER_GROUP_REGULAR_EXPRESSION_KEY_VERSION = 16
+CONSUMER_KEY_VERSIONS = (*range(3, 9), CONSUMER_GROUP_REGULAR_EXPRESSION_KEY_VERSION)
+CLASSIC_MEMBER_METADATA_TAG = 0  # the member metadata value's tagged field of a classic protocol member
 
 
 class MemberState(IntEnum):
@@ -78,6 +82,12 @@ class ConsumerGroupCurrentMemberAssignmentKey:
     member_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupRegularExpressionKey:
+    group: str
+    regex: str
+
+
 ConsumerRecordKey = (
     ConsumerGroupMetadataKey
     | ConsumerGroupPartitionMetadataKey
@@ -85,6 +95,7 @@ ConsumerRecordKey = (
     | ConsumerGroupTargetAssignmentMetadataKey
     | ConsumerGroupTargetAssignmentMemberKey
     | ConsumerGroupCurrentMemberAssignmentKey
+    | ConsumerGroupRegularExpressionKey
 )
 
 _KEY_VERSIONS: dict[type, int] = {
@@ -94,6 +105,7 @@ _KEY_VERSIONS: dict[type, int] = {
     ConsumerGroupTargetAssignmentMetadataKey: CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_VERSION,
     ConsumerGroupTargetAssignmentMemberKey: CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_VERSION,
     ConsumerGroupCurrentMemberAssignmentKey: CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION,
+    ConsumerGroupRegularExpressionKey: CONSUMER_GROUP_REGULAR_EXPRESSION_KEY_VERSION,
 }
 
 
@@ -110,6 +122,8 @@ class TopicMetadata:
     topic_id: TopicId
     name: str
     num_partitions: int
+    # The racks of each partition's replicas (index = partition), when some broker has a rack; empty otherwise.
+    racks: tuple[frozenset[str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +131,16 @@ class ConsumerGroupPartitionMetadataValue:
     """The subscribed topics as of the group epoch that last changed them (a change bumps the epoch)."""
 
     topics: tuple[TopicMetadata, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a member that uses the classic protocol (JoinGroup, SyncGroup, Heartbeat) in a consumer group sent in
+    its JoinGroup: its session timeout and every protocol it supports, with its metadata (Kafka's tagged field 0
+    of the member metadata value; null for a member of the consumer protocol)."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +153,7 @@ class ConsumerGroupMemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +175,16 @@ class ConsumerGroupCurrentMemberAssignmentValue:
     pending_revocation: Partitions
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupRegularExpressionValue:
+    """The topics a subscribed regular expression resolved to (those the resolving member's principal may
+    describe, with an authorizer), as of metadata ``version`` (the image's offset) at ``timestamp_ms``."""
+
+    topics: tuple[str, ...]
+    version: int
+    timestamp_ms: int
+
+
 ConsumerRecordValue = (
     ConsumerGroupMetadataValue
     | ConsumerGroupPartitionMetadataValue
@@ -157,6 +192,7 @@ ConsumerRecordValue = (
     | ConsumerGroupTargetAssignmentMetadataValue
     | ConsumerGroupTargetAssignmentMemberValue
     | ConsumerGroupCurrentMemberAssignmentValue
+    | ConsumerGroupRegularExpressionValue
 )
 ConsumerRecord = tuple[ConsumerRecordKey, ConsumerRecordValue | None]
 
@@ -183,6 +219,8 @@ def encode_consumer_key(key: ConsumerRecordKey) -> bytes:
         | ConsumerGroupCurrentMemberAssignmentKey,
     ):
         w.string(key.member_id)
+    elif isinstance(key, ConsumerGroupRegularExpressionKey):
+        w.string(key.regex)
     return bytes(w.out)
 
 
@@ -207,7 +245,11 @@ def encode_consumer_value(value: ConsumerRecordValue) -> bytes:
             w.uuid(t.topic_id)
             w.string(t.name)
             w.int32(t.num_partitions)
-            w.array_length(0)  # per-partition racks: not tracked (Kafka stopped reading them in 4.0)
+            w.array_length(len(t.racks))  # per-partition racks (Kafka 3.x's field; 4.0 no longer reads it)
+            for partition, racks in enumerate(t.racks):
+                w.int32(partition)
+                w.string_array(sorted(racks))
+                w.end_struct()
             w.end_struct()
     elif isinstance(value, ConsumerGroupMemberMetadataValue):
         w.string(value.instance_id)
@@ -218,10 +260,17 @@ def encode_consumer_value(value: ConsumerRecordValue) -> bytes:
         w.string(value.subscribed_topic_regex)
         w.int32(value.rebalance_timeout_ms)
         w.string(value.server_assignor)
+        if value.classic is not None:  # ends the struct with its tagged field
+            w.tagged_field(CLASSIC_MEMBER_METADATA_TAG, _classic_metadata(value.classic))
+            return bytes(w.out)
     elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
         w.int32(value.assignment_epoch)
     elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
         _write_partitions(w, value.partitions)
+    elif isinstance(value, ConsumerGroupRegularExpressionValue):
+        w.string_array(value.topics)
+        w.int64(value.version)
+        w.int64(value.timestamp_ms)
     else:
         w.int32(value.member_epoch)
         w.int32(value.previous_member_epoch)
@@ -230,6 +279,37 @@ def encode_consumer_value(value: ConsumerRecordValue) -> bytes:
         _write_partitions(w, value.pending_revocation)
     w.end_struct()
     return bytes(w.out)
+
+
+def _classic_metadata(classic: ClassicMemberMetadata) -> bytes:
+    """The tagged field's payload: a nullable struct, so a presence byte (1) first, as Kafka's generated code
+    writes it."""
+    w = RecordWriter(flexible=True)
+    w.uvarint(1)
+    w.int32(classic.session_timeout_ms)
+    w.array_length(len(classic.supported_protocols))
+    for name, metadata in classic.supported_protocols:
+        w.string(name)
+        w.bytes_(metadata)
+        w.end_struct()
+    w.end_struct()
+    return bytes(w.out)
+
+
+def _read_classic_metadata(data: bytes) -> ClassicMemberMetadata | None:
+    r = RecordReader(data, "ClassicMemberMetadata")
+    r.flexible = True
+    if r.uvarint() == 0:  # a null struct
+        return None
+    session_timeout_ms = r.int32()
+    protocols = []
+    for _ in range(r.array_length()):
+        name, metadata = r.string(), r.bytes_()
+        r.end_struct()
+        protocols.append((name, metadata))
+    r.end_struct()
+    r.done()
+    return ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
 
 
 # -- decoding ----------------------------------------------------------------------------------------------------
@@ -244,6 +324,8 @@ def decode_consumer_key(version: int, r: RecordReader) -> ConsumerRecordKey:
         return ConsumerGroupPartitionMetadataKey(group)
     if version == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_VERSION:
         return ConsumerGroupTargetAssignmentMetadataKey(group)
+    if version == CONSUMER_GROUP_REGULAR_EXPRESSION_KEY_VERSION:
+        return ConsumerGroupRegularExpressionKey(group, r.string())
     member_id = r.string()
     if version == CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION:
         return ConsumerGroupMemberMetadataKey(group, member_id)
@@ -277,12 +359,14 @@ def decode_consumer_value(key: ConsumerRecordKey, data: bytes) -> ConsumerRecord
         topics = []
         for _ in range(r.array_length()):
             topic_id, name, num_partitions = r.uuid(), r.string(), r.int32()
-            for _ in range(r.array_length()):  # per-partition racks, skipped
-                r.int32()
-                r.string_array()
+            by_partition: dict[int, frozenset[str]] = {}
+            for _ in range(r.array_length()):  # per-partition racks
+                partition = r.int32()
+                by_partition[partition] = frozenset(r.string_array())
                 r.end_struct()
             r.end_struct()
-            topics.append(TopicMetadata(topic_id, name, num_partitions))
+            racks = tuple(by_partition.get(p, frozenset()) for p in range(num_partitions)) if by_partition else ()
+            topics.append(TopicMetadata(topic_id, name, num_partitions, racks))
         value = ConsumerGroupPartitionMetadataValue(tuple(topics))
     elif isinstance(key, ConsumerGroupMemberMetadataKey):
         value = ConsumerGroupMemberMetadataValue(
@@ -295,10 +379,17 @@ def decode_consumer_value(key: ConsumerRecordKey, data: bytes) -> ConsumerRecord
             rebalance_timeout_ms=r.int32(),
             server_assignor=r.nullable_string(),
         )
+        tagged = r.tagged_fields()
+        if CLASSIC_MEMBER_METADATA_TAG in tagged:
+            value = replace(value, classic=_read_classic_metadata(tagged[CLASSIC_MEMBER_METADATA_TAG]))
+        r.done()
+        return value
     elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
         value = ConsumerGroupTargetAssignmentMetadataValue(r.int32())
     elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
         value = ConsumerGroupTargetAssignmentMemberValue(_read_partitions(r))
+    elif isinstance(key, ConsumerGroupRegularExpressionKey):
+        value = ConsumerGroupRegularExpressionValue(r.string_array(), r.int64(), r.int64())
     else:
         member_epoch, previous_member_epoch, state = r.int32(), r.int32(), r.int8()
         value = ConsumerGroupCurrentMemberAssignmentValue(
@@ -324,7 +415,12 @@ def describe_consumer_value(value: ConsumerRecordValue) -> dict[str, object]:
     if isinstance(value, ConsumerGroupPartitionMetadataValue):
         return {
             "topics": [
-                {"topic_id": t.topic_id.hex(), "topic_name": t.name, "num_partitions": t.num_partitions}
+                {
+                    "topic_id": t.topic_id.hex(),
+                    "topic_name": t.name,
+                    "num_partitions": t.num_partitions,
+                    "partition_racks": [sorted(r) for r in t.racks],
+                }
                 for t in value.topics
             ]
         }
@@ -338,11 +434,19 @@ def describe_consumer_value(value: ConsumerRecordValue) -> dict[str, object]:
             "subscribed_topic_regex": value.subscribed_topic_regex,
             "rebalance_timeout_ms": value.rebalance_timeout_ms,
             "server_assignor": value.server_assignor,
+            "classic_member_metadata": None
+            if value.classic is None
+            else {
+                "session_timeout_ms": value.classic.session_timeout_ms,
+                "supported_protocols": [name for name, _ in value.classic.supported_protocols],
+            },
         }
     if isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
         return {"assignment_epoch": value.assignment_epoch}
     if isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
         return {"topic_partitions": show(value.partitions)}
+    if isinstance(value, ConsumerGroupRegularExpressionValue):
+        return {"topics": list(value.topics), "version": value.version, "timestamp": value.timestamp_ms}
     return {
         "member_epoch": value.member_epoch,
         "previous_member_epoch": value.previous_member_epoch,
@@ -359,4 +463,5 @@ CONSUMER_RECORD_TYPES: dict[type, str] = {
     ConsumerGroupTargetAssignmentMetadataKey: "consumer_group_target_assignment_metadata",
     ConsumerGroupTargetAssignmentMemberKey: "consumer_group_target_assignment_member",
     ConsumerGroupCurrentMemberAssignmentKey: "consumer_group_current_member_assignment",
+    ConsumerGroupRegularExpressionKey: "consumer_group_regular_expression",
 }

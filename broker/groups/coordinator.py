@@ -1,57 +1,59 @@
-"""The group coordinator: the asyncio shell around the group state machines and the offset stores.
+"""The group coordinator: the group state machines and the offset stores, plugged into the coordinator runtime.
 
-A broker coordinates the groups whose ``__consumer_offsets`` partition it leads. For each such partition it keeps a
-``CoordinatorPartition``: the partition's ``ClassicGroup``s and its ``OffsetStore``, loaded from the log when the
-broker becomes leader and dropped when it stops leading (or the leader epoch changes). The decisions are the
-cores'; this shell
+A broker coordinates the groups whose ``__consumer_offsets`` partition it leads. The runtime
+(broker/coordinator/runtime.py) loads each such partition, routes requests to it (NOT_COORDINATOR,
+COORDINATOR_LOAD_IN_PROGRESS), appends and waits for the high watermark (acks=all) up to
+``offsets.commit.timeout.ms``, and runs its timer task. Each partition's shard is a ``GroupShard``: its
+``ClassicGroup``s, KIP-848 ``ConsumerGroup``s and its ``OffsetStore``, replayed from the log when the broker becomes
+leader and dropped when it stops leading (or the leader epoch changes). The decisions are the cores'; this
+coordinator
 
-- routes each request to its group's partition, answering NOT_COORDINATOR where this broker does not lead it at
-  the epoch it loaded, and COORDINATOR_LOAD_IN_PROGRESS while it is still loading;
-- loads: replays the log from its start up to its end offset, then serves once the high watermark reached that
-  end, so nothing it serves can be truncated away;
-- appends what the cores ask to persist as a leader append and waits for the high watermark (acks=all) up to
-  ``offsets.commit.timeout.ms``, then reports the outcome back to the core;
-- runs each partition's timers (one task, sleeping until the earliest ``next_deadline_ms`` of its groups and
-  woken whenever a request may have moved it) and its offset retention;
+- steps the cores with each request and reports each append's outcome back to them;
+- fires its groups' timers when the runtime's timer task asks (it sleeps until the earliest ``next_deadline_ms`` of
+  the partition's groups, woken whenever a request may have moved it) and runs the offset retention;
 - drops the offsets of deleted topics: after each metadata change (``on_leadership``) it compares the image's
   topics with those it saw last, and each partition writes tombstones for the deleted topics' offsets;
 - appends a TxnOffsetCommit as one transactional batch of the producer and, told by ``on_txn_marker`` that the
   producer's marker reached the partition, commits or drops those offsets (see offsets.py).
 
-Clock: the cores see one clock in milliseconds that never goes backwards within the process but reads as wall
-time (the wall clock at start plus the monotonic time since), so timers are immune to clock steps and the
-timestamps it persists (commit times, the time a group became empty) still mean something to the next coordinator.
-Its start is read from the node's wall clock (broker/clock.py), so a node started while a chaos run skews its clock
-keeps that skew. The transaction coordinator's clock (``follow_skew``) also follows the skew as it changes, as its
-timeouts follow the wall clock in Kafka.
+Clock: the cores see the coordinators' clock (broker/coordinator/clock.py): milliseconds that never go backwards
+within the process but read as wall time, so timers are immune to clock steps and the timestamps it persists
+(commit times, the time a group became empty) still mean something to the next coordinator.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
 import logging
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from odradek.broker.clock import offset_ns
 from odradek.broker.config import NodeConfig
-from odradek.broker.groups.consumer_group import ConsumerGroup, ConsumerGroupConfig
+from odradek.broker.coordinator.clock import Clock
+from odradek.broker.coordinator.decisions import earliest, sleep_s
+from odradek.broker.coordinator.runtime import CoordinatorPartition, CoordinatorRuntime
+from odradek.broker.groups.consumer_group import (
+    Authorized,
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    GroupOverrides,
+    MigrationRefused,
+)
 from odradek.broker.groups.consumer_messages import (
+    ClassicDowngrade,
     ConsumerGroupDescription,
+    ConsumerGroupResult,
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResponse,
     TopicInfo,
 )
 from odradek.broker.groups.consumer_records import ConsumerRecordKey, ConsumerRecordValue
 from odradek.broker.groups.group import ClassicGroup, GroupConfig, GroupState, append_error_to_response_error
-from odradek.broker.groups.loader import encode_records, group_record, plan_leadership, replay_batches, snapshot_of
+from odradek.broker.groups.loader import encode_records, group_record, replay_batches, snapshot_of
 from odradek.broker.groups.messages import (
     GroupDescription,
     GroupListing,
@@ -69,7 +71,6 @@ from odradek.broker.groups.messages import (
     SyncGroupResponse,
 )
 from odradek.broker.groups.offsets import USE_COMMIT_TIMESTAMP, Append, OffsetAndMetadata, OffsetStore
-from odradek.broker.groups.partitioner import offsets_partition_for
 from odradek.broker.groups.records import (
     OFFSETS_TOPIC,
     GroupMetadataValue,
@@ -78,18 +79,17 @@ from odradek.broker.groups.records import (
     RecordValue,
     group_tombstone,
 )
-from odradek.broker.log.log import AppendInfo, AppendOrigin
 from odradek.broker.partition import Partition
 from odradek.client.consumer.protocol import Subscription
 from odradek.client.errors import ErrorCode, OdradekError
+from odradek.client.record.batch import Bytes
 from odradek.client.structs import TopicPartition
+from odradek.controller.group_configs import group_overrides
 from odradek.controller.metadata.image import MetadataImage, TopicImage
 
 logger = logging.getLogger(__name__)
 
-LOAD_READ_BYTES = 1 << 20
 CONSUMER_PROTOCOL = "consumer"  # the protocol type of consumer groups, whose member metadata is a Subscription
-RESPONSE_HW_POLL_S = 1.0  # a loading partition re-checks its high watermark at least this often
 
 
 class CoordinatorError(OdradekError):
@@ -129,6 +129,8 @@ class CoordinatorConfig:
                 heartbeat_interval_ms=c["group.consumer.heartbeat.interval.ms"],
                 max_size=c["group.consumer.max.size"],
                 assignors=c["group.consumer.assignors"],
+                migration_policy=c["group.consumer.migration.policy"],
+                classic_max_size=c["group.max.size"],
             ),
         )
 
@@ -173,37 +175,23 @@ def deleted_partitions(before: Mapping[bytes, TopicImage], after: Mapping[bytes,
     return [TopicPartition(t.name, i) for tid, t in before.items() if tid not in after for i in sorted(t.partitions)]
 
 
-def coordinator_address(
-    image: MetadataImage, topic_name: str, key: str
-) -> tuple[ErrorCode.ValueType, int, str, int] | None:
-    """(error, node id, host, port) of the leader of ``key``'s partition of the internal topic ``topic_name`` (Kafka's
-    hash of the key), the coordinator of a group or a transactional id; COORDINATOR_NOT_AVAILABLE while that
-    partition has no live leader; None while the topic does not exist (the caller has it created)."""
-    topic = image.topic(topic_name)
-    if topic is None or not topic.partitions:
-        return None
-    state = topic.partitions.get(offsets_partition_for(key, len(topic.partitions)))
-    broker = image.brokers.get(state.leader) if state is not None else None
-    if broker is None or broker.fenced:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    return ErrorCode.NONE, broker.broker_id, broker.host, broker.port
-
-
-class Clock:
-    """Milliseconds that never go backwards in the process and read as wall time (see the module docstring);
-    ``follow_skew``: except that they follow the changes of the node's wall-clock offset, steps back included."""
-
-    def __init__(self, follow_skew: bool = False) -> None:
-        self._offset0 = offset_ns()
-        self._wall0 = (time.time_ns() + self._offset0) // 1_000_000
-        self._mono0 = time.monotonic_ns() // 1_000_000
-        self._follow_skew = follow_skew
-
-    def __call__(self) -> int:
-        now = self._wall0 + time.monotonic_ns() // 1_000_000 - self._mono0
-        if self._follow_skew:
-            now += (offset_ns() - self._offset0) // 1_000_000
-        return now
+def topic_infos(image: MetadataImage) -> dict[str, TopicInfo]:
+    """The cluster's topics as consumer groups see them: with the racks of each partition's replicas (every replica,
+    in the ISR or not, as Kafka's rack-aware assignors count them) when some broker has a rack (``broker.rack``)."""
+    racks_of = {b.broker_id: b.rack for b in image.brokers.values() if b.rack}
+    out = {}
+    for t in image.topics.values():
+        count = len(t.partitions)
+        racks: tuple[frozenset[str], ...] = ()
+        if racks_of:
+            racks = tuple(
+                frozenset(racks_of[r] for r in p.replicas if r in racks_of)
+                if (p := t.partitions.get(i)) is not None
+                else frozenset()
+                for i in range(count)
+            )
+        out[t.name] = TopicInfo(t.topic_id, t.name, count, racks)
+    return out
 
 
 def uuid_member_ids(prefix: str) -> str:
@@ -212,27 +200,19 @@ def uuid_member_ids(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}" if prefix else str(uuid.uuid4())
 
 
-class CoordinatorPartition:
-    """One offsets partition this broker leads: its groups and offsets, from loading to unloading."""
+class GroupShard:
+    """The groups and offsets of one offsets partition this broker leads, from loading to unloading."""
 
-    def __init__(self, index: int, epoch: int, partition: Partition, config: CoordinatorConfig) -> None:
-        self.index = index
-        self.epoch = epoch
-        self.partition = partition
-        self.store = OffsetStore(config.offset_metadata_max_bytes)
+    def __init__(self, offset_metadata_max_bytes: int) -> None:
+        self.store = OffsetStore(offset_metadata_max_bytes)
         self.groups: dict[str, ClassicGroup] = {}
         # KIP-848 groups; each one's stored records (the last value of each key) rebuild it when an append fails,
         # and its lock keeps one heartbeat or timer at a time between the core's step and the append it waits for.
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.consumer_records: dict[str, dict[ConsumerRecordKey, ConsumerRecordValue]] = {}
         self.consumer_locks: dict[str, asyncio.Lock] = {}
-        self.loaded = False
-        self.unloaded = False
-        self.waiters: dict[int, asyncio.Future[JoinGroupResponse | SyncGroupResponse]] = {}
-        self.wake = asyncio.Event()
-        self.tasks: set[asyncio.Task[None]] = set()
         self.generations: dict[str, int] = {}
-        self.replayed = False  # the load has read the log up to the end it started at
+        self.replayed_groups: dict[str, GroupMetadataValue] = {}  # the last metadata record of each, while loading
         self.deferred_markers: list[tuple[int, bool]] = []  # markers reported while the load was still reading
         self.deferred_deletions: list[TopicPartition] = []  # partitions of topics deleted while it was loading
 
@@ -242,27 +222,9 @@ class CoordinatorPartition:
             lock = self.consumer_locks[group_id] = asyncio.Lock()
         return lock
 
-    def current(self) -> bool:
-        """Still the leader at the epoch it loaded (else nothing it holds may be acted on)."""
-        p = self.partition
-        return not self.unloaded and p.is_leader and p.leader_epoch == self.epoch
 
-    def spawn(self, coro: Awaitable[None], name: str) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)
-        task.set_name(name)
-        self.tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self.tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("offsets partition %d: %s failed", self.index, task.get_name(), exc_info=task.exception())
-
-
-def append_coordinator_batch(partition: Partition, batch: bytes) -> AppendInfo:
-    """The coordinator's own leader append (acks=all). A transactional offsets batch carries no sequence, so the
-    log must take it as the coordinator's append, not a producer's."""
-    return partition.append_as_leader(batch, acks=-1, origin=AppendOrigin.COORDINATOR)
+ParkedResponse = JoinGroupResponse | SyncGroupResponse
+OffsetsPartition = CoordinatorPartition[GroupShard, ParkedResponse]
 
 
 class GroupCoordinator:
@@ -281,17 +243,29 @@ class GroupCoordinator:
         self.broker_id = broker_id
         self._image = image
         self.config = config
-        self._create_offsets_topic = create_offsets_topic
         self.clock = clock or Clock()
         self._member_ids = member_ids
-        self.partitions: dict[int, CoordinatorPartition] = {}
-        self._create_task: asyncio.Task[None] | None = None
-        self._tokens = itertools.count(1)
+        self.runtime: CoordinatorRuntime[GroupShard, ParkedResponse] = CoordinatorRuntime(
+            self,
+            OFFSETS_TOPIC,
+            image,
+            config.num_partitions,
+            config.replication_factor,
+            create_offsets_topic,
+            config.commit_timeout_ms,
+        )
         self.rebalances: dict[str, int] = {}
         self.commits: dict[str, int] = {}
         self._topics: Mapping[bytes, TopicImage] = image().topics  # as the last leadership call saw them
         self._topic_infos_of: MetadataImage | None = None
         self._topic_infos_cache: dict[str, TopicInfo] = {}
+        self._regex_inputs: tuple[object, object] = (None, None)  # the topic names and ACLs last seen
+        self._regex_version_at = 0
+
+    @property
+    def partitions(self) -> dict[int, OffsetsPartition]:
+        """The offsets partitions this broker leads, by index."""
+        return self.runtime.partitions
 
     # -- leadership ------------------------------------------------------------------------------------------------
 
@@ -299,15 +273,7 @@ class GroupCoordinator:
         """Load the offsets partitions this broker now leads, unload those it stopped leading (or leads at a new
         epoch: a load in progress for an old epoch is abandoned). The replica manager calls this after every
         metadata change, so it is also where the offsets of deleted topics are dropped."""
-        leading = {i: p.leader_epoch for (t, i), p in partitions.items() if t == OFFSETS_TOPIC and p.is_leader}
-        unload, load = plan_leadership({i: cp.epoch for i, cp in self.partitions.items()}, leading)
-        for index in unload:
-            self._unload(self.partitions.pop(index))
-        for index, epoch in load:
-            cp = CoordinatorPartition(index, epoch, partitions[(OFFSETS_TOPIC, index)], self.config)
-            self.partitions[index] = cp
-            logger.info("loading offsets partition %d at leader epoch %d", index, epoch)
-            cp.spawn(self._load(cp), f"load-offsets-{index}")
+        self.runtime.on_leadership(partitions)
         self._drop_deleted_topics()
 
     def _drop_deleted_topics(self) -> None:
@@ -322,10 +288,10 @@ class GroupCoordinator:
             if cp.loaded:
                 cp.spawn(self._drop_offsets(cp, deleted), f"drop-deleted-offsets-{cp.index}")
             else:
-                cp.deferred_deletions.extend(deleted)
+                cp.shard.deferred_deletions.extend(deleted)
 
-    async def _drop_offsets(self, cp: CoordinatorPartition, partitions: Sequence[TopicPartition]) -> None:
-        append = cp.store.on_partitions_deleted(partitions)
+    async def _drop_offsets(self, cp: OffsetsPartition, partitions: Sequence[TopicPartition]) -> None:
+        append = cp.shard.store.on_partitions_deleted(partitions)
         if append is None:
             return
         code = await self._write(cp, append)
@@ -338,150 +304,119 @@ class GroupCoordinator:
                 ErrorCode.Name(ErrorCode.ValueType(code)),
             )
 
-    async def _load(self, cp: CoordinatorPartition) -> None:
-        # The partition's log is read afresh after each await: a move to another log dir replaces it.
-        end = cp.partition.log.log_end_offset
-        offset = cp.partition.log.log_start_offset
-        groups: dict[str, GroupMetadataValue] = {}
-        consumer_groups: dict[str, dict[ConsumerRecordKey, ConsumerRecordValue]] = {}
-        started = time.monotonic()
-        while offset < end:
-            if not cp.current():
-                return
-            data = cp.partition.log.read(offset, LOAD_READ_BYTES, max_offset=end)
-            if not len(data.records):
-                break
-            replay_batches(data.records, cp.store, groups, consumer_groups=consumer_groups)
-            offset = data.next_offset
-            await asyncio.sleep(0)
-        # a marker reported during the read may lie past the end it started at; one it read is a no-op again
-        cp.replayed = True
-        for producer_id, committed in cp.deferred_markers:
-            cp.store.on_txn_marker(producer_id, committed)
-        cp.deferred_markers.clear()
+    # -- what the runtime calls ------------------------------------------------------------------------------------
+
+    def new_shard(self, index: int) -> GroupShard:
+        return GroupShard(self.config.offset_metadata_max_bytes)
+
+    def replay(self, cp: OffsetsPartition, records: Bytes) -> None:
+        shard = cp.shard
+        replay_batches(records, shard.store, shard.replayed_groups, consumer_groups=shard.consumer_records)
+
+    def on_replayed(self, cp: OffsetsPartition) -> None:
+        """Apply the markers reported while the load read the log (one past the end it started at may be there;
+        one it read is a no-op again), then restore the groups from their records."""
+        shard = cp.shard
+        for producer_id, committed in shard.deferred_markers:
+            shard.store.on_txn_marker(producer_id, committed)
+        shard.deferred_markers.clear()
+        groups, shard.replayed_groups = shard.replayed_groups, {}
         now = self.clock()
         for group_id, value in groups.items():
-            cp.groups[group_id] = ClassicGroup.restore(
+            shard.groups[group_id] = ClassicGroup.restore(
                 snapshot_of(group_id, value), now, self.config.group, self._member_ids
             )
-            cp.generations[group_id] = value.generation
-        for group_id, records in consumer_groups.items():
+            shard.generations[group_id] = value.generation
+        for group_id, records in shard.consumer_records.items():
             groups.pop(group_id, None)
-            cp.groups.pop(group_id, None)
-            cp.consumer_groups[group_id] = self._restore_consumer_group(group_id, records, now)
-        cp.consumer_records = consumer_groups
-        for group_id in cp.store.groups() - set(groups) - set(consumer_groups):
-            cp.groups[group_id] = ClassicGroup(group_id, self.config.group, self._member_ids, now)
-        loop = asyncio.get_running_loop()
-        while cp.partition.log.high_watermark < end:  # serve only what is committed
-            if not cp.current():
-                return
-            future: asyncio.Future[None] = loop.create_future()
-            cp.partition.add_waiter(future)
-            try:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(future, RESPONSE_HW_POLL_S)
-            finally:
-                cp.partition.remove_waiter(future)
-        if not cp.current():
-            return
-        cp.loaded = True
-        logger.info(
-            "offsets partition %d loaded at epoch %d: %d groups, offsets up to %d, in %.2f s",
-            cp.index,
-            cp.epoch,
-            len(cp.groups),
-            end,
-            time.monotonic() - started,
-        )
-        cp.spawn(self._timers(cp), f"group-timers-{cp.index}")
-        cp.spawn(self._retention(cp), f"offsets-retention-{cp.index}")
-        if cp.deferred_deletions:
-            cp.spawn(self._drop_offsets(cp, cp.deferred_deletions), f"drop-deleted-offsets-{cp.index}")
+            shard.groups.pop(group_id, None)
+            shard.consumer_groups[group_id] = self._restore_consumer_group(group_id, records, now)
+        for group_id in shard.store.groups() - set(groups) - set(shard.consumer_records):
+            shard.groups[group_id] = ClassicGroup(group_id, self.config.group, self._member_ids, now)
 
-    def _unload(self, cp: CoordinatorPartition) -> None:
-        cp.unloaded = True
-        for task in list(cp.tasks):
-            task.cancel()
+    def on_loaded(self, cp: OffsetsPartition) -> None:
+        cp.spawn(self._retention(cp), f"offsets-retention-{cp.index}")
+        if cp.shard.deferred_deletions:
+            cp.spawn(self._drop_offsets(cp, cp.shard.deferred_deletions), f"drop-deleted-offsets-{cp.index}")
+
+    def on_unloaded(self, cp: OffsetsPartition) -> None:
+        """Its groups go Dead (their parked calls answer NOT_COORDINATOR) and its pending appends count as failed."""
         now = self.clock()
-        for group in cp.groups.values():
+        for group in cp.shard.groups.values():
             self._apply(cp, group, group.unload(now))
-        cp.store.abort_pending()
-        for future in cp.waiters.values():
-            if not future.done():
-                future.set_exception(CoordinatorError("the coordinator moved", code=ErrorCode.NOT_COORDINATOR))
-        cp.waiters.clear()
-        logger.info("unloaded offsets partition %d (epoch %d)", cp.index, cp.epoch)
+        cp.shard.store.abort_pending()
+
+    def fire_timers(self, cp: OffsetsPartition) -> float | None:
+        """Fire each group's due timers; the seconds until the earliest deadline left. A consumer group's tick
+        appends, so it runs in a task, which (or the heartbeat holding the group) wakes the timers once done."""
+        shard = cp.shard
+        now = self.clock()
+        deadlines: list[int | None] = []
+        for group in list(shard.groups.values()):
+            deadline = group.next_deadline_ms()
+            if deadline is not None and deadline <= now:
+                self._apply(cp, group, group.tick(now))
+                deadline = group.next_deadline_ms()
+            deadlines.append(deadline)
+        for group_id, consumer_group in list(shard.consumer_groups.items()):
+            deadline = consumer_group.next_deadline_ms()
+            if deadline is not None and deadline <= now:
+                if not shard.consumer_lock(group_id).locked():
+                    cp.spawn(self._consumer_tick(cp, group_id), f"consumer-group-timers-{group_id}")
+                continue
+            deadlines.append(deadline)
+        return sleep_s(earliest(deadlines), self.clock())
+
+    def summary(self, shard: GroupShard) -> str:
+        return f"{len(shard.groups)} groups, {len(shard.consumer_groups)} consumer groups"
 
     async def close(self) -> None:
-        for cp in list(self.partitions.values()):
-            self._unload(cp)
-            await asyncio.gather(*cp.tasks, return_exceptions=True)
-        self.partitions.clear()
-        if self._create_task is not None:
-            self._create_task.cancel()
+        await self.runtime.close()
 
     # -- routing ---------------------------------------------------------------------------------------------------
 
     def offsets_partition_count(self) -> int:
-        topic = self._image().topic(OFFSETS_TOPIC)
-        return len(topic.partitions) if topic is not None and topic.partitions else self.config.num_partitions
+        return self.runtime.partition_count()
 
     def offsets_partitions_for_transactions(self) -> int:
         """The partition count AddOffsetsToTxn maps a group with. A transaction may add a group's offsets before any
         consumer of the group found its coordinator: the topic does not exist yet, so its creation starts now and
         the configured count, which it will be created with, is the answer (as Kafka's coordinator does)."""
         if self._image().topic(OFFSETS_TOPIC) is None:
-            self._ensure_offsets_topic()
+            self.runtime.ensure_topic()
         return self.offsets_partition_count()
 
     def partition_of(self, group_id: str) -> int:
-        return offsets_partition_for(group_id, self.offsets_partition_count())
+        return self.runtime.partition_of(group_id)
 
     def find_coordinator(self, group_id: str) -> tuple[ErrorCode.ValueType, int, str, int]:
         """(error, node id, host, port) of the leader of the group's offsets partition; creates the offsets topic on
         first use (COORDINATOR_NOT_AVAILABLE until it exists and the partition has a live leader)."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, -1, "", -1
-        found = coordinator_address(self._image(), OFFSETS_TOPIC, group_id)
-        if found is None:
-            self._ensure_offsets_topic()
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        return found
+        return self.runtime.find_coordinator(group_id)
 
-    def _ensure_offsets_topic(self) -> None:
-        if self._create_task is not None and not self._create_task.done():
-            return
-        self._create_task = asyncio.create_task(
-            self._create_offsets_topic(self.config.num_partitions, self.config.replication_factor),
-            name="create-offsets-topic",
-        )
-
-    def _route(self, group_id: str) -> CoordinatorPartition:
+    def _route(self, group_id: str) -> OffsetsPartition:
         if not group_id:
             raise CoordinatorError("the group id is empty", code=ErrorCode.INVALID_GROUP_ID)
         if self._image().topic(OFFSETS_TOPIC) is None:
             raise CoordinatorError("the offsets topic does not exist yet", code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        index = self.partition_of(group_id)
-        cp = self.partitions.get(index)
-        if cp is None or not cp.current():
+        error, cp = self.runtime.owner(group_id)
+        if cp is None:
             raise CoordinatorError(
-                f"broker {self.broker_id} does not lead {OFFSETS_TOPIC}-{index}", code=ErrorCode.NOT_COORDINATOR
-            )
-        if not cp.loaded:
-            raise CoordinatorError(
-                f"{OFFSETS_TOPIC}-{index} is still loading", code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                f"broker {self.broker_id} cannot serve {OFFSETS_TOPIC}-{self.partition_of(group_id)}", code=error
             )
         return cp
 
-    def _new_group(self, cp: CoordinatorPartition, group_id: str) -> ClassicGroup:
+    def _new_group(self, cp: OffsetsPartition, group_id: str) -> ClassicGroup:
         group = ClassicGroup(group_id, self.config.group, self._member_ids, self.clock())
-        cp.groups[group_id] = group
+        cp.shard.groups[group_id] = group
         return group
 
-    def _drop_if_unused(self, cp: CoordinatorPartition, group_id: str) -> None:
+    def _drop_if_unused(self, cp: OffsetsPartition, group_id: str) -> None:
         """A group made for a request that then changed nothing (refused) leaves no trace."""
-        group = cp.groups.get(group_id)
+        store = cp.shard.store
+        group = cp.shard.groups.get(group_id)
         if (
             group is not None
             and group.state is GroupState.EMPTY
@@ -489,118 +424,79 @@ class GroupCoordinator:
             and not group.pending_members
             and group.generation_id == 0
             and group.protocol_type is None
-            and not cp.store.has_offsets(group_id)
-            and not cp.store.has_pending(group_id)
+            and not store.has_offsets(group_id)
+            and not store.has_pending(group_id)
         ):
-            del cp.groups[group_id]
+            del cp.shard.groups[group_id]
 
     # -- the cores' actions ----------------------------------------------------------------------------------------
 
-    def _apply(self, cp: CoordinatorPartition, group: ClassicGroup, result: GroupResult) -> None:
+    def _apply(self, cp: OffsetsPartition, group: ClassicGroup, result: GroupResult) -> None:
         for event in result.events:
             logger.info("%s", event)
         for action in result.actions:
             if isinstance(action, Respond):
-                future = cp.waiters.pop(int(action.token), None)  # type: ignore[call-overload]
-                if future is not None and not future.done():
-                    future.set_result(action.response)
+                cp.answer(int(action.token), action.response)  # type: ignore[call-overload]
             elif isinstance(action, PersistGroup):
-                cp.spawn(self._persist(cp, group, action), f"persist-{group.group_id}")
-        before = cp.generations.get(group.group_id, 0)
+                self._persist(cp, group, action)
+        generations = cp.shard.generations
+        before = generations.get(group.group_id, 0)
         if group.generation_id > before:
             self.rebalances[group.group_id] = self.rebalances.get(group.group_id, 0) + group.generation_id - before
-        cp.generations[group.group_id] = group.generation_id
+        generations[group.group_id] = group.generation_id
         cp.wake.set()
 
-    async def _persist(self, cp: CoordinatorPartition, group: ClassicGroup, action: PersistGroup) -> None:
-        error = await self._append(cp, [group_record(action.group)])
-        if cp.current() and cp.groups.get(group.group_id) is group:
-            self._apply(cp, group, group.on_persisted(action.persist_id, self.clock(), ErrorCode.ValueType(error)))
+    def _persist(self, cp: OffsetsPartition, group: ClassicGroup, action: PersistGroup) -> None:
+        def report(error: int) -> None:
+            if cp.current() and cp.shard.groups.get(group.group_id) is group:
+                self._apply(cp, group, group.on_persisted(action.persist_id, self.clock(), ErrorCode.ValueType(error)))
 
-    async def _append(
-        self,
-        cp: CoordinatorPartition,
-        records: Sequence[tuple[RecordKey, RecordValue | None]],
-        producer_id: int = -1,
-        producer_epoch: int = -1,
-    ) -> int:
-        """A leader append of ``records`` at the loaded epoch (with a producer id: one transactional batch of that
-        producer), waiting for the high watermark (acks=all) up to offsets.commit.timeout.ms; the error code of
-        the outcome."""
-        if not cp.current():
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        try:
-            info = append_coordinator_batch(
-                cp.partition, encode_records(records, self.clock(), producer_id, producer_epoch)
-            )
-        except OdradekError as e:
-            return e.code
-        future = cp.partition.wait_for_commit(info.last_offset + 1)
-        try:
-            code: int = await asyncio.wait_for(future, self.config.commit_timeout_ms / 1000)
-        except TimeoutError:
-            return ErrorCode.REQUEST_TIMED_OUT
+        batch = encode_records([group_record(action.group)], self.clock())
+        self.runtime.persist(cp, batch, report, f"persist-{group.group_id}")
+
+    async def _append(self, cp: OffsetsPartition, records: Sequence[tuple[RecordKey, RecordValue | None]]) -> int:
+        """The runtime's append of ``records`` (acks=all, up to offsets.commit.timeout.ms); the outcome's code."""
+        return await self.runtime.append(cp, encode_records(records, self.clock()))
+
+    async def _write(self, cp: OffsetsPartition, append: Append) -> int:
+        """The append of the offset store's records (with a producer id: one transactional batch of that producer),
+        whose outcome goes back to the store (unless the partition stopped being current meanwhile: the store
+        drops them as it unloads)."""
+        batch = encode_records(append.records, self.clock(), append.producer_id, append.producer_epoch)
+        code = await self.runtime.append(cp, batch)
+        self._settle(cp, append, code)
         return code
 
-    async def _write(self, cp: CoordinatorPartition, append: Append) -> int:
-        """``_append`` of the offset store's records, whose outcome goes back to the store (unless the partition was
-        unloaded meanwhile: the store dropped them then)."""
-        code = await self._append(cp, append.records)
-        if cp.current():
-            (cp.store.on_appended if code == ErrorCode.NONE else cp.store.on_append_failed)(append.append_id)
-        return code
+    @staticmethod
+    def _settle(cp: OffsetsPartition, append: Append | None, code: int) -> None:
+        """Report an append's outcome to the offset store, unless the partition stopped being current meanwhile (the
+        store drops its pending appends as it unloads)."""
+        if append is not None and cp.current():
+            store = cp.shard.store
+            (store.on_appended if code == ErrorCode.NONE else store.on_append_failed)(append.append_id)
 
-    async def _timers(self, cp: CoordinatorPartition) -> None:
-        """Fire each group's due timers; sleep until the earliest deadline or until a request may have moved it."""
-        while cp.current():
-            cp.wake.clear()
-            now = self.clock()
-            earliest: int | None = None
-            for group in list(cp.groups.values()):
-                deadline = group.next_deadline_ms()
-                if deadline is not None and deadline <= now:
-                    self._apply(cp, group, group.tick(now))
-                    deadline = group.next_deadline_ms()
-                if deadline is not None and (earliest is None or deadline < earliest):
-                    earliest = deadline
-            for group_id, consumer_group in list(cp.consumer_groups.items()):
-                deadline = consumer_group.next_deadline_ms()
-                if deadline is None:
-                    continue
-                if deadline <= now:
-                    # The tick appends; it (or the heartbeat holding the group) wakes this loop once done.
-                    if not cp.consumer_lock(group_id).locked():
-                        cp.spawn(self._consumer_tick(cp, group_id), f"consumer-group-timers-{group_id}")
-                    continue
-                if earliest is None or deadline < earliest:
-                    earliest = deadline
-            cp.wake.clear()  # ticking set it: the deadlines were just read
-            timeout = None if earliest is None else max(0.0, (earliest - self.clock()) / 1000)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(cp.wake.wait(), timeout)
-
-    async def _retention(self, cp: CoordinatorPartition) -> None:
+    async def _retention(self, cp: OffsetsPartition) -> None:
         while cp.current():
             await asyncio.sleep(self.config.retention_check_interval_ms / 1000)
             await self.expire_offsets(cp)
 
-    async def expire_offsets(self, cp: CoordinatorPartition) -> None:
+    async def expire_offsets(self, cp: OffsetsPartition) -> None:
         """Tombstones for offsets past offsets.retention.minutes; an Empty group left without offsets goes Dead
         and gets its own tombstone (Kafka's offset expiration)."""
         now = self.clock()
 
         def empty_since(group_id: str) -> int | None:
-            consumer_group = cp.consumer_groups.get(group_id)
+            consumer_group = cp.shard.consumer_groups.get(group_id)
             if consumer_group is not None:  # kept while it has members, else from each offset's commit
                 return None if consumer_group.members else USE_COMMIT_TIMESTAMP
-            group = cp.groups.get(group_id)
+            group = cp.shard.groups.get(group_id)
             if group is None or group.protocol_type is None:
                 return USE_COMMIT_TIMESTAMP
             if group.state is not GroupState.EMPTY:
                 return None
             return USE_COMMIT_TIMESTAMP if group.state_timestamp_ms is None else group.state_timestamp_ms
 
-        append = cp.store.expired(now, self.config.retention_ms, empty_since)
+        append = cp.shard.store.expired(now, self.config.retention_ms, empty_since)
         if append is not None:
             error = await self._write(cp, append)
             if not cp.current() or error != ErrorCode.NONE:
@@ -608,23 +504,23 @@ class GroupCoordinator:
             logger.info("offsets partition %d: %d offsets expired", cp.index, len(append.records))
         dead = [
             g
-            for gid, g in cp.groups.items()
+            for gid, g in cp.shard.groups.items()
             if g.state is GroupState.EMPTY
             and not g.pending_members
-            and not cp.store.has_offsets(gid)
-            and not cp.store.has_pending(gid)
+            and not cp.shard.store.has_offsets(gid)
+            and not cp.shard.store.has_pending(gid)
         ]
         for group in dead:
             group.delete(now)
-            del cp.groups[group.group_id]
+            del cp.shard.groups[group.group_id]
         if dead:
             await self._append(cp, [group_tombstone(g.group_id) for g in dead])
-        for group_id in [gid for gid, g in cp.consumer_groups.items() if not g.members]:
-            async with cp.consumer_lock(group_id):  # an empty consumer group left without offsets is deleted
-                group_now = cp.consumer_groups.get(group_id)
+        for group_id in [gid for gid, g in cp.shard.consumer_groups.items() if not g.members]:
+            async with cp.shard.consumer_lock(group_id):  # an empty consumer group left without offsets is deleted
+                group_now = cp.shard.consumer_groups.get(group_id)
                 if group_now is None or group_now.members or not cp.current():
                     continue
-                if not cp.store.has_offsets(group_id) and not cp.store.has_pending(group_id):
+                if not cp.shard.store.has_offsets(group_id) and not cp.shard.store.has_pending(group_id):
                     await self._remove_consumer_group(cp, group_id, [])
 
     # -- KIP-848 consumer groups ---------------------------------------------------------------------------------
@@ -632,88 +528,162 @@ class GroupCoordinator:
     def _restore_consumer_group(
         self, group_id: str, records: Mapping[ConsumerRecordKey, ConsumerRecordValue], now: int
     ) -> ConsumerGroup:
-        return ConsumerGroup.restore(group_id, records, now, self.config.consumer_group, uuid_member_ids)
+        group = ConsumerGroup.restore(group_id, records, now, self.config.consumer_group, uuid_member_ids)
+        if self._configured(group) != GroupOverrides():
+            group.start_sessions(now)  # with the group's own session timeout
+        return group
+
+    def _configured(self, group: ConsumerGroup) -> GroupOverrides:
+        """Give the group its own configs (KIP-848 group configs, as the metadata image has them); they apply from
+        each member's next heartbeat."""
+        session, interval = group_overrides(self._image().group_configs(group.group_id))
+        group.overrides = GroupOverrides(session, interval)
+        return group.overrides
 
     def _topic_infos(self) -> Mapping[str, TopicInfo]:
         """The cluster's topics as consumer groups see them, rebuilt only when the metadata image changed."""
         image = self._image()
         if self._topic_infos_of is not image:
             self._topic_infos_of = image
-            self._topic_infos_cache = {
-                t.name: TopicInfo(t.topic_id, t.name, len(t.partitions)) for t in image.topics.values()
-            }
+            self._topic_infos_cache = topic_infos(image)
         return self._topic_infos_cache
 
     async def _store_consumer_records(
-        self, cp: CoordinatorPartition, group: ConsumerGroup, records: Sequence[tuple[RecordKey, RecordValue | None]]
+        self, cp: OffsetsPartition, group: ConsumerGroup, records: Sequence[tuple[RecordKey, RecordValue | None]]
     ) -> int:
         """Append a step's records; on success they join the group's stored records, on failure the group is
         rebuilt from those (the step never happened, as for Kafka's coordinator). The append's error code."""
         group_id = group.group_id
         code = await self._append(cp, records)
         if not cp.current():
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER if code == ErrorCode.NONE else code
+            return cp.acknowledged(code)
         if code == ErrorCode.NONE:
-            stored = cp.consumer_records.setdefault(group_id, {})
+            stored = cp.shard.consumer_records.setdefault(group_id, {})
             for key, value in records:
                 if isinstance(key, ConsumerRecordKey):
                     stored.pop(key, None)
                     if isinstance(value, ConsumerRecordValue):
                         stored[key] = value
-            cp.consumer_groups[group_id] = group
-        elif group_id in cp.consumer_records:
+            cp.shard.consumer_groups[group_id] = group
+        elif group_id in cp.shard.consumer_records:
             logger.warning("consumer group %s: append failed (%s), rebuilt from its stored records", group_id, code)
-            cp.consumer_groups[group_id] = self._restore_consumer_group(
-                group_id, cp.consumer_records[group_id], self.clock()
+            cp.shard.consumer_groups[group_id] = self._restore_consumer_group(
+                group_id, cp.shard.consumer_records[group_id], self.clock()
             )
         else:
-            cp.consumer_groups.pop(group_id, None)
+            cp.shard.consumer_groups.pop(group_id, None)
         return code
 
-    async def _consumer_tick(self, cp: CoordinatorPartition, group_id: str) -> None:
-        async with cp.consumer_lock(group_id):
-            group = cp.consumer_groups.get(group_id)
+    async def _consumer_tick(self, cp: OffsetsPartition, group_id: str) -> None:
+        async with cp.shard.consumer_lock(group_id):
+            group = cp.shard.consumer_groups.get(group_id)
             if group is None or not cp.current():
                 return
+            self._configured(group)
             result = group.tick(self.clock())
             for event in result.events:
                 logger.info("consumer group %s: %s", group_id, event)
-            if result.records:
-                await self._store_consumer_records(cp, group, result.records)
+            await self._consumer_step(cp, group, result)
         cp.wake.set()
 
-    async def consumer_heartbeat(self, group_id: str, request: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResponse:
-        """ConsumerGroupHeartbeat, answered once the records it caused are stored (acks=all). An empty classic
-        group (offsets only, or no members left) becomes a consumer group on its first heartbeat, keeping its
-        offsets; a classic group with members is not a consumer group (GROUP_ID_NOT_FOUND)."""
+    async def _consumer_step(
+        self,
+        cp: OffsetsPartition,
+        group: ConsumerGroup,
+        result: ConsumerGroupResult,
+        before: Sequence[tuple[RecordKey, RecordValue | None]] = (),
+    ) -> int:
+        """Store a step's records (after ``before``: an upgrade's), as one batch with, for a downgrade, the classic
+        group's metadata record; once stored, a downgraded group is replaced by its classic group. The append's
+        error code (NONE when there was nothing to store)."""
+        records: list[tuple[RecordKey, RecordValue | None]] = [*before, *result.records]
+        if result.downgrade is not None:
+            records.append(group_record(result.downgrade.snapshot))
+        if not records:
+            return ErrorCode.NONE
+        code = await self._store_consumer_records(cp, group, records)
+        if code == ErrorCode.NONE and result.downgrade is not None and cp.current():
+            self._install_downgrade(cp, result.downgrade)
+        return code
+
+    def _install_downgrade(self, cp: OffsetsPartition, downgrade: ClassicDowngrade) -> None:
+        """The classic group a downgrade stored takes the consumer group's place; it rebalances at once unless a
+        classic member just took a static member's place."""
+        group_id = downgrade.snapshot.group_id
+        cp.shard.consumer_groups.pop(group_id, None)
+        cp.shard.consumer_records.pop(group_id, None)
+        now = self.clock()
+        group = ClassicGroup.restore(downgrade.snapshot, now, self.config.group, self._member_ids)
+        cp.shard.groups[group_id] = group
+        cp.shard.generations[group_id] = group.generation_id
+        logger.info("group %s downgraded from the consumer protocol to the classic protocol", group_id)
+        if downgrade.rebalance:
+            self._apply(cp, group, group.rebalance(now, "downgraded from the consumer protocol"))
+
+    def _maybe_consumer_group(self, cp: OffsetsPartition, group_id: str) -> bool:
+        """Whether the group is (or a heartbeat may be making it) a consumer group: its requests then wait for the
+        group's lock."""
+        return group_id in cp.shard.consumer_groups or group_id in cp.shard.consumer_locks
+
+    def _regex_version(self) -> int:
+        """The metadata version regular expression resolutions are made at: the image offset where the topic names
+        or the ACLs last changed (what a resolution depends on), so a group resolves again only after those."""
+        image = self._image()
+        if image.topic_ids is not self._regex_inputs[0] or image.acls is not self._regex_inputs[1]:
+            self._regex_inputs = (image.topic_ids, image.acls)
+            self._regex_version_at = image.offset
+        return self._regex_version_at
+
+    async def consumer_heartbeat(
+        self, group_id: str, request: ConsumerHeartbeatRequest, authorized: Authorized | None = None
+    ) -> ConsumerHeartbeatResponse:
+        """ConsumerGroupHeartbeat, answered once the records it caused are stored (acks=all). A classic group
+        becomes a consumer group on its first heartbeat, keeping its offsets: an empty one is replaced, one with
+        members is upgraded online (``ConsumerGroup.from_classic``; GROUP_ID_NOT_FOUND where
+        group.consumer.migration.policy or the group forbid it), its parked JoinGroup and SyncGroup calls told to
+        rejoin. The swap happens before the append, so classic requests arriving meanwhile wait for it and find
+        the consumer group; a failed append puts the classic group back. ``authorized`` (with an authorizer): the
+        topics among those given that the caller may describe, which its regular expression resolves to."""
         cp = self._route(group_id)
-        async with cp.consumer_lock(group_id):
+        async with cp.shard.consumer_lock(group_id):
             cp = self._route(group_id)  # it may have moved while this call waited
-            group = cp.consumer_groups.get(group_id)
+            group = cp.shard.consumer_groups.get(group_id)
             upgraded: ClassicGroup | None = None
+            conversion: tuple[tuple[RecordKey, RecordValue | None], ...] = ()
+            now = self.clock()
             if group is None:
-                upgraded = cp.groups.get(group_id)
-                if upgraded is not None and (upgraded.members or upgraded.pending_members):
-                    return ConsumerHeartbeatResponse(
-                        ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
-                    )
-                group = ConsumerGroup(group_id, self.config.consumer_group, uuid_member_ids)
-            result = group.heartbeat(request, self.clock(), self._topic_infos())
+                upgraded = cp.shard.groups.get(group_id)
+                if upgraded is not None and upgraded.members:
+                    try:
+                        group, conversion = ConsumerGroup.from_classic(
+                            upgraded, self._topic_infos(), now, self.config.consumer_group, uuid_member_ids
+                        )
+                    except MigrationRefused as e:
+                        return ConsumerHeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, str(e))
+                else:
+                    group = ConsumerGroup(group_id, self.config.consumer_group, uuid_member_ids)
+            self._configured(group)
+            result = group.heartbeat(request, now, self._topic_infos(), authorized, self._regex_version())
             for event in result.events:
                 logger.info("consumer group %s: %s", group_id, event)
-            assert result.response is not None
+            assert isinstance(result.response, ConsumerHeartbeatResponse)
             if not result.records:
                 return result.response
-            records: list[tuple[RecordKey, RecordValue | None]] = list(result.records)
+            before: list[tuple[RecordKey, RecordValue | None]] = []
             if upgraded is not None:
-                records.insert(0, group_tombstone(group_id))
-            code = await self._store_consumer_records(cp, group, records)
+                before = [group_tombstone(group_id), *conversion]
+                self._apply(cp, upgraded, upgraded.hand_over(now))
+                cp.shard.groups.pop(group_id, None)
+                cp.shard.consumer_groups[group_id] = group
+            code = await self._consumer_step(cp, group, result, before)
             if code != ErrorCode.NONE:
+                if upgraded is not None and cp.current() and group_id not in cp.shard.consumer_groups:
+                    cp.shard.groups[group_id] = upgraded
                 error = append_error_to_response_error(ErrorCode.ValueType(code))
                 return ConsumerHeartbeatResponse(error, f"the group's records could not be stored: {code}")
-            if upgraded is not None and cp.groups.get(group_id) is upgraded:
-                del cp.groups[group_id]
-                logger.info("group %s upgraded from the classic protocol to the consumer protocol", group_id)
+            if upgraded is not None:
+                how = "with its members" if conversion else "empty"
+                logger.info("group %s upgraded from the classic protocol to the consumer protocol (%s)", group_id, how)
         cp.wake.set()
         return result.response
 
@@ -722,51 +692,44 @@ class GroupCoordinator:
     ) -> tuple[ErrorCode.ValueType, str | None, ConsumerGroupDescription | None]:
         """ConsumerGroupDescribe of one group: GROUP_ID_NOT_FOUND for an unknown group or one of another type."""
         cp = self._route(group_id)
-        group = cp.consumer_groups.get(group_id)
+        group = cp.shard.consumer_groups.get(group_id)
         if group is None:
-            if group_id in cp.groups:
+            if group_id in cp.shard.groups:
                 return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.", None
             return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
         return ErrorCode.NONE, None, group.describe()
 
-    async def _delete_consumer_group(self, cp: CoordinatorPartition, group_id: str) -> ErrorCode.ValueType:
+    async def _delete_consumer_group(self, cp: OffsetsPartition, group_id: str) -> ErrorCode.ValueType:
         """DeleteGroups of a consumer group: only without members; tombstones for its offsets and its records."""
-        async with cp.consumer_lock(group_id):
-            group = cp.consumer_groups.get(group_id)
+        async with cp.shard.consumer_lock(group_id):
+            group = cp.shard.consumer_groups.get(group_id)
             if group is None:
                 return ErrorCode.GROUP_ID_NOT_FOUND
             if group.members:
                 return ErrorCode.NON_EMPTY_GROUP
-            offsets = cp.store.delete_group(group_id)
+            offsets = cp.shard.store.delete_group(group_id)
             code = await self._remove_consumer_group(cp, group_id, [*(offsets.records if offsets else ())])
-            if offsets is not None and cp.current():
-                (cp.store.on_appended if code == ErrorCode.NONE else cp.store.on_append_failed)(offsets.append_id)
+            self._settle(cp, offsets, code)
             return ErrorCode.NONE if code == ErrorCode.NONE else commit_append_error(code)
 
-    async def _drop_empty_consumer_group(self, cp: CoordinatorPartition, group_id: str) -> int:
-        """Before a classic JoinGroup: a consumer group with members is INCONSISTENT_GROUP_PROTOCOL; an empty one is
-        removed (tombstones for its records; its offsets stay), so the group goes on as a classic group."""
-        async with cp.consumer_lock(group_id):
-            group = cp.consumer_groups.get(group_id)
-            if group is None:
-                return ErrorCode.NONE
-            if group.members:
-                return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-            code = await self._remove_consumer_group(cp, group_id, [])
-            if code == ErrorCode.NONE:
-                logger.info("group %s converted from the consumer protocol to the classic protocol", group_id)
-                return code
-            return append_error_to_response_error(ErrorCode.ValueType(code))
+    async def _drop_empty_consumer_group(self, cp: OffsetsPartition, group_id: str) -> int:
+        """Before a classic JoinGroup, under the group's lock: an empty consumer group is removed (tombstones for
+        its records; its offsets stay), so the group goes on as a classic group."""
+        code = await self._remove_consumer_group(cp, group_id, [])
+        if code == ErrorCode.NONE:
+            logger.info("group %s converted from the consumer protocol to the classic protocol", group_id)
+            return code
+        return append_error_to_response_error(ErrorCode.ValueType(code))
 
     async def _remove_consumer_group(
-        self, cp: CoordinatorPartition, group_id: str, records: list[tuple[RecordKey, RecordValue | None]]
+        self, cp: OffsetsPartition, group_id: str, records: list[tuple[RecordKey, RecordValue | None]]
     ) -> int:
         """Append ``records`` and tombstones for every stored record of the group; once stored, the group is gone."""
-        records = [*records, *((key, None) for key in cp.consumer_records.get(group_id, {}))]
+        records = [*records, *((key, None) for key in cp.shard.consumer_records.get(group_id, {}))]
         code = await self._append(cp, records)
         if code == ErrorCode.NONE and cp.current():
-            cp.consumer_groups.pop(group_id, None)
-            cp.consumer_records.pop(group_id, None)
+            cp.shard.consumer_groups.pop(group_id, None)
+            cp.shard.consumer_records.pop(group_id, None)
         return code
 
     def topic_names(self) -> dict[bytes, str]:
@@ -776,28 +739,40 @@ class GroupCoordinator:
     # -- requests --------------------------------------------------------------------------------------------------
 
     async def _parked(
-        self, cp: CoordinatorPartition, group: ClassicGroup, call: Callable[[int], GroupResult]
-    ) -> JoinGroupResponse | SyncGroupResponse:
-        token = next(self._tokens)
-        future: asyncio.Future[JoinGroupResponse | SyncGroupResponse] = asyncio.get_running_loop().create_future()
-        cp.waiters[token] = future
-        self._apply(cp, group, call(token))
-        try:
-            return await future
-        finally:
-            cp.waiters.pop(token, None)
+        self, cp: OffsetsPartition, group: ClassicGroup, call: Callable[[int], GroupResult]
+    ) -> ParkedResponse:
+        response = await self.runtime.park(cp, lambda token: self._apply(cp, group, call(token)))
+        if response is None:
+            raise CoordinatorError("the coordinator moved", code=ErrorCode.NOT_COORDINATOR)
+        return response
 
     async def join(self, group_id: str, request: JoinGroupRequest) -> JoinGroupResponse:
         """JoinGroup; ``request.token`` is ignored (the shell makes its own)."""
         cp = self._route(group_id)
-        if group_id in cp.consumer_groups or group_id in cp.consumer_locks:
-            # A KIP-848 group (or one a heartbeat may be making): with members, theirs is the consumer protocol;
-            # without, it becomes a classic group.
-            code = await self._drop_empty_consumer_group(cp, group_id)
-            if code != ErrorCode.NONE:
-                return JoinGroupResponse(ErrorCode.ValueType(code), request.member_id)
+        if self._maybe_consumer_group(cp, group_id):
+            # A KIP-848 group (or one a heartbeat may be making): with members, the joiner becomes a classic
+            # member of it; without, it becomes a classic group.
+            async with cp.shard.consumer_lock(group_id):
+                cp = self._route(group_id)
+                consumer_group = cp.shard.consumer_groups.get(group_id)
+                if consumer_group is not None and consumer_group.members:
+                    self._configured(consumer_group)
+                    result = consumer_group.classic_join(request, self.clock(), self._topic_infos())
+                    for event in result.events:
+                        logger.info("consumer group %s: %s", group_id, event)
+                    code = await self._consumer_step(cp, consumer_group, result)
+                    cp.wake.set()
+                    if code != ErrorCode.NONE:
+                        error = append_error_to_response_error(ErrorCode.ValueType(code))
+                        return JoinGroupResponse(error, request.member_id)
+                    assert isinstance(result.response, JoinGroupResponse)
+                    return result.response
+                if consumer_group is not None:
+                    code = await self._drop_empty_consumer_group(cp, group_id)
+                    if code != ErrorCode.NONE:
+                        return JoinGroupResponse(ErrorCode.ValueType(code), request.member_id)
             cp = self._route(group_id)
-        group = cp.groups.get(group_id)
+        group = cp.shard.groups.get(group_id)
         if group is None:
             if request.member_id:
                 return JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)
@@ -829,7 +804,16 @@ class GroupCoordinator:
 
     async def sync(self, group_id: str, request: SyncGroupRequest) -> SyncGroupResponse:
         cp = self._route(group_id)
-        group = cp.groups.get(group_id)
+        if self._maybe_consumer_group(cp, group_id):
+            async with cp.shard.consumer_lock(group_id):  # after any append of the group under way
+                cp = self._route(group_id)
+                consumer_group = cp.shard.consumer_groups.get(group_id)
+                if consumer_group is not None:
+                    result = consumer_group.classic_sync(request, self.clock(), self._topic_infos())
+                    cp.wake.set()
+                    assert isinstance(result.response, SyncGroupResponse)
+                    return result.response
+        group = cp.shard.groups.get(group_id)
         if group is None:
             return SyncGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID)
 
@@ -851,18 +835,42 @@ class GroupCoordinator:
         assert isinstance(response, SyncGroupResponse)
         return response
 
-    def heartbeat(self, group_id: str, request: HeartbeatRequest) -> HeartbeatResponse:
+    async def heartbeat(self, group_id: str, request: HeartbeatRequest) -> HeartbeatResponse:
         cp = self._route(group_id)
-        group = cp.groups.get(group_id)
+        if self._maybe_consumer_group(cp, group_id):
+            async with cp.shard.consumer_lock(group_id):
+                cp = self._route(group_id)
+                consumer_group = cp.shard.consumer_groups.get(group_id)
+                if consumer_group is not None:
+                    self._configured(consumer_group)
+                    result = consumer_group.classic_heartbeat(request, self.clock())
+                    cp.wake.set()
+                    assert isinstance(result.response, HeartbeatResponse)
+                    return result.response
+        group = cp.shard.groups.get(group_id)
         if group is None:
             return HeartbeatResponse(ErrorCode.UNKNOWN_MEMBER_ID)
         response = group.heartbeat(request, self.clock())
         cp.wake.set()
         return response
 
-    def leave(self, group_id: str, request: LeaveGroupRequest) -> LeaveGroupResponse:
+    async def leave(self, group_id: str, request: LeaveGroupRequest) -> LeaveGroupResponse:
         cp = self._route(group_id)
-        group = cp.groups.get(group_id)
+        if self._maybe_consumer_group(cp, group_id):
+            async with cp.shard.consumer_lock(group_id):
+                cp = self._route(group_id)
+                consumer_group = cp.shard.consumer_groups.get(group_id)
+                if consumer_group is not None:
+                    left = consumer_group.classic_leave(request, self._topic_infos())
+                    for event in left.events:
+                        logger.info("consumer group %s: %s", group_id, event)
+                    code = await self._consumer_step(cp, consumer_group, left)
+                    cp.wake.set()
+                    if code != ErrorCode.NONE:
+                        return LeaveGroupResponse(append_error_to_response_error(ErrorCode.ValueType(code)))
+                    assert isinstance(left.response, LeaveGroupResponse)
+                    return left.response
+        group = cp.shard.groups.get(group_id)
         if group is None:
             return LeaveGroupResponse(
                 ErrorCode.NONE,
@@ -885,8 +893,8 @@ class GroupCoordinator:
         """OffsetCommit: the error of each partition. A commit with generation -1 and no member is a simple
         commit (a consumer using ``assign``), accepted while the group has no members."""
         cp = self._route(group_id)
-        consumer_group = cp.consumer_groups.get(group_id)
-        group = cp.groups.get(group_id)
+        consumer_group = cp.shard.consumer_groups.get(group_id)
+        group = cp.shard.groups.get(group_id)
         if group is None and consumer_group is None:
             if generation_id >= 0 or member_id:
                 return dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION)
@@ -907,17 +915,10 @@ class GroupCoordinator:
                     errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     valid[tp] = commit
-            result = cp.store.prepare_commit(group_id, valid, self.clock())
+            result = cp.shard.store.prepare_commit(group_id, valid, self.clock())
             errors.update({tp: ErrorCode.ValueType(code) for tp, code in result.errors.items()})
             if result.append is not None:
-                code = await self._append(cp, result.append.records)
-                if cp.current():
-                    if code == ErrorCode.NONE:
-                        cp.store.on_appended(result.append.append_id)
-                    else:
-                        cp.store.on_append_failed(result.append.append_id)
-                elif code == ErrorCode.NONE:
-                    code = ErrorCode.NOT_LEADER_OR_FOLLOWER  # unloaded meanwhile: its fate is the next coordinator's
+                code = cp.acknowledged(await self._write(cp, result.append))
                 accepted = [tp for tp, c in result.errors.items() if c == ErrorCode.NONE]
                 for tp in accepted:
                     errors[tp] = commit_append_error(code)
@@ -944,8 +945,8 @@ class GroupCoordinator:
         cp = self._route(group_id)
         if producer_id < 0 or not 0 <= producer_epoch < 2**15:
             return dict.fromkeys(offsets, int(ErrorCode.INVALID_REQUEST))
-        consumer_group = cp.consumer_groups.get(group_id)
-        group = cp.groups.get(group_id)
+        consumer_group = cp.shard.consumer_groups.get(group_id)
+        group = cp.shard.groups.get(group_id)
         if group is None and consumer_group is None:
             group = self._new_group(cp, group_id)
         try:
@@ -966,17 +967,10 @@ class GroupCoordinator:
                     errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     valid[tp] = commit
-            result = cp.store.prepare_txn_commit(group_id, producer_id, producer_epoch, valid, self.clock())
+            result = cp.shard.store.prepare_txn_commit(group_id, producer_id, producer_epoch, valid, self.clock())
             errors.update(result.errors)
             if result.append is not None:
-                code = await self._append(cp, result.append.records, producer_id, producer_epoch)
-                if cp.current():
-                    if code == ErrorCode.NONE:
-                        cp.store.on_appended(result.append.append_id)
-                    else:
-                        cp.store.on_append_failed(result.append.append_id)
-                elif code == ErrorCode.NONE:
-                    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                code = cp.acknowledged(await self._write(cp, result.append))
                 if code != ErrorCode.NONE:
                     logger.info(
                         "TxnOffsetCommit of %s (producer %d, epoch %d) for group %s failed: %s",
@@ -1001,14 +995,14 @@ class GroupCoordinator:
         if cp is None or not cp.current():
             return
         if not cp.replayed:
-            cp.deferred_markers.append((producer_id, committed))
+            cp.shard.deferred_markers.append((producer_id, committed))
             return
-        applied = cp.store.on_txn_marker(producer_id, committed)
+        applied = cp.shard.store.on_txn_marker(producer_id, committed)
         now = self.clock()
         for key in applied:
             self.commits[key.group] = self.commits.get(key.group, 0) + 1
-            if key.group not in cp.groups:
-                cp.groups[key.group] = ClassicGroup(key.group, self.config.group, self._member_ids, now)
+            if key.group not in cp.shard.groups:
+                cp.shard.groups[key.group] = ClassicGroup(key.group, self.config.group, self._member_ids, now)
         logger.debug(
             "offsets partition %d: %s of producer %d (%d offsets committed)",
             offsets_partition,
@@ -1021,7 +1015,7 @@ class GroupCoordinator:
         """Of ``partitions`` (None: all the group's), those with transactional offsets waiting for their marker
         (OffsetFetch with require_stable answers them UNSTABLE_OFFSET_COMMIT)."""
         cp = self._route(group_id)
-        pending = cp.store.pending_txn_partitions(group_id)
+        pending = cp.shard.store.pending_txn_partitions(group_id)
         return pending if partitions is None else pending.intersection(partitions)
 
     def fetch_offsets(
@@ -1034,17 +1028,17 @@ class GroupCoordinator:
         """OffsetFetch: the committed offsets of ``partitions`` (offset -1 where none), or all of the group's. A
         member of a consumer group fetching with its member id (OffsetFetch v9+) must give its current epoch."""
         cp = self._route(group_id)
-        consumer_group = cp.consumer_groups.get(group_id)
+        consumer_group = cp.shard.consumer_groups.get(group_id)
         if consumer_group is not None:
             error = consumer_group.validate_offset_fetch(member_id, member_epoch)
             if error != ErrorCode.NONE:
                 return error, {}
-        group = cp.groups.get(group_id)
+        group = cp.shard.groups.get(group_id)
         if group is not None:
             error = group.validate_offset_fetch()
             if error != ErrorCode.NONE:
                 return ErrorCode.ValueType(error), {}
-        return ErrorCode.NONE, cp.store.fetch(group_id, None if partitions is None else list(partitions))
+        return ErrorCode.NONE, cp.shard.store.fetch(group_id, None if partitions is None else list(partitions))
 
     async def delete_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition]
@@ -1054,8 +1048,8 @@ class GroupCoordinator:
         subscribed to every topic. A partition the metadata lacks is UNKNOWN_TOPIC_OR_PARTITION, as Kafka's broker
         answers it without asking its coordinator: its offsets, if any, went with its topic (``on_leadership``)."""
         cp = self._route(group_id)
-        consumer_group = cp.consumer_groups.get(group_id)
-        group = cp.groups.get(group_id)
+        consumer_group = cp.shard.consumer_groups.get(group_id)
+        group = cp.shard.groups.get(group_id)
         subscribed: set[str] | None = set()  # None: every topic
         if consumer_group is not None:  # named by a member, or matched by one's regular expression
             subscribed = {n for m in consumer_group.members.values() for n in m.metadata.subscribed_topic_names}
@@ -1077,7 +1071,7 @@ class GroupCoordinator:
             else:
                 errors[tp] = ErrorCode.NONE
                 deletable.append(tp)
-        append = cp.store.delete_partitions(group_id, deletable)
+        append = cp.shard.store.delete_partitions(group_id, deletable)
         if append is not None:
             code = await self._write(cp, append)
             if code != ErrorCode.NONE:
@@ -1092,34 +1086,28 @@ class GroupCoordinator:
         wanted = {s.lower() for s in states}
         kinds = {t.lower() for t in types}
         out: list[GroupListing] = []
-        loading = False
-        for cp in self.partitions.values():
-            if not cp.current():
-                continue
-            if not cp.loaded:
-                loading = True
-                continue
+        for cp in self.runtime.serving():
             out.extend(
                 g.listing()
-                for g in cp.groups.values()
+                for g in cp.shard.groups.values()
                 if g.state is not GroupState.DEAD and (not wanted or g.state.value.lower() in wanted)
             )
             out.extend(
-                g.listing() for g in cp.consumer_groups.values() if not wanted or g.state.value.lower() in wanted
+                g.listing() for g in cp.shard.consumer_groups.values() if not wanted or g.state.value.lower() in wanted
             )
         if kinds:
             out = [g for g in out if g.group_type in kinds]
-        return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE), sorted(
+        return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.runtime.loading() else ErrorCode.NONE), sorted(
             out, key=lambda g: g.group_id
         )
 
     def describe(self, group_id: str) -> GroupDescription:
         """DescribeGroups of one group: an unknown group is described as Dead, as Kafka does."""
         cp = self._route(group_id)
-        consumer_group = cp.consumer_groups.get(group_id)
+        consumer_group = cp.shard.consumer_groups.get(group_id)
         if consumer_group is not None:
             return consumer_group.classic_description()
-        group = cp.groups.get(group_id)
+        group = cp.shard.groups.get(group_id)
         if group is None:
             return GroupDescription(group_id, GroupState.DEAD.value, "", "", -1, "", ())
         return group.describe()
@@ -1127,22 +1115,21 @@ class GroupCoordinator:
     async def delete_group(self, group_id: str) -> ErrorCode.ValueType:
         """DeleteGroups of one group: only an Empty group; tombstones for its offsets and its metadata."""
         cp = self._route(group_id)
-        if group_id in cp.consumer_groups:
+        if group_id in cp.shard.consumer_groups:
             return await self._delete_consumer_group(cp, group_id)
-        group = cp.groups.get(group_id)
+        group = cp.shard.groups.get(group_id)
         if group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND
         error, result = group.delete(self.clock())
         self._apply(cp, group, result)
         if error != ErrorCode.NONE:
             return ErrorCode.ValueType(error)
-        del cp.groups[group_id]
-        offsets = cp.store.delete_group(group_id)
+        del cp.shard.groups[group_id]
+        offsets = cp.shard.store.delete_group(group_id)
         records: list[tuple[RecordKey, RecordValue | None]] = [*(offsets.records if offsets else ())]
         records.append(group_tombstone(group_id))
         code = await self._append(cp, records)
-        if offsets is not None and cp.current():
-            (cp.store.on_appended if code == ErrorCode.NONE else cp.store.on_append_failed)(offsets.append_id)
+        self._settle(cp, offsets, code)
         return ErrorCode.NONE if code == ErrorCode.NONE else commit_append_error(code)
 
     # -- metrics ---------------------------------------------------------------------------------------------------
@@ -1150,11 +1137,9 @@ class GroupCoordinator:
     def committed_offsets(self) -> dict[str, dict[TopicPartition, int]]:
         """Every committed offset of the groups coordinated here (loaded partitions this broker still leads)."""
         out: dict[str, dict[TopicPartition, int]] = {}
-        for cp in self.partitions.values():
-            if not cp.loaded or not cp.current():
-                continue
-            for group_id in cp.store.groups():
-                offsets = {tp: v.offset for tp, v in cp.store.fetch(group_id).items() if v.offset >= 0}
+        for cp in self.runtime.serving():
+            for group_id in cp.shard.store.groups():
+                offsets = {tp: v.offset for tp, v in cp.shard.store.fetch(group_id).items() if v.offset >= 0}
                 if offsets:
                     out[group_id] = offsets
         return out
@@ -1171,19 +1156,20 @@ class GroupCoordinator:
             "committed offset of each group and partition",
             labels=["group", "topic", "partition"],
         )
-        for cp in self.partitions.values():
-            if not cp.loaded or not cp.current():
-                continue
-            for group_id, group in cp.groups.items():
+        for cp in self.runtime.serving():
+            for group_id, group in cp.shard.groups.items():
                 members.add_metric([group_id], len(group.members))
                 state.add_metric([group_id, group.state.value], 1)
                 generation.add_metric([group_id], group.generation_id)
-            for group_id, consumer_group in cp.consumer_groups.items():  # a consumer group's generation: its epoch
+            for (
+                group_id,
+                consumer_group,
+            ) in cp.shard.consumer_groups.items():  # a consumer group's generation: its epoch
                 members.add_metric([group_id], len(consumer_group.members))
                 state.add_metric([group_id, consumer_group.state.value], 1)
                 generation.add_metric([group_id], consumer_group.group_epoch)
-            for group_id in sorted(cp.groups.keys() | cp.consumer_groups.keys()):
-                for tp, value in sorted(cp.store.fetch(group_id).items()):
+            for group_id in sorted(cp.shard.groups.keys() | cp.shard.consumer_groups.keys()):
+                for tp, value in sorted(cp.shard.store.fetch(group_id).items()):
                     committed.add_metric([group_id, tp.topic, str(tp.partition)], value.offset)
         yield members
         yield state

@@ -949,6 +949,28 @@ class ClassicGroup:
             m.session_deadline_ms = None
         return self._flush()
 
+    def hand_over(self, now_ms: int) -> GroupResult:
+        """The group is becoming a consumer group (an online upgrade): its parked JoinGroup and SyncGroup calls
+        learn REBALANCE_IN_PROGRESS, so their members rejoin the consumer group. Nothing else changes: should the
+        upgrade not be stored, the group goes on as it was and those members rejoin it."""
+        self._now = now_ms
+        for m in self.members.values():
+            if m.join_token is not None:
+                token, m.join_token = m.join_token, None
+                self._respond_join(token, ErrorCode.REBALANCE_IN_PROGRESS, m.member_id)
+            if m.sync_token is not None:
+                token, m.sync_token = m.sync_token, None
+                self._respond_sync(token, ErrorCode.REBALANCE_IN_PROGRESS)
+        return self._flush()
+
+    def rebalance(self, now_ms: int, reason: str) -> GroupResult:
+        """Start a rebalance of a Stable group (the members learn it from their heartbeats), as a group downgraded
+        from the consumer protocol does at once."""
+        self._now = now_ms
+        if self.state in _VALID_PREVIOUS[GroupState.PREPARING_REBALANCE] and self.state is not GroupState.EMPTY:
+            self._prepare_rebalance(reason)
+        return self._flush()
+
     def delete(self, now_ms: int) -> tuple[ErrorCode.ValueType, GroupResult]:
         """DeleteGroups: only an Empty group (no members) may go; the shell then writes its tombstone."""
         self._now = now_ms

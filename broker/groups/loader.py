@@ -5,9 +5,7 @@ Pure functions, so the shell only moves bytes: ``group_record`` and ``encode_rec
 ``replay_batches`` feeds what a loading coordinator reads into the ``OffsetStore``, into a map of each group's
 last metadata record (a tombstone removes the group) and, for KIP-848 consumer groups, into each group's live
 records (the last value of each key, as compaction leaves them; ``ConsumerGroup.restore`` replays them), and
-``snapshot_of`` turns such a record back into the
-``GroupSnapshot`` that ``ClassicGroup.restore`` takes. Which partitions to load or unload on a leadership change
-is ``plan_leadership``.
+``snapshot_of`` turns such a record back into the ``GroupSnapshot`` that ``ClassicGroup.restore`` takes.
 
 A transactional commit is one transactional batch of the producer (``encode_records`` with a producer id: base
 sequence -1, the coordinator's own append); replayed, its offsets wait in the store for that producer's control
@@ -17,7 +15,7 @@ batch, which commits or aborts them. A transaction whose marker is not in the lo
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 
 from odradek.broker.groups.consumer_records import ConsumerRecordKey, ConsumerRecordValue
@@ -176,11 +174,3 @@ def replay_batches(
                     groups[key.group] = value
             else:
                 store.replay(key, value, producer_id)
-
-
-def plan_leadership(loaded: Mapping[int, int], leading: Mapping[int, int]) -> tuple[list[int], list[tuple[int, int]]]:
-    """Given the offsets partitions the coordinator holds (index -> leader epoch it loaded at) and those this broker
-    leads now, which to unload (no longer led, or led at another epoch) and which to load, with their epochs."""
-    unload = sorted(i for i, epoch in loaded.items() if leading.get(i) != epoch)
-    load = sorted((i, epoch) for i, epoch in leading.items() if loaded.get(i) != epoch)
-    return unload, load

@@ -3,8 +3,9 @@ classic records (``records``) and the KIP-848 consumer group records (``consumer
 
 A classic field list uses int16-length strings (-1 = null), int32-length bytes and int32-count arrays; a flexible
 one (every KIP-848 value, and version 4 of the classic values) uses unsigned varints of n+1 (0 = null) and ends
-each struct with a tagged-field section. This writer writes none; the reader skips them, since Kafka only adds
-tagged fields to a version once it is released.
+each struct with a tagged-field section. The writer writes one only where a record asks for it (``tagged_field``);
+the reader hands them out by tag (``tagged_fields``) or skips them, since Kafka adds tagged fields to a released
+version.
 """
 
 from __future__ import annotations
@@ -104,6 +105,13 @@ class RecordWriter:
         if self.flexible:
             self.uvarint(0)  # no tagged fields
 
+    def tagged_field(self, tag: int, payload: bytes) -> None:
+        """End a flexible struct with one tagged field (its payload already encoded)."""
+        self.uvarint(1)
+        self.uvarint(tag)
+        self.uvarint(len(payload))
+        self.out += payload
+
 
 _T = TypeVar("_T")
 
@@ -198,11 +206,17 @@ class RecordReader:
 
     def end_struct(self) -> None:
         """Skip a flexible struct's tagged fields (none of them is known to this reader)."""
+        self.tagged_fields()
+
+    def tagged_fields(self) -> dict[int, bytes]:
+        """A flexible struct's tagged fields: each one's payload by tag."""
+        out: dict[int, bytes] = {}
         if not self.flexible:
-            return
+            return out
         for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self.take(self.uvarint())
+            tag = self.uvarint()
+            out[tag] = self.take(self.uvarint())
+        return out
 
     def done(self) -> None:
         if self.pos != len(self.data):

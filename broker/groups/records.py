@@ -8,7 +8,7 @@ Keys (the key version says which record it is):
 
 - version 0 or 1: an offset commit, ``group, topic, partition`` (written as 1);
 - version 2: a group's metadata, ``group``;
-- versions 3-8: the records of a KIP-848 consumer group (``consumer_records``);
+- versions 3-8 and 16: the records of a KIP-848 consumer group (``consumer_records``);
 - any other version is another coordinator's record type and is refused with ``UnknownRecordVersionError``.
 
 Values (a null value is a tombstone: it deletes the key under compaction and on replay):

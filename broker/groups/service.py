@@ -7,7 +7,7 @@ The client host of a JoinGroup is the gRPC peer's address, as Kafka takes it fro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -215,7 +215,7 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         if not self._allowed(context, AclOperation.READ, ResourceType.GROUP, request.group_id, "Heartbeat"):
             return gpb.HeartbeatResponse(error=_GROUP_DENIED)
         try:
-            r = self.coordinator.heartbeat(
+            r = await self.coordinator.heartbeat(
                 request.group_id,
                 HeartbeatRequest(request.member_id, _optional(request, "group_instance_id"), request.generation_id),
             )
@@ -230,7 +230,7 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
             LeavingMember(m.member_id, _optional(m, "group_instance_id"), m.reason) for m in request.members
         )
         try:
-            r = self.coordinator.leave(request.group_id, LeaveGroupRequest(leaving))
+            r = await self.coordinator.leave(request.group_id, LeaveGroupRequest(leaving))
         except CoordinatorError as e:
             return gpb.LeaveGroupResponse(error=_code(e.code))
         response = gpb.LeaveGroupResponse(error=_code(r.error))
@@ -391,19 +391,25 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         self, group_id: str, request: ConsumerHeartbeatRequest, context: Any
     ) -> ConsumerHeartbeatResponse:
         """ConsumerGroupHeartbeat: group Read, and Describe of every subscribed topic named (as Kafka's). With an
-        authorizer, a regular expression subscription is refused: the coordinator matches it against every topic,
-        not only those the member may describe, as Kafka's does."""
+        authorizer, a regular expression resolves only to the topics the caller may describe (Kafka's
+        filterTopicDescribeAuthorizedTopics, which does not audit the denials)."""
         api = "ConsumerGroupHeartbeat"
         if not self._allowed(context, AclOperation.READ, ResourceType.GROUP, group_id, api):
             return ConsumerHeartbeatResponse(_GROUP_DENIED)
         names = request.subscribed_topic_names or ()
         if names and self._denied_topics(context, AclOperation.DESCRIBE, names, api):
             return ConsumerHeartbeatResponse(_TOPIC_DENIED)
-        if self.access.enabled and request.subscribed_topic_regex:
-            message = "regular expression subscriptions are not supported yet with an authorizer"
-            return ConsumerHeartbeatResponse(ErrorCode.INVALID_REQUEST, message)
+        authorized = None
+        if self.access.enabled:
+
+            def authorized(topics: Sequence[str]) -> set[str]:
+                denied = self._denied_topics(context, AclOperation.DESCRIBE, topics, api, audit_denial=False)
+                return set(topics) - denied
+
         try:
-            return await self.coordinator.consumer_heartbeat(group_id, replace(request, client_host=peer_host(context)))
+            return await self.coordinator.consumer_heartbeat(
+                group_id, replace(request, client_host=peer_host(context)), authorized
+            )
         except CoordinatorError as e:
             return ConsumerHeartbeatResponse(_code(e.code), str(e))
 

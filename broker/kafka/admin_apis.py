@@ -6,11 +6,12 @@ named by id, a resource type, an endpoint type) is resolved or refused before th
 Served versions (docs/kafka-protocol.md lists them with the other APIs):
 - CreateTopics v2-v7; DeleteTopics v1-v6 (v6 ids resolved in this broker's image); CreatePartitions v0-v3;
   DeleteRecords v0-v2.
-- DescribeConfigs v1-v4, AlterConfigs v0-v2 and IncrementalAlterConfigs v0-v1: topics, and the broker resource as
+- DescribeConfigs v1-v4, AlterConfigs v0-v2 and IncrementalAlterConfigs v0-v1: topics, the broker resource as
   odradek has it (the cluster-wide dynamic defaults, which every broker applies; no per-broker dynamic configs; a
-  broker id's resource also lists this broker's static configs, from its node config). AlterConfigs replaces a
-  resource's whole set of dynamic configs (KIP-133), as an IncrementalAlterConfigs call that sets the given ones and
-  deletes every other.
+  broker id's resource also lists this broker's static configs, from its node config), and Kafka's GROUP resource
+  (type 32): a KIP-848 group's consumer.session.timeout.ms and consumer.heartbeat.interval.ms
+  (controller/group_configs.py). AlterConfigs replaces a resource's whole set of dynamic configs (KIP-133), as an
+  IncrementalAlterConfigs call that sets the given ones and deletes every other.
 - DescribeCluster v0-v2 (broker endpoints only); DescribeClientQuotas v0-v1; AlterClientQuotas v0-v1.
 """
 
@@ -61,6 +62,7 @@ from odradek.broker.kafka.metadata_apis import (
 from odradek.broker.kafka.wire import RequestContext
 from odradek.broker.topic_defaults import TopicDefault, config_text, node_key, topic_defaults
 from odradek.client.errors import ErrorCode
+from odradek.controller.group_configs import GROUP_CONFIGS
 from odradek.controller.services import dynamic_broker_keys, topic_config_entries
 from odradek.controller.topics import TOPIC_CONFIGS
 from odradek.proto import admin_pb2 as apb
@@ -78,10 +80,11 @@ DESCRIBE_CLIENT_QUOTAS_VERSIONS = (0, 1)
 ALTER_CLIENT_QUOTAS_VERSIONS = (0, 1)
 
 # Kafka's config resource types and DescribeCluster endpoint types.
-TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE = 2, 4, 32
 # Every resource type Kafka defines (with BROKER_LOGGER, CLIENT_METRICS and GROUP): an alter naming another is
 # UNSUPPORTED_VERSION, one odradek does not serve INVALID_REQUEST, as Kafka's controller answers.
-_KAFKA_RESOURCE_TYPES = frozenset({TOPIC_RESOURCE, BROKER_RESOURCE, 8, 16, 32})
+_KAFKA_RESOURCE_TYPES = frozenset({TOPIC_RESOURCE, BROKER_RESOURCE, 8, 16, GROUP_RESOURCE})
+_SERVED_RESOURCE_TYPES = frozenset({TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE})
 BROKER_ENDPOINT = 1
 # Kafka's codes for an endpoint type that is not this listener's, or none Kafka knows (odradek has no such codes:
 # its controllers serve gRPC only).
@@ -94,6 +97,7 @@ _CONFIG_SOURCES = {
     apb.DYNAMIC_DEFAULT_BROKER_CONFIG: 3,
     apb.STATIC_BROKER_CONFIG: 4,
     apb.DEFAULT_CONFIG: 5,
+    apb.GROUP_CONFIG: 8,  # GROUP_CONFIG
 }
 
 # Kafka's ConfigSource ids, for synonyms below the effective value.
@@ -500,6 +504,11 @@ async def _describe_configs(backend: KafkaBackend, ctx: RequestContext, version:
             [t] = answer.topics if answer.error == ErrorCode.NONE else [apb.TopicConfigs(error=answer.error)]
             error, message = t.error, t.error_message or None
             found = configs(t.configs, topic=True)
+        elif kind == GROUP_RESOURCE:
+            answer = await backend.admin.DescribeConfigs(apb.DescribeConfigsRequest(groups=[name]), sctx)
+            [g] = answer.groups if answer.error == ErrorCode.NONE else [apb.GroupConfigs(error=answer.error)]
+            error, message = g.error, g.error_message or None
+            found = [_group_entry(c, with_synonyms) for c in g.configs]
         elif kind == BROKER_RESOURCE and (message := _broker_resource_error(backend, name)) is None:
             if defaults is None:
                 defaults = await backend.admin.DescribeConfigs(apb.DescribeConfigsRequest(cluster_defaults=True), sctx)
@@ -529,6 +538,23 @@ async def _describe_configs(backend: KafkaBackend, ctx: RequestContext, version:
     return DescribeConfigsResponse(version=version, throttle_time_ms=0, results=results)
 
 
+def _group_entry(c: apb.DescribedConfig, with_synonyms: bool) -> Any:
+    """A group config's entry: an int, its own value (GROUP_CONFIG) or the node's (DEFAULT_CONFIG or
+    STATIC_BROKER_CONFIG), with no other synonym."""
+    entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
+    source = _CONFIG_SOURCES.get(c.source, 0)
+    return entry(
+        name=c.name,
+        value=c.value,
+        read_only=False,
+        config_source=source,
+        is_sensitive=False,
+        synonyms=[entry.DescribeConfigsSynonym(name=c.name, value=c.value, source=source)] if with_synonyms else [],
+        config_type=INT,
+        documentation=None,
+    )
+
+
 Outcome = tuple[int, str | None]  # a resource's error code and message
 Plan = list[apb.AlterableConfig] | Outcome  # a resource's operations, or its refusal
 
@@ -536,8 +562,8 @@ Plan = list[apb.AlterableConfig] | Outcome  # a resource's operations, or its re
 def _alter_refusal(resource: Any, counts: Counter[tuple[int, str]]) -> Outcome | None:
     """Why a resource of an alter request is refused before the service is asked, or None. Kafka's answers to a
     resource type it does not define (UNSUPPORTED_VERSION) and to one named twice (INVALID_REQUEST); then odradek's:
-    topics and the broker resource's empty name (the cluster-wide default, which every broker applies) are served,
-    per-broker dynamic configs and other resource types are not (INVALID_REQUEST), and a per-broker change of
+    topics, groups and the broker resource's empty name (the cluster-wide default, which every broker applies) are
+    served, per-broker dynamic configs and other resource types are not (INVALID_REQUEST), and a per-broker change of
     advertised.listeners gets Kafka 3.9's refusal (INVALID_CONFIG)."""
     kind, name = resource.resource_type, resource.resource_name
     if kind not in _KAFKA_RESOURCE_TYPES:
@@ -551,7 +577,7 @@ def _alter_refusal(resource: Any, counts: Counter[tuple[int, str]]) -> Outcome |
             ErrorCode.INVALID_REQUEST,
             "per-broker dynamic configs are not supported: alter the cluster default (empty name)",
         )
-    if kind != TOPIC_RESOURCE and kind != BROKER_RESOURCE:
+    if kind not in _SERVED_RESOURCE_TYPES:
         return ErrorCode.INVALID_REQUEST, f"unsupported config resource type {kind}"
     return None
 
@@ -582,13 +608,19 @@ async def _alter(
         apb.AlterTopicConfigs(topic=r.resource_name, configs=p) for r, p in planned if r.resource_type == TOPIC_RESOURCE
     ]
     defaults = [op for r, p in planned if r.resource_type == BROKER_RESOURCE for op in p]
+    groups = [
+        apb.AlterGroupConfigs(group=r.resource_name, configs=p) for r, p in planned if r.resource_type == GROUP_RESOURCE
+    ]
     answer = apb.IncrementalAlterConfigsResponse()
-    if topics or defaults:
+    if topics or defaults or groups:
         answer = await backend.admin.IncrementalAlterConfigs(
-            apb.IncrementalAlterConfigsRequest(topics=topics, cluster_defaults=defaults, validate_only=validate_only),
+            apb.IncrementalAlterConfigsRequest(
+                topics=topics, cluster_defaults=defaults, groups=groups, validate_only=validate_only
+            ),
             service_context(ctx),
         )
     topic_results = iter(answer.results)
+    group_results = iter(answer.group_results)
     out: list[Outcome] = []
     for r, p in zip(resources, plans, strict=True):
         if not isinstance(p, list):
@@ -596,7 +628,12 @@ async def _alter(
         elif answer.error != ErrorCode.NONE:
             out.append((answer.error, None))
         else:
-            t = next(topic_results) if r.resource_type == TOPIC_RESOURCE else answer.cluster_defaults_result
+            if r.resource_type == TOPIC_RESOURCE:
+                t = next(topic_results)
+            elif r.resource_type == GROUP_RESOURCE:
+                t = next(group_results)
+            else:
+                t = answer.cluster_defaults_result
             out.append((t.error, t.error_message or None))
     return out
 
@@ -648,6 +685,8 @@ async def _alter_configs(backend: KafkaBackend, ctx: RequestContext, version: in
     def ops(r: Any) -> Plan:
         if r.resource_type == TOPIC_RESOURCE:
             return _replacement(r.configs, [*TOPIC_CONFIGS, *image.topic_configs(r.resource_name)])
+        if r.resource_type == GROUP_RESOURCE:
+            return _replacement(r.configs, [*GROUP_CONFIGS, *image.group_configs(r.resource_name)])
         return _replacement(r.configs, [*_DYNAMIC_BROKER_KEYS, *image.cluster_defaults()])
 
     resources, plans = _plans(request.resources, ops)

@@ -6,8 +6,8 @@ kafka-python 3.0.12 has no definitions of these two APIs, so their message defin
 fields of Kafka's own definitions, in the JSON format kafka-python reads), and its generic codec encodes them.
 
 Served versions: ConsumerGroupHeartbeat 0-1 (v1: the consumer makes its member id, KIP-1082, and may subscribe with
-a regular expression, evaluated by the coordinator) and ConsumerGroupDescribe 0-1 (v1 adds each member's type;
-every member here uses the consumer protocol).
+a regular expression, evaluated by the coordinator) and ConsumerGroupDescribe 0-1 (v1 adds each member's type:
+consumer, or classic for a member of the classic protocol in the group, after an online upgrade).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.wire import RequestContext, ServiceContext
 from odradek.client.connection import CLIENT_ID_KEY
 
-CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1's MemberType: 0 classic, 1 consumer
+CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # ConsumerGroupDescribe v1's MemberType
 UNKNOWN_AUTHORIZED_OPERATIONS = -(2**31)
 
 
@@ -131,7 +131,7 @@ class ConsumerGroupApis:
                             subscribed_topic_regex=m.subscribed_topic_regex,
                             assignment=assignment(m.assignment),
                             target_assignment=assignment(m.target_assignment),
-                            member_type=CONSUMER_MEMBER_TYPE,
+                            member_type=CLASSIC_MEMBER_TYPE if m.classic else CONSUMER_MEMBER_TYPE,
                         )
                         for m in (g.members if g else ())
                     ],

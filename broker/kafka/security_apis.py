@@ -6,6 +6,11 @@ The ACL enums' wire codes are odradek's (both are Kafka's numbers), and a null f
 field. SCRAM mechanisms travel as Kafka's codes (1 SCRAM-SHA-256, 2 SCRAM-SHA-512) here and as names on gRPC; an
 unknown code reaches the controller as a name it refuses with UNSUPPORTED_SASL_MECHANISM. Who may call these APIs is
 not decided here.
+
+odradek's own ACL resource type (SUBJECT, the schema registry's) is a code Kafka's clients do not know: a filter for
+ANY resource type selects the Kafka types alone here (DescribeAcls leaves SUBJECT bindings out, DeleteAcls neither
+removes nor lists them), so that Kafka's tools listing or deleting every ACL neither meet nor wipe them. A filter
+naming the SUBJECT code selects them as on the other listeners.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.metadata_apis import service_context
 from odradek.broker.kafka.wire import RequestContext
+from odradek.broker.security.acls import KAFKA_RESOURCE_TYPES, ResourceType
 from odradek.broker.security.scram import Mechanism
 from odradek.client.errors import ErrorCode
 from odradek.proto import admin_pb2 as apb
@@ -80,6 +86,19 @@ def _filter(f: Any) -> apb.AclBindingFilter:
     return out
 
 
+def _kafka_types(f: apb.AclBindingFilter) -> list[apb.AclBindingFilter]:
+    """``f``, or for ANY resource type one filter per type Kafka knows (see the module doc)."""
+    if int(f.resource_type) != ResourceType.ANY:
+        return [f]
+    out = []
+    for kind in sorted(KAFKA_RESOURCE_TYPES):
+        one = apb.AclBindingFilter()
+        one.CopyFrom(f)
+        one.resource_type = apb.AclResourceType.ValueType(kind)
+        out.append(one)
+    return out
+
+
 def _error(code: int, message: str = "") -> tuple[int, str | None]:
     return int(code), message or None
 
@@ -89,11 +108,13 @@ async def _describe_acls(backend: KafkaBackend, ctx: RequestContext, version: in
     answer = await backend.admin.DescribeAcls(apb.DescribeAclsRequest(filter=_filter(request)), service_context(ctx))
     resource = DescribeAclsResponse.DescribeAclsResource
     resources = []
+    kafka_only = request.resource_type_filter == ResourceType.ANY
+    bindings = [b for b in answer.bindings if not kafka_only or int(b.resource_type) in KAFKA_RESOURCE_TYPES]
 
     def pattern(b: apb.AclBinding) -> tuple[int, str, int]:
         return (b.resource_type, b.resource_name, b.pattern_type)
 
-    for (rtype, name, ptype), group in groupby(sorted(answer.bindings, key=pattern), key=pattern):
+    for (rtype, name, ptype), group in groupby(sorted(bindings, key=pattern), key=pattern):
         acls = [
             resource.AclDescription(
                 principal=b.principal, host=b.host, operation=b.operation, permission_type=b.permission_type
@@ -155,18 +176,25 @@ def _matching(deleted: Sequence[apb.AclBinding]) -> list[Any]:
 
 
 async def _delete_acls(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
-    filters = [_filter(f) for f in request.filters]
+    parts = [_kafka_types(_filter(f)) for f in request.filters]
+    filters = [one for part in parts for one in part]
     answer = await backend.admin.DeleteAcls(apb.DeleteAclsRequest(filters=filters), service_context(ctx))
     result = DeleteAclsResponse.DeleteAclsFilterResult
     out = []
-    for i in range(len(filters)):
-        if answer.error != ErrorCode.NONE or i >= len(answer.results):
+    first = 0
+    for part in parts:  # each Kafka filter's answer: those of the filters it became, together
+        mine = answer.results[first : first + len(part)]
+        first += len(part)
+        failed = next((r for r in mine if r.error != ErrorCode.NONE), None)
+        if answer.error != ErrorCode.NONE or len(mine) < len(part):
             error_code, message = _error(answer.error or ErrorCode.UNKNOWN_SERVER_ERROR)
             out.append(result(error_code=error_code, error_message=message, matching_acls=[]))
+        elif failed is not None:
+            error_code, message = _error(failed.error, failed.error_message)
+            out.append(result(error_code=error_code, error_message=message, matching_acls=[]))
         else:
-            r = answer.results[i]
-            error_code, message = _error(r.error, r.error_message)
-            out.append(result(error_code=error_code, error_message=message, matching_acls=_matching(r.deleted)))
+            deleted = [b for r in mine for b in r.deleted]
+            out.append(result(error_code=0, error_message=None, matching_acls=_matching(deleted)))
     return DeleteAclsResponse(version=version, throttle_time_ms=answer.throttle_time_ms, filter_results=out)
 
 

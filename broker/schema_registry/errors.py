@@ -4,18 +4,11 @@ to do, so the codes and statuses are Confluent's own, not odradek's Kafka error 
 
 from __future__ import annotations
 
+from odradek.broker.http_types import HttpError
 
-class RegistryError(Exception):
+
+class RegistryError(HttpError):
     """A request the registry refuses; ``status`` is the HTTP status, ``code`` Confluent's error code."""
-
-    def __init__(self, status: int, code: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-    def body(self) -> dict[str, object]:
-        return {"error_code": self.code, "message": self.message}
 
 
 def subject_not_found(subject: str) -> RegistryError:
@@ -127,6 +120,11 @@ def operation_timeout(detail: str) -> RegistryError:
 
 def forwarding_failed(detail: str) -> RegistryError:
     return RegistryError(500, 50003, f"Error while forwarding the request to the leader: {detail}")
+
+
+def forbidden(detail: str) -> RegistryError:
+    """A request the caller's ACLs do not allow (with an authorizer): nothing is read or written."""
+    return RegistryError(403, 40301, detail)
 
 
 def not_implemented(what: str) -> RegistryError:

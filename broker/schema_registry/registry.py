@@ -1,21 +1,79 @@
 """A broker's schema registry, assembled: the store (its copy of ``_schemas`` and the writer's appends), the
-service over it and the HTTP listener in front, from the node's ``schema.registry.listeners``. The node starts the
-listener with its other listeners and the store once the broker role runs."""
+service over it and the HTTP listener in front, from the node's ``schema.registry.listeners`` and its security
+(``security_of``: TLS from the node's ssl.* files, the SCRAM logins, client certificates, the authorizer). The node
+starts the listener with its other listeners and the store once the broker role runs."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from odradek.broker.config import Endpoint
+from odradek.broker.config import TLS_PROTOCOLS, ConfigError, Endpoint, NodeConfig
+from odradek.broker.http_login import BasicLogin
 from odradek.broker.partition import Partition
-from odradek.broker.schema_registry.server import RegistryListener
+from odradek.broker.rest.auth import CredentialLookup
+from odradek.broker.schema_registry.server import OPEN, RegistryListener, Security
 from odradek.broker.schema_registry.service import RegistryService
 from odradek.broker.schema_registry.store import RegistryStore
+from odradek.broker.security.access import OPEN as NO_AUTHORIZER
+from odradek.broker.security.access import AccessControl
+from odradek.broker.security.scram import Mechanism
+from odradek.broker.security.tls import ServerTls
 from odradek.client.structs import TopicPartition
+from odradek.client.tls import TlsFileError, TlsFiles
 from odradek.controller.metadata.image import MetadataImage
+
+
+@dataclass(frozen=True)
+class RegistrySecurity:
+    """The listener's ``Security``, the authorizer the service asks, and the settings its reader and admin client
+    reach the broker listener with (the node's TLS files where that listener is TLS)."""
+
+    listener: Security = OPEN
+    access: AccessControl = NO_AUTHORIZER
+    client: Mapping[str, str] = field(default_factory=dict)
+    scheme: str = "http"
+
+
+def security_of(
+    config: NodeConfig,
+    files: TlsFiles,
+    access: AccessControl,
+    credentials: CredentialLookup,
+    certificate_principal: Callable[[bytes], str],
+    ready: asyncio.Event,
+) -> RegistrySecurity:
+    """The registry's security on a node with ``config`` (docs/schema-registry.md, "Security")."""
+    c = config
+    login = None
+    if c.schema_registry_authentication == "basic":
+        mechanisms = tuple(Mechanism.parse(m) for m in c.sasl_mechanisms)
+        login = BasicLogin(credentials, mechanisms, c["connection.failed.authentication.delay.ms"])
+    tls, client_auth = c.schema_registry_tls, c.schema_registry_client_auth
+    server = ServerTls(files, client_auth) if tls else None
+    if server is not None:
+        try:
+            server.current()  # a missing or bad file stops the node at start, naming it
+        except TlsFileError as e:
+            raise ConfigError(f"TLS for schema.registry.listeners: {e}") from None
+    listener = Security(
+        tls=server.current if server is not None else None,
+        forward_tls=files.client_context if tls else None,
+        login=login,
+        certificates=certificate_principal if tls and client_auth != "none" else None,
+        ready=ready,
+    )
+    broker = c.broker_listener
+    client: dict[str, str] = {}
+    if broker is not None and c.listener_protocol(broker.name) in TLS_PROTOCOLS:
+        client = {"security.protocol": "SSL", "ssl.ca.location": files.ca_location}
+        if files.certificate_location:
+            client |= {"ssl.certificate.location": files.certificate_location, "ssl.key.location": files.key_location}
+    return RegistrySecurity(listener, access, client, "https" if tls else "http")
 
 
 class SchemaRegistry:
@@ -28,11 +86,15 @@ class SchemaRegistry:
         partition: Callable[[TopicPartition], Partition | None],
         replication_factor: int,
         clock_ms: Callable[[], int],
+        security: RegistrySecurity | None = None,
     ) -> None:
-        self.store = RegistryStore(node_id, bootstrap, image, partition, replication_factor, clock_ms)
-        self.service = RegistryService(self.store)
+        s = security or RegistrySecurity()
+        self.store = RegistryStore(
+            node_id, bootstrap, image, partition, replication_factor, clock_ms, s.client, s.scheme
+        )
+        self.service = RegistryService(self.store, s.access)
         self.requests: Counter[tuple[str, int]] = Counter()
-        self.listener = RegistryListener(listener.host, listener.port, self.service, self._count)
+        self.listener = RegistryListener(listener.host, listener.port, self.service, self._count, s.listener)
 
     def _count(self, kind: str, status: int) -> None:
         self.requests[(kind, status)] += 1

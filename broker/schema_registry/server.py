@@ -1,52 +1,83 @@
-"""The registry's HTTP/1.1 listener (``schema.registry.listeners``), on asyncio streams with h11 doing the HTTP
-framing (keep-alive, chunked bodies, pipelining rules), so this module only moves bytes: a request goes through
-routes.py to the service, and its answer or refusal goes back as Confluent's JSON. A write this broker is not the
-writer for is forwarded to the writer's listener and the writer's answer relayed, as Confluent's followers do, once
-this broker's own copy holds the write (so that a client reads its writes from the broker it wrote through).
+"""The registry's HTTP/1.1 listener (``schema.registry.listeners``), on the brokers' shared HTTP listener
+(broker/http_server.py), so this module only maps requests: a request goes through routes.py to the service, and
+its answer or refusal goes back as Confluent's JSON. A write this broker is not the writer for is forwarded to the
+writer's listener and the writer's answer relayed, as Confluent's followers do, once this broker's own copy holds
+the write (so that a client reads its writes from the broker it wrote through).
+
+Who calls (``Security``): on ``https://`` the listener serves TLS with the node's certificate, asking for client
+certificates as configured; with ``basic`` authentication a request needs HTTP Basic credentials of a SCRAM user
+(checked as the HTTP API checks them, broker/rest/auth.py) or a client certificate the handshake verified, and is
+refused with 401 (40101) otherwise; without, the caller is its certificate's principal or User:ANONYMOUS. Basic
+credentials, when given, name the caller before a certificate does. The service then checks the caller's ACLs.
+
+A forwarded write carries the caller's Basic credentials and its principal and address (``PRINCIPAL_HEADER``,
+``CLIENT_HOST_HEADER``), over TLS to an https writer, verifying the writer's certificate against the cluster's CA
+and presenting this node's. The writer takes the principal from those headers only from a forwarder its handshake
+verified whose certificate's principal may CLUSTER_ACTION on the cluster (a node, as Kafka trusts only such a
+principal's forwarded requests; without an authorizer any verified certificate, since principals then grant
+nothing); otherwise it authenticates the request itself.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 from urllib.parse import urlsplit
 
 import h11
 
+from odradek.broker import http_server, http_types
+from odradek.broker.http_login import BasicLogin
+from odradek.broker.http_server import HttpListener
+from odradek.broker.http_types import HttpError, HttpReply, HttpRequest
+from odradek.broker.rest.errors import unauthenticated
 from odradek.broker.schema_registry import errors
-from odradek.broker.schema_registry.errors import RegistryError
 from odradek.broker.schema_registry.requests import WRITES
 from odradek.broker.schema_registry.routes import route
 from odradek.broker.schema_registry.service import Answer, Forward, RegistryService
+from odradek.broker.security.acls import AclOperation
+from odradek.broker.security.caller import ANONYMOUS, UNKNOWN_HOST, Caller
 
 logger = logging.getLogger(__name__)
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 FORWARDED_HEADER = b"x-odradek-forwarded"
+PRINCIPAL_HEADER = b"x-odradek-principal"  # on a forwarded write: the caller's principal
+CLIENT_HOST_HEADER = b"x-odradek-client-host"  # and its address
 # On the writer's answer to a write: the offset of _schemas its copy had applied when it answered. The broker that
 # forwarded the write waits for its own copy to reach it before answering, so a client reads its writes there.
 OFFSET_HEADER = b"x-odradek-registry-offset"
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a schema request body; larger ones are answered 413 and the connection closed
-IDLE_TIMEOUT_S = 120.0
 FORWARD_TIMEOUT_S = 30.0
-READ_CHUNK = 65536
+READY_WAIT_S = 10.0
+
+Reply = HttpReply
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
-    status: int
-    content_type: str
-    body: bytes
-    offset: int | None = None  # OFFSET_HEADER's value
+@dataclass(frozen=True)
+class Security:
+    """How the listener knows its callers. ``tls``: the server context for each connection (None: plain HTTP);
+    ``forward_tls``: the client context a write is forwarded with to an https writer; ``login``: HTTP Basic
+    (None: authentication none); ``certificates``: a verified client certificate (DER) to its principal (None:
+    certificates are not asked for); ``ready``: set once the broker has caught up with the metadata log (its SCRAM
+    credentials and ACLs are the cluster's then)."""
+
+    tls: Callable[[], ssl.SSLContext] | None = None
+    forward_tls: Callable[[], ssl.SSLContext] | None = None
+    login: BasicLogin | None = None
+    certificates: Callable[[bytes], str] | None = None
+    ready: asyncio.Event | None = None
 
 
-def error_reply(e: RegistryError) -> Reply:
-    return Reply(e.status, CONTENT_TYPE, json.dumps(e.body()).encode())
+OPEN = Security()
+
+
+def error_reply(e: HttpError) -> Reply:
+    return http_types.error_reply(e, CONTENT_TYPE)
 
 
 def answer_reply(a: Answer) -> Reply:
@@ -55,7 +86,13 @@ def answer_reply(a: Answer) -> Reply:
     return Reply(a.status, CONTENT_TYPE, json.dumps(a.body).encode())
 
 
-class RegistryListener:
+def offset_of(reply: Reply) -> int | None:
+    """The _schemas offset a writer's answer names (OFFSET_HEADER), None without one."""
+    found = reply.header(OFFSET_HEADER.decode())
+    return int(found) if found is not None and found.isdigit() else None
+
+
+class RegistryListener(HttpListener):
     """Serves ``service`` on host:port. ``on_request(kind, status)`` counts each answered request (metrics)."""
 
     def __init__(
@@ -64,113 +101,45 @@ class RegistryListener:
         port: int,
         service: RegistryService,
         on_request: Callable[[str, int], None] = lambda _kind, _status: None,
+        security: Security = OPEN,
     ) -> None:
-        self.host = host
-        self.port = port
+        super().__init__(
+            host,
+            port,
+            self._reply,
+            setting="schema.registry.listeners",
+            what="schema registry",
+            content_type=CONTENT_TYPE,
+            tls=security.tls,
+        )
         self.service = service
         self.on_request = on_request
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self.security = security
 
-    async def start(self) -> None:
-        try:
-            self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
-        except OSError as e:
-            raise OSError(f"cannot listen on {self.host}:{self.port} (schema.registry.listeners): {e}") from None
-        self.port = self._server.sockets[0].getsockname()[1]
-        logger.info("schema registry listening on http://%s:%d", self.host, self.port)
+    def max_body_bytes(self) -> int:
+        return MAX_BODY_BYTES
 
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            for task in list(self._connections):
-                task.cancel()
-            await asyncio.gather(*self._connections, return_exceptions=True)
-            await self._server.wait_closed()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        conn = h11.Connection(h11.SERVER)
-        try:
-            while True:
-                request = await self._read_request(conn, reader, writer)
-                if request is None:
-                    break
-                head, body = request
-                reply = await self._reply(head, body)
-                keep = await self._send(conn, writer, reply)
-                if not keep or conn.our_state is h11.MUST_CLOSE:
-                    break
-                try:
-                    conn.start_next_cycle()
-                except h11.LocalProtocolError:
-                    break
-        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
-            pass
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            logger.exception("schema registry connection failed")
-        finally:
-            self._connections.discard(task)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
-
-    async def _read_request(
-        self, conn: h11.Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> tuple[h11.Request, bytes] | None:
-        head: h11.Request | None = None
-        body = bytearray()
-        while True:
-            try:
-                event = conn.next_event()
-            except h11.RemoteProtocolError as e:
-                await self._send(conn, writer, error_reply(RegistryError(400, 400, f"bad HTTP request: {e}")))
-                return None
-            if event is h11.NEED_DATA:
-                async with asyncio.timeout(IDLE_TIMEOUT_S):
-                    data = await reader.read(READ_CHUNK)
-                conn.receive_data(data)
-                if not data and conn.their_state is not h11.DONE:
-                    return None
-                continue
-            if isinstance(event, h11.Request):
-                head = event
-            elif isinstance(event, h11.Data):
-                body += event.data
-                if len(body) > MAX_BODY_BYTES:
-                    await self._send(
-                        conn, writer, error_reply(RegistryError(413, 413, "request body too large")), close=True
-                    )
-                    return None
-            elif isinstance(event, h11.EndOfMessage):
-                assert head is not None
-                return head, bytes(body)
-            elif isinstance(event, (h11.ConnectionClosed, h11.PAUSED)):
-                return None
-
-    async def _reply(self, head: h11.Request, body: bytes) -> Reply:
-        method, target = head.method.decode(), head.target.decode("latin-1")
+    async def _reply(self, request: HttpRequest) -> Reply:
+        method, target, body = request.method, request.target, request.body
         kind = "unrouted"
         try:
-            request = route(method, target, body)
-            kind = type(request).__name__
+            caller = await self._caller(request)
+            routed = route(method, target, body)
+            kind = type(routed).__name__
             try:
-                reply = answer_reply(await self.service.handle(request))
-                if isinstance(request, WRITES):
-                    reply = replace(reply, offset=self.service.store.applied)
+                reply = answer_reply(await self.service.handle(routed, caller))
+                if isinstance(routed, WRITES):
+                    reply = replace(reply, headers=((OFFSET_HEADER.decode(), str(self.service.store.applied)),))
             except Forward as f:
-                if any(name == FORWARDED_HEADER for name, _ in head.headers):
+                if request.header(FORWARDED_HEADER) is not None:
                     raise errors.forwarding_failed(
                         "the broker this request was forwarded to is not the writer"
                     ) from None
-                reply = await forward(f.url, method, target, body)
-                if reply.status == 200 and reply.offset is not None:
-                    await self.service.store.caught_up(reply.offset)
-        except RegistryError as e:
+                reply = await forward(f.url, request, caller, self.security.forward_tls)
+                offset = offset_of(reply)
+                if reply.status == 200 and offset is not None:
+                    await self.service.store.caught_up(offset)
+        except HttpError as e:
             reply = error_reply(e)
         except Exception as e:
             logger.exception("schema registry request %s %s failed", method, target)
@@ -178,74 +147,66 @@ class RegistryListener:
         self.on_request(kind, reply.status)
         return reply
 
-    @staticmethod
-    async def _send(conn: h11.Connection, writer: asyncio.StreamWriter, reply: Reply, close: bool = False) -> bool:
-        headers = [("content-type", reply.content_type), ("content-length", str(len(reply.body)))]
-        if reply.offset is not None:
-            headers.append((OFFSET_HEADER.decode(), str(reply.offset)))
-        if close:
-            headers.append(("connection", "close"))
+    async def _caller(self, request: HttpRequest) -> Caller:
+        """Who sent ``request`` (see the module doc); 401 when it is not known."""
+        security = self.security
+        if security.ready is not None and not security.ready.is_set():
+            try:
+                async with asyncio.timeout(READY_WAIT_S):
+                    await security.ready.wait()
+            except TimeoutError:
+                raise errors.operation_timeout("the broker has not caught up with the metadata log yet") from None
+        host = request.peer_host or UNKNOWN_HOST
+        certified = self._certificate_principal(request)
+        if certified is not None:
+            forwarded = request.header(PRINCIPAL_HEADER)
+            if forwarded is not None and self._trusted_forwarder(Caller(certified, host)):
+                return Caller(forwarded, request.header(CLIENT_HOST_HEADER) or UNKNOWN_HOST)
+        if security.login is None:
+            return Caller(certified or ANONYMOUS, host)
+        header = request.header(b"authorization")
+        if header is None and certified is not None:
+            return Caller(certified, host)
+        return Caller(await security.login.principal(header), host)
+
+    def _certificate_principal(self, request: HttpRequest) -> str | None:
+        certificates = self.security.certificates
+        if not request.peer_certificate or certificates is None:
+            return None
         try:
-            out = conn.send(h11.Response(status_code=reply.status, headers=headers))
-            out = (out or b"") + (conn.send(h11.Data(data=reply.body)) or b"") + (conn.send(h11.EndOfMessage()) or b"")
-        except h11.LocalProtocolError:
-            return False
-        writer.write(out)
-        await writer.drain()
-        return not close
+            return certificates(request.peer_certificate)
+        except ValueError as e:  # no ssl.principal.mapping.rules rule maps its subject
+            raise unauthenticated(f"the client certificate gives no principal: {e}") from None
+
+    def _trusted_forwarder(self, forwarder: Caller) -> bool:
+        access = self.service.access
+        if not access.enabled:
+            return True
+        return access.allows_cluster(forwarder, AclOperation.CLUSTER_ACTION, audit_denial=False)
 
 
-async def forward(url: str, method: str, target: str, body: bytes) -> Reply:
-    """Send the request to the writer's listener and return its answer (50003 when it cannot be reached)."""
+async def forward(
+    url: str, request: HttpRequest, caller: Caller, tls: Callable[[], ssl.SSLContext] | None = None
+) -> Reply:
+    """Send the request to the writer's listener, for ``caller``, and return its answer (50003 when it cannot be
+    reached). An https writer is reached over TLS with ``tls()``."""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    headers = [
+        ("content-type", CONTENT_TYPE),
+        (FORWARDED_HEADER.decode(), "1"),
+        (PRINCIPAL_HEADER.decode(), caller.principal),
+        (CLIENT_HOST_HEADER.decode(), caller.host),
+    ]
+    credentials = request.header(b"authorization")
+    if credentials is not None:
+        headers.append(("authorization", credentials))
+    context = tls() if tls is not None and parts.scheme == "https" else None
+    if parts.scheme == "https" and context is None:
+        return error_reply(errors.forwarding_failed(f"{url}: this broker has no TLS settings to reach it"))
     try:
-        async with asyncio.timeout(FORWARD_TIMEOUT_S):
-            reader, writer = await asyncio.open_connection(host, port)
-            try:
-                return await _exchange(reader, writer, host, port, method, target, body)
-            finally:
-                writer.close()
-                with contextlib.suppress(Exception):
-                    await writer.wait_closed()
+        return await http_server.exchange(
+            host, port, request.method, request.target, request.body, headers, FORWARD_TIMEOUT_S, context
+        )
     except (OSError, TimeoutError, h11.ProtocolError) as e:
         return error_reply(errors.forwarding_failed(f"{url}: {e or type(e).__name__}"))
-
-
-async def _exchange(
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    host: str,
-    port: int,
-    method: str,
-    target: str,
-    body: bytes,
-) -> Reply:
-    conn = h11.Connection(h11.CLIENT)
-    headers = [
-        ("host", f"{host}:{port}"),
-        ("content-type", CONTENT_TYPE),
-        ("content-length", str(len(body))),
-        ("connection", "close"),
-        (FORWARDED_HEADER.decode(), "1"),
-    ]
-    out = conn.send(h11.Request(method=method, target=target, headers=headers)) or b""
-    out += (conn.send(h11.Data(data=body)) or b"") if body else b""
-    out += conn.send(h11.EndOfMessage()) or b""
-    writer.write(out)
-    await writer.drain()
-    status, content_type, data, offset = 500, CONTENT_TYPE, bytearray(), None
-    while True:
-        event: Any = conn.next_event()
-        if event is h11.NEED_DATA:
-            conn.receive_data(await reader.read(READ_CHUNK))
-            continue
-        if isinstance(event, h11.Response):
-            status = event.status_code
-            content_type = next((v.decode() for k, v in event.headers if k == b"content-type"), CONTENT_TYPE)
-            found = next((v.decode() for k, v in event.headers if k == OFFSET_HEADER), None)
-            offset = int(found) if found is not None and found.isdigit() else None
-        elif isinstance(event, h11.Data):
-            data += event.data
-        elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
-            return Reply(status, content_type, bytes(data), offset)

@@ -11,13 +11,16 @@ core decide, appends the core's records to its local partition as a leader appen
 the records are committed and its own copy has applied them. A broker that is not the writer forwards writes to
 the writer's registry listener, whose address it finds in the metadata image: each broker registers its registry
 listener as ``SCHEMA_REGISTRY`` beside its Kafka listener.
+
+On a TLS broker listener the reader and the admin client connect with the node's own certificate
+(``client_security``), and so act as the node's principal, as the brokers' calls to each other do.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -68,8 +71,9 @@ def encode_batch(records: tuple[Record, ...], timestamp_ms: int) -> bytes:
 
 
 class RegistryStore:
-    """``bootstrap``: this broker's own gRPC listener (its consumer and admin client connect there);
-    ``partition(tp)``: the local replica, if hosted; ``image()``: the metadata image."""
+    """``bootstrap``: this broker's own gRPC listener (its consumer and admin client connect there, with the
+    ``client_security`` settings); ``partition(tp)``: the local replica, if hosted; ``image()``: the metadata image;
+    ``scheme``: the registry listeners' (http or https: every broker's is of one kind)."""
 
     def __init__(
         self,
@@ -79,8 +83,12 @@ class RegistryStore:
         partition: Callable[[TopicPartition], Partition | None],
         replication_factor: int,
         clock_ms: Callable[[], int],
+        client_security: Mapping[str, str] | None = None,
+        scheme: str = "http",
     ) -> None:
         self.core = RegistryCore()
+        self.client_security = dict(client_security or {})
+        self.scheme = scheme
         self.node_id = node_id
         self.bootstrap = bootstrap
         self._image = image
@@ -137,7 +145,7 @@ class RegistryStore:
                 f"broker {state.leader} leads {SCHEMAS_TOPIC} (it is the writer) but serves no schema registry "
                 "listener: set schema.registry.listeners on every broker"
             )
-        return f"http://{endpoint[0]}:{endpoint[1]}"
+        return f"{self.scheme}://{endpoint[0]}:{endpoint[1]}"
 
     async def write(self, decide: Callable[[RegistryCore], Write[T]]) -> T:
         """One write at a time: catch up with the log, let the core decide, append its records (acks=all), and
@@ -204,7 +212,7 @@ class RegistryStore:
     async def _ensure_topic(self) -> None:
         """``_schemas``, compacted, one partition, replication factor ``default.replication.factor``: created if
         missing, and refused (the registry stays unready, saying why) if it exists otherwise."""
-        async with AsyncAdmin({"bootstrap.servers": self.bootstrap}) as admin:
+        async with AsyncAdmin({"bootstrap.servers": self.bootstrap, **self.client_security}) as admin:
             if self._image().topic(SCHEMAS_TOPIC) is None:
                 try:
                     await admin.create_topic(SCHEMAS_TOPIC, 1, self.replication_factor, {"cleanup.policy": "compact"})
@@ -225,6 +233,7 @@ class RegistryStore:
             "bootstrap.servers": self.bootstrap,
             "client.id": f"schema-registry-{self.node_id}",
             "auto.offset.reset": "earliest",
+            **self.client_security,
         }
         async with AsyncConsumer(config) as consumer:
             consumer.assign([PARTITION])

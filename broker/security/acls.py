@@ -21,6 +21,8 @@ DENY bindings for exactly O or ALL (no implied operations, as in Kafka) and answ
 or prefix is not covered by a denied literal name, a denied prefix of it or a denied ``*``.
 
 The enums carry Kafka's wire codes, which the Kafka listener's CreateAcls, DescribeAcls and DeleteAcls use as they are.
+One resource type is odradek's own: SUBJECT, a schema registry subject (docs/schema-registry.md), with a code far
+from Kafka's (0-7 so far) that still fits Kafka's INT8 field; ``KAFKA_RESOURCE_TYPES`` are the ones Kafka knows.
 """
 
 from __future__ import annotations
@@ -79,6 +81,14 @@ class ResourceType(_KafkaEnum):
     GROUP = 3
     CLUSTER = 4
     TRANSACTIONAL_ID = 5
+    SUBJECT = 100  # odradek's: a schema registry subject
+
+
+KAFKA_RESOURCE_TYPES = frozenset(
+    {ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID}
+)
+"""The concrete resource types Kafka's protocol knows (a Kafka listener's ACL filter for ANY type leaves the others
+out: Kafka's clients cannot read a code they do not know)."""
 
 
 class PatternType(_KafkaEnum):
@@ -133,6 +143,11 @@ SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
         | {_Op.ALTER, _Op.DESCRIBE, _Op.ALL}
     ),
     ResourceType.TRANSACTIONAL_ID: frozenset({_Op.DESCRIBE, _Op.WRITE, _Op.ALL}),
+    # odradek's: READ (a subject's versions, lookups, compatibility checks, the ids it holds), WRITE (register),
+    # DELETE, DESCRIBE (listed), DESCRIBE_CONFIGS and ALTER_CONFIGS (its compatibility level and mode).
+    ResourceType.SUBJECT: frozenset(
+        {_Op.READ, _Op.WRITE, _Op.DELETE, _Op.DESCRIBE, _Op.DESCRIBE_CONFIGS, _Op.ALTER_CONFIGS, _Op.ALL}
+    ),
 }
 
 # Operations an ALLOW binding grants beyond its own (ALLOW ALL grants everything; DENY never implies).

@@ -1,54 +1,52 @@
-"""The transaction coordinator: the asyncio shell around the ``TxnCore`` of each ``__transaction_state`` partition
-this broker leads.
+"""The transaction coordinator: the ``TxnCore`` of each ``__transaction_state`` partition this broker leads,
+plugged into the coordinator runtime.
 
 A transactional id lives in partition ``abs(hash(id)) % partitions`` of ``__transaction_state`` (the hash of the
-group coordinator, as Kafka); the partition's leader is its coordinator. This shell
+group coordinator, as Kafka); the partition's leader is its coordinator. The runtime (broker/coordinator/runtime.py)
+loads each such partition when this broker becomes its leader (its log replayed into a new core, served once the
+high watermark reached the loaded end, so nothing it acts on can be truncated away), answers NOT_COORDINATOR where
+this broker does not lead the id's partition at the epoch it loaded and COORDINATOR_LOAD_IN_PROGRESS while it
+loads, appends with acks=all, runs the partition's timer task and unloads it when this broker stops leading it:
+its waiting requests answer NOT_COORDINATOR, its marker writes stop (the next coordinator resends them). The
+coordinator epoch, which markers carry, is the partition's leader epoch. This coordinator
 
-- loads a partition when this broker becomes its leader (the replica manager's leadership listener): replays its
-  log into a new core, and serves once the high watermark reached the loaded end, so nothing it acts on can be
-  truncated away; then resends the markers of every transaction left in Prepare* (a coordinator failover never
-  loses a commit or abort). The coordinator epoch, which markers carry, is the partition's leader epoch;
-- answers NOT_COORDINATOR where this broker does not lead the id's partition at the epoch it loaded, and
-  COORDINATOR_LOAD_IN_PROGRESS while it loads;
-- appends the records the core asks for as leader appends with acks=all and reports their outcome back, sends the
-  markers it asks for through the ``MarkerChannel``, and answers requests with the core's replies;
-- runs the timers: transactions past their timeout are aborted every
+- resends, once a partition is loaded, the markers of every transaction left in Prepare* (a coordinator failover
+  never loses a commit or abort);
+- steps the core with each request, has the runtime persist the records it asks for and reports their outcome
+  back, sends the markers it asks for through the ``MarkerChannel``, and answers requests with the core's replies;
+- fires the timers: transactions past their timeout are aborted every
   ``transaction.abort.timed.out.transaction.cleanup.interval.ms``, unused ids expire every
-  ``transaction.remove.expired.transaction.cleanup.interval.ms``;
-- unloads a partition when it stops leading it: its waiting requests answer NOT_COORDINATOR, its marker writes stop
-  (the next coordinator resends them).
+  ``transaction.remove.expired.transaction.cleanup.interval.ms``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from odradek.broker.config import NodeConfig
-from odradek.broker.groups.coordinator import Clock, coordinator_address
-from odradek.broker.groups.loader import plan_leadership
-from odradek.broker.groups.partitioner import offsets_partition_for
+from odradek.broker.coordinator.clock import Clock
+from odradek.broker.coordinator.decisions import Interval
+from odradek.broker.coordinator.runtime import CoordinatorPartition, CoordinatorRuntime
 from odradek.broker.partition import Partition
 from odradek.broker.transactions.core import Output, Persist, Reply, TxnCore, TxnCoreConfig, WriteMarkers
 from odradek.broker.transactions.markers import MarkerChannel
 from odradek.broker.transactions.metadata import TxnMetadata, TxnState
 from odradek.broker.transactions.records import TRANSACTION_STATE_TOPIC, ReplayStats, encode_batch, read_records
 from odradek.client.errors import ErrorCode, OdradekError
+from odradek.client.record.batch import Bytes
 from odradek.client.structs import TopicPartition
 from odradek.controller.metadata.image import MetadataImage
 
 logger = logging.getLogger(__name__)
 
-LOAD_READ_BYTES = 1 << 20
-HW_POLL_S = 1.0  # a loading partition re-checks its high watermark at least this often
 RETRY_COMPLETE_S = 0.2  # how soon a failed Complete* write is tried again
 CONCURRENT_HOLD_S = 1.0  # how long AddPartitionsToTxn/AddOffsetsToTxn wait for the previous transaction to complete
 NO_DURATION_FILTER = -1  # ListTransactions: any negative duration filter lists every transaction, as in Kafka
@@ -92,40 +90,26 @@ class TxnCoordinatorConfig:
         return TxnCoreConfig(max_timeout_ms=self.max_timeout_ms, id_expiration_ms=self.id_expiration_ms)
 
 
-class TxnStatePartition:
-    """One ``__transaction_state`` partition this broker leads, from loading to unloading."""
+class TxnShard:
+    """The transactions of one ``__transaction_state`` partition this broker leads, from loading to unloading."""
 
-    def __init__(self, index: int, epoch: int, partition: Partition, config: TxnCoordinatorConfig) -> None:
-        self.index = index
-        self.epoch = epoch  # the coordinator epoch markers carry
-        self.partition = partition
+    def __init__(self, config: TxnCoordinatorConfig) -> None:
         self.core = TxnCore(config.core)
-        self.loaded = False
-        self.unloaded = False
-        self.waiters: dict[int, asyncio.Future[Reply]] = {}
-        self.wake = asyncio.Event()
+        self.stats = ReplayStats()
         # Set (and replaced) whenever a write of this partition's log or a transaction's markers completes: requests
         # held on CONCURRENT_TRANSACTIONS try again then (TransactionCoordinator._call_when_settled).
         self.settled = asyncio.Event()
-        self.tasks: set[asyncio.Task[None]] = set()
+        # The timers' checks, spaced on the monotonic clock: the coordinator's clock follows wall-clock steps, and a
+        # step back would hold them off.
+        self.abort_check = Interval(config.abort_interval_ms / 1000)
+        self.expire_check = Interval(config.expiration_interval_ms / 1000)
 
-    def current(self) -> bool:
-        """Still the leader at the epoch it loaded (else nothing it holds may be acted on)."""
-        p = self.partition
-        return not self.unloaded and p.is_leader and p.leader_epoch == self.epoch
+    def settle(self) -> None:
+        self.settled.set()
+        self.settled = asyncio.Event()
 
-    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
-        task = asyncio.ensure_future(coro)
-        task.set_name(name)
-        self.tasks.add(task)
-        task.add_done_callback(self._done)
 
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self.tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error(
-                "%s-%d: %s failed", TRANSACTION_STATE_TOPIC, self.index, task.get_name(), exc_info=task.exception()
-            )
+TxnPartition = CoordinatorPartition[TxnShard, Reply]
 
 
 class TransactionCoordinator:
@@ -150,152 +134,102 @@ class TransactionCoordinator:
         self.broker_id = broker_id
         self._image = image
         self.config = config
-        self._create_topic = create_topic
         self.producer_ids = producer_ids
         self.markers = markers
         self._offsets_partitions = offsets_partitions
         self.clock = clock or Clock(follow_skew=True)
-        self.partitions: dict[int, TxnStatePartition] = {}
-        self._create_task: asyncio.Task[None] | None = None
-        self._tokens = itertools.count(1)
+        self.runtime: CoordinatorRuntime[TxnShard, Reply] = CoordinatorRuntime(
+            self,
+            TRANSACTION_STATE_TOPIC,
+            image,
+            config.num_partitions,
+            config.replication_factor,
+            create_topic,
+            config.append_timeout_ms,
+        )
         self.committed = 0
         self.aborted = 0
 
-    # -- leadership ------------------------------------------------------------------------------------------------
+    @property
+    def partitions(self) -> dict[int, TxnPartition]:
+        """The ``__transaction_state`` partitions this broker leads, by index."""
+        return self.runtime.partitions
 
     def on_leadership(self, partitions: Mapping[tuple[str, int], Partition]) -> None:
         """Load the partitions this broker now leads, unload those it stopped leading or leads at a new epoch."""
-        leading = {
-            i: p.leader_epoch for (t, i), p in partitions.items() if t == TRANSACTION_STATE_TOPIC and p.is_leader
-        }
-        unload, load = plan_leadership({i: tp.epoch for i, tp in self.partitions.items()}, leading)
-        for index in unload:
-            self._unload(self.partitions.pop(index))
-        for index, epoch in load:
-            tp = TxnStatePartition(index, epoch, partitions[(TRANSACTION_STATE_TOPIC, index)], self.config)
-            self.partitions[index] = tp
-            logger.info("loading %s-%d at coordinator epoch %d", TRANSACTION_STATE_TOPIC, index, epoch)
-            tp.spawn(self._load(tp), f"load-txn-state-{index}")
-
-    async def _load(self, tp: TxnStatePartition) -> None:
-        # The partition's log is read afresh after each await: a move to another log dir replaces it.
-        end = tp.partition.log.log_end_offset
-        offset = tp.partition.log.log_start_offset
-        stats = ReplayStats()
-        started = time.monotonic()
-        while offset < end:
-            if not tp.current():
-                return
-            data = tp.partition.log.read(offset, LOAD_READ_BYTES, max_offset=end)
-            if not len(data.records):
-                break
-            for txn_id, md in read_records(data.records, stats):
-                tp.core.replay(txn_id, md)
-            offset = data.next_offset
-            await asyncio.sleep(0)
-        loop = asyncio.get_running_loop()
-        while tp.partition.log.high_watermark < end:  # serve only what is committed
-            if not tp.current():
-                return
-            future: asyncio.Future[None] = loop.create_future()
-            tp.partition.add_waiter(future)
-            try:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(future, HW_POLL_S)
-            finally:
-                tp.partition.remove_waiter(future)
-        if not tp.current():
-            return
-        tp.loaded = True
-        logger.info(
-            "%s-%d loaded at coordinator epoch %d: %d transactional ids (%d records, %d skipped) in %.2f s",
-            TRANSACTION_STATE_TOPIC,
-            tp.index,
-            tp.epoch,
-            len(tp.core.txns),
-            stats.records,
-            stats.skipped,
-            time.monotonic() - started,
-        )
-        self._apply(tp, tp.core.resume())
-        tp.spawn(self._timers(tp), f"txn-timers-{tp.index}")
-
-    def _unload(self, tp: TxnStatePartition) -> None:
-        tp.unloaded = True
-        for task in list(tp.tasks):
-            task.cancel()
-        for future in tp.waiters.values():
-            if not future.done():
-                future.set_result(Reply(0, ErrorCode.NOT_COORDINATOR))
-        tp.waiters.clear()
-        logger.info("unloaded %s-%d (epoch %d)", TRANSACTION_STATE_TOPIC, tp.index, tp.epoch)
+        self.runtime.on_leadership(partitions)
 
     async def close(self) -> None:
-        for tp in list(self.partitions.values()):
-            self._unload(tp)
-            await asyncio.gather(*tp.tasks, return_exceptions=True)
-        self.partitions.clear()
-        if self._create_task is not None:
-            self._create_task.cancel()
+        await self.runtime.close()
+
+    # -- what the runtime calls ------------------------------------------------------------------------------------
+
+    def new_shard(self, index: int) -> TxnShard:
+        return TxnShard(self.config)
+
+    def replay(self, tp: TxnPartition, records: Bytes) -> None:
+        for txn_id, md in read_records(records, tp.shard.stats):
+            tp.shard.core.replay(txn_id, md)
+
+    def on_replayed(self, tp: TxnPartition) -> None:
+        """Nothing to do: the core acts only once the partition serves (``on_loaded``)."""
+
+    def on_loaded(self, tp: TxnPartition) -> None:
+        """Write the markers of every transaction the previous coordinator left in Prepare*."""
+        self._apply(tp, tp.shard.core.resume())
+
+    def on_unloaded(self, tp: TxnPartition) -> None:
+        """Nothing to release: the runtime cancels the marker writes and answers the waiting requests."""
+
+    def fire_timers(self, tp: TxnPartition) -> float:
+        """Abort timed-out transactions, retry failed Complete* writes, expire unused ids; the seconds until the
+        next check."""
+        shard = tp.shard
+        now, tick = self.clock(), time.monotonic()
+        if shard.abort_check.due(tick):
+            self._apply(tp, shard.core.abort_timed_out(now))
+        if shard.expire_check.due(tick):
+            self._apply(tp, shard.core.expire_ids(now))
+        if shard.core.completions_to_retry():
+            self._apply(tp, shard.core.retry_completions(now))
+        wait = min(shard.abort_check.next_s, shard.expire_check.next_s) - time.monotonic()
+        if shard.core.completions_to_retry():
+            wait = min(wait, RETRY_COMPLETE_S)
+        return max(0.0, wait)
+
+    def summary(self, shard: TxnShard) -> str:
+        stats = shard.stats
+        return f"{len(shard.core.txns)} transactional ids ({stats.records} records, {stats.skipped} skipped)"
 
     # -- routing ---------------------------------------------------------------------------------------------------
 
     def partition_count(self) -> int:
-        topic = self._image().topic(TRANSACTION_STATE_TOPIC)
-        return len(topic.partitions) if topic is not None and topic.partitions else self.config.num_partitions
+        return self.runtime.partition_count()
 
     def partition_of(self, transactional_id: str) -> int:
-        return offsets_partition_for(transactional_id, self.partition_count())
+        return self.runtime.partition_of(transactional_id)
 
     def find_coordinator(self, transactional_id: str) -> tuple[int, int, str, int]:
         """(error, node id, host, port) of the leader of the id's partition; creates the topic on first use
         (COORDINATOR_NOT_AVAILABLE until it exists and the partition has a live leader)."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, -1, "", -1
-        found = coordinator_address(self._image(), TRANSACTION_STATE_TOPIC, transactional_id)
-        if found is None:
-            self._ensure_topic()
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        return found
+        return self.runtime.find_coordinator(transactional_id)
 
-    def _ensure_topic(self) -> None:
-        if self._create_task is not None and not self._create_task.done():
-            return
-        self._create_task = asyncio.create_task(
-            self._create_topic(self.config.num_partitions, self.config.replication_factor),
-            name="create-transaction-state-topic",
-        )
-
-    def _route(self, transactional_id: str) -> tuple[int, TxnStatePartition | None]:
+    def _route(self, transactional_id: str) -> tuple[int, TxnPartition | None]:
         """(error, partition): INVALID_REQUEST for an empty id, COORDINATOR_NOT_AVAILABLE before the topic
-        exists (its creation started), else ``_owned``'s."""
+        exists (its creation started), else the runtime's ``owner`` (Kafka's
+        TransactionStateManager.getTransactionState)."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, None
         if self._image().topic(TRANSACTION_STATE_TOPIC) is None:
-            self._ensure_topic()
+            self.runtime.ensure_topic()
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-        return self._owned(transactional_id)
+        return self.runtime.owner(transactional_id)
 
-    def _owned(self, transactional_id: str) -> tuple[int, TxnStatePartition | None]:
-        """(error, partition) of the id's partition as loaded here: NOT_COORDINATOR where this broker does not lead
-        it at the epoch it loaded (nor where the topic does not exist), COORDINATOR_LOAD_IN_PROGRESS while it
-        loads (Kafka's TransactionStateManager.getTransactionState)."""
-        tp = self.partitions.get(self.partition_of(transactional_id))
-        if tp is None or not tp.current():
-            return ErrorCode.NOT_COORDINATOR, None
-        if not tp.loaded:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None
-        return ErrorCode.NONE, tp
-
-    async def _call(self, tp: TxnStatePartition, request: Callable[[int], Output]) -> Reply:
-        token = next(self._tokens)
-        future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
-        tp.waiters[token] = future
-        try:
-            self._apply(tp, request(token))
-            return await future
-        finally:
-            tp.waiters.pop(token, None)
+    async def _call(self, tp: TxnPartition, request: Callable[[int], Output]) -> Reply:
+        reply = await self.runtime.park(tp, lambda token: self._apply(tp, request(token)))
+        return reply if reply is not None else Reply(0, ErrorCode.NOT_COORDINATOR)
 
     async def _fresh_producer_id(self, needed: bool) -> tuple[int, int | None]:
         if not needed:
@@ -314,13 +248,13 @@ class TransactionCoordinator:
         error, tp = self._route(transactional_id)
         if tp is None:
             return error, -1, -1
-        error, fresh = await self._fresh_producer_id(tp.core.needs_producer_id(transactional_id))
+        error, fresh = await self._fresh_producer_id(tp.shard.core.needs_producer_id(transactional_id))
         if error != ErrorCode.NONE:
             return error, -1, -1
         error, tp = self._route(transactional_id)  # it may have moved meanwhile
         if tp is None:
             return error, -1, -1
-        core = tp.core
+        core = tp.shard.core
         reply = await self._call(
             tp,
             lambda token: core.init_producer_id(
@@ -344,7 +278,7 @@ class TransactionCoordinator:
                 p: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if p in unknown else ErrorCode.INVALID_REQUEST
                 for p in partitions
             }
-        core = tp.core
+        core = tp.shard.core
         reply = await self._call_when_settled(
             tp,
             lambda token: core.add_partitions(
@@ -360,7 +294,7 @@ class TransactionCoordinator:
         error, tp = self._route(transactional_id)
         if tp is None:
             return error, {}
-        return ErrorCode.NONE, tp.core.verify(transactional_id, producer_id, producer_epoch, partitions)
+        return ErrorCode.NONE, tp.shard.core.verify(transactional_id, producer_id, producer_epoch, partitions)
 
     async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> int:
         """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction."""
@@ -370,7 +304,7 @@ class TransactionCoordinator:
         if tp is None:
             return error
         count = self._offsets_partitions()
-        core = tp.core
+        core = tp.shard.core
         reply = await self._call_when_settled(
             tp,
             lambda token: core.add_offsets(
@@ -387,14 +321,14 @@ class TransactionCoordinator:
         error, tp = self._route(transactional_id)
         if tp is None:
             return error, -1, -1
-        needed = bump_epoch and tp.core.needs_producer_id(transactional_id, ending=True)
+        needed = bump_epoch and tp.shard.core.needs_producer_id(transactional_id, ending=True)
         error, fresh = await self._fresh_producer_id(needed)
         if error != ErrorCode.NONE:
             return error, -1, -1
         error, tp = self._route(transactional_id)
         if tp is None:
             return error, -1, -1
-        core = tp.core
+        core = tp.shard.core
         reply = await self._call(
             tp,
             lambda token: core.end_txn(
@@ -415,10 +349,10 @@ class TransactionCoordinator:
         Only FindCoordinator creates the topic, as in Kafka: without it, this answers NOT_COORDINATOR."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, None
-        error, tp = self._owned(transactional_id)
+        error, tp = self.runtime.owner(transactional_id)
         if tp is None:
             return error, None
-        md = tp.core.txns.get(transactional_id)
+        md = tp.shard.core.txns.get(transactional_id)
         if md is None or md.state is TxnState.DEAD:
             return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
         return ErrorCode.NONE, md
@@ -436,14 +370,8 @@ class TransactionCoordinator:
         pids = set(producer_ids)
         now = self.clock()
         out: list[TxnMetadata] = []
-        loading = False
-        for tp in self.partitions.values():
-            if not tp.current():
-                continue
-            if not tp.loaded:
-                loading = True
-                continue
-            for md in tp.core.txns.values():
+        for tp in self.runtime.serving():
+            for md in tp.shard.core.txns.values():
                 if md.state is TxnState.DEAD:
                     continue
                 if wanted and md.state.value not in wanted:
@@ -453,12 +381,12 @@ class TransactionCoordinator:
                 if min_duration_ms >= 0 and now - md.txn_start_ms <= min_duration_ms:
                     continue
                 out.append(md)
-        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.runtime.loading() else ErrorCode.NONE
         return error, unknown, sorted(out, key=lambda md: md.transactional_id)
 
     # -- the core's actions ----------------------------------------------------------------------------------------
 
-    def _apply(self, tp: TxnStatePartition, out: Output) -> None:
+    def _apply(self, tp: TxnPartition, out: Output) -> None:
         for event in out.events:
             logger.info("%s-%d: %s", TRANSACTION_STATE_TOPIC, tp.index, event)
         for committed in out.completed:
@@ -468,54 +396,22 @@ class TransactionCoordinator:
                 self.aborted += 1
         for action in out.actions:
             if isinstance(action, Reply):
-                future = tp.waiters.pop(action.token, None)
-                if future is not None and not future.done():
-                    future.set_result(action)
+                tp.answer(action.token, action)
             elif isinstance(action, Persist):
                 self._persist(tp, action)
             elif isinstance(action, WriteMarkers):
                 tp.spawn(self._write_markers(tp, action), f"markers-{action.transactional_id}")
         tp.wake.set()
 
-    def _persist(self, tp: TxnStatePartition, action: Persist) -> None:
-        """Append now (so records land in the order the core asked), wait for the ISR in a task."""
-        try:
-            if not tp.current():
-                raise OdradekError("not the leader any more", code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            data = encode_batch([(action.transactional_id, action.metadata)], self.clock())
-            info = tp.partition.append_as_leader(data, acks=-1)
-        except OdradekError as e:
-            code = e.code
-            tp.spawn(self._report(tp, action.persist_id, asyncio.sleep(0, code)), f"persist-{action.persist_id}")
-            return
-        tp.spawn(
-            self._report(tp, action.persist_id, self._committed(tp, info.last_offset + 1)),
-            f"persist-{action.persist_id}",
-        )
+    def _persist(self, tp: TxnPartition, action: Persist) -> None:
+        def report(code: int) -> None:
+            self._apply(tp, tp.shard.core.on_persisted(action.persist_id, code, self.clock()))
+            tp.shard.settle()
 
-    async def _committed(self, tp: TxnStatePartition, offset: int) -> int:
-        future = tp.partition.wait_for_commit(offset)
-        try:
-            code: int = await asyncio.wait_for(future, self.config.append_timeout_ms / 1000)
-        except TimeoutError:
-            return ErrorCode.REQUEST_TIMED_OUT
-        return code
+        batch = encode_batch([(action.transactional_id, action.metadata)], self.clock())
+        self.runtime.persist(tp, batch, report, f"persist-{action.persist_id}")
 
-    async def _report(self, tp: TxnStatePartition, persist_id: int, outcome: Awaitable[int]) -> None:
-        code = await outcome
-        if code == ErrorCode.NONE and not tp.current():
-            code = ErrorCode.NOT_LEADER_OR_FOLLOWER  # unloaded meanwhile: its fate is the next coordinator's
-        if tp.unloaded:
-            return
-        self._apply(tp, tp.core.on_persisted(persist_id, code, self.clock()))
-        self._settled(tp)
-
-    @staticmethod
-    def _settled(tp: TxnStatePartition) -> None:
-        tp.settled.set()
-        tp.settled = asyncio.Event()
-
-    async def _call_when_settled(self, tp: TxnStatePartition, request: Callable[[int], Output]) -> Reply:
+    async def _call_when_settled(self, tp: TxnPartition, request: Callable[[int], Output]) -> Reply:
         """``_call``, but a CONCURRENT_TRANSACTIONS answer (the id's previous transaction is still writing its
         markers and its completion) is held and the request tried again each time a write of the partition
         completes, for up to CONCURRENT_HOLD_S. The producer would otherwise retry after a backoff: with
@@ -523,7 +419,7 @@ class TransactionCoordinator:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CONCURRENT_HOLD_S
         while True:
-            settled = tp.settled
+            settled = tp.shard.settled
             reply = await self._call(tp, request)
             remaining = deadline - loop.time()
             if reply.error != ErrorCode.CONCURRENT_TRANSACTIONS or remaining <= 0 or not tp.current():
@@ -531,7 +427,7 @@ class TransactionCoordinator:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(settled.wait(), remaining)
 
-    async def _write_markers(self, tp: TxnStatePartition, action: WriteMarkers) -> None:
+    async def _write_markers(self, tp: TxnPartition, action: WriteMarkers) -> None:
         written = await self.markers.write(action, tp.epoch)
         if not written:
             logger.warning(
@@ -544,32 +440,11 @@ class TransactionCoordinator:
         if tp.current():
             self._apply(
                 tp,
-                tp.core.on_markers_written(
+                tp.shard.core.on_markers_written(
                     action.transactional_id, action.producer_id, action.producer_epoch, self.clock()
                 ),
             )
-            self._settled(tp)
-
-    async def _timers(self, tp: TxnStatePartition) -> None:
-        """Abort timed-out transactions, retry failed Complete* writes, expire unused ids. The checks are spaced on
-        the monotonic clock: the coordinator's clock follows wall-clock steps, and one back would hold them off."""
-        next_abort = next_expire = 0.0  # monotonic seconds
-        while tp.current():
-            now, tick = self.clock(), time.monotonic()
-            if tick >= next_abort:
-                self._apply(tp, tp.core.abort_timed_out(now))
-                next_abort = tick + self.config.abort_interval_ms / 1000
-            if tick >= next_expire:
-                self._apply(tp, tp.core.expire_ids(now))
-                next_expire = tick + self.config.expiration_interval_ms / 1000
-            if tp.core.completions_to_retry():
-                self._apply(tp, tp.core.retry_completions(now))
-            wait = min(next_abort, next_expire) - time.monotonic()
-            if tp.core.completions_to_retry():
-                wait = min(wait, RETRY_COMPLETE_S)
-            tp.wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(tp.wake.wait(), max(0.0, wait))
+            tp.shard.settle()
 
     # -- metrics ---------------------------------------------------------------------------------------------------
 
@@ -580,10 +455,9 @@ class TransactionCoordinator:
             "odradek_transactional_ids", "transactional ids coordinated here, by state", labels=["state"]
         )
         counts = dict.fromkeys((s.value for s in TxnState), 0)
-        for tp in self.partitions.values():
-            if tp.loaded and tp.current():
-                for md in tp.core.txns.values():
-                    counts[md.state.value] += 1
+        for tp in self.runtime.serving():
+            for md in tp.shard.core.txns.values():
+                counts[md.state.value] += 1
         ongoing.add_metric([], counts[TxnState.ONGOING.value])
         for state, n in counts.items():
             states.add_metric([state], n)

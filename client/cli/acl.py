@@ -53,6 +53,9 @@ def _arguments(parser: argparse.ArgumentParser, filtering: bool) -> None:
     parser.add_argument(
         "--transactional-id", action="append", default=[], metavar="ID", help="a transactional id (* for all)"
     )
+    parser.add_argument(
+        "--subject", action="append", default=[], metavar="NAME", help="a schema registry subject (* for all)"
+    )
     parser.add_argument("--cluster", action="store_true", help="the cluster")
     choices = ["any", "match", "literal", "prefixed"] if filtering else ["literal", "prefixed"]
     parser.add_argument(
@@ -73,7 +76,7 @@ def _arguments(parser: argparse.ArgumentParser, filtering: bool) -> None:
 
 def _resources(args: argparse.Namespace) -> list[tuple[str, str]]:
     out = [("TOPIC", t) for t in args.topic] + [("GROUP", g) for g in args.group]
-    out += [("TRANSACTIONAL_ID", x) for x in args.transactional_id]
+    out += [("TRANSACTIONAL_ID", x) for x in args.transactional_id] + [("SUBJECT", s) for s in args.subject]
     if args.cluster:
         out.append(("CLUSTER", CLUSTER_NAME))
     return out
@@ -110,7 +113,7 @@ def _add(args: argparse.Namespace) -> None:
     if not principals:
         raise CommandError("give --allow-principal User:NAME or --deny-principal User:NAME")
     if not resources:
-        raise CommandError("give a resource: --topic, --group, --transactional-id or --cluster")
+        raise CommandError("give a resource: --topic, --group, --transactional-id, --subject or --cluster")
     if not operations:
         raise CommandError("give --operation OP[,OP]")
     bindings = [

@@ -67,7 +67,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--no-schema-registry",
         action="store_true",
-        help="brokers serve no schema registry (by default each serves one; not with --security)",
+        help="brokers serve no schema registry (by default each serves one; with --security over https, "
+        "logging in with HTTP Basic as a SCRAM user or a client certificate)",
+    )
+    up.add_argument(
+        "--no-http",
+        action="store_true",
+        help="brokers serve no HTTP API (by default each serves one, docs/http-api.md; not with --security, whose "
+        "TLS listeners it cannot match yet)",
     )
     for name, handler, text in (
         ("down", _down, "stop every node (SIGTERM, then SIGKILL)"),
@@ -105,7 +112,8 @@ def _up(args: argparse.Namespace) -> None:
         _overrides(args.set),
         security=args.security,
         first_id=args.first_node_id,
-        schema_registry=not args.no_schema_registry and not args.security,
+        schema_registry=not args.no_schema_registry,
+        http_api=not args.no_http and not args.security,
     )
     cluster.start_all()
     profile: dict[str, Any] = {
@@ -115,6 +123,8 @@ def _up(args: argparse.Namespace) -> None:
     }
     if cluster.schema_registry_urls:
         profile["schema_registry_url"] = cluster.schema_registry_urls  # `odradek schema` finds it here
+    if cluster.http_urls:
+        profile["http_url"] = cluster.http_urls
     if cluster.security:
         # Brokers only: the controllers' listener is mTLS without SASL, so a SCRAM login cannot be served there.
         del profile["controllers"]
@@ -135,6 +145,7 @@ def _up(args: argparse.Namespace) -> None:
         "controllers": cluster.controller_servers,
         "nodes": cluster.status(),
         "schema_registry_urls": cluster.schema_registry_urls,
+        "http_urls": cluster.http_urls,
     }
     if cluster.security:
         data["admin_client_config"] = str(cluster.admin_client_file)
@@ -146,6 +157,8 @@ def _up(args: argparse.Namespace) -> None:
     )
     if cluster.schema_registry_urls:
         human += f"schema registry: {cluster.schema_registry_urls}\n"
+    if cluster.http_urls:
+        human += f"http api: {cluster.http_urls}\n"
     if cluster.security:
         human += f"super user admin: {cluster.admin_client_file} (SCRAM over TLS; the CLI's profile uses it)\n"
     emit(data, args.format, human=human)
@@ -164,7 +177,7 @@ def _down(args: argparse.Namespace) -> None:
 
 def _status(args: argparse.Namespace) -> None:
     rows = DevCluster.load(_dir(args)).status()
-    columns = ["node_id", "roles", "pid", "state", "broker", "kafka", "controller", "metrics", "log"]
+    columns = ["node_id", "roles", "pid", "state", "broker", "kafka", "http", "controller", "metrics", "log"]
     emit(rows, args.format, human=table(rows, columns))
 
 

@@ -1,13 +1,20 @@
 """``odradek schema register|get|list|delete|check|config``: the built-in schema registry over its REST API
 (docs/schema-registry.md), as Confluent's ``curl`` examples or rpk's ``registry`` commands use it. The registry's
 URL is ``--registry-url``, else ``$ODRADEK_SCHEMA_REGISTRY_URL``, else the one ``odradek dev up`` saved in the
-profile. ``--format json`` prints the registry's own answer; a refusal is an error carrying its ``error_code``."""
+profile. ``--format json`` prints the registry's own answer; a refusal is an error carrying its ``error_code``.
+
+A secured registry (https, HTTP Basic): ``--basic-auth USER:PASSWORD`` (else ``$ODRADEK_SCHEMA_REGISTRY_BASIC_AUTH``)
+and ``--ca-location`` (the CA of its certificate), ``--certificate-location``/``--key-location`` (a client
+certificate). With the profile's URL, what is not given comes from the profile's client config (``dev up --security``
+saves the super user's: its SCRAM user and password, the cluster's CA and the admin client certificate)."""
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
+import ssl
 import sys
 import urllib.error
 import urllib.parse
@@ -57,6 +64,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _command(sub: argparse._SubParsersAction, name: str, handler: Any, text: str) -> argparse.ArgumentParser:
     parser = add_command(sub, name, handler, text)
     parser.add_argument("--registry-url", help="the registry (default $ODRADEK_SCHEMA_REGISTRY_URL, then the profile)")
+    parser.add_argument(
+        "--basic-auth",
+        metavar="USER:PASSWORD",
+        help="HTTP Basic credentials (default $ODRADEK_SCHEMA_REGISTRY_BASIC_AUTH)",
+    )
+    parser.add_argument("--ca-location", metavar="FILE", help="the CA that signs an https registry's certificate")
+    parser.add_argument("--certificate-location", metavar="FILE", help="a client certificate (PEM), with its key")
+    parser.add_argument("--key-location", metavar="FILE", help="the client certificate's key (PEM)")
     return parser
 
 
@@ -72,9 +87,12 @@ def _schema_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _explicit_url(args: argparse.Namespace) -> str | None:
+    return args.registry_url or os.environ.get("ODRADEK_SCHEMA_REGISTRY_URL")
+
+
 def registry_url(args: argparse.Namespace) -> str:
-    url = args.registry_url or os.environ.get("ODRADEK_SCHEMA_REGISTRY_URL")
-    url = url or load_profile().get("schema_registry_url")
+    url = _explicit_url(args) or load_profile().get("schema_registry_url")
     if not url:
         raise CommandError(
             "no schema registry: give --registry-url, set $ODRADEK_SCHEMA_REGISTRY_URL, or start one with "
@@ -83,14 +101,40 @@ def registry_url(args: argparse.Namespace) -> str:
     return str(url).split(",")[0].rstrip("/")
 
 
+def _security(args: argparse.Namespace) -> tuple[str | None, ssl.SSLContext | None]:
+    """The Authorization header (None: none) and, for https, the TLS context (see the module doc)."""
+    profile: dict[str, Any] = {} if _explicit_url(args) else dict(load_profile().get("client_config") or {})
+    basic = args.basic_auth or os.environ.get("ODRADEK_SCHEMA_REGISTRY_BASIC_AUTH")
+    if not basic and profile.get("sasl.username"):
+        basic = f"{profile['sasl.username']}:{profile.get('sasl.password', '')}"
+    if basic and ":" not in basic:
+        raise CommandError("--basic-auth is USER:PASSWORD")
+    header = "Basic " + base64.b64encode(basic.encode()).decode() if basic else None
+    if not registry_url(args).lower().startswith("https://"):
+        return header, None
+    ca = args.ca_location or profile.get("ssl.ca.location") or None
+    certificate = args.certificate_location or profile.get("ssl.certificate.location")
+    key = args.key_location or profile.get("ssl.key.location")
+    try:
+        context = ssl.create_default_context(cafile=ca)
+        if certificate or key:
+            context.load_cert_chain(str(certificate or ""), str(key or ""))
+    except (OSError, ssl.SSLError) as e:
+        raise CommandError(f"cannot read the TLS files: {e}") from None
+    return header, context
+
+
 def call(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
     """The registry's JSON answer; a refusal raises CommandError with its error code and message."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(registry_url(args) + path, data=data, method=method)
     request.add_header("Content-Type", CONTENT_TYPE)
     request.add_header("Accept", CONTENT_TYPE)
+    header, context = _security(args)
+    if header is not None:
+        request.add_header("Authorization", header)
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=context) as response:
             return json.loads(response.read() or b"null")
     except urllib.error.HTTPError as e:
         try:

@@ -30,6 +30,7 @@ from odradek.client.consumer.rebalance import Callback, RebalanceStep
 from odradek.client.errors import ConfigError, InvalidRequestError, OdradekError
 from odradek.client.metadata import Metadata
 from odradek.client.offsets import EARLIEST, LATEST, list_offsets, list_offsets_and_timestamps
+from odradek.client.serialization import deserialized, deserializers
 from odradek.client.structs import (
     ConsumerRecord,
     GroupMetadata,
@@ -127,6 +128,7 @@ class AsyncConsumer:
         self._auto_commit = cfg.enable_auto_commit
         self._auto_commit_interval = cfg.auto_commit_interval_ms / 1000
         self._next_auto_commit = time.monotonic() + self._auto_commit_interval
+        self._serde = deserializers(cfg)
         self._closed = False
 
     async def __aenter__(self) -> AsyncConsumer:
@@ -367,7 +369,7 @@ class AsyncConsumer:
             fetcher.data_ready.clear()
             records = fetcher.drain(self._max_poll_records)
             if records:
-                return records
+                return self._deserialized(records)
             remaining = deadline - loop.time()
             if remaining <= 0:
                 await asyncio.sleep(0)  # poll(0) in a loop must still let the fetcher run
@@ -376,7 +378,25 @@ class AsyncConsumer:
                 async with asyncio.timeout(remaining):
                     await fetcher.data_ready.wait()
             except TimeoutError:
-                return fetcher.drain(self._max_poll_records)
+                return self._deserialized(fetcher.drain(self._max_poll_records))
+
+    def _deserialized(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
+        """The records through key.deserializer and value.deserializer. At the first that fails, as Kafka's
+        consumer: each partition's position goes back to its first record not returned, and the failure is raised
+        now if no record precedes it, else by the next poll (which meets the record again)."""
+        if self._serde is None or not records:
+            return records
+        out, failure = deserialized(records, self._serde)
+        if failure is None:
+            return out
+        first: dict[TopicPartition, int] = {}
+        for r in records[len(out) :]:
+            first.setdefault(TopicPartition(r.topic, r.partition), r.offset)
+        for tp, offset in first.items():
+            self._fetcher.seek(tp, offset)
+        if out:
+            return out
+        raise failure
 
     async def partitions_for(self, topic: str) -> list[int]:
         """The topic's partitions (UnknownTopicOrPartitionError if it does not appear within request.timeout.ms)."""
@@ -555,7 +575,7 @@ class Consumer:
                 self._loop.loop.call_soon_threadsafe(self._core._maybe_auto_commit)
         records = self._fetcher.drain(self._max_poll_records)
         if records or timeout_ms <= 0:
-            return records
+            return self._core._deserialized(records)
         return self._loop.run(self._core.poll(timeout_ms))
 
     def _group_poll(self, timeout: float) -> None:

@@ -36,6 +36,7 @@ from odradek.client.producer.sender import Sender
 from odradek.client.producer.transactions import TransactionAbortedError, TxnState
 from odradek.client.producer.txn_client import TransactionClient
 from odradek.client.record.header import HEADER_SIZE
+from odradek.client.serialization import serializers
 from odradek.client.structs import GroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
 from odradek.client.throttle import throttle_metrics
 
@@ -121,6 +122,10 @@ class AsyncProducer:
         self._replaying = False
         self._replay: asyncio.Task[None] | None = None
         self._closed = False
+        serde = serializers(cfg)
+        if serde is not None:
+            self._key_serializer, self._value_serializer = serde
+            self.__dict__["send"] = self._serialize_and_send  # the plain send() keeps its direct path otherwise
 
     async def __aenter__(self) -> AsyncProducer:
         return self
@@ -214,6 +219,27 @@ class AsyncProducer:
     def _can_block(self) -> bool:
         return self._may_block and threading.get_ident() != self._loop_thread
 
+    def _serialize_and_send(
+        self,
+        topic: str,
+        value: Any,
+        key: Any = None,
+        partition: int | None = None,
+        headers: Iterable[tuple[str, Value]] | None = None,
+        timestamp: int | None = None,
+    ) -> DeliveryFuture:
+        """``send`` with key.serializer and value.serializer applied first (SerializationError: nothing is sent).
+        The first record of a registry format's subject asks the registry (a blocking HTTP call), later ones not."""
+        return AsyncProducer.send(
+            self,
+            topic,
+            self._value_serializer.serialize(topic, value),
+            self._key_serializer.serialize(topic, key),
+            partition,
+            headers,
+            timestamp,
+        )
+
     def _wait_for_topic(self, topic: str) -> int:
         if self._closed:
             raise RuntimeError("the producer is closed")
@@ -259,7 +285,8 @@ class AsyncProducer:
         while True:
             self._replaying = True
             try:
-                return cast(RecordFuture, self.send(*entry.args))  # never deferred again while replaying
+                # The class's send: a deferred record was serialized when it was sent.
+                return cast(RecordFuture, AsyncProducer.send(self, *entry.args))  # never deferred again here
             except _Blocked:
                 pass
             finally:

@@ -20,6 +20,7 @@ from odradek.proto import metadata_pb2 as md
 NO_LEADER = -1
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32  # Kafka's GROUP config resource (KIP-848 group configs)
 CLUSTER_DEFAULT = ""  # the broker resource name of the cluster-wide dynamic defaults
 
 
@@ -116,6 +117,10 @@ class MetadataImage:
     def cluster_defaults(self) -> Mapping[str, str]:
         """The dynamic broker defaults every node applies over its config file (Kafka's ``--entity-default``)."""
         return self.configs.get((BROKER_RESOURCE, CLUSTER_DEFAULT), _frozen({}))
+
+    def group_configs(self, group_id: str) -> Mapping[str, str]:
+        """A group's own configs (consumer.session.timeout.ms, ...), as IncrementalAlterConfigs set them."""
+        return self.configs.get((GROUP_RESOURCE, group_id), _frozen({}))
 
     def active_brokers(self) -> list[BrokerRegistration]:
         return [b for b in self.brokers.values() if b.active]

@@ -130,6 +130,20 @@ def test_toml_forms_flatten_to_kafka_names(tmp_path: Path) -> None:
             {"group.consumer.heartbeat.interval.ms": 45000},
             "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms",
         ),
+        ({"group.consumer.migration.policy": "sideways"}, "'sideways' is not a migration policy"),
+        (
+            {"group.consumer.session.timeout.ms": 30000},
+            r"group.consumer.session.timeout.ms must be between group.consumer.min.session.timeout.ms \(45000\)",
+        ),
+        (
+            {"group.consumer.heartbeat.interval.ms": 20000},
+            r"group.consumer.heartbeat.interval.ms must be between .*max.heartbeat.interval.ms \(15000\)",
+        ),
+        (
+            {"group.consumer.min.session.timeout.ms": 70000},
+            "group.consumer.max.session.timeout.ms must be greater than or equal to "
+            "group.consumer.min.session.timeout.ms",
+        ),
     ],
 )
 def test_bad_configs_fail_with_one_line(tmp_path: Path, extra: dict, message: str) -> None:

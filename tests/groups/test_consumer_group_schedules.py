@@ -1,6 +1,8 @@
 """Seeded random schedules of a KIP-848 consumer group: members join (by topic names or a regular expression),
 heartbeat (some answers are lost), leave, crash, restart as static members and see topics grow, on a simulated
-clock. After every step:
+clock. Some members use the classic protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), eagerly (revoking
+everything before each join) or cooperatively (reporting what they own in their join); the group never downgrades
+(``group.consumer.migration.policy=upgrade``). After every step:
 
 - no partition is owned by two consumers of the group at once (each owns what its last answer gave it, and drops
   everything when fenced; one the coordinator removed for a missed session or rebalance timeout no longer counts:
@@ -22,14 +24,24 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from odradek.broker.groups.consumer_group import ConsumerGroup, ConsumerGroupState
+from odradek.broker.groups.consumer_group import ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState
 from odradek.broker.groups.consumer_messages import ConsumerGroupResult, ConsumerHeartbeatRequest, TopicInfo
 from odradek.broker.groups.consumer_records import ConsumerRecordKey, ConsumerRecordValue, Partitions
+from odradek.broker.groups.messages import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    LeavingMember,
+    SyncGroupRequest,
+)
+from odradek.client.consumer.protocol import Assignment, Subscription
 from odradek.client.errors import ErrorCode
+from odradek.client.structs import TopicPartition
 
 SCHEDULES = 150 + int(os.environ.get("CONSUMER_GROUP_SCHEDULES", "0"))
 STEPS = 120
 SESSION_MS = 45_000
+CONFIG = ConsumerGroupConfig(migration_policy="upgrade")
 
 
 @dataclass
@@ -41,12 +53,13 @@ class Client:
     epoch: int = 0
     owned: Partitions = frozenset()
     joined: bool = False
+    classic: str | None = None  # "eager" or "cooperative": a member of the classic protocol
 
 
 @dataclass
 class World:
     rng: random.Random
-    group: ConsumerGroup = field(default_factory=lambda: ConsumerGroup("g"))
+    group: ConsumerGroup = field(default_factory=lambda: ConsumerGroup("g", CONFIG))
     topics: dict[str, TopicInfo] = field(default_factory=dict)
     clients: dict[str, Client] = field(default_factory=dict)
     stored: dict[ConsumerRecordKey, ConsumerRecordValue] = field(default_factory=dict)
@@ -61,6 +74,9 @@ class World:
                 self.stored[key] = value
 
     def heartbeat(self, client: Client, lose_answer: bool = False, full: bool = False) -> None:
+        if client.classic is not None:
+            self.classic_heartbeat(client)
+            return
         joining = not client.joined
         request = ConsumerHeartbeatRequest(
             member_id=client.member_id,
@@ -85,6 +101,50 @@ class World:
             if r.assignment is not None:
                 client.owned = r.assignment
 
+    def classic_heartbeat(self, client: Client) -> None:
+        """A classic consumer's round: a Heartbeat, and when told to rejoin (or not in the group), a JoinGroup and a
+        SyncGroup, as librdkafka's and Java's do."""
+        if client.joined:
+            beat = self.group.classic_heartbeat(HeartbeatRequest(client.member_id, None, client.epoch), self.now)
+            self.apply(beat)
+            assert beat.response is not None
+            error = beat.response.error
+            if error == ErrorCode.NONE:
+                return
+            if error != ErrorCode.REBALANCE_IN_PROGRESS:
+                client.joined, client.epoch, client.owned = False, 0, frozenset()
+        self.classic_join(client)
+
+    def classic_join(self, client: Client) -> None:
+        if client.classic == "eager":
+            client.owned = frozenset()  # an eager consumer revokes everything before it joins
+        names = {info.topic_id: name for name, info in self.topics.items()}
+        owned = tuple(TopicPartition(names[t], p) for t, p in sorted(client.owned))
+        metadata = Subscription(client.topics, owned_partitions=owned).encode()
+        request = JoinGroupRequest(
+            0, client.member_id, None, "c", "h", SESSION_MS, 60_000, "consumer", (("range", metadata),)
+        )
+        joined = self.group.classic_join(request, self.now, self.topics)
+        self.apply(joined)
+        assert joined.response is not None and joined.downgrade is None
+        if joined.response.error != ErrorCode.NONE:
+            client.joined, client.epoch, client.owned = False, 0, frozenset()
+            return
+        generation = joined.response.generation_id  # type: ignore[union-attr]
+        synced = self.group.classic_sync(
+            SyncGroupRequest(0, client.member_id, None, generation, "consumer", "range"), self.now, self.topics
+        )
+        assert synced.response is not None
+        error = synced.response.error
+        if error == ErrorCode.NONE:
+            partitions = Assignment.decode(synced.response.assignment).partitions  # type: ignore[union-attr]
+            client.joined, client.epoch = True, generation
+            client.owned = frozenset((self.topics[tp.topic].topic_id, tp.partition) for tp in partitions)
+        elif error == ErrorCode.REBALANCE_IN_PROGRESS:
+            client.joined, client.epoch = True, generation  # its next heartbeat makes it join again
+        else:
+            client.joined, client.epoch, client.owned = False, 0, frozenset()
+
     def tick(self, ms: int) -> None:
         self.now += ms
         self.apply(self.group.tick(self.now))
@@ -95,6 +155,8 @@ class World:
             regex = self.rng.choice(["[ab]", "c", ".*"])
             return Client(f"m{self.ids}", None, tuple(self.rng.sample(["a"], self.rng.randint(0, 1))), regex)
         topics = tuple(sorted(self.rng.sample(sorted(self.topics), self.rng.randint(1, len(self.topics)))))
+        if self.rng.random() < 0.25:
+            return Client(f"m{self.ids}", None, topics, classic=self.rng.choice(["eager", "cooperative"]))
         # Instance ids are unique among running processes (a restart reuses the one its predecessor had).
         free = sorted({"i1", "i2", "i3"} - {c.instance_id for c in self.clients.values()})
         instance = self.rng.choice(free) if static and free else None
@@ -111,7 +173,7 @@ class World:
         g = self.group
         held = {tp: m.member_id for m in g.members.values() for tp in m.current.assigned | m.current.pending_revocation}
         assert held == g.owners
-        replayed = ConsumerGroup.restore("g", self.stored, self.now)
+        replayed = ConsumerGroup.restore("g", self.stored, self.now, CONFIG)
         assert (replayed.group_epoch, replayed.assignment_epoch, replayed.targets, replayed.owners) == (
             g.group_epoch,
             g.assignment_epoch,
@@ -141,7 +203,10 @@ def step(w: World) -> None:
     elif roll < 0.76:
         client = rng.choice(clients)
         static_leave = client.instance_id is not None and rng.random() < 0.5
-        if client.joined:
+        if client.joined and client.classic is not None:
+            leaving = LeaveGroupRequest((LeavingMember(client.member_id),))
+            w.apply(w.group.classic_leave(leaving, w.topics))
+        elif client.joined:
             result = w.group.heartbeat(
                 ConsumerHeartbeatRequest(client.member_id, -2 if static_leave else -1, client.instance_id),
                 w.now,

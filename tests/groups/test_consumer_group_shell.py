@@ -7,12 +7,14 @@ offsets."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from test_coordinator_appends import (
     DATA_ID,
+    OTHER_ID,
     TP,
     ManualClock,
     OffsetsReplicas,
@@ -26,12 +28,21 @@ from test_coordinator_appends import (
 from odradek.broker.groups.consumer_group import ConsumerGroupConfig
 from odradek.broker.groups.consumer_messages import ConsumerHeartbeatRequest
 from odradek.broker.groups.coordinator import GroupCoordinator
-from odradek.broker.groups.messages import JoinGroupRequest
+from odradek.broker.groups.group import GroupConfig
+from odradek.broker.groups.messages import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    LeavingMember,
+    SyncGroupRequest,
+)
 from odradek.broker.groups.offsets import OffsetAndMetadata
 from odradek.broker.groups.service import GroupCoordinatorService
 from odradek.broker.security.access import AccessControl, AuthorizerSettings
 from odradek.broker.security.acls import AclOperation, ResourceType
+from odradek.client.consumer.protocol import Assignment, Subscription
 from odradek.client.errors import ErrorCode
+from odradek.client.structs import TopicPartition
 
 
 @pytest.fixture
@@ -78,9 +89,12 @@ async def test_a_heartbeat_is_stored_before_it_is_answered_and_a_new_coordinator
             TP: ErrorCode.STALE_MEMBER_EPOCH
         }
         assert c.fetch_offsets("g", [TP], "m1", 0)[0] == ErrorCode.STALE_MEMBER_EPOCH
-        # The classic protocol cannot join it while it has members.
+        # A member of the classic protocol may join it (it is handed its member id first); not one of another
+        # protocol type.
         classic = JoinGroupRequest(0, "", None, "c", "h", 10_000, 10_000, "consumer", (("range", b""),))
-        assert (await c.join("g", classic)).error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        assert (await c.join("g", classic)).error == ErrorCode.MEMBER_ID_REQUIRED
+        connect = JoinGroupRequest(0, "", None, "c", "h", 10_000, 10_000, "connect", (("x", b""),))
+        assert (await c.join("g", connect)).error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     async with serving(replicas, clock) as again:
         assert members(again, "g") == {"m1": 1}
         error, fetched = again.fetch_offsets("g", [TP], "m1", 1)
@@ -129,25 +143,99 @@ async def test_an_empty_classic_group_becomes_a_consumer_group_keeping_its_offse
     clock = ManualClock()
     async with serving(replicas, clock) as c:
         assert await c.commit_offsets("old", "", None, -1, {TP: OffsetAndMetadata(7)}) == {TP: ErrorCode.NONE}
-        assert "old" in c.partitions[0].groups
+        assert "old" in c.partitions[0].shard.groups
         r = await c.consumer_heartbeat("old", join("m1"))
         assert (r.error, r.member_epoch) == (ErrorCode.NONE, 1)
-        assert "old" not in c.partitions[0].groups and c.fetch_offsets("old", [TP])[1][TP].offset == 7
+        assert "old" not in c.partitions[0].shard.groups and c.fetch_offsets("old", [TP])[1][TP].offset == 7
         assert await c.commit_offsets("simple", "", None, -1, {TP: OffsetAndMetadata(1)}) == {TP: ErrorCode.NONE}
         listed = {g.group_id: (g.group_type, g.state) for g in c.list_groups()[1]}
         assert listed == {"old": ("consumer", "Stable"), "simple": ("classic", "Empty")}
         assert [g.group_id for g in c.list_groups(types=["Consumer"])[1]] == ["old"]
         assert [g.group_id for g in c.list_groups(states=["empty"], types=["classic", "consumer"])[1]] == ["simple"]
-        # A classic group with members stays what it is.
+        # A classic group with members whose subscription cannot be read stays what it is.
         classic = JoinGroupRequest(0, "", "i-1", "c", "h", 10_000, 10_000, "consumer", (("range", b""),))
         joining = asyncio.create_task(c.join("busy", classic))
-        await until(lambda: "busy" in c.partitions[0].groups, "the classic join")
+        await until(lambda: "busy" in c.partitions[0].shard.groups, "the classic join")
         r = await c.consumer_heartbeat("busy", join("m1"))
-        assert r.error == ErrorCode.GROUP_ID_NOT_FOUND
+        assert r.error == ErrorCode.GROUP_ID_NOT_FOUND and "malformed" in (r.error_message or "")
+        assert "busy" in c.partitions[0].shard.groups
         joining.cancel()
     async with serving(replicas, clock) as again:  # the upgrade is in the log: the group loads as a consumer group
         assert members(again, "old") == {"m1": 1}
         assert again.fetch_offsets("old", [TP])[1][TP].offset == 7
+
+
+def classic_join(member_id: str = "", owned: tuple[TopicPartition, ...] = ()) -> JoinGroupRequest:
+    subscription = Subscription(("t",), owned_partitions=owned).encode()
+    return JoinGroupRequest(0, member_id, None, "c", "h", 30_000, 60_000, "consumer", (("range", subscription),))
+
+
+def assigned(assignment: bytes) -> list[TopicPartition]:
+    return list(Assignment.decode(assignment).partitions)
+
+
+async def test_a_classic_group_with_members_is_upgraded_and_downgraded_online(replicas: OffsetsReplicas) -> None:
+    """group.consumer.migration.policy bidirectional (the default): a member of the consumer protocol joining a
+    classic group with members upgrades it, its parked calls are told to rejoin, the classic members go on with the
+    classic protocol, the group loads as a consumer group; the consumer member leaving downgrades it back to a
+    classic group that rebalances; offsets survive both."""
+    clock = ManualClock()
+    async with serving(replicas, clock, group=GroupConfig(initial_rebalance_delay_ms=0)) as c:
+        a = (await c.join("g", classic_join())).member_id
+        r = await c.join("g", classic_join(a))
+        assert (r.error, r.generation_id, r.leader) == (ErrorCode.NONE, 1, a)
+        mine = Assignment((TP,)).encode()
+        s = await c.sync("g", SyncGroupRequest(0, a, None, 1, "consumer", "range", ((a, mine),)))
+        assert assigned(s.assignment) == [TP]
+        assert await c.commit_offsets("g", a, None, 1, {TP: OffsetAndMetadata(4)}) == {TP: ErrorCode.NONE}
+        # b joins: a rebalance starts and b's JoinGroup is parked until a rejoins.
+        b = (await c.join("g", classic_join())).member_id
+        parked = asyncio.create_task(c.join("g", classic_join(b)))
+        await until(lambda: b in c.partitions[0].shard.groups["g"].members, "b's join")
+        r = await c.consumer_heartbeat("g", join("m1"))
+        assert (r.error, r.member_epoch, r.assignment) == (ErrorCode.NONE, 2, frozenset())
+        assert (await parked).error == ErrorCode.REBALANCE_IN_PROGRESS  # told to rejoin the consumer group
+        _, _, description = c.describe_consumer_group("g")
+        assert description is not None
+        assert {m.member_id: (m.member_epoch, m.classic) for m in description.members} == {
+            a: (1, True),
+            b: (1, True),
+            "m1": (2, False),
+        }
+        # a goes on with the classic protocol: told to rejoin, it gets its epoch as generation and its partition.
+        assert (await c.heartbeat("g", HeartbeatRequest(a, None, 1))).error == ErrorCode.REBALANCE_IN_PROGRESS
+        r = await c.join("g", classic_join(a, owned=(TP,)))
+        assert (r.error, r.generation_id, r.leader, r.protocol_name) == (ErrorCode.NONE, 2, "", "range")
+        s = await c.sync("g", SyncGroupRequest(0, a, None, 2, "consumer", "range"))
+        assert (s.error, assigned(s.assignment)) == (ErrorCode.NONE, [TP])
+        assert (await c.heartbeat("g", HeartbeatRequest(a, None, 2))).error == ErrorCode.NONE
+        assert await c.commit_offsets("g", a, None, 1, {TP: OffsetAndMetadata(5)}) == {TP: ErrorCode.ILLEGAL_GENERATION}
+        assert await c.commit_offsets("g", a, None, 2, {TP: OffsetAndMetadata(5)}) == {TP: ErrorCode.NONE}
+        r = await c.join("g", classic_join(b))
+        assert (r.error, r.generation_id) == (ErrorCode.NONE, 2)
+    async with serving(replicas, clock, group=GroupConfig(initial_rebalance_delay_ms=0)) as again:
+        _, _, description = again.describe_consumer_group("g")
+        assert description is not None and {m.member_id: m.classic for m in description.members} == {
+            a: True,
+            b: True,
+            "m1": False,
+        }
+        assert (await again.heartbeat("g", HeartbeatRequest(a, None, 2))).error == ErrorCode.NONE
+        # The last member of the consumer protocol leaves: the group is a classic group again, rebalancing.
+        await again.consumer_heartbeat("g", ConsumerHeartbeatRequest("m1", -1))
+        assert again.describe_consumer_group("g")[0] == ErrorCode.GROUP_ID_NOT_FOUND
+        d = again.describe("g")
+        assert (d.group_type, d.state, d.generation_id) == ("classic", "PreparingRebalance", 2)  # the group epoch
+        assert (await again.heartbeat("g", HeartbeatRequest(a, None, 2))).error == ErrorCode.REBALANCE_IN_PROGRESS
+        joins = [asyncio.create_task(again.join("g", classic_join(m))) for m in (a, b)]
+        answers = await asyncio.gather(*joins)
+        assert {r.generation_id for r in answers} == {3} and all(r.error == ErrorCode.NONE for r in answers)
+        assert again.fetch_offsets("g", [TP])[1][TP].offset == 5
+        # A classic member leaving a consumer group: LeaveGroup works on both.
+        await again.leave("g", LeaveGroupRequest((LeavingMember(b),)))
+    async with serving(replicas, clock) as third:
+        d = third.describe("g")
+        assert (d.group_type, third.fetch_offsets("g", [TP])[1][TP].offset) == ("classic", 5)
 
 
 async def test_an_empty_consumer_group_becomes_a_classic_group_on_a_join(replicas: OffsetsReplicas) -> None:
@@ -194,8 +282,6 @@ async def test_the_service_checks_the_group_and_the_subscribed_topics_acls(repli
         assert r.error == ErrorCode.GROUP_AUTHORIZATION_FAILED
         r = await service.consumer_group_heartbeat("g", join("m1", subscribed_topic_names=("t", "u")), Peer())
         assert r.error == ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        r = await service.consumer_group_heartbeat("g", join("m1", subscribed_topic_regex="t.*"), Peer())
-        assert r.error == ErrorCode.INVALID_REQUEST  # a regular expression could reach topics it may not describe
         r = await service.consumer_group_heartbeat("g", join("m1"), Peer())
         assert (r.error, r.assignment) == (ErrorCode.NONE, frozenset({(DATA_ID, 0)}))
         assert service.consumer_group_describe("h", Peer()).error == ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -203,6 +289,31 @@ async def test_the_service_checks_the_group_and_the_subscribed_topics_acls(repli
         assert described.error == ErrorCode.NONE and described.topic_names[DATA_ID] == "t"
         bindings = {b"1": bindings[b"1"]}  # a new set of bindings (the authorizer caches per set)
         assert service.consumer_group_describe("g", Peer()).error == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+async def test_a_regular_expression_resolves_to_the_topics_the_member_may_describe(replicas: OffsetsReplicas) -> None:
+    """Kafka 4's rule: with an authorizer, the topics a regular expression matches are those the heartbeat's
+    principal may describe; an ACL change (a new metadata image) is taken at the next heartbeat."""
+    async with serving(replicas, ManualClock()) as c:
+        bindings = {
+            b"1": allow(ResourceType.GROUP, "g", AclOperation.READ),
+            b"2": allow(ResourceType.TOPIC, "t", AclOperation.DESCRIBE),
+        }
+        service = GroupCoordinatorService(c, access=AccessControl(AuthorizerSettings(), lambda: bindings))
+        regex = join("m1", subscribed_topic_names=None, subscribed_topic_regex="t|u")
+        r = await service.consumer_group_heartbeat("g", regex, Peer())
+        assert (r.error, r.assignment) == (ErrorCode.NONE, frozenset({(DATA_ID, 0)}))  # u is left out
+        bindings = {**bindings, b"3": allow(ResourceType.TOPIC, "u", AclOperation.DESCRIBE)}
+        replicas.image = dataclasses.replace(replicas.image, acls=dict(replicas.image.acls), offset=99)
+        r = await service.consumer_group_heartbeat("g", ConsumerHeartbeatRequest("m1", 1), Peer())
+        assert (r.error, r.member_epoch) == (ErrorCode.NONE, 2)
+        r = await service.consumer_group_heartbeat("g", ConsumerHeartbeatRequest("m1", 2), Peer())
+        _, _, description = c.describe_consumer_group("g")
+        assert description is not None
+        assert description.members[0].target_assignment == frozenset({(DATA_ID, 0), (OTHER_ID, 0)})
+    async with serving(replicas, ManualClock()) as again:  # the resolution is stored
+        group = again.partitions[0].shard.consumer_groups["g"]
+        assert group.regex_topics("t|u") == frozenset({"t", "u"})
 
 
 async def test_the_configured_assignors_and_their_order(replicas: OffsetsReplicas) -> None:

@@ -1,4 +1,4 @@
-"""The KIP-848 consumer group records of ``__consumer_offsets``: Kafka's layout byte for byte (keys 3-8, flexible
+"""The KIP-848 consumer group records of ``__consumer_offsets``: Kafka's layout byte for byte (keys 3-8 and 16, flexible
 values of version 0), tagged fields Kafka added later skipped, the JSON view, and the loader's fold of a group's
 records (the last value of each key; tombstones remove keys)."""
 
@@ -9,6 +9,7 @@ import struct
 import pytest
 
 from odradek.broker.groups.consumer_records import (
+    ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -17,6 +18,8 @@ from odradek.broker.groups.consumer_records import (
     ConsumerGroupMetadataValue,
     ConsumerGroupPartitionMetadataKey,
     ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
@@ -205,3 +208,52 @@ def test_replay_folds_each_groups_records_and_tombstones_remove_keys() -> None:
     classic: dict[str, object] = {}
     replay_batches(log, OffsetStore(4096), classic, stats)  # type: ignore[arg-type]
     assert (stats.records, stats.skipped, classic) == (0, 10, {})
+
+
+def test_a_classic_members_metadata_is_the_tagged_field_0_kafka_writes() -> None:
+    """ClassicMemberMetadata: tag 0, its size, a presence byte (a nullable struct), then the session timeout and the
+    supported protocols (compact name, compact bytes, no tags each), and the struct's own empty tag section."""
+    value = ConsumerGroupMemberMetadataValue(
+        None, None, "c", "h", ("t",), None, 300, None, ClassicMemberMetadata(10_000, (("range", b"\x00\x03"),))
+    )
+    protocols = b"\x02" + cs("range") + b"\x03\x00\x03" + NO_TAGS
+    struct_bytes = b"\x01" + i32(10_000) + protocols + NO_TAGS
+    expected = (
+        VALUE_V0
+        + b"\x00\x00"  # instance id, rack id: null
+        + cs("c")
+        + cs("h")
+        + b"\x02"
+        + cs("t")
+        + b"\x00"  # regex
+        + i32(300)
+        + b"\x00"  # server assignor
+        + b"\x01\x00"  # one tagged field, tag 0
+        + bytes([len(struct_bytes)])
+        + struct_bytes
+    )
+    key = ConsumerGroupMemberMetadataKey("g", "m")
+    assert encode_value(value) == expected
+    assert decode_record(encode_key(key), expected) == (key, value)
+    assert describe_record(encode_key(key), expected)["value"]["classic_member_metadata"] == {
+        "session_timeout_ms": 10_000,
+        "supported_protocols": ["range"],
+    }
+
+
+def test_the_regular_expression_record_is_key_16() -> None:
+    key = ConsumerGroupRegularExpressionKey("g", "orders-.*")
+    value = ConsumerGroupRegularExpressionValue(("orders-eu", "orders-us"), 42, 1_700_000_000_000)
+    assert encode_key(key) == struct.pack(">h", 16) + s("g") + s("orders-.*")
+    expected = VALUE_V0 + b"\x03" + cs("orders-eu") + cs("orders-us") + struct.pack(">qq", 42, 1_700_000_000_000)
+    assert encode_value(value) == expected + NO_TAGS
+    assert decode_record(encode_key(key), expected + NO_TAGS) == (key, value)
+    assert decode_record(encode_key(key), None) == (key, None)
+
+
+def test_partition_racks_round_trip_in_the_partition_metadata() -> None:
+    value = ConsumerGroupPartitionMetadataValue((TopicMetadata(T, "t", 2, (frozenset({"r1", "r2"}), frozenset())),))
+    key = ConsumerGroupPartitionMetadataKey("g")
+    data = encode_value(value)
+    assert (cs("r1") + cs("r2")) in data  # each partition's racks, sorted
+    assert decode_record(encode_key(key), data) == (key, value)

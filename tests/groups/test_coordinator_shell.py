@@ -1,5 +1,5 @@
-"""The pure parts of the group coordinator's shell: its config from the node's keys, which offsets partitions to
-load or unload on a leadership change, the records it appends and their replay when a partition is loaded."""
+"""The pure parts of the group coordinator's shell: its config from the node's keys, the records it appends and
+their replay when a partition is loaded (which partitions to load is the runtime's: tests/coordinator)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from odradek.broker.config import NodeConfig
 from odradek.broker.groups.consumer_group import ConsumerGroupConfig
 from odradek.broker.groups.coordinator import CoordinatorConfig, commit_append_error
 from odradek.broker.groups.group import GroupConfig
-from odradek.broker.groups.loader import encode_records, group_record, plan_leadership, replay_batches, snapshot_of
+from odradek.broker.groups.loader import encode_records, group_record, replay_batches, snapshot_of
 from odradek.broker.groups.messages import GroupSnapshot, MemberSnapshot
 from odradek.broker.groups.offsets import OffsetStore
 from odradek.broker.groups.records import GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, group_tombstone
@@ -33,8 +33,11 @@ def test_the_node_keys_become_the_coordinator_config() -> None:
             "group.max.session.timeout.ms": 200,
             "group.max.size": 9,
             "group.consumer.session.timeout.ms": 3000,
+            "group.consumer.min.session.timeout.ms": 3000,
             "group.consumer.heartbeat.interval.ms": 300,
+            "group.consumer.min.heartbeat.interval.ms": 300,
             "group.consumer.max.size": 8,
+            "group.consumer.migration.policy": "Upgrade",
             "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor, uniform",
         }
     )
@@ -49,20 +52,18 @@ def test_the_node_keys_become_the_coordinator_config() -> None:
             initial_rebalance_delay_ms=5, min_session_timeout_ms=100, max_session_timeout_ms=200, max_size=9
         ),
         consumer_group=ConsumerGroupConfig(
-            session_timeout_ms=3000, heartbeat_interval_ms=300, max_size=8, assignors=("range", "uniform")
+            session_timeout_ms=3000,
+            heartbeat_interval_ms=300,
+            max_size=8,
+            assignors=("range", "uniform"),
+            migration_policy="upgrade",
+            classic_max_size=9,
         ),
     )
     defaults = CoordinatorConfig.from_node(
         NodeConfig({"process.roles": "broker", "node.id": 4, "controller.quorum.voters": "1@127.0.0.1:7001"})
     )
     assert defaults == CoordinatorConfig()  # Kafka's defaults
-
-
-def test_leadership_changes_plan_loads_and_unloads() -> None:
-    assert plan_leadership({}, {0: 3, 2: 1}) == ([], [(0, 3), (2, 1)])
-    assert plan_leadership({0: 3, 2: 1}, {0: 3, 2: 1}) == ([], [])
-    assert plan_leadership({0: 3, 2: 1}, {2: 1}) == ([0], [])  # no longer led
-    assert plan_leadership({0: 3}, {0: 4}) == ([0], [(0, 4)])  # a new epoch: reload
 
 
 def test_append_errors_map_as_kafkas_offset_commit() -> None:

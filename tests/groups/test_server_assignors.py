@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -81,3 +82,58 @@ def test_range_orders_static_members_by_instance_id() -> None:
     members = [AssignmentMember("z", "a-instance", frozenset({t})), AssignmentMember("a", "b-instance", frozenset({t}))]
     out = RangeAssignor().assign(members, {t: 2}, {})
     assert out == {"z": frozenset({(t, 0)}), "a": frozenset({(t, 1)})}
+
+
+RACKS = ["r1", "r2", "r3"]
+racks_st = st.fixed_dictionaries(
+    {t: st.lists(st.frozensets(st.sampled_from(RACKS), max_size=2), min_size=10, max_size=10) for t in TOPICS}
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(members_st, counts_st, racks_st, st.data())
+def test_racks_keep_every_assignor_complete_deterministic_and_balanced(
+    subscriptions: list[frozenset[bytes]], counts: dict[bytes, int], racks: dict[bytes, list[frozenset[str]]], data
+) -> None:
+    """Rack-aware placement only chooses which partitions fill each member's quota: the sizes are those without
+    racks (range per topic; uniform with one subscription), and the outcome is still complete and deterministic."""
+    members = [
+        AssignmentMember(f"m{i}", None, topics, data.draw(st.sampled_from([None, *RACKS])))
+        for i, topics in enumerate(subscriptions)
+    ]
+    plain = [AssignmentMember(m.member_id, None, m.topics) for m in members]
+    for assignor in (UniformAssignor(), RangeAssignor()):
+        out = assignor.assign(members, counts, {}, racks)
+        check_complete(members, counts, out)
+        assert out == assignor.assign(list(reversed(members)), counts, {}, racks)
+        if isinstance(assignor, RangeAssignor):
+            without = assignor.assign(plain, counts, {})
+            for t in counts:
+                sizes = {m: sum(1 for topic, _ in out[m] if topic == t) for m in out}
+                assert sizes == {m: sum(1 for topic, _ in without[m] if topic == t) for m in without}
+        elif len(set(subscriptions)) == 1:
+            loads = sorted(len(ps) for ps in out.values())
+            assert loads[-1] - loads[0] <= 1
+
+
+@pytest.mark.parametrize("assignor", [UniformAssignor(), RangeAssignor()], ids=["uniform", "range"])
+def test_each_member_gets_the_partitions_of_its_rack_when_balance_allows(assignor: object) -> None:
+    t = TOPICS[0]
+    racks = {t: [frozenset({"r1"}), frozenset({"r2"})] * 3}  # even partitions in r1, odd in r2
+    members = [AssignmentMember("a", None, frozenset({t}), "r2"), AssignmentMember("b", None, frozenset({t}), "r1")]
+    out = assignor.assign(members, {t: 6}, {}, racks)  # type: ignore[attr-defined]
+    assert out == {"a": frozenset((t, p) for p in (1, 3, 5)), "b": frozenset((t, p) for p in (0, 2, 4))}
+    # Everywhere in every rack: racks do not matter, the assignment is the plain one.
+    everywhere = {t: [frozenset({"r1", "r2"})] * 6}
+    plain = [AssignmentMember(m.member_id, None, m.topics) for m in members]
+    assert assignor.assign(members, {t: 6}, {}, everywhere) == assignor.assign(plain, {t: 6}, {})  # type: ignore[attr-defined]
+
+
+def test_uniform_keeps_a_partition_of_another_rack_only_when_no_subscriber_is_in_its_rack() -> None:
+    t = TOPICS[0]
+    racks = {t: [frozenset({"r1"}), frozenset({"r3"})]}
+    members = [AssignmentMember("a", None, frozenset({t}), "r2"), AssignmentMember("b", None, frozenset({t}), "r1")]
+    previous = {"a": frozenset({(t, 0), (t, 1)})}
+    out = UniformAssignor().assign(members, {t: 2}, previous, racks)
+    # t-0 goes to b (in its rack); a keeps t-1, whose rack no member is in.
+    assert out == {"a": frozenset({(t, 1)}), "b": frozenset({(t, 0)})}

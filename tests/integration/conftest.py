@@ -23,9 +23,18 @@ FAST = {
 
 
 def start_cluster(
-    directory: Path, controllers: int = 3, brokers: int = 3, tls: bool = False, **overrides
+    directory: Path,
+    controllers: int = 3,
+    brokers: int = 3,
+    tls: bool = False,
+    schema_registry: bool = False,
+    **overrides,
 ) -> DevCluster:
-    return start_created(DevCluster.create(directory, controllers, brokers, overrides={**FAST, **overrides}, tls=tls))
+    return start_created(
+        DevCluster.create(
+            directory, controllers, brokers, overrides={**FAST, **overrides}, tls=tls, schema_registry=schema_registry
+        )
+    )
 
 
 def start_created(cluster: DevCluster) -> DevCluster:

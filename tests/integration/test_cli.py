@@ -36,6 +36,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     up = as_json(home, "dev", "up", "--controllers", "3", "--brokers", "3", "--set", "broker.session.timeout.ms=3000")
     assert len(up["nodes"]) == 6 and len(up["kafka_bootstrap_servers"].split(",")) == 3
     assert len(up["schema_registry_urls"].split(",")) == 3  # every broker serves the schema registry
+    assert len(up["http_urls"].split(",")) == 3  # and the HTTP API
     yield home
     odradek(home, "dev", "down", "--purge", check=False)
 
@@ -57,15 +58,19 @@ def test_brokers_register_their_kafka_listeners_and_both_addresses_are_shown(hom
     status = as_json(home, "dev", "status")
     kafka = {n["node_id"]: n["kafka"] for n in status if n["kafka"]}
     registry = {n["node_id"]: n["schema_registry"] for n in status if n["schema_registry"]}
-    assert sorted(kafka) == sorted(registry) == [4, 5, 6]
+    http = {n["node_id"]: n["http"] for n in status if n["http"]}
+    assert sorted(kafka) == sorted(registry) == sorted(http) == [4, 5, 6]
     brokers = as_json(home, "broker", "list")
     for b in brokers:
         host, port = kafka[b["node_id"]].rsplit(":", 1)
         registry_port = int(registry[b["node_id"]].rsplit(":", 1)[1])
-        # The schema registry's listener too: other brokers forward registry writes there (docs/schema-registry.md).
+        http_port = int(http[b["node_id"]].rsplit(":", 1)[1])
+        # The schema registry's and the HTTP API's listeners too: other brokers forward registry writes and HTTP API
+        # requests there (docs/schema-registry.md, docs/http-api.md).
         assert b["listeners"] == [
             {"name": "KAFKA", "host": host, "port": int(port)},
             {"name": "SCHEMA_REGISTRY", "host": host, "port": registry_port},
+            {"name": "HTTP", "host": host, "port": http_port},
         ]
         assert int(port) != b["port"]
     info = as_json(home, "cluster", "info")

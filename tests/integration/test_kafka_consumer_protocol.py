@@ -1,7 +1,9 @@
 """KIP-848 consumer groups with unmodified librdkafka consumers (confluent-kafka, ``group.protocol=consumer``) on a
 real one-broker cluster: members join and share the partitions, a joiner takes only the partitions that move (the
 other member revokes just those), commits are stored and fetched with member epochs, a leaving member's partitions
-go back, and an empty classic group with committed offsets becomes a consumer group without losing them."""
+go back, an empty classic group with committed offsets becomes a consumer group without losing them, and a classic
+group with a member is upgraded online when a consumer protocol member joins (the classic member stays, speaking
+the classic protocol) and downgraded when that member leaves."""
 
 from __future__ import annotations
 
@@ -173,6 +175,76 @@ def test_an_empty_classic_group_becomes_a_consumer_group_and_keeps_its_offsets(
     [desc] = admin.describe_groups([group])
     assert (desc.group_type, desc.state) == ("consumer", "Stable")
     upgraded.consumer.close()
+
+
+def test_a_classic_group_with_members_is_upgraded_online_and_downgraded_when_the_consumer_member_leaves(
+    cluster: DevCluster, admin: Admin
+) -> None:
+    """group.consumer.migration.policy=bidirectional (Kafka 4's default): a mixed group of one librdkafka consumer
+    of each protocol."""
+    topic = new_topic(admin, cluster, 20)
+    group = f"g-{topic}"
+    classic = Member(cluster, group, topic, "classic", protocol="classic")
+    poll_until([classic], lambda: len(classic.values) == 20, 60, "the classic member to read every record")
+    classic.consumer.commit(asynchronous=False)
+    assert admin.describe_groups([group])[0].group_type == "classic"
+
+    modern = Member(cluster, group, topic, "modern")
+
+    def shared() -> bool:
+        mine, theirs = classic.owned(), modern.owned()
+        return bool(mine) and bool(theirs) and sorted(mine + theirs) == list(range(PARTITIONS))
+
+    poll_until([classic, modern], shared, 90, "the partitions to be shared by the two protocols")
+    [desc] = admin.describe_groups([group])
+    assert (desc.group_type, desc.protocol_type) == ("consumer", "consumer")
+    kafka_admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap_servers})
+    described = kafka_admin.describe_consumer_groups([group])[group].result(timeout=30)
+    assert described.type.name == "CONSUMER"
+    assert sorted(m.client_id for m in described.members) == ["classic", "modern"]
+
+    # The classic group's offsets carried over: the new records are read once, by one member or the other.
+    produce(cluster, topic, 8, prefix="w")
+    poll_until([classic, modern], lambda: len(classic.values) + len(modern.values) == 28, 60, "the new records")
+    assert sorted(classic.values[20:] + modern.values) == sorted(f"w{i}".encode() for i in range(8))
+    classic.consumer.commit(asynchronous=False)  # a classic member commits with its member epoch as generation
+    modern.consumer.commit(asynchronous=False)
+    committed = classic.consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
+    assert [tp.offset for tp in committed] == [7] * PARTITIONS
+
+    # The member of the consumer protocol leaves: the group is a classic group again, and the classic member,
+    # told to rejoin, takes every partition.
+    modern.consumer.close()
+    poll_until([classic], lambda: classic.owned() == list(range(PARTITIONS)), 90, "the classic member to own all")
+    assert admin.describe_groups([group])[0].group_type == "classic"
+    produce(cluster, topic, 4, prefix="x")
+    poll_until([classic], lambda: len([v for v in classic.values if v.startswith(b"x")]) == 4, 60, "more records")
+    classic.consumer.close()
+
+
+def test_a_classic_member_joins_a_consumer_group_and_leaves_it(cluster: DevCluster, admin: Admin) -> None:
+    """A classic librdkafka consumer joining a consumer group with members becomes a classic member of it: it shares
+    the partitions, and its LeaveGroup gives them back to the consumer protocol member."""
+    topic = new_topic(admin, cluster, 8)
+    group = f"g-{topic}"
+    modern = Member(cluster, group, topic, "modern")
+    poll_until([modern], lambda: modern.owned() == list(range(PARTITIONS)), 60, "the consumer member to own all")
+    classic = Member(cluster, group, topic, "classic", protocol="classic")
+
+    def shared() -> bool:
+        mine, theirs = classic.owned(), modern.owned()
+        return len(mine) == len(theirs) == PARTITIONS // 2 and sorted(mine + theirs) == list(range(PARTITIONS))
+
+    poll_until([classic, modern], shared, 90, "the partitions to be shared")
+    assert admin.describe_groups([group])[0].group_type == "consumer"  # still a consumer group
+    produce(cluster, topic, 8, prefix="w")
+    wanted = {f"w{i}".encode() for i in range(8)}
+    poll_until([classic, modern], lambda: wanted <= set(classic.values + modern.values), 60, "the new records")
+    assert {v for v in classic.values if v.startswith(b"w")} == {f"w{i}".encode() for i in (2, 3, 6, 7)}
+    classic.consumer.close()
+    poll_until([modern], lambda: modern.owned() == list(range(PARTITIONS)), 60, "the partitions back")
+    assert admin.describe_groups([group])[0].group_type == "consumer"
+    modern.consumer.close()
 
 
 def test_a_regular_expression_subscription_takes_topics_created_later(cluster: DevCluster, admin: Admin) -> None:

@@ -77,7 +77,11 @@ def image() -> MetadataImage:
         brokers=brokers,
         topics={T_ID: TopicImage("t", T_ID, parts)},
         topic_ids={"t": T_ID},
-        configs={(2, "t"): {"retention.ms": "1000"}, (4, ""): {"log.segment.bytes": "2048"}},
+        configs={
+            (2, "t"): {"retention.ms": "1000"},
+            (4, ""): {"log.segment.bytes": "2048"},
+            (32, "g"): {"consumer.session.timeout.ms": "50000"},
+        },
         client_quotas={
             ("alice", False, None, False): {"producer_byte_rate": 1024.0},
             (None, False, None, True): {"consumer_byte_rate": 2048.0},
@@ -424,7 +428,7 @@ async def test_describe_broker_configs(version: int) -> None:
         (4, "2", None),
         (4, "2", ["log.retention.ms", "node.id", "no.such.config"]),
         (4, "7", None),
-        (32, "g", None),
+        (16, "m", None),
     )
     r = await call(reg, request, version)
     default, this, picked, other, group = r.results
@@ -448,7 +452,7 @@ async def test_describe_broker_configs(version: int) -> None:
         assert 0 not in {c.config_type for c in this.configs}
     assert [c.name for c in picked.configs] == ["log.retention.ms", "node.id"]
     assert other.error_code == 42 and "expected 2" in other.error_message  # another broker's resource
-    assert group.error_code == 42  # INVALID_REQUEST: no group configs
+    assert group.error_code == 42  # INVALID_REQUEST: no client metrics configs
 
 
 async def test_static_broker_configs_the_file_does_not_set_are_defaults() -> None:
@@ -482,6 +486,88 @@ async def test_describe_broker_configs_refused_for_every_broker_resource() -> No
     reg, _ = setup(DescribeConfigs=denied)
     r = await call(reg, describe(4, (4, "", None), (4, "2", None)), 4)
     assert [(x.error_code, x.configs) for x in r.results] == [(31, []), (31, [])]
+
+
+@pytest.mark.parametrize("version", range(1, 5))
+async def test_describe_group_configs(version: int) -> None:
+    """Kafka's GROUP resource (32): each group config, the group's own value (GROUP_CONFIG) or the node's setting
+    (DEFAULT_CONFIG here: the file sets none), typed INT; the empty name is refused."""
+    reg, _ = setup()
+    r = await call(reg, describe(version, (32, "g", None), (32, "other", ["consumer.heartbeat.interval.ms"])), version)
+    g, other = r.results
+    assert (g.error_code, g.resource_type, g.resource_name) == (0, 32, "g")
+    assert [(c.name, c.value, c.config_source) for c in g.configs] == [
+        ("consumer.session.timeout.ms", "50000", 8),
+        ("consumer.heartbeat.interval.ms", "5000", 5),
+    ]
+    assert [(c.name, c.value) for c in other.configs] == [("consumer.heartbeat.interval.ms", "5000")]
+    if version >= 3:
+        assert {c.config_type for c in g.configs} == {3}  # INT
+    r = await call(reg, describe(version, (32, "", None)), version)
+    assert r.results[0].error_code == ErrorCode.INVALID_REQUEST
+
+
+async def test_incremental_alter_group_configs() -> None:
+    answer = apb.IncrementalAlterConfigsResponse(
+        group_results=[
+            apb.AlterConfigsResult(topic="g", error=ErrorCode.NONE),
+            apb.AlterConfigsResult(
+                topic="h", error=ErrorCode.INVALID_CONFIG, error_message="Unknown group config name: x"
+            ),
+        ],
+    )
+    reg, admin = setup(IncrementalAlterConfigs=answer)
+    res = IncrementalAlterConfigsRequest.AlterConfigsResource
+    op = res.AlterableConfig
+    request = IncrementalAlterConfigsRequest(
+        version=1,
+        resources=[
+            res(
+                resource_type=32,
+                resource_name="g",
+                configs=[op(name="consumer.session.timeout.ms", config_operation=0, value="50000")],
+            ),
+            res(resource_type=32, resource_name="h", configs=[op(name="x", config_operation=0, value="1")]),
+        ],
+        validate_only=False,
+    )
+    r = await call(reg, request, 1)
+    sent = admin.requests["IncrementalAlterConfigs"]
+    assert isinstance(sent, apb.IncrementalAlterConfigsRequest)
+    assert [(g.group, [(c.name, c.op, c.value) for c in g.configs]) for g in sent.groups] == [
+        ("g", [("consumer.session.timeout.ms", apb.SET, "50000")]),
+        ("h", [("x", apb.SET, "1")]),
+    ]
+    assert [(x.resource_type, x.resource_name, x.error_code, x.error_message) for x in r.responses] == [
+        (32, "g", 0, None),
+        (32, "h", 40, "Unknown group config name: x"),
+    ]
+    # AlterConfigs replaces the group's configs: it deletes each group config it does not give.
+    reg, admin = setup(
+        IncrementalAlterConfigs=apb.IncrementalAlterConfigsResponse(group_results=[answer.group_results[0]])
+    )
+    legacy = AlterConfigsRequest.AlterConfigsResource
+    r = await call(
+        reg,
+        AlterConfigsRequest(
+            version=1,
+            resources=[
+                legacy(
+                    resource_type=32,
+                    resource_name="g",
+                    configs=[legacy.AlterableConfig(name="consumer.heartbeat.interval.ms", value="6000")],
+                )
+            ],
+            validate_only=False,
+        ),
+        1,
+    )
+    sent = admin.requests["IncrementalAlterConfigs"]
+    assert [(c.name, c.op) for c in sent.groups[0].configs] == [
+        ("consumer.heartbeat.interval.ms", apb.SET),
+        ("consumer.session.timeout.ms", apb.DELETE),
+    ]
+    assert r.responses[0].error_code == 0
 
 
 @pytest.mark.parametrize("version", range(0, 2))

@@ -179,12 +179,9 @@ async def test_delete_acls_lists_what_each_filter_removed(version: int) -> None:
     deleted = apb.AclBinding(
         resource_type=2, resource_name="t", pattern_type=3, principal="User:a", host="*", operation=3, permission_type=3
     )
-    answer = apb.DeleteAclsResponse(
-        results=[
-            apb.AclDeletionResult(deleted=[deleted]),
-            apb.AclDeletionResult(error=ErrorCode.INVALID_REQUEST, error_message="unknown operation"),
-        ]
-    )
+    refusal = apb.AclDeletionResult(error=ErrorCode.INVALID_REQUEST, error_message="unknown operation")
+    # The second filter is for ANY resource type: it goes to the service as one filter per Kafka type (four).
+    answer = apb.DeleteAclsResponse(results=[apb.AclDeletionResult(deleted=[deleted]), *[refusal] * 4])
     reg, admin = setup(DeleteAcls=answer)
     f = DeleteAclsRequest.DeleteAclsFilter
     request = DeleteAclsRequest(
@@ -210,6 +207,52 @@ async def test_delete_acls_lists_what_each_filter_removed(version: int) -> None:
     )
     sent = admin.requests["DeleteAcls"].filters
     assert sent[0].resource_name == "t" and not sent[1].HasField("resource_name") and sent[1].operation == 0
+    assert [f.resource_type for f in sent] == [2, 2, 3, 4, 5]
+
+
+SUBJECT_READ = AclBinding(
+    ResourceType.SUBJECT, "orders-value", PatternType.LITERAL, "User:ann", "*", AclOperation.READ,
+    AclPermissionType.ALLOW,
+)  # fmt: skip
+
+
+def image_with_a_subject_acl() -> MetadataImage:
+    return MetadataImage(offset=5, acls={b"a" * 16: READ, b"s" * 16: SUBJECT_READ})
+
+
+@pytest.mark.parametrize("version", range(1, 4))
+async def test_a_filter_for_any_resource_type_leaves_schema_registry_subjects_out(version: int) -> None:
+    """Kafka's clients cannot read odradek's SUBJECT code: listing every ACL shows the Kafka ones alone, and a
+    filter naming the SUBJECT code (100) selects them."""
+    reg = registry(RecordingAdmin({}, image_with_a_subject_acl), image_with_a_subject_acl)
+    response = await call(reg, describe(version), version)
+    assert [(r.resource_type, r.resource_name) for r in response.resources] == [(2, "orders")]
+    response = await call(reg, describe(version, resource_type_filter=100), version)
+    assert [(r.resource_type, r.resource_name) for r in response.resources] == [(100, "orders-value")]
+
+
+@pytest.mark.parametrize("version", range(1, 4))
+async def test_deleting_every_acl_over_kafka_keeps_schema_registry_subjects(version: int) -> None:
+    topic = apb.AclBinding(
+        resource_type=2, resource_name="t", pattern_type=3, principal="User:a", host="*", operation=3, permission_type=3
+    )
+    answer = apb.DeleteAclsResponse(
+        results=[apb.AclDeletionResult(deleted=[topic]), *[apb.AclDeletionResult()] * 3, apb.AclDeletionResult()]
+    )
+    reg, admin = setup(DeleteAcls=answer)
+    f = DeleteAclsRequest.DeleteAclsFilter
+    request = DeleteAclsRequest(
+        version=version,
+        filters=[
+            f(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
+              host_filter=None, operation=1, permission_type=1),
+            f(resource_type_filter=100, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
+              host_filter=None, operation=1, permission_type=1),
+        ],
+    )  # fmt: skip
+    response = await call(reg, request, version)
+    assert [[m.resource_name for m in r.matching_acls] for r in response.filter_results] == [["t"], []]
+    assert [f.resource_type for f in admin.requests["DeleteAcls"].filters] == [2, 3, 4, 5, 100]
 
 
 async def test_describe_user_scram_credentials() -> None:

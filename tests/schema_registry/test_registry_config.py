@@ -1,5 +1,6 @@
-"""``schema.registry.listeners``: what it accepts, what it refuses (with a one-line ConfigError), and where its
-address goes (the listener the node binds, and the address other brokers forward writes to)."""
+"""``schema.registry.listeners`` and its security keys: what they accept, what they refuse (with a one-line
+ConfigError), where the address goes (the listener the node binds, and the address other brokers forward writes
+to), and the client certificates and authentication each layout gets."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from odradek.broker.config import ConfigError, Endpoint, NodeConfig
+from odradek.broker.config import ConfigError, Endpoint, HttpsEndpoint, NodeConfig
 
 BASE: dict[str, Any] = {
     "process.roles": "broker",
@@ -15,6 +16,18 @@ BASE: dict[str, Any] = {
     "controller.quorum.voters": "1@127.0.0.1:9093",
     "listeners": "PLAINTEXT://10.0.0.4:9092,KAFKA://10.0.0.4:9094",
 }
+
+
+TLS_FILES = {"ssl.certificate.location": "c.pem", "ssl.key.location": "k.pem", "ssl.ca.location": "ca.pem"}
+# A secured layout: SCRAM over TLS on both client listeners, brokers calling each other with certificates.
+SECURED = {
+    **TLS_FILES,
+    "listener.security.protocol.map": "PLAINTEXT:SASL_SSL,KAFKA:SASL_SSL",
+    "ssl.client.auth": "required",
+    "listener.name.kafka.ssl.client.auth": "requested",
+    "authorizer.class.name": "odradek",
+}
+HTTPS = {"schema.registry.listeners": "https://0.0.0.0:8081"}
 
 
 def node(**extra: Any) -> NodeConfig:
@@ -40,22 +53,45 @@ def test_a_listener_binds_its_address_and_a_wildcard_advertises_the_broker_host(
         ({"schema.registry.listeners": "0.0.0.0:8081"}, "is not http://host:port"),
         ({"schema.registry.listeners": "http://0.0.0.0"}, "is not http://host:port"),
         ({"schema.registry.listeners": "http://0.0.0.0:0"}, "port 1-65535"),
-        ({"schema.registry.listeners": "https://0.0.0.0:8081"}, "https is not supported yet"),
+        ({"schema.registry.listeners": "ftp://0.0.0.0:8081"}, "is not http://host:port"),
         ({"schema.registry.listeners": "http://a:8081,http://b:8082"}, "only one schema registry listener"),
         ({"schema.registry.listeners": "http://0.0.0.0:9094"}, "as listener KAFKA does"),
         (
-            {"schema.registry.listeners": "http://0.0.0.0:8081", "authorizer.class.name": "odradek"},
-            "not supported yet with an authorizer",
+            {"schema.registry.listeners": "http://0.0.0.0:8081", **SECURED},
+            "plain HTTP, but listener PLAINTEXT uses TLS",
         ),
         (
             {
                 "schema.registry.listeners": "http://0.0.0.0:8081",
-                "listener.security.protocol.map": "PLAINTEXT:SSL",
-                "ssl.certificate.location": "c.pem",
-                "ssl.key.location": "k.pem",
+                "listener.security.protocol.map": "KAFKA:SSL",
+                **TLS_FILES,
             },
-            "not supported yet with a SSL broker listener",
+            "plain HTTP, but listener KAFKA uses TLS",
         ),
+        (
+            {"schema.registry.listeners": "http://0.0.0.0:8081", "schema.registry.ssl.client.auth": "required"},
+            "client certificates need https",
+        ),
+        (HTTPS, "needs ssl.certificate.location and ssl.key.location"),
+        (
+            {**HTTPS, "ssl.certificate.location": "c.pem", "ssl.key.location": "k.pem", "ssl.client.auth": "none"}
+            | {"schema.registry.ssl.client.auth": "requested"},
+            "client certificates \\(requested\\) need ssl.ca.location",
+        ),
+        (
+            {
+                **HTTPS,
+                **SECURED,
+                "schema.registry.authentication": "none",
+                "schema.registry.ssl.client.auth": "requested",
+            },
+            "schema.registry.authentication=none, but listener PLAINTEXT authenticates its clients with SASL",
+        ),
+        ({**HTTPS, **SECURED, "schema.registry.authentication": "bearer"}, "must be none or basic"),
+        ({**HTTPS, **SECURED, "schema.registry.ssl.client.auth": "sometimes"}, "none, requested or required"),
+        ({**HTTPS, **SECURED, "ssl.key.password": "pw"}, "encrypted key \\(ssl.key.password\\)"),
+        ({"schema.registry.authentication": "basic"}, "schema.registry.listeners is not"),
+        ({"schema.registry.ssl.client.auth": "none"}, "schema.registry.listeners is not"),
     ],
 )
 def test_bad_values_are_refused_in_one_line(extra: dict[str, Any], message: str) -> None:
@@ -75,3 +111,27 @@ def test_only_a_broker_serves_it() -> None:
                 "schema.registry.listeners": "http://127.0.0.1:8081",
             }
         )
+
+
+def test_https_takes_the_node_certificate_and_client_certificates_follow_ssl_client_auth() -> None:
+    config = node(**HTTPS, **SECURED)
+    assert config.schema_registry_listener == HttpsEndpoint("SCHEMA_REGISTRY", "0.0.0.0", 8081)
+    assert config.schema_registry_tls and config.schema_registry_client_auth == "required"
+    assert config.schema_registry_authentication == "basic"  # as the SASL client listeners
+    requested = node(**HTTPS, **SECURED, **{"schema.registry.ssl.client.auth": "requested"})
+    assert requested.schema_registry_client_auth == "requested"
+    plain = node(**{"schema.registry.listeners": "http://0.0.0.0:8081"})
+    assert not plain.schema_registry_tls and plain.schema_registry_client_auth == "none"
+    assert plain.schema_registry_authentication == "none"  # as the PLAINTEXT client listeners
+    assert node(**{"schema.registry.listeners": "http://0.0.0.0:8081", "schema.registry.authentication": "basic"})
+
+
+def test_no_authentication_next_to_sasl_needs_required_client_certificates() -> None:
+    config = node(**HTTPS, **SECURED, **{"schema.registry.authentication": "none"})  # ssl.client.auth=required
+    assert config.schema_registry_authentication == "none" and config.schema_registry_client_auth == "required"
+
+
+def test_with_an_authorizer_and_tls_broker_listeners_the_registry_is_accepted() -> None:
+    # Refused before the registry had security of its own; its reader now reaches the broker listener with the
+    # node's certificate.
+    assert node(**HTTPS, **SECURED).authorizer_settings is not None

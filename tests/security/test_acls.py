@@ -389,6 +389,8 @@ def test_validation_accepts_kafkas_table_of_operations(
             "All",
         },
         TXN: {"Describe", "Write", "All"},
+        # odradek's own: a schema registry subject (docs/schema-registry.md)
+        ResourceType.SUBJECT: {"Read", "Write", "Delete", "Describe", "DescribeConfigs", "AlterConfigs", "All"},
     }[resource_type]
     assert {op.display_name for op in ops} == expected
 

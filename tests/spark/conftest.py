@@ -33,6 +33,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> DevCluster:
             tmp_path_factory.mktemp("spark-cluster"),
             controllers=1,
             brokers=3,
+            schema_registry=True,  # the source's keyFormat/valueFormat decode through it
             **{"log.retention.check.interval.ms": 500},
         )
     else:

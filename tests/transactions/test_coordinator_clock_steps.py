@@ -11,7 +11,7 @@ import pytest
 from test_coordinator_shell import Cluster, ManualClock, ProducerIds, state, until
 
 from odradek.broker import clock
-from odradek.broker.groups.coordinator import Clock
+from odradek.broker.coordinator.clock import Clock
 from odradek.broker.transactions.coordinator import TransactionCoordinator, TxnCoordinatorConfig
 from odradek.broker.transactions.markers import MarkerChannel
 from odradek.broker.transactions.metadata import TxnState

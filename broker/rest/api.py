@@ -1,0 +1,183 @@
+"""A broker's HTTP API, assembled: the listener on ``http.listeners`` (the brokers' shared HTTP listener), who each
+request is from, the router, the service, and forwarding to the broker a request belongs to. The node builds it
+when ``http.listeners`` is set and serves it with its other listeners.
+
+Each request, in order: wait (bounded) until the broker has caught up with the metadata log (its ACLs and SCRAM
+credentials are the cluster's then); establish the caller (``http.authentication``: HTTP Basic checked against the
+SCRAM credentials, or User:ANONYMOUS); route it; check the path's cluster id; serve it. Every refusal is Confluent's
+error shape; nothing is written for a request refused before the service runs it, nor for one the service refuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Iterator
+
+import h11
+from prometheus_client.core import CounterMetricFamily
+
+from odradek.broker import http_server
+from odradek.broker.config import Endpoint
+from odradek.broker.http_login import BasicLogin
+from odradek.broker.http_server import HttpListener
+from odradek.broker.http_types import HttpReply, HttpRequest, error_reply, json_reply
+from odradek.broker.kafka.wire import ConnectionInfo, RequestContext, ServiceContext
+from odradek.broker.rest import auth, errors, openapi
+from odradek.broker.rest import requests as rq
+from odradek.broker.rest.errors import RestError
+from odradek.broker.rest.resources import Links
+from odradek.broker.rest.routes import route
+from odradek.broker.rest.service import Answer, Call, RestService, Services
+from odradek.broker.security.caller import ANONYMOUS, Caller, bind_principal
+from odradek.broker.security.scram import Mechanism
+from odradek.client.connection import CLIENT_ID_KEY
+
+logger = logging.getLogger(__name__)
+
+LISTENER_NAME = "HTTP"  # the HTTP API listener's name in broker registrations
+CLIENT_ID = "odradek-http"  # the client id the services see (quotas, group members' hosts)
+FORWARDED_HEADER = "x-odradek-forwarded"  # on a request one broker forwards to another
+SCOPE_HEADER = "x-odradek-scope"  # "local": the group listing of the broker asked alone (a fan-out's part)
+FORWARDED_HOST_HEADER = "x-forwarded-host"  # where the client reached the API, for the answer's URLs
+FORWARD_TIMEOUT_S = 60.0  # a forwarded produce waits for acks=all, a read for its timeout_ms
+READY_WAIT_S = 10.0
+_PASSED_ON = (b"authorization", b"content-type")
+
+CredentialLookup = auth.CredentialLookup
+
+
+class HttpApi:
+    """``credentials(user, mechanism)``: the user's SCRAM credential; ``ready``: set once the broker has caught up
+    with the metadata log."""
+
+    def __init__(
+        self,
+        services: Services,
+        endpoint: Endpoint,
+        authentication: str,
+        credentials: CredentialLookup,
+        mechanisms: tuple[Mechanism, ...],
+        failed_authentication_delay_ms: int,
+        ready: asyncio.Event,
+    ) -> None:
+        self.services = services
+        self.service = RestService(services)
+        self.basic = authentication == "basic"
+        self._login = BasicLogin(credentials, mechanisms, failed_authentication_delay_ms)
+        self._ready = ready
+        self._document = json_reply(200, openapi.document(basic_auth=self.basic))
+        self.requests: Counter[tuple[str, int]] = Counter()
+        self.listener = HttpListener(
+            endpoint.host, endpoint.port, self.handle, setting="http.listeners", what="HTTP API"
+        )
+
+    async def serve(self) -> None:
+        """Bind the listener (with the node's other listeners: a port in use stops the node)."""
+        await self.listener.start()
+
+    async def stop(self) -> None:
+        await self.listener.stop()
+        await self.service.close()
+
+    def metrics(self) -> Iterator[CounterMetricFamily]:
+        requests = CounterMetricFamily(
+            "odradek_http_requests", "HTTP API requests answered", labels=["operation", "status"]
+        )
+        for (operation, status), count in sorted(self.requests.items()):
+            requests.add_metric([operation, str(status)], count)
+        yield requests
+
+    async def handle(self, http: HttpRequest) -> HttpReply:
+        operation = "unrouted"
+        try:
+            await self._wait_ready()
+            principal = await self._authenticate(http)
+            bind_principal(principal)  # the services read it from this task, as from a gRPC call's
+            routed = route(http.method, http.target, http.body)
+            operation = routed.route.operation
+            if routed.cluster_id is not None and routed.cluster_id != self.services.cluster_id:
+                raise errors.resource_not_found(f"Cluster {routed.cluster_id}")
+            if isinstance(routed.request, rq.OpenApi):
+                reply = self._document
+            else:
+                answer = await self.service.serve(routed.request, self._call(http, principal))
+                reply = answer if isinstance(answer, HttpReply) else _reply(answer)
+        except RestError as e:
+            reply = error_reply(e)
+        except Exception as e:
+            logger.exception("HTTP API request %s %s failed", http.method, http.target)
+            reply = error_reply(errors.internal(str(e) or type(e).__name__))
+        self.requests[(operation, reply.status)] += 1
+        return reply
+
+    async def _wait_ready(self) -> None:
+        if self._ready.is_set():
+            return
+        try:
+            async with asyncio.timeout(READY_WAIT_S):
+                await self._ready.wait()
+        except TimeoutError:
+            node = self.services.node_id
+            raise errors.unavailable(
+                f"broker {node} is starting: it has not caught up with the metadata log yet"
+            ) from None
+
+    async def _authenticate(self, http: HttpRequest) -> str:
+        """The caller's principal. Without authentication every caller is User:ANONYMOUS (credentials sent anyway
+        are not looked at); with basic, a request without valid credentials is refused (401), after
+        connection.failed.authentication.delay.ms for wrong ones, and nothing tells whether the user exists."""
+        if not self.basic:
+            return ANONYMOUS
+        return await self._login.principal(http.header(b"authorization"))
+
+    def _call(self, http: HttpRequest, principal: str) -> Call:
+        host = http.header(FORWARDED_HOST_HEADER.encode()) or http.header(b"host")
+        base = f"http://{host}" if host else f"http://{self.listener.host}:{self.listener.port}"
+        connection = ConnectionInfo(0, LISTENER_NAME, http.peer_host, http.peer_port)
+        return Call(
+            http,
+            Links(base, self.services.cluster_id),
+            Caller(principal, http.peer_host or "*"),
+            ServiceContext(RequestContext(connection, CLIENT_ID), CLIENT_ID_KEY),
+            forwarded=http.header(FORWARDED_HEADER.encode()) is not None,
+            local_only=http.header(SCOPE_HEADER.encode()) == "local",
+            forward=lambda broker, extra: self._forward(http, broker, extra),
+            fan_out=lambda: self._fan_out(http),
+        )
+
+    def _address(self, broker: int) -> tuple[str, int] | None:
+        registered = self.services.image().brokers.get(broker)
+        return None if registered is None or registered.fenced else registered.endpoint(LISTENER_NAME)
+
+    async def _forward(self, http: HttpRequest, broker: int, extra: tuple[tuple[str, str], ...]) -> HttpReply:
+        """The answer of ``broker``'s HTTP API to this request (with the caller's credentials: it authenticates and
+        authorizes the caller itself)."""
+        address = self._address(broker)
+        if address is None:
+            raise errors.unavailable(f"broker {broker} serves this request but has no HTTP API listener registered")
+        headers = [(k.decode(), v.decode("latin-1")) for k, v in http.headers if k in _PASSED_ON]
+        headers += [(FORWARDED_HEADER, str(self.services.node_id)), *extra]
+        client_host = http.header(FORWARDED_HOST_HEADER.encode()) or http.header(b"host")
+        if client_host:
+            headers.append((FORWARDED_HOST_HEADER, client_host))
+        try:
+            return await http_server.exchange(
+                address[0], address[1], http.method, http.target, http.body, headers, FORWARD_TIMEOUT_S
+            )
+        except (OSError, TimeoutError, h11.ProtocolError) as e:
+            raise errors.retriable(f"forwarding to broker {broker} failed: {e or type(e).__name__}") from None
+
+    async def _fan_out(self, http: HttpRequest) -> list[tuple[int, HttpReply]]:
+        """This request asked of every other live broker, for its own part alone."""
+        others = [b for b in sorted(self.services.image().brokers) if b != self.services.node_id]
+        live = [b for b in others if self._address(b) is not None]
+        replies = await asyncio.gather(*(self._forward(http, b, ((SCOPE_HEADER, "local"),)) for b in live))
+        return list(zip(live, replies, strict=True))
+
+
+def _reply(answer: Answer) -> HttpReply:
+    if answer.body is None:
+        return HttpReply(answer.status, http_server.JSON, b"")
+    return json_reply(answer.status, answer.body)
