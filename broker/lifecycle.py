@@ -232,13 +232,14 @@ class BrokerLifecycleManager:
         sent = time.monotonic()
         response = await self.call("BrokerHeartbeat", request)
         if response is not None and response.error == ErrorCode.NONE:
+            if self.fenced != response.is_fenced:
+                logger.info("broker %d is now %s", self.broker_id, "fenced" if response.is_fenced else "unfenced")
+            # The session's state first: whoever ``caught_up`` wakes on the node's loop may ask session_valid().
+            self.fenced = response.is_fenced
             if not response.is_fenced:
                 self.session_renewed = sent
                 if not self.caught_up.is_set():
                     self._on_node_loop(self.caught_up.set)
-            if self.fenced != response.is_fenced:
-                logger.info("broker %d is now %s", self.broker_id, "fenced" if response.is_fenced else "unfenced")
-            self.fenced = response.is_fenced
         return response
 
     def session_valid(self) -> bool:

@@ -26,7 +26,7 @@ from odradek.deploy.process import process_state
 from .compaction import Record, consume_all, partition_dir
 from .conftest import FAST, wait_for
 
-ROUNDS = 12
+ROUNDS = 8
 BROKER = 2
 TOPIC = "crash"
 NODE = {**FAST, "log.cleaner.backoff.ms": 50, "log.cleaner.dedupe.buffer.size": 1024 * 1024}

@@ -78,11 +78,11 @@ def test_differential_suite_under_address_sanitizer(tmp_path: Path) -> None:
 
 def test_fuzz_the_native_decoder(tmp_path: Path) -> None:
     """atheris, guided by the reference's coverage, feeds the native decoder and walk; any disagreement with the
-    reference or a crash fails the run (bounded to 20 s)."""
+    reference or a crash fails the run (bounded to 10 s)."""
     pytest.importorskip("atheris", reason="atheris is not installed (pip install atheris)")
     pytest.importorskip("odradek.client.record._native", reason="the native record codec is not built")
     run = subprocess.run(
-        [sys.executable, str(FUZZ_TARGET), "-max_total_time=20", "-rss_limit_mb=1024", "-timeout=10"],
+        [sys.executable, str(FUZZ_TARGET), "-max_total_time=10", "-rss_limit_mb=1024", "-timeout=10"],
         capture_output=True,
         text=True,
         cwd=tmp_path,
