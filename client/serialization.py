@@ -19,6 +19,7 @@ import io
 import json
 import struct
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -105,7 +106,7 @@ def unframed(data: bytes) -> tuple[int, memoryview]:
     return schema_id, memoryview(data)[_HEADER.size :]
 
 
-class _RegistrySerializer:
+class _RegistrySerializer(ABC):
     """What the registry formats share: the subject, and its schema id asked once per subject."""
 
     SCHEMA_TYPE = ""
@@ -129,11 +130,13 @@ class _RegistrySerializer:
         self._lock = threading.Lock()
         self._subjects: dict[str, tuple[int, Any]] = {}  # subject -> (id, the parsed schema)
 
+    @abstractmethod
     def _parse(self, schema: str) -> Any:
-        raise NotImplementedError
+        """The format's own step."""
 
+    @abstractmethod
     def _encode(self, parsed: Any, value: Any) -> bytes:
-        raise NotImplementedError
+        """The format's own step."""
 
     def _schema_for(self, topic: str) -> tuple[int, Any]:
         subject = topic + self._suffix
@@ -168,7 +171,7 @@ class _RegistrySerializer:
         return framed(schema_id, self._encode(parsed, value))
 
 
-class _RegistryDeserializer:
+class _RegistryDeserializer(ABC):
     """What the registry formats share: each id's writer schema, asked once and parsed once."""
 
     SCHEMA_TYPE = ""
@@ -178,11 +181,13 @@ class _RegistryDeserializer:
         self._lock = threading.Lock()
         self._parsed: dict[int, Any] = {}
 
+    @abstractmethod
     def _parse(self, schema: str) -> Any:
-        raise NotImplementedError
+        """The format's own step."""
 
+    @abstractmethod
     def _decode(self, parsed: Any, payload: memoryview) -> Any:
-        raise NotImplementedError
+        """The format's own step."""
 
     def deserialize(self, topic: str, data: bytes | None) -> Any:
         if data is None:
