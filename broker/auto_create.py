@@ -26,11 +26,11 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from odradek.broker.security.access import OPEN, AccessControl
-from odradek.broker.security.acls import AclOperation, ResourceType
-from odradek.broker.security.caller import caller_of
+from odradek.client.common.access import OPEN, AccessControl
+from odradek.client.common.acls import AclOperation, ResourceType
+from odradek.client.common.caller import caller_of
+from odradek.client.common.topic_rules import INTERNAL_TOPICS, validate_topic_name
 from odradek.client.errors import ErrorCode, OdradekError
-from odradek.controller.topics import INTERNAL_TOPICS, validate_topic_name
 from odradek.proto import admin_pb2 as apb
 
 logger = logging.getLogger(__name__)

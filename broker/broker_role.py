@@ -36,7 +36,6 @@ from odradek.broker.metrics import NodeMetrics, gauge
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.quotas.manager import QuotaConfig
 from odradek.broker.replica_manager import ReplicaManager, broker_log_config
-from odradek.broker.security.access import OPEN, AccessControl
 from odradek.broker.security.tls import NodeTls
 from odradek.broker.throttling import BrokerQuotas
 from odradek.broker.transactions.coordinator import TransactionCoordinator, TxnCoordinatorConfig
@@ -45,10 +44,11 @@ from odradek.broker.transactions.records import TRANSACTION_STATE_TOPIC
 from odradek.broker.transactions.service import TransactionsService
 from odradek.broker.txn_markers import PartitionTransactions
 from odradek.broker.txn_verifier import TxnVerifier
+from odradek.client.common.access import OPEN, AccessControl
+from odradek.client.common.metadata_image import MetadataFeed
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode, StorageError
 from odradek.client.structs import TopicPartition
-from odradek.controller.metadata.state_machine import MetadataStateMachine
 from odradek.proto import controller_pb2 as cpb
 
 logger = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class BrokerRole:
         self,
         config: NodeConfig,
         cluster_id: str,
-        sm: MetadataStateMachine,
+        sm: MetadataFeed,
         voters: dict[int, str],
         metrics: NodeMetrics,
     ) -> None:

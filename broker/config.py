@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from odradek.broker.security.access import AUTHORIZER_NAMES, AuthorizerSettings, parse_super_users
-from odradek.broker.security.acls import validate_principal
 from odradek.broker.security.principal_mapping import PrincipalMapper
-from odradek.broker.security.scram import Mechanism
+from odradek.client.common.access import AUTHORIZER_NAMES, AuthorizerSettings, parse_super_users
+from odradek.client.common.acls import validate_principal
+from odradek.client.common.scram import Mechanism
 
 
 class ConfigError(ValueError):
@@ -497,8 +497,8 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # Test-only: a file recording the durable size of each fsynced segment/index (broker/log/durability.py), so
     # that a chaos run can emulate a power loss after SIGKILL. "" (default) records nothing.
     "unsafe.testing.fsync.ledger": (str, ""),
-    # Test-only: a file holding seconds (either sign) that the node adds to its wall clock (broker/clock.py), read
-    # about once a second; a chaos run's clock-skew fault writes and removes it. "" (default): the plain wall clock.
+    # Test-only: a file holding seconds (either sign) that the node adds to its wall clock (client/common/clock.py),
+    # read about once a second; a chaos run's clock-skew fault writes and removes it. "": the plain wall clock.
     "unsafe.testing.clock.offset.file": (str, ""),
     "fetch.max.bytes": (_at_least(1024), 57671680),
     # Fetch sessions (KIP-227) the Kafka listener keeps at most (Kafka's name and default); 0: none, every fetch

@@ -32,12 +32,14 @@ from odradek.broker.metrics import NodeMetrics
 from odradek.broker.partition import FollowerRead, LowWatermark, Partition
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager, monotonic_ms
-from odradek.broker.security.access import OPEN, AccessControl, denial
-from odradek.broker.security.acls import AclOperation, ResourceType
-from odradek.broker.security.caller import Caller, caller_of
 from odradek.broker.throttling import BrokerQuotas, current_client
 from odradek.broker.transactions.coordinator import TransactionCoordinator
 from odradek.broker.txn_verifier import TxnVerifier
+from odradek.client.common.access import OPEN, AccessControl, denial
+from odradek.client.common.acls import AclOperation, ResourceType
+from odradek.client.common.caller import Caller, caller_of
+from odradek.client.common.metadata_image import MetadataImage
+from odradek.client.common.topic_rules import INTERNAL_TOPICS, validate_topic_name
 from odradek.client.errors import (
     ErrorCode,
     InvalidRequestError,
@@ -49,8 +51,6 @@ from odradek.client.errors import (
 )
 from odradek.client.record.header import HEADER_SIZE, TRANSACTIONAL_FLAG, parse_header
 from odradek.client.structs import TopicPartition
-from odradek.controller.metadata.image import MetadataImage
-from odradek.controller.topics import INTERNAL_TOPICS, validate_topic_name
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import broker_pb2_grpc, common_pb2
 

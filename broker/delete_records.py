@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Set
 
+from odradek.client.common.topic_rules import INTERNAL_TOPICS
 from odradek.client.errors import ErrorCode, OdradekError
-from odradek.controller.topics import INTERNAL_TOPICS
 
 
 def check_topic(topic: str, policies: Set[str]) -> None:

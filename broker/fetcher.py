@@ -46,9 +46,9 @@ from odradek.broker.fetch_response import (
 )
 from odradek.broker.kafka.replica_connection import KafkaTransport
 from odradek.broker.partition import Partition
+from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode, OdradekError
-from odradek.controller.metadata.image import MetadataImage
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import broker_pb2_grpc
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from odradek.broker.rest import errors
 from odradek.broker.rest.auth import CredentialLookup, VerifiedPasswords, basic_credentials, password_matches
-from odradek.broker.security.scram import Mechanism
+from odradek.client.common.scram import Mechanism
 
 
 class BasicLogin:

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 import grpc
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from odradek.broker import clock
 from odradek.broker.auto_create import TopicAutoCreation
 from odradek.broker.broker_role import BrokerRole
 from odradek.broker.config import TLS_PROTOCOLS, ConfigError, Endpoint, NodeConfig
@@ -36,23 +35,24 @@ from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.dispatch import KafkaDispatcher
 from odradek.broker.kafka.server import KafkaListener
 from odradek.broker.metrics import NodeMetrics, gauge
-from odradek.broker.security.access import AccessControl
 from odradek.broker.security.cluster_action import ClusterActionInterceptor
 from odradek.broker.security.grpc_auth import AuthenticationService, CertificateInterceptor, SaslInterceptor
 from odradek.broker.security.grpc_sessions import GrpcSessions
 from odradek.broker.security.sasl_session import CredentialLookup, SaslSession
-from odradek.broker.security.scram import Mechanism, ScramCredential
 from odradek.broker.security.tls import NodeTls
 from odradek.broker.security.tls_identity import CertificatePrincipals
 from odradek.broker.serving_gate import ServingGate
 from odradek.broker.storage import verify_storage
 from odradek.broker.throttling import QuotaInterceptor
 from odradek.broker.topic_defaults import topic_defaults
+from odradek.client.common import clock
+from odradek.client.common.access import AccessControl
+from odradek.client.common.group_configs import GroupConfigSettings
+from odradek.client.common.scram import Mechanism, ScramCredential
 from odradek.client.connection import channel_options, set_inter_node_security
 from odradek.client.record import codec
 from odradek.controller.active import ActiveController
 from odradek.controller.brokers import BrokerControl
-from odradek.controller.group_configs import GroupConfigSettings
 from odradek.controller.metadata.state_machine import MetadataStateMachine
 from odradek.controller.quorum.driver import RaftDriver, RaftService
 from odradek.controller.services import AdminService, ControllerService

@@ -19,12 +19,13 @@ import logging
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
-from odradek.broker import clock
-from odradek.broker.kafka.wire import FileSlice
 from odradek.broker.log.log import AbortedTxn, AppendInfo, AppendOrigin, FetchData, Log
 from odradek.broker.log.producer_state import VerificationGuard
 from odradek.broker.log.rewrite import rewrite_for_append
 from odradek.broker.replication import IsrChange, LeaderState, Progress
+from odradek.client.common import clock
+from odradek.client.common.file_slice import FileSlice
+from odradek.client.common.metadata_image import NO_LEADER, PartitionRegistration
 from odradek.client.errors import (
     ErrorCode,
     FencedLeaderEpochError,
@@ -34,7 +35,6 @@ from odradek.client.errors import (
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
-from odradek.controller.metadata.image import NO_LEADER, PartitionRegistration
 
 logger = logging.getLogger(__name__)
 

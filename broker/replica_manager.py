@@ -23,35 +23,24 @@ from odradek.broker.log.manager import LogManager
 from odradek.broker.metrics import NodeMetrics
 from odradek.broker.partition import Partition
 from odradek.broker.replication import IsrChange
-from odradek.client.errors import (
-    NotLeaderOrFollowerError,
-    OdradekError,
-    StorageError,
-    UnknownTopicOrPartitionError,
-)
-from odradek.controller.metadata.image import (
+from odradek.client.common.metadata_image import (
     BROKER_RESOURCE,
     CLUSTER_DEFAULT,
     MetadataDelta,
     MetadataImage,
     PartitionRegistration,
 )
+from odradek.client.common.topic_rules import BROKER_LOG_DEFAULTS
+from odradek.client.errors import (
+    NotLeaderOrFollowerError,
+    OdradekError,
+    StorageError,
+    UnknownTopicOrPartitionError,
+)
 
 logger = logging.getLogger(__name__)
 
 # Broker properties that set the default of a topic-level log config.
-BROKER_LOG_DEFAULTS = {
-    "log.segment.bytes": "segment.bytes",
-    "log.roll.ms": "segment.ms",
-    "log.retention.ms": "retention.ms",
-    "log.retention.bytes": "retention.bytes",
-    "log.flush.interval.messages": "flush.messages",
-    "log.flush.interval.ms": "flush.ms",
-    "log.index.size.max.bytes": "segment.index.bytes",
-    "log.index.interval.bytes": "index.interval.bytes",
-    "message.max.bytes": "max.message.bytes",
-    "producer.id.expiration.ms": "producer.id.expiration.ms",
-}
 _LOG_CONFIG_NAMES = set(LogConfig._NAMES)
 
 

@@ -37,13 +37,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from odradek.broker.metrics import WrappingInterceptor
 from odradek.broker.quotas.manager import QuotaConfig, QuotaKind, QuotaManager
 from odradek.broker.quotas.mutes import Mutes
-from odradek.broker.security.access import AccessControl
-from odradek.broker.security.acls import AclOperation
-from odradek.broker.security.caller import Caller, peer_host
 from odradek.broker.security.grpc_auth import principal_of
+from odradek.client.common.access import AccessControl
+from odradek.client.common.acls import AclOperation
+from odradek.client.common.caller import Caller, peer_host
+from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.connection import CLIENT_ID_KEY, INTER_BROKER_KEY
 from odradek.client.quotas import ANONYMOUS
-from odradek.controller.metadata.image import MetadataImage
 
 # Called between brokers, never by clients: not subject to client quotas.
 EXEMPT_METHODS = frozenset(("WriteTxnMarkers", "GetReplicaLogInfo"))

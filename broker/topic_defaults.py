@@ -8,44 +8,14 @@ DEFAULT_CONFIG).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from odradek.broker.config import SCHEMA, NodeConfig
 from odradek.broker.log.config import LogConfig
-from odradek.broker.replica_manager import BROKER_LOG_DEFAULTS
-from odradek.controller.topics import TOPIC_CONFIGS
-
-# Topic configs whose node default is not a log setting (or that Kafka names differently on brokers).
-_OTHER_NODE_KEYS = {
-    "cleanup.policy": "log.cleanup.policy",
-    "min.insync.replicas": "min.insync.replicas",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
-    "unclean.recovery.strategy": "unclean.recovery.strategy",
-    "compression.type": "compression.type",
-    "message.timestamp.type": "log.message.timestamp.type",
-    "delete.retention.ms": "log.cleaner.delete.retention.ms",
-    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
-    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
-    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
-}
-
+from odradek.client.common.topic_rules import TOPIC_CONFIGS, TopicDefault, node_key
 
 # Topic configs without a node property or a log setting: Kafka's default (message.format.version has no effect).
 _FIXED_DEFAULTS = {"message.format.version": "3.0-IV1"}
-
-
-@dataclass(frozen=True)
-class TopicDefault:
-    value: str
-    from_node_config: bool  # the node's config file sets it; False: odradek's built-in default
-
-
-def node_key(topic_key: str) -> str | None:
-    """The node property that sets ``topic_key``'s default, or None when no node property does."""
-    by_topic = {topic: node for node, topic in BROKER_LOG_DEFAULTS.items()}
-    key = by_topic.get(topic_key) or _OTHER_NODE_KEYS.get(topic_key)
-    return key if key in SCHEMA else None
 
 
 def config_text(value: Any) -> str:

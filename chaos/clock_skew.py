@@ -1,5 +1,5 @@
-"""The ``clock-skew`` fault's side of a node's wall clock (broker/clock.py): each node of a run with this fault has
-``unsafe.testing.clock.offset.file`` set to a file in its directory; the nemesis writes an offset in seconds there
+"""The ``clock-skew`` fault's side of a node's wall clock (client/common/clock.py): each node of a run with this fault
+has ``unsafe.testing.clock.offset.file`` set to a file in its directory; the nemesis writes an offset in seconds there
 to skew the node's wall clock and removes the file to heal. Nodes look at the file about once a second and log
 each change they see, which is how the heal tells that the skew reached the node.
 """
@@ -14,7 +14,7 @@ from odradek.deploy.local import DevCluster
 
 MIN_SKEW_S = 1.0
 MAX_SKEW_S = 300.0
-SEEN = "wall clock offset now {:+.3f} s"  # what broker/clock.py logs when it sees a new offset
+SEEN = "wall clock offset now {:+.3f} s"  # what client/common/clock.py logs when it sees a new offset
 
 
 def offset_file(cluster: DevCluster, node_id: int) -> Path:

@@ -32,7 +32,7 @@ Fault kinds (``--faults``):
 - ``late-requests`` (Kafka workloads): the workload's requests to a partition leader are held (through the
   runner's :class:`FaultProxy`) while answers pass, for at least 1.5 times the clients' request timeout; the heal
   delivers them in order, so the first ones land after their clients gave up, and ends once they landed;
-- ``clock-skew``: offset a random broker's wall clock by seconds to minutes, either sign (broker/clock.py); the
+- ``clock-skew``: offset a random broker's wall clock by seconds to minutes, either sign (client/common/clock.py); the
   heal removes the offset once the node saw it, and waits until it saw that too.
 - ``reassign`` / ``decommission`` (chaos/membership.py): move a partition to a new replica set, or every replica
   off a broker that is then stopped, wiped and brought back under its old id; the heals wait for whole ISRs.
@@ -393,7 +393,7 @@ class Nemesis:
         return heal
 
     def _clock_skew(self, node: int, rng: random.Random, step: Step):
-        """Offset ``node``'s wall clock (broker/clock.py) by seconds to minutes; the heal waits (bounded) until the
+        """Offset ``node``'s wall clock (client/common/clock.py) by seconds-minutes; the heal waits (bounded) until the
         node saw the offset, removes it, and waits until the node saw that too, so the fault surely happened."""
         path = clock_skew.offset_file(self.cluster, node)
         log_file = self.cluster.node(node).log_file

@@ -14,9 +14,9 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from odradek.broker.security.acls import AclBinding, AclBindingFilter, validate_binding, validate_filter
+from odradek.client.common.acls import AclBinding, AclBindingFilter, validate_binding, validate_filter
+from odradek.client.common.metadata_image import MetadataImage, acl_record
 from odradek.client.errors import ErrorCode, InvalidRequestError
-from odradek.controller.metadata.image import MetadataImage, acl_record
 from odradek.proto import metadata_pb2 as md
 
 

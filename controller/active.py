@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.controller.brokers import BrokerControl
 from odradek.controller.elections import rebalance_leaders
-from odradek.controller.metadata.image import MetadataImage
 from odradek.controller.metadata.state_machine import MetadataStateMachine, encode_batch
 from odradek.controller.quorum.driver import RaftDriver
 from odradek.controller.raft import LeaderAndEpoch, NotLeaderError, RaftNode, Role

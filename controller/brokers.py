@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
+from odradek.client.common.metadata_image import MetadataDelta, MetadataImage, listener_messages
 from odradek.client.errors import ErrorCode
 from odradek.controller.elections import (
     MinIsr,
@@ -18,7 +19,6 @@ from odradek.controller.elections import (
     changes_for_offline_partitions,
     one_replica,
 )
-from odradek.controller.metadata.image import MetadataDelta, MetadataImage, listener_messages
 from odradek.controller.offline_replicas import Replica, offline_replica_records
 from odradek.proto import metadata_pb2 as md
 

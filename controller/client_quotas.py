@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from odradek.client.common.metadata_image import MetadataImage, quota_record
 from odradek.client.errors import ErrorCode, InvalidRequestError
 from odradek.client.quotas import QUOTA_KEYS, QuotaEntity, entity, validate_value
-from odradek.controller.metadata.image import MetadataImage, quota_record
 from odradek.proto import metadata_pb2 as md
 
 USER = "user"
@@ -105,7 +105,7 @@ def alter_client_quotas(image: MetadataImage, alterations: Sequence[Alteration])
             if e in altered:
                 raise InvalidRequestError(f"quota entity {e.path()} is altered twice in one request")
             altered.add(e)
-            records = _entity_records(image.client_quotas.get(tuple(e), {}), e, alteration.ops)
+            records = _entity_records(image.client_quotas.get(e, {}), e, alteration.ops)
         except InvalidRequestError as err:
             results.append(AlterResult(ErrorCode.INVALID_REQUEST, str(err)))
             continue
@@ -127,9 +127,9 @@ def _entity_records(current: Mapping[str, float], e: QuotaEntity, ops: Sequence[
     records = []
     for op in ops:
         if op.remove and op.key in current:
-            records.append(md.MetadataRecord(client_quota=quota_record(tuple(e), op.key, 0.0, remove=True)))
+            records.append(md.MetadataRecord(client_quota=quota_record(e, op.key, 0.0, remove=True)))
         elif not op.remove and current.get(op.key) != op.value:
-            records.append(md.MetadataRecord(client_quota=quota_record(tuple(e), op.key, float(op.value))))
+            records.append(md.MetadataRecord(client_quota=quota_record(e, op.key, float(op.value))))
     return records
 
 

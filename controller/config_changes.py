@@ -18,17 +18,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from odradek.client.errors import ErrorCode
-from odradek.controller.elections import partition_change
-from odradek.controller.group_configs import GroupConfigSettings, validate_group_configs
-from odradek.controller.metadata.image import (
+from odradek.client.common.group_configs import GroupConfigSettings, validate_group_configs
+from odradek.client.common.metadata_image import (
     BROKER_RESOURCE,
     CLUSTER_DEFAULT,
     GROUP_RESOURCE,
     TOPIC_RESOURCE,
     MetadataImage,
 )
-from odradek.controller.topics import INTERNAL_TOPICS, validate_configs
+from odradek.client.common.topic_rules import INTERNAL_TOPICS, validate_configs
+from odradek.client.errors import ErrorCode
+from odradek.controller.elections import partition_change
 from odradek.proto import metadata_pb2 as md
 
 Op = Literal["set", "delete", "append", "subtract"]
@@ -141,7 +141,7 @@ def alter_group_configs(
     image: MetadataImage, group: str, ops: Sequence[ConfigOp], settings: GroupConfigSettings
 ) -> AlterOutcome:
     """The ConfigRecords (resource type GROUP) of one group's changes, or why they are refused (see
-    controller/group_configs.py): SET and DELETE only (no group config is a list), validated as a whole against
+    client/common/group_configs.py): SET and DELETE only (no group config is a list), validated as a whole against
     ``settings``, the active controller's group.consumer.* bounds."""
     out = AlterOutcome(group)
     if not group:

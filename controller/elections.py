@@ -23,8 +23,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from odradek.client.common.metadata_image import NO_LEADER, MetadataDelta, MetadataImage, PartitionRegistration
 from odradek.client.errors import ErrorCode
-from odradek.controller.metadata.image import NO_LEADER, MetadataDelta, MetadataImage, PartitionRegistration
 from odradek.proto import metadata_pb2 as md
 
 

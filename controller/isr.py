@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from odradek.client.common.metadata_image import NO_LEADER, MetadataImage, PartitionRegistration
 from odradek.client.errors import ErrorCode
 from odradek.controller.elections import ChangeBatch, MinIsr, one_replica
-from odradek.controller.metadata.image import NO_LEADER, MetadataImage, PartitionRegistration
 from odradek.controller.reassignment import isr_change
 from odradek.proto import controller_pb2 as cpb
 from odradek.proto import metadata_pb2 as md

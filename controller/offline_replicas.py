@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from odradek.client.common.metadata_image import MetadataDelta, MetadataImage
 from odradek.controller.elections import MinIsr, elect, eligible_leaders, one_replica
-from odradek.controller.metadata.image import MetadataDelta, MetadataImage
 from odradek.proto import metadata_pb2 as md
 
 Replica = tuple[bytes, int]  # (topic id, partition)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.errors import ErrorCode
-from odradek.controller.metadata.image import MetadataImage
 from odradek.proto import metadata_pb2 as md
 
 BLOCK_SIZE = 1000

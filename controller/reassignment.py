@@ -16,6 +16,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from odradek.client.common.metadata_image import MetadataImage, PartitionRegistration
 from odradek.client.errors import ErrorCode
 from odradek.controller.elections import (
     ChangeBatch,
@@ -24,7 +25,6 @@ from odradek.controller.elections import (
     partition_change,
     unknown_partition,
 )
-from odradek.controller.metadata.image import MetadataImage, PartitionRegistration
 from odradek.proto import metadata_pb2 as md
 
 

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 
 import grpc
 
+from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.connection import ChannelPool
-from odradek.controller.metadata.image import MetadataImage
 from odradek.controller.unclean_recovery import Inspection, ReplicaLog
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import broker_pb2_grpc

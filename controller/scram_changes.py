@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from odradek.broker.security.scram import (
+from odradek.client.common.metadata_image import MetadataImage, scram_record
+from odradek.client.common.scram import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,
     Mechanism,
     credential_from_salted_password,
 )
 from odradek.client.errors import ErrorCode
-from odradek.controller.metadata.image import MetadataImage, scram_record
 from odradek.proto import metadata_pb2 as md
 
 

@@ -17,9 +17,9 @@ from typing import Any, Literal, TypeVar
 import grpc
 from google.protobuf.message import Message
 
-from odradek.broker import clock
-from odradek.broker.security.access import OPEN, AccessControl
-from odradek.broker.security.acls import (
+from odradek.client.common import clock
+from odradek.client.common.access import OPEN, AccessControl
+from odradek.client.common.acls import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -27,9 +27,15 @@ from odradek.broker.security.acls import (
     PatternType,
     ResourceType,
 )
-from odradek.broker.security.caller import caller_of
-from odradek.broker.topic_defaults import TopicDefault, node_key
-from odradek.broker.topic_defaults import topic_defaults as topic_defaults_of_node
+from odradek.client.common.caller import caller_of
+from odradek.client.common.group_configs import GroupConfigSettings, describe_group_configs
+from odradek.client.common.metadata_image import MetadataImage, PartitionRegistration, listener_messages
+from odradek.client.common.topic_rules import (
+    INTERNAL_TOPICS,
+    TopicDefault,
+    dynamic_broker_keys,
+    node_key,
+)
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.controller.acl_changes import create_acls, delete_acls, describe_acls
@@ -50,9 +56,7 @@ from odradek.controller.config_changes import (
     alter_topic_configs,
 )
 from odradek.controller.elections import PartitionOutcome, elect_leaders, every_partition
-from odradek.controller.group_configs import GroupConfigSettings, describe_group_configs
 from odradek.controller.isr import alter_partition, isr_items
-from odradek.controller.metadata.image import MetadataImage, PartitionRegistration, listener_messages
 from odradek.controller.metadata.state_machine import MetadataStateMachine
 from odradek.controller.producer_ids import allocate_producer_ids
 from odradek.controller.quorum.driver import RaftDriver
@@ -67,8 +71,6 @@ from odradek.controller.scram_changes import (
 )
 from odradek.controller.topics import (
     DEFAULT_MAX_PARTITIONS_PER_BROKER,
-    INTERNAL_TOPICS,
-    TOPIC_CONFIGS,
     TopicOutcome,
     TopicRequest,
     create_partitions,
@@ -330,12 +332,6 @@ async def _topic_result(
     return apb.TopicResult(name=name, error=out.error, error_message=out.message, topic_id=out.topic_id)
 
 
-def dynamic_broker_keys() -> dict[str, str]:
-    """The node properties that can be set cluster-wide at runtime: those that default a topic config (node key ->
-    topic key), as Kafka's cluster-wide dynamic log configs."""
-    return {key: topic for topic in TOPIC_CONFIGS if (key := node_key(topic)) is not None}
-
-
 def describe_cluster_defaults(image: MetadataImage, defaults: Mapping[str, TopicDefault]) -> list[apb.DescribedConfig]:
     """Each dynamic broker config: its cluster-wide dynamic value, else this node's file or built-in default."""
     dynamic = image.cluster_defaults()
@@ -400,7 +396,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         voters: dict[int, str],
         defaults: dict[str, int],
         controller: ActiveController | None = None,
-        topic_defaults: Mapping[str, TopicDefault] | None = None,
+        *,
+        topic_defaults: Mapping[str, TopicDefault],
         access: AccessControl = OPEN,
         group_settings: GroupConfigSettings | None = None,
     ) -> None:
@@ -412,8 +409,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         self.voters = voters
         self.defaults = defaults
         self.controller = controller
-        # Each topic config's default on this node (DescribeConfigs); None: the built-in defaults.
-        self.topic_defaults = topic_defaults if topic_defaults is not None else topic_defaults_of_node()
+        # Each topic config's default on this node (DescribeConfigs).
+        self.topic_defaults = topic_defaults
         # This node's group.consumer.* settings: group configs default to them and keep to their bounds.
         self.group_settings = group_settings or GroupConfigSettings()
         self._pool = ChannelPool()

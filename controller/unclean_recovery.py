@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from odradek.client.common.metadata_image import NO_LEADER, MetadataImage, PartitionRegistration
 from odradek.controller.elections import partition_change
-from odradek.controller.metadata.image import NO_LEADER, MetadataImage, PartitionRegistration
 from odradek.proto import metadata_pb2 as md
 
 BALANCED, MANUAL = "balanced", "manual"

@@ -12,9 +12,9 @@ from functools import cache
 from pathlib import Path
 
 from odradek.broker.config import SCHEMA
-from odradek.broker.topic_defaults import node_key, topic_defaults
+from odradek.broker.topic_defaults import topic_defaults
+from odradek.client.common.topic_rules import TOPIC_CONFIGS, UNSUPPORTED_TOPIC_CONFIGS, node_key, validate_configs
 from odradek.client.config import AdminConfig, ConsumerConfig, ProducerConfig
-from odradek.controller.topics import TOPIC_CONFIGS, UNSUPPORTED_TOPIC_CONFIGS, validate_configs
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "configuration.md"
@@ -1055,6 +1055,14 @@ def test_every_schema_key_has_an_entry_and_no_entry_is_stale() -> None:
         stale = set(table) - keys if kind != "admin" else set()
         assert keys <= set(table), f"{kind}: no entry for {sorted(keys - set(table))}"
         assert not stale, f"{kind}: entries for keys it does not accept: {sorted(stale)}"
+
+
+def test_every_node_key_a_topic_config_defaults_from_is_a_node_key() -> None:
+    """The table of node keys behind topic config defaults (shared by broker and controller) names only keys the
+    node's config accepts, so a node key's value is always there to default from."""
+    keys = {name: node_key(name) for name in TOPIC_CONFIGS}
+    assert {k for k in keys.values() if k is not None} <= set(SCHEMA)
+    assert keys["retention.ms"] == "log.retention.ms" and keys["message.format.version"] is None
 
 
 def all_entries() -> list[tuple[str, Key]]:

@@ -1,17 +1,18 @@
 """The layering of the package, read from every module's imports (with ast, so nothing is executed).
 
-Also: every sans-I/O core and every client library module falls under pyproject's strict mypy override, so a new
-one cannot slip in unchecked.
-
-- No library module imports the command-line interface (``odradek.client.cli``): the CLI sits on top of the
-  libraries, never the reverse.
-- The client library (``odradek.client`` outside ``client/cli``) depends on nothing of odradek but ``odradek.proto``
-  and itself, so an application can use it without the broker or controller code.
+- The package graph is a declared DAG (``LAYERS``): each module belongs to the layer of its longest matching
+  prefix and imports only the layers its own lists. Bottom up: ``proto``; the client library (``client``); the
+  models every side shares (``common``: ``odradek.client.common``, as Kafka's ``common`` ships in its clients
+  library); the storage engine (``storage``: ``odradek.broker.log``, under both roles because the controllers'
+  metadata log is a partition log); then the two roles, ``controller`` and ``broker``, which do not import each
+  other; only the node's wiring module (``odradek.broker.node``) imports both. Tools (deploy, chaos, the CLI) sit
+  on top. A new back edge fails ``test_the_package_graph_follows_the_declared_layers``.
+- ``PENDING_EDGES`` lists the imports across the roles that remain, by module, each with what removes it; the test
+  fails when one disappears too, so the list only shrinks.
+- Every sans-I/O core and every client library module falls under pyproject's strict mypy override, so a new
+  one cannot slip in unchecked.
 - The sans-I/O cores take events and return decisions: they import no asyncio, grpc, socket or time (a clock is
   passed in), nor logging (they return transition events their shells log). Imports inside functions count too.
-
-``broker/isr_changes.py`` is not among the cores: its sans-I/O ``IsrChangeBatcher`` shares the module with the
-asyncio sender.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ SANS_IO_CORES = [
     "odradek.broker.quotas.mutes",
     "odradek.broker.quotas.rate",
     "odradek.broker.security.principal_mapping",
-    "odradek.broker.security.scram",
+    "odradek.client.common.scram",
     "odradek.broker.security.sasl_session",
     "odradek.broker.security.grpc_sessions",
     "odradek.client.consumer.protocol",
@@ -98,7 +99,11 @@ SANS_IO_CORES = [
     "odradek.broker.log.cleaner.throttle",
     "odradek.broker.log.future_dirs",
     "odradek.broker.log.replica_move",
-    "odradek.broker.security.acls",
+    "odradek.client.common.acls",
+    "odradek.client.common.topic_rules",
+    "odradek.client.common.group_configs",
+    "odradek.client.common.metadata_image",
+    "odradek.broker.isr_batcher",
     "odradek.broker.schema_registry",
     "odradek.broker.schema_registry.avro",
     "odradek.broker.schema_registry.compatibility",
@@ -124,6 +129,35 @@ SANS_IO_CORES = [
     "odradek.broker.rest.routes",
 ]
 IO_MODULES = {"asyncio", "grpc", "socket", "time", "logging"}
+
+
+# Layer -> (its package prefix, the layers it may import). Tools import freely below themselves.
+_BELOW_ROLES = {"proto", "client", "common", "storage"}
+_TOOLS = {"spark", "deploy", "chaos", "netns"}
+LAYERS: dict[str, tuple[str, set[str]]] = {
+    "proto": ("odradek.proto", set()),
+    "client": ("odradek.client", {"proto"}),
+    "common": ("odradek.client.common", {"proto", "client"}),
+    "storage": ("odradek.broker.log", {"proto", "client", "common"}),
+    "controller": ("odradek.controller", _BELOW_ROLES),
+    "broker": ("odradek.broker", _BELOW_ROLES),
+    "wiring": ("odradek.broker.node", _BELOW_ROLES | {"controller", "broker"}),
+    "spark": ("odradek.spark_connector", {"proto", "client", "common"}),
+    "netns": ("odradek.chaos.netns", set()),
+    "deploy": ("odradek.deploy", _BELOW_ROLES | {"broker", "netns"}),
+    "chaos": ("odradek.chaos", _BELOW_ROLES | {"broker", "deploy", "netns"}),
+    "cli": (
+        "odradek.client.cli",
+        _BELOW_ROLES | {"controller", "broker", "wiring", "spark", "deploy", "chaos", "netns"},
+    ),
+}
+# Imports between the roles that are still there: the Kafka and HTTP adapters call the admin gRPC servicer
+# (controller/services.py); they go when admin requests have a service of their own that both adapters call.
+PENDING_EDGES = {
+    ("odradek.broker.kafka.admin_apis", "odradek.controller.services"),
+    ("odradek.broker.kafka.backend", "odradek.controller.services"),
+    ("odradek.broker.rest.service", "odradek.controller.services"),
+}
 
 
 @cache
@@ -179,6 +213,40 @@ def test_no_library_module_imports_the_cli() -> None:
         if not within(name, "odradek.client.cli")
     }
     assert {name: found for name, found in offenders.items() if found} == {}
+
+
+def layer_of(name: str) -> str | None:
+    found = [(len(prefix), layer) for layer, (prefix, _) in LAYERS.items() if within(name, prefix)]
+    return max(found)[1] if found else None
+
+
+def test_the_declared_layers_form_a_dag() -> None:
+    order: list[str] = []
+    left = dict(LAYERS)
+    while left:
+        ready = [layer for layer, (_, below) in left.items() if below <= set(order)]
+        assert ready, f"the layers {sorted(left)} import each other"
+        order.extend(sorted(ready))
+        for layer in ready:
+            del left[layer]
+    assert order.index("controller") < order.index("wiring") and order.index("broker") < order.index("wiring")
+
+
+def test_every_module_belongs_to_a_layer() -> None:
+    assert [name for name in modules() if layer_of(name) is None] == []
+    assert layer_of("odradek.client.common.acls") == "common" and layer_of("odradek.broker.log.log") == "storage"
+
+
+def test_the_package_graph_follows_the_declared_layers() -> None:
+    names = modules()
+    back_edges = set()
+    for name, path in names.items():
+        own = layer_of(name)
+        assert own is not None
+        allowed = LAYERS[own][1] | {own}
+        back_edges |= {(name, t) for t in imported(name, path) if t in names and layer_of(t) not in allowed}
+    assert back_edges - PENDING_EDGES == set(), "imports against the declared layers"
+    assert PENDING_EDGES - back_edges == set(), "pending edges gone: take them off PENDING_EDGES"
 
 
 def test_the_client_library_imports_only_proto_and_itself() -> None:

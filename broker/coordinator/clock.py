@@ -3,7 +3,7 @@
 Milliseconds that never go backwards within the process but read as wall time (the wall clock at start plus the
 monotonic time since), so timers are immune to clock steps and the timestamps a coordinator persists (commit
 times, the time a group became empty) still mean something to the next coordinator. Its start is read from the
-node's wall clock (broker/clock.py), so a node started while a chaos run skews its clock keeps that skew. The
+node's wall clock (client/common/clock.py), so a node started while a chaos run skews its clock keeps that skew. The
 transaction coordinator's clock (``follow_skew``) also follows the skew as it changes, as its timeouts follow the
 wall clock in Kafka.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from odradek.broker.clock import offset_ns
+from odradek.client.common.clock import offset_ns
 
 
 class Clock:

@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from odradek.broker.groups.partitioner import offsets_partition_for
+from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.errors import ErrorCode
-from odradek.controller.metadata.image import MetadataImage
 
 
 def plan_leadership(loaded: Mapping[int, int], leading: Mapping[int, int]) -> tuple[list[int], list[tuple[int, int]]]:

@@ -36,9 +36,9 @@ from odradek.broker.coordinator.decisions import coordinator_address, plan_leade
 from odradek.broker.groups.partitioner import offsets_partition_for
 from odradek.broker.log.log import AppendOrigin
 from odradek.broker.partition import Partition
+from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.client.record.batch import Bytes
-from odradek.controller.metadata.image import MetadataImage
 
 logger = logging.getLogger(__name__)
 

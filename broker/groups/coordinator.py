@@ -80,12 +80,12 @@ from odradek.broker.groups.records import (
     group_tombstone,
 )
 from odradek.broker.partition import Partition
+from odradek.client.common.group_configs import group_overrides
+from odradek.client.common.metadata_image import MetadataImage, TopicImage
 from odradek.client.consumer.protocol import Subscription
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.client.record.batch import Bytes
 from odradek.client.structs import TopicPartition
-from odradek.controller.group_configs import group_overrides
-from odradek.controller.metadata.image import MetadataImage, TopicImage
 
 logger = logging.getLogger(__name__)
 

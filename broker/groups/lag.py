@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable, Mapping
 
 import grpc
 
+from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode
 from odradek.client.structs import TopicPartition
-from odradek.controller.metadata.image import MetadataImage
 from odradek.proto import broker_pb2 as bpb
 from odradek.proto import broker_pb2_grpc
 

@@ -25,9 +25,9 @@ from odradek.broker.groups.messages import (
     SyncGroupRequest,
 )
 from odradek.broker.groups.offsets import NO_OFFSET, OffsetAndMetadata
-from odradek.broker.security.access import OPEN, AccessControl, denial_code
-from odradek.broker.security.acls import AclOperation, ResourceType
-from odradek.broker.security.caller import caller_of
+from odradek.client.common.access import OPEN, AccessControl, denial_code
+from odradek.client.common.acls import AclOperation, ResourceType
+from odradek.client.common.caller import caller_of
 from odradek.client.errors import ErrorCode
 from odradek.client.structs import TopicPartition
 from odradek.proto import group_pb2 as gpb

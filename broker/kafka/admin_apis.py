@@ -10,7 +10,7 @@ Served versions (docs/kafka-protocol.md lists them with the other APIs):
   odradek has it (the cluster-wide dynamic defaults, which every broker applies; no per-broker dynamic configs; a
   broker id's resource also lists this broker's static configs, from its node config), and Kafka's GROUP resource
   (type 32): a KIP-848 group's consumer.session.timeout.ms and consumer.heartbeat.interval.ms
-  (controller/group_configs.py). AlterConfigs replaces a resource's whole set of dynamic configs (KIP-133), as an
+  (client/common/group_configs.py). AlterConfigs replaces a resource's whole set of dynamic configs (KIP-133), as an
   IncrementalAlterConfigs call that sets the given ones and deletes every other.
 - DescribeCluster v0-v2 (broker endpoints only); DescribeClientQuotas v0-v1; AlterClientQuotas v0-v1.
 """
@@ -60,11 +60,11 @@ from odradek.broker.kafka.metadata_apis import (
     topic_uuid,
 )
 from odradek.broker.kafka.wire import RequestContext
-from odradek.broker.topic_defaults import TopicDefault, config_text, node_key, topic_defaults
+from odradek.broker.topic_defaults import config_text, topic_defaults
+from odradek.client.common.group_configs import GROUP_CONFIGS
+from odradek.client.common.topic_rules import TOPIC_CONFIGS, TopicDefault, dynamic_broker_keys, node_key
 from odradek.client.errors import ErrorCode
-from odradek.controller.group_configs import GROUP_CONFIGS
-from odradek.controller.services import dynamic_broker_keys, topic_config_entries
-from odradek.controller.topics import TOPIC_CONFIGS
+from odradek.controller.services import topic_config_entries
 from odradek.proto import admin_pb2 as apb
 from odradek.proto import broker_pb2 as pb
 

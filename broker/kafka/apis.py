@@ -16,7 +16,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.broker.kafka.wire import NO_VERSION, Chunk, Handler, ProtocolError, Reply, RequestContext, RequestHeader
+from odradek.broker.kafka.wire import NO_VERSION, Handler, ProtocolError, Reply, RequestContext, RequestHeader
+from odradek.client.common.file_slice import Chunk
 
 API_VERSIONS_KEY = 18
 

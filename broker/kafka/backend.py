@@ -12,11 +12,11 @@ from odradek.broker.dataplane import BrokerService
 from odradek.broker.fetch_sessions import FetchSessions
 from odradek.broker.groups.service import GroupCoordinatorService
 from odradek.broker.kafka.wire import RequestContext
-from odradek.broker.security.access import OPEN, AccessControl
-from odradek.broker.security.caller import Caller
 from odradek.broker.throttling import BrokerQuotas
 from odradek.broker.transactions.service import TransactionsService
-from odradek.controller.metadata.image import MetadataImage
+from odradek.client.common.access import OPEN, AccessControl
+from odradek.client.common.caller import Caller
+from odradek.client.common.metadata_image import MetadataImage
 from odradek.controller.services import AdminService
 
 

@@ -50,10 +50,10 @@ from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend, request_caller
 from odradek.broker.kafka.metadata_apis import ZERO_UUID, service_context, topic_uuid
 from odradek.broker.kafka.wire import RequestContext
-from odradek.broker.security.acls import AclOperation
+from odradek.client.common.acls import AclOperation
+from odradek.client.common.metadata_image import MetadataImage, PartitionRegistration
+from odradek.client.common.topic_rules import validate_topic_name
 from odradek.client.errors import ErrorCode
-from odradek.controller.metadata.image import MetadataImage, PartitionRegistration
-from odradek.controller.topics import validate_topic_name
 from odradek.proto import admin_pb2 as apb
 from odradek.proto import broker_pb2 as pb
 

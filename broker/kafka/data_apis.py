@@ -58,16 +58,8 @@ from odradek.broker.kafka.produce_codec import (
     encode_produce_response,
 )
 from odradek.broker.kafka.replica_fetch import REPLICA_FETCH_MIN_VERSION
-from odradek.broker.kafka.wire import (
-    Chunk,
-    Handler,
-    NoResponse,
-    ProtocolError,
-    Reply,
-    RequestContext,
-    RequestHeader,
-    close_chunks,
-)
+from odradek.broker.kafka.wire import Handler, NoResponse, ProtocolError, Reply, RequestContext, RequestHeader
+from odradek.client.common.file_slice import Chunk, close_chunks
 from odradek.client.errors import ErrorCode, error_name
 from odradek.proto import common_pb2
 

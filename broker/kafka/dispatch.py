@@ -17,10 +17,10 @@ from typing import Any
 from odradek.broker.kafka.apis import API_VERSIONS_KEY, ApiRegistry
 from odradek.broker.kafka.header import encode_response_header, read_request_header
 from odradek.broker.kafka.wire import ConnectionInfo, NoResponse, ProtocolError, Reply, RequestContext, Response
-from odradek.broker.security.access import OPEN, AccessControl
-from odradek.broker.security.caller import Caller, bind_principal
 from odradek.broker.security.sasl_session import IllegalSaslState, SaslSession
 from odradek.broker.throttling import BrokerQuotas, ClientIdentity, exempt_caller, handle_under_quotas, quota_user
+from odradek.client.common.access import OPEN, AccessControl
+from odradek.client.common.caller import Caller, bind_principal
 
 
 def _reply_throttle(reply: Reply) -> int:

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from odradek.broker.kafka.primitives import NodeEndpoint, Reader, Writer, node_endpoints_field
-from odradek.broker.kafka.wire import Chunk, FileSlice, ProtocolError
+from odradek.broker.kafka.wire import ProtocolError
+from odradek.client.common.file_slice import Chunk, FileSlice
 
 FETCH_KEY = 1
 FETCH_MIN_VERSION = 4

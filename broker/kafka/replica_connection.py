@@ -28,7 +28,7 @@ from odradek.broker.kafka.replica_fetch import (
     encode_replica_fetch,
 )
 from odradek.broker.kafka.wire import ProtocolError
-from odradek.controller.metadata.image import MetadataImage
+from odradek.client.common.metadata_image import MetadataImage
 
 _SIZE = struct.Struct(">i")
 # An answer may exceed the fetch's max_bytes by its first batch (a batch is never split); this slack bounds the

@@ -38,8 +38,8 @@ from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.metadata_apis import service_context
 from odradek.broker.kafka.wire import RequestContext
-from odradek.broker.security.acls import KAFKA_RESOURCE_TYPES, ResourceType
-from odradek.broker.security.scram import Mechanism
+from odradek.client.common.acls import KAFKA_RESOURCE_TYPES, ResourceType
+from odradek.client.common.scram import Mechanism
 from odradek.client.errors import ErrorCode
 from odradek.proto import admin_pb2 as apb
 

@@ -25,7 +25,8 @@ from collections.abc import Callable
 
 from odradek.broker.kafka.framing import FrameReader, FrameSizeError
 from odradek.broker.kafka.socket_writer import SliceTruncatedError, SocketWriter
-from odradek.broker.kafka.wire import ConnectionInfo, Dispatch, ProtocolError, close_chunks
+from odradek.broker.kafka.wire import ConnectionInfo, Dispatch, ProtocolError
+from odradek.client.common.file_slice import close_chunks
 
 logger = logging.getLogger(__name__)
 

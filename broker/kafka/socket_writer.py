@@ -15,7 +15,7 @@ import os
 import socket
 import ssl
 
-from odradek.broker.kafka.wire import Chunk, FileSlice, close_chunks
+from odradek.client.common.file_slice import Chunk, FileSlice, close_chunks
 
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
 _MSG_MORE = getattr(socket, "MSG_MORE", 0)

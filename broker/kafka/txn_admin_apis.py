@@ -36,8 +36,8 @@ from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.metadata_apis import service_context
 from odradek.broker.kafka.wire import RequestContext
 from odradek.broker.transactions.coordinator import NO_DURATION_FILTER
+from odradek.client.common.topic_rules import validate_topic_name
 from odradek.client.errors import ErrorCode
-from odradek.controller.topics import validate_topic_name
 from odradek.proto import transaction_pb2 as tpb
 
 _Partition = DescribeProducersResponse.TopicResponse.PartitionResponse

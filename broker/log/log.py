@@ -32,8 +32,6 @@ from functools import partial
 from pathlib import Path
 from typing import Generic, Literal, NamedTuple, TypeVar, cast, overload
 
-from odradek.broker.clock import wall_ms
-from odradek.broker.kafka.wire import FileSlice
 from odradek.broker.log import durability
 from odradek.broker.log.checkpoint import fsync_dir
 from odradek.broker.log.config import LogConfig
@@ -52,6 +50,8 @@ from odradek.broker.log.recovery import recover
 from odradek.broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment, TimestampOffset
 from odradek.broker.log.swap import commit_swap
 from odradek.broker.log.txn_index import AbortedTxnEntry
+from odradek.client.common.clock import wall_ms
+from odradek.client.common.file_slice import FileSlice
 from odradek.client.errors import (
     CorruptRecordError,
     ErrorCode,
@@ -91,7 +91,7 @@ _pack_prefix = PREFIX.pack
 
 
 def wall_clock_ms() -> int:
-    return wall_ms()  # the node's wall clock (broker/clock.py: chaos runs skew it)
+    return wall_ms()  # the node's wall clock (client/common/clock.py: chaos runs skew it)
 
 
 class UnexpectedAppendOffsetError(InvalidRequestError):

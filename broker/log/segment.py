@@ -17,13 +17,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from odradek.broker.kafka.wire import FileSlice
 from odradek.broker.log import durability
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.epoch_cache import LeaderEpochCache
 from odradek.broker.log.handles import SegmentHandles
 from odradek.broker.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from odradek.broker.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
+from odradek.client.common.file_slice import FileSlice
 from odradek.client.errors import CorruptRecordError
 from odradek.client.record.batch import read_batches
 from odradek.client.record.header import (

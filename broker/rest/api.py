@@ -30,8 +30,8 @@ from odradek.broker.rest.errors import RestError
 from odradek.broker.rest.resources import Links
 from odradek.broker.rest.routes import route
 from odradek.broker.rest.service import Answer, Call, RestService, Services
-from odradek.broker.security.caller import ANONYMOUS, Caller, bind_principal
-from odradek.broker.security.scram import Mechanism
+from odradek.client.common.caller import ANONYMOUS, Caller, bind_principal
+from odradek.client.common.scram import Mechanism
 from odradek.client.connection import CLIENT_ID_KEY
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ import hmac
 from collections.abc import Callable
 
 from odradek.broker.rest import errors
-from odradek.broker.security.scram import Mechanism, ScramCredential, credential_from_salted_password
+from odradek.client.common.scram import Mechanism, ScramCredential, credential_from_salted_password
 
 VERIFIED_CACHE_SIZE = 1024
 

@@ -23,7 +23,7 @@ from odradek.broker.rest.requests import (
     ProduceRecord,
     ReadRecords,
 )
-from odradek.broker.security import acls
+from odradek.client.common import acls
 
 # The consume endpoint's bounds (docs/http-api.md).
 MAX_READ_RECORDS = 1000

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from odradek.broker.security.acls import AclBinding, AclBindingFilter
+from odradek.client.common.acls import AclBinding, AclBindingFilter
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from odradek.broker.security.acls import AclBinding
+from odradek.client.common.acls import AclBinding
 from odradek.client.record.batch import Record
 from odradek.client.structs import TopicPartition
 from odradek.proto import admin_pb2 as apb

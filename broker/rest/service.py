@@ -32,13 +32,13 @@ from odradek.broker.kafka.admin_apis import STATIC_BROKER_CONFIGS
 from odradek.broker.rest import errors, records, resources
 from odradek.broker.rest import requests as rq
 from odradek.broker.rest.resources import Lag, Links, collection
-from odradek.broker.security.access import AccessControl
-from odradek.broker.security.acls import AclBindingFilter, AclOperation, ResourceType
-from odradek.broker.security.caller import Caller
 from odradek.client.admin_groups import member_assignment as assigned_partitions
+from odradek.client.common.access import AccessControl
+from odradek.client.common.acls import AclBindingFilter, AclOperation, ResourceType
+from odradek.client.common.caller import Caller
+from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.errors import ErrorCode
 from odradek.client.structs import TopicPartition
-from odradek.controller.metadata.image import MetadataImage
 from odradek.controller.services import AdminService, acl_binding_message, acl_binding_of
 from odradek.proto import admin_pb2 as apb
 from odradek.proto import broker_pb2 as bpb

@@ -1,5 +1,5 @@
 """What each registry request needs of the caller's ACLs when the cluster has an authorizer, as data (pure: the
-service asks the node's authorizer, broker/security/access.py, with it).
+service asks the node's authorizer, client/common/access.py, with it).
 
 Subjects are ACL resources of odradek's own type SUBJECT (literal or prefixed names, as topics); the registry's
 global compatibility level and mode belong to the cluster:
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from odradek.broker.schema_registry import requests as rq
-from odradek.broker.security.acls import AclOperation
+from odradek.client.common.acls import AclOperation
 
 
 @dataclass(frozen=True, slots=True)

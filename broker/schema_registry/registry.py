@@ -19,13 +19,13 @@ from odradek.broker.rest.auth import CredentialLookup
 from odradek.broker.schema_registry.server import OPEN, RegistryListener, Security
 from odradek.broker.schema_registry.service import RegistryService
 from odradek.broker.schema_registry.store import RegistryStore
-from odradek.broker.security.access import OPEN as NO_AUTHORIZER
-from odradek.broker.security.access import AccessControl
-from odradek.broker.security.scram import Mechanism
 from odradek.broker.security.tls import ServerTls
+from odradek.client.common.access import OPEN as NO_AUTHORIZER
+from odradek.client.common.access import AccessControl
+from odradek.client.common.metadata_image import MetadataImage
+from odradek.client.common.scram import Mechanism
 from odradek.client.structs import TopicPartition
 from odradek.client.tls import TlsFileError, TlsFiles
-from odradek.controller.metadata.image import MetadataImage
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,8 @@ from odradek.broker.schema_registry import errors
 from odradek.broker.schema_registry.requests import WRITES
 from odradek.broker.schema_registry.routes import route
 from odradek.broker.schema_registry.service import Answer, Forward, RegistryService
-from odradek.broker.security.acls import AclOperation
-from odradek.broker.security.caller import ANONYMOUS, UNKNOWN_HOST, Caller
+from odradek.client.common.acls import AclOperation
+from odradek.client.common.caller import ANONYMOUS, UNKNOWN_HOST, Caller
 
 logger = logging.getLogger(__name__)
 

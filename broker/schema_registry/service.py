@@ -19,9 +19,9 @@ from odradek.broker.schema_registry import requests as rq
 from odradek.broker.schema_registry.core import RegistryCore, Write
 from odradek.broker.schema_registry.formats import AVRO, schema_types
 from odradek.broker.schema_registry.records import SchemaValue
-from odradek.broker.security.access import OPEN, AccessControl
-from odradek.broker.security.acls import AclOperation, ResourceType
-from odradek.broker.security.caller import ANONYMOUS, Caller
+from odradek.client.common.access import OPEN, AccessControl
+from odradek.client.common.acls import AclOperation, ResourceType
+from odradek.client.common.caller import ANONYMOUS, Caller
 
 T = TypeVar("T")
 

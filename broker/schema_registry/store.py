@@ -31,11 +31,11 @@ from odradek.broker.schema_registry import errors
 from odradek.broker.schema_registry.core import RegistryCore, Write
 from odradek.broker.schema_registry.records import SCHEMAS_TOPIC, Record, RecordError, decode, encode_key, encode_value
 from odradek.client.admin import AsyncAdmin
+from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.consumer.consumer import AsyncConsumer
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.client.record.builder import BatchBuilder
 from odradek.client.structs import TopicPartition
-from odradek.controller.metadata.image import MetadataImage
 
 logger = logging.getLogger(__name__)
 

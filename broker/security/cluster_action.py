@@ -11,9 +11,9 @@ from typing import Any
 import grpc
 
 from odradek.broker.metrics import WrappingInterceptor
-from odradek.broker.security.access import AccessControl
-from odradek.broker.security.acls import AclOperation
-from odradek.broker.security.caller import caller_of
+from odradek.client.common.access import AccessControl
+from odradek.client.common.acls import AclOperation
+from odradek.client.common.caller import caller_of
 from odradek.proto import controller_pb2, raft_pb2
 
 __all__ = ["INTER_NODE_APIS", "ClusterActionInterceptor"]

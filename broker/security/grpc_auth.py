@@ -23,9 +23,9 @@ from typing import Any
 import grpc
 
 from odradek.broker.metrics import WrappingInterceptor
-from odradek.broker.security.caller import bind_principal, current_principal
 from odradek.broker.security.grpc_sessions import GrpcSessions
 from odradek.broker.security.tls_identity import CertificatePrincipals
+from odradek.client.common.caller import bind_principal, current_principal
 from odradek.client.errors import ErrorCode
 from odradek.proto import security_pb2, security_pb2_grpc
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from odradek.broker.security.sasl_session import CredentialLookup, principal
-from odradek.broker.security.scram import Mechanism, ScramAuthenticationError, ScramServerExchange
+from odradek.client.common.scram import Mechanism, ScramAuthenticationError, ScramServerExchange
 from odradek.client.errors import ErrorCode
 
 __all__ = [

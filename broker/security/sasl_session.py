@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from odradek.broker.security.scram import Mechanism, ScramAuthenticationError, ScramCredential, ScramServerExchange
+from odradek.client.common.scram import Mechanism, ScramAuthenticationError, ScramCredential, ScramServerExchange
 from odradek.client.errors import ErrorCode
 
 __all__ = [

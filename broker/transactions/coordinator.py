@@ -40,10 +40,10 @@ from odradek.broker.transactions.core import Output, Persist, Reply, TxnCore, Tx
 from odradek.broker.transactions.markers import MarkerChannel
 from odradek.broker.transactions.metadata import TxnMetadata, TxnState
 from odradek.broker.transactions.records import TRANSACTION_STATE_TOPIC, ReplayStats, encode_batch, read_records
+from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.client.record.batch import Bytes
 from odradek.client.structs import TopicPartition
-from odradek.controller.metadata.image import MetadataImage
 
 logger = logging.getLogger(__name__)
 

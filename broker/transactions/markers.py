@@ -19,10 +19,10 @@ from collections.abc import Awaitable, Callable
 import grpc
 
 from odradek.broker.transactions.core import WriteMarkers
+from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode
 from odradek.client.structs import TopicPartition
-from odradek.controller.metadata.image import MetadataImage
 from odradek.proto import transaction_pb2 as tpb
 from odradek.proto import transaction_pb2_grpc
 

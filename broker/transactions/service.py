@@ -11,11 +11,11 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Protocol
 
-from odradek.broker.security.access import OPEN, AccessControl
-from odradek.broker.security.acls import AclOperation, ResourceType
-from odradek.broker.security.caller import caller_of
 from odradek.broker.transactions.coordinator import TransactionCoordinator
 from odradek.broker.transactions.metadata import TxnMetadata
+from odradek.client.common.access import OPEN, AccessControl
+from odradek.client.common.acls import AclOperation, ResourceType
+from odradek.client.common.caller import caller_of
 from odradek.client.errors import ErrorCode
 from odradek.client.structs import TopicPartition
 from odradek.proto import transaction_pb2 as tpb

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from odradek.controller.metadata.image import MetadataDelta, MetadataImage, image_from_records
+from odradek.client.common.metadata_image import MetadataDelta, MetadataImage, image_from_records
 from odradek.controller.raft import Entry, LeaderAndEpoch, Role
 from odradek.controller.raft.snapshot import SnapshotId
 from odradek.proto import metadata_pb2 as md

@@ -11,9 +11,9 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
-from odradek.broker import clock
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.log import Log
+from odradek.client.common import clock
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import BatchBuilder
 from odradek.controller.raft.log import Entry

@@ -1,5 +1,5 @@
-"""The node's skewable wall clock (broker/clock.py, ``unsafe.testing.clock.offset.file``): the offset in the file is
-added to wall-clock reads, the file is looked at no more than once per check interval, and without the key the
+"""The node's skewable wall clock (client/common/clock.py, ``unsafe.testing.clock.offset.file``): the offset in the file
+is added to wall-clock reads, the file is looked at no more than once per check interval, and without the key the
 reads are the plain wall clock."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from odradek.broker import clock
 from odradek.broker.config import ConfigError, NodeConfig
+from odradek.client.common import clock
 
 
 @pytest.fixture(autouse=True)

@@ -12,9 +12,9 @@ from odradek.broker.fetch_response import Append, FetchedPartition, apply_fetche
 from odradek.broker.log.log import Log
 from odradek.broker.partition import HIGH_WATERMARK, Partition
 from odradek.broker.replication import LeaderState
+from odradek.client.common.metadata_image import PartitionRegistration
 from odradek.client.errors import ErrorCode, OdradekError, OffsetOutOfRangeError
 from odradek.client.record.builder import encode_batch
-from odradek.controller.metadata.image import PartitionRegistration
 
 TOPIC_ID = b"\x07" * 16
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from controller_images import apply, brokers, build, epoch_of, partition, topic
 from replicas import Controller, Replicas, batch
 
-from odradek.broker.isr_changes import IsrChangeBatcher
+from odradek.broker.isr_batcher import IsrChangeBatcher
 from odradek.client.errors import ErrorCode
 from odradek.controller.brokers import BrokerControl
 

@@ -10,9 +10,9 @@ from replicas import OneReplica
 from odradek.broker.dataplane import BrokerService
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
+from odradek.client.common.metadata_image import PartitionRegistration
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
-from odradek.controller.metadata.image import PartitionRegistration
 from odradek.proto import broker_pb2 as pb
 
 

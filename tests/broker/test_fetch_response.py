@@ -21,9 +21,9 @@ from odradek.broker.fetch_response import (
 from odradek.broker.log.log import Log, UnexpectedAppendOffsetError
 from odradek.broker.partition import Divergence, Partition
 from odradek.broker.replication import IsrChange
+from odradek.client.common.metadata_image import PartitionRegistration
 from odradek.client.errors import ErrorCode, OffsetOutOfRangeError
 from odradek.client.record.builder import encode_batch
-from odradek.controller.metadata.image import PartitionRegistration
 
 AT = FetchPosition(fetch_offset=100, last_fetched_epoch=3, leader_epoch=3)
 DATA = FetchedPartition(ErrorCode.NONE, b"records", high_watermark=90, log_start_offset=0, log_end_offset=120)

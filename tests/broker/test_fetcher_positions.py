@@ -18,9 +18,9 @@ from odradek.broker import fetcher as fetcher_module
 from odradek.broker.fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
+from odradek.client.common.metadata_image import PartitionRegistration
 from odradek.client.errors import StorageError
 from odradek.client.record.builder import encode_batch
-from odradek.controller.metadata.image import PartitionRegistration
 from odradek.proto import broker_pb2 as pb
 
 TOPIC_ID = b"\x07" * 16

@@ -14,7 +14,7 @@ import pytest
 from controller_images import brokers, build, epoch_of, partition, topic
 from replicas import Controller, Replicas, batch
 
-from odradek.broker.isr_changes import IsrChangeBatcher
+from odradek.broker.isr_batcher import IsrChangeBatcher
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
 from odradek.broker.replication import IsrChange

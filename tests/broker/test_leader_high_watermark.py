@@ -16,9 +16,9 @@ from replicas import OneReplica
 from odradek.broker.dataplane import EARLIEST, LATEST, BrokerService
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
+from odradek.client.common.metadata_image import PartitionRegistration
 from odradek.client.errors import ErrorCode, OffsetNotAvailableError
 from odradek.client.record.builder import encode_batch
-from odradek.controller.metadata.image import PartitionRegistration
 from odradek.proto import broker_pb2 as pb
 
 TOPIC_ID = b"\x07" * 16

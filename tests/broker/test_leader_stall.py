@@ -9,7 +9,7 @@ from odradek.broker.log.manager import LogManager
 from odradek.broker.partition import Partition
 from odradek.broker.replica_manager import ReplicaManager, monotonic_ms
 from odradek.broker.replication import IsrChange, LeaderState
-from odradek.controller.metadata.image import MetadataDelta, MetadataImage
+from odradek.client.common.metadata_image import MetadataDelta, MetadataImage
 from odradek.proto import metadata_pb2 as md
 
 TOPIC_ID = b"s" * 16

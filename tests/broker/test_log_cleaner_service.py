@@ -22,8 +22,8 @@ from odradek.broker.log_cleaner import BrokerLogCleaner, compaction_config
 from odradek.broker.log_dir_moves import LogDirMoves
 from odradek.broker.log_dirs import log_dir_usage
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.client.common.metadata_image import BROKER_RESOURCE, CLUSTER_DEFAULT, TOPIC_RESOURCE, MetadataDelta
 from odradek.client.record.builder import encode_batch
-from odradek.controller.metadata.image import BROKER_RESOURCE, CLUSTER_DEFAULT, TOPIC_RESOURCE, MetadataDelta
 from odradek.proto import metadata_pb2 as md
 
 NOW = 10_000_000

@@ -18,10 +18,10 @@ from odradek.broker.log.manager import LogManager
 from odradek.broker.log_dir_moves import FINAL_ROUNDS, LogDirMoves
 from odradek.broker.log_dirs import log_dir_usage
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.client.common.metadata_image import MetadataDelta, MetadataImage
 from odradek.client.errors import ErrorCode, StorageError
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
-from odradek.controller.metadata.image import MetadataDelta, MetadataImage
 from odradek.proto import metadata_pb2 as md
 
 TOPIC_ID = b"t" * 16

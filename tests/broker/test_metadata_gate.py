@@ -15,8 +15,8 @@ from controller_images import brokers, build, partition, topic
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.manager import LogManager
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.client.common.metadata_image import MetadataDelta, MetadataImage
 from odradek.controller.elections import changes_after_broker_loss
-from odradek.controller.metadata.image import MetadataDelta, MetadataImage
 from odradek.proto import metadata_pb2 as md
 
 

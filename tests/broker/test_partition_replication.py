@@ -17,6 +17,7 @@ import pytest
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Divergence, FollowerRead, Partition
 from odradek.broker.replication import IsrChange
+from odradek.client.common.metadata_image import PartitionRegistration
 from odradek.client.errors import (
     ErrorCode,
     FencedLeaderEpochError,
@@ -27,7 +28,6 @@ from odradek.client.errors import (
 )
 from odradek.client.record.builder import encode_batch
 from odradek.client.record.header import parse_header
-from odradek.controller.metadata.image import PartitionRegistration
 
 TOPIC_ID = b"\x07" * 16
 MAX_BYTES = 1 << 20

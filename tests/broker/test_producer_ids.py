@@ -11,8 +11,8 @@ import pytest
 from odradek.broker.dataplane import BrokerService
 from odradek.broker.lifecycle import BrokerLifecycleManager
 from odradek.broker.producer_ids import ProducerIdBlocks, ProducerIdManager, ProducerIdsUnavailableError
+from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.errors import ErrorCode
-from odradek.controller.metadata.image import MetadataImage
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import controller_pb2 as cpb
 

@@ -10,7 +10,7 @@ import pytest
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.manager import LogManager
 from odradek.broker.replica_manager import ReplicaManager
-from odradek.controller.metadata.image import (
+from odradek.client.common.metadata_image import (
     BROKER_RESOURCE,
     CLUSTER_DEFAULT,
     TOPIC_RESOURCE,

@@ -9,8 +9,8 @@ import pytest
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.manager import LogManager
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.client.common.metadata_image import MetadataDelta, MetadataImage
 from odradek.client.errors import ErrorCode, NotLeaderOrFollowerError, StorageError
-from odradek.controller.metadata.image import MetadataDelta, MetadataImage
 from odradek.proto import metadata_pb2 as md
 
 TOPIC_ID = b"t" * 16

@@ -18,7 +18,7 @@ from odradek.broker.replication import (
     LagWindowRestarted,
     LeaderState,
 )
-from odradek.controller.metadata.image import MetadataDelta, MetadataImage
+from odradek.client.common.metadata_image import MetadataDelta, MetadataImage
 from odradek.proto import metadata_pb2 as md
 
 LAG_MS = 1000

@@ -28,7 +28,7 @@ import pytest
 from controller_images import brokers, build, epoch_of, partition, topic
 from replicas import Controller, Replicas, latest_values
 
-from odradek.broker.isr_changes import IsrChangeBatcher
+from odradek.broker.isr_batcher import IsrChangeBatcher
 from odradek.broker.log import durability
 from odradek.broker.log.cleaner.cleaner import Cleaner
 from odradek.broker.log.cleaner.manager import CleanerManager

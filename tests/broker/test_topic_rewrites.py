@@ -11,13 +11,13 @@ from odradek.broker.log.config import LogConfig
 from odradek.broker.log.log import Log
 from odradek.broker.log.rewrite import rewrite_for_append
 from odradek.broker.partition import Partition
+from odradek.client.common.metadata_image import PartitionRegistration
 from odradek.client.consumer.completed_fetch import CompletedFetch
 from odradek.client.errors import CorruptRecordError
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
 from odradek.client.record.header import COMPRESSION_CODES
 from odradek.client.structs import CREATE_TIME, LOG_APPEND_TIME, TopicPartition
-from odradek.controller.metadata.image import PartitionRegistration
 
 NOW = 1_800_000_000_000
 STATE = PartitionRegistration(b"\x07" * 16, 0, (1,), (1,), 1, 1, 1)

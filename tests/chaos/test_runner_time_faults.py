@@ -69,11 +69,11 @@ def test_the_offset_file_is_written_whole_and_seen_in_the_node_log(tmp_path: Pat
     assert min(offsets) < -60 and max(offsets) > 60 and any(abs(o) < 10 for o in offsets)  # seconds to minutes
     clock_skew.skew(path, -42.5)
     assert path.read_text() == "-42.5\n" and [p.name for p in tmp_path.iterdir()] == ["clock-offset"]
-    log.write_text("x node-4 WARNING odradek.broker.clock: wall clock offset now +7.000 s (unsafe...)\n")
+    log.write_text("x node-4 WARNING odradek.client.common.clock: wall clock offset now +7.000 s (unsafe...)\n")
     mark = clock_skew.log_size(log)
     assert not clock_skew.seen_by(log, -42.5, mark)
     with log.open("a") as f:
-        f.write("x node-4 WARNING odradek.broker.clock: wall clock offset now -42.500 s (unsafe...)\n")
+        f.write("x node-4 WARNING odradek.client.common.clock: wall clock offset now -42.500 s (unsafe...)\n")
     assert clock_skew.seen_by(log, -42.5, mark) and not clock_skew.seen_by(log, 7.0, mark)
     clock_skew.unskew(path)
     clock_skew.unskew(path)  # idempotent

@@ -13,11 +13,11 @@ import grpc
 import pytest
 import scramp
 
-from odradek.broker.security import scram as server
-from odradek.broker.security.scram import Mechanism, ScramAuthenticationError, ScramServerExchange
 from odradek.client import authentication
 from odradek.client.admin_security import salted_password
 from odradek.client.authentication import SESSION_KEY, ChannelAuthenticator, SaslCredentials
+from odradek.client.common import scram as server
+from odradek.client.common.scram import Mechanism, ScramAuthenticationError, ScramServerExchange
 from odradek.client.errors import AuthenticationFailedError, ErrorCode
 from odradek.client.scram_client import MAX_ITERATIONS, MIN_ITERATIONS, ScramClientExchange
 from odradek.proto import security_pb2

@@ -8,7 +8,7 @@ import itertools
 import pytest
 from controller_images import apply, build
 
-from odradek.broker.security.acls import (
+from odradek.client.common.acls import (
     MATCH_ALL,
     AclBinding,
     AclBindingFilter,
@@ -17,9 +17,9 @@ from odradek.broker.security.acls import (
     PatternType,
     ResourceType,
 )
+from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.errors import ErrorCode, InvalidRequestError
 from odradek.controller.acl_changes import create_acls, delete_acls, describe_acls
-from odradek.controller.metadata.image import MetadataImage
 
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 

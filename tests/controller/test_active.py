@@ -8,10 +8,11 @@ from types import SimpleNamespace
 
 from controller_images import brokers, build, epoch_of, partition, topic
 
+from odradek.broker.topic_defaults import topic_defaults
+from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.errors import ErrorCode
 from odradek.controller.active import ActiveController
 from odradek.controller.brokers import BrokerControl
-from odradek.controller.metadata.image import MetadataImage
 from odradek.controller.metadata.state_machine import MetadataStateMachine, encode_batch
 from odradek.controller.raft import LeaderAndEpoch, Role
 from odradek.controller.raft.log import Entry
@@ -104,7 +105,7 @@ async def test_alter_partition_service_commits_and_answers_the_new_state() -> No
 
 
 def admin_for(controller: ActiveController | None, driver: FakeDriver) -> AdminService:
-    return AdminService(driver.sm, driver, {}, {}, controller)
+    return AdminService(driver.sm, driver, {}, {}, controller, topic_defaults=topic_defaults())
 
 
 async def test_elect_leaders_service() -> None:

@@ -15,6 +15,7 @@ import pytest
 from controller_images import brokers, build
 from test_active import FakeDriver, controller_for
 
+from odradek.broker.topic_defaults import topic_defaults
 from odradek.client.errors import ErrorCode
 from odradek.controller.metadata.state_machine import MetadataStateMachine
 from odradek.controller.raft import LeaderAndEpoch, Role
@@ -85,7 +86,7 @@ def controller() -> tuple[AdminService, RecordingDriver]:
     driver = RecordingDriver(fake.sm)
     driver.node = fake.node
     active.driver = driver  # type: ignore[assignment]
-    return AdminService(fake.sm, driver, {}, {}, active), driver  # type: ignore[arg-type]
+    return AdminService(fake.sm, driver, {}, {}, active, topic_defaults=topic_defaults()), driver  # type: ignore[arg-type]
 
 
 class QuorumOnly(admin_pb2_grpc.AdminServicer):
@@ -109,7 +110,7 @@ def broker_of(address: str) -> AdminService:
     sm.apply([Entry(0, 1, b"")])
     sm.leader_changed(LeaderAndEpoch(CONTROLLER, 1, Role.FOLLOWER))
     driver = SimpleNamespace(node_id=2, leader=sm.leader)
-    return AdminService(sm, driver, {CONTROLLER: address}, {}, None)  # type: ignore[arg-type]
+    return AdminService(sm, driver, {CONTROLLER: address}, {}, None, topic_defaults=topic_defaults())  # type: ignore[arg-type]
 
 
 async def test_wait_for_offset_returns_once_the_image_has_applied_it() -> None:
@@ -168,7 +169,7 @@ async def test_a_broker_answers_a_forwarded_write_once_its_image_has_it(
 async def test_a_broker_whose_image_lags_answers_within_the_callers_time() -> None:
     """The write is done: past half the caller's remaining time the broker answers without it in its image."""
     active, driver = controller_for(build(brokers(2)))
-    server, address = await serve(AdminService(driver.sm, driver, {}, {}, active))
+    server, address = await serve(AdminService(driver.sm, driver, {}, {}, active, topic_defaults=topic_defaults()))
     broker = broker_of(address)
     try:
         created = await asyncio.wait_for(broker.CreateAcls(create("a"), Context(remaining=0.2)), 2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from controller_images import apply, build
 
+from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.errors import ErrorCode, InvalidRequestError
 from odradek.client.quotas import QuotaEntity
 from odradek.controller.client_quotas import (
@@ -20,7 +21,6 @@ from odradek.controller.client_quotas import (
     describe_client_quotas,
     entity_of,
 )
-from odradek.controller.metadata.image import MetadataImage
 
 ALICE = [Component(USER, "alice")]
 ALICE_APP = [Component(USER, "alice"), Component(CLIENT_ID, "app")]

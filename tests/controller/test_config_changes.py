@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from controller_images import apply, brokers, build, partition, topic
 
+from odradek.client.common.metadata_image import TOPIC_RESOURCE, MetadataImage
 from odradek.client.errors import ErrorCode
 from odradek.controller.config_changes import ConfigOp, alter_cluster_defaults, alter_topic_configs
-from odradek.controller.metadata.image import TOPIC_RESOURCE, MetadataImage
 from odradek.proto import metadata_pb2 as md
 
 DEFAULTS = {"cleanup.policy": "delete", "min.insync.replicas": "1", "retention.ms": "604800000"}

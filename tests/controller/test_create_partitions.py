@@ -4,15 +4,10 @@ changes."""
 import pytest
 from controller_images import apply, brokers, build
 
+from odradek.client.common.topic_rules import OFFSETS_TOPIC
 from odradek.client.errors import ErrorCode
 from odradek.controller.placement import BrokerSlot, assign_replicas
-from odradek.controller.topics import (
-    OFFSETS_TOPIC,
-    TopicRequest,
-    create_partitions,
-    create_topic,
-    internal_topic_request,
-)
+from odradek.controller.topics import TopicRequest, create_partitions, create_topic, internal_topic_request
 
 
 def with_topic(partitions: int = 3, rf: int = 2, ids: tuple[int, ...] = (1, 2, 3)):

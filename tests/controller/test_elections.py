@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from controller_images import apply, brokers, build, changes, partition, topic
 
+from odradek.client.common.metadata_image import NO_LEADER, MetadataImage
 from odradek.client.errors import ErrorCode
 from odradek.controller.elections import (
     elect_leaders,
@@ -12,7 +13,6 @@ from odradek.controller.elections import (
     preferred_leader_change,
     rebalance_leaders,
 )
-from odradek.controller.metadata.image import NO_LEADER, MetadataImage
 
 
 def preferred(image: MetadataImage, *parts: int, name: str = "t"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from controller_images import apply, brokers, build, epoch_of, partition, topic
 
+from odradek.client.common.metadata_image import NO_LEADER, MetadataImage, PartitionRegistration
 from odradek.client.errors import ErrorCode
 from odradek.controller.brokers import BrokerControl
 from odradek.controller.elections import (
@@ -18,7 +19,6 @@ from odradek.controller.elections import (
     eligible_leaders,
 )
 from odradek.controller.isr import IsrItem, alter_partition
-from odradek.controller.metadata.image import NO_LEADER, MetadataImage, PartitionRegistration
 from odradek.proto import metadata_pb2 as md
 
 MIN_ISR_2 = {"t": 2}.get

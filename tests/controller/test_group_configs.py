@@ -9,23 +9,24 @@ from types import SimpleNamespace
 from controller_images import build
 
 from odradek.broker.config import NodeConfig
-from odradek.broker.security.access import AccessControl, AuthorizerSettings
-from odradek.broker.security.acls import (
+from odradek.broker.topic_defaults import topic_defaults
+from odradek.client.common.access import AccessControl, AuthorizerSettings
+from odradek.client.common.acls import (
     AclBinding,
     AclOperation,
     AclPermissionType,
     PatternType,
     ResourceType,
 )
-from odradek.client.errors import ErrorCode
-from odradek.controller.config_changes import ConfigOp, alter_group_configs
-from odradek.controller.group_configs import (
+from odradek.client.common.group_configs import (
     GroupConfigSettings,
     describe_group_configs,
     group_overrides,
     validate_group_configs,
 )
-from odradek.controller.metadata.image import GROUP_RESOURCE
+from odradek.client.common.metadata_image import GROUP_RESOURCE
+from odradek.client.errors import ErrorCode
+from odradek.controller.config_changes import ConfigOp, alter_group_configs
 from odradek.controller.raft import Role
 from odradek.controller.services import AdminService
 from odradek.proto import admin_pb2 as apb
@@ -152,7 +153,7 @@ async def test_the_admin_service_authorizes_each_group() -> None:
     sm = SimpleNamespace(image=build(), cluster_id="c", leader=SimpleNamespace(leader_id=None))
     driver = SimpleNamespace(node_id=1, leader=SimpleNamespace(role=Role.FOLLOWER))
     access = AccessControl(AuthorizerSettings(), lambda: {b"1": binding})
-    service = AdminService(sm, driver, {}, {}, access=access)  # type: ignore[arg-type]
+    service = AdminService(sm, driver, {}, {}, access=access, topic_defaults=topic_defaults())  # type: ignore[arg-type]
     context = SimpleNamespace(peer=lambda: "ipv4:10.0.0.5:5555")  # the anonymous principal
     answer = await service.DescribeConfigs(apb.DescribeConfigsRequest(groups=["open", "closed"]), context)
     assert [(g.group, g.error) for g in answer.groups] == [

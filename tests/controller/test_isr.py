@@ -7,9 +7,9 @@ import random
 import pytest
 from controller_images import apply, brokers, build, changes, epoch_of, partition, topic
 
+from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.errors import ErrorCode
 from odradek.controller.isr import IsrItem, alter_partition
-from odradek.controller.metadata.image import MetadataImage
 
 
 def base(**kw) -> MetadataImage:

@@ -1,8 +1,8 @@
 """Metadata image folding, topic creation/deletion records, elections and the broker lifecycle."""
 
+from odradek.client.common.metadata_image import NO_LEADER, MetadataDelta, MetadataImage, image_from_records
 from odradek.client.errors import ErrorCode
 from odradek.controller.brokers import BrokerControl
-from odradek.controller.metadata.image import NO_LEADER, MetadataDelta, MetadataImage, image_from_records
 from odradek.controller.topics import TopicRequest, create_topic, delete_topic
 from odradek.proto import metadata_pb2 as md
 

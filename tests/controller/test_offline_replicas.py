@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from controller_images import TOPIC_ID, apply, brokers, build, changes, epoch_of, partition, topic
 
+from odradek.client.common.metadata_image import NO_LEADER
 from odradek.controller.brokers import BrokerControl
-from odradek.controller.metadata.image import NO_LEADER
 from odradek.controller.offline_replicas import changes_for_offline_replicas
 from odradek.proto import metadata_pb2 as md
 

@@ -7,9 +7,9 @@ from itertools import pairwise
 
 from controller_images import apply, brokers, build, epoch_of
 
+from odradek.client.common.metadata_image import MetadataImage, image_from_records
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.controller.active import NotControllerError
-from odradek.controller.metadata.image import MetadataImage, image_from_records
 from odradek.controller.producer_ids import INT64_MAX, allocate_producer_ids
 from odradek.controller.services import ControllerService
 from odradek.proto import controller_pb2 as cpb

@@ -7,9 +7,9 @@ import random
 import pytest
 from controller_images import apply, brokers, build, changes, epoch_of, partition, topic
 
+from odradek.client.common.metadata_image import NO_LEADER, MetadataImage, PartitionRegistration
 from odradek.client.errors import ErrorCode
 from odradek.controller.isr import IsrItem, alter_partition
-from odradek.controller.metadata.image import NO_LEADER, MetadataImage, PartitionRegistration
 from odradek.controller.reassignment import ReassignmentRequest, alter_reassignments
 
 

@@ -9,9 +9,9 @@ import hashlib
 import pytest
 from controller_images import apply, build
 
-from odradek.broker.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, Mechanism, make_credential
+from odradek.client.common.metadata_image import MetadataImage
+from odradek.client.common.scram import MAX_ITERATIONS, MIN_ITERATIONS, Mechanism, make_credential
 from odradek.client.errors import ErrorCode
-from odradek.controller.metadata.image import MetadataImage
 from odradek.controller.scram_changes import (
     Deletion,
     Upsertion,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from controller_images import apply, build
 
-from odradek.broker.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
-from odradek.broker.security.scram import Mechanism, make_credential
-from odradek.controller.metadata.image import acl_record, image_from_records, scram_record
+from odradek.client.common.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from odradek.client.common.metadata_image import acl_record, image_from_records, scram_record
+from odradek.client.common.scram import Mechanism, make_credential
 from odradek.proto import metadata_pb2 as md
 
 READ_T = AclBinding(

@@ -90,7 +90,8 @@ def test_the_limit_is_per_broker_after_placement_not_the_average() -> None:
 
 
 def test_users_cannot_create_or_delete_the_offsets_topic() -> None:
-    from odradek.controller.topics import OFFSETS_TOPIC, delete_topic
+    from odradek.client.common.topic_rules import OFFSETS_TOPIC
+    from odradek.controller.topics import delete_topic
 
     image = build(brokers(1, 2, 3))
     out = create_topic(image, TopicRequest(OFFSETS_TOPIC, 3, 3))
@@ -106,7 +107,8 @@ def test_users_cannot_create_or_delete_the_offsets_topic() -> None:
 def test_the_internal_offsets_topic_is_compacted_and_capped(
     registered: tuple[int, ...], asked: int, rf: int, min_isr: str
 ) -> None:
-    from odradek.controller.topics import OFFSETS_TOPIC, internal_topic_request
+    from odradek.client.common.topic_rules import OFFSETS_TOPIC
+    from odradek.controller.topics import internal_topic_request
 
     image = build(brokers(*registered))
     assert internal_topic_request(image, OFFSETS_TOPIC, 5, asked).configs == {

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from controller_images import TOPIC_ID, apply, brokers, build, epoch_of, partition, topic
 
+from odradek.client.common.metadata_image import NO_LEADER, MetadataImage
 from odradek.client.errors import ErrorCode
 from odradek.controller.elections import changes_after_broker_loss, changes_after_unclean_shutdown, elect_leaders
-from odradek.controller.metadata.image import NO_LEADER, MetadataImage
 from odradek.controller.unclean_recovery import (
     BALANCED,
     MANUAL,

@@ -14,8 +14,8 @@ from odradek.broker.coordinator.decisions import (
     sleep_s,
 )
 from odradek.broker.groups.partitioner import offsets_partition_for
+from odradek.client.common.metadata_image import image_from_records
 from odradek.client.errors import ErrorCode
-from odradek.controller.metadata.image import image_from_records
 
 STATE_ID = b"\x0b" * 16
 

@@ -17,8 +17,8 @@ from odradek.broker.coordinator.decisions import earliest, sleep_s
 from odradek.broker.coordinator.runtime import CoordinatorPartition, CoordinatorRuntime
 from odradek.broker.groups.partitioner import offsets_partition_for
 from odradek.broker.log.log import AppendOrigin
+from odradek.client.common.metadata_image import MetadataImage, image_from_records
 from odradek.client.errors import ErrorCode, OdradekError
-from odradek.controller.metadata.image import MetadataImage, image_from_records
 
 TOPIC = "__values"
 TOPIC_ID = b"\x0c" * 16

@@ -38,8 +38,8 @@ from odradek.broker.groups.messages import (
 )
 from odradek.broker.groups.offsets import OffsetAndMetadata
 from odradek.broker.groups.service import GroupCoordinatorService
-from odradek.broker.security.access import AccessControl, AuthorizerSettings
-from odradek.broker.security.acls import AclOperation, ResourceType
+from odradek.client.common.access import AccessControl, AuthorizerSettings
+from odradek.client.common.acls import AclOperation, ResourceType
 from odradek.client.consumer.protocol import Assignment, Subscription
 from odradek.client.errors import ErrorCode
 from odradek.client.structs import TopicPartition

@@ -26,13 +26,13 @@ from odradek.broker.groups.records import OFFSETS_TOPIC, OffsetCommitKey, Offset
 from odradek.broker.groups.service import GroupCoordinatorService
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
-from odradek.broker.security.access import AccessControl, AuthorizerSettings
-from odradek.broker.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from odradek.client.common.access import AccessControl, AuthorizerSettings
+from odradek.client.common.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from odradek.client.common.metadata_image import MetadataImage, PartitionRegistration, image_from_records
 from odradek.client.consumer.protocol import Subscription
 from odradek.client.errors import ErrorCode
 from odradek.client.record.batch import read_batches
 from odradek.client.structs import TopicPartition
-from odradek.controller.metadata.image import MetadataImage, PartitionRegistration, image_from_records
 from odradek.proto import group_pb2 as gpb
 
 OFFSETS_ID = b"\x05" * 16

@@ -5,9 +5,9 @@ from __future__ import annotations
 import grpc
 
 from odradek.broker.groups.lag import EndOffsetPoller, by_leader, lag_samples
+from odradek.client.common.metadata_image import MetadataImage, image_from_records
 from odradek.client.errors import ErrorCode
 from odradek.client.structs import TopicPartition
-from odradek.controller.metadata.image import MetadataImage, image_from_records
 from odradek.proto import broker_pb2 as bpb
 from odradek.proto import broker_pb2_grpc
 from odradek.proto import metadata_pb2 as md

@@ -24,11 +24,11 @@ from odradek.broker.groups.offsets import OffsetAndMetadata
 from odradek.broker.groups.records import OFFSETS_TOPIC, OffsetCommitKey, OffsetCommitValue
 from odradek.broker.groups.service import GroupCoordinatorService
 from odradek.broker.log.log import AppendInfo, FetchData
+from odradek.client.common.metadata_image import MetadataImage, image_from_records
 from odradek.client.errors import ErrorCode
 from odradek.client.record.batch import read_batches
 from odradek.client.record.control import ControlType, build_control_batch
 from odradek.client.structs import TopicPartition
-from odradek.controller.metadata.image import MetadataImage, image_from_records
 from odradek.proto import group_pb2 as gpb
 
 TP = TopicPartition("t", 0)

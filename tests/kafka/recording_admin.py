@@ -10,7 +10,8 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from odradek.controller.metadata.image import MetadataImage
+from odradek.broker.topic_defaults import topic_defaults
+from odradek.client.common.metadata_image import MetadataImage
 from odradek.controller.raft import Role
 from odradek.controller.services import AdminService
 
@@ -19,7 +20,7 @@ class RecordingAdmin:
     def __init__(self, answers: dict[str, Message], image: Callable[[], MetadataImage]) -> None:
         sm = SimpleNamespace(image=image(), cluster_id="cluster-x", leader=SimpleNamespace(leader_id=9))
         driver = SimpleNamespace(node_id=2, leader=SimpleNamespace(role=Role.FOLLOWER))
-        self.real = AdminService(sm, driver, {}, {})  # type: ignore[arg-type]
+        self.real = AdminService(sm, driver, {}, {}, topic_defaults=topic_defaults())  # type: ignore[arg-type]
         self.answers = answers
         self.requests: dict[str, Message] = {}
 

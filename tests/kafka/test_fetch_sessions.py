@@ -31,10 +31,10 @@ from odradek.broker.kafka.server import KafkaListener
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
 from odradek.broker.replication import IsrChange
-from odradek.broker.security.access import OPEN
+from odradek.client.common.access import OPEN
+from odradek.client.common.metadata_image import PartitionRegistration
 from odradek.client.errors import UnknownTopicOrPartitionError
 from odradek.client.record.builder import encode_batch
-from odradek.controller.metadata.image import PartitionRegistration
 
 LEADER, FOLLOWER, EPOCH, BROKER_EPOCH = 1, 2, 3, 10
 TOPIC_ID = b"\x07" * 16

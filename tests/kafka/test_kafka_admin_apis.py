@@ -26,10 +26,9 @@ from odradek.broker.kafka import admin_apis
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.topic_defaults import topic_defaults
+from odradek.client.common.metadata_image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
+from odradek.client.common.topic_rules import TOPIC_CONFIGS, dynamic_broker_keys
 from odradek.client.errors import ErrorCode
-from odradek.controller.metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
-from odradek.controller.services import dynamic_broker_keys
-from odradek.controller.topics import TOPIC_CONFIGS
 from odradek.proto import admin_pb2 as apb
 from odradek.proto import broker_pb2 as pb
 

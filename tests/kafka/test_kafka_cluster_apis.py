@@ -24,9 +24,9 @@ from odradek.broker.config import NodeConfig
 from odradek.broker.kafka import cluster_apis
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.broker.security.access import OPEN, AccessControl, AuthorizerSettings
+from odradek.client.common.access import OPEN, AccessControl, AuthorizerSettings
+from odradek.client.common.metadata_image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from odradek.client.errors import ErrorCode
-from odradek.controller.metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from odradek.proto import admin_pb2 as apb
 from odradek.proto import broker_pb2 as pb
 

@@ -31,7 +31,8 @@ from odradek.broker.kafka.fetch_codec import (
     decode_fetch_request,
     encode_fetch_response,
 )
-from odradek.broker.kafka.wire import Chunk, FileSlice, ProtocolError, close_chunks
+from odradek.broker.kafka.wire import ProtocolError
+from odradek.client.common.file_slice import Chunk, FileSlice, close_chunks
 
 VERSIONS = range(FETCH_MIN_VERSION, FETCH_MAX_VERSION + 1)
 

@@ -20,7 +20,8 @@ import uvloop
 
 from odradek.broker.kafka.framing import FrameReader, FrameSizeError
 from odradek.broker.kafka.server import KafkaListener
-from odradek.broker.kafka.wire import Chunk, ConnectionInfo, FileSlice, ProtocolError, Response
+from odradek.broker.kafka.wire import ConnectionInfo, ProtocolError, Response
+from odradek.client.common.file_slice import Chunk, FileSlice
 
 SIZE = struct.Struct(">i")
 MAX_REQUEST = 1 << 20

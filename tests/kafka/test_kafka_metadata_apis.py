@@ -15,7 +15,7 @@ from odradek.broker.dataplane import BrokerService
 from odradek.broker.kafka import metadata_apis
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.controller.metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
+from odradek.client.common.metadata_image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 
 T_ID = bytes(range(16))
 INTERNAL_ID = b"\x09" * 16

@@ -19,8 +19,8 @@ from odradek.broker.dataplane import BrokerService
 from odradek.broker.kafka import metadata_apis
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.broker.security.access import AccessControl, AuthorizerSettings
-from odradek.broker.security.acls import (
+from odradek.client.common.access import AccessControl, AuthorizerSettings
+from odradek.client.common.acls import (
     CLUSTER_RESOURCE_NAME,
     AclBinding,
     AclOperation,
@@ -28,9 +28,9 @@ from odradek.broker.security.acls import (
     PatternType,
     ResourceType,
 )
-from odradek.broker.security.caller import ANONYMOUS, bind_principal
+from odradek.client.common.caller import ANONYMOUS, bind_principal
+from odradek.client.common.metadata_image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from odradek.client.errors import ErrorCode
-from odradek.controller.metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from odradek.proto import admin_pb2 as apb
 
 T_ID = bytes(range(16))

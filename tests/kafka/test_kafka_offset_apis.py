@@ -18,9 +18,9 @@ from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
+from odradek.client.common.metadata_image import MetadataImage, PartitionRegistration, TopicImage
 from odradek.client.errors import NotLeaderOrFollowerError, UnknownTopicOrPartitionError
 from odradek.client.record.builder import encode_batch
-from odradek.controller.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 
 T_ID = b"\x05" * 16
 

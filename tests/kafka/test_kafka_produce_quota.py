@@ -17,8 +17,8 @@ from odradek.broker.kafka.data_apis import produce_api
 from odradek.broker.kafka.dispatch import KafkaDispatcher
 from odradek.broker.kafka.wire import ConnectionInfo, RequestContext
 from odradek.broker.quotas.manager import QuotaConfig
-from odradek.broker.security.access import OPEN
 from odradek.broker.throttling import BrokerQuotas, ClientIdentity, current_client, quota_user
+from odradek.client.common.access import OPEN
 from odradek.client.quotas import ANONYMOUS, PRODUCER_BYTE_RATE, entity
 from odradek.client.record.builder import encode_batch
 

@@ -54,10 +54,10 @@ from odradek.broker.kafka.server import KafkaListener
 from odradek.broker.kafka.wire import ProtocolError, RequestHeader
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Divergence, Partition
-from odradek.broker.security.access import OPEN
+from odradek.client.common.access import OPEN
+from odradek.client.common.metadata_image import PartitionRegistration
 from odradek.client.errors import ErrorCode
 from odradek.client.record.builder import encode_batch
-from odradek.controller.metadata.image import PartitionRegistration
 
 untimed = settings(deadline=None, max_examples=60)
 
@@ -456,8 +456,8 @@ async def test_with_an_authorizer_only_a_node_principal_escapes_quotas_with_a_re
 
     from odradek.broker.kafka.wire import ConnectionState
     from odradek.broker.quotas.manager import QuotaConfig
-    from odradek.broker.security.access import AccessControl, AuthorizerSettings
     from odradek.broker.throttling import BrokerQuotas, ClientIdentity
+    from odradek.client.common.access import AccessControl, AuthorizerSettings
     from odradek.client.quotas import PRODUCER_BYTE_RATE, entity
 
     client = "odradek-replica-2"

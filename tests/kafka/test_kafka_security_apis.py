@@ -21,11 +21,12 @@ from recording_admin import RecordingAdmin
 from odradek.broker.kafka import security_apis
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.broker.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from odradek.broker.security.sasl_session import SaslSession
-from odradek.broker.security.scram import Mechanism, make_credential
+from odradek.broker.topic_defaults import topic_defaults
+from odradek.client.common.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from odradek.client.common.metadata_image import MetadataDelta, MetadataImage
+from odradek.client.common.scram import Mechanism, make_credential
 from odradek.client.errors import ErrorCode
-from odradek.controller.metadata.image import MetadataDelta, MetadataImage
 from odradek.controller.raft import Role
 from odradek.controller.services import AdminService
 from odradek.proto import admin_pb2 as apb
@@ -329,7 +330,8 @@ async def test_a_credential_with_a_four_byte_salt_is_set_and_logs_in() -> None:
     the credential then logs in on a SASL session that reads the resulting image."""
     controller = ImageController()
     leader = SimpleNamespace(node_id=1, leader=SimpleNamespace(role=Role.LEADER))
-    admin = AdminService(SimpleNamespace(image=controller.image), leader, {}, {}, controller)  # type: ignore[arg-type]
+    sm = SimpleNamespace(image=controller.image)
+    admin = AdminService(sm, leader, {}, {}, controller, topic_defaults=topic_defaults())  # type: ignore[arg-type]
     reg = registry(admin, lambda: controller.image)
     dave = UserScramCredentialUpsertion("dave", "SCRAM-SHA-256", "dave-secret", iterations=8192, salt=b"salt")
     r = AlterUserScramCredentialsRequest

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from log_batches import make_batch
 
-from odradek.broker.kafka.wire import FileSlice
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.handles import SegmentHandles
 from odradek.broker.log.log import FetchData, Log
+from odradek.client.common.file_slice import FileSlice
 
 
 def fill(log: Log, n: int, seed: int = 7) -> None:
@@ -148,7 +148,7 @@ def test_slices_survive_handle_eviction_and_segment_deletion(
 
 def test_partition_reads_pass_as_file_through(tmp_path: Path) -> None:
     from odradek.broker.partition import Partition
-    from odradek.controller.metadata.image import PartitionRegistration
+    from odradek.client.common.metadata_image import PartitionRegistration
 
     partition = Partition("t", 0, Log.open(tmp_path / "t-0"), 1)
     try:

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from odradek.broker.quotas.manager import QuotaConfig
-from odradek.broker.security.access import OPEN, AccessControl, AuthorizerSettings
-from odradek.broker.security.caller import bind_principal
 from odradek.broker.throttling import BrokerQuotas, ClientIdentity, QuotaInterceptor
+from odradek.client.common.access import OPEN, AccessControl, AuthorizerSettings
+from odradek.client.common.caller import bind_principal
 from odradek.client.connection import CLIENT_ID_KEY, INTER_BROKER_KEY
 from odradek.client.quotas import PRODUCER_BYTE_RATE, entity
 

@@ -13,7 +13,7 @@ from odradek.broker.rest import openapi
 from odradek.broker.rest import requests as rq
 from odradek.broker.rest.errors import RestError
 from odradek.broker.rest.routes import ROUTES, route
-from odradek.broker.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from odradek.client.common.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 
 C = "/v3/clusters/abc"
 

@@ -9,7 +9,7 @@ import pytest
 
 from odradek.broker.rest import auth, errors, records, resources
 from odradek.broker.rest import requests as rq
-from odradek.broker.security.scram import Mechanism, make_credential
+from odradek.client.common.scram import Mechanism, make_credential
 from odradek.client.errors import ErrorCode
 from odradek.client.producer.partitioner import partition_for_key
 from odradek.client.record.batch import read_batches

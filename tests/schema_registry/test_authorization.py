@@ -12,7 +12,8 @@ import pytest
 from odradek.broker.schema_registry import requests as rq
 from odradek.broker.schema_registry.authorization import Listing, Need, OnCluster, OnSubject, ReadsId, need
 from odradek.broker.schema_registry.routes import route
-from odradek.broker.security.acls import (
+from odradek.client import acls as client_acls
+from odradek.client.common.acls import (
     KAFKA_RESOURCE_TYPES,
     AclBinding,
     AclOperation,
@@ -22,7 +23,6 @@ from odradek.broker.security.acls import (
     ResourceType,
     validate_binding,
 )
-from odradek.client import acls as client_acls
 from odradek.client.errors import InvalidRequestError
 
 Op = AclOperation

@@ -21,12 +21,12 @@ import pytest
 from odradek.broker.http_login import BasicLogin
 from odradek.broker.schema_registry.server import RegistryListener, Security
 from odradek.broker.schema_registry.service import RegistryService
-from odradek.broker.security.access import AccessControl, AuthorizerSettings
-from odradek.broker.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from odradek.broker.security.principal_mapping import PrincipalMapper
-from odradek.broker.security.scram import Mechanism, ScramCredential, make_credential
 from odradek.broker.security.tls import ServerTls
 from odradek.broker.security.tls_identity import CertificatePrincipals
+from odradek.client.common.access import AccessControl, AuthorizerSettings
+from odradek.client.common.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from odradek.client.common.scram import Mechanism, ScramCredential, make_credential
 from odradek.client.tls import TlsFiles
 from odradek.deploy.certs import make_ca, make_leaf
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from odradek.broker.security.acls import (
+from odradek.client.common.acls import (
     SUPPORTED_OPERATIONS,
     AclBinding,
     AclBindingFilter,

@@ -44,11 +44,12 @@ from kafka.protocol.producer.transaction import (
 
 from odradek.broker.config import ConfigError, NodeConfig
 from odradek.broker.kafka.dispatch import KafkaDispatcher
-from odradek.broker.kafka.wire import ConnectionInfo, FileSlice
+from odradek.broker.kafka.wire import ConnectionInfo
 from odradek.broker.node import Node
 from odradek.broker.storage import format_storage
 from odradek.client.acls import AclBinding, AclBindingFilter
 from odradek.client.admin import AsyncAdmin
+from odradek.client.common.file_slice import FileSlice
 from odradek.client.errors import ErrorCode
 from odradek.client.record.builder import encode_batch
 from odradek.deploy.process import free_port
@@ -659,7 +660,7 @@ async def test_describe_configs_over_topics_and_refused_cluster_defaults_answers
     """Over gRPC one DescribeConfigs may ask for topics and the cluster defaults: a caller without cluster
     DescribeConfigs still gets the topics it may describe, and the refusal for the defaults on its own field."""
     from odradek.broker.kafka.wire import RequestContext, ServiceContext
-    from odradek.broker.security.caller import bind_principal
+    from odradek.client.common.caller import bind_principal
     from odradek.client.connection import CLIENT_ID_KEY
     from odradek.proto import admin_pb2 as apb
 

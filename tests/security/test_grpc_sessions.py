@@ -5,7 +5,7 @@ from __future__ import annotations
 import scramp
 
 from odradek.broker.security.grpc_sessions import MAX_PENDING_EXCHANGES, GrpcAuthAnswer, GrpcSessions
-from odradek.broker.security.scram import Mechanism, ScramCredential, make_credential
+from odradek.client.common.scram import Mechanism, ScramCredential, make_credential
 from odradek.client.errors import ErrorCode
 
 PEER = "ipv4:127.0.0.1:50001"

@@ -26,11 +26,9 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest, Metadat
 from odradek.broker.config import ConfigError, Endpoint, NodeConfig
 from odradek.broker.kafka.wire import ConnectionInfo, Response
 from odradek.broker.node import Node
-from odradek.broker.security.caller import current_principal
 from odradek.broker.security.grpc_auth import CertificateInterceptor
 from odradek.broker.security.principal_mapping import PrincipalMapper
 from odradek.broker.security.sasl_session import SaslSession
-from odradek.broker.security.scram import Mechanism, ScramCredential, make_credential
 from odradek.broker.security.tls import ServerTls
 from odradek.broker.security.tls_identity import CertificatePrincipals
 from odradek.broker.serving_gate import ServingGate
@@ -38,6 +36,8 @@ from odradek.broker.storage import format_storage
 from odradek.client import AsyncProducer
 from odradek.client.admin import AsyncAdmin
 from odradek.client.authentication import SESSION_KEY
+from odradek.client.common.caller import current_principal
+from odradek.client.common.scram import Mechanism, ScramCredential, make_credential
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode
 from odradek.client.tls import TlsFiles

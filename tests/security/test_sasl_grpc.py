@@ -20,11 +20,11 @@ import pytest
 
 from odradek.broker.config import NodeConfig
 from odradek.broker.node import Node
-from odradek.broker.security.scram import Mechanism, ScramCredential, make_credential
 from odradek.broker.storage import format_storage
 from odradek.client import AsyncConsumer, AsyncProducer, TopicPartition
 from odradek.client.admin import AsyncAdmin
 from odradek.client.authentication import SESSION_KEY
+from odradek.client.common.scram import Mechanism, ScramCredential, make_credential
 from odradek.client.errors import AuthenticationFailedError, ConfigError, ErrorCode
 from odradek.client.quotas import ANONYMOUS, PRODUCER_BYTE_RATE, entity
 from odradek.deploy.certs import make_ca, make_leaf

@@ -27,9 +27,9 @@ from kafka.protocol.sasl import (
 
 from odradek.broker.config import ConfigError, NodeConfig
 from odradek.broker.node import Node
-from odradek.broker.security.scram import Mechanism, ScramCredential, make_credential
 from odradek.broker.storage import format_storage
 from odradek.client.admin import AsyncAdmin
+from odradek.client.common.scram import Mechanism, ScramCredential, make_credential
 from odradek.client.errors import ErrorCode
 from odradek.deploy.process import free_port
 

@@ -14,7 +14,7 @@ from odradek.broker.security.sasl_session import (
     IllegalSaslState,
     SaslSession,
 )
-from odradek.broker.security.scram import MIN_ITERATIONS, Mechanism, ScramCredential, make_credential
+from odradek.client.common.scram import MIN_ITERATIONS, Mechanism, ScramCredential, make_credential
 from odradek.client.errors import ErrorCode
 
 METADATA_KEY = 3

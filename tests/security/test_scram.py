@@ -12,7 +12,7 @@ import scramp
 from kafka.admin._users import UserScramCredentialUpsertion
 from kafka.net.sasl.scram import ScramClient as KafkaPythonScramClient
 
-from odradek.broker.security.scram import (
+from odradek.client.common.scram import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,
     Mechanism,

@@ -11,7 +11,7 @@ import scramp
 import scramp.core
 from kafka.net.sasl.scram import ScramClient as KafkaPythonScramClient
 
-from odradek.broker.security.scram import (
+from odradek.client.common.scram import (
     Mechanism,
     ScramAuthenticationError,
     ScramCredential,

@@ -18,14 +18,14 @@ from controller_model import TOPIC, SimController
 from world import CONTROLLER, Network, World
 
 from odradek.broker.fetch_response import FetchedPartition, FetchPosition, apply_fetched
-from odradek.broker.isr_changes import IsrChangeBatcher
+from odradek.broker.isr_batcher import IsrChangeBatcher
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.log import Log
 from odradek.broker.partition import FollowerRead, Partition
 from odradek.broker.replication import IsrChange
+from odradek.client.common.metadata_image import MetadataDelta, MetadataImage
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.controller.isr import isr_items
-from odradek.controller.metadata.image import MetadataDelta, MetadataImage
 from odradek.proto import controller_pb2 as cpb
 
 # The codes as module constants: a protobuf enum's attributes go through a Python __getattr__, and the sim's hot

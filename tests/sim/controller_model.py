@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from world import World
 
+from odradek.client.common.metadata_image import MetadataDelta, MetadataImage
 from odradek.controller.brokers import BrokerControl, Decision
 from odradek.controller.isr import AlterPartitionResults, IsrItem, alter_partition
-from odradek.controller.metadata.image import MetadataDelta, MetadataImage
 from odradek.proto import metadata_pb2 as md
 
 CLUSTER_ID = "sim"

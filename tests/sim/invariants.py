@@ -17,7 +17,7 @@ from controller_model import TOPIC, SimController
 from world import World
 
 from odradek.broker.partition import Partition
-from odradek.controller.metadata.image import MetadataImage, PartitionRegistration
+from odradek.client.common.metadata_image import MetadataImage, PartitionRegistration
 
 
 class Invariants:

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from test_coordinator_shell import Cluster, ManualClock, ProducerIds, state, until
 
-from odradek.broker import clock
 from odradek.broker.coordinator.clock import Clock
 from odradek.broker.transactions.coordinator import TransactionCoordinator, TxnCoordinatorConfig
 from odradek.broker.transactions.markers import MarkerChannel
 from odradek.broker.transactions.metadata import TxnState
 from odradek.broker.transactions.records import TRANSACTION_STATE_TOPIC
+from odradek.client.common import clock
 from odradek.client.errors import ErrorCode
 from odradek.client.structs import TopicPartition
 

@@ -18,16 +18,16 @@ from odradek.broker.config import NodeConfig
 from odradek.broker.groups.partitioner import offsets_partition_for
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
-from odradek.broker.security.access import AccessControl, AuthorizerSettings
-from odradek.broker.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from odradek.broker.transactions.coordinator import TransactionCoordinator, TxnCoordinatorConfig
 from odradek.broker.transactions.markers import MarkerChannel
 from odradek.broker.transactions.metadata import TxnMetadata, TxnState
 from odradek.broker.transactions.records import TRANSACTION_STATE_TOPIC, encode_batch, read_records
 from odradek.broker.transactions.service import TransactionsService
+from odradek.client.common.access import AccessControl, AuthorizerSettings
+from odradek.client.common.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from odradek.client.common.metadata_image import MetadataImage, PartitionRegistration, image_from_records
 from odradek.client.errors import ErrorCode
 from odradek.client.structs import TopicPartition
-from odradek.controller.metadata.image import MetadataImage, PartitionRegistration, image_from_records
 from odradek.proto import transaction_pb2 as tpb
 
 STATE_ID = b"\x07" * 16

@@ -17,11 +17,11 @@ from odradek.broker.log.producer_state import NO_VERIFICATION, ProducerStateMana
 from odradek.broker.partition import Partition
 from odradek.broker.transactions.metadata import TxnState
 from odradek.broker.txn_verifier import TxnVerifier
+from odradek.client.common.metadata_image import PartitionRegistration
 from odradek.client.errors import ErrorCode, InvalidTxnStateError, OdradekError
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
 from odradek.client.structs import TopicPartition
-from odradek.controller.metadata.image import PartitionRegistration
 
 PID, OTHER = 5101, 5102
 TS = int(time.time() * 1000)  # producer state expires by batch timestamps against the clock

@@ -23,14 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from odradek.client.common.metadata_image import GROUP_RESOURCE, MetadataImage
 from odradek.client.errors import ErrorCode
-from odradek.controller.metadata.image import GROUP_RESOURCE, MetadataImage
 from odradek.proto import admin_pb2 as apb
-
-if TYPE_CHECKING:
-    from odradek.broker.config import NodeConfig
 
 SESSION_TIMEOUT = "consumer.session.timeout.ms"
 HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
@@ -46,6 +43,14 @@ NODE_KEYS = {
 }
 
 
+class NodeSettings(Protocol):
+    """What ``GroupConfigSettings.from_node`` reads of a node's config (the broker's ``NodeConfig``)."""
+
+    def __getitem__(self, name: str, /) -> Any: ...
+
+    def is_set(self, name: str, /) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class GroupConfigSettings:
     """A node's group.consumer.* settings that group configs default to and are bounded by (Kafka's defaults)."""
@@ -59,7 +64,7 @@ class GroupConfigSettings:
     from_node_config: frozenset[str] = frozenset()  # the node keys its config file sets
 
     @classmethod
-    def from_node(cls, c: NodeConfig) -> GroupConfigSettings:
+    def from_node(cls, c: NodeSettings) -> GroupConfigSettings:
         keys = [
             "group.consumer.session.timeout.ms",
             "group.consumer.min.session.timeout.ms",

@@ -8,12 +8,13 @@ touches; an image is never mutated, so readers on other tasks can hold one witho
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any, Protocol, TypeVar
 
-from odradek.broker.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
-from odradek.broker.security.scram import Mechanism, ScramCredential
+from odradek.client.common.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from odradek.client.common.scram import Mechanism, ScramCredential
 from odradek.proto import common_pb2
 from odradek.proto import metadata_pb2 as md
 
@@ -76,7 +77,13 @@ class TopicImage:
     partitions: Mapping[int, PartitionRegistration]
 
 
-def _frozen(mapping: dict) -> Mapping:
+K = TypeVar("K")
+V = TypeVar("V")
+# A client quota entity: (user or None, user_default, client_id or None, client_id_default).
+QuotaEntity = tuple[str | None, bool, str | None, bool]
+
+
+def _frozen(mapping: dict[K, V]) -> Mapping[K, V]:
     return MappingProxyType(mapping)
 
 
@@ -92,7 +99,7 @@ class MetadataImage:
     # (resource type, resource name) -> {config name: value}
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _frozen({}))
     # quota entity key (user, client_id as stored) -> {quota key: value}
-    client_quotas: Mapping[tuple, Mapping[str, float]] = field(default_factory=lambda: _frozen({}))
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=lambda: _frozen({}))
     next_producer_id: int = 0
     # ACL id (16-byte UUID) -> binding
     acls: Mapping[bytes, AclBinding] = field(default_factory=lambda: _frozen({}))
@@ -195,7 +202,7 @@ def partition_record(p: PartitionRegistration) -> md.PartitionRecord:
     )
 
 
-def quota_entity(r: md.ClientQuotaRecord) -> tuple:
+def quota_entity(r: md.ClientQuotaRecord) -> QuotaEntity:
     """A hashable quota entity: (user or None, user_default, client_id or None, client_id_default)."""
     return (
         r.user if r.has_user else None,
@@ -205,7 +212,7 @@ def quota_entity(r: md.ClientQuotaRecord) -> tuple:
     )
 
 
-def quota_record(entity: tuple, key: str, value: float, remove: bool = False) -> md.ClientQuotaRecord:
+def quota_record(entity: QuotaEntity, key: str, value: float, remove: bool = False) -> md.ClientQuotaRecord:
     user, user_default, client_id, client_default = entity
     return md.ClientQuotaRecord(
         user=user or "",
@@ -273,7 +280,7 @@ class MetadataDelta:
         self._partitions: dict[bytes, dict[int, PartitionRegistration]] = {}
         self._configs: dict[tuple[int, str], dict[str, str]] = {}
         self._configs_all: dict[tuple[int, str], Mapping[str, str]] | None = None
-        self._quotas: dict[tuple, dict[str, float]] | None = None
+        self._quotas: dict[QuotaEntity, dict[str, float]] | None = None
         self._acls: dict[bytes, AclBinding] | None = None
         self._scram: dict[tuple[str, str], ScramCredential] | None = None
         self._next_producer_id = base.next_producer_id
@@ -371,7 +378,7 @@ class MetadataDelta:
         )
         self.changed_brokers.add(r.broker_id)
 
-    def _update_broker(self, broker_id: int, epoch: int, **changes) -> None:
+    def _update_broker(self, broker_id: int, epoch: int, **changes: Any) -> None:
         brokers = self.brokers()
         current = brokers.get(broker_id)
         if current is None or current.epoch != epoch:
@@ -423,7 +430,7 @@ class MetadataDelta:
         current = parts.get(r.partition)
         if current is None:
             raise ValueError(f"partition change for unknown partition {r.partition}")
-        changes: dict = {"partition_epoch": current.partition_epoch + 1}
+        changes: dict[str, Any] = {"partition_epoch": current.partition_epoch + 1}
         if r.HasField("leader") and r.leader != current.leader:
             changes["leader"] = r.leader
             changes["leader_epoch"] = current.leader_epoch + 1
@@ -546,3 +553,24 @@ def image_from_records(records: Iterable[md.MetadataRecord], offset: int = -1, e
     delta.replay_all(records)
     delta.set_position(offset, epoch)
     return delta.image()
+
+
+class LeaderView(Protocol):
+    """Who leads the metadata quorum as a node sees it (the controller's ``LeaderAndEpoch``)."""
+
+    @property
+    def leader_id(self) -> int | None: ...
+
+
+class MetadataFeed(Protocol):
+    """What a broker's parts read of its node's metadata state machine: the current image, each change to it, and
+    the quorum's leader. The controller package implements it; the broker takes it from the node's wiring, so it
+    never imports the controller."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def leader(self) -> LeaderView: ...
+
+    def on_change(self, listener: Callable[[MetadataImage, MetadataDelta], None]) -> None: ...

@@ -13,8 +13,8 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from odradek.broker.security.acls import CLUSTER_RESOURCE_NAME, AclBinding, AclOperation, Authorizer, ResourceType
-from odradek.broker.security.caller import Caller
+from odradek.client.common.acls import CLUSTER_RESOURCE_NAME, AclBinding, AclOperation, Authorizer, ResourceType
+from odradek.client.common.caller import Caller
 from odradek.client.errors import ErrorCode, OdradekError, error_for_code
 
 __all__ = [
