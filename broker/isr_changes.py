@@ -76,9 +76,13 @@ class IsrChangeSender:
 
 def _log(outcome: Outcome[Partition]) -> None:
     if outcome.refused_whole is not None:
-        logger.warning("AlterPartition refused as a whole: %s", ErrorCode.Name(ErrorCode.ValueType(outcome.refused_whole)))
+        logger.warning("AlterPartition refused as a whole: %s", _name(outcome.refused_whole))
     for (p, _), code in outcome.refusals:
         if code in NOT_APPLIED_CODES:
-            logger.info("%s: ISR change refused: %s", p, ErrorCode.Name(ErrorCode.ValueType(code)))
+            logger.info("%s: ISR change refused: %s", p, _name(code))
         else:
-            logger.info("%s: ISR change answered %s: waiting for the metadata that settles it", p, ErrorCode.Name(ErrorCode.ValueType(code)))
+            logger.info("%s: ISR change answered %s: waiting for the metadata that settles it", p, _name(code))
+
+
+def _name(code: int) -> str:
+    return ErrorCode.Name(ErrorCode.ValueType(code))
