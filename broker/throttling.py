@@ -37,7 +37,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from odradek.broker.metrics import WrappingInterceptor
 from odradek.broker.quotas.manager import QuotaConfig, QuotaKind, QuotaManager
 from odradek.broker.quotas.mutes import Mutes
-from odradek.broker.security.grpc_auth import principal_of
+from odradek.broker.security.grpc_auth import CallContext, principal_of
 from odradek.client.common.access import AccessControl
 from odradek.client.common.acls import AclOperation
 from odradek.client.common.caller import Caller, peer_host
@@ -251,7 +251,7 @@ class QuotaInterceptor(WrappingInterceptor):
             if (
                 between_brokers or getattr(request, "replica_id", -1) >= 0 or _is_inter_broker(metadata)
             ) and exempt_caller(access, Caller(principal, peer_host(context.peer()))):
-                return await inner(request, context)
+                return await inner(request, CallContext(context, quotas_apply=False))
             who = ClientIdentity(context.peer(), quota_user(principal), _client_id(metadata, request))
             response, throttle = await handle_under_quotas(quotas, who, inner(request, context), _response_throttle)
             if throttle > 0 and hasattr(response, "throttle_time_ms"):

@@ -59,7 +59,7 @@ from odradek.broker.kafka.metadata_apis import (
     service_context,
     topic_uuid,
 )
-from odradek.broker.kafka.wire import RequestContext
+from odradek.broker.kafka.wire import KafkaContext
 from odradek.broker.topic_defaults import config_text, topic_defaults
 from odradek.client.common.group_configs import GROUP_CONFIGS
 from odradek.client.common.topic_rules import TOPIC_CONFIGS, TopicDefault, dynamic_broker_keys, node_key
@@ -194,7 +194,7 @@ def register(registry: ApiRegistry, backend: KafkaBackend) -> None:
     ]
     for request_cls, (low, high), translate in apis:
 
-        async def handler(ctx: RequestContext, version: int, request: Any, translate=translate) -> Any:
+        async def handler(ctx: KafkaContext, version: int, request: Any, translate=translate) -> Any:
             return await translate(backend, ctx, version, request)
 
         registry.add(*schema_api(request_cls, low, high, handler))
@@ -224,7 +224,7 @@ def _creation_problem(topic: Any) -> tuple[ErrorCode.ValueType, str] | None:
     return None
 
 
-async def _create_topics(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _create_topics(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """Manual replica assignments go to the controller in partition order, after the checks of
     :func:`_creation_problem`."""
     problems = {t.name: p for t in request.topics if (p := _creation_problem(t)) is not None}
@@ -299,7 +299,7 @@ async def _create_topics(backend: KafkaBackend, ctx: RequestContext, version: in
     )
 
 
-async def _delete_topics(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _delete_topics(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """v6 may name topics by id: an id is resolved in this broker's image (the topic's current id), and one it does
     not know is UNKNOWN_TOPIC_ID; the service deletes by name."""
     image = backend.image()
@@ -336,7 +336,7 @@ async def _delete_topics(backend: KafkaBackend, ctx: RequestContext, version: in
     return DeleteTopicsResponse(version=version, throttle_time_ms=answer.throttle_time_ms, responses=out)
 
 
-async def _create_partitions(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _create_partitions(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """Each topic's new count and, if given, the replicas of each new partition (a null list: the controller
     places them)."""
     answer = await backend.admin.CreatePartitions(
@@ -359,7 +359,7 @@ async def _create_partitions(backend: KafkaBackend, ctx: RequestContext, version
     return CreatePartitionsResponse(version=version, throttle_time_ms=answer.throttle_time_ms, results=out)
 
 
-async def _delete_records(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _delete_records(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     answer = await backend.data.DeleteRecords(
         pb.DeleteRecordsRequest(
             topics=[
@@ -472,7 +472,7 @@ def _entry(name: str, synonyms: Sequence[Synonym], read_only: bool, sensitive: b
     )
 
 
-async def _describe_configs(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _describe_configs(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """Topics: each config's effective value and source. The broker resource: the configs odradek can set for the
     whole cluster at runtime (those defaulting a topic config) with their values here, and for this broker's id its
     static configs too (read-only but for advertised.listeners, as Kafka 3.9 reports them; see
@@ -599,7 +599,7 @@ def _plans(resources: Sequence[Any], ops: Callable[[Any], Plan]) -> tuple[list[A
 
 
 async def _alter(
-    backend: KafkaBackend, ctx: RequestContext, resources: Sequence[Any], plans: Sequence[Plan], validate_only: bool
+    backend: KafkaBackend, ctx: KafkaContext, resources: Sequence[Any], plans: Sequence[Plan], validate_only: bool
 ) -> list[Outcome]:
     """One IncrementalAlterConfigs call with the operations of every planned resource (topics, the cluster-wide
     default); each resource's outcome in order (a refusal as planned)."""
@@ -638,7 +638,7 @@ async def _alter(
     return out
 
 
-async def _incremental_alter_configs(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _incremental_alter_configs(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """Kafka's operation codes (SET, DELETE, APPEND, SUBTRACT) are odradek's; an operation Kafka does not define is
     refused (INVALID_REQUEST)."""
 
@@ -675,7 +675,7 @@ def _replacement(configs: Iterable[Any], known: Iterable[str]) -> list[apb.Alter
     ]
 
 
-async def _alter_configs(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _alter_configs(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """KIP-133's AlterConfigs: a resource's dynamic configs become exactly those given; a config left out or given
     a null value is removed (its default applies again). Sent as one IncrementalAlterConfigs call that sets the
     given values and deletes every other config the resource may have (all of them, not only those this broker's
@@ -705,7 +705,7 @@ async def _alter_configs(backend: KafkaBackend, ctx: RequestContext, version: in
 # ---- cluster ----
 
 
-async def _describe_cluster(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _describe_cluster(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """The brokers with an address on the Kafka listener, at that address (v2: fenced ones too if asked). Asked for
     controller endpoints (v1+), a broker answers MISMATCHED_ENDPOINT_TYPE as Kafka's do: odradek's controllers
     serve gRPC only."""
@@ -760,7 +760,7 @@ def _entity(components: Sequence[Any]) -> list[apb.QuotaEntityComponent]:
     ]
 
 
-async def _describe_client_quotas(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _describe_client_quotas(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """Kafka's match types (EXACT 0, DEFAULT 1, ANY 2) are odradek's."""
     answer = await backend.admin.DescribeClientQuotas(
         apb.DescribeClientQuotasRequest(
@@ -793,7 +793,7 @@ async def _describe_client_quotas(backend: KafkaBackend, ctx: RequestContext, ve
     )
 
 
-async def _alter_client_quotas(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _alter_client_quotas(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     answer = await backend.admin.AlterClientQuotas(
         apb.AlterClientQuotasRequest(
             entries=[

@@ -11,7 +11,7 @@ from typing import Any
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from odradek.broker.kafka.apis import API_VERSIONS_KEY, ApiRegistry, ApiSpec, SchemaReply, schema_api
-from odradek.broker.kafka.wire import RequestContext
+from odradek.broker.kafka.wire import KafkaContext
 from odradek.client.errors import ErrorCode
 
 MAX_VERSION = 3
@@ -22,7 +22,7 @@ def _entry(spec: ApiSpec) -> Any:
 
 
 def register(registry: ApiRegistry) -> None:
-    async def api_versions(ctx: RequestContext, version: int, request: Any) -> Any:
+    async def api_versions(ctx: KafkaContext, version: int, request: Any) -> Any:
         return ApiVersionsResponse(
             version=version,
             error_code=ErrorCode.NONE,

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.broker.kafka.wire import NO_VERSION, Handler, ProtocolError, Reply, RequestContext, RequestHeader
+from odradek.broker.kafka.wire import NO_VERSION, Handler, KafkaContext, ProtocolError, Reply, RequestHeader
 from odradek.client.common.file_slice import Chunk
 
 API_VERSIONS_KEY = 18
@@ -71,7 +71,7 @@ class ApiRegistry:
             yield self._apis[key][0]
 
 
-SchemaHandler = Callable[[RequestContext, int, Any], Awaitable[Any]]
+SchemaHandler = Callable[[KafkaContext, int, Any], Awaitable[Any]]
 """(context, version, decoded request) -> the response object (kafka-python class) of that version."""
 
 
@@ -106,7 +106,7 @@ def schema_api(request_cls: Any, min_version: int, max_version: int, handler: Sc
         flexible[0] if flexible is not None and flexible[0] >= 0 else NO_VERSION,
     )
 
-    async def handle(ctx: RequestContext, header: RequestHeader, body: memoryview) -> Reply:
+    async def handle(ctx: KafkaContext, header: RequestHeader, body: memoryview) -> Reply:
         version = header.api_version
         try:
             request = request_cls.decode(body, version=version)

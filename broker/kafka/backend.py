@@ -11,7 +11,7 @@ from odradek.broker.config import NodeConfig
 from odradek.broker.dataplane import BrokerService
 from odradek.broker.fetch_sessions import FetchSessions
 from odradek.broker.groups.service import GroupCoordinatorService
-from odradek.broker.kafka.wire import RequestContext
+from odradek.broker.kafka.wire import KafkaContext
 from odradek.broker.throttling import BrokerQuotas
 from odradek.broker.transactions.service import TransactionsService
 from odradek.client.common.access import OPEN, AccessControl
@@ -49,7 +49,7 @@ class KafkaBackend:
         return self.config
 
 
-def request_caller(backend: KafkaBackend, ctx: RequestContext) -> Caller | None:
+def request_caller(backend: KafkaBackend, ctx: KafkaContext) -> Caller | None:
     """The caller to authorize a request as, for the services' internal calls (produce, fetch); None without an
     authorizer. (Calls through a servicer method read the same principal from the request's task.)"""
     return Caller(ctx.principal, ctx.connection.peer_host) if backend.access.enabled else None

@@ -49,7 +49,7 @@ from odradek.broker.config import NodeConfig
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend, request_caller
 from odradek.broker.kafka.metadata_apis import ZERO_UUID, service_context, topic_uuid
-from odradek.broker.kafka.wire import RequestContext
+from odradek.broker.kafka.wire import KafkaContext
 from odradek.client.common.acls import AclOperation
 from odradek.client.common.metadata_image import MetadataImage, PartitionRegistration
 from odradek.client.common.topic_rules import validate_topic_name
@@ -85,14 +85,14 @@ def register(registry: ApiRegistry, backend: KafkaBackend) -> None:
     ]
     for request_cls, (low, high), translate in apis:
 
-        async def handler(ctx: RequestContext, version: int, request: Any, translate=translate) -> Any:
+        async def handler(ctx: KafkaContext, version: int, request: Any, translate=translate) -> Any:
             return await translate(backend, ctx, version, request)
 
         registry.add(*schema_api(request_cls, low, high, handler))
 
 
 def _cluster_refusal(
-    backend: KafkaBackend, ctx: RequestContext, operation: AclOperation, api: str
+    backend: KafkaBackend, ctx: KafkaContext, operation: AclOperation, api: str
 ) -> ErrorCode.ValueType:
     """CLUSTER_AUTHORIZATION_FAILED when the caller may not perform ``operation`` on the cluster, else NONE: for
     the requests this module answers without a service that would check."""
@@ -113,7 +113,7 @@ def _grouped(items: Iterable[tuple[str, Any]]) -> list[tuple[str, list[Any]]]:
 # ---- log dirs ----
 
 
-async def _describe_log_dirs(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _describe_log_dirs(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """This broker's log dirs: each one's state and disk figures, and the replicas in it of the partitions asked
     (null: all; an empty list: none, every dir still described). Lag is behind the partition's leader, -1 where not
     known; a future replica's is behind the replica it will replace. odradek has no cordoned dirs."""
@@ -155,7 +155,7 @@ async def _describe_log_dirs(backend: KafkaBackend, ctx: RequestContext, version
     return DescribeLogDirsResponse(version=version, throttle_time_ms=0, error_code=int(answer.error), results=results)
 
 
-async def _alter_replica_log_dirs(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _alter_replica_log_dirs(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """Each partition's answer, grouped by topic in the order asked; a partition named under two dirs goes to the
     last, as Kafka's map of partition to dir keeps it."""
     dirs = [
@@ -205,7 +205,7 @@ def _election_answer(version: int, error: int, results: Sequence[apb.ElectionRes
     )
 
 
-async def _elect_leaders(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _elect_leaders(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """Preferred (v0's only type) and unclean elections; a null list elects every partition and answers only those
     whose election was needed, as Kafka does. An election type Kafka does not define is INVALID_REQUEST. A
     top-level error is every partition's too, as in Kafka's error answer (v0 has only the partitions')."""
@@ -267,7 +267,7 @@ def _reassignment_refusal(
     return None
 
 
-async def _alter_reassignments(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _alter_reassignments(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """Start, change or cancel (null replicas) reassignments. Those Kafka refuses before its controller decides
     (see ``_reassignment_refusal``, judged on this broker's image) are answered here, the others by the service;
     a top-level error (not authorized, no controller) is every partition's too, as in Kafka's error answer."""
@@ -322,7 +322,7 @@ async def _alter_reassignments(backend: KafkaBackend, ctx: RequestContext, versi
     )
 
 
-async def _list_reassignments(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _list_reassignments(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """The reassignments in progress, from this broker's metadata image (the partitions asked, or all for a null
     list); a topic or partition without one, or unknown, is left out, as Kafka leaves it. Needs Describe on the
     cluster, as in Kafka."""
@@ -392,7 +392,7 @@ def _voter_nodes(config: NodeConfig) -> list[Any]:
     ]
 
 
-async def _describe_quorum(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _describe_quorum(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """The metadata quorum as its leader knows it (the service asks the active controller). The request must name
     the metadata partition alone, as Kafka's requires (else UNKNOWN_TOPIC_OR_PARTITION for what it named)."""
     topic = DescribeQuorumResponse.TopicData
@@ -485,7 +485,7 @@ def _described_topic(backend: KafkaBackend, t: apb.TopicDescription, partitions:
     )
 
 
-async def _describe_topic_partitions(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _describe_topic_partitions(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """Topics (those named, or every one the caller may describe, internal ones too) in name order from the cursor
     on, at most ``response_partition_limit`` partitions (capped at 2000, as Kafka's default cap) per answer, and
     the cursor to continue from. As Kafka: a cursor naming a topic the list does not is INVALID_REQUEST for every

@@ -22,7 +22,7 @@ from odradek.broker.groups.consumer_records import Partitions, by_topic
 from odradek.broker.kafka import schemas
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.broker.kafka.wire import RequestContext, ServiceContext
+from odradek.broker.kafka.wire import KafkaContext, ServiceContext
 from odradek.client.connection import CLIENT_ID_KEY
 
 CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # ConsumerGroupDescribe v1's MemberType
@@ -56,7 +56,7 @@ class ConsumerGroupApis:
     def __init__(self, backend: KafkaBackend) -> None:
         self.groups = backend.groups
 
-    async def heartbeat(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def heartbeat(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         request = ConsumerHeartbeatRequest(
             member_id=req.member_id,
             member_epoch=req.member_epoch,
@@ -91,7 +91,7 @@ class ConsumerGroupApis:
             assignment=assignment,
         )
 
-    async def describe(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def describe(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         Group = ConsumerGroupDescribeResponse.DescribedGroup
         Member = Group.Member
         Assignment = Member.Assignment

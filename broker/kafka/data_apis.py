@@ -58,7 +58,7 @@ from odradek.broker.kafka.produce_codec import (
     encode_produce_response,
 )
 from odradek.broker.kafka.replica_fetch import REPLICA_FETCH_MIN_VERSION
-from odradek.broker.kafka.wire import Handler, NoResponse, ProtocolError, Reply, RequestContext, RequestHeader
+from odradek.broker.kafka.wire import Handler, KafkaContext, NoResponse, ProtocolError, Reply, RequestHeader
 from odradek.client.common.file_slice import Chunk, close_chunks
 from odradek.client.errors import ErrorCode, error_name
 from odradek.proto import common_pb2
@@ -125,7 +125,7 @@ def produce_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
     them; their legacy message sets are refused per partition, as are legacy sets in later versions."""
     spec = ApiSpec(PRODUCE_KEY, "Produce", PRODUCE_MIN_VERSION, PRODUCE_MAX_VERSION, PRODUCE_FLEXIBLE_FROM)
 
-    async def handle(ctx: RequestContext, header: RequestHeader, body: memoryview) -> Reply:
+    async def handle(ctx: KafkaContext, header: RequestHeader, body: memoryview) -> Reply:
         version = header.api_version
         request = decode_produce_request(body, version)
         refused: dict[tuple[str, int], ProducePartitionResult] = {}
@@ -322,7 +322,7 @@ def fetch_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
         FETCH_KEY, "Fetch", FETCH_MIN_VERSION, FETCH_MAX_VERSION, FETCH_FLEXIBLE_FROM, inter_broker=_from_a_replica
     )
 
-    async def handle(ctx: RequestContext, header: RequestHeader, body: memoryview) -> Reply:
+    async def handle(ctx: KafkaContext, header: RequestHeader, body: memoryview) -> Reply:
         version = header.api_version
         request: FetchRequestData = decode_fetch_request(body, version)
         replica = request.replica_id >= 0

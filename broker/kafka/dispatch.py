@@ -16,11 +16,11 @@ from typing import Any
 
 from odradek.broker.kafka.apis import API_VERSIONS_KEY, ApiRegistry
 from odradek.broker.kafka.header import encode_response_header, read_request_header
-from odradek.broker.kafka.wire import ConnectionInfo, NoResponse, ProtocolError, Reply, RequestContext, Response
+from odradek.broker.kafka.wire import ConnectionInfo, KafkaContext, NoResponse, ProtocolError, Reply, Response
 from odradek.broker.security.sasl_session import IllegalSaslState, SaslSession
 from odradek.broker.throttling import BrokerQuotas, ClientIdentity, exempt_caller, handle_under_quotas, quota_user
 from odradek.client.common.access import OPEN, AccessControl
-from odradek.client.common.caller import Caller, bind_principal
+from odradek.client.common.caller import Caller
 
 
 def _reply_throttle(reply: Reply) -> int:
@@ -83,8 +83,7 @@ class KafkaDispatcher:
             reply = api_versions.unsupported_version(spec)
             version = 0
         else:
-            ctx = RequestContext(connection, header.client_id or "")
-            bind_principal(ctx.principal)  # the services authorize the request as this principal
+            ctx = KafkaContext(connection, header.client_id or "")
             body = frame[header.size :]
             quotas = self.quotas
             if quotas is not None and not quotas.refresh():

@@ -56,7 +56,7 @@ from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, Fin
 
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.broker.kafka.wire import RequestContext, ServiceContext
+from odradek.broker.kafka.wire import KafkaContext, ServiceContext
 from odradek.client.connection import CLIENT_ID_KEY
 from odradek.client.errors import ErrorCode
 from odradek.proto import group_pb2 as gpb
@@ -122,7 +122,7 @@ class GroupApis:
         self.groups = backend.groups
 
     @staticmethod
-    def _ctx(ctx: RequestContext) -> ServiceContext:
+    def _ctx(ctx: KafkaContext) -> ServiceContext:
         return ServiceContext(ctx, CLIENT_ID_KEY)
 
     # ---- FindCoordinator ----
@@ -138,7 +138,7 @@ class GroupApis:
             return int(ErrorCode.COORDINATOR_NOT_AVAILABLE), message, -1, "", -1
         return NONE, None, c.node_id, endpoint[0], endpoint[1]
 
-    async def find_coordinator(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def find_coordinator(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         keys = list(req.coordinator_keys) if v >= 4 else [req.key]
         key_type = req.key_type if v >= 1 else gpb.GROUP
         answer = await self.groups.FindCoordinator(
@@ -162,7 +162,7 @@ class GroupApis:
 
     # ---- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ----
 
-    async def join_group(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def join_group(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         request = gpb.JoinGroupRequest(
             group_id=req.group_id,
             session_timeout_ms=req.session_timeout_ms,
@@ -192,7 +192,7 @@ class GroupApis:
             ],
         )
 
-    async def sync_group(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def sync_group(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         request = gpb.SyncGroupRequest(
             group_id=req.group_id,
             generation_id=req.generation_id,
@@ -215,14 +215,14 @@ class GroupApis:
             assignment=r.assignment,
         )
 
-    async def heartbeat(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def heartbeat(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         request = gpb.HeartbeatRequest(group_id=req.group_id, generation_id=req.generation_id, member_id=req.member_id)
         if v >= 3 and req.group_instance_id is not None:
             request.group_instance_id = req.group_instance_id
         r = await self.groups.Heartbeat(request, self._ctx(ctx))
         return HeartbeatResponse(version=v, error_code=int(r.error))
 
-    async def leave_group(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def leave_group(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         request = gpb.LeaveGroupRequest(group_id=req.group_id)
         if v >= 3:
             for m in req.members:
@@ -250,7 +250,7 @@ class GroupApis:
 
     # ---- OffsetCommit, OffsetFetch, OffsetDelete ----
 
-    async def offset_commit(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def offset_commit(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         Topic = OffsetCommitResponse.OffsetCommitResponseTopic
         Partition = Topic.OffsetCommitResponsePartition
         if v <= 4 and req.retention_time_ms != DEFAULT_RETENTION_MS:
@@ -284,7 +284,7 @@ class GroupApis:
 
     async def _fetch_offsets(
         self,
-        ctx: RequestContext,
+        ctx: KafkaContext,
         group_id: str,
         topics: Iterable[tuple[str, list[int]]] | None,
         require_stable: bool,
@@ -300,7 +300,7 @@ class GroupApis:
             request.topics.add(name=name, partitions=partitions)
         return await self.groups.OffsetFetch(request, self._ctx(ctx))
 
-    async def offset_fetch(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def offset_fetch(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         require_stable = bool(req.require_stable) if v >= 7 else False
         if v >= 8:
             Group = OffsetFetchResponse.OffsetFetchResponseGroup
@@ -334,7 +334,7 @@ class GroupApis:
         topics = _fetched_topics(Topic, Partition, r.topics)
         return OffsetFetchResponse(version=v, topics=topics, error_code=int(r.error))
 
-    async def offset_delete(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def offset_delete(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         request = gpb.OffsetDeleteRequest(
             group_id=req.group_id,
             topics=[
@@ -362,7 +362,7 @@ class GroupApis:
 
     # ---- DescribeGroups, ListGroups, DeleteGroups ----
 
-    async def describe_groups(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def describe_groups(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         r = await self.groups.DescribeGroups(gpb.DescribeGroupsRequest(groups=list(req.groups)), self._ctx(ctx))
         Group = DescribeGroupsResponse.DescribedGroup
         Member = Group.DescribedGroupMember
@@ -389,7 +389,7 @@ class GroupApis:
         ]
         return DescribeGroupsResponse(version=v, groups=groups)
 
-    async def list_groups(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def list_groups(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         states = list(req.states_filter) if v >= 4 else []
         types = list(req.types_filter) if v >= 5 else []
         request = gpb.ListGroupsRequest(states_filter=states, types_filter=types)
@@ -409,7 +409,7 @@ class GroupApis:
             ],
         )
 
-    async def delete_groups(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def delete_groups(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         r = await self.groups.DeleteGroups(gpb.DeleteGroupsRequest(groups=list(req.groups_names)), self._ctx(ctx))
         Result = DeleteGroupsResponse.DeletableGroupResult
         return DeleteGroupsResponse(

@@ -19,7 +19,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.broker.kafka.wire import RequestContext, ServiceContext
+from odradek.broker.kafka.wire import KafkaContext, ServiceContext
 from odradek.client.connection import CLIENT_ID_KEY
 from odradek.client.errors import ErrorCode
 from odradek.proto import broker_pb2 as pb
@@ -36,7 +36,7 @@ def topic_uuid(topic_id: bytes) -> uuid.UUID:
     return uuid.UUID(bytes=topic_id) if len(topic_id) == 16 else ZERO_UUID
 
 
-def service_context(ctx: RequestContext) -> Any:
+def service_context(ctx: KafkaContext) -> Any:
     """The context the services read the peer and client id from, as on the gRPC listener (a ``ServiceContext``,
     typed Any: it stands in for ``grpc.aio.ServicerContext``, of which the services read only those two)."""
     return ServiceContext(ctx, CLIENT_ID_KEY)
@@ -70,7 +70,7 @@ def register(registry: ApiRegistry, backend: KafkaBackend) -> None:
 
 
 def _metadata_handler(backend: KafkaBackend):
-    async def metadata(ctx: RequestContext, version: int, request: Any) -> Any:
+    async def metadata(ctx: KafkaContext, version: int, request: Any) -> Any:
         image = backend.image()
         # v0: an empty list asks for every topic; v1+: null does, and an empty list asks for none.
         every = request.topics is None or (version == 0 and not request.topics)

@@ -24,7 +24,7 @@ from kafka.protocol.consumer.offsets import (
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.metadata_apis import service_context
-from odradek.broker.kafka.wire import RequestContext
+from odradek.broker.kafka.wire import KafkaContext
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.proto import broker_pb2 as pb
 
@@ -44,7 +44,7 @@ def register(registry: ApiRegistry, backend: KafkaBackend) -> None:
 
 
 def _list_offsets_handler(backend: KafkaBackend):
-    async def list_offsets(ctx: RequestContext, version: int, request: Any) -> Any:
+    async def list_offsets(ctx: KafkaContext, version: int, request: Any) -> Any:
         answer = await backend.data.ListOffsets(
             pb.ListOffsetsRequest(
                 replica_id=request.replica_id,
@@ -99,7 +99,7 @@ def _list_offsets_error(code: int, version: int) -> int:
 
 
 def _offset_for_epoch_handler(backend: KafkaBackend):
-    async def offset_for_leader_epoch(ctx: RequestContext, version: int, request: Any) -> Any:
+    async def offset_for_leader_epoch(ctx: KafkaContext, version: int, request: Any) -> Any:
         """Each partition's end offset of the largest epoch <= the one asked, as its leader knows it.
 
         Only the leader answers, after the same current-leader-epoch check as ListOffsets and Fetch (FENCED_ /

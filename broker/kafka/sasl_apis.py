@@ -17,26 +17,26 @@ from kafka.protocol.sasl import (
 )
 
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
-from odradek.broker.kafka.wire import ProtocolError, RequestContext
+from odradek.broker.kafka.wire import KafkaContext, ProtocolError
 from odradek.broker.security.sasl_session import SaslSession
 
 HANDSHAKE_VERSION = 1
 AUTHENTICATE_VERSIONS = (0, 2)
 
 
-def _session(ctx: RequestContext) -> SaslSession:
+def _session(ctx: KafkaContext) -> SaslSession:
     session = ctx.connection.state.sasl
     if session is None:  # registered on a SASL listener only, whose dispatcher gives every connection a session
         raise ProtocolError("a SASL request on a connection without SASL")
     return session
 
 
-async def _handshake(ctx: RequestContext, version: int, request: Any) -> Any:
+async def _handshake(ctx: KafkaContext, version: int, request: Any) -> Any:
     answer = _session(ctx).handshake(request.mechanism)
     return SaslHandshakeResponse(version=version, error_code=answer.error_code, mechanisms=list(answer.mechanisms))
 
 
-async def _authenticate(ctx: RequestContext, version: int, request: Any) -> Any:
+async def _authenticate(ctx: KafkaContext, version: int, request: Any) -> Any:
     answer = _session(ctx).authenticate(bytes(request.auth_bytes))
     return SaslAuthenticateResponse(
         version=version,

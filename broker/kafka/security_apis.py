@@ -37,7 +37,7 @@ from kafka.protocol.admin.users import (
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.metadata_apis import service_context
-from odradek.broker.kafka.wire import RequestContext
+from odradek.broker.kafka.wire import KafkaContext
 from odradek.client.common.acls import KAFKA_RESOURCE_TYPES, ResourceType
 from odradek.client.common.scram import Mechanism
 from odradek.client.errors import ErrorCode
@@ -60,7 +60,7 @@ def register(registry: ApiRegistry, backend: KafkaBackend) -> None:
     ]
     for request_cls, (low, high), translate in apis:
 
-        async def handler(ctx: RequestContext, version: int, request: Any, translate=translate) -> Any:
+        async def handler(ctx: KafkaContext, version: int, request: Any, translate=translate) -> Any:
             return await translate(backend, ctx, version, request)
 
         registry.add(*schema_api(request_cls, low, high, handler))
@@ -103,7 +103,7 @@ def _error(code: int, message: str = "") -> tuple[int, str | None]:
     return int(code), message or None
 
 
-async def _describe_acls(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _describe_acls(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """Bindings grouped by resource pattern, as Kafka's answer has them."""
     answer = await backend.admin.DescribeAcls(apb.DescribeAclsRequest(filter=_filter(request)), service_context(ctx))
     resource = DescribeAclsResponse.DescribeAclsResource
@@ -132,7 +132,7 @@ async def _describe_acls(backend: KafkaBackend, ctx: RequestContext, version: in
     )
 
 
-async def _create_acls(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _create_acls(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     creations = [
         apb.AclBinding(
             resource_type=c.resource_type,
@@ -175,7 +175,7 @@ def _matching(deleted: Sequence[apb.AclBinding]) -> list[Any]:
     ]
 
 
-async def _delete_acls(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _delete_acls(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     parts = [_kafka_types(_filter(f)) for f in request.filters]
     filters = [one for part in parts for one in part]
     answer = await backend.admin.DeleteAcls(apb.DeleteAclsRequest(filters=filters), service_context(ctx))
@@ -215,7 +215,7 @@ def _mechanism_code(name: str) -> int:
         return 0  # UNKNOWN: a mechanism this listener cannot name (none is stored)
 
 
-async def _describe_credentials(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _describe_credentials(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     users = [u.name for u in request.users or []]
     answer = await backend.admin.DescribeUserScramCredentials(
         apb.DescribeUserScramCredentialsRequest(users=users), service_context(ctx)
@@ -242,7 +242,7 @@ async def _describe_credentials(backend: KafkaBackend, ctx: RequestContext, vers
     )
 
 
-async def _alter_credentials(backend: KafkaBackend, ctx: RequestContext, version: int, request: Any) -> Any:
+async def _alter_credentials(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     alter = apb.AlterUserScramCredentialsRequest(
         deletions=[
             apb.ScramCredentialDeletion(user=d.name, mechanism=_mechanism_name(d.mechanism)) for d in request.deletions

@@ -34,7 +34,7 @@ from kafka.protocol.admin.transactions import (
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.metadata_apis import service_context
-from odradek.broker.kafka.wire import RequestContext
+from odradek.broker.kafka.wire import KafkaContext
 from odradek.broker.transactions.coordinator import NO_DURATION_FILTER
 from odradek.client.common.topic_rules import validate_topic_name
 from odradek.client.errors import ErrorCode
@@ -70,7 +70,7 @@ class TxnAdminApis:
         self.backend = backend
         self.transactions = backend.transactions
 
-    async def describe_producers(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def describe_producers(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         invalid = {t.name: problem for t in req.topics if (problem := validate_topic_name(t.name)) is not None}
         asked = [tpb.TxnTopic(name=t.name, partitions=t.partition_indexes) for t in req.topics if t.name not in invalid]
         r = await self.transactions.DescribeProducers(tpb.DescribeProducersRequest(topics=asked), service_context(ctx))
@@ -94,7 +94,7 @@ class TxnAdminApis:
             ],
         )
 
-    async def describe_transactions(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def describe_transactions(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         r = await self.transactions.DescribeTransactions(
             tpb.DescribeTransactionsRequest(transactional_ids=req.transactional_ids), service_context(ctx)
         )
@@ -117,7 +117,7 @@ class TxnAdminApis:
             ],
         )
 
-    async def list_transactions(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def list_transactions(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         r = await self.transactions.ListTransactions(
             tpb.ListTransactionsRequest(
                 state_filters=req.state_filters,

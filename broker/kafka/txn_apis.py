@@ -38,7 +38,7 @@ from kafka.protocol.producer.transaction import (
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.group_apis import commit_topics
-from odradek.broker.kafka.wire import NO_VERSION, RequestContext, ServiceContext
+from odradek.broker.kafka.wire import NO_VERSION, KafkaContext, ServiceContext
 from odradek.client.connection import CLIENT_ID_KEY
 from odradek.client.errors import ErrorCode
 from odradek.proto import broker_pb2 as pb
@@ -66,12 +66,12 @@ class TxnApis:
         self.backend = backend
 
     @staticmethod
-    def _ctx(ctx: RequestContext) -> Any:
+    def _ctx(ctx: KafkaContext) -> Any:
         """The context the service methods read (typed Any: some are annotated with gRPC's servicer context, of
         which ``ServiceContext`` has just the part they use)."""
         return ServiceContext(ctx, CLIENT_ID_KEY)
 
-    async def init_producer_id(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def init_producer_id(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         def error(code: int, throttle_ms: int = 0) -> Any:
             return InitProducerIdResponse(
                 version=v,
@@ -104,7 +104,7 @@ class TxnApis:
         )
 
     async def _add_partitions(
-        self, ctx: RequestContext, v: int, txn_id: str, pid: int, epoch: int, topics: Any, verify_only: bool
+        self, ctx: KafkaContext, v: int, txn_id: str, pid: int, epoch: int, topics: Any, verify_only: bool
     ) -> tuple[list[Any], int]:
         """One transaction's per-topic results (every partition asked for, in request order) and the throttle."""
         r = await self.backend.transactions.AddPartitionsToTxn(
@@ -137,7 +137,7 @@ class TxnApis:
         ]
         return results, r.throttle_time_ms
 
-    async def add_partitions_to_txn(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def add_partitions_to_txn(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         if v <= 3:
             results, throttle = await self._add_partitions(
                 ctx,
@@ -163,7 +163,7 @@ class TxnApis:
             version=v, throttle_time_ms=throttle, error_code=NONE, results_by_transaction=by_txn
         )
 
-    async def add_offsets_to_txn(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def add_offsets_to_txn(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         r = await self.backend.transactions.AddOffsetsToTxn(
             tpb.AddOffsetsToTxnRequest(
                 transactional_id=req.transactional_id,
@@ -177,7 +177,7 @@ class TxnApis:
             version=v, throttle_time_ms=r.throttle_time_ms, error_code=compat_error(int(r.error), v, 2, 4)
         )
 
-    async def end_txn(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def end_txn(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         r = await self.backend.transactions.EndTxn(
             tpb.EndTxnRequest(
                 transactional_id=req.transactional_id,
@@ -197,7 +197,7 @@ class TxnApis:
             producer_epoch=r.producer_epoch if r.error == ErrorCode.NONE else NO_PRODUCER_EPOCH,
         )
 
-    async def txn_offset_commit(self, ctx: RequestContext, v: int, req: Any) -> Any:
+    async def txn_offset_commit(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         request = gpb.TxnOffsetCommitRequest(
             transactional_id=req.transactional_id,
             group_id=req.group_id,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.client.common.file_slice import Chunk
+from odradek.client.common.request_context import KAFKA, RequestContext
 
 if TYPE_CHECKING:
     from odradek.broker.security.sasl_session import SaslSession
@@ -81,7 +82,7 @@ class ConnectionInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class RequestContext:
+class KafkaContext:
     """Who sent a request: its connection and the header's client id."""
 
     connection: ConnectionInfo
@@ -102,6 +103,12 @@ class RequestContext:
             if kind == "ipv6"
             else f"{kind}:{host}:{self.connection.peer_port}"
         )
+
+    @property
+    def request_context(self) -> RequestContext:
+        """Who sent the request as the services take it: the connection's principal and peer, the header's client
+        id, on the Kafka listener."""
+        return RequestContext(principal=self.principal, client_id=self.client_id, peer=self.peer, listener=KAFKA)
 
 
 class Reply(Protocol):
@@ -129,7 +136,7 @@ class NoResponse:
         return []
 
 
-Handler = Callable[[RequestContext, RequestHeader, memoryview], Coroutine[Any, Any, Reply]]
+Handler = Callable[[KafkaContext, RequestHeader, memoryview], Coroutine[Any, Any, Reply]]
 """Serves one API: the request body (after the header) to a reply, a NoResponse when no response is sent (Produce
 with acks=0). Raises ProtocolError for a body it cannot parse."""
 
@@ -138,14 +145,15 @@ Dispatch = Callable[[ConnectionInfo, memoryview], Awaitable[Response | None]]
 
 
 class ServiceContext:
-    """The little of a gRPC servicer context that odradek's services read (the peer and the client id), so the
-    Kafka listener calls the very same service methods the gRPC listener does."""
+    """The little of a gRPC servicer context that odradek's services read (the peer, the client id and the
+    principal), so the Kafka listener calls the very same service methods the gRPC listener does."""
 
-    __slots__ = ("_metadata", "_peer")
+    __slots__ = ("_metadata", "_peer", "principal")
 
-    def __init__(self, ctx: RequestContext, client_id_key: str) -> None:
+    def __init__(self, ctx: KafkaContext, client_id_key: str, principal: str | None = None) -> None:
         self._peer = ctx.peer
         self._metadata = ((client_id_key, ctx.client_id),)
+        self.principal = principal if principal is not None else ctx.principal
 
     def peer(self) -> str:
         return self._peer

@@ -23,14 +23,14 @@ from odradek.broker.config import Endpoint
 from odradek.broker.http_login import BasicLogin
 from odradek.broker.http_server import HttpListener
 from odradek.broker.http_types import HttpReply, HttpRequest, error_reply, json_reply
-from odradek.broker.kafka.wire import ConnectionInfo, RequestContext, ServiceContext
+from odradek.broker.kafka.wire import ConnectionInfo, KafkaContext, ServiceContext
 from odradek.broker.rest import auth, errors, openapi
 from odradek.broker.rest import requests as rq
 from odradek.broker.rest.errors import RestError
 from odradek.broker.rest.resources import Links
 from odradek.broker.rest.routes import route
 from odradek.broker.rest.service import Answer, Call, RestService, Services
-from odradek.client.common.caller import ANONYMOUS, Caller, bind_principal
+from odradek.client.common.caller import ANONYMOUS, Caller
 from odradek.client.common.scram import Mechanism
 from odradek.client.connection import CLIENT_ID_KEY
 
@@ -94,7 +94,6 @@ class HttpApi:
         try:
             await self._wait_ready()
             principal = await self._authenticate(http)
-            bind_principal(principal)  # the services read it from this task, as from a gRPC call's
             routed = route(http.method, http.target, http.body)
             operation = routed.route.operation
             if routed.cluster_id is not None and routed.cluster_id != self.services.cluster_id:
@@ -140,7 +139,7 @@ class HttpApi:
             http,
             Links(base, self.services.cluster_id),
             Caller(principal, http.peer_host or "*"),
-            ServiceContext(RequestContext(connection, CLIENT_ID), CLIENT_ID_KEY),
+            ServiceContext(KafkaContext(connection, CLIENT_ID), CLIENT_ID_KEY, principal),
             forwarded=http.header(FORWARDED_HEADER.encode()) is not None,
             local_only=http.header(SCOPE_HEADER.encode()) == "local",
             forward=lambda broker, extra: self._forward(http, broker, extra),

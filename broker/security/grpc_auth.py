@@ -25,7 +25,9 @@ import grpc
 from odradek.broker.metrics import WrappingInterceptor
 from odradek.broker.security.grpc_sessions import GrpcSessions
 from odradek.broker.security.tls_identity import CertificatePrincipals
-from odradek.client.common.caller import bind_principal, current_principal
+from odradek.client.common.caller import ANONYMOUS
+from odradek.client.common.request_context import GRPC, RequestContext
+from odradek.client.connection import CLIENT_ID_KEY
 from odradek.client.errors import ErrorCode
 from odradek.proto import security_pb2, security_pb2_grpc
 
@@ -35,6 +37,7 @@ __all__ = [
     "CertificateInterceptor",
     "SaslInterceptor",
     "certificate_principal",
+    "grpc_request_context",
     "principal_of",
 ]
 
@@ -45,11 +48,41 @@ PEM_CERT_KEY = "x509_pem_cert"
 """Where grpcio's auth context gives the verified peer certificate (PEM)."""
 
 
-def principal_of(context: grpc.aio.ServicerContext) -> str:
-    """The principal of the call being served: ``User:<name>`` on a SASL listener (the interceptor has refused
-    calls without a live session before they reach a service), ``User:ANONYMOUS`` on a listener without SASL."""
-    del context  # the interceptor bound the principal to this call's task
-    return current_principal()
+class CallContext:
+    """A gRPC call's servicer context with what the node's interceptors established for the call: its principal,
+    and whether quotas apply to it. Interceptors hand it inward in place of the context they were given, so the
+    servicer reads who is calling from the context it takes, never from the task it runs in; everything else is the
+    wrapped context's."""
+
+    __slots__ = ("_context", "principal", "quotas_apply")
+
+    def __init__(self, context: Any, principal: str | None = None, quotas_apply: bool | None = None) -> None:
+        self._context = context
+        self.principal: str = principal if principal is not None else principal_of(context)
+        self.quotas_apply: bool = quotas_apply if quotas_apply is not None else getattr(context, "quotas_apply", True)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+
+def principal_of(context: Any) -> str:
+    """The principal of the call being served: ``User:<name>`` on a SASL or mTLS listener (the interceptor has
+    refused calls without one before they reach a service), ``User:ANONYMOUS`` on a listener without either."""
+    principal = getattr(context, "principal", ANONYMOUS)
+    return principal if isinstance(principal, str) else ANONYMOUS
+
+
+def grpc_request_context(context: Any) -> RequestContext:
+    """Who makes the gRPC call ``context`` serves, as the services take it: the principal the interceptors
+    established, the peer, the client id of the call's metadata, and whether quotas apply to it."""
+    client_id = next((v for k, v in context.invocation_metadata() or () if k == CLIENT_ID_KEY), "")
+    return RequestContext(
+        principal=principal_of(context),
+        client_id=client_id if isinstance(client_id, str) else "",
+        peer=context.peer() or "",
+        listener=GRPC,
+        quotas_apply=bool(getattr(context, "quotas_apply", True)),
+    )
 
 
 def _now_ms() -> int:
@@ -112,8 +145,7 @@ class CertificateInterceptor(WrappingInterceptor):
                 await _abort_unmapped(context, e)
             if who is None:  # the handshake requires a certificate; this guards a listener wired without
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, "a client certificate is required")
-            bind_principal(who)
-            return await inner(request, context)
+            return await inner(request, CallContext(context, principal=who))
 
         return handle
 
@@ -156,7 +188,6 @@ class SaslInterceptor(WrappingInterceptor):
                     grpc.StatusCode.UNAUTHENTICATED,
                     f"SASL_AUTHENTICATION_FAILED: {reason} on this connection: authenticate with SaslAuthenticate",
                 )
-            bind_principal(who)
-            return await inner(request, context)
+            return await inner(request, CallContext(context, principal=who))
 
         return handle

@@ -1,24 +1,20 @@
 """Who is calling: the principal and host a request is authorized as, the same on both listeners.
 
 A connection's principal is established by its listener (SASL on a SASL listener, the client certificate on a TLS
-listener that requires one, ``User:ANONYMOUS`` otherwise) and bound to the task serving each request with
-:func:`bind_principal`: the gRPC listener's interceptors bind it per call, the Kafka listener's dispatcher per
-request. The services then read it with :func:`caller_of` from the servicer context they already take, so one
-check serves both listeners.
+listener that requires one, ``User:ANONYMOUS`` otherwise) and carried by the context a service is called with: the
+gRPC interceptors' call context, the Kafka listener's and the HTTP API's service contexts. The services read it with
+:func:`caller_of`, so one check serves every listener.
 """
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["ANONYMOUS", "Caller", "Peer", "bind_principal", "caller_of", "current_principal", "peer_host"]
+__all__ = ["ANONYMOUS", "Caller", "Peer", "caller_of", "peer_host"]
 
 ANONYMOUS = "User:ANONYMOUS"
 UNKNOWN_HOST = "*"
-
-_principal: ContextVar[str] = ContextVar("odradek_principal", default=ANONYMOUS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,18 +26,10 @@ class Caller:
 
 
 class Peer(Protocol):
-    """The part of a servicer context (gRPC's, or the Kafka listener's stand-in) that names the client."""
+    """The part of a servicer context (gRPC's, or the Kafka listener's stand-in) that names the client. Its
+    ``principal`` attribute, where the listener established one, names whom it authenticated."""
 
     def peer(self) -> str: ...
-
-
-def bind_principal(principal: str) -> None:
-    """Make ``principal`` the current request's (the binding lasts for the task serving it)."""
-    _principal.set(principal)
-
-
-def current_principal() -> str:
-    return _principal.get()
 
 
 def peer_host(peer: str) -> str:
@@ -56,5 +44,7 @@ def peer_host(peer: str) -> str:
 
 
 def caller_of(context: Peer) -> Caller:
-    """The caller of the request ``context`` serves."""
-    return Caller(_principal.get(), peer_host(context.peer()))
+    """The caller of the request ``context`` serves: its principal (``User:ANONYMOUS`` when the listener established
+    none), from the address it called from."""
+    principal = getattr(context, "principal", ANONYMOUS)
+    return Caller(principal if isinstance(principal, str) else ANONYMOUS, peer_host(context.peer()))

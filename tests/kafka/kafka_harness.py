@@ -7,21 +7,27 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.broker.kafka.apis import ApiRegistry
-from odradek.broker.kafka.wire import ConnectionInfo, RequestContext, RequestHeader
+from odradek.broker.kafka.wire import ConnectionInfo, ConnectionState, KafkaContext, RequestHeader
 
-CONTEXT = RequestContext(ConnectionInfo(1, "KAFKA", "127.0.0.1", 50000), "test-client")
+CONTEXT = KafkaContext(ConnectionInfo(1, "KAFKA", "127.0.0.1", 50000), "test-client")
 
 
-async def call(registry: ApiRegistry, request: Any, version: int, throttle_ms: int = 0) -> Any:
+async def call(
+    registry: ApiRegistry, request: Any, version: int, throttle_ms: int = 0, principal: str | None = None
+) -> Any:
     """``request`` (a kafka-python request object) through its registered handler at ``version``: the decoded
-    response."""
+    response. ``principal``: the connection's (as a verified client certificate's), else anonymous."""
     key = int(request.API_KEY)
     found = registry.get(key)
     assert found is not None, f"API {key} is not registered"
     spec, handler = found
     assert spec.serves(version), f"{spec.name} v{version} is not served"
     body = request.encode(version=version)
-    reply = await handler(CONTEXT, RequestHeader(key, version, 7, CONTEXT.client_id, 0), memoryview(body))
+    ctx = CONTEXT
+    if principal is not None:
+        connection = ConnectionInfo(1, "KAFKA", "127.0.0.1", 50000, ConnectionState(certificate_principal=principal))
+        ctx = KafkaContext(connection, CONTEXT.client_id)
+    reply = await handler(ctx, RequestHeader(key, version, 7, ctx.client_id, 0), memoryview(body))
     assert reply is not None
     chunks = reply.encode(throttle_ms)
     response_cls = type(request).__name__.removesuffix("Request") + "Response"

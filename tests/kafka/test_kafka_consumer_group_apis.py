@@ -27,10 +27,10 @@ from odradek.broker.kafka.consumer_group_apis import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
-from odradek.broker.kafka.wire import ConnectionInfo, RequestContext, RequestHeader
+from odradek.broker.kafka.wire import ConnectionInfo, KafkaContext, RequestHeader
 from odradek.client.errors import ErrorCode
 
-CTX = RequestContext(ConnectionInfo(1, "KAFKA", "10.0.0.5", 5555), "app-7")
+CTX = KafkaContext(ConnectionInfo(1, "KAFKA", "10.0.0.5", 5555), "app-7")
 T = uuid.UUID(int=7)
 U = uuid.UUID(int=9)
 

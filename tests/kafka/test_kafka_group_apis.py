@@ -38,12 +38,12 @@ from kafka_harness import Recorder
 from odradek.broker.kafka import group_apis
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.broker.kafka.wire import ConnectionInfo, RequestContext, RequestHeader
+from odradek.broker.kafka.wire import ConnectionInfo, KafkaContext, RequestHeader
 from odradek.client.connection import CLIENT_ID_KEY
 from odradek.client.errors import ErrorCode
 from odradek.proto import group_pb2 as gpb
 
-CTX = RequestContext(ConnectionInfo(1, "KAFKA", "10.0.0.5", 5555), "app-7")
+CTX = KafkaContext(ConnectionInfo(1, "KAFKA", "10.0.0.5", 5555), "app-7")
 # Kafka-listener addresses; the service answers the gRPC ones (port 9092), which must never reach a Kafka client.
 KAFKA_ENDPOINTS = {1: ("b1.kafka", 9192), 2: ("b2.kafka", 9193)}
 

@@ -28,7 +28,6 @@ from odradek.client.common.acls import (
     PatternType,
     ResourceType,
 )
-from odradek.client.common.caller import ANONYMOUS, bind_principal
 from odradek.client.common.metadata_image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from odradek.client.errors import ErrorCode
 from odradek.proto import admin_pb2 as apb
@@ -202,16 +201,12 @@ async def test_with_an_authorizer_creation_needs_create_on_the_cluster_or_the_to
     access = AccessControl(AuthorizerSettings(), lambda: current[-1])
     controller = Controller()
     reg = registry(controller, access)
-    bind_principal("User:alice")
-    try:
-        r = await call(reg, request(12, "d-ok", "d-no", "hidden"), 12)
-        assert errors(r) == {"d-ok": LEADER_NOT_AVAILABLE, "d-no": DENIED, "hidden": DENIED}
-        assert controller.asked() == ["d-ok"]
+    r = await call(reg, request(12, "d-ok", "d-no", "hidden"), 12, principal="User:alice")
+    assert errors(r) == {"d-ok": LEADER_NOT_AVAILABLE, "d-no": DENIED, "hidden": DENIED}
+    assert controller.asked() == ["d-ok"]
 
-        cluster_create = allow(ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME, AclOperation.CREATE, PatternType.LITERAL)
-        current.append({**bindings, b"3": cluster_create})
-        r = await call(reg, request(12, "d-no", "hidden"), 12)
-        assert errors(r) == {"d-no": LEADER_NOT_AVAILABLE, "hidden": DENIED}  # cluster Create; no Describe
-        assert controller.asked() == ["d-ok", "d-no"]
-    finally:
-        bind_principal(ANONYMOUS)
+    cluster_create = allow(ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME, AclOperation.CREATE, PatternType.LITERAL)
+    current.append({**bindings, b"3": cluster_create})
+    r = await call(reg, request(12, "d-no", "hidden"), 12, principal="User:alice")
+    assert errors(r) == {"d-no": LEADER_NOT_AVAILABLE, "hidden": DENIED}  # cluster Create; no Describe
+    assert controller.asked() == ["d-ok", "d-no"]

@@ -15,7 +15,7 @@ from odradek.broker.dataplane import ProduceResult
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.data_apis import produce_api
 from odradek.broker.kafka.dispatch import KafkaDispatcher
-from odradek.broker.kafka.wire import ConnectionInfo, RequestContext
+from odradek.broker.kafka.wire import ConnectionInfo, KafkaContext
 from odradek.broker.quotas.manager import QuotaConfig
 from odradek.broker.throttling import BrokerQuotas, ClientIdentity, current_client, quota_user
 from odradek.client.common.access import OPEN
@@ -65,7 +65,7 @@ def dispatcher() -> tuple[KafkaDispatcher, BrokerQuotas, FakeData]:
 
 def test_a_throttled_acks0_produce_sends_nothing_and_mutes_the_client() -> None:
     dispatch, quotas, data = dispatcher()
-    who = ClientIdentity(RequestContext(CONNECTION, CLIENT).peer, ANONYMOUS, CLIENT)
+    who = ClientIdentity(KafkaContext(CONNECTION, CLIENT).peer, ANONYMOUS, CLIENT)
 
     async def scenario() -> None:
         assert await dispatch(CONNECTION, produce_frame(0, 1)) is None

@@ -25,14 +25,14 @@ from kafka_harness import Recorder
 from odradek.broker.kafka import txn_apis
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.broker.kafka.wire import ConnectionInfo, RequestContext, RequestHeader
+from odradek.broker.kafka.wire import ConnectionInfo, KafkaContext, RequestHeader
 from odradek.client.connection import CLIENT_ID_KEY
 from odradek.client.errors import ErrorCode
 from odradek.proto import broker_pb2 as pb
 from odradek.proto import group_pb2 as gpb
 from odradek.proto import transaction_pb2 as tpb
 
-CTX = RequestContext(ConnectionInfo(3, "KAFKA", "10.0.0.9", 4444), "txn-app")
+CTX = KafkaContext(ConnectionInfo(3, "KAFKA", "10.0.0.9", 4444), "txn-app")
 
 
 def txn_registry(

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from odradek.broker.quotas.manager import QuotaConfig
+from odradek.broker.security.grpc_auth import CallContext
 from odradek.broker.throttling import BrokerQuotas, ClientIdentity, QuotaInterceptor
 from odradek.client.common.access import OPEN, AccessControl, AuthorizerSettings
-from odradek.client.common.caller import bind_principal
 from odradek.client.connection import CLIENT_ID_KEY, INTER_BROKER_KEY
 from odradek.client.quotas import PRODUCER_BYTE_RATE, entity
 
@@ -48,8 +48,8 @@ async def answered_while_muted(access: AccessControl, principal: str, api: str, 
     assert handle is not None
 
     async def call() -> Any:
-        bind_principal(principal)  # as the authentication interceptor does for the call's task
-        return await handle(request, Context(marked))
+        # as the authentication interceptor hands the call inward
+        return await handle(request, CallContext(Context(marked), principal=principal))
 
     task = asyncio.ensure_future(call())
     done, _ = await asyncio.wait([task], timeout=0.3)

@@ -26,7 +26,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest, Metadat
 from odradek.broker.config import ConfigError, Endpoint, NodeConfig
 from odradek.broker.kafka.wire import ConnectionInfo, Response
 from odradek.broker.node import Node
-from odradek.broker.security.grpc_auth import CertificateInterceptor
+from odradek.broker.security.grpc_auth import CertificateInterceptor, principal_of
 from odradek.broker.security.principal_mapping import PrincipalMapper
 from odradek.broker.security.sasl_session import SaslSession
 from odradek.broker.security.tls import ServerTls
@@ -36,7 +36,6 @@ from odradek.broker.storage import format_storage
 from odradek.client import AsyncProducer
 from odradek.client.admin import AsyncAdmin
 from odradek.client.authentication import SESSION_KEY
-from odradek.client.common.caller import current_principal
 from odradek.client.common.scram import Mechanism, ScramCredential, make_credential
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode
@@ -67,7 +66,7 @@ def echo_handler() -> grpc.GenericRpcHandler:
     """A method answering the principal its call is bound to (as the services read it)."""
 
     async def who(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        return current_principal().encode()
+        return principal_of(context).encode()
 
     return grpc.method_handlers_generic_handler("odradek.test.Echo", {"Who": grpc.unary_unary_rpc_method_handler(who)})
 
