@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Self, TypeVar
 from odradek.client.connection import parse_servers
 from odradek.client.errors import ConfigError
 from odradek.client.record.header import COMPRESSION_CODES
-from odradek.client.schema_registry import registry_urls
+from odradek.client.schema_registry import TLS_OPTIONS, check_identity, registry_urls
 from odradek.client.serialization import REGISTRY_FORMATS, SERIALIZER_NAMES
 from odradek.client.tls import TlsFileError, TlsFiles
 
@@ -279,10 +279,14 @@ def _check_serde(config: Mapping[str, Any], parsed: Any, kind: str, registry_key
         for key in registry_keys:
             if key in config:
                 raise ConfigError(f"{key} needs key.{kind} or value.{kind} avro or json")
-    if "schema.registry.ssl.ca.location" in config and not all(
-        u.startswith("https://") for u in registry_urls(parsed.schema_registry_url)
-    ):
-        raise ConfigError("schema.registry.ssl.ca.location needs an https:// schema.registry.url")
+    tls = [k for k in TLS_OPTIONS if k in config]
+    if tls and not all(u.startswith("https://") for u in registry_urls(parsed.schema_registry_url)):
+        raise ConfigError(f"{tls[0]} needs an https:// schema.registry.url")
+    check_identity(
+        parsed.schema_registry_ssl_certificate_location,
+        parsed.schema_registry_ssl_key_location,
+        parsed.schema_registry_ssl_key_password,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -312,6 +316,9 @@ class ProducerConfig(ClientConfig):
     schema_registry_url: str = option("", _registry_url)
     schema_registry_basic_auth_user_info: str = secret(_user_info)
     schema_registry_ssl_ca_location: str = option("", _string)
+    schema_registry_ssl_certificate_location: str = option("", _string)
+    schema_registry_ssl_key_location: str = option("", _string)
+    schema_registry_ssl_key_password: str = secret(_string)
     auto_register_schemas: bool = option(True, _bool)
     use_latest_version: bool = option(False, _bool)
 
@@ -328,7 +335,7 @@ class ProducerConfig(ClientConfig):
             (
                 "schema.registry.url",
                 "schema.registry.basic.auth.user.info",
-                "schema.registry.ssl.ca.location",
+                *TLS_OPTIONS,
                 "auto.register.schemas",
                 "use.latest.version",
             ),
@@ -414,6 +421,9 @@ class ConsumerConfig(ClientConfig):
     schema_registry_url: str = option("", _registry_url)
     schema_registry_basic_auth_user_info: str = secret(_user_info)
     schema_registry_ssl_ca_location: str = option("", _string)
+    schema_registry_ssl_certificate_location: str = option("", _string)
+    schema_registry_ssl_key_location: str = option("", _string)
+    schema_registry_ssl_key_password: str = secret(_string)
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> Self:
@@ -424,7 +434,7 @@ class ConsumerConfig(ClientConfig):
             config,
             parsed,
             "deserializer",
-            ("schema.registry.url", "schema.registry.basic.auth.user.info", "schema.registry.ssl.ca.location"),
+            ("schema.registry.url", "schema.registry.basic.auth.user.info", *TLS_OPTIONS),
         )
         for side in ("key", "value"):
             if f"{side}.schema" in config and getattr(parsed, f"{side}_deserializer") != "avro":

@@ -329,6 +329,9 @@ def _registry_of(config: ProducerConfig | ConsumerConfig) -> Callable[[], Schema
                     config.schema_registry_url,
                     config.schema_registry_basic_auth_user_info,
                     ca_location=config.schema_registry_ssl_ca_location,
+                    certificate_location=config.schema_registry_ssl_certificate_location,
+                    key_location=config.schema_registry_ssl_key_location,
+                    key_password=config.schema_registry_ssl_key_password,
                 )
             )
         return made[0]

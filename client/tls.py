@@ -91,7 +91,9 @@ def load_identity(context: ssl.SSLContext, files: TlsFiles) -> None:
     read_pem(files.certificate_location, "ssl.certificate.location")
     read_pem(files.key_location, "ssl.key.location")
     try:
-        context.load_cert_chain(files.certificate_location, files.key_location, files.key_password or None)
+        # The password always goes to ssl (even empty): without one, OpenSSL would prompt on the terminal for an
+        # encrypted key and the process would hang instead of failing.
+        context.load_cert_chain(files.certificate_location, files.key_location, files.key_password)
     except (ssl.SSLError, OSError) as e:
         raise TlsFileError(
             f"ssl.certificate.location {files.certificate_location} / ssl.key.location {files.key_location}: {e}"

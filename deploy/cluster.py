@@ -313,10 +313,9 @@ def tls_properties(node_id: int, tls_dir: str | Path) -> dict[str, str]:
 
 def render_node_config(spec: ClusterSpec, node_id: int, tls_dir: str | Path | None = None) -> str:
     """The TOML text of one node's config; it is checked to load as a NodeConfig before it is returned. With
-    ``tls_dir``, every listener is SSL with the certificates there (``tls_properties``)."""
+    ``tls_dir``, every listener is SSL with the certificates there (``tls_properties``), and a broker's schema registry
+    is https with the same certificate and client certificates."""
     node = spec.node(node_id)
-    if tls_dir is not None and node.is_broker and spec.schema_registry_port:
-        raise ClusterSpecError("schema_registry_port: the schema registry does not support --tls yet")
     properties = {name: _substitute(value, node_id) for name, value in spec.properties.items()}
     tls = tls_properties(node_id, tls_dir) if tls_dir is not None else {}
     clash = sorted(TLS_PROPERTIES & set(properties)) if tls else []
@@ -344,9 +343,15 @@ def render_node_config(spec: ClusterSpec, node_id: int, tls_dir: str | Path | No
             "\n# are re-read when they change, so renewed certificates need no restart.\n" + tomli_w.dumps(tls)
         )
     if node.is_broker and spec.schema_registry_port:
-        registry = {"schema.registry.listeners": f"http://{node.host}:{spec.schema_registry_port}"}
-        text += "\n# The built-in schema registry (schema_registry_port of the cluster description).\n"
-        text += tomli_w.dumps(registry)
+        scheme = "https" if tls else "http"
+        registry = {"schema.registry.listeners": f"{scheme}://{node.host}:{spec.schema_registry_port}"}
+        text += "\n# The built-in schema registry (schema_registry_port of the cluster description)."
+        if tls:
+            text += (
+                "\n# Over https with the node's certificate above; its callers present a certificate of the cluster CA,"
+                "\n# as ssl.client.auth requires on every listener (schema.registry.ssl.client.auth would override it)."
+            )
+        text += "\n" + tomli_w.dumps(registry)
     if properties:
         text += "\n# Cluster-wide properties ([properties] of the cluster description).\n" + tomli_w.dumps(properties)
     try:

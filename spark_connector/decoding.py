@@ -1,11 +1,14 @@
-"""Key and value columns decoded through the schema registry (``keyFormat``/``valueFormat`` ``avro`` or ``json``).
+"""Key and value columns decoded through the schema registry (``keyFormat``/``valueFormat`` ``avro``, ``json`` or
+``protobuf``).
 
 Spark's Kafka source returns keys and values as binary and leaves decoding to ``from_avro`` in the query; this
 source can decode registry-framed records itself (Confluent's wire format: a zero byte, the schema id, then the
-Avro binary or the JSON text), so that the column is a struct whose fields a query selects directly.
+Avro binary, the JSON text, or the Protobuf message indexes and message), so that the column is a struct whose fields
+a query selects directly. Protobuf has a module of its own (protobuf.py); Avro and JSON Schema are here.
 
-The column's type comes from one schema, fixed when the query is planned: ``valueSchema`` (``keySchema``) if given,
-else the latest version of the subject ``<topic>-value`` (``<topic>-key``) of the one topic read. Avro records
+The column's type comes from one schema, fixed when the query is planned: ``valueSchema`` (``keySchema``) if given
+(for Avro and JSON the schema's text; for Protobuf a registered schema, whose references it needs), else the latest
+version of the subject ``<topic>-value`` (``<topic>-key``) of the one topic read. Avro records
 written with other versions are resolved to it by Avro's rules (a field the reader adds takes its default); JSON
 values are validated against their own schema, then laid out as that schema says (missing fields are null, extra
 ones dropped). A record that cannot be decoded fails the task, naming its offset (Spark's ``FAILFAST``); a null
@@ -22,17 +25,21 @@ time-of-day types have no Spark column type and are refused at planning. A JSON 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from odradek.client.schema_registry import SchemaRegistryClient
 from odradek.client.serialization import AvroDeserializer, JsonSchemaDeserializer, SerializationError
 
-FORMATS = ("binary", "avro", "json")
+if TYPE_CHECKING:
+    from odradek.spark_connector.protobuf import ProtobufDeserializer
+
+FORMATS = ("binary", "avro", "json", "protobuf")
 
 
 class DecodingError(ValueError):
@@ -53,7 +60,8 @@ def _same(value: Any) -> Any:
     return value
 
 
-def _quote(name: str) -> str:
+def quoted(name: str) -> str:
+    """A field name in Spark's DDL."""
     return "`" + name.replace("`", "``") + "`"
 
 
@@ -132,7 +140,7 @@ def _full_name(schema: dict[str, Any]) -> str:
 
 
 def _struct(fields: list[tuple[str, ColumnType]]) -> ColumnType:
-    ddl = "struct<" + ",".join(f"{_quote(n)}:{c.ddl}" for n, c in fields) + ">"
+    ddl = "struct<" + ",".join(f"{quoted(n)}:{c.ddl}" for n, c in fields) + ">"
     arrow = pa.struct([pa.field(n, c.arrow) for n, c in fields])
 
     def shape(value: Any) -> Any:
@@ -206,7 +214,11 @@ def json_column(schema: Any, where: str = "value") -> ColumnType:
 
 
 def column_for(fmt: str, schema_text: str, where: str) -> ColumnType:
-    """The column of a key or value in ``fmt`` (avro or json) whose reader schema is ``schema_text``."""
+    """The column of a key or value in ``fmt`` (avro, json or protobuf) whose reader schema is ``schema_text``."""
+    if fmt == "protobuf":
+        from odradek.spark_connector import protobuf  # which imports this module
+
+        return protobuf.column(schema_text, where)
     try:
         parsed = json.loads(schema_text)
     except ValueError as e:
@@ -215,21 +227,53 @@ def column_for(fmt: str, schema_text: str, where: str) -> ColumnType:
 
 
 @dataclass(frozen=True)
+class Registry:
+    """How to reach the schema registry: ``schema.registry.url``, ``.basic.auth.user.info`` (``user:password``, ""
+    for none; left out of the repr), ``.ssl.ca.location`` (the PEM CA an https registry is checked against, "" for
+    the system's) and ``.ssl.certificate.location``/``.ssl.key.location`` (a client certificate and its key, for a
+    registry that requires one; ``.ssl.key.password`` decrypts the key, left out of the repr). The paths must hold
+    on every executor too."""
+
+    url: str
+    basic_auth: str = dataclasses.field(default="", repr=False)
+    ca_location: str = ""
+    certificate_location: str = ""
+    key_location: str = ""
+    key_password: str = dataclasses.field(default="", repr=False)
+
+    def client(self) -> SchemaRegistryClient:
+        return SchemaRegistryClient(
+            self.url,
+            self.basic_auth,
+            ca_location=self.ca_location,
+            certificate_location=self.certificate_location,
+            key_location=self.key_location,
+            key_password=self.key_password,
+        )
+
+
+@dataclass(frozen=True)
 class Decoding:
     """How an executor decodes one column (picklable: Spark ships it inside the input partition)."""
 
-    fmt: str  # avro or json
-    schema: str  # the reader schema's text
-    registry_url: str
+    fmt: str  # avro, json or protobuf
+    schema: str  # the reader schema's text (protobuf: its files, as protobuf.reader_schema writes them)
+    registry: Registry
     field: str  # key or value
 
     def decoder(self) -> Callable[[Sequence[bytes | None], Sequence[int]], pa.Array]:
         """A function from a batch's raw column (and its offsets, for errors) to the decoded Arrow column."""
         column = column_for(self.fmt, self.schema, self.field)
-        registry = SchemaRegistryClient(self.registry_url)
-        deserializer = (
-            AvroDeserializer(registry, self.schema) if self.fmt == "avro" else JsonSchemaDeserializer(registry)
-        )
+        registry = self.registry.client()
+        deserializer: AvroDeserializer | JsonSchemaDeserializer | ProtobufDeserializer
+        if self.fmt == "avro":
+            deserializer = AvroDeserializer(registry, self.schema)
+        elif self.fmt == "json":
+            deserializer = JsonSchemaDeserializer(registry)
+        else:
+            from odradek.spark_connector.protobuf import ProtobufDeserializer
+
+            deserializer = ProtobufDeserializer(registry, self.schema)
         shape = column.shape
 
         def decode(raw: Sequence[bytes | None], offsets: Sequence[int]) -> pa.Array:

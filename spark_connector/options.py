@@ -4,9 +4,10 @@ The names, defaults and rules are those of Spark's own Kafka source, so a query 
 ``format("kafka")`` and ``format("odradek")`` by changing the format and the servers option only. Like Spark's,
 option names are case-insensitive, ``kafka.``-prefixed options configure the consumers that read, and options
 that are neither the source's nor Spark's are ignored (as Spark ignores them). Two things are stricter than Spark:
-an option of Spark's Kafka source that this source does not implement is an error rather than ignored, and so is a
-``kafka.`` option the consumer does not have. Every error is an :class:`OptionError` whose message starts with the
-offending option's name, because Spark shows the message and nothing else.
+an option of Spark's Kafka source that this source does not implement is an error rather than ignored, and so are a
+``kafka.`` option the consumer does not have and a ``schema.registry.`` option other than the source's. Every
+error is an :class:`OptionError` whose message starts with the offending option's name, because Spark shows the
+message and nothing else.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from odradek.client.config import ConsumerConfig
 from odradek.client.connection import parse_servers
 from odradek.client.errors import ConfigError
 from odradek.client.offsets import EARLIEST, LATEST
+from odradek.client.schema_registry import TLS_OPTIONS, RegistryTlsError, registry_urls, tls_context
 from odradek.client.structs import TopicPartition
-from odradek.spark_connector.decoding import FORMATS
+from odradek.spark_connector.decoding import FORMATS, Registry
+from odradek.spark_connector.protobuf import subject_version
 
 __all__ = [
     "EARLIEST",
@@ -72,6 +75,9 @@ _SOURCE_OWNED = {
 }
 """``kafka.`` options Spark's Kafka source refuses too, with why."""
 _INT = re.compile(r"[+-]?\d+")
+REGISTRY_PREFIX = "schema.registry."
+REGISTRY_OPTIONS = ("schema.registry.url", "schema.registry.basic.auth.user.info", *TLS_OPTIONS)
+"""The source's registry options, named as the odradek client's (and Confluent's) settings."""
 
 
 class OptionError(ValueError):
@@ -84,16 +90,17 @@ class OptionError(ValueError):
 
 @dataclass(frozen=True)
 class DecodeOptions:
-    """``keyFormat``/``valueFormat``: ``binary`` as Spark's source, or ``avro``/``json`` decoded through the schema
-    registry into a column of the schema's type (decoding.py); ``keySchema``/``valueSchema`` the reader schema (None:
-    the latest of ``topic``'s subject). Parsed on their own too: Spark asks a source for its schema before it says
-    whether the query is a batch or a stream, whose other options differ."""
+    """``keyFormat``/``valueFormat``: ``binary`` as Spark's source, or ``avro``/``json``/``protobuf`` decoded through
+    the schema registry into a column of the schema's type (decoding.py); ``keySchema``/``valueSchema`` the reader
+    schema (Avro or JSON Schema text; for Protobuf a registered ``subject`` or ``subject:version``; None: the latest
+    of ``topic``'s subject); ``schema.registry.*`` how to reach the registry. Parsed on their own too: Spark asks a
+    source for its schema before it says whether the query is a batch or a stream, whose other options differ."""
 
     key_format: str = "binary"
     value_format: str = "binary"
     key_schema: str | None = None
     value_schema: str | None = None
-    schema_registry_url: str | None = None
+    registry: Registry | None = None
     topic: str | None = None  # the one topic read, if the source reads one
 
     @classmethod
@@ -101,15 +108,22 @@ class DecodeOptions:
         opts = {k.lower(): None if v is None else str(v) for k, v in options.items()}
         formats = {side: _format(f"{side}Format", opts.get(f"{side}format")) for side in ("key", "value")}
         schemas = {side: opts.get(f"{side}schema") for side in ("key", "value")}
-        registry = opts.get("schema.registry.url")
         decoded = [side for side, f in formats.items() if f != "binary"]
         for side, text in schemas.items():
             if text is not None and formats[side] == "binary":
-                raise OptionError(f"{side}Schema", f"needs {side}Format avro or json")
-        if decoded and not registry:
+                raise OptionError(f"{side}Schema", f"needs {side}Format avro, json or protobuf")
+            if text is not None and formats[side] == "protobuf":
+                try:
+                    subject_version(text)
+                except ValueError as e:
+                    raise OptionError(
+                        f"{side}Schema", f"with {side}Format protobuf names a registered schema: {e}"
+                    ) from None
+        registry = _registry(opts)
+        if decoded and registry is None:
             raise OptionError(f"{decoded[0]}Format", "needs schema.registry.url")
         if registry is not None and not decoded:
-            raise OptionError("schema.registry.url", "needs keyFormat or valueFormat avro or json")
+            raise OptionError("schema.registry.url", "needs keyFormat or valueFormat avro, json or protobuf")
         if opts.get("subscribe") is not None:
             topics = {t.strip() for t in str(opts["subscribe"]).split(",") if t.strip()}
         elif opts.get("assign") is not None:
@@ -125,6 +139,45 @@ class DecodeOptions:
                     "is then the column's)",
                 )
         return cls(formats["key"], formats["value"], schemas["key"], schemas["value"], registry, topic)
+
+
+def _registry(opts: Mapping[str, str | None]) -> Registry | None:
+    """The ``schema.registry.*`` options (names as the odradek client's), checked now so that a typo, a missing CA
+    or certificate file, a certificate without its key or a password without a user fail when the query starts,
+    not in every task; any other ``schema.registry.`` option is refused, as it would not take effect."""
+    unknown = sorted(k for k in opts if k.startswith(REGISTRY_PREFIX) and k not in REGISTRY_OPTIONS)
+    if unknown:
+        raise OptionError(
+            unknown[0], f"is not an option of the odradek source (its registry options: {', '.join(REGISTRY_OPTIONS)})"
+        )
+    url, auth = opts.get("schema.registry.url"), opts.get("schema.registry.basic.auth.user.info")
+    if url is None:
+        given = [name for name in REGISTRY_OPTIONS[1:] if opts.get(name) is not None]
+        if given:
+            raise OptionError(given[0], "needs schema.registry.url")
+        return None
+    try:
+        urls = registry_urls(url)
+    except ConfigError as e:
+        raise OptionError("schema.registry.url", str(e).removeprefix("schema.registry.url ")) from None
+    if auth is not None and ":" not in auth:
+        raise OptionError("schema.registry.basic.auth.user.info", "must be user:password")
+    for name in TLS_OPTIONS:
+        value = opts.get(name)
+        if value is None:
+            continue
+        if not value.strip():
+            default = " (without it, the system's CAs are used)" if name == TLS_OPTIONS.ca else ""
+            raise OptionError(name, f"is empty{default}")
+        if not all(u.startswith("https://") for u in urls):
+            raise OptionError(name, "needs an https:// schema.registry.url")
+    ca, certificate, key, password = (opts.get(name) or "" for name in TLS_OPTIONS)
+    if ca or certificate or key or password:
+        try:
+            tls_context(ca, certificate, key, password)
+        except RegistryTlsError as e:
+            raise OptionError(e.option, e.detail) from None
+    return Registry(url, auth or "", ca, certificate, key, password)
 
 
 @dataclass(frozen=True)

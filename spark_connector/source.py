@@ -26,7 +26,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from odradek.client import Admin, Consumer, TopicPartition
 from odradek.client.errors import OdradekError, OffsetOutOfRangeError
-from odradek.client.schema_registry import SchemaRegistryClient, SchemaRegistryError
+from odradek.client.schema_registry import SchemaRegistryError
+from odradek.spark_connector import protobuf
 from odradek.spark_connector.decoding import Decoding, DecodingError, column_for
 from odradek.spark_connector.options import (
     DecodeOptions,
@@ -74,7 +75,8 @@ def resolve_decodings(options: DecodeOptions) -> Decodings:
     """The key's and value's decoding (keyFormat/valueFormat): the schema given, or the latest of the one topic's
     subject, checked to have a Spark column type. Every problem is an OptionError, as Spark shows only the message."""
     found: list[Decoding | None] = []
-    registry = None
+    registry = options.registry
+    client = None if registry is None else registry.client()  # no request yet; the options checked URL and CA file
     for side, fmt, given in (
         ("key", options.key_format, options.key_schema),
         ("value", options.value_format, options.value_schema),
@@ -82,15 +84,25 @@ def resolve_decodings(options: DecodeOptions) -> Decodings:
         if fmt == "binary":
             found.append(None)
             continue
-        assert options.schema_registry_url is not None  # the options require it with a format
+        assert registry is not None and client is not None  # the options require the registry with a format
+        option = f"{side}Schema" if given is not None else f"{side}Format"
         text = given
-        if text is None:
+        if fmt == "protobuf":
+            if given is not None:
+                subject, version = protobuf.subject_version(given)
+            else:
+                subject, version = f"{options.topic}-{side}", "latest"
+            try:
+                text = protobuf.reader_schema(client, subject, version)
+            except SchemaRegistryError as e:
+                raise OptionError(option, f"no schema for subject {subject} version {version}: {e}") from None
+            except DecodingError as e:
+                raise OptionError(option, str(e)) from None
+        elif text is None:
             topic = options.topic
             assert topic is not None  # the options require a schema unless one topic is read
-            if registry is None:
-                registry = SchemaRegistryClient(options.schema_registry_url)
             try:
-                latest = registry.latest(f"{topic}-{side}")
+                latest = client.latest(f"{topic}-{side}")
             except SchemaRegistryError as e:
                 raise OptionError(f"{side}Format", f"no schema for subject {topic}-{side}: {e}") from None
             if latest.schema_type != fmt.upper():
@@ -99,8 +111,8 @@ def resolve_decodings(options: DecodeOptions) -> Decodings:
         try:
             column_for(fmt, text, side)
         except DecodingError as e:
-            raise OptionError(f"{side}Schema" if given else f"{side}Format", str(e)) from None
-        found.append(Decoding(fmt, text, options.schema_registry_url, side))
+            raise OptionError(option, str(e)) from None
+        found.append(Decoding(fmt, text, registry, side))
     return found[0], found[1]
 
 

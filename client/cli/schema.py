@@ -5,8 +5,9 @@ profile. ``--format json`` prints the registry's own answer; a refusal is an err
 
 A secured registry (https, HTTP Basic): ``--basic-auth USER:PASSWORD`` (else ``$ODRADEK_SCHEMA_REGISTRY_BASIC_AUTH``)
 and ``--ca-location`` (the CA of its certificate), ``--certificate-location``/``--key-location`` (a client
-certificate). With the profile's URL, what is not given comes from the profile's client config (``dev up --security``
-saves the super user's: its SCRAM user and password, the cluster's CA and the admin client certificate)."""
+certificate; its key unencrypted). With the profile's URL, what is not given comes from the profile's client config
+(``dev up --security`` saves the super user's: its SCRAM user and password, the cluster's CA and the admin client
+certificate)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,11 @@ from typing import Any
 from odradek.client.cli.common import CommandError, add_command
 from odradek.client.cli.output import emit, table
 from odradek.client.cli.profile import load_profile
+from odradek.client.schema_registry import RegistryTlsError, TlsNames, tls_context, tls_hint
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 TIMEOUT_S = 30.0
+TLS_FLAGS = TlsNames("--ca-location", "--certificate-location", "--key-location", "")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -101,8 +104,9 @@ def registry_url(args: argparse.Namespace) -> str:
     return str(url).split(",")[0].rstrip("/")
 
 
-def _security(args: argparse.Namespace) -> tuple[str | None, ssl.SSLContext | None]:
-    """The Authorization header (None: none) and, for https, the TLS context (see the module doc)."""
+def _security(args: argparse.Namespace) -> tuple[str | None, ssl.SSLContext | None, bool]:
+    """The Authorization header (None: none), for https the TLS context (see the module doc), and whether that
+    presents a client certificate."""
     profile: dict[str, Any] = {} if _explicit_url(args) else dict(load_profile().get("client_config") or {})
     basic = args.basic_auth or os.environ.get("ODRADEK_SCHEMA_REGISTRY_BASIC_AUTH")
     if not basic and profile.get("sasl.username"):
@@ -111,17 +115,25 @@ def _security(args: argparse.Namespace) -> tuple[str | None, ssl.SSLContext | No
         raise CommandError("--basic-auth is USER:PASSWORD")
     header = "Basic " + base64.b64encode(basic.encode()).decode() if basic else None
     if not registry_url(args).lower().startswith("https://"):
-        return header, None
-    ca = args.ca_location or profile.get("ssl.ca.location") or None
-    certificate = args.certificate_location or profile.get("ssl.certificate.location")
-    key = args.key_location or profile.get("ssl.key.location")
+        given = [
+            flag
+            for flag, value in zip(
+                TLS_FLAGS[:3], (args.ca_location, args.certificate_location, args.key_location), strict=True
+            )
+            if value
+        ]
+        if given:
+            raise CommandError(f"{', '.join(given)}: only for an https:// registry URL (got {registry_url(args)})")
+        return header, None, False
+    files = (
+        str(args.ca_location or profile.get("ssl.ca.location") or ""),
+        str(args.certificate_location or profile.get("ssl.certificate.location") or ""),
+        str(args.key_location or profile.get("ssl.key.location") or ""),
+    )
     try:
-        context = ssl.create_default_context(cafile=ca)
-        if certificate or key:
-            context.load_cert_chain(str(certificate or ""), str(key or ""))
-    except (OSError, ssl.SSLError) as e:
-        raise CommandError(f"cannot read the TLS files: {e}") from None
-    return header, context
+        return header, tls_context(*files, names=TLS_FLAGS), bool(files[1])
+    except RegistryTlsError as e:
+        raise CommandError(str(e)) from None
 
 
 def call(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
@@ -130,7 +142,7 @@ def call(args: argparse.Namespace, method: str, path: str, body: Any = None) -> 
     request = urllib.request.Request(registry_url(args) + path, data=data, method=method)
     request.add_header("Content-Type", CONTENT_TYPE)
     request.add_header("Accept", CONTENT_TYPE)
-    header, context = _security(args)
+    header, context, presents_certificate = _security(args)
     if header is not None:
         request.add_header("Authorization", header)
     try:
@@ -142,8 +154,10 @@ def call(args: argparse.Namespace, method: str, path: str, body: Any = None) -> 
             raise CommandError(f"error_code {answer['error_code']}: {answer['message']}") from None
         except (ValueError, KeyError, TypeError):
             raise CommandError(f"HTTP {e.code} from the schema registry") from None
-    except urllib.error.URLError as e:
-        raise CommandError(f"cannot reach the schema registry at {registry_url(args)}: {e.reason}") from None
+    except OSError as e:  # a URLError, or a TLS error while reading the answer (TLS 1.3 reports a refusal then)
+        reason = e.reason if isinstance(e, urllib.error.URLError) else e
+        hint = tls_hint(e, registry_url(args), presents_certificate, TLS_FLAGS)
+        raise CommandError(f"cannot reach the schema registry at {registry_url(args)}: {reason}{hint}") from None
 
 
 def _quote(subject: str) -> str:

@@ -105,8 +105,34 @@ def test_brokers_serve_the_schema_registry_on_schema_registry_port() -> None:
         listener = node_config(spec, node_id).schema_registry_listener
         assert listener is not None and (listener.host, listener.port) == (spec.node(node_id).host, 8081)
     assert node_config(spec, 1).schema_registry_listener is None  # a controller serves no registry
-    with pytest.raises(ClusterSpecError, match="does not support --tls yet"):
-        render_node_config(spec, 4, tls_dir="/etc/odradek/tls")
+    assert all(not node_config(spec, n).schema_registry_tls for n in (3, 4, 5))  # plain HTTP without --tls
+
+
+def test_with_tls_the_schema_registry_is_https_with_the_nodes_certificate(tmp_path: Path) -> None:
+    """--tls makes the registry https with the node's own certificate and key, and asks its callers for a
+    certificate of the cluster CA as every other listener does; [properties] may still relax that for the registry
+    alone (schema.registry.ssl.client.auth), which the node's config then checks."""
+    for name in (node_stem(n) for n in range(1, 6)):
+        (tmp_path / f"{name}.crt").touch()
+        (tmp_path / f"{name}.key").touch()
+    (tmp_path / f"{CA_STEM}.crt").touch()
+    spec = parse_cluster(description(schema_registry_port=8081))
+    for node_id in (3, 4, 5):  # combined and brokers
+        text = render_node_config(spec, node_id, tmp_path)
+        assert f'"schema.registry.listeners" = "https://{spec.node(node_id).host}:8081"' in text
+        config = NodeConfig(tomllib.loads(text))
+        assert config.schema_registry_tls and config.schema_registry_client_auth == "required"
+        assert config["ssl.certificate.location"] == str(tmp_path / f"{node_stem(node_id)}.crt")
+        assert config.schema_registry_authentication == "none"  # the principal is the certificate's
+    assert NodeConfig(tomllib.loads(render_node_config(spec, 1, tmp_path))).schema_registry_listener is None
+    data = description(schema_registry_port=8081)
+    data["properties"]["schema.registry.ssl.client.auth"] = "requested"
+    relaxed = NodeConfig(tomllib.loads(render_node_config(parse_cluster(data), 4, tmp_path)))
+    assert relaxed.schema_registry_client_auth == "requested"
+    with pytest.raises(
+        ClusterSpecError, match=r"schema\.registry\.ssl\.client\.auth is set but schema\.registry\.listeners"
+    ):
+        render_node_config(parse_cluster(data), 4)  # plain HTTP takes no client certificates
 
 
 def test_a_combined_node_listens_on_both_ports() -> None:

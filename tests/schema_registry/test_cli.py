@@ -67,3 +67,14 @@ async def test_the_commands(url: str, tmp_path: Path, capsys: pytest.CaptureFixt
 async def test_a_refusal_is_an_error_with_the_registrys_code(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     status, _, err = await run(capsys, url, "get", "nope")
     assert status != 0 and "40401" in json.loads(err)["error"]["message"]
+
+
+async def test_tls_flags_with_a_plain_http_url_are_refused(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A flag that could not take effect is refused, never ignored: TLS files mean nothing to an http:// registry."""
+    ca = tmp_path / "ca.pem"
+    ca.write_text("unused")
+    status, out, err = await run(capsys, url, "list", "--ca-location", str(ca))
+    assert status != 0 and out is None
+    assert "--ca-location: only for an https:// registry URL" in json.loads(err)["error"]["message"]

@@ -34,7 +34,7 @@ from odradek.client import Consumer, Producer
 from odradek.client.acls import AclBinding
 from odradek.client.admin import Admin
 from odradek.client.cli.client_settings import security_only
-from odradek.client.serialization import RecordDeserializationError
+from odradek.client.serialization import RecordDeserializationError, SerializationError
 from odradek.deploy.local import DevCluster, running_cluster
 
 from ..integration.conftest import FAST, wait_for
@@ -213,6 +213,36 @@ def test_odradeks_serializers_reach_an_https_registry_with_the_cluster_ca(
         consumer.assign([("odradek-users", 0)])
         with pytest.raises(RecordDeserializationError, match="did not answer"):
             wait_for_error(consumer)
+
+
+def test_odradeks_serializers_log_in_with_a_client_certificate(
+    cluster: DevCluster, admin: Admin, urls: list[str]
+) -> None:
+    """odradek's producer and consumer present a client certificate (schema.registry.ssl.certificate.location and
+    .key.location, here the admin client's, whose principal is a super user) and no password: the registry takes
+    the certificate's principal, as a registry that requires client certificates (deploy config --tls) does. Without
+    the certificate, and without credentials, the same registration is 401."""
+    files = cluster.security_config()
+    registry = {
+        "schema.registry.url": ",".join(urls),
+        "schema.registry.ssl.ca.location": files["ssl.ca.location"],
+        "schema.registry.ssl.certificate.location": files["ssl.certificate.location"],
+        "schema.registry.ssl.key.location": files["ssl.key.location"],
+    }
+    admin.create_topic("odradek-mtls", partitions=1, replication_factor=2)
+    serde = {"value.serializer": "avro", "value.schema": USER_SCHEMA}
+    ca_only = {k: v for k, v in registry.items() if "certificate" not in k and ".key." not in k}
+    producer = Producer({**cluster.client_config(), **serde, **ca_only})
+    with producer, pytest.raises(SerializationError, match="40101"):
+        producer.send("odradek-mtls", {"name": "ada", "favorite_number": 5}, partition=0)
+    with Producer({**cluster.client_config(), **serde, **registry}) as producer:
+        producer.send("odradek-mtls", {"name": "ada", "favorite_number": 5}, partition=0).result(30)
+    consumer_config = {**cluster.client_config(), "auto.offset.reset": "earliest", "value.deserializer": "avro"}
+    with Consumer({**consumer_config, **registry}) as consumer:
+        consumer.assign([("odradek-mtls", 0)])
+        values: list[object] = []
+        wait_for(lambda: values.extend(r.value for r in consumer.poll(1000)) or values, 30, 0.1, "the record")
+    assert values == [{"name": "ada", "favorite_number": 5}]
 
 
 def wait_for_error(consumer: Consumer) -> None:

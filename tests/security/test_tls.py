@@ -8,6 +8,7 @@ import socket
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -21,7 +22,7 @@ from odradek.client.config import AdminConfig, ConsumerConfig, ProducerConfig
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import ConfigError as ClientConfigError
 from odradek.client.errors import NetworkError, OdradekError
-from odradek.client.tls import TlsFiles
+from odradek.client.tls import TlsFileError, TlsFiles, load_identity
 from odradek.deploy.certs import Issued, make_ca, make_leaf
 from odradek.proto import admin_pb2, admin_pb2_grpc
 
@@ -253,6 +254,29 @@ def test_a_missing_file_or_wrong_key_password_stops_the_node_with_its_name(tmp_p
     NodeTls(node_config(tmp_path, **keys, **{"ssl.key.password": "secret"})).check()
     with pytest.raises(ConfigError, match=r"ssl\.key\.password"):
         NodeTls(node_config(tmp_path, **keys, **{"ssl.key.password": "wrong"})).check()
+
+
+def test_an_encrypted_key_without_its_password_fails_instead_of_prompting(tmp_path: Path, ca: Issued) -> None:
+    """Given no password for an encrypted key, ssl asks OpenSSL's terminal prompt for one, and a process with a
+    terminal hangs there. A client's https identity (load_identity) always hands ssl a password, empty if none was
+    configured, so an encrypted key without one fails at once, naming the file."""
+    leaf = make_leaf(ca, "locked", ["127.0.0.1"])
+    cert, key = leaf.write(tmp_path, "locked")
+    key.write_bytes(
+        leaf.key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.BestAvailableEncryption(b"s")
+        )
+    )
+    passwords: list[object] = []
+
+    class Recording(ssl.SSLContext):
+        def load_cert_chain(self, certfile: Any, keyfile: Any = None, password: Any = None) -> None:
+            passwords.append(password)
+            super().load_cert_chain(certfile, keyfile, password)
+
+    with pytest.raises(TlsFileError, match=r"ssl\.key\.location"):
+        load_identity(Recording(ssl.PROTOCOL_TLS_CLIENT), TlsFiles("", str(cert), str(key)))
+    assert passwords == [""]  # a password, so no prompt
 
 
 def test_client_security_keys_choose_tls_channels(tmp_path: Path) -> None:
