@@ -1,5 +1,5 @@
 """Automatic topic creation (``auto.create.topics.enable``): topics a Metadata request names that do not exist are
-created, when the request allows it, through the Admin service's CreateTopics (which forwards to the active
+created, when the request allows it, through the admin service's CreateTopics (which forwards to the active
 controller, as any CreateTopics) with this broker's ``num.partitions`` and ``default.replication.factor``.
 
 The broker's Metadata service asks here for both listeners, and only for topics named one by one (a request for
@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 from odradek.client.common.access import OPEN, AccessControl
 from odradek.client.common.acls import AclOperation, ResourceType
-from odradek.client.common.caller import caller_of
+from odradek.client.common.admin.topics import CreatableTopic, CreateTopics, CreateTopicsAnswer
+from odradek.client.common.request_context import RequestContext
 from odradek.client.common.topic_rules import INTERNAL_TOPICS, validate_topic_name
 from odradek.client.errors import ErrorCode, OdradekError
-from odradek.proto import admin_pb2 as apb
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +43,8 @@ _RETRY_LATER = frozenset(
     {ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT}
 )
 
-CreateTopics = Callable[[apb.CreateTopicsRequest, Any], Awaitable[apb.CreateTopicsResponse]]
-"""The Admin service's CreateTopics: (request, servicer context) -> response."""
+CreateTopicsCall = Callable[[CreateTopics, RequestContext], Awaitable[CreateTopicsAnswer]]
+"""The admin service's ``create_topics``, as the caller of the Metadata request: (request, its context) -> answer."""
 
 
 class TopicAutoCreation:
@@ -53,7 +52,7 @@ class TopicAutoCreation:
 
     def __init__(
         self,
-        create_topics: CreateTopics,
+        create_topics: CreateTopicsCall,
         num_partitions: int,
         replication_factor: int,
         access: AccessControl = OPEN,
@@ -66,13 +65,13 @@ class TopicAutoCreation:
         self.timeout_ms = timeout_ms
         self._inflight: set[str] = set()  # topics whose creation this broker awaits
 
-    async def create(self, names: Sequence[str], context: Any) -> dict[str, ErrorCode.ValueType]:
+    async def create(self, names: Sequence[str], ctx: RequestContext) -> dict[str, ErrorCode.ValueType]:
         """The Metadata error of each of ``names`` (topics the image does not have, which the request may create)
         once their creation has been asked for: LEADER_NOT_AVAILABLE for those created or being created, else why
-        not. ``context`` is the Metadata call's: the caller the creation is authorized as."""
+        not. ``ctx`` is the Metadata request's: the caller the creation is authorized as."""
         answers: dict[str, ErrorCode.ValueType] = {}
         names = list(dict.fromkeys(names))
-        for name in self._create_denied(names, context):
+        for name in self._create_denied(names, ctx):
             answers[name] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         creatable = []
         for name in names:
@@ -87,33 +86,33 @@ class TopicAutoCreation:
             else:
                 creatable.append(name)
         if creatable:
-            answers.update(await self._create(creatable, context))
+            answers.update(await self._create(creatable, ctx))
         return answers
 
-    def _create_denied(self, names: Sequence[str], context: Any) -> set[str]:
+    def _create_denied(self, names: Sequence[str], ctx: RequestContext) -> set[str]:
         """The topics the caller may not create: all allowed with cluster Create, else those without topic Create
         (audited as the Metadata request's denials; the cluster check is not, as Kafka logs only the topic's)."""
         access = self.access
         if not access.enabled or not names:
             return set()
-        caller = caller_of(context)
+        caller = ctx.caller
         if access.allows_cluster(caller, AclOperation.CREATE, api="Metadata", audit_denial=False):
             return set()
         return access.denied(caller, AclOperation.CREATE, ResourceType.TOPIC, names, api="Metadata")
 
-    async def _create(self, names: list[str], context: Any) -> dict[str, ErrorCode.ValueType]:
-        request = apb.CreateTopicsRequest(
-            topics=[
-                apb.CreatableTopic(
+    async def _create(self, names: list[str], ctx: RequestContext) -> dict[str, ErrorCode.ValueType]:
+        request = CreateTopics(
+            topics=tuple(
+                CreatableTopic(
                     name=name, num_partitions=self.num_partitions, replication_factor=self.replication_factor
                 )
                 for name in names
-            ],
+            ),
             timeout_ms=self.timeout_ms,
         )
         self._inflight.update(names)
         try:
-            answer = await self.create_topics(request, context)
+            answer = await self.create_topics(request, ctx)
         except OdradekError as e:  # the whole request failed (no controller): the client's retry asks again
             logger.info("automatic creation of %s failed: %s", ", ".join(names), e)
             return dict.fromkeys(names, ErrorCode.LEADER_NOT_AVAILABLE)
@@ -132,5 +131,5 @@ class TopicAutoCreation:
                 )
             elif t.error not in _RETRY_LATER:
                 logger.info("automatic creation of topic %s refused: %s", t.name, t.error_message or t.error)
-            out[t.name] = ErrorCode.LEADER_NOT_AVAILABLE if t.error in _RETRY_LATER else t.error
+            out[t.name] = ErrorCode.LEADER_NOT_AVAILABLE if t.error in _RETRY_LATER else ErrorCode.ValueType(t.error)
         return out

@@ -21,9 +21,9 @@ from odradek.broker.config import ConfigError, NodeConfig
 from odradek.broker.dataplane import BrokerService
 from odradek.broker.fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
+from odradek.broker.groups.group_service import GroupService
 from odradek.broker.groups.lag import EndOffsetPoller, lag_samples
 from odradek.broker.groups.records import OFFSETS_TOPIC
-from odradek.broker.groups.service import GroupCoordinatorService
 from odradek.broker.isr_changes import IsrChangeSender
 from odradek.broker.lifecycle import BrokerLifecycleManager
 from odradek.broker.log import durability
@@ -37,15 +37,17 @@ from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.quotas.manager import QuotaConfig
 from odradek.broker.replica_manager import ReplicaManager, broker_log_config
 from odradek.broker.security.tls import NodeTls
+from odradek.broker.share.broker import ShareBroker
 from odradek.broker.throttling import BrokerQuotas
 from odradek.broker.transactions.coordinator import TransactionCoordinator, TxnCoordinatorConfig
 from odradek.broker.transactions.markers import MarkerChannel, grpc_sender
 from odradek.broker.transactions.records import TRANSACTION_STATE_TOPIC
-from odradek.broker.transactions.service import TransactionsService
+from odradek.broker.transactions.txn_service import TxnService
 from odradek.broker.txn_markers import PartitionTransactions
 from odradek.broker.txn_verifier import TxnVerifier
 from odradek.client.common.access import OPEN, AccessControl
 from odradek.client.common.metadata_image import MetadataFeed
+from odradek.client.common.topic_rules import SHARE_STATE_TOPIC
 from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode, StorageError
 from odradek.client.structs import TopicPartition
@@ -134,6 +136,8 @@ class BrokerRole:
         )
         self.replicas.add_leadership_listener(self.transactions.on_leadership)
         self.partition_transactions = PartitionTransactions(self.replicas, self.groups.on_txn_marker)
+        self.share = ShareBroker(c, image, self.replicas, self.groups, self._create_share_state_topic)
+        self.replicas.add_leadership_listener(self.share.on_leadership)
         self.verifier = TxnVerifier(c.node_id, self.transactions.find_coordinator, self._verify_locally)
         self.cleaner = BrokerLogCleaner(c, self.logs, self.replicas)
         self.log_dir_moves = LogDirMoves(
@@ -223,13 +227,15 @@ class BrokerRole:
             log_dir_moves=self.log_dir_moves,
         )
 
-    def group_service(self, access: AccessControl = OPEN) -> GroupCoordinatorService:
-        """The group coordinator served on the broker listener (FindCoordinator answers for transactions too)."""
-        return GroupCoordinatorService(self.groups, self.transactions.find_coordinator, access)
+    def group_service(self, access: AccessControl = OPEN) -> GroupService:
+        """The group coordinator's service, which every listener serves (FindCoordinator answers for transactions
+        too)."""
+        return GroupService(self.groups, self.transactions.find_coordinator, access)
 
-    def transactions_service(self, access: AccessControl = OPEN) -> TransactionsService:
-        """The transaction coordinator and the partition leaders' marker writes, on the broker listener."""
-        return TransactionsService(self.transactions, self.partition_transactions, access)
+    def transactions_service(self, access: AccessControl = OPEN) -> TxnService:
+        """The transaction coordinator's and the partition leaders' service (markers, producers), which every
+        listener serves."""
+        return TxnService(self.transactions, self.partition_transactions, access)
 
     async def _verify_locally(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
@@ -254,6 +260,20 @@ class BrokerRole:
         if response is not None and response.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
             logger.warning("creating %s failed: %s", TRANSACTION_STATE_TOPIC, response.error_message or response.error)
 
+    async def _create_share_state_topic(self, partitions: int, replication_factor: int) -> None:
+        """The share state topic (KIP-932) on first use, created by the active controller with
+        share.coordinator.state.topic.min.isr."""
+        request = cpb.CreateInternalTopicRequest(
+            broker_id=self.config.node_id,
+            name=SHARE_STATE_TOPIC,
+            num_partitions=partitions,
+            replication_factor=replication_factor,
+            min_insync_replicas=self.config["share.coordinator.state.topic.min.isr"],
+        )
+        response = await self.lifecycle.call("CreateInternalTopic", request)
+        if response is not None and response.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+            logger.warning("creating %s failed: %s", SHARE_STATE_TOPIC, response.error_message or response.error)
+
     async def _create_offsets_topic(self, partitions: int, replication_factor: int) -> None:
         """The offsets topic on first use, created by the active controller (it caps the replication factor)."""
         request = cpb.CreateInternalTopicRequest(
@@ -274,6 +294,7 @@ class BrokerRole:
         self._log_task = asyncio.create_task(self._log_maintenance(), name="log-maintenance")
         self._group_lag_task = asyncio.create_task(self.end_offsets.run(), name="group-lag")
         self.cleaner.start()
+        self.share.start()
 
     async def stop(self, step: Step) -> None:
         """Controlled shutdown (leaderships move away first), then the loops that talk to the cluster."""
@@ -285,6 +306,7 @@ class BrokerRole:
             self._group_lag_task.cancel()
             await asyncio.gather(self._group_lag_task, return_exceptions=True)
         await step("group-lag", self.end_offsets.close())
+        await step("share-groups", self.share.close())
         await step("groups", self.groups.close())
         await step("transactions", self.transactions.close())
         await step("transaction-channels", self._close_transaction_channels())

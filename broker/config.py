@@ -526,6 +526,20 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "group.consumer.min.heartbeat.interval.ms": (_at_least(1), 5000),
     "group.consumer.max.heartbeat.interval.ms": (_at_least(1), 15000),
     "group.consumer.migration.policy": (_migration_policy, "bidirectional"),
+    # KIP-932 share groups (Kafka's names and defaults): the share-partitions' acquisition locks, delivery limit and
+    # in-flight cap (read by each partition leader), the members' sessions (read by the group coordinator)
+    "group.share.record.lock.duration.ms": (_at_least(1), 30000),
+    "group.share.delivery.count.limit": (_at_least(1), 5),
+    "group.share.partition.max.record.locks": (_at_least(1), 2000),
+    "group.share.session.timeout.ms": (_at_least(1), 45000),
+    "group.share.heartbeat.interval.ms": (_at_least(1), 5000),
+    "group.share.max.size": (_at_least(1), 200),
+    # the share coordinator: share-partitions' durable state in __share_group_state
+    "share.coordinator.state.topic.num.partitions": (_at_least(1), 50),
+    "share.coordinator.state.topic.replication.factor": (_at_least(1), 3),
+    "share.coordinator.state.topic.min.isr": (_at_least(1), 2),
+    "share.coordinator.snapshot.update.records.per.snapshot": (_at_least(1), 500),
+    "share.coordinator.write.timeout.ms": (_at_least(1), 5000),
     # the transaction coordinator (Kafka's names and defaults)
     "transaction.state.log.num.partitions": (_at_least(1), 50),
     "transaction.state.log.replication.factor": (_at_least(1), 3),
@@ -631,6 +645,8 @@ class NodeConfig:
                 "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms"
             )
         self._check_consumer_group_bounds()
+        if self._values["group.share.heartbeat.interval.ms"] >= self._values["group.share.session.timeout.ms"]:
+            raise ConfigError("group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms")
 
     def _check_consumer_group_bounds(self) -> None:
         """Kafka's: each KIP-848 default lies within its bounds (which also bound the groups' own configs)."""

@@ -17,9 +17,39 @@ from dataclasses import dataclass
 from odradek.broker.log_dirs import LogDirUsage, log_dir_usage
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.client.errors import ErrorCode
-from odradek.proto import broker_pb2 as pb
 
 UNKNOWN = -1
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirReplica:
+    topic: str
+    partition: int
+    size_bytes: int
+    offset_lag: int  # offsets behind the partition's leader: 0 on the leader, UNKNOWN when not known
+    log_end_offset: int
+    is_leader: bool
+    log_start_offset: int
+    uncleanable: str  # why the log cleaner gave up on this replica ("": it did not)
+    # The copy of a replica moving into this dir: its lag is behind the replica it will replace.
+    is_future: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    path: str
+    error: int = ErrorCode.NONE  # KAFKA_STORAGE_ERROR: the dir is offline (no figures)
+    total_bytes: int = UNKNOWN  # of the file system holding the dir
+    free_bytes: int = UNKNOWN
+    used_bytes: int = UNKNOWN  # bytes of every replica in the dir (whatever the topic filter)
+    replicas: tuple[LogDirReplica, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirsAnswer:
+    broker_id: int
+    dirs: tuple[LogDirDescription, ...] = ()
+    error: int = ErrorCode.NONE  # CLUSTER_AUTHORIZATION_FAILED: the caller may not describe them
 
 
 @dataclass(frozen=True)
@@ -37,7 +67,7 @@ def describe_log_dirs(
     topics: Collection[str] = (),
     uncleanable: Mapping[tuple[str, int], str] | None = None,
     futures: Mapping[tuple[str, int], ReplicaPosition] | None = None,
-) -> pb.DescribeLogDirsResponse:
+) -> LogDirsAnswer:
     """The answer for ``usage`` (every dir, the replicas of ``topics`` in each; all replicas when empty);
     ``uncleanable``: the replicas the log cleaner gave up on, and why; ``futures``: the future replicas'
     positions."""
@@ -47,11 +77,7 @@ def describe_log_dirs(
     dirs = []
     for d in usage:
         if not d.online:
-            dirs.append(
-                pb.LogDirDescription(
-                    path=d.path, error=ErrorCode.KAFKA_STORAGE_ERROR, total_bytes=-1, free_bytes=-1, used_bytes=-1
-                )
-            )
+            dirs.append(LogDirDescription(d.path, ErrorCode.KAFKA_STORAGE_ERROR))
             continue
         replicas = []
         for r in d.replicas:
@@ -60,7 +86,7 @@ def describe_log_dirs(
             known = futures if r.is_future else positions
             at = known.get((r.topic, r.partition), ReplicaPosition(UNKNOWN, False, UNKNOWN, UNKNOWN))
             replicas.append(
-                pb.LogDirReplica(
+                LogDirReplica(
                     topic=r.topic,
                     partition=r.partition,
                     size_bytes=r.size_bytes,
@@ -73,15 +99,9 @@ def describe_log_dirs(
                 )
             )
         dirs.append(
-            pb.LogDirDescription(
-                path=d.path,
-                total_bytes=d.total_bytes,
-                free_bytes=d.free_bytes,
-                used_bytes=d.size_bytes,
-                replicas=replicas,
-            )
+            LogDirDescription(d.path, ErrorCode.NONE, d.total_bytes, d.free_bytes, d.size_bytes, tuple(replicas))
         )
-    return pb.DescribeLogDirsResponse(broker_id=broker_id, dirs=dirs)
+    return LogDirsAnswer(broker_id, tuple(dirs))
 
 
 def replica_positions(replicas: ReplicaManager) -> dict[tuple[str, int], ReplicaPosition]:
@@ -113,7 +133,7 @@ async def answer(
     replicas: ReplicaManager,
     topics: Collection[str],
     uncleanable: Mapping[tuple[str, int], str] | None = None,
-) -> pb.DescribeLogDirsResponse:
+) -> LogDirsAnswer:
     """Positions are read on the event loop (which changes them); disk figures in a thread, as a stuck disk's
     ``statvfs`` must not stall the broker."""
     positions, futures = replica_positions(replicas), future_positions(replicas)

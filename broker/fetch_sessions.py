@@ -14,12 +14,14 @@ that stops fetching stops refreshing, so the ISR drops it once it falls behind f
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily
 
+from odradek.broker.api.data import FetchRequest, FetchTopic
 from odradek.broker.fetch_session import FetchSession, FetchSessionCache, Key, PartitionRead, Seen, SessionError
 from odradek.broker.metrics import gauge
 from odradek.broker.replica_manager import monotonic_ms
@@ -27,23 +29,8 @@ from odradek.broker.replica_manager import monotonic_ms
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
-    from odradek.broker.dataplane import FetchOutcome, FetchOutcomes, _FetchPass
+    from odradek.broker.api.data import FetchOutcome, FetchOutcomes, _FetchPass
     from odradek.broker.replica_manager import ReplicaManager
-
-
-class _Topic(NamedTuple):
-    name: str
-    partitions: list[PartitionRead]
-
-
-class _PassRequest(NamedTuple):
-    """One pass's partitions under the fields BrokerService's read pass takes from a request."""
-
-    replica_id: int
-    replica_epoch: int
-    max_bytes: int
-    isolation_level: int
-    topics: list[_Topic]
 
 
 def seen_of(outcome: FetchOutcome) -> Seen:
@@ -190,7 +177,7 @@ class SessionRound:
         """The topics this round may read (a consumer's Read ACL is checked on each)."""
         return {name for name, _ in self.session.partitions}
 
-    async def run(self, read: Callable[[Any], _FetchPass], request: Any) -> _FetchPass:
+    async def run(self, read: Callable[[FetchRequest], _FetchPass], request: FetchRequest) -> _FetchPass:
         """Read, and wait on the session while less than ``min_bytes`` of news was found. ``read`` is the broker's
         pass over a request's partitions; the answer holds only the partitions with news."""
         session = self.session
@@ -238,13 +225,11 @@ class SessionRound:
         session.answered(answered)
         return done
 
-    def _pass(self, read: Callable[[Any], _FetchPass], request: Any) -> _FetchPass:
+    def _pass(self, read: Callable[[FetchRequest], _FetchPass], request: FetchRequest) -> _FetchPass:
         """One read of the partitions that may have news; the outcomes without news are closed and left out."""
         session = self.session
-        topics = [_Topic(name, parts) for name, parts in session.next_pass()]
-        done = read(
-            _PassRequest(request.replica_id, request.replica_epoch, request.max_bytes, request.isolation_level, topics)
-        )
+        topics = [FetchTopic(name, parts) for name, parts in session.next_pass()]
+        done = read(dataclasses.replace(request, topics=topics))
         if done.outcomes is None:
             return done
         self.sessions.watch(session, ((t.name, p.partition) for t in topics for p in t.partitions))

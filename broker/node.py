@@ -29,6 +29,7 @@ from odradek.broker.config import TLS_PROTOCOLS, ConfigError, Endpoint, NodeConf
 from odradek.broker.dataplane import BrokerService
 from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.fetch_sessions import FetchSessions
+from odradek.broker.groups.group_service import GroupService
 from odradek.broker.groups.service import GroupCoordinatorService
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
@@ -45,6 +46,7 @@ from odradek.broker.serving_gate import ServingGate
 from odradek.broker.storage import verify_storage
 from odradek.broker.throttling import QuotaInterceptor
 from odradek.broker.topic_defaults import topic_defaults
+from odradek.broker.transactions.service import TransactionsService
 from odradek.client.common import clock
 from odradek.client.common.access import AccessControl
 from odradek.client.common.group_configs import GroupConfigSettings
@@ -52,6 +54,7 @@ from odradek.client.common.scram import Mechanism, ScramCredential
 from odradek.client.connection import channel_options, set_inter_node_security
 from odradek.client.record import codec
 from odradek.controller.active import ActiveController
+from odradek.controller.admin.service import NodeAdmin
 from odradek.controller.brokers import BrokerControl
 from odradek.controller.metadata.state_machine import MetadataStateMachine
 from odradek.controller.quorum.driver import RaftDriver, RaftService
@@ -63,6 +66,7 @@ from odradek.proto import (
     group_pb2_grpc,
     raft_pb2_grpc,
     security_pb2_grpc,
+    share_pb2_grpc,
     transaction_pb2_grpc,
 )
 
@@ -107,7 +111,8 @@ class Node:
         self.http_api: HttpApi | None = None
         self.metrics = NodeMetrics(c.node_id)
         self.metrics.add_collector(self._collect)
-        self.admin: AdminService | None = None
+        self.admin_service: NodeAdmin | None = None  # the typed admin service the listeners' adapters call
+        self.admin: AdminService | None = None  # its gRPC adapter, the Admin service
         self._stopped = asyncio.Event()
         self._stop_requested = asyncio.Event()  # a signal, or a fatal error of the Raft driver
         # Where SASL listeners find SCRAM credentials (replaceable before start, for tests).
@@ -175,7 +180,8 @@ class Node:
         c = self.config
         if c.is_controller:
             self.controller = self._build_controller()
-        admin = self.admin = self._build_admin()
+        self.admin_service = self._build_admin()
+        admin = self.admin = AdminService(self.admin_service)
         if self.controller is not None:
             self._serve_controller(self.controller, admin)
         if c.is_broker:
@@ -222,7 +228,7 @@ class Node:
             recovery_strategy=self._recovery_strategy,
         )
 
-    def _build_admin(self) -> AdminService:
+    def _build_admin(self) -> NodeAdmin:
         """Admin is served by both roles; requests reach the active controller through ``self.controller`` when
         this node has one, or are forwarded to it."""
         c = self.config
@@ -231,7 +237,7 @@ class Node:
             "default.replication.factor": c["default.replication.factor"],
             "max.partitions.per.broker": c["max.partitions.per.broker"],
         }
-        return AdminService(
+        return NodeAdmin(
             self.sm,
             self.driver,
             self.voters,
@@ -300,7 +306,12 @@ class Node:
         admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
         access = self.access
         auto_create = (
-            TopicAutoCreation(admin.CreateTopics, c["num.partitions"], c["default.replication.factor"], access)
+            TopicAutoCreation(
+                admin.service.create_topics,
+                c["num.partitions"],
+                c["default.replication.factor"],
+                access,
+            )
             if c["auto.create.topics.enable"]
             else None
         )
@@ -309,8 +320,9 @@ class Node:
         )
         broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
         groups, transactions = broker.group_service(access), broker.transactions_service(access)
-        group_pb2_grpc.add_GroupCoordinatorServicer_to_server(groups, server)
-        transaction_pb2_grpc.add_TransactionsServicer_to_server(transactions, server)
+        group_pb2_grpc.add_GroupCoordinatorServicer_to_server(GroupCoordinatorService(groups), server)
+        transaction_pb2_grpc.add_TransactionsServicer_to_server(TransactionsService(transactions), server)
+        share_pb2_grpc.add_ShareCoordinatorServicer_to_server(broker.share.coordinator_service(access), server)
         self.http_api = self._build_http_api(admin, service, groups, ready)
         endpoint = self.config.kafka_listener
         if endpoint is not None:
@@ -325,16 +337,17 @@ class Node:
                 self.cluster_id,
                 name,
                 lambda: sm.image,
-                service.controller_id,
+                service.metadata.controller_id,
                 kafka_address,
                 service,
                 groups,
                 transactions,
-                admin,
+                admin.service,
                 broker.quotas,
                 access,
                 self.config,
                 self._fetch_sessions(service),
+                share=broker.share.service(access),
             )
             # A connection's session, given its client certificate's principal if it has one.
             kafka_sasl = functools.partial(SaslSession, mechanisms, lookup) if c.requires_sasl(endpoint) else None
@@ -355,9 +368,11 @@ class Node:
             )
 
     def _build_http_api(
-        self, admin: AdminService, service: BrokerService, groups: GroupCoordinatorService, ready: asyncio.Event
+        self, admin: AdminService, service: BrokerService, groups: GroupService, ready: asyncio.Event
     ) -> HttpApi | None:
-        """The HTTP API on http.listeners (None when unset), over the services this broker's listeners serve."""
+        """The HTTP API on http.listeners (None when unset), over the typed services this broker's other listeners'
+        adapters call (the admin service behind its gRPC adapter, the data and replica services behind
+        ``BrokerService``)."""
         c = self.config
         endpoint = c.http_listener
         if endpoint is None:
@@ -366,7 +381,16 @@ class Node:
         from odradek.broker.rest.service import Services
 
         services = Services(
-            c.node_id, self.cluster_id, c, lambda: self.sm.image, admin, service, groups, self.access, clock.wall_ms
+            c.node_id,
+            self.cluster_id,
+            c,
+            lambda: self.sm.image,
+            admin.service,
+            service.service,
+            service.replica_service,
+            groups,
+            self.access,
+            clock.wall_ms,
         )
         api = HttpApi(
             services,
@@ -459,8 +483,8 @@ class Node:
             await _step("kafka listener", self.kafka.stop())
         if self.broker is not None:
             await self.broker.close()
-        if self.admin is not None:
-            await _step("admin", self.admin.close())
+        if self.admin_service is not None:
+            await _step("admin", self.admin_service.close())
         # The process's inter-node security was this node's: a client or a later node in the same process (tests,
         # embedded use) starts from plaintext again, not from this node's certificates.
         set_inter_node_security(None)

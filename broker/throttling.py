@@ -13,7 +13,7 @@ module is its gRPC shell:
   request) into the response's ``throttle_time_ms`` and mutes the client for that long. The response itself is
   sent at once (KIP-219): a client that honours the throttle waits before its next request; one that does not
   finds that request held.
-- Produce and consumer Fetch handlers charge bytes through ``current_client()`` (broker/dataplane.py): produce
+- Produce and consumer Fetch charge bytes to the client their request context names (broker/api/data.py): produce
   after the append, fetch checked before the read (a throttled fetch reads nothing and is not charged).
 
 Exempt: replication (Fetch from a follower), transaction markers and replica log queries between brokers, and
@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Coroutine, Generator, Iterator
-from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 import grpc
@@ -66,14 +65,6 @@ class ClientIdentity(NamedTuple):
     peer: str  # the gRPC peer (one connection)
     user: str
     client_id: str
-
-
-_current: ContextVar[ClientIdentity | None] = ContextVar("odradek_quota_client", default=None)
-
-
-def current_client() -> ClientIdentity | None:
-    """The client whose request is being handled, or None when quotas do not apply to it."""
-    return _current.get()
 
 
 class BrokerQuotas:
@@ -198,10 +189,11 @@ class _TimedSteps:
 async def handle_under_quotas(
     quotas: BrokerQuotas, who: ClientIdentity, handler: Coroutine[Any, Any, Any], throttled: Callable[[Any], int]
 ) -> tuple[Any, int]:
-    """Run one client request under quotas, whatever the listener: hold it while ``who`` is muted, name the client
-    for the byte quotas (``current_client``), time the handler's event-loop steps for the request quota, then mute
-    the client for the largest throttle. Returns the handler's answer and that throttle (ms), which the caller puts
-    into the answer's ``throttle_time_ms``; ``throttled(answer)`` is the throttle the handler already decided."""
+    """Run one client request under quotas, whatever the listener: hold it while ``who`` is muted, time the
+    handler's event-loop steps for the request quota, then mute the client for the largest throttle (the byte
+    quotas are charged by the data service, to the client its request context names). Returns the handler's
+    answer and that throttle (ms), which the caller puts into the answer's ``throttle_time_ms``;
+    ``throttled(answer)`` is the throttle the handler already decided."""
     wait = quotas.mutes.remaining_ms(who, quotas.clock())
     if wait > 0:
         try:
@@ -209,12 +201,8 @@ async def handle_under_quotas(
         except BaseException:  # cancelled while held (the connection went away): the handler never runs
             handler.close()
             raise
-    token = _current.set(who)
     timed = _TimedSteps(handler) if quotas.request.enabled else None
-    try:
-        answer = await (timed if timed is not None else handler)
-    finally:
-        _current.reset(token)
+    answer = await (timed if timed is not None else handler)
     now = quotas.clock()
     throttle = 0
     if timed is not None:

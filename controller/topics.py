@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from odradek.client.common.metadata_image import TOPIC_RESOURCE, MetadataImage, TopicImage
-from odradek.client.common.topic_rules import INTERNAL_TOPICS, validate_configs, validate_topic_name
+from odradek.client.common.topic_rules import INTERNAL_TOPICS, SHARE_STATE_TOPIC, validate_configs, validate_topic_name
 from odradek.client.errors import ErrorCode
 from odradek.controller.placement import BrokerSlot, PlacementError, assign_replicas
 from odradek.proto import metadata_pb2 as md
@@ -236,10 +236,13 @@ def internal_topic_request(
     """The creation of an internal topic as the cluster makes it: the replication factor capped at the registered
     brokers, ``min.insync.replicas`` as asked but at most the replication factor (0: 2 where it is at least 3,
     else 1), compacted, with segments of ``segment_bytes`` (0: the broker default) so that the cleaner, which never
-    touches the active segment, keeps the topic small."""
+    touches the active segment, keeps the topic small. The share state topic is not compacted but kept whole, as
+    Kafka's: a share-partition's snapshot and the updates after it are all needed to read its state."""
     rf = max(1, min(replication_factor, len(image.brokers)))
     min_isr = min(min_insync_replicas, rf) if min_insync_replicas > 0 else (2 if rf >= 3 else 1)
     configs = {"cleanup.policy": "compact", "min.insync.replicas": str(min_isr)}
+    if name == SHARE_STATE_TOPIC:
+        configs.update({"cleanup.policy": "delete", "retention.ms": "-1"})
     if segment_bytes > 0:
         configs["segment.bytes"] = str(segment_bytes)
     return TopicRequest(name=name, partitions=partitions, replication_factor=rf, configs=configs)

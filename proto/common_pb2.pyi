@@ -110,6 +110,7 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     UNACCEPTABLE_CREDENTIAL: _ErrorCode.ValueType  # 93
     INCONSISTENT_VOTER_SET: _ErrorCode.ValueType  # 94
     INVALID_UPDATE_VERSION: _ErrorCode.ValueType  # 95
+    UNKNOWN_TOPIC_ID: _ErrorCode.ValueType  # 100
     DUPLICATE_BROKER_REGISTRATION: _ErrorCode.ValueType  # 101
     BROKER_ID_NOT_REGISTERED: _ErrorCode.ValueType  # 102
     INCONSISTENT_CLUSTER_ID: _ErrorCode.ValueType  # 104
@@ -121,6 +122,12 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     UNSUPPORTED_ASSIGNOR: _ErrorCode.ValueType  # 112
     STALE_MEMBER_EPOCH: _ErrorCode.ValueType  # 113
     TRANSACTION_ABORTABLE: _ErrorCode.ValueType  # 120
+    INVALID_RECORD_STATE: _ErrorCode.ValueType  # 121
+    """KIP-932: a record acknowledged that the member does not hold"""
+    SHARE_SESSION_NOT_FOUND: _ErrorCode.ValueType  # 122
+    INVALID_SHARE_SESSION_EPOCH: _ErrorCode.ValueType  # 123
+    FENCED_STATE_EPOCH: _ErrorCode.ValueType  # 124
+    """KIP-932: a share state write from before the group's offsets were reset"""
     INVALID_REGULAR_EXPRESSION: _ErrorCode.ValueType  # 128
 
 class ErrorCode(_ErrorCode, metaclass=_ErrorCodeEnumTypeWrapper):
@@ -215,6 +222,7 @@ DUPLICATE_RESOURCE: ErrorCode.ValueType  # 92
 UNACCEPTABLE_CREDENTIAL: ErrorCode.ValueType  # 93
 INCONSISTENT_VOTER_SET: ErrorCode.ValueType  # 94
 INVALID_UPDATE_VERSION: ErrorCode.ValueType  # 95
+UNKNOWN_TOPIC_ID: ErrorCode.ValueType  # 100
 DUPLICATE_BROKER_REGISTRATION: ErrorCode.ValueType  # 101
 BROKER_ID_NOT_REGISTERED: ErrorCode.ValueType  # 102
 INCONSISTENT_CLUSTER_ID: ErrorCode.ValueType  # 104
@@ -226,6 +234,12 @@ UNRELEASED_INSTANCE_ID: ErrorCode.ValueType  # 111
 UNSUPPORTED_ASSIGNOR: ErrorCode.ValueType  # 112
 STALE_MEMBER_EPOCH: ErrorCode.ValueType  # 113
 TRANSACTION_ABORTABLE: ErrorCode.ValueType  # 120
+INVALID_RECORD_STATE: ErrorCode.ValueType  # 121
+"""KIP-932: a record acknowledged that the member does not hold"""
+SHARE_SESSION_NOT_FOUND: ErrorCode.ValueType  # 122
+INVALID_SHARE_SESSION_EPOCH: ErrorCode.ValueType  # 123
+FENCED_STATE_EPOCH: ErrorCode.ValueType  # 124
+"""KIP-932: a share state write from before the group's offsets were reset"""
 INVALID_REGULAR_EXPRESSION: ErrorCode.ValueType  # 128
 Global___ErrorCode: _TypeAlias = ErrorCode  # noqa: Y015
 

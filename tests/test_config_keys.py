@@ -54,6 +54,9 @@ CLEANER_SERVICE = "tests/broker/test_log_cleaner_service.py"
 CLEANER_PASS = "tests/log/cleaner/test_cleaner_pass.py"
 CLEANER_KEYS = f"{CLEANER_SERVICE}::test_the_node_keys_become_the_cleaner_threads_settings"
 COMPACTION_IT = "tests/integration/test_compaction.py"
+SHARE_SHELLS = "tests/share/test_share_shells.py"
+SHARE_CONFIG = f"{SHARE_SHELLS}::test_the_node_keys_become_the_share_configs"
+SHARE_IT = "tests/integration/test_kafka_share_groups.py"
 TXN_CONFIG = "tests/transactions/test_coordinator_shell.py::test_the_node_keys_become_the_coordinator_config"
 TXN_RULES = "tests/transactions/test_txn_rules.py"
 KAFKA_CONFIG = "tests/broker/test_kafka_listener_config.py"
@@ -70,6 +73,7 @@ AUTO_CREATE_CLIENT = "tests/client/test_auto_create_metadata.py"
 SER_T = "tests/client/test_serialization.py"
 SER_IT = "tests/schema_registry/test_odradek_serializers.py"
 REG_SEC = "tests/schema_registry/test_registry_security_cluster.py"
+REG_CERT = "tests/client/test_registry_client_certificates.py"
 
 TOPIC: dict[str, Key] = {
     "cleanup.policy": Key(
@@ -706,6 +710,43 @@ NODE: dict[str, Key] = {
         "most members of a KIP-848 consumer group (else GROUP_MAX_SIZE_REACHED)",
         (COORDINATOR_CONFIG, f"{CONSUMER_SHELL}::test_a_member_whose_session_expires_is_removed"),
     ),
+    "group.share.record.lock.duration.ms": Key(
+        "how long a share group member holds the records a ShareFetch acquired (then they are delivered again)",
+        (SHARE_CONFIG, f"{SHARE_SHELLS}::test_an_expired_lock_releases_the_records_at_the_simulated_time"),
+    ),
+    "group.share.delivery.count.limit": Key(
+        "deliveries of a record to a share group; a record released at the limit is archived",
+        (SHARE_CONFIG, f"{SHARE_IT}::test_the_delivery_count_limit_archives_a_record"),
+    ),
+    "group.share.partition.max.record.locks": Key(
+        "most records in flight (from the share-partition start offset) per share-partition",
+        (SHARE_CONFIG, "tests/share/test_partition_model.py::test_random_schedules_match_the_per_record_model"),
+    ),
+    "group.share.session.timeout.ms": Key(
+        "a share group member without a heartbeat this long is removed; a share session unused this long is dropped",
+        (SHARE_CONFIG, f"{SHARE_SHELLS}::test_share_groups_beside_the_group_coordinator"),
+    ),
+    "group.share.heartbeat.interval.ms": Key(
+        "the heartbeat interval answered to share group members (below group.share.session.timeout.ms)",
+        (SHARE_CONFIG, f"{SHARE_SHELLS}::test_share_groups_beside_the_group_coordinator"),
+    ),
+    "group.share.max.size": Key(
+        "most members of a share group (else GROUP_MAX_SIZE_REACHED)",
+        (SHARE_CONFIG, f"{SHARE_SHELLS}::test_a_full_share_group_refuses_a_member"),
+    ),
+    "share.coordinator.state.topic.num.partitions": Key("partitions of `__share_group_state`", (SHARE_CONFIG,)),
+    "share.coordinator.state.topic.replication.factor": Key(
+        "replication factor of `__share_group_state` (capped at the brokers)", (SHARE_CONFIG,)
+    ),
+    "share.coordinator.state.topic.min.isr": Key("min.insync.replicas of `__share_group_state`", (SHARE_CONFIG,)),
+    "share.coordinator.snapshot.update.records.per.snapshot": Key(
+        "updates of a share-partition's state after which the share coordinator writes a snapshot again",
+        (SHARE_CONFIG, f"{SHARE_SHELLS}::test_the_share_coordinator_stores_states_and_a_new_one_loads_them"),
+    ),
+    "share.coordinator.write.timeout.ms": Key(
+        "how long a share state append waits for acks=all (then REQUEST_TIMED_OUT, and the leader retries)",
+        (SHARE_CONFIG,),
+    ),
     "group.consumer.migration.policy": Key(
         "online conversions between classic and KIP-848 consumer groups with members: `bidirectional`, `upgrade`, "
         "`downgrade` or `disabled`",
@@ -803,6 +844,29 @@ COMMON: dict[str, Key] = {
     ),
 }
 
+# The schema registry client's certificate, the same for the producer's serializers and the consumer's.
+REGISTRY_CERTIFICATE: dict[str, Key] = {
+    "schema.registry.ssl.certificate.location": Key(
+        "a client certificate (PEM) presented to an https schema registry that asks for one (`odradek deploy config "
+        "--tls` requires one); with `schema.registry.ssl.key.location`",
+        (
+            f"{REG_CERT}::test_the_serializers_present_the_configured_certificate",
+            f"{REG_SEC}::test_odradeks_serializers_log_in_with_a_client_certificate",
+        ),
+    ),
+    "schema.registry.ssl.key.location": Key(
+        "the private key (PEM) of `schema.registry.ssl.certificate.location` (a file holding both is given as both)",
+        (
+            f"{REG_CERT}::test_the_serializers_present_the_configured_certificate",
+            f"{REG_SEC}::test_odradeks_serializers_log_in_with_a_client_certificate",
+        ),
+    ),
+    "schema.registry.ssl.key.password": Key(
+        "the password of an encrypted `schema.registry.ssl.key.location`",
+        (f"{REG_CERT}::test_the_serializers_present_the_configured_certificate",),
+    ),
+}
+
 PRODUCER_KEYS: dict[str, Key] = {
     "acks": Key(
         "`0`, `1` or `all`: replicas that must have a record before it is acknowledged",
@@ -895,6 +959,7 @@ PRODUCER_KEYS: dict[str, Key] = {
         "`https://` `schema.registry.url`",
         (f"{REG_SEC}::test_odradeks_serializers_reach_an_https_registry_with_the_cluster_ca",),
     ),
+    **REGISTRY_CERTIFICATE,
     "auto.register.schemas": Key(
         "register the schema under `<topic>-key`/`<topic>-value` on first use (default); false: look it up and fail "
         "if it is not registered",
@@ -1033,6 +1098,7 @@ CONSUMER_KEYS: dict[str, Key] = {
         "`https://` `schema.registry.url`",
         (f"{REG_SEC}::test_odradeks_serializers_reach_an_https_registry_with_the_cluster_ca",),
     ),
+    **REGISTRY_CERTIFICATE,
 }
 
 CLIENTS = {

@@ -121,7 +121,8 @@ from odradek.client.structs import TopicPartition
 if TYPE_CHECKING:
     from odradek.broker.groups.group import ClassicGroup
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})  # never matched by a regex subscription
+# never matched by a regex subscription
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 GROUP_TYPE = "consumer"  # Kafka's group type of KIP-848 groups (ListGroups v5, the CLI)
 CONSUMER_PROTOCOL_TYPE = "consumer"
 # group.consumer.migration.policy: which conversions between the classic and the consumer protocol run online.

@@ -28,7 +28,7 @@ import logging
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -227,6 +227,17 @@ ParkedResponse = JoinGroupResponse | SyncGroupResponse
 OffsetsPartition = CoordinatorPartition[GroupShard, ParkedResponse]
 
 
+class ShareGroups(Protocol):
+    """The share groups (KIP-932) kept on the same partitions (broker/share/group_coordinator.py): one group id is
+    one kind of group, and ListGroups and DeleteGroups cover them too."""
+
+    def owns(self, cp: OffsetsPartition, group_id: str) -> bool: ...
+
+    def listings(self, cp: OffsetsPartition) -> list[GroupListing]: ...
+
+    async def delete(self, cp: OffsetsPartition, group_id: str) -> ErrorCode.ValueType: ...
+
+
 class GroupCoordinator:
     """Every group this broker coordinates. ``on_leadership`` is the replica manager's leadership listener;
     ``create_offsets_topic(partitions, replication_factor)`` asks the active controller for the offsets topic."""
@@ -261,6 +272,7 @@ class GroupCoordinator:
         self._topic_infos_cache: dict[str, TopicInfo] = {}
         self._regex_inputs: tuple[object, object] = (None, None)  # the topic names and ACLs last seen
         self._regex_version_at = 0
+        self.share_groups: ShareGroups | None = None  # set once the share group coordinator exists
 
     @property
     def partitions(self) -> dict[int, OffsetsPartition]:
@@ -620,6 +632,9 @@ class GroupCoordinator:
         if downgrade.rebalance:
             self._apply(cp, group, group.rebalance(now, "downgraded from the consumer protocol"))
 
+    def _is_share_group(self, cp: OffsetsPartition, group_id: str) -> bool:
+        return self.share_groups is not None and self.share_groups.owns(cp, group_id)
+
     def _maybe_consumer_group(self, cp: OffsetsPartition, group_id: str) -> bool:
         """Whether the group is (or a heartbeat may be making it) a consumer group: its requests then wait for the
         group's lock."""
@@ -645,6 +660,8 @@ class GroupCoordinator:
         the consumer group; a failed append puts the classic group back. ``authorized`` (with an authorizer): the
         topics among those given that the caller may describe, which its regular expression resolves to."""
         cp = self._route(group_id)
+        if self._is_share_group(cp, group_id):
+            return ConsumerHeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         async with cp.shard.consumer_lock(group_id):
             cp = self._route(group_id)  # it may have moved while this call waited
             group = cp.shard.consumer_groups.get(group_id)
@@ -749,6 +766,8 @@ class GroupCoordinator:
     async def join(self, group_id: str, request: JoinGroupRequest) -> JoinGroupResponse:
         """JoinGroup; ``request.token`` is ignored (the shell makes its own)."""
         cp = self._route(group_id)
+        if self._is_share_group(cp, group_id):
+            return JoinGroupResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id)
         if self._maybe_consumer_group(cp, group_id):
             # A KIP-848 group (or one a heartbeat may be making): with members, the joiner becomes a classic
             # member of it; without, it becomes a classic group.
@@ -1095,6 +1114,8 @@ class GroupCoordinator:
             out.extend(
                 g.listing() for g in cp.shard.consumer_groups.values() if not wanted or g.state.value.lower() in wanted
             )
+            if self.share_groups is not None:
+                out.extend(g for g in self.share_groups.listings(cp) if not wanted or g.state.lower() in wanted)
         if kinds:
             out = [g for g in out if g.group_type in kinds]
         return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.runtime.loading() else ErrorCode.NONE), sorted(
@@ -1117,6 +1138,8 @@ class GroupCoordinator:
         cp = self._route(group_id)
         if group_id in cp.shard.consumer_groups:
             return await self._delete_consumer_group(cp, group_id)
+        if self.share_groups is not None and self.share_groups.owns(cp, group_id):
+            return await self.share_groups.delete(cp, group_id)
         group = cp.shard.groups.get(group_id)
         if group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND

@@ -1,7 +1,8 @@
-"""Kafka's admin APIs on the Kafka listener, each translated onto the service the gRPC listener serves: the Admin
-service (topics, partitions, configs, cluster, client quotas; writes forwarded to the active controller there) and
-the broker's DeleteRecords. No rule is decided here; only what Kafka's protocol can say and gRPC's cannot (a topic
-named by id, a resource type, an endpoint type) is resolved or refused before the call.
+"""Kafka's admin APIs on the Kafka listener, each translated onto the service the gRPC listener serves: the typed
+admin service (``KafkaBackend.admin``: topics, partitions, configs, cluster, client quotas; writes forwarded to the
+active controller there) and the broker's DeleteRecords. No rule is decided here; only what Kafka's protocol can say
+and odradek's cannot (a topic named by id, a resource type, an endpoint type) is resolved or refused before the
+call.
 
 Served versions (docs/kafka-protocol.md lists them with the other APIs):
 - CreateTopics v2-v7; DeleteTopics v1-v6 (v6 ids resolved in this broker's image); CreatePartitions v0-v3;
@@ -49,6 +50,7 @@ from kafka.protocol.admin.topics import (
     DeleteTopicsResponse,
 )
 
+from odradek.broker.api.replicas import DeleteRecordsRequest as DeleteRecordsTarget
 from odradek.broker.config import SCHEMA, Endpoint, NodeConfig, Voter
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
@@ -56,17 +58,50 @@ from odradek.broker.kafka.metadata_apis import (
     UNKNOWN_TOPIC_ID,
     ZERO_UUID,
     client_controller_id,
-    service_context,
     topic_uuid,
 )
 from odradek.broker.kafka.wire import KafkaContext
 from odradek.broker.topic_defaults import config_text, topic_defaults
+from odradek.client.common.admin.cluster import DescribeCluster
+from odradek.client.common.admin.configs import (
+    AlterableConfig,
+    AlterConfigsResult,
+    AlterGroupConfigs,
+    AlterOp,
+    AlterTopicConfigs,
+    ConfigEntry,
+    ConfigSource,
+    DescribeConfigs,
+    DescribeConfigsAnswer,
+    DescribedConfig,
+    GroupConfigs,
+    IncrementalAlterConfigs,
+    IncrementalAlterConfigsAnswer,
+    TopicConfigs,
+    topic_config_entries,
+)
+from odradek.client.common.admin.quotas import (
+    AlterClientQuotas,
+    DescribeClientQuotas,
+    EntityComponent,
+    QuotaAlteration,
+    QuotaAlterOp,
+    QuotaFilterComponent,
+    QuotaMatch,
+)
+from odradek.client.common.admin.topics import (
+    CreatableTopic,
+    CreatePartitions,
+    CreatePartitionsTopic,
+    CreateTopics,
+    CreateTopicsAnswer,
+    DeleteTopics,
+    DeleteTopicsAnswer,
+    TopicResult,
+)
 from odradek.client.common.group_configs import GROUP_CONFIGS
 from odradek.client.common.topic_rules import TOPIC_CONFIGS, TopicDefault, dynamic_broker_keys, node_key
 from odradek.client.errors import ErrorCode
-from odradek.controller.services import topic_config_entries
-from odradek.proto import admin_pb2 as apb
-from odradek.proto import broker_pb2 as pb
 
 CREATE_TOPICS_VERSIONS = (2, 7)
 DELETE_TOPICS_VERSIONS = (1, 6)
@@ -91,13 +126,13 @@ BROKER_ENDPOINT = 1
 MISMATCHED_ENDPOINT_TYPE, UNSUPPORTED_ENDPOINT_TYPE = 114, 115
 
 # odradek's ConfigSource -> Kafka's (whose numbering differs).
-_CONFIG_SOURCES = {
-    apb.CONFIG_SOURCE_UNKNOWN: 0,
-    apb.TOPIC_CONFIG: 1,  # DYNAMIC_TOPIC_CONFIG
-    apb.DYNAMIC_DEFAULT_BROKER_CONFIG: 3,
-    apb.STATIC_BROKER_CONFIG: 4,
-    apb.DEFAULT_CONFIG: 5,
-    apb.GROUP_CONFIG: 8,  # GROUP_CONFIG
+_CONFIG_SOURCES: dict[int, int] = {
+    ConfigSource.UNKNOWN: 0,
+    ConfigSource.TOPIC_CONFIG: 1,  # DYNAMIC_TOPIC_CONFIG
+    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: 3,
+    ConfigSource.STATIC_BROKER_CONFIG: 4,
+    ConfigSource.DEFAULT_CONFIG: 5,
+    ConfigSource.GROUP_CONFIG: 8,  # GROUP_CONFIG
 }
 
 # Kafka's ConfigSource ids, for synonyms below the effective value.
@@ -175,8 +210,8 @@ STATIC_BROKER_CONFIGS = {
 # The node properties that default a topic config (node key -> topic key): the dynamic broker configs.
 _DYNAMIC_BROKER_KEYS = dynamic_broker_keys()
 
-# Kafka's IncrementalAlterConfigs operations (SET, DELETE, APPEND, SUBTRACT), numbered as odradek's AlterConfigOp.
-_ALTER_OPS = frozenset({apb.SET, apb.DELETE, apb.APPEND, apb.SUBTRACT})
+# Kafka's IncrementalAlterConfigs operations (SET, DELETE, APPEND, SUBTRACT), numbered as odradek's AlterOp.
+_ALTER_OPS = frozenset(AlterOp)
 
 
 def register(registry: ApiRegistry, backend: KafkaBackend) -> None:
@@ -230,39 +265,36 @@ async def _create_topics(backend: KafkaBackend, ctx: KafkaContext, version: int,
     problems = {t.name: p for t in request.topics if (p := _creation_problem(t)) is not None}
     passed = [t for t in request.topics if t.name not in problems]
     answer = (
-        await backend.admin.CreateTopics(
-            apb.CreateTopicsRequest(
-                topics=[
-                    apb.CreatableTopic(
+        await backend.admin.create_topics(
+            CreateTopics(
+                topics=tuple(
+                    CreatableTopic(
                         name=t.name,
                         num_partitions=t.num_partitions,
                         replication_factor=t.replication_factor,
-                        configs=[apb.ConfigEntry(name=c.name, value=c.value) for c in t.configs],
-                        assignments=[
-                            apb.ReplicaList(replicas=a.broker_ids)
-                            for a in sorted(t.assignments, key=lambda a: a.partition_index)
-                        ],
+                        configs=tuple(ConfigEntry(c.name, c.value) for c in t.configs),
+                        assignments=tuple(
+                            tuple(a.broker_ids) for a in sorted(t.assignments, key=lambda a: a.partition_index)
+                        ),
                     )
                     for t in passed
-                ],
+                ),
                 timeout_ms=request.timeout_ms,
                 validate_only=request.validate_only,
             ),
-            service_context(ctx),
+            ctx.request_context,
         )
         if passed
-        else apb.CreateTopicsResponse()
+        else CreateTopicsAnswer(())
     )
     answers = iter(answer.topics)
-    refused = {
-        name: apb.TopicResult(name=name, error=code, error_message=why) for name, (code, why) in problems.items()
-    }
+    refused = {name: TopicResult(name=name, error=code, error_message=why) for name, (code, why) in problems.items()}
     topics = [refused[t.name] if t.name in refused else next(answers) for t in request.topics]
     result = CreateTopicsResponse.CreatableTopicResult
     asked = {t.name: t for t in request.topics}
     dynamic = backend.image().cluster_defaults()
 
-    def configs(t: apb.TopicResult) -> list[Any]:
+    def configs(t: TopicResult) -> list[Any]:
         """v5+: a created topic's configs as DescribeConfigs on this broker will show them (its own, as asked, and
         the defaults in force here); none for a topic not created, as Kafka answers."""
         if version < 5 or t.error != ErrorCode.NONE:
@@ -281,7 +313,7 @@ async def _create_topics(backend: KafkaBackend, ctx: KafkaContext, version: int,
 
     return CreateTopicsResponse(
         version=version,
-        throttle_time_ms=answer.throttle_time_ms,
+        throttle_time_ms=0,
         topics=[
             # v5+: the partition count and replication factor the controller gave the topic; -1 where unknown (a
             # refused topic, or an answer from a node that does not say them), which clients read as "not returned".
@@ -315,11 +347,9 @@ async def _delete_topics(backend: KafkaBackend, ctx: KafkaContext, version: int,
         asked = [(n, topic_uuid(image.topic_ids.get(n, b""))) for n in request.topic_names]
     names = [n for n, _ in asked if n is not None]
     answer = (
-        await backend.admin.DeleteTopics(
-            apb.DeleteTopicsRequest(names=names, timeout_ms=request.timeout_ms), service_context(ctx)
-        )
+        await backend.admin.delete_topics(DeleteTopics(tuple(names), request.timeout_ms), ctx.request_context)
         if names
-        else apb.DeleteTopicsResponse()
+        else DeleteTopicsAnswer(())
     )
     results = iter(answer.topics)
     result = DeleteTopicsResponse.DeletableTopicResult
@@ -333,62 +363,49 @@ async def _delete_topics(backend: KafkaBackend, ctx: KafkaContext, version: int,
         out.append(
             result(name=t.name, topic_id=topic_id, error_code=int(t.error), error_message=t.error_message or None)
         )
-    return DeleteTopicsResponse(version=version, throttle_time_ms=answer.throttle_time_ms, responses=out)
+    return DeleteTopicsResponse(version=version, throttle_time_ms=0, responses=out)
 
 
 async def _create_partitions(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """Each topic's new count and, if given, the replicas of each new partition (a null list: the controller
     places them)."""
-    answer = await backend.admin.CreatePartitions(
-        apb.CreatePartitionsRequest(
-            topics=[
-                apb.CreatePartitionsTopic(
-                    name=t.name,
-                    count=t.count,
-                    assignments=[apb.ReplicaList(replicas=a.broker_ids) for a in t.assignments or ()],
+    answer = await backend.admin.create_partitions(
+        CreatePartitions(
+            topics=tuple(
+                CreatePartitionsTopic(
+                    name=t.name, count=t.count, assignments=tuple(tuple(a.broker_ids) for a in t.assignments or ())
                 )
                 for t in request.topics
-            ],
+            ),
             timeout_ms=request.timeout_ms,
             validate_only=request.validate_only,
         ),
-        service_context(ctx),
+        ctx.request_context,
     )
     result = CreatePartitionsResponse.CreatePartitionsTopicResult
     out = [result(name=r.name, error_code=int(r.error), error_message=r.error_message or None) for r in answer.topics]
-    return CreatePartitionsResponse(version=version, throttle_time_ms=answer.throttle_time_ms, results=out)
+    return CreatePartitionsResponse(version=version, throttle_time_ms=0, results=out)
 
 
 async def _delete_records(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
-    answer = await backend.data.DeleteRecords(
-        pb.DeleteRecordsRequest(
-            topics=[
-                pb.DeleteRecordsTopic(
-                    name=t.name,
-                    partitions=[
-                        pb.DeleteRecordsPartition(partition=p.partition_index, offset=p.offset) for p in t.partitions
-                    ],
-                )
-                for t in request.topics
-            ],
-            timeout_ms=request.timeout_ms,
-        ),
-        service_context(ctx),
+    asked = DeleteRecordsTarget(
+        [(t.name, [(p.partition_index, p.offset) for p in t.partitions]) for t in request.topics], request.timeout_ms
     )
+    answer = await backend.data.replica_service.delete_records(asked, ctx.request_context)
     topic = DeleteRecordsResponse.DeleteRecordsTopicResult
     partition = topic.DeleteRecordsPartitionResult
     return DeleteRecordsResponse(
         version=version,
-        throttle_time_ms=answer.throttle_time_ms,
+        throttle_time_ms=0,
         topics=[
             topic(
-                name=t.name,
+                name=name,
                 partitions=[
-                    partition(partition_index=p.partition, low_watermark=p.low_watermark, error_code=int(p.error))
-                    for p in t.partitions
+                    partition(partition_index=d.partition, low_watermark=d.low_watermark, error_code=d.error)
+                    for d in deleted
                 ],
             )
-            for t in answer.topics
+            for name, deleted in answer
         ],
     )
 
@@ -479,42 +496,46 @@ async def _describe_configs(backend: KafkaBackend, ctx: KafkaContext, version: i
     ``_static_broker_configs``); the empty name (the cluster-wide default) lists
     only those set dynamically, as Kafka does. Keys a resource does not have are left out, as Kafka leaves them.
     Synonyms as ``_synonyms`` gives them; config types are Kafka's."""
-    sctx = service_context(ctx)
+    rctx = ctx.request_context
     result = DescribeConfigsResponse.DescribeConfigsResult
     dynamic = backend.image().cluster_defaults()
     with_synonyms = request.include_synonyms
 
-    def configs(described: Iterable[apb.DescribedConfig], topic: bool) -> list[Any]:
+    def configs(described: Iterable[DescribedConfig], topic: bool) -> list[Any]:
         out = []
         for c in described:
             source = _CONFIG_SOURCES.get(c.source, 0)
-            effective = c.name if not topic or c.source == apb.TOPIC_CONFIG else node_key(c.name) or c.name
+            effective = c.name if not topic or c.source == ConfigSource.TOPIC_CONFIG else node_key(c.name) or c.name
             synonyms = _synonyms(effective, c.value, source, dynamic, backend.admin.topic_defaults)
             out.append(_entry(c.name, synonyms, c.read_only, c.sensitive, with_synonyms))
         return out
 
-    defaults: apb.DescribeConfigsResponse | None = None  # the cluster-wide defaults, asked once
+    defaults: DescribeConfigsAnswer | None = None  # the cluster-wide defaults, asked once
     results = []
     for r in request.resources:
         keys = set(r.configuration_keys or ())
         kind, name = r.resource_type, r.resource_name
-        error, message, found = ErrorCode.NONE, None, []
+        error: int = ErrorCode.NONE
+        message: str | None = None
+        found: list[Any] = []
         if kind == TOPIC_RESOURCE:
-            answer = await backend.admin.DescribeConfigs(apb.DescribeConfigsRequest(topics=[name]), sctx)
-            [t] = answer.topics if answer.error == ErrorCode.NONE else [apb.TopicConfigs(error=answer.error)]
+            answer = await backend.admin.describe_configs(DescribeConfigs(topics=(name,)), rctx)
+            [t] = answer.topics if answer.error == ErrorCode.NONE else [TopicConfigs(name, error=answer.error)]
             error, message = t.error, t.error_message or None
             found = configs(t.configs, topic=True)
         elif kind == GROUP_RESOURCE:
-            answer = await backend.admin.DescribeConfigs(apb.DescribeConfigsRequest(groups=[name]), sctx)
-            [g] = answer.groups if answer.error == ErrorCode.NONE else [apb.GroupConfigs(error=answer.error)]
+            answer = await backend.admin.describe_configs(DescribeConfigs(groups=(name,)), rctx)
+            [g] = answer.groups if answer.error == ErrorCode.NONE else [GroupConfigs(name, error=answer.error)]
             error, message = g.error, g.error_message or None
             found = [_group_entry(c, with_synonyms) for c in g.configs]
         elif kind == BROKER_RESOURCE and (message := _broker_resource_error(backend, name)) is None:
             if defaults is None:
-                defaults = await backend.admin.DescribeConfigs(apb.DescribeConfigsRequest(cluster_defaults=True), sctx)
+                defaults = await backend.admin.describe_configs(DescribeConfigs(cluster_defaults=True), rctx)
             error = defaults.error
             described = [
-                c for c in defaults.cluster_defaults if name != "" or c.source == apb.DYNAMIC_DEFAULT_BROKER_CONFIG
+                c
+                for c in defaults.cluster_defaults
+                if name != "" or c.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
             ]
             found = configs(described, topic=False)
             if name != "":
@@ -538,7 +559,7 @@ async def _describe_configs(backend: KafkaBackend, ctx: KafkaContext, version: i
     return DescribeConfigsResponse(version=version, throttle_time_ms=0, results=results)
 
 
-def _group_entry(c: apb.DescribedConfig, with_synonyms: bool) -> Any:
+def _group_entry(c: DescribedConfig, with_synonyms: bool) -> Any:
     """A group config's entry: an int, its own value (GROUP_CONFIG) or the node's (DEFAULT_CONFIG or
     STATIC_BROKER_CONFIG), with no other synonym."""
     entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
@@ -556,7 +577,7 @@ def _group_entry(c: apb.DescribedConfig, with_synonyms: bool) -> Any:
 
 
 Outcome = tuple[int, str | None]  # a resource's error code and message
-Plan = list[apb.AlterableConfig] | Outcome  # a resource's operations, or its refusal
+Plan = list[AlterableConfig] | Outcome  # a resource's operations, or its refusal
 
 
 def _alter_refusal(resource: Any, counts: Counter[tuple[int, str]]) -> Outcome | None:
@@ -604,20 +625,20 @@ async def _alter(
     """One IncrementalAlterConfigs call with the operations of every planned resource (topics, the cluster-wide
     default); each resource's outcome in order (a refusal as planned)."""
     planned = [(r, p) for r, p in zip(resources, plans, strict=True) if isinstance(p, list)]
-    topics = [
-        apb.AlterTopicConfigs(topic=r.resource_name, configs=p) for r, p in planned if r.resource_type == TOPIC_RESOURCE
-    ]
-    defaults = [op for r, p in planned if r.resource_type == BROKER_RESOURCE for op in p]
-    groups = [
-        apb.AlterGroupConfigs(group=r.resource_name, configs=p) for r, p in planned if r.resource_type == GROUP_RESOURCE
-    ]
-    answer = apb.IncrementalAlterConfigsResponse()
+    topics = tuple(
+        AlterTopicConfigs(r.resource_name, tuple(p)) for r, p in planned if r.resource_type == TOPIC_RESOURCE
+    )
+    defaults = tuple(op for r, p in planned if r.resource_type == BROKER_RESOURCE for op in p)
+    groups = tuple(
+        AlterGroupConfigs(r.resource_name, tuple(p)) for r, p in planned if r.resource_type == GROUP_RESOURCE
+    )
+    answer = IncrementalAlterConfigsAnswer()
     if topics or defaults or groups:
-        answer = await backend.admin.IncrementalAlterConfigs(
-            apb.IncrementalAlterConfigsRequest(
+        answer = await backend.admin.incremental_alter_configs(
+            IncrementalAlterConfigs(
                 topics=topics, cluster_defaults=defaults, groups=groups, validate_only=validate_only
             ),
-            service_context(ctx),
+            ctx.request_context,
         )
     topic_results = iter(answer.results)
     group_results = iter(answer.group_results)
@@ -633,7 +654,7 @@ async def _alter(
             elif r.resource_type == GROUP_RESOURCE:
                 t = next(group_results)
             else:
-                t = answer.cluster_defaults_result
+                t = answer.cluster_defaults_result or AlterConfigsResult()
             out.append((t.error, t.error_message or None))
     return out
 
@@ -648,7 +669,7 @@ async def _incremental_alter_configs(backend: KafkaBackend, ctx: KafkaContext, v
                 ErrorCode.INVALID_REQUEST,
                 f"unknown config operation in {sorted({c.config_operation for c in r.configs})}",
             )
-        return [apb.AlterableConfig(name=c.name, op=c.config_operation, value=c.value or "") for c in r.configs]
+        return [AlterableConfig(name=c.name, op=c.config_operation, value=c.value or "") for c in r.configs]
 
     resources, plans = _plans(request.resources, ops)
     outcomes = await _alter(backend, ctx, resources, plans, request.validate_only)
@@ -663,15 +684,15 @@ async def _incremental_alter_configs(backend: KafkaBackend, ctx: KafkaContext, v
     )
 
 
-def _replacement(configs: Iterable[Any], known: Iterable[str]) -> list[apb.AlterableConfig]:
+def _replacement(configs: Iterable[Any], known: Iterable[str]) -> list[AlterableConfig]:
     """The operations that make a resource's dynamic configs exactly ``configs`` (Kafka's names and nullable values;
     of a name given twice the last counts, as Kafka's map keeps it): SET each value, DELETE every other config the
     resource may have (``known``) and each name given without a value."""
     given = {c.name: c.value for c in configs}
     kept = {name: value for name, value in given.items() if value is not None}
     removed = sorted((set(known) | set(given)) - set(kept))
-    return [apb.AlterableConfig(name=n, op=apb.SET, value=v) for n, v in kept.items()] + [
-        apb.AlterableConfig(name=n, op=apb.DELETE) for n in removed
+    return [AlterableConfig(name=n, op=AlterOp.SET, value=v) for n, v in kept.items()] + [
+        AlterableConfig(name=n, op=AlterOp.DELETE) for n in removed
     ]
 
 
@@ -722,7 +743,7 @@ async def _describe_cluster(backend: KafkaBackend, ctx: KafkaContext, version: i
             brokers=[],
             authorized_operations=None,
         )
-    answer = await backend.admin.DescribeCluster(apb.DescribeClusterRequest(), service_context(ctx))
+    answer = await backend.admin.describe_cluster(DescribeCluster(), ctx.request_context)
     fenced_too = version >= 2 and request.include_fenced_brokers
     brokers, live = [], set()
     for b in answer.brokers:
@@ -752,41 +773,30 @@ async def _describe_cluster(backend: KafkaBackend, ctx: KafkaContext, version: i
 # ---- client quotas ----
 
 
-def _entity(components: Sequence[Any]) -> list[apb.QuotaEntityComponent]:
-    """Kafka's entity (a null name is the entity type's default) as odradek's."""
-    return [
-        apb.QuotaEntityComponent(entity_type=c.entity_type, name=c.entity_name or "", is_default=c.entity_name is None)
-        for c in components
-    ]
-
-
 async def _describe_client_quotas(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """Kafka's match types (EXACT 0, DEFAULT 1, ANY 2) are odradek's."""
-    answer = await backend.admin.DescribeClientQuotas(
-        apb.DescribeClientQuotasRequest(
-            components=[
-                apb.QuotaFilterComponent(entity_type=c.entity_type, match_type=c.match_type, match=c.match or "")
+    answer = await backend.admin.describe_client_quotas(
+        DescribeClientQuotas(
+            components=tuple(
+                QuotaFilterComponent(c.entity_type, QuotaMatch.of(c.match_type), c.match or "")
                 for c in request.components
-            ],
+            ),
             strict=request.strict,
         ),
-        service_context(ctx),
+        ctx.request_context,
     )
     entry = DescribeClientQuotasResponse.EntryData
     return DescribeClientQuotasResponse(
         version=version,
-        throttle_time_ms=answer.throttle_time_ms,
+        throttle_time_ms=0,
         error_code=int(answer.error),
         error_message=answer.error_message or None,
         entries=None
         if answer.error != ErrorCode.NONE
         else [
             entry(
-                entity=[
-                    entry.EntityData(entity_type=c.entity_type, entity_name=None if c.is_default else c.name)
-                    for c in e.entity
-                ],
-                values=[entry.ValueData(key=v.key, value=v.value) for v in e.values],
+                entity=[entry.EntityData(entity_type=c.entity_type, entity_name=c.name) for c in e.entity],
+                values=[entry.ValueData(key=k, value=v) for k, v in e.values],
             )
             for e in answer.entries
         ],
@@ -794,18 +804,19 @@ async def _describe_client_quotas(backend: KafkaBackend, ctx: KafkaContext, vers
 
 
 async def _alter_client_quotas(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
-    answer = await backend.admin.AlterClientQuotas(
-        apb.AlterClientQuotasRequest(
-            entries=[
-                apb.QuotaAlteration(
-                    entity=_entity(e.entity),
-                    ops=[apb.QuotaAlterOp(key=o.key, value=o.value, remove=o.remove) for o in e.ops],
+    """Kafka's entity (a null name is the entity type's default) is odradek's."""
+    answer = await backend.admin.alter_client_quotas(
+        AlterClientQuotas(
+            entries=tuple(
+                QuotaAlteration(
+                    entity=tuple(EntityComponent(c.entity_type, c.entity_name) for c in e.entity),
+                    ops=tuple(QuotaAlterOp(key=o.key, value=o.value, remove=o.remove) for o in e.ops),
                 )
                 for e in request.entries
-            ],
+            ),
             validate_only=request.validate_only,
         ),
-        service_context(ctx),
+        ctx.request_context,
     )
     entry = AlterClientQuotasResponse.EntryData
     out = []
@@ -821,4 +832,4 @@ async def _alter_client_quotas(backend: KafkaBackend, ctx: KafkaContext, version
                 entity=[entry.EntityData(entity_type=c.entity_type, entity_name=c.entity_name) for c in e.entity],
             )
         )
-    return AlterClientQuotasResponse(version=version, throttle_time_ms=answer.throttle_time_ms, entries=out)
+    return AlterClientQuotasResponse(version=version, throttle_time_ms=0, entries=out)

@@ -10,14 +10,15 @@ from dataclasses import dataclass
 from odradek.broker.config import NodeConfig
 from odradek.broker.dataplane import BrokerService
 from odradek.broker.fetch_sessions import FetchSessions
-from odradek.broker.groups.service import GroupCoordinatorService
+from odradek.broker.groups.group_service import GroupService
 from odradek.broker.kafka.wire import KafkaContext
+from odradek.broker.share.service import ShareService
 from odradek.broker.throttling import BrokerQuotas
-from odradek.broker.transactions.service import TransactionsService
+from odradek.broker.transactions.txn_service import TxnService
 from odradek.client.common.access import OPEN, AccessControl
+from odradek.client.common.admin.api import AdminApi
 from odradek.client.common.caller import Caller
 from odradek.client.common.metadata_image import MetadataImage
-from odradek.controller.services import AdminService
 
 
 @dataclass(frozen=True)
@@ -31,9 +32,11 @@ class KafkaBackend:
     # address a Kafka client is given (Metadata, FindCoordinator, leader hints) comes from here.
     endpoint: Callable[[int], tuple[str, int] | None]
     data: BrokerService  # Metadata, Produce, Fetch, ListOffsets, DeleteRecords, InitProducerId, ...
-    groups: GroupCoordinatorService  # groups, offsets, FindCoordinator
-    transactions: TransactionsService  # transaction coordinator APIs
-    admin: AdminService  # topics, configs, quotas, cluster (forwarded to the active controller as on gRPC)
+    groups: GroupService  # groups, offsets, FindCoordinator
+    transactions: TxnService  # transaction coordinator APIs, DescribeProducers
+    # Topics, configs, quotas, ACLs, SCRAM credentials, elections, the cluster: the typed admin service (writes
+    # forwarded to the active controller, as on gRPC).
+    admin: AdminApi
     quotas: BrokerQuotas | None = None
     access: AccessControl = OPEN  # the services' authorization, for the calls that pass the caller explicitly
     # This node's config: the static broker configs DescribeConfigs reports, the voters' endpoints DescribeQuorum
@@ -41,6 +44,8 @@ class KafkaBackend:
     config: NodeConfig | None = None
     # Fetch sessions (KIP-227) of this listener's Fetch v7+; None: none are kept (every answer has session id 0).
     fetch_sessions: FetchSessions | None = None
+    # Share groups (KIP-932): their membership and the share-partitions this broker leads; None: not served.
+    share: ShareService | None = None
 
     def node_config(self) -> NodeConfig:
         """This node's config, for the handlers that read it."""

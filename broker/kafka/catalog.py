@@ -14,6 +14,7 @@ from odradek.broker.kafka import (
     offset_apis,
     sasl_apis,
     security_apis,
+    share_apis,
     txn_admin_apis,
     txn_apis,
 )
@@ -38,6 +39,7 @@ def kafka_apis(backend: KafkaBackend, *, sasl: bool = False) -> ApiRegistry:
         consumer_group_apis,
         txn_apis,
         txn_admin_apis,
+        share_apis,
     ):
         module.register(registry, backend)
     return registry

@@ -1,8 +1,9 @@
 """Kafka's cluster-admin APIs on the Kafka listener: log dirs, leader elections, partition reassignments, the
 metadata quorum and paged topic descriptions, each translated onto the service the gRPC listener serves (the
-broker's DescribeLogDirs, the Admin service, which forwards writes and the quorum description to the active
-controller). What Kafka's protocol can say and gRPC's cannot (an empty list that means "none" where gRPC's means
-"all", a partition filter, a replication-factor guard) is resolved before the call.
+broker's DescribeLogDirs, the typed admin service ``KafkaBackend.admin``, which forwards writes and the quorum
+description to the active controller). What Kafka's protocol can say and odradek's cannot (a partition filter, a
+replication-factor guard, an empty reassignment target) is resolved before the call, and a request that asks for
+nothing is answered here.
 
 Served versions (docs/kafka-protocol.md lists them with the other APIs):
 - DescribeLogDirs v1-v4: this broker's own log dirs, as each Kafka broker answers for its own, future replicas
@@ -48,14 +49,22 @@ from kafka.protocol.admin.topics import (
 from odradek.broker.config import NodeConfig
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend, request_caller
-from odradek.broker.kafka.metadata_apis import ZERO_UUID, service_context, topic_uuid
+from odradek.broker.kafka.metadata_apis import ZERO_UUID, topic_uuid
 from odradek.broker.kafka.wire import KafkaContext
 from odradek.client.common.acls import AclOperation
+from odradek.client.common.admin.cluster import DescribeQuorum, ReplicaState
+from odradek.client.common.admin.partitions import (
+    AlterReassignments,
+    AlterReassignmentsAnswer,
+    ElectionResult,
+    ElectionType,
+    ElectLeaders,
+    Reassignment,
+)
+from odradek.client.common.admin.topics import DescribeTopics, TopicDescription
 from odradek.client.common.metadata_image import MetadataImage, PartitionRegistration
 from odradek.client.common.topic_rules import validate_topic_name
 from odradek.client.errors import ErrorCode
-from odradek.proto import admin_pb2 as apb
-from odradek.proto import broker_pb2 as pb
 
 DESCRIBE_LOG_DIRS_VERSIONS = (1, 4)
 ALTER_REPLICA_LOG_DIRS_VERSIONS = (1, 2)
@@ -119,7 +128,7 @@ async def _describe_log_dirs(backend: KafkaBackend, ctx: KafkaContext, version: 
     known; a future replica's is behind the replica it will replace. odradek has no cordoned dirs."""
     wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
     names = sorted({t.topic for t in request.topics or ()})
-    answer = await backend.data.DescribeLogDirs(pb.DescribeLogDirsRequest(topics=names), service_context(ctx))
+    answer = await backend.data.replica_service.describe_log_dirs(names, ctx.request_context)
     result = DescribeLogDirsResponse.DescribeLogDirsResult
     topic = result.DescribeLogDirsTopic
     partition = topic.DescribeLogDirsPartition
@@ -143,7 +152,7 @@ async def _describe_log_dirs(backend: KafkaBackend, ctx: KafkaContext, version: 
         ]
         results.append(
             result(
-                error_code=int(d.error),
+                error_code=d.error,
                 log_dir=d.path,
                 topics=topics,
                 total_bytes=d.total_bytes,
@@ -152,27 +161,19 @@ async def _describe_log_dirs(backend: KafkaBackend, ctx: KafkaContext, version: 
             )
         )
     # v1-v2 have no top-level error: a refused caller gets no dirs, as from Kafka.
-    return DescribeLogDirsResponse(version=version, throttle_time_ms=0, error_code=int(answer.error), results=results)
+    return DescribeLogDirsResponse(version=version, throttle_time_ms=0, error_code=answer.error, results=results)
 
 
 async def _alter_replica_log_dirs(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """Each partition's answer, grouped by topic in the order asked; a partition named under two dirs goes to the
     last, as Kafka's map of partition to dir keeps it."""
-    dirs = [
-        pb.AlterReplicaLogDir(
-            path=d.path, topics=[pb.AlterReplicaLogDirsTopic(name=t.name, partitions=t.partitions) for t in d.topics]
-        )
-        for d in request.dirs
-    ]
-    answer = await backend.data.AlterReplicaLogDirs(pb.AlterReplicaLogDirsRequest(dirs=dirs), service_context(ctx))
+    destinations = {(t.name, index): d.path for d in request.dirs for t in d.topics for index in t.partitions}
+    _, codes = backend.data.replica_service.alter_replica_log_dirs(destinations, ctx.request_context)
     result = AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult
     partition = result.AlterReplicaLogDirPartitionResult
     results = [
-        result(
-            topic_name=t.name,
-            partitions=[partition(partition_index=r.partition, error_code=int(r.error)) for r in t.partitions],
-        )
-        for t in answer.topics
+        result(topic_name=name, partitions=[partition(partition_index=index, error_code=code) for index, code in parts])
+        for name, parts in _grouped((topic, (index, code)) for (topic, index), code in codes.items())
     ]
     return AlterReplicaLogDirsResponse(version=version, throttle_time_ms=0, results=results)
 
@@ -180,7 +181,7 @@ async def _alter_replica_log_dirs(backend: KafkaBackend, ctx: KafkaContext, vers
 # ---- leader elections ----
 
 
-def _election_answer(version: int, error: int, results: Sequence[apb.ElectionResult]) -> Any:
+def _election_answer(version: int, error: int, results: Sequence[ElectionResult]) -> Any:
     """Kafka's answer: each partition's result under its topic, and the top-level error (v1+)."""
     topic = ElectLeadersResponse.ReplicaElectionResult
     partition = topic.PartitionResult
@@ -209,30 +210,27 @@ async def _elect_leaders(backend: KafkaBackend, ctx: KafkaContext, version: int,
     """Preferred (v0's only type) and unclean elections; a null list elects every partition and answers only those
     whose election was needed, as Kafka does. An election type Kafka does not define is INVALID_REQUEST. A
     top-level error is every partition's too, as in Kafka's error answer (v0 has only the partitions')."""
-    election = request.election_type if version >= 1 else apb.PREFERRED
+    election = request.election_type if version >= 1 else ElectionType.PREFERRED
     asked = (
         None
         if request.topic_partitions is None
-        else [apb.PartitionRef(topic=t.topic, partition=p) for t in request.topic_partitions for p in t.partitions]
+        else [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
     )
-    error: ErrorCode.ValueType = ErrorCode.NONE
+    error: int = ErrorCode.NONE
     message: str | None = None
-    if election not in (apb.PREFERRED, apb.UNCLEAN):
+    if election not in (ElectionType.PREFERRED, ElectionType.UNCLEAN):
         error, message = ErrorCode.INVALID_REQUEST, f"Unknown election type {election}"
-    elif asked == []:  # gRPC's empty list means every partition
+    elif asked == []:  # none asked: only the caller's authorization is answered
         error = _cluster_refusal(backend, ctx, AclOperation.ALTER, "ElectLeaders")
     else:
-        answer = await backend.admin.ElectLeaders(
-            apb.ElectLeadersRequest(election_type=election, partitions=asked or ()), service_context(ctx)
+        answer = await backend.admin.elect_leaders(
+            ElectLeaders(election, None if asked is None else tuple(asked)), ctx.request_context
         )
         if answer.error == ErrorCode.NONE:
             return _election_answer(version, ErrorCode.NONE, answer.results)
         error = answer.error
-    message = message or ErrorCode.Name(error)
-    failed = [
-        apb.ElectionResult(topic=p.topic, partition=p.partition, error=error, error_message=message)
-        for p in asked or ()
-    ]
+    message = message or ErrorCode.Name(ErrorCode.ValueType(error))
+    failed = [ElectionResult(topic, partition, error, message) for topic, partition in asked or ()]
     return _election_answer(version, int(error), failed)
 
 
@@ -275,20 +273,18 @@ async def _alter_reassignments(backend: KafkaBackend, ctx: KafkaContext, version
     image = backend.image()
     asked = [(t.name, p.partition_index, p.replicas) for t in request.topics for p in t.partitions]
     refused = {i: _reassignment_refusal(image, *a, allow_rf) for i, a in enumerate(asked)}
-    passed = [
-        apb.Reassignment(topic=topic, partition=index, replicas=replicas or ())
+    passed = tuple(
+        Reassignment(topic, index, tuple(replicas) if replicas else None)  # None: cancel
         for i, (topic, index, replicas) in enumerate(asked)
         if refused[i] is None
-    ]
+    )
     if passed:
-        answer = await backend.admin.AlterPartitionReassignments(
-            apb.AlterPartitionReassignmentsRequest(reassignments=passed), service_context(ctx)
-        )
+        answer = await backend.admin.alter_partition_reassignments(AlterReassignments(passed), ctx.request_context)
     else:
         refusal = _cluster_refusal(backend, ctx, AclOperation.ALTER, "AlterPartitionReassignments")
-        answer = apb.AlterPartitionReassignmentsResponse(error=refusal)
+        answer = AlterReassignmentsAnswer(error=refusal)
     error = answer.error
-    message = ErrorCode.Name(error) if error != ErrorCode.NONE else None
+    message = ErrorCode.Name(ErrorCode.ValueType(error)) if error != ErrorCode.NONE else None
     results = iter(answer.results)
     outcomes = []
     for i, (topic, index, _) in enumerate(asked):
@@ -365,7 +361,7 @@ def _known_ms(ms: int) -> int:
     return ms if ms > 0 else -1
 
 
-def _replica_states(replicas: Sequence[apb.ReplicaState]) -> list[Any]:
+def _replica_states(replicas: Sequence[ReplicaState]) -> list[Any]:
     """Kafka's replica states, with the times the leader keeps as Kafka's does (the controller's answer). Directory
     ids are zero, as a static quorum's (v2)."""
     state = DescribeQuorumResponse.TopicData.PartitionData.ReplicaState
@@ -417,7 +413,7 @@ async def _describe_quorum(backend: KafkaBackend, ctx: KafkaContext, version: in
                 for name, indexes in asked
             ],
         )
-    answer = await backend.admin.DescribeQuorum(apb.DescribeQuorumRequest(), service_context(ctx))
+    answer = await backend.admin.describe_quorum(DescribeQuorum(), ctx.request_context)
     if answer.error != ErrorCode.NONE:
         return DescribeQuorumResponse(version=version, error_code=int(answer.error), topics=[])
     return DescribeQuorumResponse(
@@ -457,7 +453,7 @@ def _topic_error(name: str, error: int) -> Any:
     )
 
 
-def _described_topic(backend: KafkaBackend, t: apb.TopicDescription, partitions: Iterable[Any]) -> Any:
+def _described_topic(backend: KafkaBackend, t: TopicDescription, partitions: Iterable[Any]) -> Any:
     """A topic with ``partitions``: a leader without an address on this listener is -1, and every replica without
     one (fenced, unknown, no Kafka listener) is offline, as Kafka's brokers answer for their listener."""
     cls = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
@@ -501,8 +497,8 @@ async def _describe_topic_partitions(backend: KafkaBackend, ctx: KafkaContext, v
             topics=[_topic_error(t.name, ErrorCode.INVALID_REQUEST) for t in request.topics],
             next_cursor=None,
         )
-    answer = await backend.admin.DescribeTopics(
-        apb.DescribeTopicsRequest(names=named, include_internal=True), service_context(ctx)
+    answer = await backend.admin.describe_topics(
+        DescribeTopics(names=tuple(named), include_internal=True), ctx.request_context
     )
     described = sorted((t for t in answer.topics if t.name >= start_topic), key=lambda t: t.name)
     denied = [t for t in described if t.error == ErrorCode.TOPIC_AUTHORIZATION_FAILED]

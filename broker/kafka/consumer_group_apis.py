@@ -1,5 +1,5 @@
 """The KIP-848 consumer group APIs on the Kafka listener: ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe
-(69), translated into the ``GroupCoordinatorService``'s typed calls and their answers back. Every rule is the
+(69), translated into the group service's typed requests and their answers back. Every rule is the
 coordinator's (``broker/groups/consumer_group.py``); this is only how each version spells them.
 
 kafka-python 3.0.12 has no definitions of these two APIs, so their message definitions are in ``schemas/`` (the
@@ -19,11 +19,11 @@ from kafka.protocol.api_message import ApiMessage
 
 from odradek.broker.groups.consumer_messages import ConsumerHeartbeatRequest
 from odradek.broker.groups.consumer_records import Partitions, by_topic
+from odradek.broker.groups.requests import ConsumerGroupDescribe, ConsumerGroupHeartbeat
 from odradek.broker.kafka import schemas
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.broker.kafka.wire import KafkaContext, ServiceContext
-from odradek.client.connection import CLIENT_ID_KEY
+from odradek.broker.kafka.wire import KafkaContext
 
 CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # ConsumerGroupDescribe v1's MemberType
 UNKNOWN_AUTHORIZED_OPERATIONS = -(2**31)
@@ -70,7 +70,9 @@ class ConsumerGroupApis:
             client_id=ctx.client_id,
             member_id_required=v >= 1,
         )
-        response = await self.groups.consumer_group_heartbeat(req.group_id, request, ServiceContext(ctx, CLIENT_ID_KEY))
+        response = await self.groups.consumer_group_heartbeat(
+            ConsumerGroupHeartbeat(req.group_id, request), ctx.request_context
+        )
         assignment = None
         if response.assignment is not None:
             Assignment = ConsumerGroupHeartbeatResponse.Assignment
@@ -96,8 +98,10 @@ class ConsumerGroupApis:
         Member = Group.Member
         Assignment = Member.Assignment
         groups = []
-        for group_id in req.group_ids:
-            d = self.groups.consumer_group_describe(group_id, ServiceContext(ctx, CLIENT_ID_KEY))
+        answer = await self.groups.consumer_group_describe(
+            ConsumerGroupDescribe(tuple(req.group_ids)), ctx.request_context
+        )
+        for group_id, d in zip(req.group_ids, answer.groups, strict=True):
 
             def assignment(partitions: Partitions, names: Any = d.topic_names) -> Any:
                 return Assignment(

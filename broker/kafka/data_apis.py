@@ -20,9 +20,8 @@ poll and answers only the partitions with news.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
 
-from odradek.broker.dataplane import FetchAnswer, ProduceResult
+from odradek.broker.api.data import FetchAnswer, FetchRequest, FetchTopic, LeaderHint, ProduceResult
 from odradek.broker.fetch_session import (
     FETCH_SESSION_TOPIC_ID_ERROR,
     INITIAL_EPOCH,
@@ -33,7 +32,7 @@ from odradek.broker.fetch_session import (
 )
 from odradek.broker.fetch_sessions import seen_of
 from odradek.broker.kafka.apis import ApiRegistry, ApiSpec
-from odradek.broker.kafka.backend import KafkaBackend, request_caller
+from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.fetch_codec import (
     FETCH_FLEXIBLE_FROM,
     FETCH_KEY,
@@ -61,7 +60,6 @@ from odradek.broker.kafka.replica_fetch import REPLICA_FETCH_MIN_VERSION
 from odradek.broker.kafka.wire import Handler, KafkaContext, NoResponse, ProtocolError, Reply, RequestHeader
 from odradek.client.common.file_slice import Chunk, close_chunks
 from odradek.client.errors import ErrorCode, error_name
-from odradek.proto import common_pb2
 
 MAGIC_OFFSET = 16  # a record batch's magic byte (a legacy message set has its magic at the same place)
 RECORD_FORMAT_VERSION = 2
@@ -78,7 +76,7 @@ class _Hints:
         self.backend = backend
         self.nodes: dict[int, NodeEndpoint] = {}
 
-    def leader(self, hint: common_pb2.LeaderHint | None) -> tuple[int, int] | None:
+    def leader(self, hint: LeaderHint | None) -> tuple[int, int] | None:
         if hint is None or hint.leader_id < 0:
             return None
         found = self.backend.endpoint(hint.leader_id)
@@ -112,7 +110,7 @@ def _produce_result(r: ProduceResult, topic: str, backend: KafkaBackend, hints: 
     e = r.error
     if e is None:
         return ProducePartitionResult(r.partition, 0, r.base_offset, r.log_append_time_ms, r.log_start_offset)
-    leader = hints.leader(backend.data.leader_hint(topic, r.partition, e))
+    leader = hints.leader(backend.data.service.leader_hint(topic, r.partition, e))
     return ProducePartitionResult(r.partition, e.code, -1, -1, -1, error_message=str(e), current_leader=leader)
 
 
@@ -145,8 +143,8 @@ def produce_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
                 else:
                     parts.append((p.index, p.records))
             topics.append((t.name, parts))
-        answers, throttle = await backend.data.produce(
-            request.acks, request.timeout_ms, request.transactional_id, topics, request_caller(backend, ctx)
+        answers, throttle = await backend.data.service.produce(
+            request.acks, request.timeout_ms, request.transactional_id, topics, ctx.request_context
         )
         hints = _Hints(backend)
         results: list[tuple[str, list[ProducePartitionResult]]] = []
@@ -174,23 +172,6 @@ def produce_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
 # ---- Fetch ----
 
 
-class _Topic(NamedTuple):
-    name: str
-    partitions: list[PartitionRead]
-
-
-class _FetchSpec(NamedTuple):
-    """A consumer's or a follower's fetch under the broker's field names."""
-
-    replica_id: int
-    replica_epoch: int
-    max_wait_ms: int
-    min_bytes: int
-    max_bytes: int
-    isolation_level: int
-    topics: list[_Topic]
-
-
 def _partitions(parts: Iterable[FetchPartition]) -> list[PartitionRead]:
     return [
         PartitionRead(
@@ -216,7 +197,7 @@ def _fetch_results(
             read, e = o.read, o.error
             if read is None:
                 assert e is not None
-                leader = hints.leader(backend.data.fetch_leader_hint(name, o.partition, e))
+                leader = hints.leader(backend.data.service.fetch_leader_hint(name, o.partition, e))
                 results.append(FetchPartitionResult(o.partition, e.code, -1, -1, -1, current_leader=leader))
                 continue
             assert read.data is not None
@@ -249,7 +230,7 @@ def _replica_results(backend: KafkaBackend, answer: FetchAnswer) -> dict[str, li
             read, e = o.read, o.error
             if read is None:
                 assert e is not None
-                log_start, log_end = backend.data.replica_error_bounds(name, o.partition, e)
+                log_start, log_end = backend.data.service.replica_error_bounds(name, o.partition, e)
                 results.append(
                     FetchPartitionResult(
                         o.partition, e.code, -1, -1, log_start, log_end_offset=log_end, all_replicas_offset=0
@@ -302,7 +283,7 @@ def _forgotten(request: FetchRequestData, session: FetchSession) -> list[tuple[s
 
 
 def _session_partitions(
-    topics: list[_Topic], ids: dict[str, bytes], answer: FetchAnswer
+    topics: list[FetchTopic], ids: dict[str, bytes], answer: FetchAnswer
 ) -> list[tuple[str, bytes, PartitionRead, Seen]]:
     """A full answer's partitions, as a new session holds them: the position asked for and what was answered."""
     seen = {(name, o.partition): seen_of(o) for name, outcomes in answer.outcomes for o in outcomes}
@@ -332,7 +313,7 @@ def fetch_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
         replica_id = request.replica_id if replica else -1
         image = backend.image()
         unknown: list[FetchTopicResult] = []
-        topics: list[_Topic] = []
+        topics: list[FetchTopic] = []
         ids: dict[str, bytes] = {}
         for t in request.topics:
             name = t.topic
@@ -344,7 +325,7 @@ def fetch_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
                     continue
                 name = found.name
                 ids[name] = t.topic_id
-            topics.append(_Topic(name, _partitions(t.partitions)))
+            topics.append(FetchTopic(name, _partitions(t.partitions)))
         session: FetchSession | None = None
         if sessions is not None and request.session_epoch > 0:
             # Incremental: a topic id this broker does not know cannot be kept in the session (its partitions
@@ -366,7 +347,7 @@ def fetch_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
             ids = {**session.topic_ids, **ids}  # answered partitions the request does not list
         elif sessions is not None and request.session_id:
             sessions.close(request.session_id)  # a full request closes the session it names
-        spec_ = _FetchSpec(
+        fetch = FetchRequest(
             replica_id,
             request.replica_epoch if replica else -1,
             request.max_wait_ms,
@@ -375,10 +356,10 @@ def fetch_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
             request.isolation_level,
             [] if session is not None else topics,
         )
-        answer = await backend.data.fetch(
-            spec_,
+        answer = await backend.data.service.fetch(
+            fetch,
+            ctx.request_context,
             as_file=True,
-            caller=request_caller(backend, ctx),
             session=None if session is None or sessions is None else sessions.round(session),
         )
         if answer.stale_epoch or answer.error:  # a follower's stale broker epoch, or not authorized to replicate

@@ -95,6 +95,7 @@ class KafkaDispatcher:
                 and exempt_caller(self.access, Caller(ctx.principal, ctx.connection.peer_host))
             ):
                 quotas = None  # replication is not a client's request: no mute, no request quota
+                ctx = KafkaContext(connection, ctx.client_id, quotas_apply=False)  # nor byte quotas
             call: Coroutine[Any, Any, Reply] = handler(ctx, header, body)
             if quotas is not None:
                 who = ClientIdentity(ctx.peer, quota_user(ctx.principal), ctx.client_id)

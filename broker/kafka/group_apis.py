@@ -1,7 +1,7 @@
 """The group APIs on the Kafka listener: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
 OffsetFetch, OffsetDelete, DescribeGroups, ListGroups and DeleteGroups, each translated into the
-``GroupCoordinatorService`` call the gRPC listener makes and its answer back. Every rule is the coordinator's; what
-is here is only how each Kafka version spells the request and the answer.
+group service's typed request (``broker/groups/requests.py``) and its answer back. Every rule is the service's and
+the coordinator's; what is here is only how each Kafka version spells the request and the answer.
 
 Served versions, and why not more (a version that needs what the coordinator lacks is not served at all):
 
@@ -54,47 +54,57 @@ from kafka.protocol.consumer.group import (
 )
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
+from odradek.broker.groups.messages import LeavingMember
+from odradek.broker.groups.requests import (
+    GROUP_KEY,
+    CommitPartition,
+    CommitTopic,
+    Coordinator,
+    DeleteGroups,
+    DescribeGroups,
+    FetchedTopic,
+    FindCoordinator,
+    Heartbeat,
+    JoinGroup,
+    LeaveGroup,
+    ListGroups,
+    OffsetCommit,
+    OffsetDelete,
+    OffsetFetch,
+    OffsetFetchAnswer,
+    SyncGroup,
+    TopicPartitions,
+)
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.broker.kafka.wire import KafkaContext, ServiceContext
-from odradek.client.connection import CLIENT_ID_KEY
+from odradek.broker.kafka.wire import KafkaContext
 from odradek.client.errors import ErrorCode
-from odradek.proto import group_pb2 as gpb
 
 NONE = int(ErrorCode.NONE)
 DEFAULT_RETENTION_MS = -1  # OffsetCommit v2-v4: the broker's offsets retention
 
 
-def _nullable(value: str) -> str | None:
-    """A nullable Kafka string from a proto string, where the proto's empty string stands for null."""
-    return value or None
-
-
-def _instance_id(message: Any) -> str | None:
-    return message.group_instance_id if message.HasField("group_instance_id") else None
-
-
-def commit_topics(topics: Iterable[Any], with_epoch: bool) -> list[gpb.OffsetCommitTopic]:
+def commit_topics(topics: Iterable[Any], with_epoch: bool) -> tuple[CommitTopic, ...]:
     """The offsets of an OffsetCommit or TxnOffsetCommit request as the group service takes them (the leader epoch
     only from the versions that carry it)."""
-    return [
-        gpb.OffsetCommitTopic(
-            name=t.name,
-            partitions=[
-                gpb.OffsetCommitPartition(
-                    partition=p.partition_index,
-                    committed_offset=p.committed_offset,
-                    committed_leader_epoch=p.committed_leader_epoch if with_epoch else -1,
-                    committed_metadata=p.committed_metadata or "",
+    return tuple(
+        CommitTopic(
+            t.name,
+            tuple(
+                CommitPartition(
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch if with_epoch else -1,
+                    p.committed_metadata or "",
                 )
                 for p in t.partitions
-            ],
+            ),
         )
         for t in topics
-    ]
+    )
 
 
-def _fetched_topics(topic_cls: Any, partition_cls: Any, topics: Iterable[gpb.OffsetFetchTopicResponse]) -> list[Any]:
+def _fetched_topics(topic_cls: Any, partition_cls: Any, topics: Iterable[FetchedTopic]) -> list[Any]:
     """The group service's committed offsets as OffsetFetch answers them (per group from v8, the one group before)."""
     return [
         topic_cls(
@@ -105,7 +115,7 @@ def _fetched_topics(topic_cls: Any, partition_cls: Any, topics: Iterable[gpb.Off
                     committed_offset=p.committed_offset,
                     committed_leader_epoch=p.committed_leader_epoch,
                     metadata=p.metadata,
-                    error_code=int(p.error),
+                    error_code=p.error,
                 )
                 for p in t.partitions
             ],
@@ -121,17 +131,13 @@ class GroupApis:
         self.backend = backend
         self.groups = backend.groups
 
-    @staticmethod
-    def _ctx(ctx: KafkaContext) -> ServiceContext:
-        return ServiceContext(ctx, CLIENT_ID_KEY)
-
     # ---- FindCoordinator ----
 
-    def _coordinator(self, c: gpb.Coordinator) -> tuple[int, str | None, int, str, int]:
+    def _coordinator(self, c: Coordinator) -> tuple[int, str | None, int, str, int]:
         """(error, message, node, host, port) with the coordinator's address on the Kafka listener: a client given
         the gRPC address would speak the wrong protocol to it."""
         if c.error != ErrorCode.NONE:
-            return int(c.error), _nullable(c.error_message), -1, "", -1
+            return c.error, c.error_message or None, -1, "", -1
         endpoint = self.backend.endpoint(c.node_id)
         if endpoint is None:
             message = f"broker {c.node_id} coordinates {c.key!r} but has no Kafka listener"
@@ -140,10 +146,8 @@ class GroupApis:
 
     async def find_coordinator(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         keys = list(req.coordinator_keys) if v >= 4 else [req.key]
-        key_type = req.key_type if v >= 1 else gpb.GROUP
-        answer = await self.groups.FindCoordinator(
-            gpb.FindCoordinatorRequest(key_type=key_type, keys=keys), self._ctx(ctx)
-        )
+        key_type = req.key_type if v >= 1 else GROUP_KEY
+        answer = await self.groups.find_coordinator(FindCoordinator(key_type, tuple(keys)), ctx.request_context)
         found = {c.key: self._coordinator(c) for c in answer.coordinators}
         missing = (int(ErrorCode.COORDINATOR_NOT_AVAILABLE), None, -1, "", -1)
         if v >= 4:
@@ -163,75 +167,68 @@ class GroupApis:
     # ---- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ----
 
     async def join_group(self, ctx: KafkaContext, v: int, req: Any) -> Any:
-        request = gpb.JoinGroupRequest(
+        request = JoinGroup(
             group_id=req.group_id,
+            member_id=req.member_id,
+            group_instance_id=req.group_instance_id if v >= 5 else None,
+            protocol_type=req.protocol_type,
+            protocols=tuple((p.name, p.metadata) for p in req.protocols),
             session_timeout_ms=req.session_timeout_ms,
             rebalance_timeout_ms=req.rebalance_timeout_ms,
-            member_id=req.member_id,
-            protocol_type=req.protocol_type,
-            protocols=[gpb.JoinGroupProtocol(name=p.name, metadata=p.metadata) for p in req.protocols],
             reason=(req.reason or "") if v >= 8 else "",
             client_id=ctx.client_id,
         )
-        if v >= 5 and req.group_instance_id is not None:
-            request.group_instance_id = req.group_instance_id
-        r = await self.groups.JoinGroup(request, self._ctx(ctx))
+        r = await self.groups.join_group(request, ctx.request_context)
         Member = JoinGroupResponse.JoinGroupResponseMember
         return JoinGroupResponse(
             version=v,
             error_code=int(r.error),
             generation_id=r.generation_id,
-            protocol_type=_nullable(r.protocol_type),
+            protocol_type=r.protocol_type or None,
             # Nullable from v7 on; before, an empty string stands for "none chosen".
-            protocol_name=_nullable(r.protocol_name) if v >= 7 else r.protocol_name,
+            protocol_name=(r.protocol_name or None) if v >= 7 else (r.protocol_name or ""),
             leader=r.leader,
             skip_assignment=r.skip_assignment,
             member_id=r.member_id,
             members=[
-                Member(member_id=m.member_id, group_instance_id=_instance_id(m), metadata=m.metadata) for m in r.members
+                Member(member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata)
+                for m in r.members
             ],
         )
 
     async def sync_group(self, ctx: KafkaContext, v: int, req: Any) -> Any:
-        request = gpb.SyncGroupRequest(
+        request = SyncGroup(
             group_id=req.group_id,
-            generation_id=req.generation_id,
             member_id=req.member_id,
-            assignments=[
-                gpb.SyncGroupAssignment(member_id=a.member_id, assignment=a.assignment) for a in req.assignments
-            ],
+            group_instance_id=req.group_instance_id if v >= 3 else None,
+            generation_id=req.generation_id,
+            protocol_type=(req.protocol_type or None) if v >= 5 else None,
+            protocol_name=(req.protocol_name or None) if v >= 5 else None,
+            assignments=tuple((a.member_id, a.assignment) for a in req.assignments),
         )
-        if v >= 3 and req.group_instance_id is not None:
-            request.group_instance_id = req.group_instance_id
-        if v >= 5:
-            request.protocol_type = req.protocol_type or ""
-            request.protocol_name = req.protocol_name or ""
-        r = await self.groups.SyncGroup(request, self._ctx(ctx))
+        r = await self.groups.sync_group(request, ctx.request_context)
         return SyncGroupResponse(
             version=v,
             error_code=int(r.error),
-            protocol_type=_nullable(r.protocol_type),
-            protocol_name=_nullable(r.protocol_name),
+            protocol_type=r.protocol_type or None,
+            protocol_name=r.protocol_name or None,
             assignment=r.assignment,
         )
 
     async def heartbeat(self, ctx: KafkaContext, v: int, req: Any) -> Any:
-        request = gpb.HeartbeatRequest(group_id=req.group_id, generation_id=req.generation_id, member_id=req.member_id)
-        if v >= 3 and req.group_instance_id is not None:
-            request.group_instance_id = req.group_instance_id
-        r = await self.groups.Heartbeat(request, self._ctx(ctx))
+        instance = req.group_instance_id if v >= 3 else None
+        request = Heartbeat(req.group_id, req.member_id, instance, req.generation_id)
+        r = await self.groups.heartbeat(request, ctx.request_context)
         return HeartbeatResponse(version=v, error_code=int(r.error))
 
     async def leave_group(self, ctx: KafkaContext, v: int, req: Any) -> Any:
-        request = gpb.LeaveGroupRequest(group_id=req.group_id)
         if v >= 3:
-            for m in req.members:
-                leaving = request.members.add(member_id=m.member_id, reason=(m.reason or "") if v >= 5 else "")
-                if m.group_instance_id is not None:
-                    leaving.group_instance_id = m.group_instance_id
+            members = tuple(
+                LeavingMember(m.member_id, m.group_instance_id, (m.reason or "") if v >= 5 else "") for m in req.members
+            )
         else:
-            request.members.add(member_id=req.member_id)
-        r = await self.groups.LeaveGroup(request, self._ctx(ctx))
+            members = (LeavingMember(req.member_id),)
+        r = await self.groups.leave_group(LeaveGroup(req.group_id, members), ctx.request_context)
         if v < 3:
             # One member and one error: the group's if it has one, else the member's (as Kafka answers v0-v2).
             error = int(r.error)
@@ -243,7 +240,7 @@ class GroupApis:
             version=v,
             error_code=int(r.error),
             members=[
-                MemberResponse(member_id=m.member_id, group_instance_id=_instance_id(m), error_code=int(m.error))
+                MemberResponse(member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=int(m.error))
                 for m in r.members
             ],
         )
@@ -264,19 +261,18 @@ class GroupApis:
                 for t in req.topics
             ]
             return OffsetCommitResponse(version=v, topics=topics)
-        request = gpb.OffsetCommitRequest(
+        request = OffsetCommit(
             group_id=req.group_id,
             generation_id=req.generation_id_or_member_epoch,
             member_id=req.member_id,
+            group_instance_id=req.group_instance_id if v >= 7 else None,
             topics=commit_topics(req.topics, with_epoch=v >= 6),
         )
-        if v >= 7 and req.group_instance_id is not None:
-            request.group_instance_id = req.group_instance_id
-        r = await self.groups.OffsetCommit(request, self._ctx(ctx))
+        r = await self.groups.offset_commit(request, ctx.request_context)
         topics = [
             Topic(
                 name=t.name,
-                partitions=[Partition(partition_index=p.partition, error_code=int(p.error)) for p in t.partitions],
+                partitions=[Partition(partition_index=p.partition, error_code=p.error) for p in t.partitions],
             )
             for t in r.topics
         ]
@@ -289,16 +285,16 @@ class GroupApis:
         topics: Iterable[tuple[str, list[int]]] | None,
         require_stable: bool,
         member: tuple[str | None, int] = (None, -1),
-    ) -> gpb.OffsetFetchResponse:
-        request = gpb.OffsetFetchRequest(group_id=group_id, all_topics=topics is None, require_stable=require_stable)
+    ) -> OffsetFetchAnswer:
         member_id, member_epoch = member
-        if member_id is not None:
-            request.member_id = member_id
-        if member_epoch >= 0:
-            request.member_epoch = member_epoch
-        for name, partitions in topics or ():
-            request.topics.add(name=name, partitions=partitions)
-        return await self.groups.OffsetFetch(request, self._ctx(ctx))
+        request = OffsetFetch(
+            group_id=group_id,
+            topics=None if topics is None else tuple(TopicPartitions(name, tuple(ps)) for name, ps in topics),
+            require_stable=require_stable,
+            member_id=member_id,
+            member_epoch=member_epoch if member_epoch >= 0 else -1,
+        )
+        return await self.groups.offset_fetch(request, ctx.request_context)
 
     async def offset_fetch(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         require_stable = bool(req.require_stable) if v >= 7 else False
@@ -312,7 +308,7 @@ class GroupApis:
                 member = (g.member_id, g.member_epoch) if v >= 9 else (None, -1)
                 r = await self._fetch_offsets(ctx, g.group_id, wanted, require_stable, member)
                 topics = _fetched_topics(Topics, Partitions, r.topics)
-                groups.append(Group(group_id=g.group_id, topics=topics, error_code=int(r.error)))
+                groups.append(Group(group_id=g.group_id, topics=topics, error_code=r.error))
             return OffsetFetchResponse(version=v, groups=groups)
         wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
         r = await self._fetch_offsets(ctx, req.group_id, wanted, require_stable)
@@ -324,7 +320,7 @@ class GroupApis:
                 Topic(
                     name=name,
                     partitions=[
-                        Partition(partition_index=p, committed_offset=-1, metadata="", error_code=int(r.error))
+                        Partition(partition_index=p, committed_offset=-1, metadata="", error_code=r.error)
                         for p in partitions
                     ],
                 )
@@ -332,20 +328,17 @@ class GroupApis:
             ]
             return OffsetFetchResponse(version=v, topics=topics)
         topics = _fetched_topics(Topic, Partition, r.topics)
-        return OffsetFetchResponse(version=v, topics=topics, error_code=int(r.error))
+        return OffsetFetchResponse(version=v, topics=topics, error_code=r.error)
 
     async def offset_delete(self, ctx: KafkaContext, v: int, req: Any) -> Any:
-        request = gpb.OffsetDeleteRequest(
-            group_id=req.group_id,
-            topics=[
-                gpb.OffsetDeleteTopic(name=t.name, partitions=[p.partition_index for p in t.partitions])
-                for t in req.topics
-            ],
+        request = OffsetDelete(
+            req.group_id,
+            tuple(TopicPartitions(t.name, tuple(p.partition_index for p in t.partitions)) for t in req.topics),
         )
-        r = await self.groups.OffsetDelete(request, self._ctx(ctx))
+        r = await self.groups.offset_delete(request, ctx.request_context)
         if r.error != ErrorCode.NONE:  # the group's error is the whole answer, as Kafka's
-            return OffsetDeleteResponse(version=v, error_code=int(r.error), topics=[])
-        errors = {(t.name, p.partition): int(p.error) for t in r.topics for p in t.partitions}
+            return OffsetDeleteResponse(version=v, error_code=r.error, topics=[])
+        errors = {(t.name, p.partition): p.error for t in r.topics for p in t.partitions}
         Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
         Partition = Topic.OffsetDeleteResponsePartition
         topics = [
@@ -363,12 +356,12 @@ class GroupApis:
     # ---- DescribeGroups, ListGroups, DeleteGroups ----
 
     async def describe_groups(self, ctx: KafkaContext, v: int, req: Any) -> Any:
-        r = await self.groups.DescribeGroups(gpb.DescribeGroupsRequest(groups=list(req.groups)), self._ctx(ctx))
+        r = await self.groups.describe_groups(DescribeGroups(tuple(req.groups)), ctx.request_context)
         Group = DescribeGroupsResponse.DescribedGroup
         Member = Group.DescribedGroupMember
         groups = [
             Group(
-                error_code=int(g.error),
+                error_code=g.error,
                 group_id=g.group_id,
                 group_state=g.group_state,
                 protocol_type=g.protocol_type,
@@ -376,7 +369,7 @@ class GroupApis:
                 members=[
                     Member(
                         member_id=m.member_id,
-                        group_instance_id=_instance_id(m),
+                        group_instance_id=m.group_instance_id,
                         client_id=m.client_id,
                         client_host=m.client_host,
                         member_metadata=m.member_metadata,
@@ -390,14 +383,13 @@ class GroupApis:
         return DescribeGroupsResponse(version=v, groups=groups)
 
     async def list_groups(self, ctx: KafkaContext, v: int, req: Any) -> Any:
-        states = list(req.states_filter) if v >= 4 else []
-        types = list(req.types_filter) if v >= 5 else []
-        request = gpb.ListGroupsRequest(states_filter=states, types_filter=types)
-        r = await self.groups.ListGroups(request, self._ctx(ctx))
+        states = tuple(req.states_filter) if v >= 4 else ()
+        types = tuple(req.types_filter) if v >= 5 else ()
+        r = await self.groups.list_groups(ListGroups(states, types), ctx.request_context)
         Listed = ListGroupsResponse.ListedGroup
         return ListGroupsResponse(
             version=v,
-            error_code=int(r.error),
+            error_code=r.error,
             groups=[
                 Listed(
                     group_id=g.group_id,
@@ -410,10 +402,10 @@ class GroupApis:
         )
 
     async def delete_groups(self, ctx: KafkaContext, v: int, req: Any) -> Any:
-        r = await self.groups.DeleteGroups(gpb.DeleteGroupsRequest(groups=list(req.groups_names)), self._ctx(ctx))
+        r = await self.groups.delete_groups(DeleteGroups(tuple(req.groups_names)), ctx.request_context)
         Result = DeleteGroupsResponse.DeletableGroupResult
         return DeleteGroupsResponse(
-            version=v, results=[Result(group_id=g.group_id, error_code=int(g.error)) for g in r.results]
+            version=v, results=[Result(group_id=g.group_id, error_code=g.error) for g in r.results]
         )
 
 

@@ -12,17 +12,17 @@ broker/auto_create.py for the answers).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from odradek.broker.api import metadata as api
+from odradek.broker.api.metadata import BrokerNode, TopicMetadata
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.broker.kafka.wire import KafkaContext, ServiceContext
-from odradek.client.connection import CLIENT_ID_KEY
+from odradek.broker.kafka.wire import KafkaContext
 from odradek.client.errors import ErrorCode
-from odradek.proto import broker_pb2 as pb
 
 METADATA_VERSIONS = (0, 13)
 
@@ -34,12 +34,6 @@ ZERO_UUID = uuid.UUID(int=0)
 def topic_uuid(topic_id: bytes) -> uuid.UUID:
     """A topic's 16-byte id from the metadata image as Kafka's UUID (the zero UUID for none)."""
     return uuid.UUID(bytes=topic_id) if len(topic_id) == 16 else ZERO_UUID
-
-
-def service_context(ctx: KafkaContext) -> Any:
-    """The context the services read the peer and client id from, as on the gRPC listener (a ``ServiceContext``,
-    typed Any: it stands in for ``grpc.aio.ServicerContext``, of which the services read only those two)."""
-    return ServiceContext(ctx, CLIENT_ID_KEY)
 
 
 def client_controller_id(backend: KafkaBackend, controller_id: int, brokers: Collection[int]) -> int:
@@ -55,13 +49,13 @@ def client_controller_id(backend: KafkaBackend, controller_id: int, brokers: Col
     return min(brokers, default=-1)
 
 
-def kafka_brokers(backend: KafkaBackend, nodes: Any) -> dict[int, tuple[str, int, str | None]]:
+def kafka_brokers(backend: KafkaBackend, nodes: Iterable[BrokerNode]) -> dict[int, tuple[str, int, str | None]]:
     """node id -> (host, port, rack) on the Kafka listener, for the service's brokers that have an address there."""
     out = {}
     for n in nodes:
-        endpoint = backend.endpoint(n.node_id)
+        endpoint = backend.endpoint(n.broker_id)
         if endpoint is not None:
-            out[n.node_id] = (endpoint[0], endpoint[1], n.rack or None)
+            out[n.broker_id] = (endpoint[0], endpoint[1], n.rack or None)
     return out
 
 
@@ -88,13 +82,11 @@ def _metadata_handler(backend: KafkaBackend):
                 name = found.name
             if name is not None and name not in names:
                 names.append(name)
-        # The service has no "no topics" request (empty = all): for v1+'s empty list its topics are dropped.
         allow = version < 4 or bool(request.allow_auto_topic_creation)
-        answer = await backend.data.Metadata(
-            pb.MetadataRequest(topics=names, all_topics=every, allow_auto_topic_creation=allow), service_context(ctx)
-        )
+        asked = api.MetadataRequest(None if every else names, allow)
+        answer = await backend.data.metadata.metadata(asked, ctx.request_context)
         brokers = kafka_brokers(backend, answer.brokers)
-        topics = [] if not every and not names else [_topic(t, brokers) for t in answer.topics]
+        topics = [_topic(t, brokers) for t in answer.topics]
         topics += [
             MetadataResponse.MetadataResponseTopic(
                 error_code=UNKNOWN_TOPIC_ID,
@@ -108,7 +100,7 @@ def _metadata_handler(backend: KafkaBackend):
         ]
         return MetadataResponse(
             version=version,
-            throttle_time_ms=answer.throttle_time_ms,
+            throttle_time_ms=0,
             brokers=[
                 MetadataResponse.MetadataResponseBroker(node_id=node, host=host, port=port, rack=rack)
                 for node, (host, port, rack) in sorted(brokers.items())
@@ -123,10 +115,10 @@ def _metadata_handler(backend: KafkaBackend):
     return metadata
 
 
-def _topic(t: pb.TopicMetadata, brokers: Collection[int]) -> Any:
+def _topic(t: TopicMetadata, brokers: Collection[int]) -> Any:
     partitions = []
     for p in t.partitions:
-        error, leader = int(p.error), p.leader
+        error, leader = p.error, p.leader
         if error == ErrorCode.NONE and leader not in brokers:
             # Live, but without an address on this listener: the client cannot reach it here (retriable).
             error, leader = ErrorCode.LEADER_NOT_AVAILABLE, -1
@@ -142,7 +134,7 @@ def _topic(t: pb.TopicMetadata, brokers: Collection[int]) -> Any:
             )
         )
     return MetadataResponse.MetadataResponseTopic(
-        error_code=int(t.error),
+        error_code=t.error,
         name=t.name,
         topic_id=topic_uuid(t.topic_id),
         is_internal=t.is_internal,

@@ -1,13 +1,14 @@
 """Kafka's ListOffsets and OffsetForLeaderEpoch on the Kafka listener.
 
-ListOffsets goes to the broker's ``ListOffsets`` service, the gRPC listener's. It is served at v1-v9, as Kafka 3.9
-serves it: the service answers earliest (-2), latest (-1), a timestamp, the record with the largest timestamp (-3,
-which v7 announces), the local log start (-4, v8) and the end of tiered storage (-5, v9: -1, as Kafka answers for a
-topic without it), with the isolation level (v2+) and leader-epoch fencing (v4+). v10 (Kafka 4.0) is left out:
-kafka-python reads a broker that serves it as Kafka 4.0.
+Both go to the broker's data service (broker/api/data.py), which the gRPC listener's ListOffsets calls too.
+ListOffsets is served at v1-v9, as Kafka 3.9 serves it: the service answers earliest (-2), latest (-1), a
+timestamp, the record with the largest timestamp (-3, which v7 announces), the local log start (-4, v8) and the
+end of tiered storage (-5, v9: -1, as Kafka answers for a topic without it), with the isolation level (v2+) and
+leader-epoch fencing (v4+). v10 (Kafka 4.0) is left out: kafka-python reads a broker that serves it as Kafka 4.0.
 
-OffsetForLeaderEpoch (v2-v4) has no gRPC service (followers find their divergence in their fetch answers): it is
-answered by the partition's own checks and its log's epoch cache, which is what the follower path uses too.
+OffsetForLeaderEpoch (v2-v4) has no gRPC method (followers find their divergence in their fetch answers): the
+service answers it from the partition's own checks and its log's epoch cache, which the follower path uses too,
+for a caller that may describe the topic (TOPIC_AUTHORIZATION_FAILED otherwise, as Kafka).
 """
 
 from __future__ import annotations
@@ -21,12 +22,11 @@ from kafka.protocol.consumer.offsets import (
     OffsetForLeaderEpochResponse,
 )
 
+from odradek.broker.api import data as api
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.broker.kafka.metadata_apis import service_context
 from odradek.broker.kafka.wire import KafkaContext
-from odradek.client.errors import ErrorCode, OdradekError
-from odradek.proto import broker_pb2 as pb
+from odradek.client.errors import ErrorCode
 
 LIST_OFFSETS_VERSIONS = (1, 9)
 OFFSET_FOR_LEADER_EPOCH_VERSIONS = (2, 4)
@@ -45,51 +45,45 @@ def register(registry: ApiRegistry, backend: KafkaBackend) -> None:
 
 def _list_offsets_handler(backend: KafkaBackend):
     async def list_offsets(ctx: KafkaContext, version: int, request: Any) -> Any:
-        answer = await backend.data.ListOffsets(
-            pb.ListOffsetsRequest(
-                replica_id=request.replica_id,
-                isolation_level=pb.READ_COMMITTED if request.isolation_level == 1 else pb.READ_UNCOMMITTED,
-                topics=[
-                    pb.ListOffsetsTopic(
-                        name=t.name,
-                        partitions=[
-                            pb.ListOffsetsPartition(
-                                partition=p.partition_index,
-                                current_leader_epoch=p.current_leader_epoch,
-                                timestamp=p.timestamp,
-                            )
-                            for p in t.partitions
-                        ],
-                    )
-                    for t in request.topics
-                ],
-            ),
-            service_context(ctx),
+        asked = api.ListOffsetsRequest(
+            request.isolation_level,
+            [
+                (
+                    t.name,
+                    [api.OffsetQuery(p.partition_index, p.timestamp, p.current_leader_epoch) for p in t.partitions],
+                )
+                for t in request.topics
+            ],
         )
+        answer = await backend.data.service.list_offsets(asked, ctx.request_context)
         topic_cls = ListOffsetsResponse.ListOffsetsTopicResponse
         partition_cls = topic_cls.ListOffsetsPartitionResponse
         return ListOffsetsResponse(
             version=version,
-            throttle_time_ms=answer.throttle_time_ms,
+            throttle_time_ms=0,
             topics=[
                 topic_cls(
-                    name=t.name,
+                    name=name,
                     partitions=[
                         partition_cls(
-                            partition_index=p.partition,
-                            error_code=_list_offsets_error(int(p.error), version),
-                            timestamp=p.timestamp,
-                            offset=p.offset,
-                            leader_epoch=p.leader_epoch if p.error == ErrorCode.NONE else -1,
+                            partition_index=o.partition,
+                            error_code=_list_offsets_error(o.error.code if o.error else 0, version),
+                            timestamp=o.timestamp if o.error is None else -1,
+                            offset=o.offset if o.error is None else -1,
+                            leader_epoch=o.leader_epoch if o.error is None else -1,
                         )
-                        for p in t.partitions
+                        for o in listed
                     ],
                 )
-                for t in answer.topics
+                for name, listed in answer
             ],
         )
 
     return list_offsets
+
+
+def _query(p: Any) -> api.OffsetQuery:
+    return api.OffsetQuery(p.partition_index, p.timestamp, p.current_leader_epoch)
 
 
 def _list_offsets_error(code: int, version: int) -> int:
@@ -106,24 +100,28 @@ def _offset_for_epoch_handler(backend: KafkaBackend):
         UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER). ``replica_id`` (v3+) is not used: odradek's followers
         replicate over gRPC, so every asker here is a consumer validating its position, as Kafka serves it
         (from the leader)."""
-        replicas = backend.data.replicas
+        asked = [
+            (t.topic, [api.EpochQuery(p.partition, p.leader_epoch, p.current_leader_epoch) for p in t.partitions])
+            for t in request.topics
+        ]
+        answer = await backend.data.service.end_offsets_for_epochs(asked, ctx.request_context)
         topic_cls = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
         partition_cls = topic_cls.EpochEndOffset
-        topics = []
-        for t in request.topics:
-            results = []
-            for p in t.partitions:
-                try:
-                    partition = replicas.get(t.topic, p.partition)
-                    partition.check_leader(p.current_leader_epoch)
-                    epoch, end = partition.log.end_offset_for_epoch(p.leader_epoch)
-                except OdradekError as e:
-                    results.append(
-                        partition_cls(error_code=int(e.code), partition=p.partition, leader_epoch=-1, end_offset=-1)
+        topics = [
+            topic_cls(
+                topic=name,
+                partitions=[
+                    partition_cls(
+                        error_code=e.error.code if e.error else 0,
+                        partition=e.partition,
+                        leader_epoch=e.leader_epoch,
+                        end_offset=e.end_offset,
                     )
-                    continue
-                results.append(partition_cls(error_code=0, partition=p.partition, leader_epoch=epoch, end_offset=end))
-            topics.append(topic_cls(topic=t.topic, partitions=results))
+                    for e in ends
+                ],
+            )
+            for name, ends in answer
+        ]
         return OffsetForLeaderEpochResponse(version=version, throttle_time_ms=0, topics=topics)
 
     return offset_for_leader_epoch

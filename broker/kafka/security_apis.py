@@ -1,11 +1,11 @@
-"""Kafka's ACL and SCRAM credential APIs on the Kafka listener, each translated onto the Admin service (where writes
-are forwarded to the active controller and every rule is decided): DescribeAcls, CreateAcls and DeleteAcls v1-v3,
-DescribeUserScramCredentials and AlterUserScramCredentials v0.
+"""Kafka's ACL and SCRAM credential APIs on the Kafka listener, each translated onto the typed admin service
+(``KafkaBackend.admin``, where writes are forwarded to the active controller and every rule is decided):
+DescribeAcls, CreateAcls and DeleteAcls v1-v3, DescribeUserScramCredentials and AlterUserScramCredentials v0.
 
-The ACL enums' wire codes are odradek's (both are Kafka's numbers), and a null filter string is an unset filter
-field. SCRAM mechanisms travel as Kafka's codes (1 SCRAM-SHA-256, 2 SCRAM-SHA-512) here and as names on gRPC; an
-unknown code reaches the controller as a name it refuses with UNSUPPORTED_SASL_MECHANISM. Who may call these APIs is
-not decided here.
+The ACL enums' wire codes are odradek's (both are Kafka's numbers; a code no member has is UNKNOWN), and a null
+filter string is an unset filter field. SCRAM mechanisms travel as Kafka's codes (1 SCRAM-SHA-256, 2 SCRAM-SHA-512)
+here and as names in the service; an unknown code reaches the controller as a name it refuses with
+UNSUPPORTED_SASL_MECHANISM. Who may call these APIs is not decided here.
 
 odradek's own ACL resource type (SUBJECT, the schema registry's) is a code Kafka's clients do not know: a filter for
 ANY resource type selects the Kafka types alone here (DescribeAcls leaves SUBJECT bindings out, DeleteAcls neither
@@ -16,6 +16,7 @@ naming the SUBJECT code selects them as on the other listeners.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from itertools import groupby
 from typing import Any
 
@@ -36,12 +37,25 @@ from kafka.protocol.admin.users import (
 
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.broker.kafka.metadata_apis import service_context
 from odradek.broker.kafka.wire import KafkaContext
-from odradek.client.common.acls import KAFKA_RESOURCE_TYPES, ResourceType
+from odradek.client.common.acls import (
+    KAFKA_RESOURCE_TYPES,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from odradek.client.common.admin.acls import CreateAcls, DeleteAcls, DescribeAcls
+from odradek.client.common.admin.scram import (
+    AlterScramCredentials,
+    DescribeScramCredentials,
+    ScramDeletion,
+    ScramUpsertion,
+)
 from odradek.client.common.scram import Mechanism
 from odradek.client.errors import ErrorCode
-from odradek.proto import admin_pb2 as apb
 
 DESCRIBE_ACLS_VERSIONS = (1, 3)
 CREATE_ACLS_VERSIONS = (1, 3)
@@ -69,34 +83,25 @@ def register(registry: ApiRegistry, backend: KafkaBackend) -> None:
 # ---- ACLs ----
 
 
-def _filter(f: Any) -> apb.AclBindingFilter:
-    """Kafka's filter (ANY codes, null strings for "any") as odradek's (unset fields for "any")."""
-    out = apb.AclBindingFilter(
-        resource_type=f.resource_type_filter,
-        pattern_type=f.pattern_type_filter,
-        operation=f.operation,
-        permission_type=f.permission_type,
+def _filter(f: Any) -> AclBindingFilter:
+    """Kafka's filter (ANY codes, null strings for "any") as odradek's; a code no member has is UNKNOWN, which the
+    service refuses."""
+    return AclBindingFilter(
+        resource_type=ResourceType.from_code(f.resource_type_filter),
+        resource_name=f.resource_name_filter,
+        pattern_type=PatternType.from_code(f.pattern_type_filter),
+        principal=f.principal_filter,
+        host=f.host_filter,
+        operation=AclOperation.from_code(f.operation),
+        permission=AclPermissionType.from_code(f.permission_type),
     )
-    if f.resource_name_filter is not None:
-        out.resource_name = f.resource_name_filter
-    if f.principal_filter is not None:
-        out.principal = f.principal_filter
-    if f.host_filter is not None:
-        out.host = f.host_filter
-    return out
 
 
-def _kafka_types(f: apb.AclBindingFilter) -> list[apb.AclBindingFilter]:
+def _kafka_types(f: AclBindingFilter) -> list[AclBindingFilter]:
     """``f``, or for ANY resource type one filter per type Kafka knows (see the module doc)."""
-    if int(f.resource_type) != ResourceType.ANY:
+    if f.resource_type != ResourceType.ANY:
         return [f]
-    out = []
-    for kind in sorted(KAFKA_RESOURCE_TYPES):
-        one = apb.AclBindingFilter()
-        one.CopyFrom(f)
-        one.resource_type = apb.AclResourceType.ValueType(kind)
-        out.append(one)
-    return out
+    return [replace(f, resource_type=ResourceType(kind)) for kind in sorted(KAFKA_RESOURCE_TYPES)]
 
 
 def _error(code: int, message: str = "") -> tuple[int, str | None]:
@@ -105,19 +110,19 @@ def _error(code: int, message: str = "") -> tuple[int, str | None]:
 
 async def _describe_acls(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     """Bindings grouped by resource pattern, as Kafka's answer has them."""
-    answer = await backend.admin.DescribeAcls(apb.DescribeAclsRequest(filter=_filter(request)), service_context(ctx))
+    answer = await backend.admin.describe_acls(DescribeAcls(_filter(request)), ctx.request_context)
     resource = DescribeAclsResponse.DescribeAclsResource
     resources = []
     kafka_only = request.resource_type_filter == ResourceType.ANY
     bindings = [b for b in answer.bindings if not kafka_only or int(b.resource_type) in KAFKA_RESOURCE_TYPES]
 
-    def pattern(b: apb.AclBinding) -> tuple[int, str, int]:
-        return (b.resource_type, b.resource_name, b.pattern_type)
+    def pattern(b: AclBinding) -> tuple[int, str, int]:
+        return (int(b.resource_type), b.resource_name, int(b.pattern_type))
 
     for (rtype, name, ptype), group in groupby(sorted(bindings, key=pattern), key=pattern):
         acls = [
             resource.AclDescription(
-                principal=b.principal, host=b.host, operation=b.operation, permission_type=b.permission_type
+                principal=b.principal, host=b.host, operation=int(b.operation), permission_type=int(b.permission)
             )
             for b in group
         ]
@@ -125,7 +130,7 @@ async def _describe_acls(backend: KafkaBackend, ctx: KafkaContext, version: int,
     error_code, message = _error(answer.error, answer.error_message)
     return DescribeAclsResponse(
         version=version,
-        throttle_time_ms=answer.throttle_time_ms,
+        throttle_time_ms=0,
         error_code=error_code,
         error_message=message,
         resources=resources if error_code == ErrorCode.NONE else [],
@@ -133,19 +138,19 @@ async def _describe_acls(backend: KafkaBackend, ctx: KafkaContext, version: int,
 
 
 async def _create_acls(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
-    creations = [
-        apb.AclBinding(
-            resource_type=c.resource_type,
-            resource_name=c.resource_name,
-            pattern_type=c.resource_pattern_type,
-            principal=c.principal,
-            host=c.host,
-            operation=c.operation,
-            permission_type=c.permission_type,
+    creations = tuple(
+        AclBinding(
+            ResourceType.from_code(c.resource_type),
+            c.resource_name,
+            PatternType.from_code(c.resource_pattern_type),
+            c.principal,
+            c.host,
+            AclOperation.from_code(c.operation),
+            AclPermissionType.from_code(c.permission_type),
         )
         for c in request.creations
-    ]
-    answer = await backend.admin.CreateAcls(apb.CreateAclsRequest(creations=creations), service_context(ctx))
+    )
+    answer = await backend.admin.create_acls(CreateAcls(creations), ctx.request_context)
     result = CreateAclsResponse.AclCreationResult
     out = []
     for i in range(len(creations)):
@@ -154,22 +159,22 @@ async def _create_acls(backend: KafkaBackend, ctx: KafkaContext, version: int, r
         else:
             error_code, message = _error(answer.results[i].error, answer.results[i].error_message)
         out.append(result(error_code=error_code, error_message=message))
-    return CreateAclsResponse(version=version, throttle_time_ms=answer.throttle_time_ms, results=out)
+    return CreateAclsResponse(version=version, throttle_time_ms=0, results=out)
 
 
-def _matching(deleted: Sequence[apb.AclBinding]) -> list[Any]:
+def _matching(deleted: Sequence[AclBinding]) -> list[Any]:
     acl = DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl
     return [
         acl(
             error_code=0,
             error_message=None,
-            resource_type=b.resource_type,
+            resource_type=int(b.resource_type),
             resource_name=b.resource_name,
-            pattern_type=b.pattern_type,
+            pattern_type=int(b.pattern_type),
             principal=b.principal,
             host=b.host,
-            operation=b.operation,
-            permission_type=b.permission_type,
+            operation=int(b.operation),
+            permission_type=int(b.permission),
         )
         for b in deleted
     ]
@@ -177,8 +182,8 @@ def _matching(deleted: Sequence[apb.AclBinding]) -> list[Any]:
 
 async def _delete_acls(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
     parts = [_kafka_types(_filter(f)) for f in request.filters]
-    filters = [one for part in parts for one in part]
-    answer = await backend.admin.DeleteAcls(apb.DeleteAclsRequest(filters=filters), service_context(ctx))
+    filters = tuple(one for part in parts for one in part)
+    answer = await backend.admin.delete_acls(DeleteAcls(filters), ctx.request_context)
     result = DeleteAclsResponse.DeleteAclsFilterResult
     out = []
     first = 0
@@ -195,7 +200,7 @@ async def _delete_acls(backend: KafkaBackend, ctx: KafkaContext, version: int, r
         else:
             deleted = [b for r in mine for b in r.deleted]
             out.append(result(error_code=0, error_message=None, matching_acls=_matching(deleted)))
-    return DeleteAclsResponse(version=version, throttle_time_ms=answer.throttle_time_ms, filter_results=out)
+    return DeleteAclsResponse(version=version, throttle_time_ms=0, filter_results=out)
 
 
 # ---- SCRAM credentials ----
@@ -216,15 +221,13 @@ def _mechanism_code(name: str) -> int:
 
 
 async def _describe_credentials(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
-    users = [u.name for u in request.users or []]
-    answer = await backend.admin.DescribeUserScramCredentials(
-        apb.DescribeUserScramCredentialsRequest(users=users), service_context(ctx)
-    )
+    users = tuple(u.name for u in request.users or [])
+    answer = await backend.admin.describe_user_scram_credentials(DescribeScramCredentials(users), ctx.request_context)
     result = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
     error_code, message = _error(answer.error, answer.error_message)
     return DescribeUserScramCredentialsResponse(
         version=version,
-        throttle_time_ms=answer.throttle_time_ms,
+        throttle_time_ms=0,
         error_code=error_code,
         error_message=message,
         results=[
@@ -243,22 +246,14 @@ async def _describe_credentials(backend: KafkaBackend, ctx: KafkaContext, versio
 
 
 async def _alter_credentials(backend: KafkaBackend, ctx: KafkaContext, version: int, request: Any) -> Any:
-    alter = apb.AlterUserScramCredentialsRequest(
-        deletions=[
-            apb.ScramCredentialDeletion(user=d.name, mechanism=_mechanism_name(d.mechanism)) for d in request.deletions
-        ],
-        upsertions=[
-            apb.ScramCredentialUpsertion(
-                user=u.name,
-                mechanism=_mechanism_name(u.mechanism),
-                iterations=u.iterations,
-                salt=u.salt,
-                salted_password=u.salted_password,
-            )
+    alter = AlterScramCredentials(
+        deletions=tuple(ScramDeletion(d.name, _mechanism_name(d.mechanism)) for d in request.deletions),
+        upsertions=tuple(
+            ScramUpsertion(u.name, _mechanism_name(u.mechanism), u.iterations, u.salt, u.salted_password)
             for u in request.upsertions
-        ],
+        ),
     )
-    answer = await backend.admin.AlterUserScramCredentials(alter, service_context(ctx))
+    answer = await backend.admin.alter_user_scram_credentials(alter, ctx.request_context)
     result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
     if answer.error != ErrorCode.NONE:  # the whole request failed (no controller): every user named gets the error
         users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
@@ -267,4 +262,4 @@ async def _alter_credentials(backend: KafkaBackend, ctx: KafkaContext, version: 
         results = [
             result(user=r.user, error_code=int(r.error), error_message=r.error_message or None) for r in answer.results
         ]
-    return AlterUserScramCredentialsResponse(version=version, throttle_time_ms=answer.throttle_time_ms, results=results)
+    return AlterUserScramCredentialsResponse(version=version, throttle_time_ms=0, results=results)

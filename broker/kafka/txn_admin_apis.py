@@ -1,6 +1,6 @@
 """Kafka's transaction admin APIs on the Kafka listener (KIP-664: what ``kafka-transactions.sh`` list, describe,
 describe-producers and find-hanging send): DescribeProducers, DescribeTransactions and ListTransactions, each
-translated into the ``TransactionsService`` call the gRPC listener makes and its answer back. odradek's state names
+translated into the transaction service's typed request and its answer back. odradek's state names
 are Kafka's (``TxnState``), so they pass unchanged.
 
 Served versions, and why not more:
@@ -33,21 +33,26 @@ from kafka.protocol.admin.transactions import (
 
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.broker.kafka.metadata_apis import service_context
 from odradek.broker.kafka.wire import KafkaContext
 from odradek.broker.transactions.coordinator import NO_DURATION_FILTER
+from odradek.broker.transactions.requests import (
+    DescribeProducers,
+    DescribeTransactions,
+    ListTransactions,
+    PartitionProducers,
+    TxnTopic,
+)
 from odradek.client.common.topic_rules import validate_topic_name
 from odradek.client.errors import ErrorCode
-from odradek.proto import transaction_pb2 as tpb
 
 _Partition = DescribeProducersResponse.TopicResponse.PartitionResponse
 
 
-def _producers(p: tpb.DescribeProducersPartition) -> Any:
+def _producers(p: PartitionProducers) -> Any:
     """One partition's answer as DescribeProducers spells it (a null message where the service has none)."""
     return _Partition(
         partition_index=p.partition,
-        error_code=int(p.error),
+        error_code=p.error,
         error_message=p.error_message or None,
         active_producers=[
             _Partition.ProducerState(
@@ -72,22 +77,20 @@ class TxnAdminApis:
 
     async def describe_producers(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         invalid = {t.name: problem for t in req.topics if (problem := validate_topic_name(t.name)) is not None}
-        asked = [tpb.TxnTopic(name=t.name, partitions=t.partition_indexes) for t in req.topics if t.name not in invalid]
-        r = await self.transactions.DescribeProducers(tpb.DescribeProducersRequest(topics=asked), service_context(ctx))
+        asked = tuple(TxnTopic(t.name, tuple(t.partition_indexes)) for t in req.topics if t.name not in invalid)
+        r = await self.transactions.describe_producers(DescribeProducers(asked), ctx.request_context)
         answers = {(t.name, p.partition): p for t in r.topics for p in t.partitions}
 
-        def answer(topic: str, partition: int) -> tpb.DescribeProducersPartition:
+        def answer(topic: str, partition: int) -> PartitionProducers:
             problem = invalid.get(topic)
             if problem is None:
                 return answers[(topic, partition)]
-            return tpb.DescribeProducersPartition(
-                partition=partition, error=ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=problem
-            )
+            return PartitionProducers(partition, int(ErrorCode.INVALID_TOPIC_EXCEPTION), problem)
 
         Topic = DescribeProducersResponse.TopicResponse
         return DescribeProducersResponse(
             version=v,
-            throttle_time_ms=r.throttle_time_ms,
+            throttle_time_ms=0,
             topics=[
                 Topic(name=t.name, partitions=[_producers(answer(t.name, i)) for i in t.partition_indexes])
                 for t in req.topics
@@ -95,16 +98,16 @@ class TxnAdminApis:
         )
 
     async def describe_transactions(self, ctx: KafkaContext, v: int, req: Any) -> Any:
-        r = await self.transactions.DescribeTransactions(
-            tpb.DescribeTransactionsRequest(transactional_ids=req.transactional_ids), service_context(ctx)
+        r = await self.transactions.describe_transactions(
+            DescribeTransactions(tuple(req.transactional_ids)), ctx.request_context
         )
         State = DescribeTransactionsResponse.TransactionState
         return DescribeTransactionsResponse(
             version=v,
-            throttle_time_ms=r.throttle_time_ms,
+            throttle_time_ms=0,
             transaction_states=[
                 State(
-                    error_code=int(d.error),
+                    error_code=d.error,
                     transactional_id=d.transactional_id,
                     transaction_state=d.state,
                     transaction_timeout_ms=d.transaction_timeout_ms,
@@ -118,21 +121,21 @@ class TxnAdminApis:
         )
 
     async def list_transactions(self, ctx: KafkaContext, v: int, req: Any) -> Any:
-        r = await self.transactions.ListTransactions(
-            tpb.ListTransactionsRequest(
-                state_filters=req.state_filters,
-                producer_id_filters=req.producer_id_filters,
-                duration_filter_ms=req.duration_filter if v >= 1 else NO_DURATION_FILTER,
+        r = await self.transactions.list_transactions(
+            ListTransactions(
+                tuple(req.state_filters),
+                tuple(req.producer_id_filters),
+                req.duration_filter if v >= 1 else NO_DURATION_FILTER,
             ),
-            service_context(ctx),
+            ctx.request_context,
         )
         # An error comes without transactions, as Kafka answers it.
         ok = r.error == ErrorCode.NONE
         State = ListTransactionsResponse.TransactionState
         return ListTransactionsResponse(
             version=v,
-            throttle_time_ms=r.throttle_time_ms,
-            error_code=int(r.error),
+            throttle_time_ms=0,
+            error_code=r.error,
             unknown_state_filters=list(r.unknown_state_filters if ok else ()),
             transaction_states=[
                 State(transactional_id=t.transactional_id, producer_id=t.producer_id, transaction_state=t.state)

@@ -1,6 +1,6 @@
-"""The producer-id and transaction APIs on the Kafka listener: InitProducerId (the broker service), AddPartitionsToTxn,
-AddOffsetsToTxn and EndTxn (the transactions service) and TxnOffsetCommit (the group coordinator service), each
-translated into the call the gRPC listener makes and its answer back. Every rule is the services'.
+"""The producer-id and transaction APIs on the Kafka listener: InitProducerId (the producer id service),
+AddPartitionsToTxn, AddOffsetsToTxn and EndTxn (the transaction service) and TxnOffsetCommit (the group service), each
+translated into the service's typed request and its answer back. Every rule is the services'.
 
 Served versions, and why not more (a version that needs what the services lack is not served at all):
 
@@ -35,15 +35,15 @@ from kafka.protocol.producer.transaction import (
     TxnOffsetCommitResponse,
 )
 
+from odradek.broker.api.producer_ids import InitProducerIdRequest as ProducerIdRequest
+from odradek.broker.groups.requests import TxnOffsetCommit
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.group_apis import commit_topics
-from odradek.broker.kafka.wire import NO_VERSION, KafkaContext, ServiceContext
-from odradek.client.connection import CLIENT_ID_KEY
+from odradek.broker.kafka.wire import NO_VERSION, KafkaContext
+from odradek.broker.transactions.requests import AddOffsetsToTxn, AddPartitionsToTxn, EndTxn
 from odradek.client.errors import ErrorCode
-from odradek.proto import broker_pb2 as pb
-from odradek.proto import group_pb2 as gpb
-from odradek.proto import transaction_pb2 as tpb
+from odradek.client.structs import TopicPartition
 
 NONE = int(ErrorCode.NONE)
 NO_PRODUCER_ID = NO_PRODUCER_EPOCH = -1
@@ -65,12 +65,6 @@ class TxnApis:
     def __init__(self, backend: KafkaBackend) -> None:
         self.backend = backend
 
-    @staticmethod
-    def _ctx(ctx: KafkaContext) -> Any:
-        """The context the service methods read (typed Any: some are annotated with gRPC's servicer context, of
-        which ``ServiceContext`` has just the part they use)."""
-        return ServiceContext(ctx, CLIENT_ID_KEY)
-
     async def init_producer_id(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         def error(code: int, throttle_ms: int = 0) -> Any:
             return InitProducerIdResponse(
@@ -81,23 +75,23 @@ class TxnApis:
                 producer_epoch=NO_PRODUCER_EPOCH,
             )
 
-        # Kafka tells null (an idempotent producer) from "" (refused); the proto's empty string means null.
+        # Kafka tells null (an idempotent producer) from "" (refused); the service's empty string means null.
         if req.transactional_id == "":
             return error(int(ErrorCode.INVALID_REQUEST))
-        r = await self.backend.data.InitProducerId(
-            pb.InitProducerIdRequest(
+        r = await self.backend.data.producer_id_service.init_producer_id(
+            ProducerIdRequest(
                 transactional_id=req.transactional_id or "",
                 transaction_timeout_ms=req.transaction_timeout_ms,
                 producer_id=req.producer_id if v >= 3 else NO_PRODUCER_ID,
                 producer_epoch=req.producer_epoch if v >= 3 else NO_PRODUCER_EPOCH,
             ),
-            self._ctx(ctx),
+            ctx.request_context,
         )
         if r.error != ErrorCode.NONE:
-            return error(int(r.error), r.throttle_time_ms)
+            return error(int(r.error))
         return InitProducerIdResponse(
             version=v,
-            throttle_time_ms=r.throttle_time_ms,
+            throttle_time_ms=0,
             error_code=NONE,
             producer_id=r.producer_id,
             producer_epoch=r.producer_epoch,
@@ -105,41 +99,35 @@ class TxnApis:
 
     async def _add_partitions(
         self, ctx: KafkaContext, v: int, txn_id: str, pid: int, epoch: int, topics: Any, verify_only: bool
-    ) -> tuple[list[Any], int]:
-        """One transaction's per-topic results (every partition asked for, in request order) and the throttle."""
-        r = await self.backend.transactions.AddPartitionsToTxn(
-            tpb.AddPartitionsToTxnRequest(
-                transactional_id=txn_id,
-                producer_id=pid,
-                producer_epoch=epoch,
-                topics=[tpb.TxnTopic(name=t.name, partitions=list(t.partitions)) for t in topics],
-                verify_only=verify_only,
-            ),
-            self._ctx(ctx),
+    ) -> list[Any]:
+        """One transaction's per-topic results (every partition asked for, in request order)."""
+        partitions = tuple(TopicPartition(t.name, p) for t in topics for p in t.partitions)
+        r = await self.backend.transactions.add_partitions_to_txn(
+            AddPartitionsToTxn(txn_id, pid, epoch, partitions, verify_only), ctx.request_context
         )
         # A request-level error (NOT_COORDINATOR, ...) comes without results: it is every partition's error, as
         # Kafka answers it.
-        errors = {(t.name, p.partition): int(p.error) for t in r.results for p in t.partitions}
         Topic = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
         Partition = Topic.AddPartitionsToTxnPartitionResult
-        results = [
+        return [
             Topic(
                 name=t.name,
                 results_by_partition=[
                     Partition(
                         partition_index=p,
-                        partition_error_code=compat_error(errors.get((t.name, p), int(r.error)), v, 2, 5),
+                        partition_error_code=compat_error(
+                            r.partitions.get(TopicPartition(t.name, p), r.error), v, 2, 5
+                        ),
                     )
                     for p in t.partitions
                 ],
             )
             for t in topics
         ]
-        return results, r.throttle_time_ms
 
     async def add_partitions_to_txn(self, ctx: KafkaContext, v: int, req: Any) -> Any:
         if v <= 3:
-            results, throttle = await self._add_partitions(
+            results = await self._add_partitions(
                 ctx,
                 v,
                 req.v3_and_below_transactional_id,
@@ -148,80 +136,61 @@ class TxnApis:
                 req.v3_and_below_topics,
                 False,
             )
-            return AddPartitionsToTxnResponse(
-                version=v, throttle_time_ms=throttle, results_by_topic_v3_and_below=results
-            )
-        by_txn, throttle = [], 0
+            return AddPartitionsToTxnResponse(version=v, throttle_time_ms=0, results_by_topic_v3_and_below=results)
+        by_txn = []
         Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
         for t in req.transactions:
-            results, ms = await self._add_partitions(
+            results = await self._add_partitions(
                 ctx, v, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, bool(t.verify_only)
             )
-            throttle = max(throttle, ms)
             by_txn.append(Result(transactional_id=t.transactional_id, topic_results=results))
-        return AddPartitionsToTxnResponse(
-            version=v, throttle_time_ms=throttle, error_code=NONE, results_by_transaction=by_txn
-        )
+        return AddPartitionsToTxnResponse(version=v, throttle_time_ms=0, error_code=NONE, results_by_transaction=by_txn)
 
     async def add_offsets_to_txn(self, ctx: KafkaContext, v: int, req: Any) -> Any:
-        r = await self.backend.transactions.AddOffsetsToTxn(
-            tpb.AddOffsetsToTxnRequest(
-                transactional_id=req.transactional_id,
-                producer_id=req.producer_id,
-                producer_epoch=req.producer_epoch,
-                group_id=req.group_id,
-            ),
-            self._ctx(ctx),
+        r = await self.backend.transactions.add_offsets_to_txn(
+            AddOffsetsToTxn(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id),
+            ctx.request_context,
         )
-        return AddOffsetsToTxnResponse(
-            version=v, throttle_time_ms=r.throttle_time_ms, error_code=compat_error(int(r.error), v, 2, 4)
-        )
+        return AddOffsetsToTxnResponse(version=v, throttle_time_ms=0, error_code=compat_error(r.error, v, 2, 4))
 
     async def end_txn(self, ctx: KafkaContext, v: int, req: Any) -> Any:
-        r = await self.backend.transactions.EndTxn(
-            tpb.EndTxnRequest(
-                transactional_id=req.transactional_id,
-                producer_id=req.producer_id,
-                producer_epoch=req.producer_epoch,
-                committed=bool(req.committed),
-                keep_epoch=v < 5,
-            ),
-            self._ctx(ctx),
+        r = await self.backend.transactions.end_txn(
+            EndTxn(req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed), keep_epoch=v < 5),
+            ctx.request_context,
         )
         return EndTxnResponse(
             version=v,
-            throttle_time_ms=r.throttle_time_ms,
-            error_code=compat_error(int(r.error), v, 2, 4),
+            throttle_time_ms=0,
+            error_code=compat_error(r.error, v, 2, 4),
             # -1 on an error, as Kafka answers; the service leaves them 0 then.
             producer_id=r.producer_id if r.error == ErrorCode.NONE else NO_PRODUCER_ID,
             producer_epoch=r.producer_epoch if r.error == ErrorCode.NONE else NO_PRODUCER_EPOCH,
         )
 
     async def txn_offset_commit(self, ctx: KafkaContext, v: int, req: Any) -> Any:
-        request = gpb.TxnOffsetCommitRequest(
+        request = TxnOffsetCommit(
             transactional_id=req.transactional_id,
             group_id=req.group_id,
             producer_id=req.producer_id,
             producer_epoch=req.producer_epoch,
             generation_id=req.generation_id if v >= 3 else -1,
             member_id=req.member_id if v >= 3 else "",
+            group_instance_id=req.group_instance_id if v >= 3 else None,
             topics=commit_topics(req.topics, with_epoch=v >= 2),
         )
-        if v >= 3 and req.group_instance_id is not None:
-            request.group_instance_id = req.group_instance_id
-        r = await self.backend.groups.TxnOffsetCommit(request, self._ctx(ctx))
+        r = await self.backend.groups.txn_offset_commit(request, ctx.request_context)
         Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
         Partition = Topic.TxnOffsetCommitResponsePartition
         return TxnOffsetCommitResponse(
             version=v,
-            throttle_time_ms=r.throttle_time_ms,
+            throttle_time_ms=0,
             topics=[
                 Topic(
                     name=t.name,
                     partitions=[
                         # No TxnOffsetCommit version knows PRODUCER_FENCED: Kafka answers a fenced producer here
                         # with INVALID_PRODUCER_EPOCH at every version.
-                        Partition(partition_index=p.partition, error_code=compat_error(int(p.error), v, NO_VERSION, 4))
+                        Partition(partition_index=p.partition, error_code=compat_error(p.error, v, NO_VERSION, 4))
                         for p in t.partitions
                     ],
                 )

@@ -83,10 +83,12 @@ class ConnectionInfo:
 
 @dataclass(frozen=True, slots=True)
 class KafkaContext:
-    """Who sent a request: its connection and the header's client id."""
+    """Who sent a request: its connection and the header's client id, and whether quotas apply to it (not to a
+    broker's replication or markers, as the dispatcher decides)."""
 
     connection: ConnectionInfo
     client_id: str
+    quotas_apply: bool = True
 
     @property
     def principal(self) -> str:
@@ -108,7 +110,13 @@ class KafkaContext:
     def request_context(self) -> RequestContext:
         """Who sent the request as the services take it: the connection's principal and peer, the header's client
         id, on the Kafka listener."""
-        return RequestContext(principal=self.principal, client_id=self.client_id, peer=self.peer, listener=KAFKA)
+        return RequestContext(
+            principal=self.principal,
+            client_id=self.client_id,
+            peer=self.peer,
+            listener=KAFKA,
+            quotas_apply=self.quotas_apply,
+        )
 
 
 class Reply(Protocol):
@@ -142,21 +150,3 @@ with acks=0). Raises ProtocolError for a body it cannot parse."""
 
 Dispatch = Callable[[ConnectionInfo, memoryview], Awaitable[Response | None]]
 """The listener's view of the APIs: one request frame (without its size prefix) to what to write back, or None."""
-
-
-class ServiceContext:
-    """The little of a gRPC servicer context that odradek's services read (the peer, the client id and the
-    principal), so the Kafka listener calls the very same service methods the gRPC listener does."""
-
-    __slots__ = ("_metadata", "_peer", "principal")
-
-    def __init__(self, ctx: KafkaContext, client_id_key: str, principal: str | None = None) -> None:
-        self._peer = ctx.peer
-        self._metadata = ((client_id_key, ctx.client_id),)
-        self.principal = principal if principal is not None else ctx.principal
-
-    def peer(self) -> str:
-        return self._peer
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return self._metadata

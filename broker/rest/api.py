@@ -4,14 +4,22 @@ when ``http.listeners`` is set and serves it with its other listeners.
 
 Each request, in order: wait (bounded) until the broker has caught up with the metadata log (its ACLs and SCRAM
 credentials are the cluster's then); establish the caller (``http.authentication``: HTTP Basic checked against the
-SCRAM credentials, or User:ANONYMOUS); route it; check the path's cluster id; serve it. Every refusal is Confluent's
-error shape; nothing is written for a request refused before the service runs it, nor for one the service refuses.
+SCRAM credentials, a console session's cookie, or User:ANONYMOUS); refuse a state-changing request another site
+made (session.py); route it; check the path's cluster id; serve it. Every refusal is Confluent's error shape;
+nothing is written for a request refused before the service runs it, nor for one the service refuses. Every request
+that may change something is written to the ``odradek.audit`` log with its caller and outcome.
+
+The web console (console.py, docs/console.md) is served on the same listener under ``/ui/``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import logging
+import secrets
+import time
 from collections import Counter
 from collections.abc import Iterator
 
@@ -23,18 +31,19 @@ from odradek.broker.config import Endpoint
 from odradek.broker.http_login import BasicLogin
 from odradek.broker.http_server import HttpListener
 from odradek.broker.http_types import HttpReply, HttpRequest, error_reply, json_reply
-from odradek.broker.kafka.wire import ConnectionInfo, KafkaContext, ServiceContext
-from odradek.broker.rest import auth, errors, openapi
+from odradek.broker.rest import auth, console, errors, openapi, session
 from odradek.broker.rest import requests as rq
+from odradek.broker.rest.console_service import ConsoleService
 from odradek.broker.rest.errors import RestError
 from odradek.broker.rest.resources import Links
 from odradek.broker.rest.routes import route
 from odradek.broker.rest.service import Answer, Call, RestService, Services
-from odradek.client.common.caller import ANONYMOUS, Caller
+from odradek.client.common.caller import ANONYMOUS
+from odradek.client.common.request_context import HTTP, RequestContext
 from odradek.client.common.scram import Mechanism
-from odradek.client.connection import CLIENT_ID_KEY
 
 logger = logging.getLogger(__name__)
+audit = logging.getLogger("odradek.audit")
 
 LISTENER_NAME = "HTTP"  # the HTTP API listener's name in broker registrations
 CLIENT_ID = "odradek-http"  # the client id the services see (quotas, group members' hosts)
@@ -44,6 +53,7 @@ FORWARDED_HOST_HEADER = "x-forwarded-host"  # where the client reached the API, 
 FORWARD_TIMEOUT_S = 60.0  # a forwarded produce waits for acks=all, a read for its timeout_ms
 READY_WAIT_S = 10.0
 _PASSED_ON = (b"authorization", b"content-type")
+_READS = frozenset({"searchOdradekRecords"})  # POST routes that change nothing (not audited)
 
 CredentialLookup = auth.CredentialLookup
 
@@ -64,9 +74,12 @@ class HttpApi:
     ) -> None:
         self.services = services
         self.service = RestService(services)
+        self.console_service = ConsoleService(self.service)
         self.basic = authentication == "basic"
         self._login = BasicLogin(credentials, mechanisms, failed_authentication_delay_ms)
         self._ready = ready
+        self.sessions = session.Sessions(lambda: int(time.monotonic() * 1000), lambda: secrets.token_urlsafe(32))
+        self.console = console.Console(self._login if self.basic else None, self.sessions, self._wait_ready)
         self._document = json_reply(200, openapi.document(basic_auth=self.basic))
         self.requests: Counter[tuple[str, int]] = Counter()
         self.listener = HttpListener(
@@ -80,6 +93,7 @@ class HttpApi:
     async def stop(self) -> None:
         await self.listener.stop()
         await self.service.close()
+        await self.console_service.close()
 
     def metrics(self) -> Iterator[CounterMetricFamily]:
         requests = CounterMetricFamily(
@@ -90,10 +104,14 @@ class HttpApi:
         yield requests
 
     async def handle(self, http: HttpRequest) -> HttpReply:
+        if console.is_console(http.target):
+            return await self._console(http)
         operation = "unrouted"
+        found = self.sessions.find(http.header(b"cookie")) if http.header(b"authorization") is None else None
+        principal = found.principal if found is not None else ANONYMOUS  # as audited if refused before the end
         try:
             await self._wait_ready()
-            principal = await self._authenticate(http)
+            principal, http = await self._authenticate(http, found)
             routed = route(http.method, http.target, http.body)
             operation = routed.route.operation
             if routed.cluster_id is not None and routed.cluster_id != self.services.cluster_id:
@@ -101,7 +119,12 @@ class HttpApi:
             if isinstance(routed.request, rq.OpenApi):
                 reply = self._document
             else:
-                answer = await self.service.serve(routed.request, self._call(http, principal))
+                serve = (
+                    self.console_service.serve
+                    if isinstance(routed.request, rq.CONSOLE_REQUESTS)
+                    else self.service.serve
+                )
+                answer = await serve(routed.request, self._call(http, principal))
                 reply = answer if isinstance(answer, HttpReply) else _reply(answer)
         except RestError as e:
             reply = error_reply(e)
@@ -109,7 +132,42 @@ class HttpApi:
             logger.exception("HTTP API request %s %s failed", http.method, http.target)
             reply = error_reply(errors.internal(str(e) or type(e).__name__))
         self.requests[(operation, reply.status)] += 1
+        if http.method not in session.SAFE_METHODS and operation not in _READS:
+            self._audit(http, principal, operation, reply)
         return reply
+
+    async def _console(self, http: HttpRequest) -> HttpReply:
+        try:
+            reply = await self.console.handle(http)
+        except RestError as e:
+            reply = console.refused(e)
+        except Exception as e:
+            logger.exception("console request %s %s failed", http.method, http.target)
+            reply = console.refused(errors.internal(str(e) or type(e).__name__))
+        self.requests[("console", reply.status)] += 1
+        return reply
+
+    def _audit(self, http: HttpRequest, principal: str, operation: str, reply: HttpReply) -> None:
+        """One line per request that may change something: who, from where, what, and how it ended (a refusal's
+        message too)."""
+        path = http.target.split("?", 1)[0]
+        if operation == "unrouted":  # refused before routing (cross-site, no credentials): what it asked for
+            with contextlib.suppress(RestError):
+                operation = route(http.method, http.target, http.body).route.operation
+        forwarded = http.header(FORWARDED_HEADER.encode())
+        outcome = str(reply.status)
+        if reply.status >= 400:
+            outcome += " " + reply.body.decode(errors="replace")[:300]
+        audit.info(
+            "http %s from %s: %s %s %s -> %s%s",
+            principal,
+            http.peer_host,
+            operation,
+            http.method,
+            path,
+            outcome,
+            f" (forwarded by broker {forwarded})" if forwarded else "",
+        )
 
     async def _wait_ready(self) -> None:
         if self._ready.is_set():
@@ -123,23 +181,33 @@ class HttpApi:
                 f"broker {node} is starting: it has not caught up with the metadata log yet"
             ) from None
 
-    async def _authenticate(self, http: HttpRequest) -> str:
-        """The caller's principal. Without authentication every caller is User:ANONYMOUS (credentials sent anyway
-        are not looked at); with basic, a request without valid credentials is refused (401), after
-        connection.failed.authentication.delay.ms for wrong ones, and nothing tells whether the user exists."""
+    async def _authenticate(self, http: HttpRequest, found: session.Session | None) -> tuple[str, HttpRequest]:
+        """The caller's principal, and the request as it is served and forwarded. A state-changing request from
+        another site is refused first (session.py). A request without credentials but with a console session's
+        cookie (``found``, the session it names) is the session's, and must carry its CSRF token to change
+        anything; it goes on with the session's credentials in place of the cookie. Otherwise, without
+        authentication every caller is User:ANONYMOUS (credentials sent anyway are not looked at); with basic, a
+        request without valid credentials is refused (401), after connection.failed.authentication.delay.ms for
+        wrong ones, and nothing tells whether the user exists."""
+        origin, fetch_site = http.header(b"origin"), http.header(b"sec-fetch-site")
+        session.check_origin(http.method, origin, fetch_site, console.request_host(http))
+        if found is not None:
+            session.check_csrf(http.method, found, http.header(session.CSRF_HEADER.encode()))
+            headers = tuple((k, v) for k, v in http.headers if k != b"cookie")
+            if found.authorization is not None:
+                headers += ((b"authorization", found.authorization.encode()),)
+            return found.principal, dataclasses.replace(http, headers=headers)
         if not self.basic:
-            return ANONYMOUS
-        return await self._login.principal(http.header(b"authorization"))
+            return ANONYMOUS, http
+        return await self._login.principal(http.header(b"authorization")), http
 
     def _call(self, http: HttpRequest, principal: str) -> Call:
         host = http.header(FORWARDED_HOST_HEADER.encode()) or http.header(b"host")
         base = f"http://{host}" if host else f"http://{self.listener.host}:{self.listener.port}"
-        connection = ConnectionInfo(0, LISTENER_NAME, http.peer_host, http.peer_port)
         return Call(
             http,
             Links(base, self.services.cluster_id),
-            Caller(principal, http.peer_host or "*"),
-            ServiceContext(KafkaContext(connection, CLIENT_ID), CLIENT_ID_KEY, principal),
+            RequestContext(principal, CLIENT_ID, _peer(http.peer_host, http.peer_port), HTTP),
             forwarded=http.header(FORWARDED_HEADER.encode()) is not None,
             local_only=http.header(SCOPE_HEADER.encode()) == "local",
             forward=lambda broker, extra: self._forward(http, broker, extra),
@@ -174,6 +242,12 @@ class HttpApi:
         live = [b for b in others if self._address(b) is not None]
         replies = await asyncio.gather(*(self._forward(http, b, ((SCOPE_HEADER, "local"),)) for b in live))
         return list(zip(live, replies, strict=True))
+
+
+def _peer(host: str, port: int) -> str:
+    """The client's address as the services key quota mutes and group members' hosts on (gRPC's peer names:
+    ``ipv4:10.0.0.1:5000``, ``ipv6:[::1]:5000``), as on the other listeners."""
+    return f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"
 
 
 def _reply(answer: Answer) -> HttpReply:

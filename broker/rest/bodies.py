@@ -16,13 +16,24 @@ from odradek.broker.rest import errors
 from odradek.broker.rest.requests import (
     EARLIEST,
     LATEST,
+    RESET_TARGETS,
+    SEARCH_STARTS,
+    AddPartitions,
+    AlterClientQuota,
     AlterTopicConfigs,
     ConfigChange,
     CreateTopic,
+    DeleteScramUser,
     Payload,
     ProduceRecord,
     ReadRecords,
+    RepublishRecords,
+    ResetGroupOffsets,
+    SearchFilter,
+    SearchRecords,
+    UpsertScramUser,
 )
+from odradek.broker.rest.search import canonical, json_path
 from odradek.client.common import acls
 
 # The consume endpoint's bounds (docs/http-api.md).
@@ -131,12 +142,15 @@ def create_topic(body: bytes) -> CreateTopic:
     )
 
 
+INT32_MAX = 2**31 - 1  # counts and broker ids are Kafka INT32s
+
+
 def _count(obj: Mapping[str, Any], name: str, what: str) -> int:
     value = _typed(obj, name, int, what)
     if value is None:
         return -1
-    if value < 1:
-        raise errors.bad_request(f"'{name}' must be at least 1")
+    if not 1 <= value <= INT32_MAX:
+        raise errors.bad_request(f"'{name}' must be from 1 to {INT32_MAX}")
     return int(value)
 
 
@@ -151,7 +165,9 @@ def _assignments(found: Mapping[str, Any]) -> tuple[tuple[int, ...], ...]:
     out = []
     for index in range(len(by_partition)):
         replicas = by_partition[index]
-        if not isinstance(replicas, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in replicas):
+        if not isinstance(replicas, list) or not all(
+            isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= INT32_MAX for r in replicas
+        ):
             raise errors.bad_request(f"'replicas_assignments' of partition {index} must be a list of broker ids")
         out.append(tuple(replicas))
     return tuple(out)
@@ -356,3 +372,264 @@ def acl_filter(query: Query, *, delete: bool) -> acls.AclBindingFilter:
         text = query.get(name)
         values[name] = None if text is None else _enum(kinds[name], text, name) if name in kinds else text
     return acls.AclBindingFilter(**values)
+
+
+# ---- odradek's own, for the web console (docs/console.md) ----
+
+# A search's bounds: what one page may return, scan and take.
+MAX_SEARCH_MATCHES = 1000
+MAX_SEARCH_SCANNED = 10_000_000
+MAX_SEARCH_TIMEOUT_MS = 60_000
+MAX_SEARCH_TAIL = 100_000
+MAX_REPUBLISH_RECORDS = 10_000
+QUOTA_ENTITY_TYPES = ("user", "client-id")
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+MIN_SCRAM_ITERATIONS, MAX_SCRAM_ITERATIONS = 4096, 16384
+
+
+def _bounded(obj: Mapping[str, Any], name: str, default: int, low: int, high: int, what: str) -> int:
+    value = _typed(obj, name, int, what)
+    if value is None:
+        return default
+    if not low <= value <= high:
+        raise errors.bad_request(f"'{name}' in {what} must be between {low} and {high}, not {value}")
+    return int(value)
+
+
+def _text(obj: Mapping[str, Any], name: str, what: str) -> bytes | None:
+    value = _typed(obj, name, str, what)
+    return None if value is None else str(value).encode()
+
+
+def _numbers(obj: Mapping[str, Any], name: str, what: str) -> tuple[int, ...] | None:
+    found = _typed(obj, name, list, what)
+    if found is None:
+        return None
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in found):
+        raise errors.bad_request(f"'{name}' in {what} must be a list of whole numbers")
+    return tuple(found)
+
+
+def _positions(entries: list[Any], what: str, limit: int) -> tuple[tuple[int, int], ...]:
+    """``[{"partition_id", "offset"}]`` as (partition, offset) pairs, at most ``limit``."""
+    if len(entries) > limit:
+        raise errors.bad_request(f"{what} names {len(entries)} records: at most {limit} at a time")
+    out = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise errors.bad_request(f"each of {what} must be an object with a partition_id and an offset")
+        _fields(entry, ("partition_id", "offset"), what)
+        partition = _typed(entry, "partition_id", int, what, required=True)
+        offset = _typed(entry, "offset", int, what, required=True)
+        if partition < 0 or offset < 0:
+            raise errors.bad_request(f"partition_id and offset in {what} must not be negative")
+        out.append((int(partition), int(offset)))
+    return tuple(out)
+
+
+def add_partitions(topic: str, body: bytes) -> AddPartitions:
+    """PATCH .../topics/{topic_name}: ``{"partitions_count": N}``, the new total."""
+    what = "a topic update"
+    obj = json_object(body)
+    _fields(obj, ("partitions_count",), what)
+    count = _typed(obj, "partitions_count", int, what, required=True)
+    if not 1 <= count <= INT32_MAX:
+        raise errors.bad_request(f"'partitions_count' must be from 1 to {INT32_MAX}")
+    return AddPartitions(topic, int(count))
+
+
+def search_filter(obj: object) -> SearchFilter:
+    """A search's ``filter``: ``key`` (exact), ``value_contains``, ``json_path`` with ``json_value`` (any JSON
+    value; without it the path must exist), ``header`` with ``header_value`` (exact); texts as UTF-8."""
+    if obj is None:
+        return SearchFilter()
+    what = "a search filter"
+    if not isinstance(obj, dict):
+        raise errors.bad_request("'filter' must be an object")
+    _fields(obj, ("key", "value_contains", "json_path", "json_value", "header", "header_value"), what)
+    path_text = _typed(obj, "json_path", str, what)
+    if "json_value" in obj and path_text is None:
+        raise errors.bad_request("'json_value' needs a 'json_path'")
+    header = _typed(obj, "header", str, what)
+    if obj.get("header_value") is not None and header is None:
+        raise errors.bad_request("'header_value' needs a 'header'")
+    return SearchFilter(
+        key=_text(obj, "key", what),
+        value_contains=_text(obj, "value_contains", what) or None,
+        json_path=None if path_text is None else json_path(path_text),
+        json_value=canonical(obj["json_value"]) if "json_value" in obj else None,
+        header=header,
+        header_value=_text(obj, "header_value", what),
+    )
+
+
+def search_records(topic: str, body: bytes) -> SearchRecords:
+    """POST .../records:search (docs/console.md)."""
+    what = "a search"
+    obj = json_object(body)
+    _fields(
+        obj,
+        (
+            "partitions",
+            "start",
+            "offset",
+            "timestamp",
+            "tail",
+            "cursor",
+            "filter",
+            "max_matches",
+            "max_scanned",
+            "timeout_ms",
+            "decode",
+        ),
+        what,
+    )
+    start = str(_typed(obj, "start", str, what) or "earliest").lower()
+    if start not in SEARCH_STARTS:
+        raise errors.bad_request(f"'start' must be one of {', '.join(SEARCH_STARTS)}, not {start!r}")
+    offset = _typed(obj, "offset", int, what)
+    if start == "offset" and (offset is None or offset < 0):
+        raise errors.bad_request("start=offset needs an 'offset' (a whole number, 0 or more)")
+    timestamp = _timestamp(obj.get("timestamp"))
+    if start == "timestamp" and timestamp is None:
+        raise errors.bad_request("start=timestamp needs a 'timestamp' (milliseconds or ISO 8601)")
+    cursor = _positions(_typed(obj, "cursor", list, what) or [], "'cursor'", 100_000)
+    return SearchRecords(
+        topic,
+        _numbers(obj, "partitions", what),
+        start,
+        int(offset or 0),
+        timestamp or 0,
+        _bounded(obj, "tail", 100, 1, MAX_SEARCH_TAIL, what),
+        cursor,
+        search_filter(obj.get("filter")),
+        _bounded(obj, "max_matches", 100, 1, MAX_SEARCH_MATCHES, what),
+        _bounded(obj, "max_scanned", 1_000_000, 1, MAX_SEARCH_SCANNED, what),
+        _bounded(obj, "timeout_ms", 10_000, 1, MAX_SEARCH_TIMEOUT_MS, what),
+        bool(_typed(obj, "decode", bool, what)),
+    )
+
+
+def republish_records(topic: str, body: bytes) -> RepublishRecords:
+    """POST .../records:republish: ``destination``, and ``records`` (``[{"partition_id", "offset"}]``) or a range
+    (``partition_id``, ``start_offset``, ``end_offset`` excluded); ``same_partition``, ``keep_timestamps``."""
+    what = "a republish request"
+    obj = json_object(body)
+    _fields(
+        obj,
+        ("destination", "records", "partition_id", "start_offset", "end_offset", "same_partition", "keep_timestamps"),
+        what,
+    )
+    destination = _typed(obj, "destination", str, what, required=True)
+    records = _positions(_typed(obj, "records", list, what) or [], "'records'", MAX_REPUBLISH_RECORDS)
+    partition = _typed(obj, "partition_id", int, what)
+    if bool(records) == (partition is not None):
+        raise errors.bad_request("a republish takes either 'records' or a range ('partition_id', 'start_offset', ...)")
+    start = end = 0
+    if partition is not None:
+        start = _typed(obj, "start_offset", int, what, required=True)
+        end = _typed(obj, "end_offset", int, what, required=True)
+        if partition < 0 or start < 0 or end <= start:
+            raise errors.bad_request("a republish range needs 0 <= start_offset < end_offset and a partition_id >= 0")
+        if end - start > MAX_REPUBLISH_RECORDS:
+            raise errors.bad_request(f"a republish range covers at most {MAX_REPUBLISH_RECORDS} offsets")
+    elif any(k in obj for k in ("start_offset", "end_offset")):
+        raise errors.bad_request("'start_offset' and 'end_offset' go with 'partition_id', not with 'records'")
+    return RepublishRecords(
+        topic,
+        destination,
+        records,
+        partition,
+        int(start),
+        int(end),
+        bool(_typed(obj, "same_partition", bool, what)),
+        bool(_typed(obj, "keep_timestamps", bool, what)),
+    )
+
+
+def reset_offsets(group: str, body: bytes) -> ResetGroupOffsets:
+    """POST .../consumer-groups/{id}/offsets:reset: ``to`` (earliest, latest, offset, timestamp), ``offset`` or
+    ``timestamp`` for those, ``topics``, ``partitions`` (of one topic) and ``dry_run``."""
+    what = "an offset reset"
+    obj = json_object(body)
+    _fields(obj, ("to", "offset", "timestamp", "topics", "partitions", "dry_run"), what)
+    to = str(_typed(obj, "to", str, what, required=True)).lower()
+    if to not in RESET_TARGETS:
+        raise errors.bad_request(f"'to' must be one of {', '.join(RESET_TARGETS)}, not {to!r}")
+    offset = _typed(obj, "offset", int, what)
+    if (to == "offset") != (offset is not None) or (offset is not None and offset < 0):
+        raise errors.bad_request("'offset' (0 or more) goes with to=offset, and only with it")
+    timestamp = _timestamp(obj.get("timestamp"))
+    if (to == "timestamp") != (timestamp is not None):
+        raise errors.bad_request("'timestamp' goes with to=timestamp, and only with it")
+    topics = _typed(obj, "topics", list, what) or []
+    if not all(isinstance(t, str) and t for t in topics):
+        raise errors.bad_request("'topics' must be a list of topic names")
+    return ResetGroupOffsets(
+        group,
+        to,
+        int(offset or 0),
+        timestamp or 0,
+        tuple(topics),
+        _numbers(obj, "partitions", what) or (),
+        bool(_typed(obj, "dry_run", bool, what)),
+    )
+
+
+def _mechanism(value: object) -> str:
+    mechanism = str(value or "SCRAM-SHA-256").upper()
+    if mechanism not in SCRAM_MECHANISMS:
+        raise errors.bad_request(f"'mechanism' must be one of {', '.join(SCRAM_MECHANISMS)}, not {value!r}")
+    return mechanism
+
+
+def scram_user(body: bytes) -> UpsertScramUser:
+    """POST .../user-scram-credentials: ``user``, ``password``, ``mechanism`` (SCRAM-SHA-256 by default) and
+    ``iterations`` (4096 by default, up to 16384)."""
+    what = "a SCRAM credential"
+    obj = json_object(body)
+    _fields(obj, ("user", "password", "mechanism", "iterations"), what)
+    user = _typed(obj, "user", str, what, required=True)
+    password = _typed(obj, "password", str, what, required=True)
+    if not user or not password:
+        raise errors.bad_request("the user and password of a SCRAM credential must not be empty")
+    mechanism = _mechanism(_typed(obj, "mechanism", str, what))
+    iterations = _bounded(obj, "iterations", MIN_SCRAM_ITERATIONS, MIN_SCRAM_ITERATIONS, MAX_SCRAM_ITERATIONS, what)
+    return UpsertScramUser(user, mechanism, password, iterations)
+
+
+def scram_deletion(user: str, query: Query) -> DeleteScramUser:
+    """DELETE .../user-scram-credentials/{user}?mechanism=..."""
+    mechanism = query.get("mechanism")
+    if mechanism is None:
+        raise errors.bad_request("deleting a SCRAM credential needs 'mechanism' (SCRAM-SHA-256 or SCRAM-SHA-512)")
+    return DeleteScramUser(user, _mechanism(mechanism))
+
+
+def client_quota(body: bytes) -> AlterClientQuota:
+    """POST .../client-quotas:alter: ``entity`` (``[{"entity_type": "user" or "client-id", "name"}]``, a null name
+    being the type's default), ``set`` (``{"producer_byte_rate": 1048576, ...}``) and ``remove`` (keys)."""
+    what = "a client quota change"
+    obj = json_object(body)
+    _fields(obj, ("entity", "set", "remove"), what)
+    entity = []
+    for entry in _typed(obj, "entity", list, what, required=True):
+        if not isinstance(entry, dict):
+            raise errors.bad_request("each of 'entity' must be an object with an entity_type and a name")
+        _fields(entry, ("entity_type", "name"), "a quota entity")
+        kind = _typed(entry, "entity_type", str, "a quota entity", required=True)
+        if kind not in QUOTA_ENTITY_TYPES:
+            raise errors.bad_request(f"'entity_type' must be one of {', '.join(QUOTA_ENTITY_TYPES)}, not {kind!r}")
+        entity.append((str(kind), _typed(entry, "name", str, "a quota entity")))
+    if not entity or len({k for k, _ in entity}) != len(entity):
+        raise errors.bad_request("'entity' names a user, a client id or both, each once")
+    values = _typed(obj, "set", dict, what) or {}
+    for key, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise errors.bad_request(f"quota '{key}' must be a positive number")
+    removed = _typed(obj, "remove", list, what) or []
+    if not all(isinstance(k, str) for k in removed):
+        raise errors.bad_request("'remove' must be a list of quota names")
+    if not values and not removed:
+        raise errors.bad_request("a client quota change needs 'set' or 'remove'")
+    return AlterClientQuota(tuple(entity), tuple((k, float(v)) for k, v in values.items()), tuple(removed))

@@ -124,7 +124,127 @@ SCHEMAS: dict[str, Any] = {
     },
 }
 
-_ANSWERS = {"produceRecord": "ProduceResponse", "readOdradekRecords": "RecordList", "getOpenApi": None}
+_POSITIONS = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["partition_id", "offset"],
+        "properties": {"partition_id": _INTEGER, "offset": {"type": "integer", "format": "int64"}},
+    },
+}
+
+# The web console's request bodies (docs/console.md).
+SCHEMAS.update(
+    {
+        "UpdatePartitionCountRequest": {
+            "type": "object",
+            "required": ["partitions_count"],
+            "properties": {"partitions_count": _INTEGER},
+        },
+        "SearchRequest": {
+            "type": "object",
+            "properties": {
+                "partitions": {"type": "array", "items": _INTEGER, "nullable": True},
+                "start": {"type": "string", "enum": ["earliest", "end", "offset", "timestamp"]},
+                "offset": {"type": "integer", "format": "int64"},
+                "timestamp": {"type": "string", "format": "date-time"},
+                "tail": _INTEGER,
+                "cursor": _POSITIONS,
+                "filter": {
+                    "type": "object",
+                    "properties": {
+                        "key": _STRING,
+                        "value_contains": _STRING,
+                        "json_path": _STRING,
+                        "json_value": {"nullable": True},
+                        "header": _STRING,
+                        "header_value": _STRING,
+                    },
+                },
+                "max_matches": _INTEGER,
+                "max_scanned": {"type": "integer", "format": "int64"},
+                "timeout_ms": _INTEGER,
+                "decode": {"type": "boolean"},
+            },
+        },
+        "RecordSearch": {
+            "type": "object",
+            "description": "odradek's own: one page of matches (key, value and header values in base64) and the "
+            "cursor the next page continues from (null: every partition reached its end).",
+            "required": ["kind", "stopped", "scanned", "partitions", "data"],
+            "properties": {
+                "kind": _STRING,
+                "stopped": {"type": "string", "enum": ["end", "max_matches", "max_scanned", "timeout"]},
+                "scanned": {"type": "integer", "format": "int64"},
+                "elapsed_ms": _INTEGER,
+                "partitions": {"type": "array", "items": {"type": "object"}},
+                "cursor": {**_POSITIONS, "nullable": True},
+                "data": {"type": "array", "items": {"type": "object"}},
+            },
+        },
+        "RepublishRequest": {
+            "type": "object",
+            "required": ["destination"],
+            "properties": {
+                "destination": _STRING,
+                "records": _POSITIONS,
+                "partition_id": _INTEGER,
+                "start_offset": {"type": "integer", "format": "int64"},
+                "end_offset": {"type": "integer", "format": "int64"},
+                "same_partition": {"type": "boolean"},
+                "keep_timestamps": {"type": "boolean"},
+            },
+        },
+        "ResetOffsetsRequest": {
+            "type": "object",
+            "required": ["to"],
+            "properties": {
+                "to": {"type": "string", "enum": ["earliest", "latest", "offset", "timestamp"]},
+                "offset": {"type": "integer", "format": "int64"},
+                "timestamp": {"type": "string", "format": "date-time"},
+                "topics": {"type": "array", "items": _STRING},
+                "partitions": {"type": "array", "items": _INTEGER},
+                "dry_run": {"type": "boolean"},
+            },
+        },
+        "ScramCredentialRequest": {
+            "type": "object",
+            "required": ["user", "password"],
+            "properties": {
+                "user": _STRING,
+                "password": {"type": "string", "format": "password"},
+                "mechanism": {"type": "string", "enum": ["SCRAM-SHA-256", "SCRAM-SHA-512"]},
+                "iterations": _INTEGER,
+            },
+        },
+        "AlterClientQuotaRequest": {
+            "type": "object",
+            "required": ["entity"],
+            "properties": {
+                "entity": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["entity_type"],
+                        "properties": {
+                            "entity_type": {"type": "string", "enum": ["user", "client-id"]},
+                            "name": _NULLABLE_STRING,
+                        },
+                    },
+                },
+                "set": {"type": "object", "additionalProperties": {"type": "number"}},
+                "remove": {"type": "array", "items": _STRING},
+            },
+        },
+    }
+)
+
+_ANSWERS = {
+    "produceRecord": "ProduceResponse",
+    "readOdradekRecords": "RecordList",
+    "searchOdradekRecords": "RecordSearch",
+    "getOpenApi": None,
+}
 
 
 def _operation(r: Route) -> dict[str, Any]:

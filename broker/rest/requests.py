@@ -3,7 +3,7 @@ serves. Every resource lives under one cluster (``/v3/clusters/{cluster_id}``), 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from odradek.client.common.acls import AclBinding, AclBindingFilter
 
@@ -268,6 +268,156 @@ class DeleteAcls:
     filter: AclBindingFilter
 
 
+# ---- odradek's own, for the web console (docs/console.md) ----
+
+
+@dataclass(frozen=True, slots=True)
+class GetOverview:
+    """The cluster at a glance: brokers, controllers and quorum, partitions without a leader or short of replicas."""
+
+
+@dataclass(frozen=True, slots=True)
+class GetTopicDetails:
+    """Every partition of a topic with its leader, replicas, ISR, ELR, offsets and size (from each broker)."""
+
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class AddPartitions:
+    """Grow a topic to ``count`` partitions in total (Confluent's PATCH of a topic)."""
+
+    topic: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilter:
+    """What a searched record must match, every condition given (none: every record). ``json_path`` is parsed
+    (``$.a[0].b`` is ``("a", 0, "b")``); ``json_value`` the canonical JSON text the value there must equal (None:
+    the path exists)."""
+
+    key: bytes | None = None  # the key's bytes, exactly
+    value_contains: bytes | None = None  # a substring of the value's bytes
+    json_path: tuple[str | int, ...] | None = None
+    json_value: str | None = None
+    header: str | None = None  # a header of this name
+    header_value: bytes | None = None  # ... with exactly this value
+
+
+SEARCH_STARTS = ("earliest", "end", "offset", "timestamp")
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRecords:
+    """A bounded server-side scan of a topic's partitions (None: all) for records matching ``filter``. It starts at
+    ``start`` (earliest, the last ``tail`` records of each partition, ``offset`` or the first record at or after
+    ``timestamp_ms``), or where a previous page stopped (``cursor``: partition and offset pairs), and stops at the
+    partitions' high watermarks, after ``max_matches`` matches, ``max_scanned`` records or ``timeout_ms``."""
+
+    topic: str
+    partitions: tuple[int, ...] | None = None
+    start: str = "earliest"
+    offset: int = 0
+    timestamp_ms: int = 0
+    tail: int = 100
+    cursor: tuple[tuple[int, int], ...] = ()
+    filter: SearchFilter = SearchFilter()
+    max_matches: int = 100
+    max_scanned: int = 1_000_000
+    timeout_ms: int = 10_000
+    decode: bool = False  # decode keys and values framed for the schema registry
+
+
+@dataclass(frozen=True, slots=True)
+class RepublishRecords:
+    """Copy records of ``topic`` to ``destination`` with their keys, values and headers: the ``records`` chosen
+    (partition and offset pairs), or the offsets ``start_offset`` up to ``end_offset`` (excluded) of ``partition``.
+    Each goes to its own partition number (``same_partition``) or, as a producer would send it, by its key."""
+
+    topic: str
+    destination: str
+    records: tuple[tuple[int, int], ...] = ()
+    partition: int | None = None
+    start_offset: int = 0
+    end_offset: int = 0
+    same_partition: bool = False
+    keep_timestamps: bool = False
+
+
+RESET_TARGETS = ("earliest", "latest", "offset", "timestamp")
+
+
+@dataclass(frozen=True, slots=True)
+class ResetGroupOffsets:
+    """Commit new offsets for a group without members: each partition's ``to`` (earliest, latest, ``offset``
+    within the log's bounds, or the first at or after ``timestamp_ms``), on ``topics`` (empty: every topic the
+    group has committed on) and ``partitions`` of a single topic (empty: all); ``dry_run`` commits nothing."""
+
+    group: str
+    to: str
+    offset: int = 0
+    timestamp_ms: int = 0
+    topics: tuple[str, ...] = ()
+    partitions: tuple[int, ...] = ()
+    dry_run: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ListScramUsers:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class UpsertScramUser:
+    """Create or replace a user's SCRAM credential; the broker salts and hashes the password, never stores it."""
+
+    user: str
+    mechanism: str
+    password: str = field(repr=False)
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteScramUser:
+    user: str
+    mechanism: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListClientQuotas:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class AlterClientQuota:
+    """Set and remove quota values of one entity: (entity type, name) pairs, a None name being the type's default."""
+
+    entity: tuple[tuple[str, str | None], ...]
+    set: tuple[tuple[str, float], ...] = ()
+    remove: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GetBrokerMetrics:
+    """The byte and record counters and group lags of every broker's metrics registry, for the console's charts."""
+
+
+CONSOLE_REQUESTS = (
+    GetOverview,
+    GetTopicDetails,
+    AddPartitions,
+    SearchRecords,
+    RepublishRecords,
+    ResetGroupOffsets,
+    ListScramUsers,
+    UpsertScramUser,
+    DeleteScramUser,
+    ListClientQuotas,
+    AlterClientQuota,
+    GetBrokerMetrics,
+)
+
 GROUP_REQUESTS = (
     GetGroup,
     ListConsumers,
@@ -317,4 +467,16 @@ Request = (
     | SearchAcls
     | CreateAcl
     | DeleteAcls
+    | GetOverview
+    | GetTopicDetails
+    | AddPartitions
+    | SearchRecords
+    | RepublishRecords
+    | ResetGroupOffsets
+    | ListScramUsers
+    | UpsertScramUser
+    | DeleteScramUser
+    | ListClientQuotas
+    | AlterClientQuota
+    | GetBrokerMetrics
 )

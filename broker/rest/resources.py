@@ -1,6 +1,7 @@
-"""The HTTP API's answers in Confluent REST Proxy v3's JSON shapes, from what the broker's services answer: every
-resource has a ``kind`` and ``metadata.self`` (its URL), a collection holds its resources in ``data``, and a
-resource points at related ones with ``{"related": url}``. Pure: values in, JSON out."""
+"""The HTTP API's answers in Confluent REST Proxy v3's JSON shapes, from the typed answers of the broker's services
+(``client/common/admin/``, ``broker/groups/requests.py``): every resource has a ``kind`` and ``metadata.self`` (its
+URL), a collection holds its resources in ``data``, and a resource points at related ones with ``{"related": url}``.
+Pure: values in, JSON out."""
 
 from __future__ import annotations
 
@@ -12,20 +13,22 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+from odradek.broker.groups.requests import DescribedGroup, DescribedMember, ListedGroup
 from odradek.client.common.acls import AclBinding
+from odradek.client.common.admin.cluster import BrokerInfo
+from odradek.client.common.admin.configs import ConfigSource, DescribedConfig
+from odradek.client.common.admin.topics import PartitionDescription, TopicDescription
 from odradek.client.record.batch import Record
 from odradek.client.structs import TopicPartition
-from odradek.proto import admin_pb2 as apb
-from odradek.proto import group_pb2 as gpb
 
 JsonObject = dict[str, Any]
 
 # odradek's config sources, by Confluent's names.
-CONFIG_SOURCES = {
-    apb.TOPIC_CONFIG: "DYNAMIC_TOPIC_CONFIG",
-    apb.DYNAMIC_DEFAULT_BROKER_CONFIG: "DYNAMIC_DEFAULT_BROKER_CONFIG",
-    apb.STATIC_BROKER_CONFIG: "STATIC_BROKER_CONFIG",
-    apb.DEFAULT_CONFIG: "DEFAULT_CONFIG",
+CONFIG_SOURCES: dict[int, str] = {
+    ConfigSource.TOPIC_CONFIG: "DYNAMIC_TOPIC_CONFIG",
+    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    ConfigSource.STATIC_BROKER_CONFIG: "STATIC_BROKER_CONFIG",
+    ConfigSource.DEFAULT_CONFIG: "DEFAULT_CONFIG",
 }
 # Kafka's group states, by Confluent's names.
 GROUP_STATES = {
@@ -89,7 +92,7 @@ def cluster(links: Links, controller_id: int, brokers: Iterable[int]) -> JsonObj
     return out
 
 
-def broker(links: Links, b: apb.BrokerInfo) -> JsonObject:
+def broker(links: Links, b: BrokerInfo) -> JsonObject:
     return _resource(
         "Broker",
         links.url("brokers", b.node_id),
@@ -121,12 +124,12 @@ def topic(links: Links, name: str, internal: bool, partitions: int, replication_
     )
 
 
-def described_topic(links: Links, t: apb.TopicDescription) -> JsonObject:
+def described_topic(links: Links, t: TopicDescription) -> JsonObject:
     factor = len(t.partitions[0].replicas) if t.partitions else 0
     return topic(links, t.name, t.is_internal, len(t.partitions), factor)
 
 
-def partition(links: Links, topic_name: str, p: apb.PartitionDescription) -> JsonObject:
+def partition(links: Links, topic_name: str, p: PartitionDescription) -> JsonObject:
     out = _resource(
         "Partition",
         links.url("topics", topic_name, "partitions", p.partition),
@@ -141,7 +144,7 @@ def partition(links: Links, topic_name: str, p: apb.PartitionDescription) -> Jso
     return out
 
 
-def replica(links: Links, topic_name: str, p: apb.PartitionDescription, broker_id: int) -> JsonObject:
+def replica(links: Links, topic_name: str, p: PartitionDescription, broker_id: int) -> JsonObject:
     return _resource(
         "Replica",
         links.url("topics", topic_name, "partitions", p.partition, "replicas", broker_id),
@@ -155,7 +158,7 @@ def replica(links: Links, topic_name: str, p: apb.PartitionDescription, broker_i
     )
 
 
-def reassignment(links: Links, topic_name: str, p: apb.PartitionDescription) -> JsonObject:
+def reassignment(links: Links, topic_name: str, p: PartitionDescription) -> JsonObject:
     return _resource(
         "Reassignment",
         links.url("topics", topic_name, "partitions", p.partition, "reassignment"),
@@ -171,7 +174,7 @@ def reassignment(links: Links, topic_name: str, p: apb.PartitionDescription) -> 
 # ---- configs ----
 
 
-def _config(kind: str, self_url: str, cluster_id: str, c: apb.DescribedConfig, **owner: Any) -> JsonObject:
+def _config(kind: str, self_url: str, cluster_id: str, c: DescribedConfig, **owner: Any) -> JsonObject:
     source = CONFIG_SOURCES.get(c.source, "UNKNOWN")
     value = None if c.sensitive else c.value
     return _resource(
@@ -181,7 +184,7 @@ def _config(kind: str, self_url: str, cluster_id: str, c: apb.DescribedConfig, *
         **owner,
         name=c.name,
         value=value,
-        is_default=c.source == apb.DEFAULT_CONFIG,
+        is_default=c.source == ConfigSource.DEFAULT_CONFIG,
         is_read_only=c.read_only,
         is_sensitive=c.sensitive,
         source=source,
@@ -189,17 +192,17 @@ def _config(kind: str, self_url: str, cluster_id: str, c: apb.DescribedConfig, *
     )
 
 
-def topic_config(links: Links, topic_name: str, c: apb.DescribedConfig) -> JsonObject:
+def topic_config(links: Links, topic_name: str, c: DescribedConfig) -> JsonObject:
     url = links.url("topics", topic_name, "configs", c.name)
     return _config("TopicConfig", url, links.cluster_id, c, topic_name=topic_name)
 
 
-def broker_config(links: Links, broker_id: int, c: apb.DescribedConfig) -> JsonObject:
+def broker_config(links: Links, broker_id: int, c: DescribedConfig) -> JsonObject:
     url = links.url("brokers", broker_id, "configs", c.name)
     return _config("BrokerConfig", url, links.cluster_id, c, broker_id=broker_id)
 
 
-def cluster_config(links: Links, c: apb.DescribedConfig) -> JsonObject:
+def cluster_config(links: Links, c: DescribedConfig) -> JsonObject:
     url = links.url("broker-configs", c.name)
     return _config("ClusterConfig", url, links.cluster_id, c, config_type="BROKER")
 
@@ -207,7 +210,7 @@ def cluster_config(links: Links, c: apb.DescribedConfig) -> JsonObject:
 # ---- consumer groups ----
 
 
-def group(links: Links, g: gpb.DescribedGroup, coordinator: int) -> JsonObject:
+def group(links: Links, g: DescribedGroup, coordinator: int) -> JsonObject:
     name = g.group_id
     return _resource(
         "ConsumerGroup",
@@ -225,22 +228,22 @@ def group(links: Links, g: gpb.DescribedGroup, coordinator: int) -> JsonObject:
     )
 
 
-def listed_group(links: Links, g: gpb.ListedGroup, coordinator: int) -> JsonObject:
+def listed_group(links: Links, g: ListedGroup, coordinator: int) -> JsonObject:
     """A group of the listing, from what ListGroups tells (the selected assignor is not among it)."""
-    described = gpb.DescribedGroup(
+    described = DescribedGroup(
         group_id=g.group_id, group_state=g.group_state, protocol_type=g.protocol_type, group_type=g.group_type
     )
     return group(links, described, coordinator)
 
 
-def consumer(links: Links, group_id: str, m: gpb.DescribedMember) -> JsonObject:
+def consumer(links: Links, group_id: str, m: DescribedMember) -> JsonObject:
     return _resource(
         "Consumer",
         links.url("consumer-groups", group_id, "consumers", m.member_id),
         cluster_id=links.cluster_id,
         consumer_group_id=group_id,
         consumer_id=m.member_id,
-        instance_id=m.group_instance_id if m.HasField("group_instance_id") else None,
+        instance_id=m.group_instance_id,
         client_id=m.client_id,
         assignments=links.related("consumer-groups", group_id, "consumers", m.member_id, "assignments"),
     )
@@ -270,7 +273,7 @@ class Lag:
     tp: TopicPartition
     current_offset: int
     log_end_offset: int
-    member: gpb.DescribedMember | None
+    member: DescribedMember | None
 
     @property
     def lag(self) -> int:
@@ -290,7 +293,7 @@ def lag(links: Links, group_id: str, found: Lag) -> JsonObject:
         log_end_offset=found.log_end_offset,
         lag=found.lag,
         consumer_id=m.member_id if m is not None else "",
-        instance_id=m.group_instance_id if m is not None and m.HasField("group_instance_id") else None,
+        instance_id=m.group_instance_id if m is not None else None,
         client_id=m.client_id if m is not None else "",
     )
 
@@ -306,7 +309,7 @@ def lag_summary(links: Links, group_id: str, lags: Sequence[Lag]) -> JsonObject:
         cluster_id=links.cluster_id,
         consumer_group_id=group_id,
         max_lag_consumer_id=m.member_id if m is not None else "",
-        max_lag_instance_id=m.group_instance_id if m is not None and m.HasField("group_instance_id") else None,
+        max_lag_instance_id=m.group_instance_id if m is not None else None,
         max_lag_client_id=m.client_id if m is not None else "",
         max_lag_topic_name=top.tp.topic if top is not None else "",
         max_lag_partition_id=top.tp.partition if top is not None else 0,

@@ -29,6 +29,7 @@ PATH_PARAMETERS = {
     "name": ("string", "The config's name."),
     "consumer_group_id": ("string", "The consumer group's id."),
     "consumer_id": ("string", "The group member's id."),
+    "user": ("string", "The SCRAM user's name."),
 }
 
 
@@ -121,6 +122,128 @@ def _acls(method: str, operation: str, summary: str, *, delete: bool) -> Route:
 
 def _topic(a: Args) -> str:
     return a.path["topic_name"]
+
+
+# odradek's own routes (and Confluent's PATCH of a topic) the web console uses (docs/console.md).
+CONSOLE_ROUTES: tuple[Route, ...] = (
+    Route(
+        "GET",
+        CLUSTER + "/overview",
+        "getOdradekOverview",
+        "odradek's own: brokers, controllers and quorum, and the partitions without a leader or short of replicas.",
+        "Cluster",
+        lambda a: rq.GetOverview(),
+        own=True,
+    ),
+    Route(
+        "PATCH",
+        TOPIC,
+        "updatePartitionCountKafkaTopic",
+        "Grow a topic to a new partition count.",
+        "Topic",
+        lambda a: bodies.add_partitions(_topic(a), a.body),
+        body="UpdatePartitionCountRequest",
+    ),
+    Route(
+        "GET",
+        TOPIC + "/details",
+        "getOdradekTopicDetails",
+        "odradek's own: every partition's leader, replicas, ISR, ELR, offsets and size.",
+        "Topic",
+        lambda a: rq.GetTopicDetails(_topic(a)),
+        own=True,
+    ),
+    Route(
+        "POST",
+        TOPIC + "/records:search",
+        "searchOdradekRecords",
+        "odradek's own: search a topic's records, bounded in records scanned, matches and time; paged.",
+        "Records",
+        lambda a: bodies.search_records(_topic(a), a.body),
+        body="SearchRequest",
+        own=True,
+    ),
+    Route(
+        "POST",
+        TOPIC + "/records:republish",
+        "republishOdradekRecords",
+        "odradek's own: copy chosen records, or an offset range, to another topic with their keys, values, headers.",
+        "Records",
+        lambda a: bodies.republish_records(_topic(a), a.body),
+        body="RepublishRequest",
+        own=True,
+    ),
+    Route(
+        "POST",
+        GROUP + "/offsets:reset",
+        "resetOdradekConsumerGroupOffsets",
+        "odradek's own: reset the offsets of a group without members (earliest, latest, offset, timestamp).",
+        "Consumer Group",
+        lambda a: bodies.reset_offsets(a.path["consumer_group_id"], a.body),
+        body="ResetOffsetsRequest",
+        own=True,
+    ),
+    Route(
+        "GET",
+        CLUSTER + "/user-scram-credentials",
+        "listOdradekScramUsers",
+        "odradek's own: the users with SCRAM credentials, and their mechanisms (never a secret).",
+        "Security",
+        lambda a: rq.ListScramUsers(),
+        own=True,
+    ),
+    Route(
+        "POST",
+        CLUSTER + "/user-scram-credentials",
+        "upsertOdradekScramUser",
+        "odradek's own: create or replace a user's SCRAM credential.",
+        "Security",
+        lambda a: bodies.scram_user(a.body),
+        status=201,
+        body="ScramCredentialRequest",
+        own=True,
+    ),
+    Route(
+        "DELETE",
+        CLUSTER + "/user-scram-credentials/{user}",
+        "deleteOdradekScramUser",
+        "odradek's own: delete a user's SCRAM credential for one mechanism.",
+        "Security",
+        lambda a: bodies.scram_deletion(a.path["user"], a.query),
+        status=204,
+        query=(Param("mechanism", "SCRAM-SHA-256 or SCRAM-SHA-512.", required=True),),
+        own=True,
+    ),
+    Route(
+        "GET",
+        CLUSTER + "/client-quotas",
+        "listOdradekClientQuotas",
+        "odradek's own: every client quota (user, client id, their defaults).",
+        "Security",
+        lambda a: rq.ListClientQuotas(),
+        own=True,
+    ),
+    Route(
+        "POST",
+        CLUSTER + "/client-quotas:alter",
+        "alterOdradekClientQuota",
+        "odradek's own: set or remove an entity's quota values.",
+        "Security",
+        lambda a: bodies.client_quota(a.body),
+        status=204,
+        body="AlterClientQuotaRequest",
+        own=True,
+    ),
+    Route(
+        "GET",
+        CLUSTER + "/brokers/-/metrics",
+        "getOdradekBrokerMetrics",
+        "odradek's own: each broker's byte and record counters by topic and its groups' lag, from its metrics.",
+        "Broker",
+        lambda a: rq.GetBrokerMetrics(),
+        own=True,
+    ),
+)
 
 
 ROUTES: tuple[Route, ...] = (
@@ -397,6 +520,7 @@ ROUTES: tuple[Route, ...] = (
         body="CreateAclRequest",
     ),
     _acls("DELETE", "deleteKafkaAcls", "Delete the ACLs matching the query.", delete=True),
+    *CONSOLE_ROUTES,
 )
 
 

@@ -1,8 +1,10 @@
 """The HTTP API's service: each typed request (requests.py) served by the broker's own services, called in this
-process the way the Kafka listener's handlers call them (broker/kafka/backend.py): the same servicer methods the
-gRPC listener serves, with a stand-in servicer context naming the HTTP client and the caller's principal bound to
-the task, so that every ACL check, forwarding of admin writes to the active controller and answer is the one the
-other listeners give. The answers are translated by resources.py.
+process as the Kafka listener's handlers and the gRPC servicers call them (a sibling adapter): the typed data
+service (``broker/api/``: produce, fetch, ListOffsets, log dirs), the group service and the admin service behind
+``AdminApi``, each with the caller's ``RequestContext`` (``Call.request_context``: the principal the HTTP API
+established, the client's address, the HTTP API's client id), so that every ACL check, forwarding of admin writes
+to the active controller and answer is the one the other listeners give. The typed answers are translated by
+resources.py.
 
 A request that belongs to one broker is forwarded to that broker's HTTP listener (``Call.forward``): a record
 produced to, or read from, a partition this broker does not lead goes to its leader; a consumer group's requests
@@ -19,14 +21,33 @@ import json
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
+from odradek.broker.api.data import (
+    DataService,
+    FetchAnswer,
+    FetchRequest,
+    FetchTopic,
+    ListedOffset,
+    ListOffsetsRequest,
+    OffsetQuery,
+    ProduceResult,
+)
+from odradek.broker.api.replicas import ReplicaService
 from odradek.broker.config import NodeConfig
-from odradek.broker.dataplane import BrokerService
+from odradek.broker.fetch_session import PartitionRead
+from odradek.broker.groups.group_service import GroupService
 from odradek.broker.groups.lag import EndOffsetPoller
 from odradek.broker.groups.records import OFFSETS_TOPIC
-from odradek.broker.groups.service import GroupCoordinatorService
+from odradek.broker.groups.requests import (
+    GROUP_KEY,
+    DescribedGroup,
+    DescribeGroups,
+    FindCoordinator,
+    ListGroups,
+    OffsetFetch,
+)
 from odradek.broker.http_types import HttpReply, HttpRequest
 from odradek.broker.kafka.admin_apis import STATIC_BROKER_CONFIGS
 from odradek.broker.rest import errors, records, resources
@@ -34,20 +55,39 @@ from odradek.broker.rest import requests as rq
 from odradek.broker.rest.resources import Lag, Links, collection
 from odradek.client.admin_groups import member_assignment as assigned_partitions
 from odradek.client.common.access import AccessControl
-from odradek.client.common.acls import AclBindingFilter, AclOperation, ResourceType
+from odradek.client.common.acls import AclOperation, ResourceType
+from odradek.client.common.admin.acls import CreateAcls, DeleteAcls, DescribeAcls
+from odradek.client.common.admin.api import AdminApi
+from odradek.client.common.admin.cluster import DescribeCluster, DescribeClusterAnswer
+from odradek.client.common.admin.configs import (
+    AlterableConfig,
+    AlterOp,
+    AlterTopicConfigs,
+    ConfigEntry,
+    ConfigSource,
+    DescribeConfigs,
+    DescribedConfig,
+    IncrementalAlterConfigs,
+)
+from odradek.client.common.admin.topics import (
+    CreatableTopic,
+    CreateTopics,
+    DeleteTopics,
+    DescribeTopics,
+    PartitionDescription,
+    TopicDescription,
+)
 from odradek.client.common.caller import Caller
 from odradek.client.common.metadata_image import MetadataImage
+from odradek.client.common.request_context import RequestContext
 from odradek.client.errors import ErrorCode
 from odradek.client.structs import TopicPartition
-from odradek.controller.services import AdminService, acl_binding_message, acl_binding_of
-from odradek.proto import admin_pb2 as apb
-from odradek.proto import broker_pb2 as bpb
-from odradek.proto import group_pb2 as gpb
 
 PRODUCE_TIMEOUT_MS = 30_000  # acks=all: how long a record may wait for the in-sync replicas
 ADMIN_TIMEOUT_MS = 30_000
 PARTITION_HEADER = "x-odradek-partition"  # on a produce forwarded to the leader: the partition chosen
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1  # ListOffsets' special timestamps
+READ_UNCOMMITTED = 0  # a fetch's and a ListOffsets' isolation level
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,32 +101,97 @@ Reply = Answer | HttpReply  # an HttpReply is another broker's answer, relayed a
 
 @dataclass(frozen=True)
 class Services:
-    """The broker's services the API calls, and what it reads besides."""
+    """The broker's services the API calls (the typed services the other listeners' adapters call), and what it
+    reads besides."""
 
     node_id: int
     cluster_id: str
     config: NodeConfig
     image: Callable[[], MetadataImage]
-    admin: AdminService
-    data: BrokerService
-    groups: GroupCoordinatorService
+    admin: AdminApi  # topics, configs, ACLs, the cluster, SCRAM credentials, client quotas
+    data: DataService  # produce, fetch, ListOffsets (and the broker's metrics)
+    replicas: ReplicaService  # this broker's log dirs
+    groups: GroupService
     access: AccessControl
     wall_ms: Callable[[], int]
 
 
 @dataclass(frozen=True)
 class Call:
-    """One request being served: who asks (``caller``, and ``context`` for the services), its URLs, and how to
+    """One request being served: who asks (``request_context``, as the services take it), its URLs, and how to
     hand it to another broker."""
 
     http: HttpRequest
     links: Links
-    caller: Caller
-    context: Any  # the stand-in servicer context (peer, client id)
+    request_context: RequestContext  # the caller's principal, the client's address, the HTTP API's client id
     forwarded: bool  # it came from another broker: it is served here or refused, never forwarded again
     local_only: bool  # the group listing of this broker alone (another broker's fan-out)
     forward: Callable[[int, tuple[tuple[str, str], ...]], Awaitable[HttpReply]]
     fan_out: Callable[[], Awaitable[list[tuple[int, HttpReply]]]]
+
+    @property
+    def caller(self) -> Caller:
+        """Whom to authorize the request as: the principal, from the client's address."""
+        return self.request_context.caller
+
+
+class Fetched(NamedTuple):
+    """One partition's read as the HTTP API uses it, from this broker's data service or another broker's gRPC
+    answer: an error's high watermark and log start are -1, as the gRPC answer has them."""
+
+    error: int
+    high_watermark: int
+    log_start_offset: int
+    records: bytes
+
+
+class Appended(NamedTuple):
+    """One partition's produce result as the HTTP API uses it (an error's offset and time are -1)."""
+
+    error: int
+    error_message: str
+    base_offset: int
+    log_append_time_ms: int
+
+
+def consumer_fetch(
+    topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int, min_bytes: int
+) -> FetchRequest:
+    """A consumer's read_uncommitted fetch of one partition from ``offset``, as the data service takes it."""
+    wanted = PartitionRead(partition, offset, max_bytes, -1, -1, -1, -1)
+    return FetchRequest(-1, -1, max_wait_ms, min_bytes, max_bytes, READ_UNCOMMITTED, [FetchTopic(topic, [wanted])])
+
+
+def fetched_of(answer: FetchAnswer) -> Fetched:
+    """The one partition a ``consumer_fetch`` asked for, from the data service's answer (the request's own error
+    checked first)."""
+    _check(answer.error)
+    if not answer.outcomes:  # held back by the caller's fetch quota, before reading anything
+        raise errors.RestError(429, errors.TOO_MANY_REQUESTS, f"Fetch quota exceeded: retry in {answer.throttle_ms} ms")
+    outcome = answer.outcomes[0][1][0]
+    read, error = outcome.read, outcome.error
+    if read is None:
+        assert error is not None
+        return Fetched(error.code, -1, -1, b"")
+    assert read.data is not None  # a consumer's read never diverges
+    return Fetched(ErrorCode.NONE, read.high_watermark, read.log_start_offset, bytes(read.data.records))
+
+
+def list_offsets_request(topics: Sequence[tuple[str, Sequence[int]]], timestamp: int) -> ListOffsetsRequest:
+    """ListOffsets of each topic's partitions for ``timestamp`` (a time, or EARLIEST or LATEST), read_uncommitted."""
+    return ListOffsetsRequest(READ_UNCOMMITTED, [(t, [OffsetQuery(p, timestamp, -1) for p in ps]) for t, ps in topics])
+
+
+def listed_offset(o: ListedOffset) -> tuple[int, int]:
+    """(error code, offset) of one partition the data service listed (-1 with an error)."""
+    return (ErrorCode.NONE, o.offset) if o.error is None else (o.error.code, -1)
+
+
+def appended(r: ProduceResult) -> Appended:
+    """One partition's result from the data service's produce answer."""
+    if r.error is None:
+        return Appended(ErrorCode.NONE, "", r.base_offset, r.log_append_time_ms)
+    return Appended(r.error.code, str(r.error), -1, -1)
 
 
 def _check(code: int, message: str = "", topic: str | None = None) -> None:
@@ -188,8 +293,8 @@ class RestService:
 
     # ---- cluster and brokers ----
 
-    async def _describe_cluster(self, call: Call) -> apb.DescribeClusterResponse:
-        answer = await self.s.admin.DescribeCluster(apb.DescribeClusterRequest(), call.context)
+    async def _describe_cluster(self, call: Call) -> DescribeClusterAnswer:
+        answer = await self.s.admin.describe_cluster(DescribeCluster(), call.request_context)
         _check(answer.error)
         return answer
 
@@ -208,14 +313,14 @@ class RestService:
             return Answer(200, _found([b for b in found if b["broker_id"] == r.broker_id], f"Broker {r.broker_id}"))
         return Answer(200, collection("Broker", call.links.url("brokers"), found))
 
-    async def _defaults(self, call: Call) -> list[apb.DescribedConfig]:
+    async def _defaults(self, call: Call) -> list[DescribedConfig]:
         """The dynamic broker configs with their values on this broker (DescribeConfigs: cluster DescribeConfigs)."""
-        answer = await self.s.admin.DescribeConfigs(apb.DescribeConfigsRequest(cluster_defaults=True), call.context)
+        answer = await self.s.admin.describe_configs(DescribeConfigs(cluster_defaults=True), call.request_context)
         _check(answer.cluster_defaults_error or answer.error)
         return list(answer.cluster_defaults)
 
     async def _cluster_configs(self, r: rq.ListClusterConfigs | rq.GetClusterConfig, call: Call) -> Reply:
-        found = [c for c in await self._defaults(call) if c.source == apb.DYNAMIC_DEFAULT_BROKER_CONFIG]
+        found = [c for c in await self._defaults(call) if c.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
         data = [resources.cluster_config(call.links, c) for c in found]
         if isinstance(r, rq.GetClusterConfig):
             return Answer(200, _found([c for c in data if c["name"] == r.name], f"Cluster config {r.name}"))
@@ -230,10 +335,10 @@ class RestService:
             return await self._elsewhere(call, r.broker_id, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, "")
         config = self.s.config
         static = [
-            apb.DescribedConfig(
+            DescribedConfig(
                 name=name,
                 value=s.text(config[s.key]) or "",
-                source=apb.STATIC_BROKER_CONFIG if config.is_set(s.key) else apb.DEFAULT_CONFIG,
+                source=ConfigSource.STATIC_BROKER_CONFIG if config.is_set(s.key) else ConfigSource.DEFAULT_CONFIG,
                 read_only=s.read_only,
             )
             for name, s in sorted(STATIC_BROKER_CONFIGS.items())
@@ -257,21 +362,20 @@ class RestService:
 
     # ---- topics and partitions ----
 
-    async def _describe_all(self, call: Call) -> list[apb.TopicDescription]:
+    async def _describe_all(self, call: Call) -> list[TopicDescription]:
         """Every topic the caller may describe, internal ones too, by name."""
-        request = apb.DescribeTopicsRequest(include_internal=True)
-        answer = await self.s.admin.DescribeTopics(request, call.context)
+        answer = await self.s.admin.describe_topics(DescribeTopics(include_internal=True), call.request_context)
         return sorted((t for t in answer.topics if t.error == ErrorCode.NONE), key=lambda t: t.name)
 
-    async def _describe(self, name: str, call: Call) -> apb.TopicDescription:
-        request = apb.DescribeTopicsRequest(names=[name], include_internal=True)
-        answer = await self.s.admin.DescribeTopics(request, call.context)
+    async def _describe(self, name: str, call: Call) -> TopicDescription:
+        request = DescribeTopics(names=(name,), include_internal=True)
+        answer = await self.s.admin.describe_topics(request, call.request_context)
         t = _found([t for t in answer.topics if t.name == name], f"Topic {name}")
         _check(t.error, t.error_message, topic=name)
         return t
 
     @staticmethod
-    def _partition(t: apb.TopicDescription, index: int) -> apb.PartitionDescription:
+    def _partition(t: TopicDescription, index: int) -> PartitionDescription:
         found = [p for p in t.partitions if p.partition == index]
         if not found:
             raise errors.partition_not_found(t.name, index)
@@ -285,17 +389,15 @@ class RestService:
         return Answer(200, resources.described_topic(call.links, await self._describe(r.topic, call)))
 
     async def _create_topic(self, r: rq.CreateTopic, call: Call) -> Reply:
-        creatable = apb.CreatableTopic(
+        creatable = CreatableTopic(
             name=r.topic,
             num_partitions=r.partitions,
             replication_factor=r.replication_factor,
-            configs=[apb.ConfigEntry(name=n, value=v) for n, v in r.configs],
-            assignments=[apb.ReplicaList(replicas=list(a)) for a in r.assignments],
+            configs=tuple(ConfigEntry(n, v) for n, v in r.configs),
+            assignments=r.assignments,
         )
-        request = apb.CreateTopicsRequest(
-            topics=[creatable], timeout_ms=ADMIN_TIMEOUT_MS, validate_only=r.validate_only
-        )
-        answer = await self.s.admin.CreateTopics(request, call.context)
+        request = CreateTopics((creatable,), timeout_ms=ADMIN_TIMEOUT_MS, validate_only=r.validate_only)
+        answer = await self.s.admin.create_topics(request, call.request_context)
         result = _found(list(answer.topics), f"Topic {r.topic}")
         _check(result.error, result.error_message)
         if result.num_partitions > 0:
@@ -305,8 +407,8 @@ class RestService:
         return Answer(201, data)
 
     async def _delete_topic(self, r: rq.DeleteTopic, call: Call) -> Reply:
-        request = apb.DeleteTopicsRequest(names=[r.topic], timeout_ms=ADMIN_TIMEOUT_MS)
-        answer = await self.s.admin.DeleteTopics(request, call.context)
+        request = DeleteTopics((r.topic,), timeout_ms=ADMIN_TIMEOUT_MS)
+        answer = await self.s.admin.delete_topics(request, call.request_context)
         result = _found(list(answer.topics), f"Topic {r.topic}")
         _check(result.error, result.error_message, topic=r.topic)
         return Answer(204)
@@ -342,9 +444,9 @@ class RestService:
     # ---- topic configs ----
 
     async def _topic_configs(self, r: rq.ListTopicConfigs | rq.GetTopicConfig, call: Call) -> Reply:
-        names = [r.name] if isinstance(r, rq.GetTopicConfig) else []
-        request = apb.DescribeConfigsRequest(topics=[r.topic], config_names=names)
-        answer = await self.s.admin.DescribeConfigs(request, call.context)
+        names = (r.name,) if isinstance(r, rq.GetTopicConfig) else ()
+        request = DescribeConfigs(topics=(r.topic,), config_names=names)
+        answer = await self.s.admin.describe_configs(request, call.request_context)
         _check(answer.error)
         t = _found(list(answer.topics), f"Topic {r.topic}")
         _check(t.error, t.error_message, topic=r.topic)
@@ -354,13 +456,9 @@ class RestService:
         return Answer(200, collection("TopicConfig", call.links.url("topics", r.topic, "configs"), data))
 
     async def _alter_configs(self, r: rq.AlterTopicConfigs, call: Call) -> Reply:
-        configs = [
-            apb.AlterableConfig(name=c.name, op=apb.AlterConfigOp.Value(c.operation), value=c.value) for c in r.changes
-        ]
-        request = apb.IncrementalAlterConfigsRequest(
-            topics=[apb.AlterTopicConfigs(topic=r.topic, configs=configs)], validate_only=r.validate_only
-        )
-        answer = await self.s.admin.IncrementalAlterConfigs(request, call.context)
+        configs = tuple(AlterableConfig(c.name, AlterOp[c.operation], c.value) for c in r.changes)
+        request = IncrementalAlterConfigs((AlterTopicConfigs(r.topic, configs),), validate_only=r.validate_only)
+        answer = await self.s.admin.incremental_alter_configs(request, call.request_context)
         _check(answer.error)
         result = _found(list(answer.results), f"Topic {r.topic}")
         _check(result.error, result.error_message, topic=r.topic)
@@ -399,10 +497,9 @@ class RestService:
             return await self._elsewhere(call, leader, AclOperation.WRITE, ResourceType.TOPIC, r.topic, extra)
         timestamp = r.timestamp_ms if r.timestamp_ms is not None else self.s.wall_ms()
         batch = records.encode(r, timestamp)
-        produce = bpb.ProduceTopic(name=r.topic, partitions=[bpb.ProducePartition(partition=partition, records=batch)])
-        request = bpb.ProduceRequest(acks=-1, timeout_ms=PRODUCE_TIMEOUT_MS, topics=[produce])
-        answer = await self.s.data.Produce(request, call.context)
-        result = answer.topics[0].partitions[0]
+        topics = [(r.topic, [(partition, batch)])]
+        answers, _ = await self.s.data.produce(-1, PRODUCE_TIMEOUT_MS, None, topics, call.request_context)
+        result = appended(answers[0][1][0])
         _check(result.error, result.error_message, topic=r.topic)
         written = result.log_append_time_ms if result.log_append_time_ms >= 0 else timestamp
         key = None if r.key is None else (r.key.type, len(r.key.data or b""))
@@ -410,14 +507,11 @@ class RestService:
         return Answer(200, resources.produced(call.links, r.topic, partition, result.base_offset, written, key, value))
 
     async def _offset_at(self, r: rq.ReadRecords, call: Call, timestamp: int) -> int:
-        lookup = bpb.ListOffsetsPartition(partition=r.partition, current_leader_epoch=-1, timestamp=timestamp)
-        request = bpb.ListOffsetsRequest(
-            replica_id=-1, topics=[bpb.ListOffsetsTopic(name=r.topic, partitions=[lookup])]
-        )
-        answer = await self.s.data.ListOffsets(request, call.context)
-        result = answer.topics[0].partitions[0]
-        _check(result.error, "", topic=r.topic)
-        return result.offset
+        request = list_offsets_request([(r.topic, [r.partition])], timestamp)
+        answer = await self.s.data.list_offsets(request, call.request_context)
+        error, offset = listed_offset(answer[0][1][0])
+        _check(error, "", topic=r.topic)
+        return offset
 
     async def _start(self, r: rq.ReadRecords, call: Call) -> int:
         if r.timestamp_ms is not None:
@@ -435,20 +529,8 @@ class RestService:
         if leader != self.s.node_id:
             return await self._elsewhere(call, leader, AclOperation.READ, ResourceType.TOPIC, r.topic)
         start = await self._start(r, call)
-        wanted = bpb.FetchPartition(
-            partition=partition, current_leader_epoch=-1, fetch_offset=start, partition_max_bytes=r.max_bytes
-        )
-        request = bpb.FetchRequest(
-            replica_id=-1,
-            max_wait_ms=r.timeout_ms,
-            min_bytes=1,
-            max_bytes=r.max_bytes,
-            isolation_level=bpb.READ_UNCOMMITTED,
-            topics=[bpb.FetchTopic(name=r.topic, partitions=[wanted])],
-        )
-        answer = await self.s.data.Fetch(request, call.context)
-        _check(answer.error)
-        fetched = answer.topics[0].partitions[0]
+        request = consumer_fetch(r.topic, partition, start, r.max_bytes, r.timeout_ms, min_bytes=1)
+        fetched = fetched_of(await self.s.data.fetch(request, call.request_context))
         if fetched.error == ErrorCode.OFFSET_OUT_OF_RANGE:
             bounds_now = f"log start {fetched.log_start_offset}, high watermark {fetched.high_watermark}"
             raise errors.for_kafka_code(fetched.error, f"offset {start} is out of range ({bounds_now})")
@@ -479,16 +561,15 @@ class RestService:
     async def _coordinator(self, group: str, call: Call) -> int:
         if self.s.image().topic(OFFSETS_TOPIC) is None:  # no group has ever committed or joined
             raise errors.resource_not_found(f"Consumer group {group}")
-        request = gpb.FindCoordinatorRequest(key_type=gpb.GROUP, keys=[group])
-        answer = await self.s.groups.FindCoordinator(request, call.context)
+        answer = await self.s.groups.find_coordinator(FindCoordinator(GROUP_KEY, (group,)), call.request_context)
         found = answer.coordinators[0]
-        _check(found.error, found.error_message)
+        _check(found.error, found.error_message or "")
         return found.node_id
 
     async def _groups(self, r: rq.ListGroups, call: Call) -> Reply:
         """Every broker's groups: this broker's own, and (unless asked for those alone) what every other broker
         answers for its own."""
-        answer = await self.s.groups.ListGroups(gpb.ListGroupsRequest(), call.context)
+        answer = await self.s.groups.list_groups(ListGroups(), call.request_context)
         _check(answer.error)
         data = [resources.listed_group(call.links, g, self.s.node_id) for g in answer.groups]
         if not call.local_only:
@@ -509,8 +590,8 @@ class RestService:
             or access.allows(call.caller, AclOperation.DESCRIBE, ResourceType.GROUP, group, audit_denial=False)
         )
 
-    async def _described(self, group: str, call: Call) -> gpb.DescribedGroup:
-        answer = await self.s.groups.DescribeGroups(gpb.DescribeGroupsRequest(groups=[group]), call.context)
+    async def _described(self, group: str, call: Call) -> DescribedGroup:
+        answer = await self.s.groups.describe_groups(DescribeGroups((group,)), call.request_context)
         g = answer.groups[0]
         _check(g.error)
         if g.group_state == "Dead":  # Kafka describes a group it does not know as Dead
@@ -542,8 +623,7 @@ class RestService:
         """The group's committed offsets (OffsetFetch, as the caller), each partition's end now (ListOffsets of its
         leader) and the member it is assigned to."""
         g = await self._described(r.group, call)
-        fetch = gpb.OffsetFetchRequest(group_id=r.group, all_topics=True)
-        answer = await self.s.groups.OffsetFetch(fetch, call.context)
+        answer = await self.s.groups.offset_fetch(OffsetFetch(r.group, None), call.request_context)
         _check(answer.error)
         committed = {
             TopicPartition(t.name, p.partition): p.committed_offset
@@ -572,41 +652,23 @@ class RestService:
 
     # ---- ACLs ----
 
-    @staticmethod
-    def _filter(f: AclBindingFilter) -> apb.AclBindingFilter:
-        """The filter's message: an unset field matches any value (as ANY does)."""
-        out = apb.AclBindingFilter()
-        for name, value in (("resource_name", f.resource_name), ("principal", f.principal), ("host", f.host)):
-            if value is not None:
-                setattr(out, name, value)
-        for name, code in (
-            ("resource_type", f.resource_type),
-            ("pattern_type", f.pattern_type),
-            ("operation", f.operation),
-            ("permission_type", f.permission),
-        ):
-            if code is not None:
-                setattr(out, name, int(code))
-        return out
-
     async def _search_acls(self, r: rq.SearchAcls, call: Call) -> Reply:
-        answer = await self.s.admin.DescribeAcls(apb.DescribeAclsRequest(filter=self._filter(r.filter)), call.context)
+        answer = await self.s.admin.describe_acls(DescribeAcls(r.filter), call.request_context)
         _check(answer.error, answer.error_message)
-        data = [resources.acl(call.links, acl_binding_of(b)) for b in answer.bindings]
+        data = [resources.acl(call.links, b) for b in answer.bindings]
         return Answer(200, collection("Acl", call.links.url("acls"), data))
 
     async def _create_acl(self, r: rq.CreateAcl, call: Call) -> Reply:
-        request = apb.CreateAclsRequest(creations=[acl_binding_message(r.binding)])
-        answer = await self.s.admin.CreateAcls(request, call.context)
+        answer = await self.s.admin.create_acls(CreateAcls((r.binding,)), call.request_context)
         _check(answer.error)
         result = _found(list(answer.results), "ACL")
         _check(result.error, result.error_message)
         return Answer(201, resources.acl(call.links, r.binding))
 
     async def _delete_acls(self, r: rq.DeleteAcls, call: Call) -> Reply:
-        answer = await self.s.admin.DeleteAcls(apb.DeleteAclsRequest(filters=[self._filter(r.filter)]), call.context)
+        answer = await self.s.admin.delete_acls(DeleteAcls((r.filter,)), call.request_context)
         _check(answer.error)
         result = _found(list(answer.results), "ACL")
         _check(result.error, result.error_message)
-        data = [resources.acl(call.links, acl_binding_of(b)) for b in result.deleted]
+        data = [resources.acl(call.links, b) for b in result.deleted]
         return Answer(200, collection("Acl", call.links.url("acls"), data))

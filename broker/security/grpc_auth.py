@@ -25,9 +25,8 @@ import grpc
 from odradek.broker.metrics import WrappingInterceptor
 from odradek.broker.security.grpc_sessions import GrpcSessions
 from odradek.broker.security.tls_identity import CertificatePrincipals
-from odradek.client.common.caller import ANONYMOUS
-from odradek.client.common.request_context import GRPC, RequestContext
-from odradek.client.connection import CLIENT_ID_KEY
+from odradek.client.common.call_context import principal_of, request_context_of
+from odradek.client.common.request_context import RequestContext
 from odradek.client.errors import ErrorCode
 from odradek.proto import security_pb2, security_pb2_grpc
 
@@ -65,24 +64,11 @@ class CallContext:
         return getattr(self._context, name)
 
 
-def principal_of(context: Any) -> str:
-    """The principal of the call being served: ``User:<name>`` on a SASL or mTLS listener (the interceptor has
-    refused calls without one before they reach a service), ``User:ANONYMOUS`` on a listener without either."""
-    principal = getattr(context, "principal", ANONYMOUS)
-    return principal if isinstance(principal, str) else ANONYMOUS
-
-
 def grpc_request_context(context: Any) -> RequestContext:
     """Who makes the gRPC call ``context`` serves, as the services take it: the principal the interceptors
-    established, the peer, the client id of the call's metadata, and whether quotas apply to it."""
-    client_id = next((v for k, v in context.invocation_metadata() or () if k == CLIENT_ID_KEY), "")
-    return RequestContext(
-        principal=principal_of(context),
-        client_id=client_id if isinstance(client_id, str) else "",
-        peer=context.peer() or "",
-        listener=GRPC,
-        quotas_apply=bool(getattr(context, "quotas_apply", True)),
-    )
+    established, the peer, the client id of the call's metadata, and whether quotas apply to it
+    (``client/common/call_context.py``, which the controller's adapters read too)."""
+    return request_context_of(context)
 
 
 def _now_ms() -> int:

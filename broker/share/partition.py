@@ -55,7 +55,6 @@ from odradek.broker.share import spans
 from odradek.broker.share.state_records import RecordState, ShareState, StateBatch, StateWrite, combine
 from odradek.client.errors import ErrorCode
 
-INVALID_RECORD_STATE = ErrorCode.ValueType(121)  # Kafka's error, not in odradek's proto enum
 EARLIEST = "earliest"
 LATEST = "latest"
 READ_UNCOMMITTED = "read_uncommitted"
@@ -410,9 +409,11 @@ class SharePartition:
                 continue
             for r in spans.inside(self._runs, max(first, self.start), last):
                 if r.state is not RecordState.ACQUIRED:
-                    raise _Refused(INVALID_RECORD_STATE, f"Offsets {r.first}-{r.last} are not acquired.")
+                    raise _Refused(ErrorCode.INVALID_RECORD_STATE, f"Offsets {r.first}-{r.last} are not acquired.")
                 if r.member_id != member_id:
-                    raise _Refused(INVALID_RECORD_STATE, f"Member is not the owner of offsets {r.first}-{r.last}.")
+                    raise _Refused(
+                        ErrorCode.INVALID_RECORD_STATE, f"Member is not the owner of offsets {r.first}-{r.last}."
+                    )
             for offset in range(max(first, self.start), last + 1):
                 kind = AcknowledgeType(types[0] if len(types) == 1 else types[offset - first])
                 if plan and plan[-1][1] == offset - 1 and plan[-1][2] is kind:

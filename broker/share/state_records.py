@@ -44,7 +44,6 @@ UPDATE_KIND = 1
 VALUE_VERSION = 0
 SNAPSHOT_EVERY = 500  # share.coordinator.snapshot.update.records.per.snapshot
 UNCHANGED_START = -1  # an update's start offset when the write did not move it
-FENCED_STATE_EPOCH = ErrorCode.ValueType(124)  # Kafka's error, not in odradek's proto enum
 
 
 class RecordState(IntEnum):
@@ -241,6 +240,10 @@ class ShareStateStore:
         self.snapshot_every = snapshot_every
         self._states: dict[SharePartitionKey, _Stored] = {}
 
+    def __len__(self) -> int:
+        """How many share-partitions have a stored state."""
+        return len(self._states)
+
     def state(self, key: SharePartitionKey) -> ShareState | None:
         stored = self._states.get(key)
         return None if stored is None else ShareState(stored.state_epoch, stored.start_offset, stored.batches)
@@ -289,7 +292,7 @@ class ShareStateStore:
         ``share.auto.offset.reset``) at a newer state epoch, forgetting its in-flight state."""
         stored = self._states.get(key)
         if stored is not None and state_epoch <= stored.state_epoch:
-            return StoreAnswer(FENCED_STATE_EPOCH)
+            return StoreAnswer(ErrorCode.FENCED_STATE_EPOCH)
         snapshot_epoch = 0 if stored is None else stored.snapshot_epoch + 1
         leader_epoch = -1 if stored is None else stored.leader_epoch
         return self._answer(
@@ -306,7 +309,7 @@ class ShareStateStore:
         if leader_epoch < stored.leader_epoch:
             return ErrorCode.FENCED_LEADER_EPOCH
         if state_epoch < stored.state_epoch:
-            return FENCED_STATE_EPOCH
+            return ErrorCode.FENCED_STATE_EPOCH
         return None
 
     def _answer(self, record: ShareStateRecord) -> StoreAnswer:

@@ -1,247 +1,193 @@
-"""The ``Transactions`` gRPC service on the broker listener: request and response translation only.
-
-AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions are the transaction
-coordinator's (``TransactionCoordinator``); WriteTxnMarkers and DescribeProducers are served by partition leaders
-and go to a ``PartitionTxnHandler``, which the broker's data plane provides.
+"""The ``Transactions`` gRPC service on the broker listener: the gRPC listener's adapter of the transaction service
+(``txn_service.TxnService``). Each call's protobuf request becomes the service's typed request, the call's context
+its ``RequestContext``, and the typed answer the protobuf response; every decision is the service's.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from odradek.broker.transactions.coordinator import TransactionCoordinator
-from odradek.broker.transactions.metadata import TxnMetadata
-from odradek.client.common.access import OPEN, AccessControl
-from odradek.client.common.acls import AclOperation, ResourceType
-from odradek.client.common.caller import caller_of
+from odradek.broker.security.grpc_auth import grpc_request_context
+from odradek.broker.transactions.requests import (
+    AddOffsetsToTxn,
+    AddPartitionsToTxn,
+    DescribeProducers,
+    DescribeTransactions,
+    EndTxn,
+    ListTransactions,
+    TopicResults,
+    TxnMarker,
+    TxnTopic,
+    WriteTxnMarkers,
+)
+from odradek.broker.transactions.txn_service import TxnService, partitions_of
 from odradek.client.errors import ErrorCode
 from odradek.client.structs import TopicPartition
 from odradek.proto import transaction_pb2 as tpb
 from odradek.proto import transaction_pb2_grpc
 
 
-class PartitionTxnHandler(Protocol):
-    """The partition leader's side: markers into the logs, and the logs' active producers."""
-
-    async def write_txn_markers(self, request: tpb.WriteTxnMarkersRequest) -> tpb.WriteTxnMarkersResponse: ...
-
-    def describe_producers(self, request: tpb.DescribeProducersRequest) -> tpb.DescribeProducersResponse: ...
+def _code(code: int) -> ErrorCode.ValueType:
+    return ErrorCode.ValueType(code)
 
 
-def partitions_of(topics: Iterable[tpb.TxnTopic]) -> list[TopicPartition]:
-    return [TopicPartition(t.name, p) for t in topics for p in t.partitions]
+def _topics(topics: Iterable[tpb.TxnTopic]) -> tuple[TxnTopic, ...]:
+    return tuple(TxnTopic(t.name, tuple(t.partitions)) for t in topics)
 
 
 def topic_results(errors: Mapping[TopicPartition, int]) -> list[tpb.TxnTopicResult]:
+    """Each partition's error, by topic, both sorted."""
     by_topic: dict[str, list[tpb.TxnPartitionResult]] = defaultdict(list)
     for tp, error in sorted(errors.items()):
-        by_topic[tp.topic].append(tpb.TxnPartitionResult(partition=tp.partition, error=ErrorCode.ValueType(error)))
+        by_topic[tp.topic].append(tpb.TxnPartitionResult(partition=tp.partition, error=_code(error)))
     return [tpb.TxnTopicResult(name=name, partitions=parts) for name, parts in by_topic.items()]
 
 
-def txn_topics(partitions: Iterable[TopicPartition]) -> list[tpb.TxnTopic]:
-    by_topic: dict[str, list[int]] = defaultdict(list)
-    for tp in partitions:
-        by_topic[tp.topic].append(tp.partition)
-    return [tpb.TxnTopic(name=t, partitions=sorted(ps)) for t, ps in sorted(by_topic.items())]
-
-
-def description(md: TxnMetadata, coordinator_id: int, hidden: Collection[str]) -> tpb.TransactionDescription:
-    """The transaction as DescribeTransactions answers it, without the partitions of the ``hidden`` topics."""
-    return tpb.TransactionDescription(
-        transactional_id=md.transactional_id,
-        error=ErrorCode.NONE,
-        state=md.state.value,
-        transaction_timeout_ms=md.timeout_ms,
-        transaction_start_time_ms=md.txn_start_ms,
-        producer_id=md.producer_id,
-        producer_epoch=md.producer_epoch,
-        topics=txn_topics(tp for tp in md.partitions if tp.topic not in hidden),
-        coordinator_id=coordinator_id,
-        last_update_time_ms=md.last_update_ms,
-    )
-
-
-_TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+def _results(topics: Iterable[TopicResults]) -> list[tpb.TxnTopicResult]:
+    return [
+        tpb.TxnTopicResult(
+            name=t.name,
+            partitions=[
+                tpb.TxnPartitionResult(partition=p.partition, error=_code(p.error), error_message=p.error_message)
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
 
 
 class TransactionsService(transaction_pb2_grpc.TransactionsServicer):
-    """``access``: each API's ACL checks, as Kafka's (transactional-id Write for a producer's transaction calls,
-    with topic Write on added partitions and group Read on added offsets; Describe to see a transaction, whose
-    partitions show only for the topics the caller may describe; cluster ClusterAction for the brokers' own calls:
-    markers and verification)."""
-
-    def __init__(
-        self, coordinator: TransactionCoordinator, partitions: PartitionTxnHandler, access: AccessControl = OPEN
-    ) -> None:
-        self.coordinator = coordinator
-        self.partitions = partitions
-        self.access = access
-
-    def _allowed(self, context: Any, operation: AclOperation, kind: ResourceType, name: str, api: str) -> bool:
-        access = self.access
-        return not access.enabled or access.allows(caller_of(context), operation, kind, name, api=api)
-
-    def _cluster_action(self, context: Any, api: str) -> bool:
-        access = self.access
-        return not access.enabled or access.allows_cluster(caller_of(context), AclOperation.CLUSTER_ACTION, api=api)
-
-    def _denied_topics(self, context: Any, operation: AclOperation, names: Iterable[str], api: str) -> set[str]:
-        access = self.access
-        if not access.enabled:
-            return set()
-        return access.denied(caller_of(context), operation, ResourceType.TOPIC, names, api=api)
+    def __init__(self, service: TxnService) -> None:
+        self.service = service
 
     async def AddPartitionsToTxn(
         self, request: tpb.AddPartitionsToTxnRequest, context: Any
     ) -> tpb.AddPartitionsToTxnResponse:
-        partitions = partitions_of(request.topics)
-        refused = self._add_partitions_refusals(request, partitions, context)
-        if refused is not None:
-            return tpb.AddPartitionsToTxnResponse(results=topic_results(refused))
-        c = self.coordinator
-        if request.verify_only:
-            error, errors = c.verify(request.transactional_id, request.producer_id, request.producer_epoch, partitions)
-        else:
-            error, errors = await c.add_partitions(
-                request.transactional_id, request.producer_id, request.producer_epoch, partitions
-            )
-        return tpb.AddPartitionsToTxnResponse(error=ErrorCode.ValueType(error), results=topic_results(errors))
-
-    def _add_partitions_refusals(
-        self, request: tpb.AddPartitionsToTxnRequest, partitions: list[TopicPartition], context: Any
-    ) -> dict[TopicPartition, int] | None:
-        """Each partition's error when the caller may not make the request, None when it may. A broker verifying
-        a producer's first transactional write needs cluster ClusterAction; a producer needs Write on its
-        transactional id, and on every topic: otherwise nothing is added (OPERATION_NOT_ATTEMPTED for the
-        partitions of topics it may write), as Kafka answers."""
-        api = "AddPartitionsToTxn"
-        if request.verify_only:
-            if self._cluster_action(context, api):
-                return None
-            return dict.fromkeys(partitions, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-        if not self._allowed(context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id, api):
-            return dict.fromkeys(partitions, _TXN_DENIED)
-        denied = self._denied_topics(context, AclOperation.WRITE, (tp.topic for tp in partitions), api)
-        if not denied:
-            return None
-        return {
-            tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp.topic in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
-            for tp in partitions
-        }
+        answer = await self.service.add_partitions_to_txn(
+            AddPartitionsToTxn(
+                request.transactional_id,
+                request.producer_id,
+                request.producer_epoch,
+                tuple(partitions_of(_topics(request.topics))),
+                request.verify_only,
+            ),
+            grpc_request_context(context),
+        )
+        return tpb.AddPartitionsToTxnResponse(error=_code(answer.error), results=topic_results(answer.partitions))
 
     async def AddOffsetsToTxn(self, request: tpb.AddOffsetsToTxnRequest, context: Any) -> tpb.AddOffsetsToTxnResponse:
-        api = "AddOffsetsToTxn"
-        if not self._allowed(context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id, api):
-            return tpb.AddOffsetsToTxnResponse(error=_TXN_DENIED)
-        if not self._allowed(context, AclOperation.READ, ResourceType.GROUP, request.group_id, api):
-            return tpb.AddOffsetsToTxnResponse(error=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-        error = await self.coordinator.add_offsets(
-            request.transactional_id, request.producer_id, request.producer_epoch, request.group_id
+        answer = await self.service.add_offsets_to_txn(
+            AddOffsetsToTxn(request.transactional_id, request.producer_id, request.producer_epoch, request.group_id),
+            grpc_request_context(context),
         )
-        return tpb.AddOffsetsToTxnResponse(error=ErrorCode.ValueType(error))
+        return tpb.AddOffsetsToTxnResponse(error=_code(answer.error))
 
     async def EndTxn(self, request: tpb.EndTxnRequest, context: Any) -> tpb.EndTxnResponse:
-        if not self._allowed(
-            context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id, "EndTxn"
-        ):
-            return tpb.EndTxnResponse(error=_TXN_DENIED, producer_id=-1, producer_epoch=-1)
-        error, pid, epoch = await self.coordinator.end_txn(
-            request.transactional_id,
-            request.producer_id,
-            request.producer_epoch,
-            request.committed,
-            bump_epoch=not request.keep_epoch,
+        answer = await self.service.end_txn(
+            EndTxn(
+                request.transactional_id,
+                request.producer_id,
+                request.producer_epoch,
+                request.committed,
+                request.keep_epoch,
+            ),
+            grpc_request_context(context),
         )
-        return tpb.EndTxnResponse(error=ErrorCode.ValueType(error), producer_id=pid, producer_epoch=epoch)
+        return tpb.EndTxnResponse(
+            error=_code(answer.error), producer_id=answer.producer_id, producer_epoch=answer.producer_epoch
+        )
 
     async def WriteTxnMarkers(self, request: tpb.WriteTxnMarkersRequest, context: Any) -> tpb.WriteTxnMarkersResponse:
-        if not self._cluster_action(context, "WriteTxnMarkers"):
-            denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-            return tpb.WriteTxnMarkersResponse(
-                markers=[
-                    tpb.TxnMarkerResult(
-                        producer_id=m.producer_id,
-                        topics=topic_results(dict.fromkeys(partitions_of(m.topics), denied)),
-                    )
-                    for m in request.markers
-                ]
-            )
-        return await self.partitions.write_txn_markers(request)
+        markers = tuple(
+            TxnMarker(m.producer_id, m.producer_epoch, m.committed, _topics(m.topics), m.coordinator_epoch)
+            for m in request.markers
+        )
+        answer = await self.service.write_txn_markers(
+            WriteTxnMarkers(markers, request.timeout_ms), grpc_request_context(context)
+        )
+        return tpb.WriteTxnMarkersResponse(
+            markers=[tpb.TxnMarkerResult(producer_id=m.producer_id, topics=_results(m.topics)) for m in answer.markers]
+        )
 
     async def DescribeTransactions(
         self, request: tpb.DescribeTransactionsRequest, context: Any
     ) -> tpb.DescribeTransactionsResponse:
-        out = []
-        for txn_id in request.transactional_ids:
-            if not self._allowed(
-                context, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id, "DescribeTransactions"
-            ):
-                out.append(tpb.TransactionDescription(transactional_id=txn_id, error=_TXN_DENIED))
-                continue
-            error, md = self.coordinator.describe(txn_id)
-            if md is None:
-                out.append(tpb.TransactionDescription(transactional_id=txn_id, error=ErrorCode.ValueType(error)))
-            else:
-                hidden = self._denied_topics(
-                    context, AclOperation.DESCRIBE, {tp.topic for tp in md.partitions}, "DescribeTransactions"
+        answer = await self.service.describe_transactions(
+            DescribeTransactions(tuple(request.transactional_ids)), grpc_request_context(context)
+        )
+        return tpb.DescribeTransactionsResponse(
+            transactions=[
+                tpb.TransactionDescription(
+                    transactional_id=d.transactional_id,
+                    error=_code(d.error),
+                    state=d.state,
+                    transaction_timeout_ms=d.transaction_timeout_ms,
+                    transaction_start_time_ms=d.transaction_start_time_ms,
+                    producer_id=d.producer_id,
+                    producer_epoch=d.producer_epoch,
+                    topics=[tpb.TxnTopic(name=t.name, partitions=t.partitions) for t in d.topics],
+                    coordinator_id=d.coordinator_id,
+                    last_update_time_ms=d.last_update_time_ms,
                 )
-                out.append(description(md, self.coordinator.broker_id, hidden))
-        return tpb.DescribeTransactionsResponse(transactions=out)
+                for d in answer.transactions
+            ]
+        )
 
     async def ListTransactions(
         self, request: tpb.ListTransactionsRequest, context: Any
     ) -> tpb.ListTransactionsResponse:
-        error, unknown, txns = self.coordinator.list_transactions(
-            request.state_filters, request.producer_id_filters, request.duration_filter_ms
+        answer = await self.service.list_transactions(
+            ListTransactions(
+                tuple(request.state_filters), tuple(request.producer_id_filters), request.duration_filter_ms
+            ),
+            grpc_request_context(context),
         )
-        access = self.access
-        if access.enabled:  # only the transactions the caller may describe
-            caller = caller_of(context)
-            txns = [
-                md
-                for md in txns
-                if access.allows(
-                    caller,
-                    AclOperation.DESCRIBE,
-                    ResourceType.TRANSACTIONAL_ID,
-                    md.transactional_id,
-                    audit_denial=False,
-                )
-            ]
         return tpb.ListTransactionsResponse(
-            error=ErrorCode.ValueType(error),
-            unknown_state_filters=unknown,
+            error=_code(answer.error),
+            unknown_state_filters=answer.unknown_state_filters,
             transactions=[
                 tpb.ListedTransaction(
-                    transactional_id=md.transactional_id,
-                    producer_id=md.producer_id,
-                    state=md.state.value,
-                    coordinator_id=self.coordinator.broker_id,
+                    transactional_id=t.transactional_id,
+                    producer_id=t.producer_id,
+                    state=t.state,
+                    coordinator_id=t.coordinator_id,
                 )
-                for md in txns
+                for t in answer.transactions
             ],
         )
 
     async def DescribeProducers(
         self, request: tpb.DescribeProducersRequest, context: Any
     ) -> tpb.DescribeProducersResponse:
-        denied = self._denied_topics(context, AclOperation.READ, (t.name for t in request.topics), "DescribeProducers")
-        if not denied:
-            return self.partitions.describe_producers(request)
-        allowed = [t for t in request.topics if t.name not in denied]
-        response = self.partitions.describe_producers(tpb.DescribeProducersRequest(topics=allowed))
-        for t in request.topics:
-            if t.name in denied:
-                response.topics.add(
+        answer = await self.service.describe_producers(
+            DescribeProducers(_topics(request.topics)), grpc_request_context(context)
+        )
+        return tpb.DescribeProducersResponse(
+            topics=[
+                tpb.DescribeProducersTopic(
                     name=t.name,
                     partitions=[
                         tpb.DescribeProducersPartition(
-                            partition=p, error=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="not authorized"
+                            partition=p.partition,
+                            error=_code(p.error),
+                            error_message=p.error_message,
+                            active_producers=[
+                                tpb.ProducerDescription(
+                                    producer_id=s.producer_id,
+                                    producer_epoch=s.producer_epoch,
+                                    last_sequence=s.last_sequence,
+                                    last_timestamp=s.last_timestamp,
+                                    coordinator_epoch=s.coordinator_epoch,
+                                    current_txn_start_offset=s.current_txn_start_offset,
+                                )
+                                for s in p.active_producers
+                            ],
                         )
                         for p in t.partitions
                     ],
                 )
-        return response
+                for t in answer.topics
+            ]
+        )

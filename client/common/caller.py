@@ -1,9 +1,9 @@
 """Who is calling: the principal and host a request is authorized as, the same on both listeners.
 
 A connection's principal is established by its listener (SASL on a SASL listener, the client certificate on a TLS
-listener that requires one, ``User:ANONYMOUS`` otherwise) and carried by the context a service is called with: the
-gRPC interceptors' call context, the Kafka listener's and the HTTP API's service contexts. The services read it with
-:func:`caller_of`, so one check serves every listener.
+listener that requires one, ``User:ANONYMOUS`` otherwise). The services take it in their ``RequestContext``
+(``request_context.py``); a gRPC interceptor reads it from the call context the node's interceptors hand inward
+(:func:`caller_of`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ class Caller:
 
 
 class Peer(Protocol):
-    """The part of a servicer context (gRPC's, or the Kafka listener's stand-in) that names the client. Its
-    ``principal`` attribute, where the listener established one, names whom it authenticated."""
+    """The part of a gRPC servicer context that names the client. Its ``principal`` attribute, where the node's
+    interceptors established one, names whom it authenticated."""
 
     def peer(self) -> str: ...
 

@@ -10,7 +10,8 @@ answers). The group need not exist.
 Kafka's rules (GroupConfig.validate), checked by the active controller against its own settings:
 
 - a name other than the group configs is INVALID_CONFIG ``Unknown group config name: <name>``; Kafka's share group
-  configs (``share.*``) are refused too, since odradek has no share groups (KIP-932);
+  configs (``share.*``, KIP-932) are refused too: odradek's share groups take the brokers' ``group.share.*``
+  settings, the same for every group;
 - a value must be an int of at least 1;
 - the session timeout must lie within ``group.consumer.min.session.timeout.ms`` and
   ``group.consumer.max.session.timeout.ms``, the heartbeat interval within ``group.consumer.min.heartbeat.interval.ms``
@@ -32,9 +33,15 @@ from odradek.proto import admin_pb2 as apb
 SESSION_TIMEOUT = "consumer.session.timeout.ms"
 HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
 GROUP_CONFIGS = (SESSION_TIMEOUT, HEARTBEAT_INTERVAL)
-# Kafka 4's share group configs (KIP-932): valid names there, refused here.
+# Kafka 4's share group configs (KIP-932): valid names there, refused here (share groups take the brokers' settings).
 SHARE_GROUP_CONFIGS = frozenset(
-    {"share.session.timeout.ms", "share.heartbeat.interval.ms", "share.record.lock.duration.ms"}
+    {
+        "share.session.timeout.ms",
+        "share.heartbeat.interval.ms",
+        "share.record.lock.duration.ms",
+        "share.auto.offset.reset",
+        "share.isolation.level",
+    }
 )
 # Each group config's node setting: its default, and the bounds a group's own value must keep to.
 NODE_KEYS = {
@@ -104,7 +111,7 @@ def validate_group_configs(configs: Mapping[str, str], settings: GroupConfigSett
     """Why a group's configs (all of them, after a change) are refused, or None (Kafka's messages)."""
     for name in configs:
         if name in SHARE_GROUP_CONFIGS:
-            return f"Group config {name} is not supported: odradek has no share groups"
+            return f"Group config {name} is not supported: share groups take the brokers' group.share.* settings"
         if name not in GROUP_CONFIGS:
             return f"Unknown group config name: {name}"
     effective: dict[str, int] = {}

@@ -28,6 +28,9 @@ class RequestContext:
     listener: str = INTERNAL  # GRPC, KAFKA, HTTP, or INTERNAL for a node's own calls
     # False for requests that quotas do not apply to: another broker's (replication, markers), a node's own.
     quotas_apply: bool = True
+    # time.monotonic() by which the caller gives up (a gRPC call's deadline); None: it set none. A service that waits
+    # on something it need not wait for (a forwarded write's read-your-writes) keeps its answer within it.
+    deadline: float | None = None
 
     @property
     def host(self) -> str:

@@ -12,7 +12,8 @@ MAX_NAME_LENGTH = 249
 # Topics the cluster itself creates and keeps: users may read them, but not create, delete or produce to them.
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+SHARE_STATE_TOPIC = "__share_group_state"  # KIP-932: share-partitions' durable state
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC})
 _LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 

@@ -7,10 +7,11 @@ from pathlib import Path
 
 from replicas import OneReplica
 
-from odradek.broker.dataplane import BrokerService
+from odradek.broker.dataplane import BrokerService, fetch_request
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
 from odradek.client.common.metadata_image import PartitionRegistration
+from odradek.client.common.request_context import internal
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
 from odradek.proto import broker_pb2 as pb
@@ -27,7 +28,7 @@ def fetched_batches(service: BrokerService) -> int:
             )
         ],
     )
-    answer = asyncio.run(service.fetch(request))
+    answer = asyncio.run(service.service.fetch(fetch_request(request), internal()))
     read = answer.outcomes[0][1][0].read
     assert read is not None and read.data is not None
     return len(list(read_batches(read.data.records)))
@@ -42,7 +43,7 @@ def test_fetch_max_bytes_caps_a_consumer_fetch(tmp_path: Path) -> None:
             partition.append_as_leader(encode_batch([bytes([i]) * 400], timestamps=1_000), acks=1)
         service = BrokerService(1, "c", OneReplica(partition, state))  # type: ignore[arg-type]
         assert fetched_batches(service) == 10  # the default (55 MiB) lets everything through
-        service.fetch_max_bytes = 1024
+        service.service.fetch_max_bytes = 1024
         assert 1 <= fetched_batches(service) < 10
     finally:
         partition.log.close()

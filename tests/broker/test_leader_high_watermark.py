@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from replicas import OneReplica
 
-from odradek.broker.dataplane import EARLIEST, LATEST, BrokerService
+from odradek.broker.api.data import EARLIEST, LATEST, DataService
+from odradek.broker.dataplane import BrokerService
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
 from odradek.client.common.metadata_image import PartitionRegistration
@@ -65,6 +66,19 @@ def brokers(tmp_path: Path) -> Iterator[Brokers]:
     b.close()
 
 
+class _Call:
+    """The little of a gRPC call's context the servicer reads (a client's call on a listener without SASL)."""
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:50000"
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
+
+CALL = _Call()
+
+
 async def list_latest(service: BrokerService) -> pb.ListOffsetsPartitionResponse:
     request = pb.ListOffsetsRequest(
         replica_id=-1,
@@ -74,7 +88,7 @@ async def list_latest(service: BrokerService) -> pb.ListOffsetsPartitionResponse
             )
         ],
     )
-    return (await service.ListOffsets(request, None)).topics[0].partitions[0]
+    return (await service.ListOffsets(request, CALL)).topics[0].partitions[0]  # type: ignore[arg-type]
 
 
 async def consumer_fetch(service: BrokerService, offset: int) -> pb.FetchPartitionResponse:
@@ -93,7 +107,7 @@ async def consumer_fetch(service: BrokerService, offset: int) -> pb.FetchPartiti
             )
         ],
     )
-    return (await service.Fetch(request, None)).topics[0].partitions[0]
+    return (await service.Fetch(request, CALL)).topics[0].partitions[0]  # type: ignore[arg-type]
 
 
 def test_a_new_leader_answers_offset_not_available_until_its_high_watermark_reaches_its_epoch(
@@ -106,15 +120,15 @@ def test_a_new_leader_answers_offset_not_available_until_its_high_watermark_reac
         new.read(0, MAX_BYTES)
     assert e.value.retriable
     with pytest.raises(OffsetNotAvailableError):
-        BrokerService._offset_for(new, LATEST)
+        DataService._offset_for(new, LATEST)
     with pytest.raises(OffsetNotAvailableError):
-        BrokerService._offset_for(new, 1_000)  # not found below a stale high watermark is no answer either
-    assert BrokerService._offset_for(new, EARLIEST) == (0, -1)
+        DataService._offset_for(new, 1_000)  # not found below a stale high watermark is no answer either
+    assert DataService._offset_for(new, EARLIEST) == (0, -1)
 
     brokers.fetch(3, 2)  # the follower reports its log end at the new epoch: the high watermark catches up
     assert new.visible_high_watermark() == 2
-    assert BrokerService._offset_for(new, LATEST) == (2, -1)
-    assert BrokerService._offset_for(new, 1_000) == (0, 1_000)
+    assert DataService._offset_for(new, LATEST) == (2, -1)
+    assert DataService._offset_for(new, 1_000) == (0, 1_000)
     assert bytes(new.read(0, MAX_BYTES).records) == bytes(brokers[1].log.read(0, MAX_BYTES).records)
 
 
@@ -123,14 +137,14 @@ def test_a_preferred_leader_election_does_not_move_the_end_back(brokers: Brokers
     brokers.fetch(1, 2), brokers.fetch(3, 2)
     brokers[2].append_as_leader(encode_batch([b"c"], timestamps=1_000))
     brokers.fetch(1, 2), brokers.fetch(3, 2), brokers.fetch(1, 2), brokers.fetch(3, 2)
-    assert BrokerService._offset_for(brokers[2], LATEST) == (3, -1)
+    assert DataService._offset_for(brokers[2], LATEST) == (3, -1)
     assert brokers[1].log.high_watermark == 2  # a fetch behind
 
     brokers.publish(leader=1, leader_epoch=3)  # back to the preferred leader
     with pytest.raises(OffsetNotAvailableError):
         brokers[1].visible_high_watermark()
     brokers.fetch(2, 1), brokers.fetch(3, 1)
-    assert BrokerService._offset_for(brokers[1], LATEST) == (3, -1)
+    assert DataService._offset_for(brokers[1], LATEST) == (3, -1)
 
 
 async def test_list_offsets_and_consumer_fetches_answer_offset_not_available_meanwhile(brokers: Brokers) -> None:

@@ -198,7 +198,7 @@ async def test_a_started_node_hands_each_key_to_its_component(node: Node, tmp_pa
     assert node.sm.snapshot_interval == 123
     assert node.controller is not None
     assert (node.controller.rebalance_interval_s, node.controller.imbalance_percentage) == (42, 33)
-    assert node.admin.defaults == {
+    assert node.admin_service.defaults == {
         "num.partitions": 3,
         "default.replication.factor": 1,
         "max.partitions.per.broker": 50,

@@ -219,10 +219,8 @@ async def test_the_broker_epoch_is_read_for_every_request() -> None:
 
 def service(next_producer_id: int, controller: FakeController | None = None) -> BrokerService:
     replicas = SimpleNamespace(image=MetadataImage(next_producer_id=next_producer_id))
-    s = BrokerService(1, "cluster", replicas)  # type: ignore[arg-type]
-    if controller is not None:
-        s.producer_ids = manager(controller)
-    return s
+    producer_ids = None if controller is None else manager(controller)
+    return BrokerService(1, "cluster", replicas, producer_ids=producer_ids)  # type: ignore[arg-type]
 
 
 def init(pid: int = -1, epoch: int = -1, transactional_id: str = "") -> pb.InitProducerIdRequest:
@@ -230,7 +228,8 @@ def init(pid: int = -1, epoch: int = -1, transactional_id: str = "") -> pb.InitP
 
 
 async def answer(s: BrokerService, request: pb.InitProducerIdRequest) -> tuple[int, int, int]:
-    r = await s.InitProducerId(request, None)
+    call = SimpleNamespace(peer=lambda: "ipv4:127.0.0.1:50000", invocation_metadata=lambda: ())
+    r = await s.InitProducerId(request, call)  # type: ignore[arg-type]
     return r.error, r.producer_id, r.producer_epoch
 
 
@@ -259,7 +258,7 @@ async def test_init_producer_id_refusals() -> None:
     assert await answer(s, init(5, 40000)) == invalid
     assert await answer(service(0), init()) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)
     down = service(0, FakeController(failures=[None] * 1000))
-    down.producer_ids.timeout_s = 0.1
+    down.producer_id_service.producer_ids.timeout_s = 0.1  # type: ignore[union-attr]
     assert await answer(down, init()) == (ErrorCode.REQUEST_TIMED_OUT, -1, -1)
 
 

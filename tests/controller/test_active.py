@@ -12,11 +12,14 @@ from odradek.broker.topic_defaults import topic_defaults
 from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.errors import ErrorCode
 from odradek.controller.active import ActiveController
+from odradek.controller.admin.grpc_adapter import AdminGrpcService
+from odradek.controller.admin.service import NodeAdmin
+from odradek.controller.admin.topics import topic_description
 from odradek.controller.brokers import BrokerControl
 from odradek.controller.metadata.state_machine import MetadataStateMachine, encode_batch
 from odradek.controller.raft import LeaderAndEpoch, Role
 from odradek.controller.raft.log import Entry
-from odradek.controller.services import AdminService, ControllerService, topic_description
+from odradek.controller.services import ControllerService
 from odradek.proto import admin_pb2 as apb
 from odradek.proto import controller_pb2 as cpb
 
@@ -104,8 +107,9 @@ async def test_alter_partition_service_commits_and_answers_the_new_state() -> No
     assert (await service.AlterPartition(wrong_epoch, None)).error == ErrorCode.STALE_BROKER_EPOCH
 
 
-def admin_for(controller: ActiveController | None, driver: FakeDriver) -> AdminService:
-    return AdminService(driver.sm, driver, {}, {}, controller, topic_defaults=topic_defaults())
+def admin_for(controller: ActiveController | None, driver: FakeDriver) -> AdminGrpcService:
+    """The Admin service over gRPC's messages (its adapter over the node's typed service)."""
+    return AdminGrpcService(NodeAdmin(driver.sm, driver, {}, {}, controller, topic_defaults=topic_defaults()))
 
 
 async def test_elect_leaders_service() -> None:
@@ -151,4 +155,4 @@ async def test_a_node_without_a_known_controller_answers_not_controller() -> Non
     assert r.error == ErrorCode.NOT_CONTROLLER
     r = await admin.AlterPartitionReassignments(apb.AlterPartitionReassignmentsRequest(), None)
     assert r.error == ErrorCode.NOT_CONTROLLER
-    await admin.close()
+    await admin.service.close()  # type: ignore[attr-defined]

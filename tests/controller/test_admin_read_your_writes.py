@@ -8,6 +8,7 @@ gRPC server; the forwarding broker's image advances only when the test replays t
 from __future__ import annotations
 
 import asyncio
+import time
 from types import SimpleNamespace
 
 import grpc
@@ -16,16 +17,15 @@ from controller_images import brokers, build
 from test_active import FakeDriver, controller_for
 
 from odradek.broker.topic_defaults import topic_defaults
+from odradek.client.common.call_context import request_context_of
+from odradek.client.common.request_context import RequestContext
 from odradek.client.errors import ErrorCode
+from odradek.controller.admin.forwarding import METADATA_OFFSET_KEY, READ_YOUR_WRITES_WAIT_S, wait_budget
+from odradek.controller.admin.grpc_adapter import AdminGrpcService
+from odradek.controller.admin.service import NodeAdmin
 from odradek.controller.metadata.state_machine import MetadataStateMachine
 from odradek.controller.raft import LeaderAndEpoch, Role
 from odradek.controller.raft.log import Entry
-from odradek.controller.services import (
-    METADATA_OFFSET_KEY,
-    READ_YOUR_WRITES_WAIT_S,
-    AdminService,
-    _wait_budget,
-)
 from odradek.proto import admin_pb2 as apb
 from odradek.proto import admin_pb2_grpc
 
@@ -80,13 +80,14 @@ def describe(name: str) -> apb.DescribeAclsRequest:
 
 
 @pytest.fixture
-def controller() -> tuple[AdminService, RecordingDriver]:
+def controller() -> tuple[AdminGrpcService, RecordingDriver]:
     """The active controller's Admin, its log holding one entry (offset 0), on a driver that keeps its commits."""
     active, fake = controller_for(build(brokers(2)))
     driver = RecordingDriver(fake.sm)
     driver.node = fake.node
     active.driver = driver  # type: ignore[assignment]
-    return AdminService(fake.sm, driver, {}, {}, active, topic_defaults=topic_defaults()), driver  # type: ignore[arg-type]
+    admin = NodeAdmin(fake.sm, driver, {}, {}, active, topic_defaults=topic_defaults())  # type: ignore[arg-type]
+    return AdminGrpcService(admin), driver
 
 
 class QuorumOnly(admin_pb2_grpc.AdminServicer):
@@ -104,13 +105,13 @@ async def serve(admin: admin_pb2_grpc.AdminServicer) -> tuple[grpc.aio.Server, s
     return server, f"127.0.0.1:{port}"
 
 
-def broker_of(address: str) -> AdminService:
+def broker_of(address: str) -> AdminGrpcService:
     """A broker's Admin (no controller here) whose image has applied the controller's first entry only."""
     sm = MetadataStateMachine("c1")
     sm.apply([Entry(0, 1, b"")])
     sm.leader_changed(LeaderAndEpoch(CONTROLLER, 1, Role.FOLLOWER))
     driver = SimpleNamespace(node_id=2, leader=sm.leader)
-    return AdminService(sm, driver, {CONTROLLER: address}, {}, None, topic_defaults=topic_defaults())  # type: ignore[arg-type]
+    return AdminGrpcService(NodeAdmin(sm, driver, {CONTROLLER: address}, {}, None, topic_defaults=topic_defaults()))  # type: ignore[arg-type]
 
 
 async def test_wait_for_offset_returns_once_the_image_has_applied_it() -> None:
@@ -129,13 +130,13 @@ async def test_wait_for_offset_returns_once_the_image_has_applied_it() -> None:
 
 
 async def test_the_active_controller_names_the_committed_offset_of_each_write(
-    controller: tuple[AdminService, RecordingDriver],
+    controller: tuple[AdminGrpcService, RecordingDriver],
 ) -> None:
     admin, driver = controller
     context = Context()
     assert [r.error for r in (await admin.CreateAcls(create("a"), context)).results] == [ErrorCode.NONE]
     assert context.trailing == ((METADATA_OFFSET_KEY, "1"),)
-    assert admin.sm.image.offset == driver.node.high_watermark - 1 == 1
+    assert admin.service.sm.image.offset == driver.node.high_watermark - 1 == 1  # type: ignore[attr-defined]
     again = Context()  # nothing new to commit: the answer still covers everything committed before it
     assert [r.error for r in (await admin.CreateAcls(create("a"), again)).results] == [ErrorCode.NONE]
     assert again.trailing == ((METADATA_OFFSET_KEY, "1"),)
@@ -145,7 +146,7 @@ async def test_the_active_controller_names_the_committed_offset_of_each_write(
 
 
 async def test_a_broker_answers_a_forwarded_write_once_its_image_has_it(
-    controller: tuple[AdminService, RecordingDriver],
+    controller: tuple[AdminGrpcService, RecordingDriver],
 ) -> None:
     active, driver = controller
     server, address = await serve(active)
@@ -157,26 +158,28 @@ async def test_a_broker_answers_a_forwarded_write_once_its_image_has_it(
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.05)
         assert not answer.done()  # the broker's image is still at offset 0
-        broker.sm.apply(driver.committed)
+        broker.service.sm.apply(driver.committed)  # type: ignore[attr-defined]
         assert [r.error for r in (await asyncio.wait_for(answer, 5)).results] == [ErrorCode.NONE]
         assert [b.resource_name for b in (await broker.DescribeAcls(describe("a"), None)).bindings] == ["a"]
         assert context.trailing == ((METADATA_OFFSET_KEY, "1"),)  # for a node that forwarded to this one
     finally:
-        await broker.close()
+        await broker.service.close()  # type: ignore[attr-defined]
         await server.stop(None)
 
 
 async def test_a_broker_whose_image_lags_answers_within_the_callers_time() -> None:
     """The write is done: past half the caller's remaining time the broker answers without it in its image."""
     active, driver = controller_for(build(brokers(2)))
-    server, address = await serve(AdminService(driver.sm, driver, {}, {}, active, topic_defaults=topic_defaults()))
+    server, address = await serve(
+        AdminGrpcService(NodeAdmin(driver.sm, driver, {}, {}, active, topic_defaults=topic_defaults()))
+    )
     broker = broker_of(address)
     try:
         created = await asyncio.wait_for(broker.CreateAcls(create("a"), Context(remaining=0.2)), 2)
         assert [r.error for r in created.results] == [ErrorCode.NONE]
         assert list((await broker.DescribeAcls(describe("a"), None)).bindings) == []
     finally:
-        await broker.close()
+        await broker.service.close()  # type: ignore[attr-defined]
         await server.stop(None)
 
 
@@ -188,12 +191,14 @@ async def test_a_forwarded_read_waits_for_nothing() -> None:
         quorum = await asyncio.wait_for(broker.DescribeQuorum(apb.DescribeQuorumRequest(), context), 2)
         assert (quorum.error, quorum.leader_id, context.trailing) == (ErrorCode.NONE, CONTROLLER, ())
     finally:
-        await broker.close()
+        await broker.service.close()  # type: ignore[attr-defined]
         await server.stop(None)
 
 
 def test_the_wait_is_bounded_by_the_callers_deadline() -> None:
-    assert _wait_budget(None) == READ_YOUR_WRITES_WAIT_S  # an in-process caller (the Kafka listener)
-    assert _wait_budget(Context(remaining=None)) == READ_YOUR_WRITES_WAIT_S  # a call without a deadline
-    assert _wait_budget(Context(remaining=60)) == READ_YOUR_WRITES_WAIT_S
-    assert _wait_budget(Context(remaining=1)) == 0.5
+    """A gRPC call's deadline reaches the service in its RequestContext, and bounds the read-your-writes wait."""
+    assert wait_budget(request_context_of(None)) == READ_YOUR_WRITES_WAIT_S  # an in-process caller (the HTTP API)
+    assert wait_budget(request_context_of(Context(remaining=None))) == READ_YOUR_WRITES_WAIT_S  # no deadline
+    assert wait_budget(request_context_of(Context(remaining=60))) == READ_YOUR_WRITES_WAIT_S
+    assert 0.49 < wait_budget(request_context_of(Context(remaining=1))) <= 0.5
+    assert wait_budget(RequestContext(deadline=time.monotonic() - 1)) == 0  # past its deadline: no wait

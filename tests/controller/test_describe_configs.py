@@ -16,9 +16,11 @@ from odradek.client.common import clock
 from odradek.client.common.metadata_image import TOPIC_RESOURCE
 from odradek.client.common.topic_rules import TOPIC_CONFIGS, node_key
 from odradek.client.errors import ErrorCode
+from odradek.controller.admin.configs import describe_topic_configs
+from odradek.controller.admin.grpc_adapter import AdminGrpcService
+from odradek.controller.admin.service import NodeAdmin
 from odradek.controller.raft import LeaderAndEpoch, RaftNode, Role
 from odradek.controller.raft.messages import Fetch
-from odradek.controller.services import AdminService, describe_topic_configs
 from odradek.proto import admin_pb2 as apb
 from odradek.proto import metadata_pb2 as md
 
@@ -79,7 +81,7 @@ def test_named_configs_each_once_unknown_names_left_out_and_unknown_topics_an_er
 async def test_service_describes_a_topic_created_with_configs() -> None:
     controller, driver = controller_for(build(brokers(1)))
     node = NodeConfig({**NODE, **LISTENERS, "log.retention.ms": 60000})
-    admin = AdminService(driver.sm, driver, {}, {}, controller, topic_defaults=topic_defaults(node))
+    admin = AdminGrpcService(NodeAdmin(driver.sm, driver, {}, {}, controller, topic_defaults=topic_defaults(node)))
     created = await admin.CreateTopics(
         apb.CreateTopicsRequest(
             topics=[
@@ -108,7 +110,7 @@ async def test_only_kafkas_internal_topics_are_internal() -> None:
     ids = {"__consumer_offsets": b"\x01" * 16, "__transaction_state": b"\x02" * 16, "__mine": b"\x03" * 16}
     records = [r for name, i in ids.items() for r in (topic(name, i), partition(0, (1,), topic_id=i))]
     controller, driver = controller_for(build(brokers(1), *records))
-    admin = AdminService(driver.sm, driver, {}, {}, controller, topic_defaults=topic_defaults())
+    admin = AdminGrpcService(NodeAdmin(driver.sm, driver, {}, {}, controller, topic_defaults=topic_defaults()))
     described = await admin.DescribeTopics(apb.DescribeTopicsRequest(names=sorted(ids)), None)
     assert {t.name: t.is_internal for t in described.topics} == {
         "__consumer_offsets": True,
@@ -123,7 +125,7 @@ async def test_a_node_that_knows_no_controller_answers_not_controller_per_topic(
     """Before any controller is known, CreateTopics is a retriable NOT_CONTROLLER for each topic (its response has
     no top-level error field to set)."""
     _, driver = controller_for(build(brokers(1)))
-    admin = AdminService(driver.sm, driver, {}, {}, None, topic_defaults=topic_defaults())
+    admin = AdminGrpcService(NodeAdmin(driver.sm, driver, {}, {}, None, topic_defaults=topic_defaults()))
     request = apb.CreateTopicsRequest(topics=[apb.CreatableTopic(name="t", num_partitions=1, replication_factor=1)])
     created = await admin.CreateTopics(request, None)
     assert [(t.name, t.error) for t in created.topics] == [("t", ErrorCode.NOT_CONTROLLER)]
@@ -147,7 +149,7 @@ async def test_a_just_elected_leader_describes_a_topic_its_predecessor_committed
     controller = ActiveController(driver, sm, BrokerControl("c1", 60_000, lambda _t: False))
     sm.leader_changed(driver.leader)
     assert not controller.is_active
-    admin = AdminService(sm, driver, {}, {}, controller, topic_defaults=topic_defaults())
+    admin = AdminGrpcService(NodeAdmin(sm, driver, {}, {}, controller, topic_defaults=topic_defaults()))
     asked = asyncio.ensure_future(admin.DescribeTopics(apb.DescribeTopicsRequest(names=["t"]), None))
     await asyncio.sleep(0.05)
     assert not asked.done()
@@ -162,7 +164,7 @@ async def test_a_node_that_knows_no_controller_answers_not_controller_at_the_top
     """The forwarded requests whose response has a top-level error answer NOT_CONTROLLER there."""
     _, driver = controller_for(build(brokers(1)))
     driver.leader = LeaderAndEpoch(None, 2, Role.UNATTACHED)
-    admin = AdminService(driver.sm, driver, {}, {}, None, topic_defaults=topic_defaults())
+    admin = AdminGrpcService(NodeAdmin(driver.sm, driver, {}, {}, None, topic_defaults=topic_defaults()))
     quorum = await admin.DescribeQuorum(apb.DescribeQuorumRequest(), None)
     elected = await admin.ElectLeaders(apb.ElectLeadersRequest(), None)
     moved = await admin.AlterPartitionReassignments(apb.AlterPartitionReassignmentsRequest(), None)
@@ -185,7 +187,7 @@ async def test_describe_quorum_times_are_the_fetches_on_the_wall_clock_and_minus
     for _ in range(3):
         node.tick()
     driver = SimpleNamespace(node=node, node_id=1, tick_ms=50, leader=LeaderAndEpoch(1, node.epoch, Role.LEADER))
-    admin = AdminService(SimpleNamespace(), driver, {}, {}, None, topic_defaults=topic_defaults())  # type: ignore[arg-type]
+    admin = AdminGrpcService(NodeAdmin(SimpleNamespace(), driver, {}, {}, None, topic_defaults=topic_defaults()))  # type: ignore[arg-type]
     r = await admin.DescribeQuorum(apb.DescribeQuorumRequest(), None)
     assert r.error == ErrorCode.NONE and r.leader_id == 1
     got = {

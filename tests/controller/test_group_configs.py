@@ -26,9 +26,10 @@ from odradek.client.common.group_configs import (
 )
 from odradek.client.common.metadata_image import GROUP_RESOURCE
 from odradek.client.errors import ErrorCode
+from odradek.controller.admin.grpc_adapter import AdminGrpcService
+from odradek.controller.admin.service import NodeAdmin
 from odradek.controller.config_changes import ConfigOp, alter_group_configs
 from odradek.controller.raft import Role
-from odradek.controller.services import AdminService
 from odradek.proto import admin_pb2 as apb
 
 SETTINGS = GroupConfigSettings()  # Kafka's defaults: session 45 s in [45 s, 60 s], heartbeat 5 s in [5 s, 15 s]
@@ -40,8 +41,10 @@ def test_kafkas_validation_rules() -> None:
     assert validate_group_configs({}, SETTINGS) is None
     cases = {
         "consumer.max.poll.records": "Unknown group config name: consumer.max.poll.records",
-        "share.session.timeout.ms": "Group config share.session.timeout.ms is not supported: odradek has no share "
-        "groups",
+        "share.session.timeout.ms": "Group config share.session.timeout.ms is not supported: share groups take the "
+        "brokers' group.share.* settings",
+        "share.auto.offset.reset": "Group config share.auto.offset.reset is not supported: share groups take the "
+        "brokers' group.share.* settings",
     }
     for name, message in cases.items():
         assert validate_group_configs({name: "1"}, SETTINGS) == message
@@ -153,7 +156,7 @@ async def test_the_admin_service_authorizes_each_group() -> None:
     sm = SimpleNamespace(image=build(), cluster_id="c", leader=SimpleNamespace(leader_id=None))
     driver = SimpleNamespace(node_id=1, leader=SimpleNamespace(role=Role.FOLLOWER))
     access = AccessControl(AuthorizerSettings(), lambda: {b"1": binding})
-    service = AdminService(sm, driver, {}, {}, access=access, topic_defaults=topic_defaults())  # type: ignore[arg-type]
+    service = AdminGrpcService(NodeAdmin(sm, driver, {}, {}, access=access, topic_defaults=topic_defaults()))  # type: ignore[arg-type]
     context = SimpleNamespace(peer=lambda: "ipv4:10.0.0.5:5555")  # the anonymous principal
     answer = await service.DescribeConfigs(apb.DescribeConfigsRequest(groups=["open", "closed"]), context)
     assert [(g.group, g.error) for g in answer.groups] == [

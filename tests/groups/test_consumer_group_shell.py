@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 from test_coordinator_appends import (
+    CALLER,
     DATA_ID,
     OTHER_ID,
     TP,
     ManualClock,
     OffsetsReplicas,
-    Peer,
     allow,
     coordinator,
     serving,
@@ -29,6 +29,7 @@ from odradek.broker.groups.consumer_group import ConsumerGroupConfig
 from odradek.broker.groups.consumer_messages import ConsumerHeartbeatRequest
 from odradek.broker.groups.coordinator import GroupCoordinator
 from odradek.broker.groups.group import GroupConfig
+from odradek.broker.groups.group_service import GroupService
 from odradek.broker.groups.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
@@ -37,7 +38,7 @@ from odradek.broker.groups.messages import (
     SyncGroupRequest,
 )
 from odradek.broker.groups.offsets import OffsetAndMetadata
-from odradek.broker.groups.service import GroupCoordinatorService
+from odradek.broker.groups.requests import ConsumerGroupDescribe, ConsumerGroupHeartbeat, DescribedConsumerGroup
 from odradek.client.common.access import AccessControl, AuthorizerSettings
 from odradek.client.common.acls import AclOperation, ResourceType
 from odradek.client.consumer.protocol import Assignment, Subscription
@@ -269,6 +270,11 @@ async def test_an_empty_consumer_group_without_offsets_is_deleted_by_retention(r
         assert again.describe_consumer_group("kept")[0] == ErrorCode.NONE
 
 
+async def describe(service: GroupService, group_id: str) -> DescribedConsumerGroup:
+    (described,) = (await service.consumer_group_describe(ConsumerGroupDescribe((group_id,)), CALLER)).groups
+    return described
+
+
 async def test_the_service_checks_the_group_and_the_subscribed_topics_acls(replicas: OffsetsReplicas) -> None:
     """As Kafka's KafkaApis: group Read to heartbeat, Describe of each named topic; group Describe to describe, and
     Describe of every topic the group's members name or hold."""
@@ -277,18 +283,19 @@ async def test_the_service_checks_the_group_and_the_subscribed_topics_acls(repli
             b"1": allow(ResourceType.GROUP, "g", AclOperation.READ),
             b"2": allow(ResourceType.TOPIC, "t", AclOperation.DESCRIBE),
         }
-        service = GroupCoordinatorService(c, access=AccessControl(AuthorizerSettings(), lambda: bindings))
-        r = await service.consumer_group_heartbeat("h", join("m1"), Peer())
+        service = GroupService(c, access=AccessControl(AuthorizerSettings(), lambda: bindings))
+        r = await service.consumer_group_heartbeat(ConsumerGroupHeartbeat("h", join("m1")), CALLER)
         assert r.error == ErrorCode.GROUP_AUTHORIZATION_FAILED
-        r = await service.consumer_group_heartbeat("g", join("m1", subscribed_topic_names=("t", "u")), Peer())
+        subscribed = join("m1", subscribed_topic_names=("t", "u"))
+        r = await service.consumer_group_heartbeat(ConsumerGroupHeartbeat("g", subscribed), CALLER)
         assert r.error == ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        r = await service.consumer_group_heartbeat("g", join("m1"), Peer())
+        r = await service.consumer_group_heartbeat(ConsumerGroupHeartbeat("g", join("m1")), CALLER)
         assert (r.error, r.assignment) == (ErrorCode.NONE, frozenset({(DATA_ID, 0)}))
-        assert service.consumer_group_describe("h", Peer()).error == ErrorCode.GROUP_AUTHORIZATION_FAILED
-        described = service.consumer_group_describe("g", Peer())  # Read implies Describe, as in Kafka
+        assert (await describe(service, "h")).error == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        described = await describe(service, "g")  # Read implies Describe, as in Kafka
         assert described.error == ErrorCode.NONE and described.topic_names[DATA_ID] == "t"
         bindings = {b"1": bindings[b"1"]}  # a new set of bindings (the authorizer caches per set)
-        assert service.consumer_group_describe("g", Peer()).error == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        assert (await describe(service, "g")).error == ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
 async def test_a_regular_expression_resolves_to_the_topics_the_member_may_describe(replicas: OffsetsReplicas) -> None:
@@ -299,15 +306,19 @@ async def test_a_regular_expression_resolves_to_the_topics_the_member_may_descri
             b"1": allow(ResourceType.GROUP, "g", AclOperation.READ),
             b"2": allow(ResourceType.TOPIC, "t", AclOperation.DESCRIBE),
         }
-        service = GroupCoordinatorService(c, access=AccessControl(AuthorizerSettings(), lambda: bindings))
+        service = GroupService(c, access=AccessControl(AuthorizerSettings(), lambda: bindings))
         regex = join("m1", subscribed_topic_names=None, subscribed_topic_regex="t|u")
-        r = await service.consumer_group_heartbeat("g", regex, Peer())
+        r = await service.consumer_group_heartbeat(ConsumerGroupHeartbeat("g", regex), CALLER)
         assert (r.error, r.assignment) == (ErrorCode.NONE, frozenset({(DATA_ID, 0)}))  # u is left out
         bindings = {**bindings, b"3": allow(ResourceType.TOPIC, "u", AclOperation.DESCRIBE)}
         replicas.image = dataclasses.replace(replicas.image, acls=dict(replicas.image.acls), offset=99)
-        r = await service.consumer_group_heartbeat("g", ConsumerHeartbeatRequest("m1", 1), Peer())
+        r = await service.consumer_group_heartbeat(
+            ConsumerGroupHeartbeat("g", ConsumerHeartbeatRequest("m1", 1)), CALLER
+        )
         assert (r.error, r.member_epoch) == (ErrorCode.NONE, 2)
-        r = await service.consumer_group_heartbeat("g", ConsumerHeartbeatRequest("m1", 2), Peer())
+        r = await service.consumer_group_heartbeat(
+            ConsumerGroupHeartbeat("g", ConsumerHeartbeatRequest("m1", 2)), CALLER
+        )
         _, _, description = c.describe_consumer_group("g")
         assert description is not None
         assert description.members[0].target_assignment == frozenset({(DATA_ID, 0), (OTHER_ID, 0)})

@@ -19,21 +19,22 @@ from controller_images import brokers, partition, topic
 
 from odradek.broker.groups.coordinator import CoordinatorConfig, CoordinatorError, GroupCoordinator
 from odradek.broker.groups.group import GroupConfig
+from odradek.broker.groups.group_service import GroupService
 from odradek.broker.groups.loader import encode_records
 from odradek.broker.groups.messages import JoinGroupRequest, SyncGroupRequest
 from odradek.broker.groups.offsets import OffsetAndMetadata
 from odradek.broker.groups.records import OFFSETS_TOPIC, OffsetCommitKey, OffsetCommitValue
-from odradek.broker.groups.service import GroupCoordinatorService
+from odradek.broker.groups.requests import OffsetDelete, TopicPartitions
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
 from odradek.client.common.access import AccessControl, AuthorizerSettings
 from odradek.client.common.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from odradek.client.common.metadata_image import MetadataImage, PartitionRegistration, image_from_records
+from odradek.client.common.request_context import RequestContext
 from odradek.client.consumer.protocol import Subscription
 from odradek.client.errors import ErrorCode
 from odradek.client.record.batch import read_batches
 from odradek.client.structs import TopicPartition
-from odradek.proto import group_pb2 as gpb
 
 OFFSETS_ID = b"\x05" * 16
 DATA_ID = b"\x06" * 16
@@ -290,9 +291,7 @@ async def test_offset_delete_spares_the_topics_a_live_group_subscribes_to(
         assert offsets(c, "g") == kept
 
 
-class Peer:
-    def peer(self) -> str:
-        return "ipv4:10.0.0.5:5555"
+CALLER = RequestContext(peer="ipv4:10.0.0.5:5555")  # User:ANONYMOUS
 
 
 def allow(kind: ResourceType, name: str, operation: AclOperation) -> AclBinding:
@@ -311,12 +310,10 @@ async def test_offset_delete_answers_partitions_the_metadata_lacks_after_the_top
             b"2": allow(ResourceType.TOPIC, "t", AclOperation.READ),
             b"3": allow(ResourceType.TOPIC, "ghost", AclOperation.READ),
         }
-        service = GroupCoordinatorService(c, access=AccessControl(AuthorizerSettings(), lambda: bindings))
-        asked = {"t": [0, 9], "ghost": [0], "u": [0], "nowhere": [0]}
-        request = gpb.OffsetDeleteRequest(
-            group_id="g", topics=[gpb.OffsetDeleteTopic(name=n, partitions=ps) for n, ps in asked.items()]
-        )
-        response = await service.OffsetDelete(request, Peer())
+        service = GroupService(c, access=AccessControl(AuthorizerSettings(), lambda: bindings))
+        asked = {"t": (0, 9), "ghost": (0,), "u": (0,), "nowhere": (0,)}
+        request = OffsetDelete("g", tuple(TopicPartitions(n, ps) for n, ps in asked.items()))
+        response = await service.offset_delete(request, CALLER)
         assert response.error == ErrorCode.NONE
         assert {(t.name, p.partition): p.error for t in response.topics for p in t.partitions} == {
             ("t", 0): ErrorCode.NONE,

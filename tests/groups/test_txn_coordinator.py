@@ -18,18 +18,19 @@ from group_harness import Harness
 
 from odradek.broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from odradek.broker.groups.group import GroupConfig
+from odradek.broker.groups.group_service import GroupService
 from odradek.broker.groups.loader import encode_records
 from odradek.broker.groups.messages import JoinGroupRequest, SyncGroupRequest
 from odradek.broker.groups.offsets import OffsetAndMetadata
 from odradek.broker.groups.records import OFFSETS_TOPIC, OffsetCommitKey, OffsetCommitValue
-from odradek.broker.groups.service import GroupCoordinatorService
+from odradek.broker.groups.requests import CommitPartition, CommitTopic, OffsetFetch, TopicPartitions, TxnOffsetCommit
 from odradek.broker.log.log import AppendInfo, FetchData
 from odradek.client.common.metadata_image import MetadataImage, image_from_records
+from odradek.client.common.request_context import internal
 from odradek.client.errors import ErrorCode
 from odradek.client.record.batch import read_batches
 from odradek.client.record.control import ControlType, build_control_batch
 from odradek.client.structs import TopicPartition
-from odradek.proto import group_pb2 as gpb
 
 TP = TopicPartition("t", 0)
 PID, EPOCH = 7, 2
@@ -117,43 +118,32 @@ def committed(c: GroupCoordinator, group: str = "g") -> int:
     return offsets[TP].offset
 
 
-async def fetch_stable(service: GroupCoordinatorService, group: str = "g") -> tuple[int, int]:
+async def fetch_stable(service: GroupService, group: str = "g") -> tuple[int, int]:
     """(offset, error) of TP through OffsetFetch with require_stable."""
-    response = await service.OffsetFetch(
-        gpb.OffsetFetchRequest(
-            group_id=group, topics=[gpb.OffsetFetchTopic(name="t", partitions=[0])], require_stable=True
-        ),
-        None,
-    )
+    response = await service.offset_fetch(OffsetFetch(group, (TopicPartitions("t", (0,)),), True), internal())
     [p] = response.topics[0].partitions
     return p.committed_offset, p.error
 
 
-def txn_request(offset: int, generation: int = -1, member: str = "", instance: str | None = None) -> Any:
-    request = gpb.TxnOffsetCommitRequest(
+def txn_request(offset: int, generation: int = -1, member: str = "", instance: str | None = None) -> TxnOffsetCommit:
+    return TxnOffsetCommit(
         transactional_id="tx",
         group_id="g",
         producer_id=PID,
         producer_epoch=EPOCH,
         generation_id=generation,
         member_id=member,
-        topics=[
-            gpb.OffsetCommitTopic(
-                name="t", partitions=[gpb.OffsetCommitPartition(partition=0, committed_offset=offset)]
-            )
-        ],
+        group_instance_id=instance,
+        topics=(CommitTopic("t", (CommitPartition(0, offset),)),),
     )
-    if instance is not None:
-        request.group_instance_id = instance
-    return request
 
 
 async def test_txn_offset_commit_is_pending_until_the_commit_marker() -> None:
     log = MemoryLog()
     c = await start(log)
-    service = GroupCoordinatorService(c)
+    service = GroupService(c)
     try:
-        response = await service.TxnOffsetCommit(txn_request(10), None)
+        response = await service.txn_offset_commit(txn_request(10), internal())
         assert response.topics[0].partitions[0].error == ErrorCode.NONE
         [batch] = list(read_batches(log.batches[-1]))
         h = batch.header
@@ -213,7 +203,7 @@ async def stable_group(c: GroupCoordinator, instance: str | None = None) -> tupl
 async def test_kip_447_a_zombie_of_an_earlier_generation_is_refused_and_writes_nothing() -> None:
     log = MemoryLog()
     c = await start(log)
-    service = GroupCoordinatorService(c)
+    service = GroupService(c)
     try:
         member, generation = await stable_group(c)
         written = len(log.batches)
@@ -221,11 +211,13 @@ async def test_kip_447_a_zombie_of_an_earlier_generation_is_refused_and_writes_n
             (txn_request(5, generation - 1, member), ErrorCode.ILLEGAL_GENERATION),
             (txn_request(5, generation, "ghost"), ErrorCode.UNKNOWN_MEMBER_ID),
         ):
-            response = await service.TxnOffsetCommit(request, None)
+            response = await service.txn_offset_commit(request, internal())
             assert response.topics[0].partitions[0].error == error
         assert len(log.batches) == written and not c.unstable_partitions("g", None)
         for request in (txn_request(6, generation, member), txn_request(7)):  # the member's, and a check-free one
-            assert (await service.TxnOffsetCommit(request, None)).topics[0].partitions[0].error == ErrorCode.NONE
+            assert (await service.txn_offset_commit(request, internal())).topics[0].partitions[
+                0
+            ].error == ErrorCode.NONE
         c.on_txn_marker(0, PID, committed=True)
         assert committed(c) == 7
     finally:
@@ -242,7 +234,7 @@ async def test_a_coordinator_loading_an_open_transaction_keeps_it_pending_until_
         encode_records([(key, OffsetCommitValue(10, commit_timestamp=1))], 4, PID, EPOCH),  # still open
     ]
     c = await start(log)
-    service = GroupCoordinatorService(c)
+    service = GroupService(c)
     try:
         assert committed(c) == 5
         assert await fetch_stable(service) == (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT)

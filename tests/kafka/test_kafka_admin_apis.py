@@ -21,6 +21,7 @@ from kafka.protocol.admin.topics import (
 from kafka_harness import call, served
 from recording_admin import RecordingAdmin
 
+from odradek.broker.api.replicas import DeletedRecords
 from odradek.broker.config import NodeConfig
 from odradek.broker.kafka import admin_apis
 from odradek.broker.kafka.apis import ApiRegistry
@@ -30,7 +31,6 @@ from odradek.client.common.metadata_image import BrokerRegistration, MetadataIma
 from odradek.client.common.topic_rules import TOPIC_CONFIGS, dynamic_broker_keys
 from odradek.client.errors import ErrorCode
 from odradek.proto import admin_pb2 as apb
-from odradek.proto import broker_pb2 as pb
 
 T_ID = bytes(range(16))
 KAFKA = {1: ("kafka-1", 9192), 2: ("kafka-2", 9193), 4: ("kafka-4", 9194)}  # broker 3 has no Kafka address
@@ -130,7 +130,6 @@ def test_served_versions() -> None:
 @pytest.mark.parametrize("version", range(2, 8))
 async def test_create_topics(version: int) -> None:
     answer = apb.CreateTopicsResponse(
-        throttle_time_ms=15,
         topics=[
             apb.TopicResult(name="a", topic_id=T_ID, num_partitions=3, replication_factor=2),
             apb.TopicResult(name="b", error=ErrorCode.INVALID_REPLICA_ASSIGNMENT, error_message="broker 9"),
@@ -184,7 +183,7 @@ async def test_create_topics(version: int) -> None:
         timeout_ms=5000,
         validate_only=True,
     )
-    r = await call(reg, request, version)
+    r = await call(reg, request, version, throttle_ms=15)  # the request quota's throttle
     sent = admin.requests["CreateTopics"]
     assert isinstance(sent, apb.CreateTopicsRequest)
     assert (sent.timeout_ms, sent.validate_only) == (5000, True)
@@ -238,7 +237,6 @@ async def test_create_topics_without_a_reachable_controller_is_not_controller() 
 @pytest.mark.parametrize("version", range(1, 7))
 async def test_delete_topics(version: int) -> None:
     answer = apb.DeleteTopicsResponse(
-        throttle_time_ms=3,
         topics=[apb.TopicResult(name="t"), apb.TopicResult(name="gone", error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)],
     )
     reg, admin = setup(DeleteTopics=answer)
@@ -249,7 +247,7 @@ async def test_delete_topics(version: int) -> None:
         request = DeleteTopicsRequest(version=version, topics=topics, timeout_ms=100)
     else:
         request = DeleteTopicsRequest(version=version, topic_names=["t", "gone"], timeout_ms=100)
-    r = await call(reg, request, version)
+    r = await call(reg, request, version, throttle_ms=3)
     sent = admin.requests["DeleteTopics"]
     assert isinstance(sent, apb.DeleteTopicsRequest)
     assert (list(sent.names), sent.timeout_ms) == (["t", "gone"], 100)  # an id resolved to its topic's name
@@ -299,23 +297,23 @@ async def test_create_partitions(version: int) -> None:
     assert [(x.name, x.error_code, x.error_message) for x in r.results] == [("t", 37, "fewer"), ("u", 0, None)]
 
 
+class RecordingDeletes:
+    """The broker's replica service as the DeleteRecords handler sees it: the request recorded, typed answers."""
+
+    def __init__(self, answer: list[tuple[str, list[DeletedRecords]]]) -> None:
+        self.answer = answer
+        self.asked: list[Any] = []
+
+    async def delete_records(self, request: Any, ctx: Any) -> list[tuple[str, list[DeletedRecords]]]:
+        self.asked.append(request)
+        return self.answer
+
+
 @pytest.mark.parametrize("version", range(0, 3))
 async def test_delete_records(version: int) -> None:
-    answer = pb.DeleteRecordsResponse(
-        throttle_time_ms=4,
-        topics=[
-            pb.DeleteRecordsTopicResponse(
-                name="t",
-                partitions=[
-                    pb.DeleteRecordsPartitionResponse(partition=0, low_watermark=5),
-                    pb.DeleteRecordsPartitionResponse(
-                        partition=1, low_watermark=-1, error=ErrorCode.NOT_LEADER_OR_FOLLOWER
-                    ),
-                ],
-            )
-        ],
-    )
-    reg, admin = setup(DeleteRecords=answer)
+    deletes = RecordingDeletes([("t", [DeletedRecords(0, 5), DeletedRecords(1, -1, ErrorCode.NOT_LEADER_OR_FOLLOWER)])])
+    reg, admin = setup()
+    admin.replica_service = deletes  # type: ignore[attr-defined]  # the backend's data service
     t = DeleteRecordsRequest.DeleteRecordsTopic
     request = DeleteRecordsRequest(
         version=version,
@@ -331,10 +329,8 @@ async def test_delete_records(version: int) -> None:
         timeout_ms=250,
     )
     r = await call(reg, request, version)
-    sent = admin.requests["DeleteRecords"]
-    assert isinstance(sent, pb.DeleteRecordsRequest)
-    assert sent.timeout_ms == 250 and [(p.partition, p.offset) for p in sent.topics[0].partitions] == [(0, 5), (1, -1)]
-    assert r.throttle_time_ms == 4
+    [sent] = deletes.asked
+    assert sent.timeout_ms == 250 and [(name, list(parts)) for name, parts in sent.topics] == [("t", [(0, 5), (1, -1)])]
     assert [(p.partition_index, p.low_watermark, p.error_code) for p in r.topics[0].partitions] == [
         (0, 5, 0),
         (1, -1, 6),
@@ -734,7 +730,6 @@ async def test_describe_client_quotas(version: int) -> None:
 @pytest.mark.parametrize("version", range(0, 2))
 async def test_alter_client_quotas(version: int) -> None:
     answer = apb.AlterClientQuotasResponse(
-        throttle_time_ms=2,
         entries=[
             apb.QuotaAlterationResult(),
             apb.QuotaAlterationResult(error=ErrorCode.INVALID_REQUEST, error_message="bad key"),
@@ -756,7 +751,7 @@ async def test_alter_client_quotas(version: int) -> None:
         ],
         validate_only=True,
     )
-    r = await call(reg, request, version)
+    r = await call(reg, request, version, throttle_ms=2)
     sent = admin.requests["AlterClientQuotas"]
     assert isinstance(sent, apb.AlterClientQuotasRequest)
     assert sent.validate_only

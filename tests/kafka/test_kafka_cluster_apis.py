@@ -6,6 +6,7 @@ checks the request handed to the service and the Kafka answer made of its reply.
 from __future__ import annotations
 
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from kafka_harness import call, served
 from recording_admin import RecordingAdmin
 
 from odradek.broker.config import NodeConfig
+from odradek.broker.describe_log_dirs import LogDirDescription, LogDirReplica, LogDirsAnswer
 from odradek.broker.kafka import cluster_apis
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
@@ -28,7 +30,6 @@ from odradek.client.common.access import OPEN, AccessControl, AuthorizerSettings
 from odradek.client.common.metadata_image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from odradek.client.errors import ErrorCode
 from odradek.proto import admin_pb2 as apb
-from odradek.proto import broker_pb2 as pb
 
 T_ID, U_ID, O_ID = bytes(range(16)), bytes(range(1, 17)), bytes(range(2, 18))
 KAFKA = {1: ("kafka-1", 9192), 2: ("kafka-2", 9193)}  # broker 3 has no Kafka address, 4 is fenced
@@ -70,7 +71,26 @@ def image() -> MetadataImage:
     )
 
 
-def setup(access: AccessControl = OPEN, **answers: Message) -> tuple[ApiRegistry, RecordingAdmin]:
+class RecordingReplicas:
+    """The broker's replica service as the log-dir handlers see it: requests recorded, typed answers given."""
+
+    def __init__(self, dirs: LogDirsAnswer | None = None, moves: dict[tuple[str, int], int] | None = None) -> None:
+        self.dirs = dirs or LogDirsAnswer(2)
+        self.moves = moves or {}
+        self.asked: list[Any] = []
+
+    async def describe_log_dirs(self, topics: list[str], ctx: Any) -> LogDirsAnswer:
+        self.asked.append(list(topics))
+        return self.dirs
+
+    def alter_replica_log_dirs(self, destinations: dict[tuple[str, int], str], ctx: Any) -> tuple[int, dict]:
+        self.asked.append(dict(destinations))
+        return ErrorCode.NONE, {key: self.moves.get(key, ErrorCode.NONE) for key in destinations}
+
+
+def setup(
+    access: AccessControl = OPEN, replicas: RecordingReplicas | None = None, **answers: Message
+) -> tuple[ApiRegistry, RecordingAdmin]:
     admin = RecordingAdmin(answers, image)
     backend: Any = KafkaBackend(
         broker_id=2,
@@ -79,7 +99,7 @@ def setup(access: AccessControl = OPEN, **answers: Message) -> tuple[ApiRegistry
         image=image,
         controller_id=lambda: 9,
         endpoint=KAFKA.get,
-        data=admin,  # type: ignore[arg-type]  # DescribeLogDirs, recorded the same way
+        data=SimpleNamespace(replica_service=replicas or RecordingReplicas()),
         groups=None,  # type: ignore[arg-type]
         transactions=None,  # type: ignore[arg-type]
         admin=admin,  # type: ignore[arg-type]
@@ -104,22 +124,24 @@ def test_served_versions() -> None:
 
 # ---- log dirs ----
 
-LOG_DIRS = pb.DescribeLogDirsResponse(
-    broker_id=2,
-    dirs=[
-        pb.LogDirDescription(
-            path="/data/a",
-            total_bytes=1000,
-            free_bytes=600,
-            used_bytes=300,
-            replicas=[
-                pb.LogDirReplica(topic="t", partition=0, size_bytes=100, offset_lag=0, is_leader=True),
-                pb.LogDirReplica(topic="t", partition=1, size_bytes=150, offset_lag=-1),
-                pb.LogDirReplica(topic="u", partition=0, size_bytes=50, offset_lag=3),
-            ],
+
+def replica(topic: str, partition: int, size: int, lag: int = 0, leader: bool = False, future: bool = False) -> Any:
+    return LogDirReplica(topic, partition, size, lag, -1, leader, -1, "", future)
+
+
+LOG_DIRS = LogDirsAnswer(
+    2,
+    (
+        LogDirDescription(
+            "/data/a",
+            ErrorCode.NONE,
+            1000,
+            600,
+            300,
+            (replica("t", 0, 100, 0, leader=True), replica("t", 1, 150, -1), replica("u", 0, 50, 3)),
         ),
-        pb.LogDirDescription(path="/data/b", error=ErrorCode.KAFKA_STORAGE_ERROR, total_bytes=-1, free_bytes=-1),
-    ],
+        LogDirDescription("/data/b", ErrorCode.KAFKA_STORAGE_ERROR),
+    ),
 )
 
 
@@ -135,9 +157,10 @@ def replicas_of(result: Any) -> list[tuple[str, int, int, int]]:
 
 @pytest.mark.parametrize("version", range(1, 5))
 async def test_describe_log_dirs(version: int) -> None:
-    reg, admin = setup(DescribeLogDirs=LOG_DIRS)
+    replicas = RecordingReplicas(LOG_DIRS)
+    reg, _ = setup(replicas=replicas)
     r = await call(reg, log_dirs(version, None), version)
-    assert list(admin.requests["DescribeLogDirs"].topics) == []  # every topic
+    assert replicas.asked[-1] == []  # every topic
     a, b = r.results
     assert (a.log_dir, a.error_code, b.log_dir, b.error_code) == ("/data/a", 0, "/data/b", 56)
     assert replicas_of(a) == [("t", 0, 100, 0), ("t", 1, 150, -1), ("u", 0, 50, 3)]
@@ -148,7 +171,7 @@ async def test_describe_log_dirs(version: int) -> None:
         assert r.error_code == 0
 
     r = await call(reg, log_dirs(version, [("t", [1]), ("u", [7])]), version)
-    assert list(admin.requests["DescribeLogDirs"].topics) == ["t", "u"]
+    assert replicas.asked[-1] == ["t", "u"]
     assert replicas_of(r.results[0]) == [("t", 1, 150, -1)]  # only the partitions asked
 
     r = await call(reg, log_dirs(version, []), version)
@@ -157,8 +180,8 @@ async def test_describe_log_dirs(version: int) -> None:
 
 @pytest.mark.parametrize("version", range(1, 5))
 async def test_describe_log_dirs_refused(version: int) -> None:
-    denied = pb.DescribeLogDirsResponse(error=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, broker_id=2)
-    reg, _ = setup(DescribeLogDirs=denied)
+    denied = LogDirsAnswer(2, error=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    reg, _ = setup(replicas=RecordingReplicas(denied))
     r = await call(reg, log_dirs(version, None), version)
     assert r.results == []
     if version >= 3:
@@ -167,17 +190,14 @@ async def test_describe_log_dirs_refused(version: int) -> None:
 
 @pytest.mark.parametrize("version", range(1, 5))
 async def test_describe_log_dirs_marks_future_replicas(version: int) -> None:
-    moving = pb.DescribeLogDirsResponse(
-        broker_id=2,
-        dirs=[
-            pb.LogDirDescription(path="/data/a", replicas=[pb.LogDirReplica(topic="t", partition=0, size_bytes=90)]),
-            pb.LogDirDescription(
-                path="/data/b",
-                replicas=[pb.LogDirReplica(topic="t", partition=0, size_bytes=40, offset_lag=12, is_future=True)],
-            ),
-        ],
+    moving = LogDirsAnswer(
+        2,
+        (
+            LogDirDescription("/data/a", replicas=(replica("t", 0, 90),)),
+            LogDirDescription("/data/b", replicas=(replica("t", 0, 40, 12, future=True),)),
+        ),
     )
-    reg, _ = setup(DescribeLogDirs=moving)
+    reg, _ = setup(replicas=RecordingReplicas(moving))
     r = await call(reg, log_dirs(version, None), version)
     futures = [(d.log_dir, p.is_future_key, p.offset_lag) for d in r.results for t in d.topics for p in t.partitions]
     assert futures == [("/data/a", False, 0), ("/data/b", True, 12)]
@@ -194,28 +214,11 @@ def alter_dirs(version: int, dirs: list[tuple[str, list[tuple[str, list[int]]]]]
 
 @pytest.mark.parametrize("version", range(1, 3))
 async def test_alter_replica_log_dirs(version: int) -> None:
-    answer = pb.AlterReplicaLogDirsResponse(
-        topics=[
-            pb.AlterReplicaLogDirsTopicResult(
-                name="t",
-                partitions=[
-                    pb.AlterReplicaLogDirsPartitionResult(partition=0, error=ErrorCode.NONE),
-                    pb.AlterReplicaLogDirsPartitionResult(partition=1, error=ErrorCode.REPLICA_NOT_AVAILABLE),
-                ],
-            ),
-            pb.AlterReplicaLogDirsTopicResult(
-                name="u",
-                partitions=[pb.AlterReplicaLogDirsPartitionResult(partition=0, error=ErrorCode.LOG_DIR_NOT_FOUND)],
-            ),
-        ]
-    )
-    reg, admin = setup(AlterReplicaLogDirs=answer)
+    moves = {("t", 1): ErrorCode.REPLICA_NOT_AVAILABLE, ("u", 0): ErrorCode.LOG_DIR_NOT_FOUND}
+    replicas = RecordingReplicas(moves=moves)
+    reg, _ = setup(replicas=replicas)
     r = await call(reg, alter_dirs(version, [("/data/b", [("t", [0, 1])]), ("/nope", [("u", [0])])]), version)
-    sent = admin.requests["AlterReplicaLogDirs"]
-    assert [(d.path, [(t.name, list(t.partitions)) for t in d.topics]) for d in sent.dirs] == [
-        ("/data/b", [("t", [0, 1])]),
-        ("/nope", [("u", [0])]),
-    ]
+    assert replicas.asked[-1] == {("t", 0): "/data/b", ("t", 1): "/data/b", ("u", 0): "/nope"}
     got = [(t.topic_name, p.partition_index, p.error_code) for t in r.results for p in t.partitions]
     assert got == [("t", 0, 0), ("t", 1, 9), ("u", 0, 57)]
     assert r.throttle_time_ms == 0

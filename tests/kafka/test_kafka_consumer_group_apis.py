@@ -17,7 +17,12 @@ from odradek.broker.groups.consumer_messages import (
     ConsumerHeartbeatResponse,
     ConsumerMemberDescription,
 )
-from odradek.broker.groups.service import DescribedConsumerGroup
+from odradek.broker.groups.requests import (
+    ConsumerGroupDescribe,
+    ConsumerGroupDescribeAnswer,
+    ConsumerGroupHeartbeat,
+    DescribedConsumerGroup,
+)
 from odradek.broker.kafka import consumer_group_apis
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
@@ -28,6 +33,7 @@ from odradek.broker.kafka.consumer_group_apis import (
     ConsumerGroupHeartbeatResponse,
 )
 from odradek.broker.kafka.wire import ConnectionInfo, KafkaContext, RequestHeader
+from odradek.client.common.request_context import KAFKA, RequestContext
 from odradek.client.errors import ErrorCode
 
 CTX = KafkaContext(ConnectionInfo(1, "KAFKA", "10.0.0.5", 5555), "app-7")
@@ -39,14 +45,22 @@ class FakeGroups:
     def __init__(self, heartbeat: ConsumerHeartbeatResponse | None = None) -> None:
         self.heartbeat_answer = heartbeat or ConsumerHeartbeatResponse(ErrorCode.NONE)
         self.heartbeats: list[tuple[str, ConsumerHeartbeatRequest]] = []
+        self.contexts: list[RequestContext] = []
 
     async def consumer_group_heartbeat(
-        self, group_id: str, request: ConsumerHeartbeatRequest, context: Any
+        self, request: ConsumerGroupHeartbeat, context: RequestContext
     ) -> ConsumerHeartbeatResponse:
-        self.heartbeats.append((group_id, request))
+        self.heartbeats.append((request.group_id, request.heartbeat))
+        self.contexts.append(context)
         return self.heartbeat_answer
 
-    def consumer_group_describe(self, group_id: str, context: Any) -> DescribedConsumerGroup:
+    async def consumer_group_describe(
+        self, request: ConsumerGroupDescribe, context: RequestContext
+    ) -> ConsumerGroupDescribeAnswer:
+        self.contexts.append(context)
+        return ConsumerGroupDescribeAnswer(tuple(self._describe(g) for g in request.group_ids))
+
+    def _describe(self, group_id: str) -> DescribedConsumerGroup:
         if group_id != "g":
             return DescribedConsumerGroup(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None, {})
         member = ConsumerMemberDescription(
@@ -147,6 +161,7 @@ async def test_heartbeat(version: int) -> None:
     r = await roundtrip(registry_with(groups), request, ConsumerGroupHeartbeatResponse, version)
     ((group_id, sent),) = groups.heartbeats
     assert group_id == "g"
+    assert groups.contexts == [RequestContext("User:ANONYMOUS", "app-7", "ipv4:10.0.0.5:5555", KAFKA)]
     assert sent == ConsumerHeartbeatRequest(
         member_id="m-1",
         member_epoch=3,

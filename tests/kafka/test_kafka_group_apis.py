@@ -1,7 +1,7 @@
 """The group APIs on the Kafka listener (broker/kafka/group_apis.py): each served version's request, encoded by
-kafka-python, reaches the group coordinator service as the gRPC listener would send it, and the service's answer comes
-back in kafka-python's decoding of that version. The service is a recorder with chosen answers: what is tested is
-the translation only (the coordinator's rules have their own tests)."""
+kafka-python, reaches the group service as its typed request, with the connection's ``RequestContext``, and the
+service's typed answer comes back in kafka-python's decoding of that version. The service is a recorder with chosen
+answers: what is tested is the translation only (the coordinator's rules have their own tests)."""
 
 from __future__ import annotations
 
@@ -35,15 +35,40 @@ from kafka.protocol.consumer.group import (
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka_harness import Recorder
 
+from odradek.broker.groups import messages as core
+from odradek.broker.groups.requests import (
+    GROUP_KEY,
+    TRANSACTION_KEY,
+    Coordinator,
+    DeletedGroup,
+    DeleteGroupsAnswer,
+    DescribedGroup,
+    DescribedMember,
+    DescribeGroupsAnswer,
+    FetchedPartition,
+    FetchedTopic,
+    FindCoordinator,
+    FindCoordinatorAnswer,
+    ListedGroup,
+    ListGroupsAnswer,
+    OffsetCommit,
+    OffsetCommitAnswer,
+    OffsetDelete,
+    OffsetDeleteAnswer,
+    OffsetFetch,
+    OffsetFetchAnswer,
+    PartitionError,
+    TopicErrors,
+)
 from odradek.broker.kafka import group_apis
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.wire import ConnectionInfo, KafkaContext, RequestHeader
-from odradek.client.connection import CLIENT_ID_KEY
+from odradek.client.common.request_context import KAFKA, RequestContext
 from odradek.client.errors import ErrorCode
-from odradek.proto import group_pb2 as gpb
 
 CTX = KafkaContext(ConnectionInfo(1, "KAFKA", "10.0.0.5", 5555), "app-7")
+SENT_BY = RequestContext("User:ANONYMOUS", "app-7", "ipv4:10.0.0.5:5555", KAFKA)
 # Kafka-listener addresses; the service answers the gRPC ones (port 9092), which must never reach a Kafka client.
 KAFKA_ENDPOINTS = {1: ("b1.kafka", 9192), 2: ("b2.kafka", 9193)}
 
@@ -102,27 +127,27 @@ def test_served_versions() -> None:
 # ---- FindCoordinator ----
 
 
-def _coordinators(request: gpb.FindCoordinatorRequest) -> gpb.FindCoordinatorResponse:
+def _coordinators(request: FindCoordinator) -> FindCoordinatorAnswer:
     """The service's answers with gRPC addresses: node 1 and 2 lead, node 3 has no Kafka listener, "bad" errs."""
     out = []
     for key in request.keys:
         if key == "bad":
-            out.append(gpb.Coordinator(key=key, error=ErrorCode.INVALID_GROUP_ID, error_message="no", node_id=-1))
+            out.append(Coordinator(key, ErrorCode.INVALID_GROUP_ID, error_message="no"))
         else:
             node = {"g1": 1, "g2": 2, "g3": 3}[key]
-            out.append(gpb.Coordinator(key=key, node_id=node, host=f"grpc{node}", port=9092))
-    return gpb.FindCoordinatorResponse(coordinators=out)
+            out.append(Coordinator(key, node_id=node, host=f"grpc{node}", port=9092))
+    return FindCoordinatorAnswer(tuple(out))
 
 
 @pytest.mark.parametrize("version", range(0, 4))
 async def test_find_coordinator_single_key_answers_the_kafka_listener(version: int) -> None:
-    groups = Recorder(FindCoordinator=_coordinators)
+    groups = Recorder(find_coordinator=_coordinators)
     registry = registry_with(groups)
     kwargs = {"key_type": 1} if version >= 1 else {}
     r = await roundtrip(registry, FindCoordinatorRequest(key="g2", **kwargs), FindCoordinatorResponse, version, 30)
-    (sent,) = groups.requests("FindCoordinator")
+    (sent,) = groups.requests("find_coordinator")
     assert list(sent.keys) == ["g2"]
-    assert sent.key_type == (gpb.TRANSACTION if version >= 1 else gpb.GROUP)
+    assert sent.key_type == (TRANSACTION_KEY if version >= 1 else GROUP_KEY)
     assert (r.error_code, r.node_id, r.host, r.port) == (0, 2, "b2.kafka", 9193)
     if version >= 1:
         assert r.throttle_time_ms == 30 and r.error_message is None
@@ -137,12 +162,12 @@ async def test_find_coordinator_single_key_answers_the_kafka_listener(version: i
 
 @pytest.mark.parametrize("version", [4, 5])
 async def test_find_coordinator_batched(version: int) -> None:
-    groups = Recorder(FindCoordinator=_coordinators)
+    groups = Recorder(find_coordinator=_coordinators)
     registry = registry_with(groups)
     request = FindCoordinatorRequest(key_type=0, coordinator_keys=["g1", "g3", "bad", "g2"])
     r = await roundtrip(registry, request, FindCoordinatorResponse, version)
-    (sent,) = groups.requests("FindCoordinator")
-    assert list(sent.keys) == ["g1", "g3", "bad", "g2"] and sent.key_type == gpb.GROUP
+    (sent,) = groups.requests("find_coordinator")
+    assert list(sent.keys) == ["g1", "g3", "bad", "g2"] and sent.key_type == GROUP_KEY
     got = [(c.key, c.error_code, c.node_id, c.host, c.port) for c in r.coordinators]
     assert got == [
         ("g1", 0, 1, "b1.kafka", 9192),
@@ -160,19 +185,17 @@ SUBSCRIPTION = b"\x00\x01\x00\x00\x00\x01\x00\x03top\xff\xff\xff\xff\x00"
 
 @pytest.mark.parametrize("version", range(4, 10))
 async def test_join_group(version: int) -> None:
-    answer = gpb.JoinGroupResponse(
+    answer = core.JoinGroupResponse(
+        ErrorCode.NONE,
         generation_id=3,
         protocol_type="consumer",
         protocol_name="range",
         leader="m-1",
         skip_assignment=True,
         member_id="m-1",
-        members=[
-            gpb.JoinGroupMember(member_id="m-1", group_instance_id="i-1", metadata=SUBSCRIPTION),
-            gpb.JoinGroupMember(member_id="m-2", metadata=b"\x00\x07"),
-        ],
+        members=(core.JoinGroupMember("m-1", "i-1", SUBSCRIPTION), core.JoinGroupMember("m-2", None, b"\x00\x07")),
     )
-    groups = Recorder(JoinGroup=answer)
+    groups = Recorder(join_group=answer)
     registry = registry_with(groups)
     Protocol = JoinGroupRequest.JoinGroupRequestProtocol
     request = JoinGroupRequest(
@@ -194,13 +217,10 @@ async def test_join_group(version: int) -> None:
         "m-1",
     )
     assert sent.protocol_type == "consumer" and sent.client_id == "app-7"
-    assert [(p.name, p.metadata) for p in sent.protocols] == [("range", SUBSCRIPTION), ("sticky", b"")]
-    assert sent.HasField("group_instance_id") == (version >= 5)
-    if version >= 5:
-        assert sent.group_instance_id == "i-1"
+    assert list(sent.protocols) == [("range", SUBSCRIPTION), ("sticky", b"")]
+    assert sent.group_instance_id == ("i-1" if version >= 5 else None)
     assert sent.reason == ("restart" if version >= 8 else "")
-    assert context.peer() == "ipv4:10.0.0.5:5555"
-    assert context.invocation_metadata() == ((CLIENT_ID_KEY, "app-7"),)
+    assert context == SENT_BY
 
     assert (r.error_code, r.generation_id, r.protocol_name, r.leader, r.member_id) == (0, 3, "range", "m-1", "m-1")
     assert [(m.member_id, m.metadata) for m in r.members] == [("m-1", SUBSCRIPTION), ("m-2", b"\x00\x07")]
@@ -215,14 +235,14 @@ async def test_join_group(version: int) -> None:
 @pytest.mark.parametrize("version", range(4, 10))
 async def test_join_group_member_id_required(version: int) -> None:
     """KIP-394: a new member's first join answers its id with MEMBER_ID_REQUIRED; null names where nullable."""
-    answer = gpb.JoinGroupResponse(error=ErrorCode.MEMBER_ID_REQUIRED, generation_id=-1, member_id="app-7-abc")
-    groups = Recorder(JoinGroup=answer)
+    answer = core.JoinGroupResponse(ErrorCode.MEMBER_ID_REQUIRED, generation_id=-1, member_id="app-7-abc")
+    groups = Recorder(join_group=answer)
     request = JoinGroupRequest(
         group_id="g", session_timeout_ms=10_000, rebalance_timeout_ms=-1, member_id="", protocol_type="consumer"
     )
     r = await roundtrip(registry_with(groups), request, JoinGroupResponse, version)
-    (sent,) = groups.requests("JoinGroup")
-    assert sent.member_id == "" and not sent.HasField("group_instance_id") and sent.reason == ""
+    (sent,) = groups.requests("join_group")
+    assert sent.member_id == "" and sent.group_instance_id is None and sent.reason == ""
     assert (r.error_code, r.generation_id, r.member_id, r.members) == (
         ErrorCode.MEMBER_ID_REQUIRED,
         -1,
@@ -236,8 +256,10 @@ async def test_join_group_member_id_required(version: int) -> None:
 
 @pytest.mark.parametrize("version", range(0, 6))
 async def test_sync_group(version: int) -> None:
-    answer = gpb.SyncGroupResponse(protocol_type="consumer", protocol_name="range", assignment=b"\x00\x01assign")
-    groups = Recorder(SyncGroup=answer)
+    answer = core.SyncGroupResponse(
+        ErrorCode.NONE, protocol_type="consumer", protocol_name="range", assignment=b"\x00\x01assign"
+    )
+    groups = Recorder(sync_group=answer)
     Assignment = SyncGroupRequest.SyncGroupRequestAssignment
     request = SyncGroupRequest(
         group_id="g",
@@ -249,18 +271,18 @@ async def test_sync_group(version: int) -> None:
         assignments=[Assignment(member_id="m-1", assignment=b"\x01"), Assignment(member_id="m-2", assignment=b"")],
     )
     r = await roundtrip(registry_with(groups), request, SyncGroupResponse, version)
-    (sent,) = groups.requests("SyncGroup")
+    (sent,) = groups.requests("sync_group")
     assert (sent.group_id, sent.generation_id, sent.member_id) == ("g", 3, "m-1")
-    assert [(a.member_id, a.assignment) for a in sent.assignments] == [("m-1", b"\x01"), ("m-2", b"")]
-    assert sent.HasField("group_instance_id") == (version >= 3)
-    assert (sent.protocol_type, sent.protocol_name) == (("consumer", "range") if version >= 5 else ("", ""))
+    assert list(sent.assignments) == [("m-1", b"\x01"), ("m-2", b"")]
+    assert sent.group_instance_id == ("i-1" if version >= 3 else None)
+    assert (sent.protocol_type, sent.protocol_name) == (("consumer", "range") if version >= 5 else (None, None))
     assert (r.error_code, r.assignment) == (0, b"\x00\x01assign")
     if version >= 5:
         assert (r.protocol_type, r.protocol_name) == ("consumer", "range")
 
 
 async def test_sync_group_error_nulls_the_protocol() -> None:
-    groups = Recorder(SyncGroup=gpb.SyncGroupResponse(error=ErrorCode.REBALANCE_IN_PROGRESS))
+    groups = Recorder(sync_group=core.SyncGroupResponse(ErrorCode.REBALANCE_IN_PROGRESS))
     request = SyncGroupRequest(group_id="g", generation_id=3, member_id="m-1", assignments=[])
     r = await roundtrip(registry_with(groups), request, SyncGroupResponse, 5)
     assert (r.error_code, r.protocol_type, r.protocol_name, r.assignment) == (
@@ -273,12 +295,12 @@ async def test_sync_group_error_nulls_the_protocol() -> None:
 
 @pytest.mark.parametrize("version", range(0, 5))
 async def test_heartbeat(version: int) -> None:
-    groups = Recorder(Heartbeat=gpb.HeartbeatResponse(error=ErrorCode.REBALANCE_IN_PROGRESS))
+    groups = Recorder(heartbeat=core.HeartbeatResponse(ErrorCode.REBALANCE_IN_PROGRESS))
     request = HeartbeatRequest(group_id="g", generation_id=4, member_id="m-1", group_instance_id="i-1")
     r = await roundtrip(registry_with(groups), request, HeartbeatResponse, version)
-    (sent,) = groups.requests("Heartbeat")
+    (sent,) = groups.requests("heartbeat")
     assert (sent.group_id, sent.generation_id, sent.member_id) == ("g", 4, "m-1")
-    assert sent.HasField("group_instance_id") == (version >= 3)
+    assert sent.group_instance_id == ("i-1" if version >= 3 else None)
     assert r.error_code == ErrorCode.REBALANCE_IN_PROGRESS
 
 
@@ -292,38 +314,32 @@ async def test_heartbeat(version: int) -> None:
     ],
 )
 async def test_leave_group_single_member(version: int, top: int, member: int | None, expected: int) -> None:
-    answer = gpb.LeaveGroupResponse(error=top)  # type: ignore[arg-type]
-    if member is not None:
-        answer.members.add(member_id="m-1", error=member)  # type: ignore[arg-type]
-    groups = Recorder(LeaveGroup=answer)
+    members = () if member is None else (core.LeftMember("m-1", None, member),)
+    groups = Recorder(leave_group=core.LeaveGroupResponse(top, members))
     r = await roundtrip(
         registry_with(groups), LeaveGroupRequest(group_id="g", member_id="m-1"), LeaveGroupResponse, version
     )
-    (sent,) = groups.requests("LeaveGroup")
+    (sent,) = groups.requests("leave_group")
     assert sent.group_id == "g"
-    assert [(m.member_id, m.HasField("group_instance_id"), m.reason) for m in sent.members] == [("m-1", False, "")]
+    assert [(m.member_id, m.group_instance_id, m.reason) for m in sent.members] == [("m-1", None, "")]
     assert r.error_code == expected
 
 
 @pytest.mark.parametrize("version", range(3, 6))
 async def test_leave_group_batched(version: int) -> None:
-    answer = gpb.LeaveGroupResponse(
-        members=[
-            gpb.LeftMember(member_id="m-1", error=ErrorCode.NONE),
-            gpb.LeftMember(member_id="", group_instance_id="i-2", error=ErrorCode.UNKNOWN_MEMBER_ID),
-        ]
+    answer = core.LeaveGroupResponse(
+        ErrorCode.NONE,
+        (core.LeftMember("m-1", None, ErrorCode.NONE), core.LeftMember("", "i-2", ErrorCode.UNKNOWN_MEMBER_ID)),
     )
-    groups = Recorder(LeaveGroup=answer)
+    groups = Recorder(leave_group=answer)
     Identity = LeaveGroupRequest.MemberIdentity
     request = LeaveGroupRequest(
         group_id="g",
         members=[Identity(member_id="m-1", reason="bye"), Identity(member_id="", group_instance_id="i-2")],
     )
     r = await roundtrip(registry_with(groups), request, LeaveGroupResponse, version)
-    (sent,) = groups.requests("LeaveGroup")
-    got = [
-        (m.member_id, m.group_instance_id if m.HasField("group_instance_id") else None, m.reason) for m in sent.members
-    ]
+    (sent,) = groups.requests("leave_group")
+    got = [(m.member_id, m.group_instance_id, m.reason) for m in sent.members]
     assert got == [("m-1", None, "bye" if version >= 5 else ""), ("", "i-2", "")]
     assert r.error_code == 0
     assert [(m.member_id, m.group_instance_id, m.error_code) for m in r.members] == [
@@ -363,20 +379,22 @@ def _commit_request(retention_ms: int = -1) -> Any:
 
 @pytest.mark.parametrize("version", range(2, 10))
 async def test_offset_commit(version: int) -> None:
-    def answer(request: gpb.OffsetCommitRequest) -> gpb.OffsetCommitResponse:
-        out = gpb.OffsetCommitResponse()
-        for t in request.topics:
-            topic = out.topics.add(name=t.name)
-            for p in t.partitions:
-                error = ErrorCode.OFFSET_METADATA_TOO_LARGE if p.partition == 1 else ErrorCode.NONE
-                topic.partitions.add(partition=p.partition, error=error)
-        return out
+    def answer(request: OffsetCommit) -> OffsetCommitAnswer:
+        def error(p: int) -> int:
+            return ErrorCode.OFFSET_METADATA_TOO_LARGE if p == 1 else ErrorCode.NONE
 
-    groups = Recorder(OffsetCommit=answer)
+        return OffsetCommitAnswer(
+            tuple(
+                TopicErrors(t.name, tuple(PartitionError(p.partition, error(p.partition)) for p in t.partitions))
+                for t in request.topics
+            )
+        )
+
+    groups = Recorder(offset_commit=answer)
     r = await roundtrip(registry_with(groups), _commit_request(), OffsetCommitResponse, version)
-    (sent,) = groups.requests("OffsetCommit")
+    (sent,) = groups.requests("offset_commit")
     assert (sent.group_id, sent.generation_id, sent.member_id) == ("g", 5, "m-1")
-    assert sent.HasField("group_instance_id") == (version >= 7)
+    assert sent.group_instance_id == ("i-1" if version >= 7 else None)
     got = [
         (t.name, p.partition, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
         for t in sent.topics
@@ -392,7 +410,7 @@ async def test_offset_commit(version: int) -> None:
 
 @pytest.mark.parametrize("version", range(2, 5))
 async def test_offset_commit_retention_time_is_refused(version: int) -> None:
-    groups = Recorder(OffsetCommit=gpb.OffsetCommitResponse())
+    groups = Recorder(offset_commit=OffsetCommitAnswer(()))
     r = await roundtrip(registry_with(groups), _commit_request(retention_ms=60_000), OffsetCommitResponse, version)
     assert groups.calls == []
     assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in r.topics] == [
@@ -401,27 +419,25 @@ async def test_offset_commit_retention_time_is_refused(version: int) -> None:
     ]
 
 
-def _fetch_answer(request: gpb.OffsetFetchRequest) -> gpb.OffsetFetchResponse:
+def _fetch_answer(request: OffsetFetch) -> OffsetFetchAnswer:
     if request.group_id == "gone":
-        return gpb.OffsetFetchResponse(error=ErrorCode.NOT_COORDINATOR)
-    out = gpb.OffsetFetchResponse()
-    t = out.topics.add(name="t")
-    t.partitions.add(partition=0, committed_offset=100, committed_leader_epoch=7, metadata="md")
-    t.partitions.add(
-        partition=1, committed_offset=-1, committed_leader_epoch=-1, error=ErrorCode.UNSTABLE_OFFSET_COMMIT
+        return OffsetFetchAnswer(ErrorCode.NOT_COORDINATOR)
+    partitions = (
+        FetchedPartition(0, 100, 7, "md"),
+        FetchedPartition(1, -1, -1, error=ErrorCode.UNSTABLE_OFFSET_COMMIT),
     )
-    return out
+    return OffsetFetchAnswer(ErrorCode.NONE, (FetchedTopic("t", partitions),))
 
 
 @pytest.mark.parametrize("version", range(1, 8))
 async def test_offset_fetch(version: int) -> None:
-    groups = Recorder(OffsetFetch=_fetch_answer)
+    groups = Recorder(offset_fetch=_fetch_answer)
     registry = registry_with(groups)
     Topic = OffsetFetchRequest.OffsetFetchRequestTopic
     request = OffsetFetchRequest(group_id="g", topics=[Topic(name="t", partition_indexes=[0, 1])], require_stable=True)
     r = await roundtrip(registry, request, OffsetFetchResponse, version, throttle_ms=9)
-    (sent,) = groups.requests("OffsetFetch")
-    assert (sent.group_id, sent.all_topics, sent.require_stable) == ("g", False, version >= 7)
+    (sent,) = groups.requests("offset_fetch")
+    assert (sent.group_id, sent.topics is None, sent.require_stable) == ("g", False, version >= 7)
     assert [(t.name, list(t.partitions)) for t in sent.topics] == [("t", [0, 1])]
     got = [
         (t.name, p.partition_index, p.committed_offset, p.metadata, p.error_code)
@@ -449,17 +465,17 @@ async def test_offset_fetch(version: int) -> None:
 
 @pytest.mark.parametrize("version", range(2, 8))
 async def test_offset_fetch_all_topics(version: int) -> None:
-    groups = Recorder(OffsetFetch=_fetch_answer)
+    groups = Recorder(offset_fetch=_fetch_answer)
     r = await roundtrip(
         registry_with(groups), OffsetFetchRequest(group_id="g", topics=None), OffsetFetchResponse, version
     )
-    (sent,) = groups.requests("OffsetFetch")
-    assert sent.all_topics and list(sent.topics) == []
+    (sent,) = groups.requests("offset_fetch")
+    assert sent.topics is None
     assert [(t.name, len(t.partitions)) for t in r.topics] == [("t", 2)]
 
 
 async def test_offset_fetch_v9_carries_the_members_id_and_epoch() -> None:
-    groups = Recorder(OffsetFetch=_fetch_answer)
+    groups = Recorder(offset_fetch=_fetch_answer)
     Group = OffsetFetchRequest.OffsetFetchRequestGroup
     request = OffsetFetchRequest(
         groups=[
@@ -469,13 +485,13 @@ async def test_offset_fetch_v9_carries_the_members_id_and_epoch() -> None:
         require_stable=False,
     )
     await roundtrip(registry_with(groups), request, OffsetFetchResponse, 9)
-    first, second = groups.requests("OffsetFetch")
+    first, second = groups.requests("offset_fetch")
     assert (first.member_id, first.member_epoch) == ("m-1", 4)
-    assert not second.HasField("member_id") and not second.HasField("member_epoch")
+    assert (second.member_id, second.member_epoch) == (None, -1)
 
 
 async def test_offset_fetch_v8_many_groups() -> None:
-    groups = Recorder(OffsetFetch=_fetch_answer)
+    groups = Recorder(offset_fetch=_fetch_answer)
     Group = OffsetFetchRequest.OffsetFetchRequestGroup
     Topics = Group.OffsetFetchRequestTopics
     request = OffsetFetchRequest(
@@ -486,10 +502,10 @@ async def test_offset_fetch_v8_many_groups() -> None:
         require_stable=True,
     )
     r = await roundtrip(registry_with(groups), request, OffsetFetchResponse, 8)
-    first, second = groups.requests("OffsetFetch")
-    assert (first.group_id, first.all_topics, first.require_stable) == ("g", False, True)
-    assert [(t.name, list(t.partitions)) for t in first.topics] == [("t", [0, 1])]
-    assert (second.group_id, second.all_topics) == ("gone", True)
+    first, second = groups.requests("offset_fetch")
+    assert (first.group_id, first.topics is None, first.require_stable) == ("g", False, True)
+    assert [(t.name, list(t.partitions)) for t in first.topics or ()] == [("t", [0, 1])]
+    assert (second.group_id, second.topics) == ("gone", None)
     assert [(g.group_id, g.error_code) for g in r.groups] == [("g", 0), ("gone", ErrorCode.NOT_COORDINATOR)]
     got = [
         (t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch, p.metadata, p.error_code)
@@ -516,7 +532,7 @@ def _offset_delete_request() -> Any:
     )
 
 
-def _deleted(request: gpb.OffsetDeleteRequest) -> gpb.OffsetDeleteResponse:
+def _deleted(request: OffsetDelete) -> OffsetDeleteAnswer:
     """The service's answer: t-1 is subscribed to, t-5 and "gone" are not in the metadata, "secret" is refused by its
     ACL, everything else deleted."""
     errors = {
@@ -525,17 +541,12 @@ def _deleted(request: gpb.OffsetDeleteRequest) -> gpb.OffsetDeleteResponse:
         ("gone", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ("secret", 0): ErrorCode.TOPIC_AUTHORIZATION_FAILED,
     }
-    return gpb.OffsetDeleteResponse(
-        topics=[
-            gpb.OffsetDeleteTopicResponse(
-                name=t.name,
-                partitions=[
-                    gpb.OffsetDeletePartitionResponse(partition=p, error=errors.get((t.name, p), ErrorCode.NONE))
-                    for p in t.partitions
-                ],
-            )
+    return OffsetDeleteAnswer(
+        ErrorCode.NONE,
+        tuple(
+            TopicErrors(t.name, tuple(PartitionError(p, errors.get((t.name, p), ErrorCode.NONE)) for p in t.partitions))
             for t in request.topics
-        ]
+        ),
     )
 
 
@@ -543,13 +554,13 @@ def _deleted(request: gpb.OffsetDeleteRequest) -> gpb.OffsetDeleteResponse:
 async def test_offset_delete(version: int) -> None:
     """Every partition goes to the service, and each comes back with the service's error (its ACL and metadata
     checks are the service's)."""
-    groups = Recorder(OffsetDelete=_deleted)
+    groups = Recorder(offset_delete=_deleted)
     registry = registry_with(groups)
     r = await roundtrip(registry, _offset_delete_request(), OffsetDeleteResponse, version, throttle_ms=30)
     ((_, sent, context),) = groups.calls
     assert sent.group_id == "g"
     assert [(t.name, list(t.partitions)) for t in sent.topics] == [("t", [0, 1, 5]), ("gone", [0]), ("secret", [0])]
-    assert context.invocation_metadata() == ((CLIENT_ID_KEY, "app-7"),)
+    assert context == SENT_BY
     assert (r.error_code, r.throttle_time_ms) == (0, 30)
     got = {(t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions}
     assert got == {
@@ -574,7 +585,7 @@ async def test_offset_delete(version: int) -> None:
     ],
 )
 async def test_offset_delete_group_error_is_the_whole_answer(version: int, error: int) -> None:
-    groups = Recorder(OffsetDelete=gpb.OffsetDeleteResponse(error=error))  # type: ignore[arg-type]
+    groups = Recorder(offset_delete=OffsetDeleteAnswer(error))
     registry = registry_with(groups)
     r = await roundtrip(registry, _offset_delete_request(), OffsetDeleteResponse, version)
     assert (r.error_code, r.topics) == (error, [])
@@ -585,34 +596,34 @@ async def test_offset_delete_group_error_is_the_whole_answer(version: int, error
 
 @pytest.mark.parametrize("version", range(0, 6))
 async def test_describe_groups(version: int) -> None:
-    answer = gpb.DescribeGroupsResponse(
-        groups=[
-            gpb.DescribedGroup(
+    answer = DescribeGroupsAnswer(
+        (
+            DescribedGroup(
                 group_id="g",
                 group_state="Stable",
                 protocol_type="consumer",
                 protocol_data="range",
                 generation_id=4,
                 leader="m-1",
-                members=[
-                    gpb.DescribedMember(
+                members=(
+                    DescribedMember(
                         member_id="m-1",
                         group_instance_id="i-1",
                         client_id="app-7",
                         client_host="10.0.0.5",
                         member_metadata=SUBSCRIPTION,
                         member_assignment=b"\x00\x01",
-                    )
-                ],
+                    ),
+                ),
             ),
-            gpb.DescribedGroup(error=ErrorCode.NOT_COORDINATOR, group_id="h", generation_id=-1),
-        ]
+            DescribedGroup("h", ErrorCode.NOT_COORDINATOR),
+        )
     )
-    groups = Recorder(DescribeGroups=answer)
+    groups = Recorder(describe_groups=answer)
     r = await roundtrip(
         registry_with(groups), DescribeGroupsRequest(groups=["g", "h"]), DescribeGroupsResponse, version
     )
-    (sent,) = groups.requests("DescribeGroups")
+    (sent,) = groups.requests("describe_groups")
     assert list(sent.groups) == ["g", "h"]
     g, h = r.groups
     assert (g.error_code, g.group_id, g.group_state, g.protocol_type, g.protocol_data) == (
@@ -637,17 +648,17 @@ async def test_describe_groups(version: int) -> None:
 
 @pytest.mark.parametrize("version", range(0, 6))
 async def test_list_groups(version: int) -> None:
-    answer = gpb.ListGroupsResponse(
-        error=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-        groups=[
-            gpb.ListedGroup(group_id="g", protocol_type="consumer", group_state="Empty", group_type="classic"),
-            gpb.ListedGroup(group_id="h", protocol_type="consumer", group_state="Reconciling", group_type="consumer"),
-        ],
+    answer = ListGroupsAnswer(
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        (
+            ListedGroup(group_id="g", protocol_type="consumer", group_state="Empty", group_type="classic"),
+            ListedGroup(group_id="h", protocol_type="consumer", group_state="Reconciling", group_type="consumer"),
+        ),
     )
-    groups = Recorder(ListGroups=answer)
+    groups = Recorder(list_groups=answer)
     request = ListGroupsRequest(states_filter=["Empty", "Stable"], types_filter=["Consumer"])
     r = await roundtrip(registry_with(groups), request, ListGroupsResponse, version)
-    (sent,) = groups.requests("ListGroups")
+    (sent,) = groups.requests("list_groups")
     assert list(sent.states_filter) == (["Empty", "Stable"] if version >= 4 else [])
     assert list(sent.types_filter) == (["Consumer"] if version >= 5 else [])
     assert r.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
@@ -660,13 +671,11 @@ async def test_list_groups(version: int) -> None:
 
 @pytest.mark.parametrize("version", range(0, 3))
 async def test_delete_groups(version: int) -> None:
-    answer = gpb.DeleteGroupsResponse(
-        results=[gpb.DeletedGroup(group_id="g", error=ErrorCode.NON_EMPTY_GROUP), gpb.DeletedGroup(group_id="h")]
-    )
-    groups = Recorder(DeleteGroups=answer)
+    answer = DeleteGroupsAnswer((DeletedGroup("g", ErrorCode.NON_EMPTY_GROUP), DeletedGroup("h", ErrorCode.NONE)))
+    groups = Recorder(delete_groups=answer)
     r = await roundtrip(
         registry_with(groups), DeleteGroupsRequest(groups_names=["g", "h"]), DeleteGroupsResponse, version
     )
-    (sent,) = groups.requests("DeleteGroups")
+    (sent,) = groups.requests("delete_groups")
     assert list(sent.groups) == ["g", "h"]
     assert [(g.group_id, g.error_code) for g in r.results] == [("g", ErrorCode.NON_EMPTY_GROUP), ("h", 0)]

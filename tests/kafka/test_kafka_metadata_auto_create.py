@@ -1,5 +1,5 @@
 """Automatic topic creation through Kafka's Metadata on the Kafka listener: the broker's real Metadata service over a
-real metadata image, with a stand-in for the Admin service's CreateTopics (the controller's side is shown by
+real metadata image, with a stand-in for the admin service's create_topics (the controller's side is shown by
 tests/integration/test_auto_create_topics.py). What Kafka's brokers answer: LEADER_NOT_AVAILABLE for a topic being
 created, UNKNOWN_TOPIC_OR_PARTITION when creation is not allowed, INVALID_TOPIC_EXCEPTION for a bad name,
 TOPIC_AUTHORIZATION_FAILED without Create."""
@@ -28,9 +28,9 @@ from odradek.client.common.acls import (
     PatternType,
     ResourceType,
 )
+from odradek.client.common.admin.topics import CreateTopics, CreateTopicsAnswer, TopicResult
 from odradek.client.common.metadata_image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from odradek.client.errors import ErrorCode
-from odradek.proto import admin_pb2 as apb
 
 T_ID = bytes(range(16))
 NONE, UNKNOWN, LEADER_NOT_AVAILABLE = (
@@ -49,20 +49,19 @@ def image() -> MetadataImage:
 
 
 class Controller:
-    """Stands in for the Admin service's CreateTopics: records each request and answers each topic with
+    """Stands in for the admin service's create_topics: records each request and answers each topic with
     ``errors[name]`` (NONE by default), after ``gate`` is set when one is given."""
 
     def __init__(self, **errors: int) -> None:
         self.errors = errors
-        self.requests: list[apb.CreateTopicsRequest] = []
+        self.requests: list[CreateTopics] = []
         self.gate: asyncio.Event | None = None
 
-    async def create_topics(self, request: apb.CreateTopicsRequest, context: Any) -> apb.CreateTopicsResponse:
+    async def create_topics(self, request: CreateTopics, context: Any) -> CreateTopicsAnswer:
         self.requests.append(request)
         if self.gate is not None:
             await self.gate.wait()
-        results = [apb.TopicResult(name=t.name, error=self.errors.get(t.name, NONE)) for t in request.topics]
-        return apb.CreateTopicsResponse(topics=results)
+        return CreateTopicsAnswer(tuple(TopicResult(t.name, self.errors.get(t.name, NONE)) for t in request.topics))
 
     def asked(self) -> list[str]:
         return [t.name for r in self.requests for t in r.topics]

@@ -18,11 +18,15 @@ from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.log.log import Log
 from odradek.broker.partition import Partition
+from odradek.client.common.access import OPEN, AccessControl, AuthorizerSettings
+from odradek.client.common.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from odradek.client.common.metadata_image import MetadataImage, PartitionRegistration, TopicImage
-from odradek.client.errors import NotLeaderOrFollowerError, UnknownTopicOrPartitionError
+from odradek.client.errors import ErrorCode, NotLeaderOrFollowerError, UnknownTopicOrPartitionError
 from odradek.client.record.builder import encode_batch
 
 T_ID = b"\x05" * 16
+ALICE = "User:alice"
+DESCRIBE, ALLOW = AclOperation.DESCRIBE, AclPermissionType.ALLOW
 
 
 class Replicas:
@@ -47,23 +51,32 @@ def leader_state(epoch: int) -> PartitionRegistration:
     return PartitionRegistration(T_ID, 0, (1,), (1,), 1, epoch, epoch)
 
 
+def registry_over(p: Partition, access: AccessControl = OPEN) -> ApiRegistry:
+    replicas = Replicas(p)
+    data = BrokerService(1, "c", replicas, access=access)  # type: ignore[arg-type]
+    backend: Any = KafkaBackend(
+        1, "c", "KAFKA", lambda: replicas.image, lambda: -1, lambda _n: None, data, None, None, None
+    )  # type: ignore[arg-type]
+    r = ApiRegistry()
+    offset_apis.register(r, backend)
+    return r
+
+
 @pytest.fixture
-def reg(tmp_path: Path) -> Iterator[ApiRegistry]:
+def leader(tmp_path: Path) -> Iterator[Partition]:
     """t-0 led by broker 1: offsets 0-2 at leader epoch 3 (timestamps 1000), 3-6 at epoch 5 (timestamps 2000)."""
     p = Partition("t", 0, Log.open(tmp_path / "t-0"), 1)
     p.update(leader_state(3), 1, 0)
     p.append_as_leader(encode_batch([b"a"] * 3, timestamps=1_000))
     p.update(leader_state(5), 1, 0)
     p.append_as_leader(encode_batch([b"b"] * 4, timestamps=2_000))
-    replicas = Replicas(p)
-    data = BrokerService(1, "c", replicas)  # type: ignore[arg-type]
-    backend: Any = KafkaBackend(
-        1, "c", "KAFKA", lambda: replicas.image, lambda: -1, lambda _n: None, data, None, None, None
-    )  # type: ignore[arg-type]
-    r = ApiRegistry()
-    offset_apis.register(r, backend)
-    yield r
+    yield p
     p.log.close()
+
+
+@pytest.fixture
+def reg(leader: Partition) -> ApiRegistry:
+    return registry_over(leader)
 
 
 def list_offsets(version: int, *parts: tuple[int, int, int], isolation: int = 0) -> ListOffsetsRequest:
@@ -186,3 +199,16 @@ async def test_offset_for_leader_epoch_fences_on_the_current_leader_epoch(reg: A
     assert [p.error_code for p in r.topics[0].partitions] == [74, 75]
     r = await call(reg, epochs_request(version, (0, 3, -1), topic="nope"), version)
     assert r.topics[0].partitions[0].error_code == 3
+
+
+async def test_with_an_authorizer_both_need_describe_on_the_topic(leader: Partition) -> None:
+    """As Kafka: ListOffsets and OffsetForLeaderEpoch answer TOPIC_AUTHORIZATION_FAILED for a topic the caller may
+    not describe, and the offsets for one it may."""
+    bindings = {b"1": AclBinding(ResourceType.TOPIC, "t", PatternType.LITERAL, ALICE, "*", DESCRIBE, ALLOW)}
+    reg = registry_over(leader, AccessControl(AuthorizerSettings(), lambda: bindings))
+    for who, expected in ((ALICE, 0), ("User:bob", ErrorCode.TOPIC_AUTHORIZATION_FAILED)):
+        r = await call(reg, epochs_request(4, (0, 3, -1)), 4, principal=who)
+        assert r.topics[0].partitions[0].error_code == expected
+        r = await call(reg, list_offsets(9, (0, -1, -1)), 9, principal=who)
+        assert r.topics[0].partitions[0].error_code == expected
+        assert (r.topics[0].partitions[0].offset == 7) == (expected == 0)

@@ -11,13 +11,13 @@ from typing import Any
 
 from kafka.protocol.producer import ProduceRequest
 
-from odradek.broker.dataplane import ProduceResult
+from odradek.broker.api.data import ProduceResult
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.data_apis import produce_api
 from odradek.broker.kafka.dispatch import KafkaDispatcher
 from odradek.broker.kafka.wire import ConnectionInfo, KafkaContext
 from odradek.broker.quotas.manager import QuotaConfig
-from odradek.broker.throttling import BrokerQuotas, ClientIdentity, current_client, quota_user
+from odradek.broker.throttling import BrokerQuotas, ClientIdentity, quota_user
 from odradek.client.common.access import OPEN
 from odradek.client.quotas import ANONYMOUS, PRODUCER_BYTE_RATE, entity
 from odradek.client.record.builder import encode_batch
@@ -29,14 +29,13 @@ VERSION = 7  # request header v1
 
 
 class FakeData:
-    """BrokerService.produce as seen by the handler: every partition appended, the quota's throttle decided."""
+    """The data service's produce as seen by the handler: every partition appended, the quota's throttle decided."""
 
     def __init__(self) -> None:
         self.calls: list[float] = []
+        self.service = self  # the servicer's data service, as the handler reaches it
 
-    async def produce(
-        self, acks: int, timeout_ms: int, transactional_id: str | None, topics: Any, caller: Any = None
-    ) -> tuple:
+    async def produce(self, acks: int, timeout_ms: int, transactional_id: str | None, topics: Any, ctx: Any) -> tuple:
         self.calls.append(time.monotonic())
         answers = [(name, [ProduceResult(index, base_offset=0) for index, _ in parts]) for name, parts in topics]
         return answers, THROTTLE_MS
@@ -95,9 +94,9 @@ def test_the_quota_user_is_the_connections_authenticated_principal() -> None:
     produce = data.produce
 
     async def charged_to(*args: Any) -> tuple:
-        who = current_client()
-        assert who is not None
-        seen.append(who.user)
+        ctx = args[4]
+        assert ctx.quotas_apply
+        seen.append(quota_user(ctx.principal))
         return await produce(*args)
 
     data.produce = charged_to  # type: ignore[method-assign]

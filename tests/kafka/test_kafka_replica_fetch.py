@@ -313,7 +313,8 @@ def one(
 
 
 async def over_grpc(leader: Leader, request: ReplicaFetchRequest) -> tuple[int, dict]:
-    response = await leader.service.Fetch(fetch_request_proto(request), None)  # type: ignore[arg-type]
+    call = SimpleNamespace(peer=lambda: "ipv4:127.0.0.1:50000", invocation_metadata=lambda: ())
+    response = await leader.service.Fetch(fetch_request_proto(request), call)  # type: ignore[arg-type]
     return response.error, {
         (t.name, r.partition): FetchedPartition.from_proto(r) for t in response.topics for r in t.partitions
     }
@@ -352,17 +353,17 @@ async def test_the_kafka_path_gives_the_follower_what_the_grpc_path_gives(
     assert grpc_answer[0] or grpc_answer[1]  # every case has something to compare
 
 
-async def test_a_replica_fetch_reaches_brokerservice_fetch_with_the_replicas_id_and_epoch_as_file_slices(
+async def test_a_replica_fetch_reaches_the_data_service_with_the_replicas_id_and_epoch_as_file_slices(
     leader: Leader, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[tuple[Any, bool]] = []
-    real = leader.service.fetch
+    real = leader.service.service.fetch
 
-    async def fetch(request: Any, as_file: bool = False, caller: Any = None, session: Any = None) -> Any:
+    async def fetch(request: Any, ctx: Any, as_file: bool = False, session: Any = None) -> Any:
         calls.append((request, as_file))
-        return await real(request, as_file, caller, session)
+        return await real(request, ctx, as_file, session)
 
-    monkeypatch.setattr(leader.service, "fetch", fetch)
+    monkeypatch.setattr(leader.service.service, "fetch", fetch)
     transport = KafkaTransport(leader.address, FOLLOWER, lambda: leader.image)  # type: ignore[arg-type,return-value]
     try:
         await transport.send(one(0, -1), 5)

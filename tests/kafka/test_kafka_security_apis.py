@@ -27,8 +27,8 @@ from odradek.client.common.acls import AclBinding, AclOperation, AclPermissionTy
 from odradek.client.common.metadata_image import MetadataDelta, MetadataImage
 from odradek.client.common.scram import Mechanism, make_credential
 from odradek.client.errors import ErrorCode
+from odradek.controller.admin.service import NodeAdmin
 from odradek.controller.raft import Role
-from odradek.controller.services import AdminService
 from odradek.proto import admin_pb2 as apb
 
 READ = AclBinding(
@@ -134,7 +134,6 @@ async def test_describe_acls_refuses_an_unknown_code(version: int) -> None:
 @pytest.mark.parametrize("version", range(1, 4))
 async def test_create_acls_passes_bindings_and_answers_per_creation(version: int) -> None:
     answer = apb.CreateAclsResponse(
-        throttle_time_ms=3,
         results=[apb.AclCreationResult(), apb.AclCreationResult(error=ErrorCode.INVALID_REQUEST, error_message="bad")],
     )
     reg, admin = setup(CreateAcls=answer)
@@ -148,7 +147,7 @@ async def test_create_acls_passes_bindings_and_answers_per_creation(version: int
               permission_type=2),
         ],
     )  # fmt: skip
-    response = await call(reg, request, version)
+    response = await call(reg, request, version, throttle_ms=3)  # the request quota's throttle
     assert [(r.error_code, r.error_message) for r in response.results] == [
         (0, None),
         (ErrorCode.INVALID_REQUEST, "bad"),
@@ -326,12 +325,12 @@ class ImageController:
 
 async def test_a_credential_with_a_four_byte_salt_is_set_and_logs_in() -> None:
     """Kafka takes any non-empty salt (confluent-kafka's integration tests set one of 4 bytes), and refuses an empty
-    one as an unacceptable credential. Set through the listener onto the Admin service of an active controller,
+    one as an unacceptable credential. Set through the listener onto the admin service of an active controller,
     the credential then logs in on a SASL session that reads the resulting image."""
     controller = ImageController()
     leader = SimpleNamespace(node_id=1, leader=SimpleNamespace(role=Role.LEADER))
     sm = SimpleNamespace(image=controller.image)
-    admin = AdminService(sm, leader, {}, {}, controller, topic_defaults=topic_defaults())  # type: ignore[arg-type]
+    admin = NodeAdmin(sm, leader, {}, {}, controller, topic_defaults=topic_defaults())  # type: ignore[arg-type]
     reg = registry(admin, lambda: controller.image)
     dave = UserScramCredentialUpsertion("dave", "SCRAM-SHA-256", "dave-secret", iterations=8192, salt=b"salt")
     r = AlterUserScramCredentialsRequest

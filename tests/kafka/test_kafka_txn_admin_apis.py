@@ -1,7 +1,7 @@
 """The transaction admin APIs on the Kafka listener (broker/kafka/txn_admin_apis.py): DescribeProducers,
 DescribeTransactions and ListTransactions at each served version, encoded and decoded by kafka-python, reach the
-transactions service as the gRPC listener would send them, and its answer comes back in Kafka's spelling. The
-service is a recorder with chosen answers: only the translation, and what the listener checks itself, is tested."""
+transaction service as its typed requests, and its typed answer comes back in Kafka's spelling. The service is a
+recorder with chosen answers: only the translation, and what the listener checks itself, is tested."""
 
 from __future__ import annotations
 
@@ -18,9 +18,20 @@ from kafka_harness import Recorder, call, served
 from odradek.broker.kafka import txn_admin_apis
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.client.connection import CLIENT_ID_KEY
+from odradek.broker.log.log import ActiveProducer
+from odradek.broker.transactions.requests import (
+    DescribeProducers,
+    DescribeProducersAnswer,
+    DescribeTransactions,
+    DescribeTransactionsAnswer,
+    ListedTransaction,
+    ListTransactionsAnswer,
+    PartitionProducers,
+    ProducersTopic,
+    TransactionDescription,
+    TxnTopic,
+)
 from odradek.client.errors import ErrorCode
-from odradek.proto import transaction_pb2 as tpb
 
 
 def registry_with(transactions: Recorder) -> ApiRegistry:
@@ -53,42 +64,30 @@ def test_served_versions() -> None:
 # ---- DescribeProducers ----
 
 
-def _producers(request: tpb.DescribeProducersRequest) -> tpb.DescribeProducersResponse:
+def _producers(request: DescribeProducers) -> DescribeProducersAnswer:
     """The service's answer: t-0 has a transactional producer with an open transaction and an idempotent one, t-1
     is led elsewhere, t-7 does not exist, and "secret" is refused by its ACL (the service puts refused topics last)."""
-    open_txn = tpb.ProducerDescription(
-        producer_id=4000,
-        producer_epoch=2,
-        last_sequence=9,
-        last_timestamp=1_700_000_000_123,
-        coordinator_epoch=5,
-        current_txn_start_offset=42,
-    )
-    idempotent = tpb.ProducerDescription(
-        producer_id=4001, producer_epoch=0, last_sequence=-1, last_timestamp=-1, coordinator_epoch=-1
-    )
-    idempotent.current_txn_start_offset = -1
+    open_txn = ActiveProducer(4000, 2, 9, 1_700_000_000_123, 5, 42)
+    idempotent = ActiveProducer(4001, 0, -1, -1, -1, -1)
     answers = {
-        0: tpb.DescribeProducersPartition(partition=0, active_producers=[open_txn, idempotent]),
-        1: tpb.DescribeProducersPartition(
-            partition=1, error=ErrorCode.NOT_LEADER_OR_FOLLOWER, error_message="broker 1 does not lead t-1"
-        ),
-        7: tpb.DescribeProducersPartition(partition=7, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message="?"),
+        0: PartitionProducers(0, active_producers=(open_txn, idempotent)),
+        1: PartitionProducers(1, ErrorCode.NOT_LEADER_OR_FOLLOWER, "broker 1 does not lead t-1"),
+        7: PartitionProducers(7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "?"),
     }
-    response = tpb.DescribeProducersResponse(throttle_time_ms=0)
-    allowed = [t for t in request.topics if t.name != "secret"]
-    for t in allowed:
-        response.topics.add(name=t.name, partitions=[answers[p] for p in t.partitions])
-    for t in request.topics:
-        if t.name == "secret":
-            refused = tpb.DescribeProducersPartition(error=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="no")
-            response.topics.add(name=t.name, partitions=[refused])
-    return response
+    allowed = [
+        ProducersTopic(t.name, tuple(answers[p] for p in t.partitions)) for t in request.topics if t.name != "secret"
+    ]
+    refused = [
+        ProducersTopic(t.name, (PartitionProducers(0, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "no"),))
+        for t in request.topics
+        if t.name == "secret"
+    ]
+    return DescribeProducersAnswer(tuple(allowed + refused))
 
 
 @pytest.mark.parametrize("version", served(registry_with(Recorder()), DescribeProducersRequest))
 async def test_describe_producers(version: int) -> None:
-    transactions = Recorder(DescribeProducers=_producers)
+    transactions = Recorder(describe_producers=_producers)
     Topic = DescribeProducersRequest.TopicRequest
     request = DescribeProducersRequest(
         topics=[
@@ -101,7 +100,7 @@ async def test_describe_producers(version: int) -> None:
     ((_, sent, context),) = transactions.calls
     # A name no topic may have is refused here, before any ACL check, as Kafka's broker does.
     assert [(t.name, list(t.partitions)) for t in sent.topics] == [("secret", [0]), ("t", [0, 1, 7])]
-    assert context.invocation_metadata() == ((CLIENT_ID_KEY, "test-client"),)
+    assert context.client_id == "test-client"
     assert [t.name for t in r.topics] == ["secret", "t", "no/such:name"]  # the request's order
     secret, t, bad = r.topics
     assert [(p.partition_index, p.error_code) for p in secret.partitions] == [(0, ErrorCode.TOPIC_AUTHORIZATION_FAILED)]
@@ -133,28 +132,26 @@ async def test_describe_producers(version: int) -> None:
 
 # ---- DescribeTransactions ----
 
-ONGOING = tpb.TransactionDescription(
+ONGOING = TransactionDescription(
     transactional_id="tx-1",
     state="Ongoing",
     transaction_timeout_ms=60_000,
     transaction_start_time_ms=1_700_000_000_000,
     producer_id=4000,
     producer_epoch=3,
-    topics=[tpb.TxnTopic(name="t", partitions=[0, 2]), tpb.TxnTopic(name="u", partitions=[1])],
+    topics=(TxnTopic("t", (0, 2)), TxnTopic("u", (1,))),
     coordinator_id=1,
 )
 
 
-def _described(request: tpb.DescribeTransactionsRequest) -> tpb.DescribeTransactionsResponse:
+def _described(request: DescribeTransactions) -> DescribeTransactionsAnswer:
     """tx-1 is ongoing here; the other ids are each answered with the error named after them."""
     errors = {"tx-gone": ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "tx-far": ErrorCode.NOT_COORDINATOR}
-    return tpb.DescribeTransactionsResponse(
-        transactions=[
-            ONGOING
-            if txn_id == ONGOING.transactional_id
-            else tpb.TransactionDescription(transactional_id=txn_id, error=errors[txn_id])
+    return DescribeTransactionsAnswer(
+        tuple(
+            ONGOING if txn_id == ONGOING.transactional_id else TransactionDescription(txn_id, errors[txn_id])
             for txn_id in request.transactional_ids
-        ]
+        )
     )
 
 
@@ -164,10 +161,10 @@ def _described_topics(state: Any) -> list[tuple[str, list[int]]]:
 
 @pytest.mark.parametrize("version", served(registry_with(Recorder()), DescribeTransactionsRequest))
 async def test_describe_transactions(version: int) -> None:
-    transactions = Recorder(DescribeTransactions=_described)
+    transactions = Recorder(describe_transactions=_described)
     request = DescribeTransactionsRequest(transactional_ids=["tx-gone", "tx-1", "tx-far"])
     r = await call(registry_with(transactions), request, version)
-    (sent,) = transactions.requests("DescribeTransactions")
+    (sent,) = transactions.requests("describe_transactions")
     assert list(sent.transactional_ids) == ["tx-gone", "tx-1", "tx-far"]
     gone, ongoing, far = r.transaction_states
     assert (gone.transactional_id, gone.error_code) == ("tx-gone", ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
@@ -187,25 +184,22 @@ async def test_describe_transactions(version: int) -> None:
 # ---- ListTransactions ----
 
 
-def _listed(error: int = ErrorCode.NONE) -> tpb.ListTransactionsResponse:
-    return tpb.ListTransactionsResponse(
-        error=error,  # type: ignore[arg-type]
-        unknown_state_filters=["Bogus"],
-        transactions=[
-            tpb.ListedTransaction(transactional_id="tx-1", producer_id=4000, state="Ongoing", coordinator_id=1),
-            tpb.ListedTransaction(transactional_id="tx-2", producer_id=4002, state="PrepareAbort", coordinator_id=1),
-        ],
+def _listed(error: int = ErrorCode.NONE) -> ListTransactionsAnswer:
+    return ListTransactionsAnswer(
+        error,
+        ("Bogus",),
+        (ListedTransaction("tx-1", 4000, "Ongoing", 1), ListedTransaction("tx-2", 4002, "PrepareAbort", 1)),
     )
 
 
 @pytest.mark.parametrize("version", served(registry_with(Recorder()), ListTransactionsRequest))
 async def test_list_transactions(version: int) -> None:
-    transactions = Recorder(ListTransactions=_listed())
+    transactions = Recorder(list_transactions=_listed())
     request = ListTransactionsRequest(
         state_filters=["Ongoing", "PrepareAbort", "Bogus"], producer_id_filters=[4000, 4002], duration_filter=5000
     )
     r = await call(registry_with(transactions), request, version)
-    (sent,) = transactions.requests("ListTransactions")
+    (sent,) = transactions.requests("list_transactions")
     assert list(sent.state_filters) == ["Ongoing", "PrepareAbort", "Bogus"]
     assert list(sent.producer_id_filters) == [4000, 4002]
     # v0 has no duration filter: every transaction, whatever its age.
@@ -219,9 +213,9 @@ async def test_list_transactions(version: int) -> None:
 
 @pytest.mark.parametrize("version", served(registry_with(Recorder()), ListTransactionsRequest))
 async def test_list_transactions_default_duration_filter_is_none(version: int) -> None:
-    transactions = Recorder(ListTransactions=_listed())
+    transactions = Recorder(list_transactions=_listed())
     await call(registry_with(transactions), ListTransactionsRequest(state_filters=[], producer_id_filters=[]), version)
-    (sent,) = transactions.requests("ListTransactions")
+    (sent,) = transactions.requests("list_transactions")
     assert (list(sent.state_filters), list(sent.producer_id_filters), sent.duration_filter_ms) == ([], [], -1)
 
 
@@ -229,7 +223,7 @@ async def test_list_transactions_default_duration_filter_is_none(version: int) -
 async def test_list_transactions_error_comes_without_transactions(version: int) -> None:
     """While one of its partitions loads a coordinator answers COORDINATOR_LOAD_IN_PROGRESS and lists nothing, as
     Kafka's (the admin client retries)."""
-    transactions = Recorder(ListTransactions=_listed(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+    transactions = Recorder(list_transactions=_listed(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
     request = ListTransactionsRequest(state_filters=["Bogus"], producer_id_filters=[])
     r = await call(registry_with(transactions), request, version)
     assert (r.error_code, r.unknown_state_filters, r.transaction_states) == (

@@ -1,10 +1,11 @@
 """The producer-id and transaction APIs on the Kafka listener (broker/kafka/txn_apis.py): each served version's
-request, encoded by kafka-python, reaches the broker, transactions or group coordinator service as the gRPC listener
-would send it, and the service's answer comes back in kafka-python's decoding of that version. The services are
-recorders with chosen answers: only the translation is tested here."""
+request, encoded by kafka-python, reaches the producer id, transaction or group service as its typed request, and
+the service's answer comes back in kafka-python's decoding of that version. The services are recorders with chosen
+answers: only the translation is tested here."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,15 +23,21 @@ from kafka.protocol.producer.transaction import (
 )
 from kafka_harness import Recorder
 
+from odradek.broker.api.producer_ids import InitProducerIdAnswer
+from odradek.broker.groups.requests import OffsetCommitAnswer, PartitionError, TopicErrors
 from odradek.broker.kafka import txn_apis
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.wire import ConnectionInfo, KafkaContext, RequestHeader
-from odradek.client.connection import CLIENT_ID_KEY
+from odradek.broker.transactions.requests import (
+    AddOffsetsToTxnAnswer,
+    AddPartitionsToTxn,
+    AddPartitionsToTxnAnswer,
+    EndTxnAnswer,
+)
+from odradek.client.common.request_context import KAFKA, RequestContext
 from odradek.client.errors import ErrorCode
-from odradek.proto import broker_pb2 as pb
-from odradek.proto import group_pb2 as gpb
-from odradek.proto import transaction_pb2 as tpb
+from odradek.client.structs import TopicPartition
 
 CTX = KafkaContext(ConnectionInfo(3, "KAFKA", "10.0.0.9", 4444), "txn-app")
 
@@ -45,7 +52,7 @@ def txn_registry(
         image=lambda: None,  # type: ignore[arg-type,return-value]
         controller_id=lambda: 1,
         endpoint=lambda node: None,
-        data=data or Recorder(),  # type: ignore[arg-type]
+        data=SimpleNamespace(producer_id_service=data or Recorder()),  # type: ignore[arg-type]
         groups=groups or Recorder(),  # type: ignore[arg-type]
         transactions=transactions or Recorder(),  # type: ignore[arg-type]
         admin=None,  # type: ignore[arg-type]
@@ -55,7 +62,9 @@ def txn_registry(
     return registry
 
 
-async def txn_roundtrip(registry: ApiRegistry, request: Any, response_cls: Any, version: int) -> Any:
+async def txn_roundtrip(
+    registry: ApiRegistry, request: Any, response_cls: Any, version: int, throttle_ms: int = 0
+) -> Any:
     """Encode ``request`` at ``version`` with kafka-python, serve it, and decode the reply's bytes likewise."""
     found = registry.get(request.API_KEY)
     assert found is not None
@@ -64,7 +73,7 @@ async def txn_roundtrip(registry: ApiRegistry, request: Any, response_cls: Any, 
     header = RequestHeader(request.API_KEY, version, 9, CTX.client_id, 0)
     reply = await handler(CTX, header, memoryview(bytes(request.encode(version=version))))
     assert reply is not None
-    return response_cls.decode(b"".join(bytes(c) for c in reply.encode(0)), version=version)  # type: ignore[arg-type]
+    return response_cls.decode(b"".join(bytes(c) for c in reply.encode(throttle_ms)), version=version)  # type: ignore[arg-type]
 
 
 def test_served_versions() -> None:
@@ -83,32 +92,31 @@ def test_served_versions() -> None:
 
 @pytest.mark.parametrize("version", range(0, 6))
 async def test_init_producer_id_transactional(version: int) -> None:
-    data = Recorder(InitProducerId=pb.InitProducerIdResponse(producer_id=4000, producer_epoch=3, throttle_time_ms=12))
+    data = Recorder(init_producer_id=InitProducerIdAnswer(ErrorCode.NONE, 4000, 3))
     request = InitProducerIdRequest(
         transactional_id="tx-1", transaction_timeout_ms=60_000, producer_id=4000, producer_epoch=2
     )
-    r = await txn_roundtrip(txn_registry(data=data), request, InitProducerIdResponse, version)
+    r = await txn_roundtrip(txn_registry(data=data), request, InitProducerIdResponse, version, throttle_ms=12)
     ((_, sent, context),) = data.calls
     assert (sent.transactional_id, sent.transaction_timeout_ms) == ("tx-1", 60_000)
     assert (sent.producer_id, sent.producer_epoch) == ((4000, 2) if version >= 3 else (-1, -1))
-    assert context.peer() == "ipv4:10.0.0.9:4444"
-    assert context.invocation_metadata() == ((CLIENT_ID_KEY, "txn-app"),)
+    assert context == RequestContext("User:ANONYMOUS", "txn-app", "ipv4:10.0.0.9:4444", KAFKA)
     assert (r.error_code, r.producer_id, r.producer_epoch, r.throttle_time_ms) == (0, 4000, 3, 12)
 
 
 @pytest.mark.parametrize("version", range(0, 6))
 async def test_init_producer_id_idempotent(version: int) -> None:
-    """A null transactional id is an idempotent producer: the proto's empty string."""
-    data = Recorder(InitProducerId=pb.InitProducerIdResponse(producer_id=77, producer_epoch=0))
+    """A null transactional id is an idempotent producer: the service's empty string."""
+    data = Recorder(init_producer_id=InitProducerIdAnswer(ErrorCode.NONE, 77, 0))
     request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=0)
     r = await txn_roundtrip(txn_registry(data=data), request, InitProducerIdResponse, version)
-    (sent,) = data.requests("InitProducerId")
+    (sent,) = data.requests("init_producer_id")
     assert (sent.transactional_id, sent.producer_id, sent.producer_epoch) == ("", -1, -1)
     assert (r.error_code, r.producer_id, r.producer_epoch) == (0, 77, 0)
 
 
 async def test_init_producer_id_empty_transactional_id_is_refused() -> None:
-    data = Recorder(InitProducerId=pb.InitProducerIdResponse(producer_id=77, producer_epoch=0))
+    data = Recorder(init_producer_id=InitProducerIdAnswer(ErrorCode.NONE, 77, 0))
     request = InitProducerIdRequest(transactional_id="", transaction_timeout_ms=1000)
     r = await txn_roundtrip(txn_registry(data=data), request, InitProducerIdResponse, 4)
     assert data.calls == []
@@ -118,10 +126,10 @@ async def test_init_producer_id_empty_transactional_id_is_refused() -> None:
 @pytest.mark.parametrize("version", range(0, 6))
 async def test_init_producer_id_fenced(version: int) -> None:
     """PRODUCER_FENCED exists from v4 (KIP-588); older clients get INVALID_PRODUCER_EPOCH, as Kafka answers."""
-    answer = pb.InitProducerIdResponse(error=ErrorCode.PRODUCER_FENCED, producer_id=-1, producer_epoch=-1)
+    answer = InitProducerIdAnswer(ErrorCode.PRODUCER_FENCED, -1, -1)
     request = InitProducerIdRequest(transactional_id="tx-1", transaction_timeout_ms=1000)
     r = await txn_roundtrip(
-        txn_registry(data=Recorder(InitProducerId=answer)), request, InitProducerIdResponse, version
+        txn_registry(data=Recorder(init_producer_id=answer)), request, InitProducerIdResponse, version
     )
     expected = ErrorCode.PRODUCER_FENCED if version >= 4 else ErrorCode.INVALID_PRODUCER_EPOCH
     assert (r.error_code, r.producer_id, r.producer_epoch) == (expected, -1, -1)
@@ -130,19 +138,16 @@ async def test_init_producer_id_fenced(version: int) -> None:
 # ---- AddPartitionsToTxn ----
 
 
-def _add_answer(request: tpb.AddPartitionsToTxnRequest) -> tpb.AddPartitionsToTxnResponse:
+def _add_answer(request: AddPartitionsToTxn) -> AddPartitionsToTxnAnswer:
     if request.transactional_id == "elsewhere":
-        return tpb.AddPartitionsToTxnResponse(error=ErrorCode.NOT_COORDINATOR, throttle_time_ms=5)
-    results = []
-    for t in request.topics:
-        parts = []
-        for p in t.partitions:
-            error = ErrorCode.NONE
-            if p == 1:
-                error = ErrorCode.TRANSACTION_ABORTABLE if request.verify_only else ErrorCode.PRODUCER_FENCED
-            parts.append(tpb.TxnPartitionResult(partition=p, error=error))
-        results.append(tpb.TxnTopicResult(name=t.name, partitions=parts))
-    return tpb.AddPartitionsToTxnResponse(results=results, throttle_time_ms=5)
+        return AddPartitionsToTxnAnswer(ErrorCode.NOT_COORDINATOR, {})
+    errors = {}
+    for tp in request.partitions:
+        error = ErrorCode.NONE
+        if tp.partition == 1:
+            error = ErrorCode.TRANSACTION_ABORTABLE if request.verify_only else ErrorCode.PRODUCER_FENCED
+        errors[tp] = int(error)
+    return AddPartitionsToTxnAnswer(ErrorCode.NONE, errors)
 
 
 def _partition_errors(topic_results: Any) -> list[tuple[str, int, int]]:
@@ -151,7 +156,7 @@ def _partition_errors(topic_results: Any) -> list[tuple[str, int, int]]:
 
 @pytest.mark.parametrize("version", range(0, 4))
 async def test_add_partitions_to_txn_client_form(version: int) -> None:
-    transactions = Recorder(AddPartitionsToTxn=_add_answer)
+    transactions = Recorder(add_partitions_to_txn=_add_answer)
     registry = txn_registry(transactions=transactions)
     Topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
     request = AddPartitionsToTxnRequest(
@@ -160,10 +165,11 @@ async def test_add_partitions_to_txn_client_form(version: int) -> None:
         v3_and_below_producer_epoch=2,
         v3_and_below_topics=[Topic(name="t", partitions=[0, 1]), Topic(name="u", partitions=[2])],
     )
-    r = await txn_roundtrip(registry, request, AddPartitionsToTxnResponse, version)
-    (sent,) = transactions.requests("AddPartitionsToTxn")
+    r = await txn_roundtrip(registry, request, AddPartitionsToTxnResponse, version, throttle_ms=5)
+    ((_, sent, context),) = transactions.calls
     assert (sent.transactional_id, sent.producer_id, sent.producer_epoch, sent.verify_only) == ("tx-1", 4000, 2, False)
-    assert [(t.name, list(t.partitions)) for t in sent.topics] == [("t", [0, 1]), ("u", [2])]
+    assert sent.partitions == (TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 2))
+    assert context == RequestContext("User:ANONYMOUS", "txn-app", "ipv4:10.0.0.9:4444", KAFKA)
     fenced = ErrorCode.PRODUCER_FENCED if version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
     assert _partition_errors(r.results_by_topic_v3_and_below) == [("t", 0, 0), ("t", 1, fenced), ("u", 2, 0)]
     assert r.throttle_time_ms == 5
@@ -180,7 +186,7 @@ async def test_add_partitions_to_txn_client_form(version: int) -> None:
 
 @pytest.mark.parametrize("version", [4, 5])
 async def test_add_partitions_to_txn_batched_form(version: int) -> None:
-    transactions = Recorder(AddPartitionsToTxn=_add_answer)
+    transactions = Recorder(add_partitions_to_txn=_add_answer)
     Txn = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
     Topic = Txn.AddPartitionsToTxnTopic
     request = AddPartitionsToTxnRequest(
@@ -201,8 +207,10 @@ async def test_add_partitions_to_txn_batched_form(version: int) -> None:
             ),
         ]
     )
-    r = await txn_roundtrip(txn_registry(transactions=transactions), request, AddPartitionsToTxnResponse, version)
-    first, second = transactions.requests("AddPartitionsToTxn")
+    r = await txn_roundtrip(
+        txn_registry(transactions=transactions), request, AddPartitionsToTxnResponse, version, throttle_ms=5
+    )
+    first, second = transactions.requests("add_partitions_to_txn")
     assert (first.transactional_id, first.producer_id, first.producer_epoch, first.verify_only) == ("tx-1", 1, 0, True)
     assert (second.transactional_id, second.producer_id, second.producer_epoch, second.verify_only) == (
         "elsewhere",
@@ -225,12 +233,11 @@ async def test_add_partitions_to_txn_batched_form(version: int) -> None:
 
 @pytest.mark.parametrize("version", range(0, 5))
 async def test_add_offsets_to_txn(version: int) -> None:
-    transactions = Recorder(
-        AddOffsetsToTxn=tpb.AddOffsetsToTxnResponse(error=ErrorCode.PRODUCER_FENCED, throttle_time_ms=4)
-    )
+    transactions = Recorder(add_offsets_to_txn=AddOffsetsToTxnAnswer(ErrorCode.PRODUCER_FENCED))
     request = AddOffsetsToTxnRequest(transactional_id="tx-1", producer_id=4000, producer_epoch=2, group_id="g")
-    r = await txn_roundtrip(txn_registry(transactions=transactions), request, AddOffsetsToTxnResponse, version)
-    (sent,) = transactions.requests("AddOffsetsToTxn")
+    registry = txn_registry(transactions=transactions)
+    r = await txn_roundtrip(registry, request, AddOffsetsToTxnResponse, version, throttle_ms=4)
+    (sent,) = transactions.requests("add_offsets_to_txn")
     assert (sent.transactional_id, sent.producer_id, sent.producer_epoch, sent.group_id) == ("tx-1", 4000, 2, "g")
     fenced = ErrorCode.PRODUCER_FENCED if version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
     assert (r.error_code, r.throttle_time_ms) == (fenced, 4)
@@ -238,11 +245,11 @@ async def test_add_offsets_to_txn(version: int) -> None:
 
 @pytest.mark.parametrize("committed", [True, False])
 async def test_end_txn_v5_bumps_the_epoch(committed: bool) -> None:
-    transactions = Recorder(EndTxn=tpb.EndTxnResponse(producer_id=4000, producer_epoch=3, throttle_time_ms=2))
+    transactions = Recorder(end_txn=EndTxnAnswer(ErrorCode.NONE, 4000, 3))
     registry = txn_registry(transactions=transactions)
     request = EndTxnRequest(transactional_id="tx-1", producer_id=4000, producer_epoch=2, committed=committed)
-    r = await txn_roundtrip(registry, request, EndTxnResponse, 5)
-    (sent,) = transactions.requests("EndTxn")
+    r = await txn_roundtrip(registry, request, EndTxnResponse, 5, throttle_ms=2)
+    (sent,) = transactions.requests("end_txn")
     assert (sent.transactional_id, sent.producer_id, sent.producer_epoch, sent.committed, sent.keep_epoch) == (
         "tx-1",
         4000,
@@ -255,18 +262,18 @@ async def test_end_txn_v5_bumps_the_epoch(committed: bool) -> None:
 
 @pytest.mark.parametrize("version", range(0, 5))
 async def test_end_txn_before_v5_keeps_the_epoch(version: int) -> None:
-    transactions = Recorder(EndTxn=tpb.EndTxnResponse(error=ErrorCode.PRODUCER_FENCED, throttle_time_ms=2))
+    transactions = Recorder(end_txn=EndTxnAnswer(ErrorCode.PRODUCER_FENCED, 0, 0))
     registry = txn_registry(transactions=transactions)
     request = EndTxnRequest(transactional_id="tx-1", producer_id=4000, producer_epoch=2, committed=True)
-    r = await txn_roundtrip(registry, request, EndTxnResponse, version)
-    (sent,) = transactions.requests("EndTxn")
+    r = await txn_roundtrip(registry, request, EndTxnResponse, version, throttle_ms=2)
+    (sent,) = transactions.requests("end_txn")
     assert (sent.producer_id, sent.producer_epoch, sent.committed, sent.keep_epoch) == (4000, 2, True, True)
     fenced = ErrorCode.PRODUCER_FENCED if version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
     assert (r.error_code, r.throttle_time_ms) == (fenced, 2)
 
 
 async def test_end_txn_error_answers_no_producer() -> None:
-    transactions = Recorder(EndTxn=tpb.EndTxnResponse(error=ErrorCode.INVALID_TXN_STATE))
+    transactions = Recorder(end_txn=EndTxnAnswer(ErrorCode.INVALID_TXN_STATE, 0, 0))
     request = EndTxnRequest(transactional_id="tx-1", producer_id=4000, producer_epoch=2, committed=True)
     r = await txn_roundtrip(txn_registry(transactions=transactions), request, EndTxnResponse, 5)
     assert (r.error_code, r.producer_id, r.producer_epoch) == (ErrorCode.INVALID_TXN_STATE, -1, -1)
@@ -277,21 +284,14 @@ async def test_end_txn_error_answers_no_producer() -> None:
 
 @pytest.mark.parametrize("version", range(0, 5))
 async def test_txn_offset_commit(version: int) -> None:
-    answer = gpb.TxnOffsetCommitResponse(
-        throttle_time_ms=6,
-        topics=[
-            gpb.OffsetCommitTopicResponse(
-                name="t",
-                partitions=[
-                    gpb.OffsetCommitPartitionResponse(partition=0, error=ErrorCode.NONE),
-                    gpb.OffsetCommitPartitionResponse(partition=1, error=ErrorCode.ILLEGAL_GENERATION),
-                    gpb.OffsetCommitPartitionResponse(partition=2, error=ErrorCode.PRODUCER_FENCED),
-                    gpb.OffsetCommitPartitionResponse(partition=3, error=ErrorCode.TRANSACTION_ABORTABLE),
-                ],
-            )
-        ],
+    errors = (
+        ErrorCode.NONE,
+        ErrorCode.ILLEGAL_GENERATION,
+        ErrorCode.PRODUCER_FENCED,
+        ErrorCode.TRANSACTION_ABORTABLE,
     )
-    groups = Recorder(TxnOffsetCommit=answer)
+    answer = OffsetCommitAnswer((TopicErrors("t", tuple(PartitionError(p, e) for p, e in enumerate(errors))),))
+    groups = Recorder(txn_offset_commit=answer)
     Topic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
     Partition = Topic.TxnOffsetCommitRequestPartition
     request = TxnOffsetCommitRequest(
@@ -315,13 +315,13 @@ async def test_txn_offset_commit(version: int) -> None:
             )
         ],
     )
-    r = await txn_roundtrip(txn_registry(groups=groups), request, TxnOffsetCommitResponse, version)
-    (sent,) = groups.requests("TxnOffsetCommit")
+    r = await txn_roundtrip(txn_registry(groups=groups), request, TxnOffsetCommitResponse, version, throttle_ms=6)
+    (sent,) = groups.requests("txn_offset_commit")
     assert (sent.transactional_id, sent.group_id, sent.producer_id, sent.producer_epoch) == ("tx-1", "g", 4000, 2)
     if version >= 3:
         assert (sent.generation_id, sent.member_id, sent.group_instance_id) == (7, "m-1", "i-1")
     else:
-        assert (sent.generation_id, sent.member_id, sent.HasField("group_instance_id")) == (-1, "", False)
+        assert (sent.generation_id, sent.member_id, sent.group_instance_id) == (-1, "", None)
     got = [
         (p.partition, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
         for t in sent.topics

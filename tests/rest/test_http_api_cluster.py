@@ -2,7 +2,8 @@
 Confluent REST Proxy v3's cluster, broker, topic, partition, config, consumer group, lag and ACL resources; records
 produced (JSON, binary and string, with keys, headers, partitions) and read back from either broker (a partition
 led by the other one is forwarded to its leader); and bad input (unknown topic, bad JSON, an oversized record, a
-bad payload) answered in Confluent's error shape with nothing written."""
+bad payload) answered in Confluent's error shape with nothing written; and the web console's own routes where
+partitions and groups are on either broker (search, republish, offset resets, details, metrics, users, quotas)."""
 
 from __future__ import annotations
 
@@ -353,3 +354,89 @@ def test_every_related_link_of_the_answers_is_served(urls: list[str]) -> None:
                 ):
                     pending.append(value["related"])
     assert len(seen) > 10
+
+
+def search_all(url: str, topic: str, body: dict[str, Any]) -> tuple[list[tuple[int, int]], int]:
+    """Every match of a search, paging with its cursor: (partition, offset) pairs in the order found, and pages."""
+    found: list[tuple[int, int]] = []
+    pages = 0
+    while True:
+        status, page = http(f"{url}/topics/{topic}/records:search", "POST", body)
+        assert status == 200, page
+        pages += 1
+        found += [(r["partition_id"], r["offset"]) for r in page["data"]]
+        if page["cursor"] is None:
+            return found, pages
+        body = {**body, "cursor": page["cursor"]}
+
+
+def test_the_consoles_routes_across_brokers(cluster: DevCluster, admin: Admin, urls: list[str]) -> None:
+    """The web console's routes (docs/console.md) where partitions, their data and a group's coordinator are on
+    either broker: a search's pages merged from both leaders, paged without a match skipped or repeated; a topic's
+    details with each broker's sizes; partitions added; a range republished across brokers; a group's offsets
+    reset from either broker; the brokers' metrics, SCRAM users and quotas."""
+    a, b = urls
+    create_topic(a, "browsed", 2)
+    leaders = {p.partition: p.leader for p in admin.describe_topic("browsed").partitions}
+    assert len(set(leaders.values())) == 2  # one partition led by each broker
+    for i in range(10):
+        body = {"partition_id": i % 2, "key": {"type": "STRING", "data": f"k{i}"}, "value": {"data": {"n": i}}}
+        body["headers"] = [{"name": "even" if i % 2 == 0 else "odd", "value": base64.b64encode(b"1").decode()}]
+        assert http(f"{a}/topics/browsed/records", "POST", body)[0] == 200
+    everything, pages = search_all(b, "browsed", {"max_matches": 3})
+    assert sorted(everything) == [(p, o) for p in (0, 1) for o in range(5)] and pages == 4
+    assert search_all(a, "browsed", {"filter": {"key": "k7"}})[0] == [(1, 3)]
+    assert search_all(b, "browsed", {"filter": {"header": "even"}, "max_matches": 2})[0] == [(0, o) for o in range(5)]
+    assert search_all(a, "browsed", {"filter": {"json_path": "$.n", "json_value": 4}})[0] == [(0, 2)]
+    status, tail = http(f"{a}/topics/browsed/records:search", "POST", {"start": "end", "tail": 1, "partitions": [1]})
+    assert [(r["partition_id"], r["offset"]) for r in tail["data"]] == [(1, 4)] and tail["cursor"] is None
+
+    status, details = http(f"{b}/topics/browsed/details")
+    assert status == 200 and details["sizes_error"] is None
+    for p in details["partitions"]:
+        assert (p["leader"], p["isr"], p["log_end_offset"]) == (leaders[p["partition_id"]], p["replicas"], 5)
+        assert p["size_bytes"] > 0 and list(p["replica_sizes"]) == [str(r) for r in sorted(p["replicas"])]
+    status, grown = http(f"{b}/topics/browsed", "PATCH", {"partitions_count": 3})
+    assert status == 200 and grown["partitions_count"] == 3
+    status, answer = http(f"{a}/topics/browsed", "PATCH", {"partitions_count": 2})
+    confluent_error(answer, 400, 40002, status)
+
+    create_topic(a, "browsed-copy", 2)
+    range_ = {"destination": "browsed-copy", "partition_id": 1, "start_offset": 1, "end_offset": 4}
+    status, copied = http(f"{a}/topics/browsed/records:republish", "POST", {**range_, "same_partition": True})
+    assert status == 200 and copied["republished"] == 3 and copied["partitions"][0]["partition_id"] == 1
+    status, read = http(f"{b}/topics/browsed-copy/partitions/1/records?timeout_ms=0")
+    assert [r["value"]["data"] for r in read["data"]] == [{"n": 3}, {"n": 5}, {"n": 7}]
+    assert [r["headers"][0]["name"] for r in read["data"]] == ["odd"] * 3
+
+    admin.alter_group_offsets("resettable", {TopicPartition("browsed", 0): 3, TopicPartition("browsed", 1): 4})
+    for url in urls:  # one of them forwards to the group's coordinator
+        status, dry = http(f"{url}/consumer-groups/resettable/offsets:reset", "POST", {"to": "latest", "dry_run": True})
+        assert status == 200 and [x["offset"] for x in dry["data"]] == [5, 5, 0], dry
+    status, reset = http(f"{b}/consumer-groups/resettable/offsets:reset", "POST", {"to": "earliest"})
+    assert [(x["partition_id"], x["previous_offset"], x["offset"]) for x in reset["data"]] == [
+        (0, 3, 0),
+        (1, 4, 0),
+        (2, None, 0),
+    ]
+    status, lags = http(f"{a}/consumer-groups/resettable/lags")
+    assert [x["current_offset"] for x in lags["data"]] == [0, 0, 0]
+
+    status, overview = http(f"{a}/overview")
+    assert status == 200 and len(overview["brokers"]) == 2 and overview["offline_count"] == 0
+    status, metrics = http(f"{b}/brokers/-/metrics")
+    assert sorted(m["broker_id"] for m in metrics["data"]) == sorted(set(leaders.values()))
+    assert sum(m["messages_in"].get("browsed", 0) for m in metrics["data"]) >= 10
+    status, _ = http(f"{a}/user-scram-credentials", "POST", {"user": "carol", "password": "carol-secret"})
+    assert status == 201
+    # Each broker answers from its own metadata, caught up with the write soon after.
+    wait_for(lambda: "carol" in [u["user"] for u in http(f"{b}/user-scram-credentials")[1]["data"]], 10, 0.1, "b")
+    assert http(f"{a}/user-scram-credentials/carol?mechanism=SCRAM-SHA-256", "DELETE")[0] == 204
+    quota = {"entity": [{"entity_type": "client-id", "name": None}], "set": {"producer_byte_rate": 2048}}
+    assert http(f"{b}/client-quotas:alter", "POST", quota)[0] == 204
+    wanted = {"entity": [{"entity_type": "client-id", "name": None}], "values": {"producer_byte_rate": 2048.0}}
+
+    def quotas() -> list[dict[str, Any]]:
+        return [{k: q[k] for k in ("entity", "values")} for q in http(f"{a}/client-quotas")[1]["data"]]
+
+    wait_for(lambda: wanted in quotas(), 10, 0.1, "the default client-id quota on the other broker")

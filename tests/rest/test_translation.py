@@ -7,15 +7,18 @@ import base64
 
 import pytest
 
+from odradek.broker.api.data import FetchAnswer
 from odradek.broker.rest import auth, errors, records, resources
 from odradek.broker.rest import requests as rq
+from odradek.broker.rest.errors import RestError
+from odradek.broker.rest.service import fetched_of
+from odradek.client.common.admin.configs import ConfigSource, DescribedConfig
 from odradek.client.common.scram import Mechanism, make_credential
 from odradek.client.errors import ErrorCode
 from odradek.client.producer.partitioner import partition_for_key
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
 from odradek.client.record.control import ControlType, build_control_batch
-from odradek.proto import admin_pb2 as apb
 
 
 def test_the_partition_is_the_one_asked_for_else_the_keys_else_any() -> None:
@@ -134,10 +137,18 @@ def test_answers_carry_kind_self_and_related_links() -> None:
     listed = resources.collection("Topic", links.url("topics"), [t])
     assert listed["kind"] == "KafkaTopicList" and listed["data"] == [t]
     config = resources.topic_config(
-        links, "t", apb.DescribedConfig(name="retention.ms", value="1", source=apb.TOPIC_CONFIG)
+        links, "t", DescribedConfig(name="retention.ms", value="1", source=ConfigSource.TOPIC_CONFIG)
     )
     assert (config["source"], config["is_default"], config["value"]) == ("DYNAMIC_TOPIC_CONFIG", False, "1")
-    secret = resources.topic_config(links, "t", apb.DescribedConfig(name="x", value="s", sensitive=True))
+    secret = resources.topic_config(links, "t", DescribedConfig(name="x", value="s", sensitive=True))
     assert secret["value"] is None
     assert "controller" not in resources.cluster(links, 1, [2, 3])
     assert resources.cluster(links, 2, [2, 3])["controller"] == {"related": "http://h:1/v3/clusters/c1/brokers/2"}
+
+
+def test_a_read_held_back_by_the_fetch_quota_is_too_many_requests() -> None:
+    """The data service answers a fetch over its client's quota with no partitions and the throttle: a 429 with
+    Confluent's 42901 (it used to fail as a 500 on the missing partition)."""
+    with pytest.raises(RestError) as refused:
+        fetched_of(FetchAnswer([], 250))
+    assert (refused.value.status, refused.value.code) == (429, 42901) and "250 ms" in refused.value.message

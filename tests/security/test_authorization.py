@@ -659,14 +659,18 @@ async def test_a_request_over_several_topics_answers_each_in_order_and_serves_th
 async def test_describe_configs_over_topics_and_refused_cluster_defaults_answers_the_topics(node: Node) -> None:
     """Over gRPC one DescribeConfigs may ask for topics and the cluster defaults: a caller without cluster
     DescribeConfigs still gets the topics it may describe, and the refusal for the defaults on its own field."""
-    from odradek.broker.kafka.wire import KafkaContext, ServiceContext
+    from types import SimpleNamespace
+
     from odradek.client.connection import CLIENT_ID_KEY
     from odradek.proto import admin_pb2 as apb
 
     name = await new_topic(node)
     await grant(node, allow("TOPIC", name, "DESCRIBE_CONFIGS"))
     assert node.admin is not None
-    context = ServiceContext(KafkaContext(ConnectionInfo(1, "KAFKA", "127.0.0.1", 50000), "c"), CLIENT_ID_KEY, ALICE)
+    # The servicer context of Alice's call, as the gRPC listener's interceptors leave it.
+    context = SimpleNamespace(
+        principal=ALICE, peer=lambda: "ipv4:127.0.0.1:50000", invocation_metadata=lambda: ((CLIENT_ID_KEY, "c"),)
+    )
 
     async def describe(request: apb.DescribeConfigsRequest) -> apb.DescribeConfigsResponse:
         return await node.admin.DescribeConfigs(request, context)  # type: ignore[union-attr,arg-type]

@@ -46,7 +46,6 @@ from odradek.broker.groups.consumer_messages import TopicInfo
 from odradek.broker.log.log import AbortedTxn
 from odradek.broker.share.group import ShareGroup, ShareGroupConfig, ShareGroupResult, ShareHeartbeatRequest
 from odradek.broker.share.partition import (
-    INVALID_RECORD_STATE,
     READ_COMMITTED,
     AcknowledgementBatch,
     AcknowledgeType,
@@ -57,7 +56,6 @@ from odradek.broker.share.partition import (
     SharePartitionConfig,
 )
 from odradek.broker.share.state_records import (
-    FENCED_STATE_EPOCH,
     UNCHANGED_START,
     RecordState,
     SharePartitionKey,
@@ -75,11 +73,10 @@ from odradek.client.record.control import ControlType, build_control_batch
 from odradek.client.record.header import BatchHeader, parse_header
 
 MAX_FIRINGS = 1000
-KAFKA_ONLY_ERRORS = {int(INVALID_RECORD_STATE): "INVALID_RECORD_STATE", int(FENCED_STATE_EPOCH): "FENCED_STATE_EPOCH"}
 
 
 def error_name(error: int) -> str:
-    return KAFKA_ONLY_ERRORS.get(error) or ErrorCode.Name(ErrorCode.ValueType(error))
+    return ErrorCode.Name(ErrorCode.ValueType(error))
 
 
 def topic_id(name: str) -> bytes:

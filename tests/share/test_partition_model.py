@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import pytest
 
 from odradek.broker.share.partition import (
-    INVALID_RECORD_STATE,
     AcknowledgementBatch,
     AcknowledgeType,
     SharePartition,
@@ -160,7 +159,7 @@ class Model:
             for o in range(max(first, self.start), last + 1):
                 r = self.recs[o]
                 if r.state is not ACQUIRED or r.member != member:
-                    return INVALID_RECORD_STATE
+                    return ErrorCode.INVALID_RECORD_STATE
         return ErrorCode.NONE
 
     def _apply(self, batches: list[AcknowledgementBatch]) -> None:

@@ -15,14 +15,12 @@ from odradek.broker.share import spans
 from odradek.broker.share.assignor import SimpleAssignor
 from odradek.broker.share.group import ShareGroupConfig
 from odradek.broker.share.partition import (
-    INVALID_RECORD_STATE,
     READ_COMMITTED,
     AcknowledgementBatch,
     SharePartition,
     SharePartitionConfig,
 )
 from odradek.broker.share.state_records import (
-    FENCED_STATE_EPOCH,
     RecordState,
     SharePartitionKey,
     ShareSnapshotValue,
@@ -106,8 +104,8 @@ def test_the_store_fences_older_epochs_and_resets_at_a_new_state_epoch() -> None
     # The group resets the share-partition (alter offsets): a new state epoch, no start (-1), nothing in flight.
     reset = store.initialize(KEY, 1, -1)
     assert reset.error == ErrorCode.NONE and store.state(KEY) == ShareState(1, -1, ())
-    assert store.initialize(KEY, 1, 5).error == FENCED_STATE_EPOCH
-    assert store.write(KEY, 0, 3, StateWrite(12, ())).error == FENCED_STATE_EPOCH
+    assert store.initialize(KEY, 1, 5).error == ErrorCode.FENCED_STATE_EPOCH
+    assert store.write(KEY, 0, 3, StateWrite(12, ())).error == ErrorCode.FENCED_STATE_EPOCH
     restored = SharePartition.restore(SharePartitionConfig(auto_offset_reset="earliest"), store.state(KEY), 4, 50)
     assert (restored.start_offset, restored.in_flight) == (4, ())
     # Deleted: a tombstone, after which nothing is stored; replaying the same records gives the same state.
@@ -142,7 +140,7 @@ def test_a_late_acknowledgement_fails_even_before_the_lock_timer_fired() -> None
     assert p.acquire("a", batch, 10, now_ms=0).acquired[0].last_offset == 2
     assert p.next_deadline_ms() == 1000
     late = p.acknowledge("a", [AcknowledgementBatch(0, 2, (1,))], now_ms=1000)
-    assert late.error == INVALID_RECORD_STATE
+    assert late.error == ErrorCode.INVALID_RECORD_STATE
     assert late.write is not None and late.write.batches == (StateBatch(0, 2, AVAILABLE, 1),)
     assert p.next_deadline_ms() is None
 

@@ -13,7 +13,7 @@ from broker_model import SimBroker
 from controller_model import TOPIC
 from world import Network, World
 
-from odradek.broker.dataplane import LATEST, BrokerService
+from odradek.broker.api.data import LATEST, DataService
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
@@ -126,7 +126,7 @@ class Consumer:
         try:
             if world.rng.random() < 0.5:
                 p.check_leader(self.view.leader_epoch)
-                hw, _ = BrokerService._offset_for(p, LATEST)
+                hw, _ = DataService._offset_for(p, LATEST)
                 epoch = p.leader_epoch
                 how = "ListOffsets latest"
             else:

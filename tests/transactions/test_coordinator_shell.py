@@ -22,10 +22,12 @@ from odradek.broker.transactions.coordinator import TransactionCoordinator, TxnC
 from odradek.broker.transactions.markers import MarkerChannel
 from odradek.broker.transactions.metadata import TxnMetadata, TxnState
 from odradek.broker.transactions.records import TRANSACTION_STATE_TOPIC, encode_batch, read_records
-from odradek.broker.transactions.service import TransactionsService
+from odradek.broker.transactions.requests import DescribeTransactions
+from odradek.broker.transactions.txn_service import TxnService
 from odradek.client.common.access import AccessControl, AuthorizerSettings
 from odradek.client.common.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from odradek.client.common.metadata_image import MetadataImage, PartitionRegistration, image_from_records
+from odradek.client.common.request_context import RequestContext
 from odradek.client.errors import ErrorCode
 from odradek.client.structs import TopicPartition
 from odradek.proto import transaction_pb2 as tpb
@@ -340,9 +342,7 @@ async def test_list_transactions_filters_on_duration_as_kafka(cluster) -> None:
     await c.close()
 
 
-class Peer:
-    def peer(self) -> str:
-        return "ipv4:10.0.0.5:5555"
+CALLER = RequestContext(peer="ipv4:10.0.0.5:5555")  # User:ANONYMOUS
 
 
 async def test_describe_leaves_out_the_topics_the_caller_may_not_describe(cluster) -> None:
@@ -361,9 +361,9 @@ async def test_describe_leaves_out_the_topics_the_caller_may_not_describe(cluste
         )
 
     bindings = {b"1": allow(ResourceType.TRANSACTIONAL_ID, "tx"), b"2": allow(ResourceType.TOPIC, "t")}
-    service = TransactionsService(c, None, AccessControl(AuthorizerSettings(), lambda: bindings))  # type: ignore[arg-type]
-    request = tpb.DescribeTransactionsRequest(transactional_ids=["tx"])
-    [d] = (await service.DescribeTransactions(request, Peer())).transactions
+    service = TxnService(c, None, AccessControl(AuthorizerSettings(), lambda: bindings))  # type: ignore[arg-type]
+    request = DescribeTransactions(("tx",))
+    [d] = (await service.describe_transactions(request, CALLER)).transactions
     assert (d.error, d.state, [(t.name, list(t.partitions)) for t in d.topics]) == (
         ErrorCode.NONE,
         "Ongoing",
@@ -373,7 +373,7 @@ async def test_describe_leaves_out_the_topics_the_caller_may_not_describe(cluste
     clock.now += 1_000
     await c.end_txn("tx", pid, epoch, False)
     await until(lambda: state(c) is TxnState.COMPLETE_ABORT, "the Complete record")
-    [d] = (await service.DescribeTransactions(request, Peer())).transactions
+    [d] = (await service.describe_transactions(request, CALLER)).transactions
     assert (d.state, d.transaction_start_time_ms, d.last_update_time_ms, list(d.topics)) == (
         "CompleteAbort",
         started,

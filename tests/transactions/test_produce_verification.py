@@ -18,6 +18,7 @@ from odradek.broker.partition import Partition
 from odradek.broker.transactions.metadata import TxnState
 from odradek.broker.txn_verifier import TxnVerifier
 from odradek.client.common.metadata_image import PartitionRegistration
+from odradek.client.common.request_context import internal
 from odradek.client.errors import ErrorCode, InvalidTxnStateError, OdradekError
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import encode_batch
@@ -168,7 +169,7 @@ async def produce_while_the_coordinator_aborts(
     coordinator = GatedCoordinator()
     service = BrokerService(1, "c", leaders, verifier=coordinator)  # type: ignore[arg-type]
     request = [("t", [(index, memoryview(b)) for index, b in batches.items()])]
-    produce = asyncio.create_task(service.produce(-1, 30_000, "tx", request))
+    produce = asyncio.create_task(service.service.produce(-1, 30_000, "tx", request, internal()))
     await asyncio.wait_for(coordinator.asked.wait(), 5)
     for index in batches:
         leaders.get("t", index).append_marker(False, PID, 0, 0)
@@ -232,7 +233,7 @@ async def test_a_batch_verified_while_its_producers_markers_are_written_is_refus
     request = [("t", [(0, memoryview(txn_batch(b"late", pid=pid))), (1, memoryview(txn_batch(b"new", pid=pid)))])]
 
     async def produce() -> dict[int, Exception | None]:
-        answers, _ = await asyncio.wait_for(service.produce(-1, 30_000, "t", request), 5)
+        answers, _ = await asyncio.wait_for(service.service.produce(-1, 30_000, "t", request, internal()), 5)
         return {r.partition: r.error for r in answers[0][1]}
 
     try:

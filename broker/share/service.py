@@ -1,0 +1,99 @@
+"""Share groups as the listeners serve them (KIP-932): the share group coordinator's membership APIs and the
+partition leaders' ShareFetch and ShareAcknowledge, with Kafka's authorization of each, protocol-neutral (the Kafka
+listener's ``share_apis`` translates into these calls).
+
+Kafka's ACL checks: ShareGroupHeartbeat needs Read on the group and Describe on each subscribed topic named;
+ShareGroupDescribe needs Describe on the group (and on the topics its members name, else TOPIC_AUTHORIZATION_FAILED
+for the group); ShareFetch and ShareAcknowledge need Read on the group (else GROUP_AUTHORIZATION_FAILED for the
+whole request) and Read on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from odradek.broker.share.group import ShareGroupDescription, ShareHeartbeatRequest, ShareHeartbeatResponse
+from odradek.broker.share.group_coordinator import ShareGroupCoordinator
+from odradek.broker.share.leader import (
+    DeniedTopics,
+    ShareAcknowledgeRequest,
+    ShareAnswer,
+    ShareFetchRequest,
+    ShareLeader,
+)
+from odradek.client.common.access import OPEN, AccessControl
+from odradek.client.common.acls import AclOperation, ResourceType
+from odradek.client.common.request_context import RequestContext
+from odradek.client.errors import ErrorCode
+
+_GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+_TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedShareGroup:
+    error: ErrorCode.ValueType
+    message: str | None
+    group: ShareGroupDescription | None
+    topic_names: Mapping[bytes, str]  # topic id -> name, to name the topics of its assignments
+
+
+class ShareService:
+    """``ctx`` in each call: who asks (``RequestContext``), as every service takes it."""
+
+    def __init__(self, groups: ShareGroupCoordinator, leader: ShareLeader, access: AccessControl = OPEN) -> None:
+        self.groups = groups
+        self.leader = leader
+        self.access = access
+
+    def _allowed(self, ctx: RequestContext, operation: AclOperation, group_id: str, api: str) -> bool:
+        access = self.access
+        return not access.enabled or access.allows(ctx.caller, operation, ResourceType.GROUP, group_id, api=api)
+
+    def _denied_topics(self, ctx: RequestContext, operation: AclOperation, names: Iterable[str], api: str) -> set[str]:
+        if not self.access.enabled:
+            return set()
+        return self.access.denied(ctx.caller, operation, ResourceType.TOPIC, names, api=api)
+
+    def heartbeat(self, group_id: str, request: ShareHeartbeatRequest, ctx: RequestContext) -> ShareHeartbeatResponse:
+        api = "ShareGroupHeartbeat"
+        if not self._allowed(ctx, AclOperation.READ, group_id, api):
+            return ShareHeartbeatResponse(_GROUP_DENIED)
+        names = request.subscribed_topic_names or ()
+        if names and self._denied_topics(ctx, AclOperation.DESCRIBE, names, api):
+            return ShareHeartbeatResponse(_TOPIC_DENIED, "The member may not describe a subscribed topic.")
+        return self.groups.heartbeat(group_id, replace(request, client_host=ctx.host if ctx.peer else ""))
+
+    def describe(self, group_id: str, ctx: RequestContext) -> DescribedShareGroup:
+        api = "ShareGroupDescribe"
+        if not self._allowed(ctx, AclOperation.DESCRIBE, group_id, api):
+            return DescribedShareGroup(_GROUP_DENIED, None, None, {})
+        error, message, description = self.groups.describe(group_id)
+        names = self.groups.topic_names()
+        if description is not None and self.access.enabled:
+            topics = {n for m in description.members for n in m.subscribed_topic_names}
+            topics.update(names[t] for m in description.members for t, _ in m.assignment if t in names)
+            if self._denied_topics(ctx, AclOperation.DESCRIBE, topics, api):
+                message = "The group has described topic(s) that the client is not authorized to describe."
+                return DescribedShareGroup(_TOPIC_DENIED, message, None, {})
+        return DescribedShareGroup(error, message, description, names)
+
+    async def fetch(self, request: ShareFetchRequest, ctx: RequestContext) -> ShareAnswer:
+        if not self._allowed(ctx, AclOperation.READ, request.group_id, "ShareFetch"):
+            return ShareAnswer(_GROUP_DENIED)
+        return await self.leader.share_fetch(request, self._topic_check(ctx, "ShareFetch"))
+
+    async def acknowledge(self, request: ShareAcknowledgeRequest, ctx: RequestContext) -> ShareAnswer:
+        if not self._allowed(ctx, AclOperation.READ, request.group_id, "ShareAcknowledge"):
+            return ShareAnswer(_GROUP_DENIED)
+        return await self.leader.share_acknowledge(request, self._topic_check(ctx, "ShareAcknowledge"))
+
+    def _topic_check(self, ctx: RequestContext, api: str) -> DeniedTopics | None:
+        if not self.access.enabled:
+            return None
+
+        def denied(names: Iterable[str]) -> set[str]:
+            return self._denied_topics(ctx, AclOperation.READ, names, api)
+
+        return denied
