@@ -35,6 +35,7 @@ from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.dispatch import KafkaDispatcher
 from odradek.broker.kafka.server import KafkaListener
+from odradek.broker.log.metadata import open_metadata_log
 from odradek.broker.metrics import NodeMetrics, gauge
 from odradek.broker.security.cluster_action import ClusterActionInterceptor
 from odradek.broker.security.grpc_auth import AuthenticationService, CertificateInterceptor, SaslInterceptor
@@ -102,6 +103,7 @@ class Node:
             election_timeout_ms=c["controller.quorum.election.timeout.ms"],
             fetch_timeout_ms=c["controller.quorum.fetch.timeout.ms"],
             on_fatal=lambda _error: self._stop_requested.set(),
+            open_log=open_metadata_log,
         )
         self.controller: ActiveController | None = None
         self.broker: BrokerRole | None = None

@@ -3,9 +3,10 @@
 - The package graph is a declared DAG (``LAYERS``): each module belongs to the layer of its longest matching
   prefix and imports only the layers its own lists. Bottom up: ``proto``; the client library (``client``); the
   models every side shares (``common``: ``odradek.client.common``, as Kafka's ``common`` ships in its clients
-  library); the storage engine (``storage``: ``odradek.broker.log``, under both roles because the controllers'
-  metadata log is a partition log); then the two roles, ``controller`` and ``broker``, which do not import each
-  other; only the node's wiring module (``odradek.broker.node``) imports both. Tools (deploy, chaos, the CLI) sit
+  library); then the two roles, ``controller`` and ``broker`` (with its storage engine, ``storage``:
+  ``odradek.broker.log``, below the rest of it), which do not import each other; only the node's wiring module
+  (``odradek.broker.node``) imports both: it hands the controllers' metadata log store the partition log it keeps
+  its entries in. Tools (deploy, chaos, the CLI) sit
   on top. A new back edge fails ``test_the_package_graph_follows_the_declared_layers``: none is tolerated (the last
   ones, the HTTP API's calls into the admin gRPC adapter, went when it called the typed services).
 - Every sans-I/O core and every client library module falls under pyproject's strict mypy override, so a new
@@ -144,23 +145,23 @@ IO_MODULES = {"asyncio", "grpc", "socket", "time", "logging"}
 
 
 # Layer -> (its package prefix, the layers it may import). Tools import freely below themselves.
-_BELOW_ROLES = {"proto", "client", "common", "storage"}
+_BELOW_ROLES = {"proto", "client", "common"}
 _TOOLS = {"spark", "deploy", "chaos", "netns"}
 LAYERS: dict[str, tuple[str, set[str]]] = {
     "proto": ("odradek.proto", set()),
     "client": ("odradek.client", {"proto"}),
     "common": ("odradek.client.common", {"proto", "client"}),
     "storage": ("odradek.broker.log", {"proto", "client", "common"}),
-    "controller": ("odradek.controller", _BELOW_ROLES),
-    "broker": ("odradek.broker", _BELOW_ROLES),
-    "wiring": ("odradek.broker.node", _BELOW_ROLES | {"controller", "broker"}),
+    "controller": ("odradek.controller", _BELOW_ROLES),  # not storage: the wiring hands it the metadata log
+    "broker": ("odradek.broker", _BELOW_ROLES | {"storage"}),
+    "wiring": ("odradek.broker.node", _BELOW_ROLES | {"storage", "controller", "broker"}),
     "spark": ("odradek.spark_connector", {"proto", "client", "common"}),
     "netns": ("odradek.chaos.netns", set()),
-    "deploy": ("odradek.deploy", _BELOW_ROLES | {"broker", "netns"}),
-    "chaos": ("odradek.chaos", _BELOW_ROLES | {"broker", "deploy", "netns"}),
+    "deploy": ("odradek.deploy", _BELOW_ROLES | {"storage", "broker", "netns"}),
+    "chaos": ("odradek.chaos", _BELOW_ROLES | {"storage", "broker", "deploy", "netns"}),
     "cli": (
         "odradek.client.cli",
-        _BELOW_ROLES | {"controller", "broker", "wiring", "spark", "deploy", "chaos", "netns"},
+        _BELOW_ROLES | {"storage", "controller", "broker", "wiring", "spark", "deploy", "chaos", "netns"},
     ),
 }
 

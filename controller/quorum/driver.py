@@ -37,7 +37,7 @@ from odradek.client.connection import ChannelPool
 from odradek.client.errors import ErrorCode, StorageError
 from odradek.controller.quorum import codec
 from odradek.controller.quorum.files import QuorumStateFile, SnapshotStore
-from odradek.controller.quorum.log_store import MetadataLogStore
+from odradek.controller.quorum.log_store import MetadataLogStore, OpenLog
 from odradek.controller.raft import (
     EMPTY_SNAPSHOT,
     Entry,
@@ -113,6 +113,7 @@ class RaftDriver:
         max_fetch_bytes: int = 1 << 20,
         rng: random.Random | None = None,
         on_fatal: Callable[[BaseException], None] | None = None,
+        open_log: OpenLog,
     ) -> None:
         self.node_id = node_id
         self.voters = voters
@@ -133,6 +134,8 @@ class RaftDriver:
         self._pool = ChannelPool()
         self._state_file = QuorumStateFile(directory)
         self._snapshots = SnapshotStore(directory / "snapshots")
+        # Opens the partition log the entries are kept in (the storage layer's, handed in by the node's wiring).
+        self._open_log = open_log
         self._log: MetadataLogStore | None = None
         self.node: RaftNode | None = None
         self._waiting: dict[tuple[type[Message], int], deque[asyncio.Future[Message]]] = defaultdict(deque)
@@ -168,7 +171,7 @@ class RaftDriver:
         snapshot_id = self._snapshots.latest()
         if snapshot_id is not None:
             self.sm.load_snapshot(snapshot_id, self._snapshots.read(snapshot_id))
-        self._log = MetadataLogStore(self.directory / "__cluster_metadata-0")
+        self._log = MetadataLogStore(self.directory / "__cluster_metadata-0", self._open_log)
         # Entries are fsynced by load: the core counts (and acknowledges) all it is given as durable.
         entries = self._log.load(snapshot_id or EMPTY_SNAPSHOT)
         self.node = RaftNode(

@@ -8,11 +8,10 @@ itself. So the metadata log gets the same CRCs, recovery and torn-tail handling 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Protocol
 
-from odradek.broker.log.config import LogConfig
-from odradek.broker.log.log import Log
 from odradek.client.common import clock
 from odradek.client.record.batch import read_batches
 from odradek.client.record.builder import BatchBuilder
@@ -21,8 +20,52 @@ from odradek.controller.raft.snapshot import EMPTY_SNAPSHOT, SnapshotId
 
 logger = logging.getLogger(__name__)
 
-# Metadata entries are small and few; small segments let snapshots reclaim space soon.
-METADATA_LOG_CONFIG = LogConfig(segment_bytes=16 * 1024 * 1024, retention_ms=-1, retention_bytes=-1)
+
+class _Read(Protocol):
+    @property
+    def records(self) -> bytes | bytearray | memoryview: ...
+
+    @property
+    def next_offset(self) -> int: ...
+
+
+class SegmentLog(Protocol):
+    """What the store uses of the partition log it keeps the entries in (the storage layer's ``Log``, which the
+    node's wiring opens: ``broker/log/metadata.py``)."""
+
+    high_watermark: int
+
+    @property
+    def dir(self) -> Path: ...
+
+    @property
+    def failure(self) -> BaseException | None: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    def read(self, offset: int, max_bytes: int) -> _Read: ...
+
+    def append_as_follower(self, records: bytes) -> object: ...
+
+    def truncate_to(self, offset: int) -> object: ...
+
+    def truncate_fully_and_start_at(self, offset: int) -> None: ...
+
+    def increment_log_start_offset(self, offset: int) -> bool: ...
+
+    def delete_old_segments(self) -> object: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+OpenLog = Callable[[Path], SegmentLog]
+"""Opens (creating where missing) the partition log of the metadata log in a directory."""
 
 
 def encode_entry(entry: Entry) -> bytes:
@@ -36,8 +79,8 @@ class MetadataLogError(RuntimeError):
 
 
 class MetadataLogStore:
-    def __init__(self, directory: Path) -> None:
-        self.log = Log.open(directory, METADATA_LOG_CONFIG)
+    def __init__(self, directory: Path, open_log: OpenLog) -> None:
+        self.log = open_log(directory)
         if self.log.failure is not None:
             raise self.log.failure
 

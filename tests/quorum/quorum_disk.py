@@ -8,6 +8,7 @@ from pathlib import Path
 
 from odradek.broker.log.config import LogConfig
 from odradek.broker.log.log import Log
+from odradek.broker.log.metadata import open_metadata_log
 from odradek.controller.quorum.driver import RaftDriver
 from odradek.controller.quorum.log_store import encode_entry
 from odradek.controller.raft import Entry, LeaderAndEpoch, Role, SnapshotId
@@ -52,7 +53,7 @@ def capturing_driver(directory: Path, node_id: int = 2, voters=(1, 2, 3), **kw) 
     """A driver that never ticks on its own and keeps what it would send."""
     sm = kw.pop("state_machine", None) or RecordingStateMachine()
     addresses = {v: f"127.0.0.1:{v}" for v in voters}
-    driver = RaftDriver(node_id, addresses, "c", directory, sm, tick_ms=3_600_000, **kw)
+    driver = RaftDriver(node_id, addresses, "c", directory, sm, tick_ms=3_600_000, open_log=open_metadata_log, **kw)
     sent: list[Message] = []
     driver._send = sent.append
     return driver, sent

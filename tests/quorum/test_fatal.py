@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from quorum_disk import RecordingStateMachine
 
+from odradek.broker.log.metadata import open_metadata_log
 from odradek.controller.quorum.driver import MetadataLogFailedError, RaftDriver
 from odradek.controller.raft import NotLeaderError, Role
 from odradek.deploy.local import DevCluster
@@ -24,7 +25,9 @@ def eio(*_args, **_kwargs):
 async def test_a_failed_flush_stops_a_leading_driver(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     sm = RecordingStateMachine()
     fatal: list[BaseException] = []
-    driver = RaftDriver(1, {1: "127.0.0.1:1"}, "c", tmp_path, sm, tick_ms=10, election_timeout_ms=50)
+    driver = RaftDriver(
+        1, {1: "127.0.0.1:1"}, "c", tmp_path, sm, tick_ms=10, election_timeout_ms=50, open_log=open_metadata_log
+    )
     driver.on_fatal = fatal.append
     await driver.start()
     try:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from quorum_disk import METADATA_LOG, capturing_driver, write_log
 
+from odradek.broker.log.metadata import open_metadata_log
 from odradek.controller.quorum import driver as driver_module
 from odradek.controller.quorum.log_store import MetadataLogError, MetadataLogStore
 from odradek.controller.raft import EMPTY_SNAPSHOT, Entry, PersistentState, RaftNode, SnapshotId
@@ -18,7 +19,7 @@ def entries(epochs: list[int], start: int = 0) -> list[Entry]:
 
 
 def load(directory: Path, snapshot: SnapshotId) -> tuple[list[Entry], MetadataLogStore]:
-    store = MetadataLogStore(directory / METADATA_LOG)
+    store = MetadataLogStore(directory / METADATA_LOG, open_metadata_log)
     return store.load(snapshot), store
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from quorum_disk import METADATA_LOG, RecordingStateMachine, capturing_driver, write_log
 
+from odradek.broker.log.metadata import open_metadata_log
 from odradek.broker.log.segment import LogSegment
 from odradek.controller.quorum.driver import MetadataLogFailedError, RaftDriver
 from odradek.controller.quorum.files import QuorumStateFile, SnapshotStore
@@ -136,7 +137,7 @@ async def test_restart_after_a_crash_during_snapshot_install(
         assert not list((tmp_path / "snapshots").glob("*.part"))
     finally:
         await restarted.stop(graceful=False)
-    store = MetadataLogStore(tmp_path / METADATA_LOG)
+    store = MetadataLogStore(tmp_path / METADATA_LOG, open_metadata_log)
     try:
         assert store.load(sid) == [] and store.log.log_start_offset == sid.end_offset
     finally:

@@ -9,13 +9,16 @@ from pathlib import Path
 import pytest
 from quorum_disk import RecordingStateMachine
 
+from odradek.broker.log.metadata import open_metadata_log
 from odradek.controller.quorum.driver import RaftDriver
 
 
 async def test_a_single_voter_logs_its_election(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="odradek.controller.quorum.driver")
     sm = RecordingStateMachine()
-    driver = RaftDriver(1, {1: "127.0.0.1:1"}, "c", tmp_path, sm, tick_ms=10, election_timeout_ms=50)
+    driver = RaftDriver(
+        1, {1: "127.0.0.1:1"}, "c", tmp_path, sm, tick_ms=10, election_timeout_ms=50, open_log=open_metadata_log
+    )
     await driver.start()
     try:
         async with asyncio.timeout(10):
