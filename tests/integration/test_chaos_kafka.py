@@ -24,14 +24,17 @@ pytestmark = [
 ]
 
 
-def short_run(tmp_path: Path, workload: str, faults: list[str], seed: int, **options: Any) -> RunResult:
-    """20 s of faults, one every 3 s (6 steps), on 1 controller and 3 brokers; checks the run left nothing."""
+def short_run(
+    tmp_path: Path, workload: str, faults: list[str], seed: int, duration: float = 20, **options: Any
+) -> RunResult:
+    """``duration`` s of faults, one every 3 s (6 steps in 20 s, 5 in 16), on 1 controller and 3 brokers; checks the
+    run left nothing."""
     before = namespaces()
     directory = tmp_path / "run"
     lines: list[str] = []
     result = run(
         RunOptions(
-            duration=20,
+            duration=duration,
             interval=3,
             faults=faults,
             seed=seed,
@@ -55,7 +58,7 @@ def injected(result: RunResult) -> set[str]:
 
 
 def test_kafka_workload_under_leader_kills_and_pauses_finds_no_violation(tmp_path: Path) -> None:
-    result = short_run(tmp_path, "kafka", ["kill-leader", "pause-leader"], seed=4)
+    result = short_run(tmp_path, "kafka", ["kill-leader", "pause-leader"], seed=4, duration=16)
     assert result.faults_injected >= 5
     assert injected(result) == {"kill-leader", "pause-leader"}
     assert result.report.totals["acked"] > 1000
@@ -82,7 +85,7 @@ def test_kafka_group_workload_under_coordinator_and_member_kills_finds_no_violat
 
 def test_kafka_txn_workload_over_sasl_ssl_under_coordinator_kills_finds_no_violation(tmp_path: Path) -> None:
     faults = ["kill-leader", "pause-leader", "kill-coordinator"]
-    result = short_run(tmp_path, "kafka-txn", faults, seed=3, security=True)
+    result = short_run(tmp_path, "kafka-txn", faults, seed=3, duration=16, security=True)
     assert result.faults_injected >= 5
     assert injected(result) == set(faults)
     totals = result.report.totals
@@ -94,7 +97,7 @@ def test_kafka_copy_workload_copies_exactly_once_under_coordinator_kills(tmp_pat
     """Consume-transform-produce with send_offsets_to_transaction: every input record has exactly one committed
     copy, with aborted attempts (some on purpose) invisible to read_committed readers."""
     faults = ["kill-leader", "pause-leader", "kill-coordinator"]
-    result = short_run(tmp_path, "kafka-copy", faults, seed=3)
+    result = short_run(tmp_path, "kafka-copy", faults, seed=3, duration=16)
     assert result.faults_injected >= 5
     assert injected(result) == set(faults)
     totals = result.report.totals

@@ -1,4 +1,4 @@
-"""Randomized deterministic simulation of the Raft core: 5,000 seeded schedules per run (more with RAFT_SEED_BASE).
+"""Randomized deterministic simulation of the Raft core: 2,500 seeded schedules per run (others: RAFT_SEED_BASE).
 
 Replay one schedule with its trace:   RAFT_SEED=1234 pytest tests/raft/test_simulation.py -k replay -s
 Explore other seeds:                  RAFT_SEED_BASE=50000 pytest tests/raft/test_simulation.py
@@ -14,7 +14,7 @@ from raft_sim import Violation, run_seed
 
 from odradek.controller.raft import Faults
 
-SCHEDULES = 5_000
+SCHEDULES = 2_500
 BLOCK = 250
 BASE = int(os.environ.get("RAFT_SEED_BASE", "0"))
 REPLAY = os.environ.get("RAFT_SEED")

@@ -60,7 +60,7 @@ def test_differential_suite_under_address_sanitizer(tmp_path: Path) -> None:
         PYTHONMALLOC="malloc",
         ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:exitcode=99",
         ODRADEK_NATIVE_PATH=str(module),
-        ODRADEK_CODEC_EXAMPLES="100",
+        ODRADEK_CODEC_EXAMPLES="50",
     )
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-x", str(DIFFERENTIAL)],

@@ -15,7 +15,7 @@ import os
 import pytest
 from sim import run_seed
 
-SAMPLE = 300
+SAMPLE = 200
 BLOCK = 250
 BASE = int(os.environ.get("SIM_SEED_BASE", "0"))
 SCHEDULES = int(os.environ.get("SIM_SCHEDULES", "0"))
