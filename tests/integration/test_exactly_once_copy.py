@@ -40,7 +40,7 @@ pytestmark = [
 COPIER = Path(__file__).resolve().parents[2] / "examples" / "exactly_once_copier.py"
 INPUT, OUTPUT, GROUP = "eos-in", "eos-out", "eos-copiers"
 PARTITIONS = 2
-RECORDS = 100_000
+RECORDS = 60_000
 TXN_IDS = ("eos-copier-0", "eos-copier-1")
 
 

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.integration
 
 LOAD = Path(__file__).with_name("quota_load.py")
 QUOTA = 2_000_000  # bytes per second
-WARM_UP_S, STEADY_S = 8, 15
+WARM_UP_S, STEADY_S = 10, 20
 # The greedy clients run through the warm-up and the steady pair's run, with a few seconds to spare.
 RUN_S = WARM_UP_S + STEADY_S + 6
 
