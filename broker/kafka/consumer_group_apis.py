@@ -13,6 +13,7 @@ consumer, or classic for a member of the classic protocol in the group, after an
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from kafka.protocol.api_message import ApiMessage
@@ -103,15 +104,8 @@ class ConsumerGroupApis:
         )
         for group_id, d in zip(req.group_ids, answer.groups, strict=True):
 
-            def assignment(partitions: Partitions, names: Any = d.topic_names) -> Any:
-                return Assignment(
-                    topic_partitions=[
-                        Assignment.TopicPartitions(
-                            topic_id=uuid.UUID(bytes=t), topic_name=names.get(t, ""), partitions=ps
-                        )
-                        for t, ps in by_topic(partitions)
-                    ]
-                )
+            def assignment(partitions: Partitions, names: Mapping[bytes, str] = d.topic_names) -> Any:
+                return described_assignment(Assignment, partitions, names)
 
             g = d.group
             groups.append(
@@ -149,3 +143,13 @@ def register(registry: ApiRegistry, backend: KafkaBackend) -> None:
     apis = ConsumerGroupApis(backend)
     registry.add(*schema_api(ConsumerGroupHeartbeatRequest, 0, 1, apis.heartbeat))
     registry.add(*schema_api(ConsumerGroupDescribeRequest, 0, 1, apis.describe))
+
+
+def described_assignment(assignment_cls: Any, partitions: Partitions, names: Mapping[bytes, str]) -> Any:
+    """A member's assignment as ConsumerGroupDescribe and ShareGroupDescribe answer it: by topic id, with names."""
+    return assignment_cls(
+        topic_partitions=[
+            assignment_cls.TopicPartitions(topic_id=uuid.UUID(bytes=t), topic_name=names.get(t, ""), partitions=ps)
+            for t, ps in by_topic(partitions)
+        ]
+    )

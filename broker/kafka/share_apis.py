@@ -24,6 +24,7 @@ from odradek.broker.groups.consumer_records import Partitions, by_topic
 from odradek.broker.kafka import schemas
 from odradek.broker.kafka.apis import ApiRegistry, schema_api
 from odradek.broker.kafka.backend import KafkaBackend
+from odradek.broker.kafka.consumer_group_apis import described_assignment
 from odradek.broker.kafka.wire import KafkaContext
 from odradek.broker.share.group import ShareHeartbeatRequest
 from odradek.broker.share.leader import PartitionAnswer
@@ -160,14 +161,7 @@ class ShareApis:
             d = self.share.describe(group_id, context)
 
             def assignment(partitions: Partitions, names: Mapping[bytes, str] = d.topic_names) -> Any:
-                return Assignment(
-                    topic_partitions=[
-                        Assignment.TopicPartitions(
-                            topic_id=uuid.UUID(bytes=t), topic_name=names.get(t, ""), partitions=ps
-                        )
-                        for t, ps in by_topic(partitions)
-                    ]
-                )
+                return described_assignment(Assignment, partitions, names)
 
             g = d.group
             groups.append(
