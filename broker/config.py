@@ -341,13 +341,14 @@ def _registry_authentication(value: Any) -> str:
 
 
 def _registry_client_auth(value: Any) -> str:
-    """The https registry listener's client certificates: "" (as ssl.client.auth), none, requested or required."""
+    """An https listener's client certificates (the registry's, the HTTP API's): "" (as ssl.client.auth), none,
+    requested or required."""
     return "" if not str(value).strip() else _client_auth(str(value).strip())
 
 
 def _http_listeners(value: Any) -> Endpoint | None:
-    """The HTTP API's listener (docs/http-api.md); "" = none."""
-    return _url_listener(value, "HTTP", "HTTP API")
+    """The HTTP API's listener (docs/http-api.md), ``http://`` or ``https://host:port``; "" = none."""
+    return _url_listener(value, "HTTP", "HTTP API", https=True)
 
 
 HTTP_AUTHENTICATION = ("none", "basic")
@@ -534,6 +535,14 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "group.share.session.timeout.ms": (_at_least(1), 45000),
     "group.share.heartbeat.interval.ms": (_at_least(1), 5000),
     "group.share.max.size": (_at_least(1), 200),
+    # the bounds of a share group's own share.session.timeout.ms, share.heartbeat.interval.ms and
+    # share.record.lock.duration.ms group configs (checked by the active controller)
+    "group.share.min.session.timeout.ms": (_at_least(1), 15000),
+    "group.share.max.session.timeout.ms": (_at_least(1), 60000),
+    "group.share.min.heartbeat.interval.ms": (_at_least(1), 5000),
+    "group.share.max.heartbeat.interval.ms": (_at_least(1), 15000),
+    "group.share.min.record.lock.duration.ms": (_at_least(1), 15000),
+    "group.share.max.record.lock.duration.ms": (_at_least(1), 60000),
     # the share coordinator: share-partitions' durable state in __share_group_state
     "share.coordinator.state.topic.num.partitions": (_at_least(1), 50),
     "share.coordinator.state.topic.replication.factor": (_at_least(1), 3),
@@ -569,9 +578,12 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # ("" = basic where a client listener uses SASL, else none); ACLs on SUBJECT resources with an authorizer.
     "schema.registry.ssl.client.auth": (_registry_client_auth, ""),
     "schema.registry.authentication": (_registry_authentication, ""),
-    # The HTTP API (Confluent REST Proxy v3's resources, docs/http-api.md): "http://host:port", "" = off; and how it
-    # authenticates its callers (HTTP Basic against the SCRAM credentials, or none).
+    # The HTTP API (Confluent REST Proxy v3's resources, docs/http-api.md): "http://host:port", "" = off, or
+    # "https://host:port" with the node's ssl.* files and client certificates as the next key says ("" = as
+    # ssl.client.auth); and how it authenticates its callers (HTTP Basic against the SCRAM credentials, or none; a
+    # verified client certificate names its caller either way).
     "http.listeners": (_http_listeners, ""),
+    "http.ssl.client.auth": (_registry_client_auth, ""),
     "http.authentication": (_http_authentication, ""),
 }
 
@@ -647,6 +659,10 @@ class NodeConfig:
         self._check_consumer_group_bounds()
         if self._values["group.share.heartbeat.interval.ms"] >= self._values["group.share.session.timeout.ms"]:
             raise ConfigError("group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms")
+        # The share bounds bind only the groups' own configs: a node's group.share.* settings may lie outside them.
+        for what in ("session.timeout.ms", "heartbeat.interval.ms", "record.lock.duration.ms"):
+            if self._values[f"group.share.min.{what}"] > self._values[f"group.share.max.{what}"]:
+                raise ConfigError(f"group.share.max.{what} must be greater than or equal to group.share.min.{what}")
 
     def _check_consumer_group_bounds(self) -> None:
         """Kafka's: each KIP-848 default lies within its bounds (which also bound the groups' own configs)."""
@@ -772,13 +788,15 @@ class NodeConfig:
 
     def _check_http_api(self) -> None:
         """The HTTP API runs on brokers, on a port of its own; it authenticates as the broker's client listeners do
-        (HTTP Basic checked against the SCRAM credentials where they use SASL), never less."""
+        (HTTP Basic checked against the SCRAM credentials where they use SASL), never less, and is https wherever a
+        client listener uses TLS."""
         endpoint: Endpoint | None = self._values["http.listeners"]
         mode = self._values["http.authentication"]
         if endpoint is None:
-            # A controller-only node takes it (one set of properties serves every node); a broker would ignore it.
-            if "http.authentication" in self._set and self.is_broker:
-                raise ConfigError("http.authentication is set but http.listeners is not: this broker has no HTTP API")
+            # A controller-only node takes them (one set of properties serves every node); a broker would ignore them.
+            given = [k for k in ("http.authentication", "http.ssl.client.auth") if k in self._set]
+            if given and self.is_broker:
+                raise ConfigError(f"{given[0]} is set but http.listeners is not: this broker has no HTTP API")
             return
         if not self.is_broker:
             raise ConfigError("http.listeners is set but only a broker serves the HTTP API")
@@ -788,22 +806,49 @@ class NodeConfig:
             taken[registry.port] = "schema.registry.listeners"
         if endpoint.port in taken:
             raise ConfigError(f"http.listeners uses port {endpoint.port}, as {taken[endpoint.port]} does")
-        tls = [
-            e.name
-            for e in (self.broker_listener, self.kafka_listener)
-            if e is not None and self.listener_protocol(e.name) in ("SSL", "SASL_SSL")
-        ]
-        if tls:
-            raise ConfigError(
-                f"http.listeners is plain HTTP, but listener {tls[0]} uses TLS: the HTTP API would take passwords (or "
-                "let callers in) without it; https is not supported yet"
-            )
-        sasl = [e.name for e in (self.broker_listener, self.kafka_listener) if e is not None and self.requires_sasl(e)]
-        if mode == "none" and sasl:
+        clients = [e for e in (self.broker_listener, self.kafka_listener) if e is not None]
+        if not self.http_tls:
+            if "http.ssl.client.auth" in self._set:
+                raise ConfigError(
+                    "http.ssl.client.auth is set but http.listeners is plain HTTP: client certificates need "
+                    "https://host:port"
+                )
+            tls = [e.name for e in clients if self.listener_protocol(e.name) in TLS_PROTOCOLS]
+            if tls:
+                raise ConfigError(
+                    f"http.listeners is plain HTTP, but listener {tls[0]} uses TLS: the HTTP API would take passwords "
+                    "(or let callers in) without it; use https://host:port"
+                )
+        else:
+            if not (self._values["ssl.certificate.location"] and self._values["ssl.key.location"]):
+                raise ConfigError(
+                    "http.listeners is https: it needs ssl.certificate.location and ssl.key.location (PEM files)"
+                )
+            if self.http_client_auth != "none" and not self._values["ssl.ca.location"]:
+                raise ConfigError(
+                    f"the HTTP API's client certificates ({self.http_client_auth}) need ssl.ca.location (the CA that "
+                    "signs them)"
+                )
+        sasl = [e.name for e in clients if self.requires_sasl(e)]
+        if mode == "none" and sasl and self.http_client_auth != "required":
             raise ConfigError(
                 f"http.authentication=none, but listener {sasl[0]} authenticates its clients with SASL: the HTTP API "
-                "would let anyone in as User:ANONYMOUS; use basic (or leave it empty)"
+                "would let anyone in as User:ANONYMOUS; use basic (or leave it empty), or require client "
+                "certificates (http.ssl.client.auth=required)"
             )
+
+    @property
+    def http_tls(self) -> bool:
+        """Whether the HTTP API's listener is https (the node's certificate; its client certificates below)."""
+        return isinstance(self._values["http.listeners"], HttpsEndpoint)
+
+    @property
+    def http_client_auth(self) -> str:
+        """The HTTP API's client certificates: none, requested or required (http.ssl.client.auth, else
+        ssl.client.auth); none on plain HTTP."""
+        if not self.http_tls:
+            return "none"
+        return self._values["http.ssl.client.auth"] or self._values["ssl.client.auth"]
 
     @property
     def http_listener(self) -> Endpoint | None:

@@ -380,6 +380,7 @@ class Node:
         if endpoint is None:
             return None
         from odradek.broker.rest.api import HttpApi
+        from odradek.broker.rest.security import security_of
         from odradek.broker.rest.service import Services
 
         services = Services(
@@ -402,6 +403,7 @@ class Node:
             tuple(Mechanism.parse(m) for m in c.sasl_mechanisms),
             c["connection.failed.authentication.delay.ms"],
             ready,
+            security_of(c, self.tls.files, self.certificates.of_der),
         )
         self.metrics.add_collector(api.metrics)
         return api

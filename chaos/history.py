@@ -7,7 +7,9 @@ The group workload adds what a consumer group promises about: where a member sta
 each record it processed, each commit that was acknowledged, and the committed offsets that OffsetFetch answered.
 The transactional workload records its writes with the transaction they belong to (``TxnWrite``, ``TxnAck``,
 ``TxnSendError``), each step of a transaction's end (``TxnEnd``), its ``read_committed`` readers as ``Read`` and
-``FinalRead``, and a last ``read_uncommitted`` pass over the whole log (``UncommittedRead``).
+``FinalRead``, and a last ``read_uncommitted`` pass over the whole log (``UncommittedRead``). The share group
+workload records each record a share consumer received (``ShareDelivered``) and each acknowledgement it sent and
+what the broker answered (``ShareAck``).
 
 Values are text: a workload writes unique strings such as ``"p3-000123"`` (producer 3's 123rd write) and decodes
 the bytes it reads back (UTF-8 with ``surrogateescape`` keeps arbitrary bytes round-trippable through JSON).
@@ -237,6 +239,36 @@ class UncommittedRead(_Observed):
     records included, to compare offsets and acknowledgements against."""
 
 
+@dataclass(frozen=True, slots=True)
+class ShareDelivered(_Observed):
+    """A share consumer received a record it now holds the acquisition lock of, in its ``delivery_count``-th
+    delivery as the broker counts it (recorded before it is acknowledged)."""
+
+    delivery_count: int = 0
+
+
+SHARE_ACK_KINDS = ("accept", "release", "reject")
+SHARE_ACK_RESULTS = ("invoke", "ok", "fail")
+
+
+@dataclass(frozen=True, slots=True)
+class ShareAck(Event):
+    """A share consumer's acknowledgement of the record it received in delivery ``delivery_count``: ``result``
+    invoke (recorded before it is sent), ok (the broker applied it) or fail. ``definite`` marks a failure that
+    proves it was not applied (INVALID_RECORD_STATE: the consumer no longer held the record's lock); any other
+    failure (a timeout, a lost connection) may hide an applied one."""
+
+    consumer: str
+    topic: str
+    partition: int
+    offset: int
+    kind: str
+    result: str
+    delivery_count: int = 0
+    error: str = ""
+    definite: bool = False
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     "send": Send,
     "ack": Ack,
@@ -257,6 +289,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
     "txn_send_error": TxnSendError,
     "txn_end": TxnEnd,
     "uncommitted_read": UncommittedRead,
+    "share_delivered": ShareDelivered,
+    "share_ack": ShareAck,
 }
 _TYPE_NAMES = {cls: name for name, cls in EVENT_TYPES.items()}
 _FIELDS = {cls: tuple(f.name for f in fields(cls)) for cls in EVENT_TYPES.values()}

@@ -33,6 +33,8 @@ LEAVE_S = 30.0  # a stopping member has this long to leave the group before it i
 
 
 class KafkaGroupWorkload(KafkaWorkload):
+    member_module = "odradek.chaos.kafka_member"  # what a member process runs
+
     def __init__(
         self,
         servers: str,
@@ -52,6 +54,11 @@ class KafkaGroupWorkload(KafkaWorkload):
         self._down = [False] * consumers  # crashed, not yet replaced
         self._processes: list[subprocess.Popen[str] | None] = [None] * consumers
         self._names = [f"g{i}.0" for i in range(consumers)]
+        self._leave = self._stop  # makes the members leave (the share workload's drain outlasts its producers)
+
+    def member_spec(self, name: str) -> dict[str, Any]:
+        """What a member process reads on stdin."""
+        return {"config": self.member_config(), "name": name, "group": self.group, "topic": self.topic}
 
     def member_config(self) -> dict[str, Any]:
         """Without callbacks: a member process gets it as JSON."""
@@ -94,9 +101,9 @@ class KafkaGroupWorkload(KafkaWorkload):
         """Run slot ``index``'s incarnations one after another: a new one when the last crashed (once revived) or
         exited by itself, until the workload stops."""
         for incarnation in range(1_000_000):
-            while self._running() and self._is_down(index):
-                self._stop.wait(0.2)
-            if not self._running():
+            while self._members_running() and self._is_down(index):
+                self._leave.wait(0.2)
+            if not self._members_running():
                 return
             process = self._spawn(index, f"g{index}.{incarnation}")
             if process is None:
@@ -104,7 +111,7 @@ class KafkaGroupWorkload(KafkaWorkload):
             copier = threading.Thread(target=self._copy_events, args=(process.stdout,), daemon=True)
             copier.start()
             while process.poll() is None:
-                if self._stop.wait(0.2):
+                if self._leave.wait(0.2):
                     assert process.stdin is not None
                     with contextlib.suppress(OSError):
                         process.stdin.close()  # the member leaves the group and exits
@@ -115,7 +122,10 @@ class KafkaGroupWorkload(KafkaWorkload):
                         process.wait()
             copier.join()
             if not self._is_down(index):
-                self._stop.wait(0.5)  # it exited by itself: a new incarnation
+                self._leave.wait(0.5)  # it exited by itself: a new incarnation
+
+    def _members_running(self) -> bool:
+        return not self._leave.is_set() and time.monotonic() < self.deadline
 
     def _is_down(self, index: int) -> bool:
         with self._lock:
@@ -123,12 +133,12 @@ class KafkaGroupWorkload(KafkaWorkload):
 
     def _spawn(self, index: int, name: str) -> subprocess.Popen[str] | None:
         """Start an incarnation, unless the slot crashed or the workload stopped meanwhile."""
-        spec = {"config": self.member_config(), "name": name, "group": self.group, "topic": self.topic}
+        spec = self.member_spec(name)
         with self._lock:
-            if self._down[index] or self._stop.is_set():
+            if self._down[index] or self._leave.is_set():
                 return None
             process = subprocess.Popen(
-                [sys.executable, "-m", "odradek.chaos.kafka_member"],
+                [sys.executable, "-m", self.member_module],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,

@@ -20,11 +20,12 @@ Fault kinds (``--faults``):
 - ``wipe-disk``: SIGKILL a random broker, empty its data directories and format them again (a replaced disk),
   restart it. The heal of these two data-losing faults ends once the node is back in the ISR of every partition
   it hosts (60 s at most), so that the next such fault never takes more copies than the replication factor covers;
-- ``kill-coordinator`` / ``pause-coordinator`` (group and transactional workloads): the same to the broker leading
-  the group's ``__consumer_offsets`` partition, its coordinator (found with FindCoordinator), or with the
+- ``kill-coordinator`` / ``pause-coordinator`` (group, share and transactional workloads): the same to the broker
+  leading the group's ``__consumer_offsets`` partition, its coordinator (found with FindCoordinator), or with the
   transactional workload the transaction coordinator of one of its transactional ids (the leader of the id's
-  ``__transaction_state`` partition);
-- ``kill-consumer`` (group workload): crash a group member (it stops heartbeating and never leaves the group,
+  ``__transaction_state`` partition); with the share workload every other one hits instead the share coordinator
+  of one of the topic's partitions (the leader of its ``__share_group_state`` partition);
+- ``kill-consumer`` (group and share workloads): crash a group member (it stops heartbeating and never leaves the group,
   as a killed process); the heal starts a new member in its place;
 - ``disk-full``: fill a random broker's data directory (a tmpfs) so that its writes fail with ENOSPC (blocks its
   segments reserved ahead are released first, with the broker stopped for that moment); the heal frees the space
@@ -54,13 +55,17 @@ from typing import Protocol
 
 import grpc
 
+from odradek.broker.groups.partitioner import offsets_partition_for
 from odradek.broker.log.durability import lose_unsynced
+from odradek.broker.share.state_coordinator import coordinator_key
+from odradek.broker.share.state_records import SharePartitionKey
 from odradek.chaos import clock_skew, combined, disks
 from odradek.chaos.history import Fault, Heal, History
 from odradek.chaos.membership import MEMBERSHIP_FAULTS, Membership
 from odradek.chaos.netns import NetnsNetwork
 from odradek.chaos.proxy import FaultProxy
 from odradek.client import Admin
+from odradek.client.common.topic_rules import SHARE_STATE_TOPIC
 from odradek.client.errors import ErrorCode
 from odradek.client.tls import TlsFiles
 from odradek.deploy.local import DevCluster, process_state
@@ -207,7 +212,10 @@ class Nemesis:
 
     def _coordinator(self, choice: int) -> int | None:
         """The broker coordinating the workload's group, or with transactional ids the transaction coordinator of
-        one of them (chosen by ``choice``), as the first broker that answers names it."""
+        one of them (chosen by ``choice``), as the first broker that answers names it. With a share group, every
+        other step's target is the share coordinator of one of the topic's partitions instead."""
+        if self.members is not None and getattr(self.members, "share", False) and choice % 2:
+            return self._share_coordinator(choice // 2)
         if self.members is not None:
             key_type, key = gpb.GROUP, self.members.group
         elif self.transactional_ids:
@@ -230,6 +238,25 @@ class Nemesis:
                     return None
                 return int(c.node_id)
         return None
+
+    def _share_coordinator(self, choice: int) -> int | None:
+        """The leader of the ``__share_group_state`` partition keeping the share group's state of one partition of
+        the topic (chosen by ``choice``): the share coordinator its share-partition leader reads and writes."""
+        assert self.members is not None
+        try:
+            found = {t.name: t for t in self.admin.describe_topics([self.topic, SHARE_STATE_TOPIC])}
+            topic, state = found[self.topic], found[SHARE_STATE_TOPIC]
+        except Exception as e:
+            self.no_target = f"describing {self.topic} and {SHARE_STATE_TOPIC} failed: {e}"
+            return None
+        partition = choice % len(topic.partitions)
+        key = coordinator_key(SharePartitionKey(self.members.group, bytes.fromhex(topic.topic_id), partition))
+        leader = state.partitions[offsets_partition_for(key, len(state.partitions))].leader
+        self.no_target = f"the share coordinator of partition {partition} has no leader"
+        if leader <= 0 or leader in self.avoid:
+            return None
+        self.log(f"           the share coordinator of {self.topic}-{partition}: node-{leader}")
+        return leader
 
     def _host(self, node_id: int) -> int:
         return [n.node_id for n in self.cluster.nodes].index(node_id)

@@ -64,6 +64,9 @@ from odradek.chaos.nemesis import (
 )
 from odradek.chaos.netns import NetnsNetwork
 from odradek.chaos.proxy import FaultProxy
+from odradek.chaos.share_checker import BUGS as SHARE_BUGS
+from odradek.chaos.share_checker import check as check_share
+from odradek.chaos.share_settings import DELIVERY_LIMIT, LOCK_MS, SHARE_NODE_SETTINGS
 from odradek.chaos.txn_checker import check as check_transactions
 from odradek.chaos.txn_workload import BUGS as WORKLOAD_BUGS
 from odradek.chaos.txn_workload import TXN_NODE_SETTINGS, TxnWorkload
@@ -92,11 +95,13 @@ GROUP_NODE_SETTINGS = {
 }
 # Each over odradek's own gRPC client, and with kafka- over the brokers' Kafka listener with librdkafka; kafka-copy
 # copies the topic to COPY_TOPIC exactly once (a group, and transactions that commit its offsets).
-WORKLOADS = ("default", "group", "txn", "kafka", "kafka-group", "kafka-txn", "kafka-copy")
-GROUP_WORKLOADS = ("group", "kafka-group")  # members that kill-consumer crashes
+# kafka-share: share consumers (KIP-932) that accept, release or reject what they get (kafka_share_workload.py).
+SHARE_WORKLOAD = "kafka-share"
+WORKLOADS = ("default", "group", "txn", "kafka", "kafka-group", "kafka-txn", "kafka-copy", SHARE_WORKLOAD)
+GROUP_WORKLOADS = ("group", "kafka-group", SHARE_WORKLOAD)  # members that kill-consumer crashes
 TXN_WORKLOADS = ("txn", "kafka-txn")
 COPY_WORKLOAD = "kafka-copy"
-KAFKA_WORKLOADS = ("kafka", "kafka-group", "kafka-txn", COPY_WORKLOAD)
+KAFKA_WORKLOADS = ("kafka", "kafka-group", "kafka-txn", COPY_WORKLOAD, SHARE_WORKLOAD)
 COPY_TOPIC = "chaos-copy"
 # Per producer and second: writes, or transactions with the txn workloads.
 RATES = {
@@ -107,6 +112,7 @@ RATES = {
     "kafka-group": 200.0,
     "kafka-txn": 20.0,
     COPY_WORKLOAD: 200.0,
+    SHARE_WORKLOAD: 50.0,
 }
 
 
@@ -180,7 +186,9 @@ def run(options: RunOptions, log=print) -> RunResult:
             else ""
         )
         raise ValueError(f"faults {group_faults} need a group workload{also}")
-    workload_bug = options.bug if options.bug in (*WORKLOAD_BUGS, *CONSUMER_BUGS) else ""
+    workload_bug = options.bug if options.bug in (*WORKLOAD_BUGS, *CONSUMER_BUGS, *SHARE_BUGS) else ""
+    if workload_bug in SHARE_BUGS and options.workload != SHARE_WORKLOAD:
+        raise ValueError(f"bug {workload_bug} needs the {SHARE_WORKLOAD} workload")
     if workload_bug in WORKLOAD_BUGS and options.workload not in TXN_WORKLOADS:
         raise ValueError(f"bug {workload_bug} needs a txn workload")
     if workload_bug in CONSUMER_BUGS and options.workload in KAFKA_WORKLOADS:
@@ -224,6 +232,8 @@ def run(options: RunOptions, log=print) -> RunResult:
         overrides.update(GROUP_NODE_SETTINGS)
     if options.workload in (*TXN_WORKLOADS, COPY_WORKLOAD):
         overrides.update(TXN_NODE_SETTINGS)
+    if options.workload == SHARE_WORKLOAD:
+        overrides.update(SHARE_NODE_SETTINGS)
     if options.bug and not workload_bug:
         overrides["unsafe.testing.bug"] = options.bug
     cluster: DevCluster | None = None
@@ -339,11 +349,15 @@ def run(options: RunOptions, log=print) -> RunResult:
         workload.final_read()
         if options.workload in KAFKA_WORKLOADS and hasattr(workload, "errors"):
             log(f"Kafka client errors: {workload.errors.summary()}")
+        if options.workload == SHARE_WORKLOAD:
+            log(workload.drain_summary)
         consistent, detail = metadata_agrees(cluster)
         if options.history_path is not None:
             history.write_jsonl(options.history_path)
         if options.workload == COPY_WORKLOAD:
             report: Report = check_copy(history, topic, COPY_TOPIC)
+        elif options.workload == SHARE_WORKLOAD:
+            report = check_share(history, topic, DELIVERY_LIMIT, LOCK_MS)
         else:
             report = check_transactions(history) if options.workload in TXN_WORKLOADS else check(history)
         if not report.ok and not options.bug:
@@ -398,6 +412,7 @@ KAFKA_WORKLOAD_CLASSES = {
     "kafka-group": ("kafka_group_workload", "KafkaGroupWorkload"),
     "kafka-txn": ("kafka_txn_workload", "KafkaTxnWorkload"),
     COPY_WORKLOAD: ("kafka_copy_workload", "KafkaCopyWorkload"),
+    SHARE_WORKLOAD: ("kafka_share_workload", "KafkaShareWorkload"),
 }
 
 
@@ -432,6 +447,8 @@ def make_workload(
             return kind(*args, rate, max_seconds=max_seconds, seed=options.seed, bug=bug, security=security)
         if options.workload == COPY_WORKLOAD:
             return kind(*args, rate, max_seconds=max_seconds, seed=options.seed, output=COPY_TOPIC, security=security)
+        if options.workload == SHARE_WORKLOAD:
+            return kind(*args, rate, max_seconds=max_seconds, seed=options.seed, bug=bug, security=security)
         return kind(*args, rate, max_seconds=max_seconds, security=security)
     if options.workload in TXN_WORKLOADS:
         return TxnWorkload(*args, rate, max_seconds=max_seconds, seed=options.seed, bug=bug, security=security)

@@ -32,6 +32,7 @@ from odradek.broker.config import NodeConfig, client_auth_key
 from odradek.broker.storage import format_storage
 from odradek.client.admin import AsyncAdmin
 from odradek.client.errors import AuthenticationFailedError, OdradekError
+from odradek.deploy import launcher
 from odradek.deploy.certs import make_ca, make_leaf
 from odradek.deploy.process import (
     free_port,
@@ -53,6 +54,8 @@ __all__ = [
     "running_cluster",
 ]
 
+# Exit codes of the nodes this process started itself and has reaped (``exit_status``).
+_reaped: dict[int, int] = {}
 STATE_FILE = "cluster.json"
 TLS_DIR = "tls"  # a TLS cluster's CA and admin client certificate, under the cluster's directory
 ADMIN_CLIENT_FILE = "admin-client.json"  # a secured cluster's client config for its super user, under its directory
@@ -445,20 +448,41 @@ class DevCluster:
         n = self.node(node_id)
         if process_state(n.pid) != "stopped":
             raise LocalClusterError(f"node {node_id} is already running (pid {n.pid})")
-        with open(n.log_file, "ab") as out:
-            netns = ["ip", "netns", "exec", n.netns] if n.netns else []  # execs in place: the pid is the server's
-            proc = subprocess.Popen(
-                [*netns, *server_argv(n.config)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                env=tuned_environment(),
-                cwd=n.directory,
-            )
-        n.pid = proc.pid
+        n.pid = 0
+        if not n.netns and launcher.enabled():
+            with contextlib.suppress(launcher.LauncherError):  # else started as its own process, below
+                n.pid = launcher.shared().start(Path(n.config), n.directory, n.log_file, tuned_environment())
+        if not n.pid:
+            with open(n.log_file, "ab") as out:
+                netns = ["ip", "netns", "exec", n.netns] if n.netns else []  # execs in place: the pid is the server's
+                proc = subprocess.Popen(
+                    [*netns, *server_argv(n.config)],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    env=tuned_environment(),
+                    cwd=n.directory,
+                )
+            n.pid = proc.pid
         self.save()
         return n
+
+    def exit_status(self, node_id: int) -> int | None:
+        """A stopped node's exit code (negative: the signal that ended it), if this process started it; None while it
+        runs or when its status is not known here."""
+        pid = self.node(node_id).pid
+        shared = launcher.current()
+        if shared is not None and shared.launched(pid):
+            return shared.exit_status(pid)
+        if pid not in _reaped:
+            try:
+                done, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                return None
+            if done:
+                _reaped[pid] = os.waitstatus_to_exitcode(status)
+        return _reaped.get(pid)
 
     def start_all(self) -> None:
         for n in self.nodes:
@@ -491,7 +515,9 @@ class DevCluster:
                     os.kill(n.pid, signal.SIGKILL)
         for n in self.nodes:
             with contextlib.suppress(ChildProcessError):
-                os.waitpid(n.pid, os.WNOHANG)
+                done, status = os.waitpid(n.pid, os.WNOHANG)
+                if done:
+                    _reaped[n.pid] = os.waitstatus_to_exitcode(status)
 
     def status(self) -> list[dict[str, Any]]:
         return [

@@ -6,8 +6,9 @@ the share coordinator, the leader of the share-partition's partition of the inte
 (Kafka's hash of "group:topic id:partition", as for groups in __consumer_offsets). The leader of a topic
 partition reads a share-partition's state when it starts serving it for a group, and writes each change of it
 before answering the request that made it; a group reset (DeleteGroups of a share group) initializes the state at
-a newer state epoch. Brokers call it on each other (cluster ClusterAction under an authorizer), as Kafka's
-ReadShareGroupState (84), WriteShareGroupState (85) and InitializeShareGroupState (83) between brokers.
+a newer state epoch, as do AlterShareGroupOffsets and DeleteShareGroupOffsets. Brokers call it on each other
+(cluster ClusterAction under an authorizer), as Kafka's ReadShareGroupState (84), WriteShareGroupState (85),
+InitializeShareGroupState (83) and ReadShareGroupStateSummary (87) between brokers.
 NOT_COORDINATOR elsewhere than the share coordinator, COORDINATOR_LOAD_IN_PROGRESS while it loads.
 """
 
@@ -258,3 +259,63 @@ class InitializeShareGroupStateResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___InitializeShareGroupStateResponse: _TypeAlias = InitializeShareGroupStateResponse  # noqa: Y015
+
+@_typing.final
+class ReadShareGroupStateSummaryRequest(_message.Message):
+    """DescribeShareGroupOffsets' read: the start offset and the epochs, without recording any leader epoch (an admin
+    read must not fence the leader serving the share-partition).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def key(self) -> Global___SharePartitionKey: ...
+    def __init__(
+        self,
+        *,
+        key: Global___SharePartitionKey | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadShareGroupStateSummaryRequest: _TypeAlias = ReadShareGroupStateSummaryRequest  # noqa: Y015
+
+@_typing.final
+class ReadShareGroupStateSummaryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    FOUND_FIELD_NUMBER: _builtins.int
+    STATE_EPOCH_FIELD_NUMBER: _builtins.int
+    LEADER_EPOCH_FIELD_NUMBER: _builtins.int
+    START_OFFSET_FIELD_NUMBER: _builtins.int
+    error: _common_pb2.ErrorCode.ValueType
+    error_message: _builtins.str
+    found: _builtins.bool
+    """false: nothing is stored"""
+    state_epoch: _builtins.int
+    leader_epoch: _builtins.int
+    start_offset: _builtins.int
+    """-1: not set (the leader applies share.auto.offset.reset)"""
+    def __init__(
+        self,
+        *,
+        error: _common_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        found: _builtins.bool = ...,
+        state_epoch: _builtins.int = ...,
+        leader_epoch: _builtins.int = ...,
+        start_offset: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "error_message", b"error_message", "found", b"found", "leader_epoch", b"leader_epoch", "start_offset", b"start_offset", "state_epoch", b"state_epoch"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadShareGroupStateSummaryResponse: _TypeAlias = ReadShareGroupStateSummaryResponse  # noqa: Y015

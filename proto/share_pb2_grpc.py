@@ -49,6 +49,11 @@ class ShareCoordinatorStub:
                 request_serializer=odradek_dot_proto_dot_share__pb2.InitializeShareGroupStateRequest.SerializeToString,
                 response_deserializer=odradek_dot_proto_dot_share__pb2.InitializeShareGroupStateResponse.FromString,
                 _registered_method=True)
+        self.ReadShareGroupStateSummary = channel.unary_unary(
+                '/odradek.v1.ShareCoordinator/ReadShareGroupStateSummary',
+                request_serializer=odradek_dot_proto_dot_share__pb2.ReadShareGroupStateSummaryRequest.SerializeToString,
+                response_deserializer=odradek_dot_proto_dot_share__pb2.ReadShareGroupStateSummaryResponse.FromString,
+                _registered_method=True)
 
 
 class ShareCoordinatorServicer:
@@ -72,6 +77,12 @@ class ShareCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadShareGroupStateSummary(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ShareCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -89,6 +100,11 @@ def add_ShareCoordinatorServicer_to_server(servicer, server):
                     servicer.InitializeShareGroupState,
                     request_deserializer=odradek_dot_proto_dot_share__pb2.InitializeShareGroupStateRequest.FromString,
                     response_serializer=odradek_dot_proto_dot_share__pb2.InitializeShareGroupStateResponse.SerializeToString,
+            ),
+            'ReadShareGroupStateSummary': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadShareGroupStateSummary,
+                    request_deserializer=odradek_dot_proto_dot_share__pb2.ReadShareGroupStateSummaryRequest.FromString,
+                    response_serializer=odradek_dot_proto_dot_share__pb2.ReadShareGroupStateSummaryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -172,6 +188,33 @@ class ShareCoordinator:
             '/odradek.v1.ShareCoordinator/InitializeShareGroupState',
             odradek_dot_proto_dot_share__pb2.InitializeShareGroupStateRequest.SerializeToString,
             odradek_dot_proto_dot_share__pb2.InitializeShareGroupStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadShareGroupStateSummary(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.ShareCoordinator/ReadShareGroupStateSummary',
+            odradek_dot_proto_dot_share__pb2.ReadShareGroupStateSummaryRequest.SerializeToString,
+            odradek_dot_proto_dot_share__pb2.ReadShareGroupStateSummaryResponse.FromString,
             options,
             channel_credentials,
             insecure,

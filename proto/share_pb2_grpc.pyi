@@ -6,8 +6,9 @@ the share coordinator, the leader of the share-partition's partition of the inte
 (Kafka's hash of "group:topic id:partition", as for groups in __consumer_offsets). The leader of a topic
 partition reads a share-partition's state when it starts serving it for a group, and writes each change of it
 before answering the request that made it; a group reset (DeleteGroups of a share group) initializes the state at
-a newer state epoch. Brokers call it on each other (cluster ClusterAction under an authorizer), as Kafka's
-ReadShareGroupState (84), WriteShareGroupState (85) and InitializeShareGroupState (83) between brokers.
+a newer state epoch, as do AlterShareGroupOffsets and DeleteShareGroupOffsets. Brokers call it on each other
+(cluster ClusterAction under an authorizer), as Kafka's ReadShareGroupState (84), WriteShareGroupState (85),
+InitializeShareGroupState (83) and ReadShareGroupStateSummary (87) between brokers.
 NOT_COORDINATOR elsewhere than the share coordinator, COORDINATOR_LOAD_IN_PROGRESS while it loads.
 """
 
@@ -42,6 +43,7 @@ class ShareCoordinatorStub:
     ReadShareGroupState: _grpc.UnaryUnaryMultiCallable[_share_pb2.ReadShareGroupStateRequest, _share_pb2.ReadShareGroupStateResponse]
     WriteShareGroupState: _grpc.UnaryUnaryMultiCallable[_share_pb2.WriteShareGroupStateRequest, _share_pb2.WriteShareGroupStateResponse]
     InitializeShareGroupState: _grpc.UnaryUnaryMultiCallable[_share_pb2.InitializeShareGroupStateRequest, _share_pb2.InitializeShareGroupStateResponse]
+    ReadShareGroupStateSummary: _grpc.UnaryUnaryMultiCallable[_share_pb2.ReadShareGroupStateSummaryRequest, _share_pb2.ReadShareGroupStateSummaryResponse]
 
 @_typing.type_check_only
 class ShareCoordinatorAsyncStub(ShareCoordinatorStub):
@@ -49,6 +51,7 @@ class ShareCoordinatorAsyncStub(ShareCoordinatorStub):
     ReadShareGroupState: _aio.UnaryUnaryMultiCallable[_share_pb2.ReadShareGroupStateRequest, _share_pb2.ReadShareGroupStateResponse]  # type: ignore[assignment]
     WriteShareGroupState: _aio.UnaryUnaryMultiCallable[_share_pb2.WriteShareGroupStateRequest, _share_pb2.WriteShareGroupStateResponse]  # type: ignore[assignment]
     InitializeShareGroupState: _aio.UnaryUnaryMultiCallable[_share_pb2.InitializeShareGroupStateRequest, _share_pb2.InitializeShareGroupStateResponse]  # type: ignore[assignment]
+    ReadShareGroupStateSummary: _aio.UnaryUnaryMultiCallable[_share_pb2.ReadShareGroupStateSummaryRequest, _share_pb2.ReadShareGroupStateSummaryResponse]  # type: ignore[assignment]
 
 class ShareCoordinatorServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -71,5 +74,12 @@ class ShareCoordinatorServicer(metaclass=_abc_1.ABCMeta):
         request: _share_pb2.InitializeShareGroupStateRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_share_pb2.InitializeShareGroupStateResponse, _abc.Awaitable[_share_pb2.InitializeShareGroupStateResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ReadShareGroupStateSummary(
+        self,
+        request: _share_pb2.ReadShareGroupStateSummaryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_share_pb2.ReadShareGroupStateSummaryResponse, _abc.Awaitable[_share_pb2.ReadShareGroupStateSummaryResponse]]: ...
 
 def add_ShareCoordinatorServicer_to_server(servicer: ShareCoordinatorServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

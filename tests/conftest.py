@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from odradek.deploy import launcher
+
 DURATIONS = Path(__file__).with_name("durations.json")
 CPU = Path(__file__).resolve().parents[1] / "build" / "test-cpu.json"
 # Files that share a session-scoped resource, and so one worker.
@@ -39,9 +41,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _cpu_seconds() -> float:
-    """This process's CPU and that of its children it has reaped (the nodes a test started and stopped)."""
+    """This process's CPU and that of its children it has reaped, and of the nodes its node launcher forked and
+    reaped (the nodes a test started and stopped)."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    nodes = launcher.current()
+    forked = nodes.children_cpu_seconds() if nodes is not None else 0.0
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + forked
 
 
 class CpuMeter:

@@ -565,18 +565,30 @@ NODE: dict[str, Key] = {
         ),
     ),
     "http.listeners": Key(
-        "`http://host:port`: the broker serves the HTTP API (Confluent REST Proxy v3's resources, "
-        "docs/http-api.md) there; empty (default): none",
+        "`http://host:port` or `https://host:port` (TLS with the node's `ssl.*` files): the broker serves the HTTP "
+        "API (Confluent REST Proxy v3's resources, docs/http-api.md) there; empty (default): none",
         (
             "tests/rest/test_http_config.py::test_a_listener_binds_its_address_and_a_wildcard_advertises_the_broker_host",
             "tests/rest/test_http_config.py::test_bad_values_are_refused_in_one_line",
             "tests/rest/test_http_api_cluster.py::test_records_produced_in_each_type_are_read_back_from_either_broker",
+            "tests/rest/test_http_api_tls.py::test_basic_credentials_over_https_where_certificates_are_only_requested",
+        ),
+    ),
+    "http.ssl.client.auth": Key(
+        "an https HTTP API's client certificates: `none`, `requested` or `required` (verified against "
+        "`ssl.ca.location`; the principal by `ssl.principal.mapping.rules`); empty (default): as `ssl.client.auth`",
+        (
+            "tests/rest/test_http_config.py::test_https_takes_the_nodes_certificate_and_client_authentication",
+            "tests/rest/test_http_api_tls.py::"
+            "test_a_listener_requiring_client_certificates_refuses_the_handshake_without_one",
+            "tests/rest/test_http_api_tls.py::test_a_client_certificate_is_its_principal_with_its_acls",
         ),
     ),
     "http.authentication": Key(
         "how the HTTP API knows its callers: `basic` (HTTP Basic, checked against the SCRAM credentials), `none` "
-        "(User:ANONYMOUS; refused where the client listeners use SASL); empty (default): as the broker's client "
-        "listeners, `basic` where they use SASL",
+        "(User:ANONYMOUS; refused where the client listeners use SASL, unless client certificates are required); "
+        "a verified client certificate's principal either way; empty (default): as the broker's client listeners, "
+        "`basic` where they use SASL",
         (
             "tests/rest/test_http_config.py::test_authentication_follows_the_client_listeners_unless_set",
             "tests/rest/test_http_config.py::test_no_authentication_is_refused_where_the_client_listeners_use_sasl",
@@ -733,6 +745,30 @@ NODE: dict[str, Key] = {
     "group.share.max.size": Key(
         "most members of a share group (else GROUP_MAX_SIZE_REACHED)",
         (SHARE_CONFIG, f"{SHARE_SHELLS}::test_a_full_share_group_refuses_a_member"),
+    ),
+    "group.share.min.session.timeout.ms": Key(
+        "least `share.session.timeout.ms` a share group may set (group config)",
+        (SHARE_CONFIG, "tests/controller/test_group_configs.py::test_kafkas_share_group_config_rules"),
+    ),
+    "group.share.max.session.timeout.ms": Key(
+        "most `share.session.timeout.ms` a share group may set (group config)",
+        (SHARE_CONFIG, "tests/controller/test_group_configs.py::test_kafkas_share_group_config_rules"),
+    ),
+    "group.share.min.heartbeat.interval.ms": Key(
+        "least `share.heartbeat.interval.ms` a share group may set (group config)",
+        (SHARE_CONFIG, "tests/controller/test_group_configs.py::test_kafkas_share_group_config_rules"),
+    ),
+    "group.share.max.heartbeat.interval.ms": Key(
+        "most `share.heartbeat.interval.ms` a share group may set (group config)",
+        (SHARE_CONFIG, "tests/controller/test_group_configs.py::test_kafkas_share_group_config_rules"),
+    ),
+    "group.share.min.record.lock.duration.ms": Key(
+        "least `share.record.lock.duration.ms` a share group may set (group config)",
+        (SHARE_CONFIG, "tests/controller/test_group_configs.py::test_kafkas_share_group_config_rules"),
+    ),
+    "group.share.max.record.lock.duration.ms": Key(
+        "most `share.record.lock.duration.ms` a share group may set (group config)",
+        (SHARE_CONFIG, "tests/controller/test_group_configs.py::test_kafkas_share_group_config_rules"),
     ),
     "share.coordinator.state.topic.num.partitions": Key("partitions of `__share_group_state`", (SHARE_CONFIG,)),
     "share.coordinator.state.topic.replication.factor": Key(

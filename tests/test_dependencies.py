@@ -40,6 +40,8 @@ EXTRA_MODULES = {
             "kafka_transactions",
             "kafka_txn_workload",
             "kafka_copy_workload",
+            "kafka_share_workload",
+            "kafka_share_member",
         )
     },
 }

@@ -61,6 +61,7 @@ SANS_IO_CORES = [
     "odradek.controller.placement",
     "odradek.chaos.checker",
     "odradek.chaos.txn_checker",
+    "odradek.chaos.share_checker",
     "odradek.broker.groups.records",
     "odradek.broker.groups.offsets",
     "odradek.broker.groups.partitioner",

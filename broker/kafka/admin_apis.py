@@ -99,7 +99,7 @@ from odradek.client.common.admin.topics import (
     DeleteTopicsAnswer,
     TopicResult,
 )
-from odradek.client.common.group_configs import GROUP_CONFIGS
+from odradek.client.common.group_configs import GROUP_CONFIGS, INT_CONFIGS
 from odradek.client.common.topic_rules import TOPIC_CONFIGS, TopicDefault, dynamic_broker_keys, node_key
 from odradek.client.errors import ErrorCode
 
@@ -560,8 +560,8 @@ async def _describe_configs(backend: KafkaBackend, ctx: KafkaContext, version: i
 
 
 def _group_entry(c: DescribedConfig, with_synonyms: bool) -> Any:
-    """A group config's entry: an int, its own value (GROUP_CONFIG) or the node's (DEFAULT_CONFIG or
-    STATIC_BROKER_CONFIG), with no other synonym."""
+    """A group config's entry: an int (the share offset reset and isolation level: strings), its own value
+    (GROUP_CONFIG) or the node's (DEFAULT_CONFIG or STATIC_BROKER_CONFIG), with no other synonym."""
     entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
     source = _CONFIG_SOURCES.get(c.source, 0)
     return entry(
@@ -571,7 +571,7 @@ def _group_entry(c: DescribedConfig, with_synonyms: bool) -> Any:
         config_source=source,
         is_sensitive=False,
         synonyms=[entry.DescribeConfigsSynonym(name=c.name, value=c.value, source=source)] if with_synonyms else [],
-        config_type=INT,
+        config_type=INT if c.name in INT_CONFIGS else STRING,
         documentation=None,
     )
 

@@ -15,6 +15,7 @@ from odradek.broker.kafka import (
     sasl_apis,
     security_apis,
     share_apis,
+    share_offset_apis,
     txn_admin_apis,
     txn_apis,
 )
@@ -40,6 +41,7 @@ def kafka_apis(backend: KafkaBackend, *, sasl: bool = False) -> ApiRegistry:
         txn_apis,
         txn_admin_apis,
         share_apis,
+        share_offset_apis,
     ):
         module.register(registry, backend)
     return registry

@@ -4,10 +4,12 @@ when ``http.listeners`` is set and serves it with its other listeners.
 
 Each request, in order: wait (bounded) until the broker has caught up with the metadata log (its ACLs and SCRAM
 credentials are the cluster's then); establish the caller (``http.authentication``: HTTP Basic checked against the
-SCRAM credentials, a console session's cookie, or User:ANONYMOUS); refuse a state-changing request another site
-made (session.py); route it; check the path's cluster id; serve it. Every refusal is Confluent's error shape;
-nothing is written for a request refused before the service runs it, nor for one the service refuses. Every request
-that may change something is written to the ``odradek.audit`` log with its caller and outcome.
+SCRAM credentials, a console session's cookie, or User:ANONYMOUS; on https a verified client certificate's
+principal where no credentials are sent, and a forwarding node's word for the caller, security.py); refuse a
+state-changing request another site made (session.py); route it; check the path's cluster id; serve it, within the
+caller's byte-rate quotas (quotas.py). Every refusal is Confluent's error shape; nothing is written for a request
+refused before the service runs it, nor for one the service refuses. Every request that may change something is
+written to the ``odradek.audit`` log with its caller and outcome.
 
 The web console (console.py, docs/console.md) is served on the same listener under ``/ui/``.
 """
@@ -37,8 +39,10 @@ from odradek.broker.rest.console_service import ConsoleService
 from odradek.broker.rest.errors import RestError
 from odradek.broker.rest.resources import Links
 from odradek.broker.rest.routes import route
+from odradek.broker.rest.security import CLIENT_HOST_HEADER, PLAIN, PRINCIPAL_HEADER, HttpSecurity
 from odradek.broker.rest.service import Answer, Call, RestService, Services
-from odradek.client.common.caller import ANONYMOUS
+from odradek.client.common.acls import AclOperation
+from odradek.client.common.caller import ANONYMOUS, UNKNOWN_HOST, Caller
 from odradek.client.common.request_context import HTTP, RequestContext
 from odradek.client.common.scram import Mechanism
 
@@ -71,19 +75,22 @@ class HttpApi:
         mechanisms: tuple[Mechanism, ...],
         failed_authentication_delay_ms: int,
         ready: asyncio.Event,
+        security: HttpSecurity = PLAIN,
     ) -> None:
         self.services = services
+        self.security = security
         self.service = RestService(services)
         self.console_service = ConsoleService(self.service)
         self.basic = authentication == "basic"
         self._login = BasicLogin(credentials, mechanisms, failed_authentication_delay_ms)
         self._ready = ready
         self.sessions = session.Sessions(lambda: int(time.monotonic() * 1000), lambda: secrets.token_urlsafe(32))
-        self.console = console.Console(self._login if self.basic else None, self.sessions, self._wait_ready)
+        transport = console.Transport(self._certified, security.tls is not None)
+        self.console = console.Console(self._login if self.basic else None, self.sessions, self._wait_ready, transport)
         self._document = json_reply(200, openapi.document(basic_auth=self.basic))
         self.requests: Counter[tuple[str, int]] = Counter()
         self.listener = HttpListener(
-            endpoint.host, endpoint.port, self.handle, setting="http.listeners", what="HTTP API"
+            endpoint.host, endpoint.port, self.handle, setting="http.listeners", what="HTTP API", tls=security.tls
         )
 
     async def serve(self) -> None:
@@ -107,7 +114,9 @@ class HttpApi:
         if console.is_console(http.target):
             return await self._console(http)
         operation = "unrouted"
-        found = self.sessions.find(http.header(b"cookie")) if http.header(b"authorization") is None else None
+        found = None
+        if http.header(b"authorization") is None:
+            found = self.sessions.find(http.header(b"cookie"), http.peer_certificate)
         principal = found.principal if found is not None else ANONYMOUS  # as audited if refused before the end
         try:
             await self._wait_ready()
@@ -185,10 +194,12 @@ class HttpApi:
         """The caller's principal, and the request as it is served and forwarded. A state-changing request from
         another site is refused first (session.py). A request without credentials but with a console session's
         cookie (``found``, the session it names) is the session's, and must carry its CSRF token to change
-        anything; it goes on with the session's credentials in place of the cookie. Otherwise, without
-        authentication every caller is User:ANONYMOUS (credentials sent anyway are not looked at); with basic, a
-        request without valid credentials is refused (401), after connection.failed.authentication.delay.ms for
-        wrong ones, and nothing tells whether the user exists."""
+        anything; it goes on with the session's credentials in place of the cookie. A request forwarded by a node
+        (its verified certificate's principal may ClusterAction) is the caller's it names, from the address it
+        names. Otherwise HTTP Basic credentials, when sent and with basic, name the caller; else a verified client
+        certificate's principal; else, without authentication, User:ANONYMOUS (credentials sent anyway are not
+        looked at); with basic, a request without valid credentials is refused (401), after
+        connection.failed.authentication.delay.ms for wrong ones, and nothing tells whether the user exists."""
         origin, fetch_site = http.header(b"origin"), http.header(b"sec-fetch-site")
         session.check_origin(http.method, origin, fetch_site, console.request_host(http))
         if found is not None:
@@ -197,50 +208,95 @@ class HttpApi:
             if found.authorization is not None:
                 headers += ((b"authorization", found.authorization.encode()),)
             return found.principal, dataclasses.replace(http, headers=headers)
+        certified = self._certified(http)
+        if certified is not None:
+            forwarded = http.header(PRINCIPAL_HEADER.encode())
+            if forwarded is not None and self._trusted_forwarder(Caller(certified, http.peer_host or UNKNOWN_HOST)):
+                client = http.header(CLIENT_HOST_HEADER.encode()) or ""
+                return forwarded, dataclasses.replace(http, peer_host=client, peer_port=0)
+        authorization = http.header(b"authorization")
+        if self.basic and authorization is not None:
+            return await self._login.principal(authorization), http
+        if certified is not None:
+            return certified, http
         if not self.basic:
             return ANONYMOUS, http
-        return await self._login.principal(http.header(b"authorization")), http
+        return await self._login.principal(authorization), http
+
+    def _certified(self, http: HttpRequest) -> str | None:
+        """The principal of the client certificate the handshake verified (None without one); 401 when no
+        ssl.principal.mapping.rules rule maps its subject."""
+        certificates = self.security.certificates
+        if not http.peer_certificate or certificates is None:
+            return None
+        try:
+            return certificates(http.peer_certificate)
+        except ValueError as e:
+            raise errors.unauthenticated(f"the client certificate gives no principal: {e}") from None
+
+    def _trusted_forwarder(self, forwarder: Caller) -> bool:
+        """Whether a forwarder may speak for its caller: a node (ClusterAction on the cluster); without an
+        authorizer any verified certificate, since principals then grant nothing."""
+        access = self.services.access
+        if not access.enabled:
+            return True
+        return access.allows_cluster(forwarder, AclOperation.CLUSTER_ACTION, audit_denial=False)
 
     def _call(self, http: HttpRequest, principal: str) -> Call:
         host = http.header(FORWARDED_HOST_HEADER.encode()) or http.header(b"host")
-        base = f"http://{host}" if host else f"http://{self.listener.host}:{self.listener.port}"
+        scheme = self.security.scheme
+        base = f"{scheme}://{host}" if host else f"{scheme}://{self.listener.host}:{self.listener.port}"
         return Call(
             http,
             Links(base, self.services.cluster_id),
             RequestContext(principal, CLIENT_ID, _peer(http.peer_host, http.peer_port), HTTP),
             forwarded=http.header(FORWARDED_HEADER.encode()) is not None,
             local_only=http.header(SCOPE_HEADER.encode()) == "local",
-            forward=lambda broker, extra: self._forward(http, broker, extra),
-            fan_out=lambda: self._fan_out(http),
+            forward=lambda broker, extra: self._forward(http, principal, broker, extra),
+            fan_out=lambda: self._fan_out(http, principal),
         )
 
     def _address(self, broker: int) -> tuple[str, int] | None:
         registered = self.services.image().brokers.get(broker)
         return None if registered is None or registered.fenced else registered.endpoint(LISTENER_NAME)
 
-    async def _forward(self, http: HttpRequest, broker: int, extra: tuple[tuple[str, str], ...]) -> HttpReply:
+    async def _forward(
+        self, http: HttpRequest, principal: str, broker: int, extra: tuple[tuple[str, str], ...]
+    ) -> HttpReply:
         """The answer of ``broker``'s HTTP API to this request (with the caller's credentials: it authenticates and
-        authorizes the caller itself)."""
+        authorizes the caller itself; over https, with the caller's principal and address too, which it believes
+        from this node's certificate)."""
         address = self._address(broker)
         if address is None:
             raise errors.unavailable(f"broker {broker} serves this request but has no HTTP API listener registered")
         headers = [(k.decode(), v.decode("latin-1")) for k, v in http.headers if k in _PASSED_ON]
         headers += [(FORWARDED_HEADER, str(self.services.node_id)), *extra]
+        forward_tls = self.security.forward_tls
+        if forward_tls is not None:
+            headers += [(PRINCIPAL_HEADER, principal), (CLIENT_HOST_HEADER, http.peer_host or UNKNOWN_HOST)]
         client_host = http.header(FORWARDED_HOST_HEADER.encode()) or http.header(b"host")
         if client_host:
             headers.append((FORWARDED_HOST_HEADER, client_host))
         try:
             return await http_server.exchange(
-                address[0], address[1], http.method, http.target, http.body, headers, FORWARD_TIMEOUT_S
+                address[0],
+                address[1],
+                http.method,
+                http.target,
+                http.body,
+                headers,
+                FORWARD_TIMEOUT_S,
+                forward_tls() if forward_tls is not None else None,
             )
         except (OSError, TimeoutError, h11.ProtocolError) as e:
             raise errors.retriable(f"forwarding to broker {broker} failed: {e or type(e).__name__}") from None
 
-    async def _fan_out(self, http: HttpRequest) -> list[tuple[int, HttpReply]]:
+    async def _fan_out(self, http: HttpRequest, principal: str) -> list[tuple[int, HttpReply]]:
         """This request asked of every other live broker, for its own part alone."""
         others = [b for b in sorted(self.services.image().brokers) if b != self.services.node_id]
         live = [b for b in others if self._address(b) is not None]
-        replies = await asyncio.gather(*(self._forward(http, b, ((SCOPE_HEADER, "local"),)) for b in live))
+        scope = ((SCOPE_HEADER, "local"),)
+        replies = await asyncio.gather(*(self._forward(http, principal, b, scope) for b in live))
         return list(zip(live, replies, strict=True))
 
 

@@ -3,7 +3,9 @@ HTML, CSS and JavaScript shipped in the package, served from memory) and ``/ui/s
 (a session cookie, session.py) and out. Everything else the console does goes through the HTTP API's routes.
 
 Sign-in takes a SCRAM user's name and password as HTTP Basic does (``http.authentication=basic``); without
-authentication it opens an anonymous session (User:ANONYMOUS), which the console needs only for its CSRF token.
+authentication it opens an anonymous session (User:ANONYMOUS), which the console needs only for its CSRF token. On
+https, a browser presenting a client certificate the handshake verified signs in as the certificate's principal
+with an empty body, without a password; that session is bound to the certificate (session.py).
 The session keeps the Basic credentials it signed in with, in this broker's memory alone, because a request that
 belongs to another broker is forwarded to it with the caller's credentials (api.py), as a Basic caller's is.
 Sign-ins, refusals and sign-outs are written to the ``odradek.audit`` log.
@@ -14,6 +16,7 @@ from __future__ import annotations
 import base64
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from importlib import resources
 from urllib.parse import urlsplit
 
@@ -70,14 +73,30 @@ def load_assets() -> dict[str, tuple[bytes, str]]:
     return out
 
 
-class Console:
-    """``login`` None: the listener does not authenticate (every session is User:ANONYMOUS); ``ready`` waits until
-    the broker has the cluster's credentials."""
+@dataclass(frozen=True)
+class Transport:
+    """What the console needs of the listener's TLS: ``certified(request)`` is the principal of the client
+    certificate the connection presented (None without one); ``secure``: https, so cookies are ``Secure``."""
 
-    def __init__(self, login: BasicLogin | None, sessions: Sessions, ready: Callable[[], Awaitable[None]]) -> None:
+    certified: Callable[[HttpRequest], str | None] = lambda _request: None
+    secure: bool = False
+
+
+class Console:
+    """``login`` None: the listener does not authenticate (every session is User:ANONYMOUS, or a certificate's
+    principal); ``ready`` waits until the broker has the cluster's credentials."""
+
+    def __init__(
+        self,
+        login: BasicLogin | None,
+        sessions: Sessions,
+        ready: Callable[[], Awaitable[None]],
+        transport: Transport = Transport(),
+    ) -> None:
         self._login = login
         self._sessions = sessions
         self._ready = ready
+        self._transport = transport
         self._assets = load_assets()
 
     async def handle(self, http: HttpRequest) -> HttpReply:
@@ -97,19 +116,24 @@ class Console:
 
     async def _session(self, http: HttpRequest) -> HttpReply:
         mode = "basic" if self._login is not None else "none"
-        found = self._sessions.find(http.header(b"cookie"))
+        found = self._sessions.find(http.header(b"cookie"), http.peer_certificate)
+        secure = self._transport.secure
         if http.method == "GET":
             if found is None:
-                return _answer(200, {"signed_in": False, "authentication": mode})
+                answer: dict[str, object] = {"signed_in": False, "authentication": mode}
+                certified = self._transport.certified(http)
+                if certified is not None:  # the console signs in with it, without a password
+                    answer["certificate_principal"] = certified
+                return _answer(200, answer)
             return _answer(200, _signed_in(found, mode))
         session.check_origin(http.method, http.header(b"origin"), http.header(b"sec-fetch-site"), request_host(http))
         if http.method == "DELETE":
             if found is None:
-                return HttpReply(204, JSON, b"", (*SECURITY_HEADERS, *_NO_STORE, session.clear_cookie()))
+                return HttpReply(204, JSON, b"", (*SECURITY_HEADERS, *_NO_STORE, session.clear_cookie(secure)))
             session.check_csrf(http.method, found, http.header(session.CSRF_HEADER.encode()))
             self._sessions.close(found.token)
             audit.info("console sign-out %s from %s", found.principal, http.peer_host)
-            return HttpReply(204, JSON, b"", (*SECURITY_HEADERS, *_NO_STORE, session.clear_cookie()))
+            return HttpReply(204, JSON, b"", (*SECURITY_HEADERS, *_NO_STORE, session.clear_cookie(secure)))
         if http.method != "POST":
             raise errors.method_not_allowed(http.method, SESSION_PATH)
         if (http.header(b"content-type") or "").split(";")[0].strip().lower() != JSON:
@@ -118,10 +142,13 @@ class Console:
         await self._ready()
         opened = await self._open(http)
         audit.info("console sign-in %s from %s", opened.principal, http.peer_host)
-        return _answer(200, _signed_in(opened, mode), (session.set_cookie(opened.token),))
+        return _answer(200, _signed_in(opened, mode), (session.set_cookie(opened.token, secure),))
 
     async def _open(self, http: HttpRequest) -> session.Session:
         obj = bodies.json_object(http.body)
+        certified = self._transport.certified(http)
+        if not obj and certified is not None:
+            return self._sessions.open(certified, None, lambda: True, http.peer_certificate)
         if self._login is None:
             if obj:
                 raise errors.bad_request("this listener does not authenticate: sign in with an empty object {}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import hashlib
 import json
 import secrets
@@ -37,6 +38,7 @@ from odradek.broker.groups.requests import (
     OffsetFetch,
 )
 from odradek.broker.http_types import HttpReply
+from odradek.broker.quotas.manager import QuotaKind
 from odradek.broker.rest import decoding, errors, offsets, republish, resources, search, throughput
 from odradek.broker.rest import requests as rq
 from odradek.broker.rest.resources import JsonObject, collection
@@ -394,23 +396,32 @@ class ConsoleService:
         self, r: rq.SearchRecords, call: Call, partitions: Sequence[int], budget: int, started: float
     ) -> JsonObject:
         """Scan this broker's ``partitions`` a chunk at a time, in turn, until each reaches the high watermark it
-        had when the page began, or a bound: ``max_matches`` in all, its share of ``budget`` records, the time."""
+        had when the page began, or a bound: ``max_matches`` in all, its share of ``budget`` records, the time. The
+        chunks are the caller's fetches: while its fetch quota holds it, the scan waits (within the time)."""
         deadline = started + r.timeout_ms / 1000
         states = await self._starts(r, call, partitions)
         left = dict(zip(partitions, search.shares(budget, len(partitions)), strict=True))
         match = search.matcher(r.filter)
         found: list[JsonObject] = []
         stopped = "end"
+        throttled = 0.0
         active = [p for p in partitions if not states[p].done]
         while active:
             if time.monotonic() >= deadline:
                 stopped = "timeout"
                 break
             for p in list(active):
+                held = self.rest.quotas.held_ms(QuotaKind.FETCH, call.request_context)
+                if held > 0:
+                    wait = min(held / 1000, deadline - time.monotonic())
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                        throttled += wait
+                    break  # the time is checked again before the next chunk
                 state = states[p]
                 fetched = await self._fetch(call, r.topic, p, state.next_offset)
                 if fetched.error == ErrorCode.OFFSET_OUT_OF_RANGE and fetched.log_start_offset > state.next_offset:
-                    states[p] = search.PartitionScan(p, fetched.log_start_offset, state.end_offset, state.scanned)
+                    states[p] = dataclasses.replace(state, next_offset=fetched.log_start_offset)
                     continue
                 _check(fetched.error, "", topic=r.topic)
                 wanted = r.max_matches - len(found)
@@ -418,7 +429,7 @@ class ConsoleService:
                     search.scan, fetched.records, state.next_offset, state.end_offset, match, wanted, left[p]
                 )
                 next_offset = scanned.next_offset if fetched.records else state.end_offset
-                states[p] = search.PartitionScan(p, next_offset, state.end_offset, state.scanned + scanned.scanned)
+                states[p] = dataclasses.replace(state, next_offset=next_offset, scanned=state.scanned + scanned.scanned)
                 left[p] -= scanned.scanned
                 found += [search.found_record(p, x) for x in scanned.matches]
                 if states[p].done or left[p] <= 0:
@@ -431,7 +442,9 @@ class ConsoleService:
         if stopped == "end" and any(not s.done for s in states.values()):
             stopped = "max_scanned"
         elapsed = int((time.monotonic() - started) * 1000)
-        return search.page(r.topic, call.links.cluster_id, states.values(), found, stopped, elapsed)
+        return search.page(
+            r.topic, call.links.cluster_id, states.values(), found, stopped, elapsed, int(throttled * 1000)
+        )
 
     async def _starts(
         self, r: rq.SearchRecords, call: Call, partitions: Sequence[int]
@@ -455,7 +468,8 @@ class ConsoleService:
                 start = r.offset
             else:
                 start = end if at_time[tp] < 0 else at_time[tp]
-            out[tp.partition] = search.PartitionScan(tp.partition, min(max(start, first), end), end)
+            at = min(max(start, first), end)
+            out[tp.partition] = search.PartitionScan(tp.partition, at, end, start_offset=at)
         return out
 
     async def _decode(self, found: Sequence[JsonObject], call: Call) -> None:
@@ -517,6 +531,10 @@ class ConsoleService:
         which)."""
         self.rest._allowed(call, AclOperation.READ, ResourceType.TOPIC, r.topic)
         self.rest._allowed(call, AclOperation.WRITE, ResourceType.TOPIC, r.destination)
+        quotas, charged = self.rest.quotas, call.request_context
+        quotas.admit(charged, QuotaKind.FETCH, QuotaKind.PRODUCE)  # refused before anything is read or written
+        # Read and written uncharged wherever the leaders are (the brokers' channel is not charged), and charged here.
+        call = dataclasses.replace(call, request_context=dataclasses.replace(charged, quotas_apply=False))
         image = self.s.image()
         source, target = image.topic(r.topic), image.topic(r.destination)
         if source is None:
@@ -528,7 +546,8 @@ class ConsoleService:
         for part in ranges:
             if part.partition not in source.partitions:
                 raise errors.partition_not_found(r.topic, part.partition)
-            found[part.partition] = await self._read_range(call, r.topic, part)
+            found[part.partition], size = await self._read_range(call, r.topic, part)
+            quotas.charge(QuotaKind.FETCH, charged, size)
         routed = republish.route(
             ((p, x) for p in sorted(found) for x in found[p]), len(target.partitions), r.same_partition, self.rest.pick
         )
@@ -539,6 +558,7 @@ class ConsoleService:
             for batch in republish.batches(records, now, r.keep_timestamps):
                 try:
                     offset = await self._append(call, r.destination, partition, batch)
+                    quotas.charge(QuotaKind.PRODUCE, charged, len(batch))
                 except errors.RestError as e:
                     done = sum(int(w["count"]) for w in written)
                     raise errors.RestError(
@@ -559,8 +579,10 @@ class ConsoleService:
             },
         )
 
-    async def _read_range(self, call: Call, topic: str, part: republish.SourceRange) -> list[Record]:
+    async def _read_range(self, call: Call, topic: str, part: republish.SourceRange) -> tuple[list[Record], int]:
+        """The records of a source range, and the bytes read for them."""
         out: list[Record] = []
+        size = 0
         position = part.start
         while position < part.end:
             fetched = await self._fetch(call, topic, part.partition, position)
@@ -568,6 +590,7 @@ class ConsoleService:
                 position = fetched.log_start_offset
                 continue
             _check(fetched.error, "", topic=topic)
+            size += len(fetched.records)
             scanned = await asyncio.to_thread(
                 search.scan, fetched.records, position, part.end, None, republish.MAX_RECORDS + 1, part.end - position
             )
@@ -575,7 +598,7 @@ class ConsoleService:
             if not fetched.records or scanned.next_offset <= position:
                 break
             position = scanned.next_offset
-        return out
+        return out, size
 
     async def _append(self, call: Call, topic: str, partition: int, batch: bytes) -> int:
         """Append one batch to the partition's leader with acks=all; its first offset."""

@@ -14,7 +14,7 @@ import base64
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from odradek.broker.rest import errors
@@ -202,13 +202,15 @@ def found_record(partition: int, r: Record, decoded: Mapping[str, object] | None
 
 @dataclass(frozen=True, slots=True)
 class PartitionScan:
-    """Where one partition's scan stands: the next offset, the end it stops at (the high watermark when it began)
-    and the records it has looked at."""
+    """Where one partition's scan stands: the next offset, the end it stops at (the high watermark when it began),
+    the records it has looked at and the offset the page began at (so a client pages with a progress: offsets
+    scanned of those between where it started and the end)."""
 
     partition: int
     next_offset: int
     end_offset: int
     scanned: int = 0
+    start_offset: int | None = None  # where this page began (None: at next_offset), for the console's progress
 
     @property
     def done(self) -> bool:
@@ -217,6 +219,7 @@ class PartitionScan:
     def body(self) -> JsonObject:
         return {
             "partition_id": self.partition,
+            "start_offset": self.next_offset if self.start_offset is None else self.start_offset,
             "next_offset": self.next_offset,
             "end_offset": self.end_offset,
             "scanned": self.scanned,
@@ -231,8 +234,10 @@ def page(
     matches: Sequence[JsonObject],
     stopped: str,
     elapsed_ms: int,
+    throttled_ms: int = 0,
 ) -> JsonObject:
-    """One broker's answer for the partitions it scanned."""
+    """One broker's answer for the partitions it scanned; ``throttled_ms``: how long it waited on the caller's fetch
+    quota."""
     states = sorted(partitions, key=lambda p: p.partition)
     return {
         "kind": "OdradekRecordSearch",
@@ -240,6 +245,7 @@ def page(
         "topic_name": topic,
         "stopped": stopped,
         "elapsed_ms": elapsed_ms,
+        "throttled_ms": throttled_ms,
         "scanned": sum(p.scanned for p in states),
         "partitions": [p.body() for p in states],
         "cursor": _cursor(states),
@@ -261,16 +267,17 @@ def merge(pages: Sequence[JsonObject], max_matches: int) -> JsonObject:
     )
     kept, left = found[:max_matches], found[max_matches:]
     scans = {
-        number: PartitionScan(number, s["next_offset"], s["end_offset"], s["scanned"]) for number, s in states.items()
+        number: PartitionScan(number, s["next_offset"], s["end_offset"], s["scanned"], s.get("start_offset"))
+        for number, s in states.items()
     }
     for r in left:
         p = scans[r["partition_id"]]
         if r["offset"] < p.next_offset:
-            scans[p.partition] = PartitionScan(p.partition, r["offset"], p.end_offset, p.scanned)
+            scans[p.partition] = replace(p, next_offset=r["offset"])
     reasons = [str(page_["stopped"]) for page_ in pages]
     stopped = "max_matches" if left else min(reasons, key=STOPPED.index, default="end")
     elapsed = max((int(page_["elapsed_ms"]) for page_ in pages), default=0)
+    throttled = max((int(page_.get("throttled_ms", 0)) for page_ in pages), default=0)
     first = pages[0] if pages else {}
-    return page(
-        str(first.get("topic_name", "")), str(first.get("cluster_id", "")), scans.values(), kept, stopped, elapsed
-    )
+    topic, cluster = str(first.get("topic_name", "")), str(first.get("cluster_id", ""))
+    return page(topic, cluster, scans.values(), kept, stopped, elapsed, throttled)

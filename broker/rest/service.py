@@ -50,8 +50,10 @@ from odradek.broker.groups.requests import (
 )
 from odradek.broker.http_types import HttpReply, HttpRequest
 from odradek.broker.kafka.admin_apis import STATIC_BROKER_CONFIGS
+from odradek.broker.quotas.manager import QuotaKind
 from odradek.broker.rest import errors, records, resources
 from odradek.broker.rest import requests as rq
+from odradek.broker.rest.quotas import HttpQuotas, too_many_requests
 from odradek.broker.rest.resources import Lag, Links, collection
 from odradek.client.admin_groups import member_assignment as assigned_partitions
 from odradek.client.common.access import AccessControl
@@ -167,7 +169,7 @@ def fetched_of(answer: FetchAnswer) -> Fetched:
     checked first)."""
     _check(answer.error)
     if not answer.outcomes:  # held back by the caller's fetch quota, before reading anything
-        raise errors.RestError(429, errors.TOO_MANY_REQUESTS, f"Fetch quota exceeded: retry in {answer.throttle_ms} ms")
+        raise too_many_requests(QuotaKind.FETCH, answer.throttle_ms)
     outcome = answer.outcomes[0][1][0]
     read, error = outcome.read, outcome.error
     if read is None:
@@ -215,8 +217,10 @@ class RestService:
     _handlers: dict[type, Callable[[Any, Call], Awaitable[Reply]]] = field(init=False)
     _wanted: set[TopicPartition] = field(init=False, default_factory=set)
     _ends_lock: asyncio.Lock = field(init=False, default_factory=asyncio.Lock)
+    quotas: HttpQuotas = field(init=False)
 
     def __post_init__(self) -> None:
+        self.quotas = HttpQuotas(self.s.data.quotas)
         self._poller = EndOffsetPoller(lambda: self._wanted, self.s.image)
         self._handlers = {
             rq.ListClusters: self._clusters,
@@ -495,6 +499,7 @@ class RestService:
         if leader != self.s.node_id:
             extra = ((PARTITION_HEADER, str(partition)),)
             return await self._elsewhere(call, leader, AclOperation.WRITE, ResourceType.TOPIC, r.topic, extra)
+        self.quotas.admit(call.request_context, QuotaKind.PRODUCE)  # refused before the append: nothing written
         timestamp = r.timestamp_ms if r.timestamp_ms is not None else self.s.wall_ms()
         batch = records.encode(r, timestamp)
         topics = [(r.topic, [(partition, batch)])]
@@ -528,6 +533,7 @@ class RestService:
         partition, leader = self._leader(r.topic, r.partition)
         if leader != self.s.node_id:
             return await self._elsewhere(call, leader, AclOperation.READ, ResourceType.TOPIC, r.topic)
+        self.quotas.admit(call.request_context, QuotaKind.FETCH)
         start = await self._start(r, call)
         request = consumer_fetch(r.topic, partition, start, r.max_bytes, r.timeout_ms, min_bytes=1)
         fetched = fetched_of(await self.s.data.fetch(request, call.request_context))

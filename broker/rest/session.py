@@ -13,7 +13,8 @@ GET and HEAD) is checked, whatever authenticates it:
   the listener allows no cross-origin reads).
 
 A session ends after ``IDLE_MS`` without a request, after ``MAX_AGE_MS`` in any case, at sign-out, and when the
-user's SCRAM credential changes (its ``valid`` check).
+user's SCRAM credential changes (its ``valid`` check). One opened with a client certificate (on https) is found only
+on connections presenting that certificate, so its cookie alone is worth nothing elsewhere.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from odradek.broker.rest import errors
+from odradek.broker.rest.security import fingerprint
 
 COOKIE = "odradek_session"
 CSRF_HEADER = "x-odradek-csrf"
@@ -37,7 +39,8 @@ CROSS_SITE = 40303  # odradek's: a state-changing request from another site, or 
 @dataclass(slots=True)
 class Session:
     """``authorization``: the Basic header the session's requests are forwarded to other brokers with (None when
-    the listener does not authenticate); ``valid``: whether the credential signed in with is still the user's."""
+    the listener does not authenticate, or for a certificate's session); ``valid``: whether the credential signed in
+    with is still the user's; ``certificate``: the fingerprint of the client certificate it was opened with ("")."""
 
     token: str
     csrf: str
@@ -46,6 +49,7 @@ class Session:
     valid: Callable[[], bool]
     created_ms: int
     used_ms: int
+    certificate: str = ""
 
 
 class Sessions:
@@ -60,23 +64,28 @@ class Sessions:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def open(self, principal: str, authorization: str | None, valid: Callable[[], bool]) -> Session:
+    def open(
+        self, principal: str, authorization: str | None, valid: Callable[[], bool], certificate: bytes = b""
+    ) -> Session:
         now = self._now()
         self._expire(now)
         while len(self._sessions) >= self._limit:
             oldest = min(self._sessions.values(), key=lambda s: s.used_ms)
             del self._sessions[oldest.token]
-        session = Session(self._token(), self._token(), principal, authorization, valid, now, now)
+        session = Session(
+            self._token(), self._token(), principal, authorization, valid, now, now, fingerprint(certificate)
+        )
         self._sessions[session.token] = session
         return session
 
-    def find(self, cookie_header: str | None) -> Session | None:
-        """The live session the request's cookie names (its use noted), or None."""
+    def find(self, cookie_header: str | None, certificate: bytes = b"") -> Session | None:
+        """The live session the request's cookie names (its use noted), or None; a certificate's session only with
+        that ``certificate`` (the connection's)."""
         token = cookie(cookie_header, COOKIE)
         if token is None:
             return None
         session = self._sessions.get(token)
-        if session is None:
+        if session is None or (session.certificate and session.certificate != fingerprint(certificate)):
             return None
         now = self._now()
         if _expired(session, now) or not session.valid():
@@ -106,14 +115,14 @@ def cookie(header: str | None, name: str) -> str | None:
     return None
 
 
-def set_cookie(token: str) -> tuple[str, str]:
+def set_cookie(token: str, secure: bool = False) -> tuple[str, str]:
     """The header that keeps a session in the browser: for this listener's every path, not readable by scripts,
-    sent only with requests this site makes (the listener is plain HTTP, so not ``Secure``)."""
-    return "set-cookie", f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
+    sent only with requests this site makes, and on an https listener only over https (``Secure``)."""
+    return "set-cookie", f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict{'; Secure' if secure else ''}"
 
 
-def clear_cookie() -> tuple[str, str]:
-    return "set-cookie", f"{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"
+def clear_cookie(secure: bool = False) -> tuple[str, str]:
+    return "set-cookie", f"{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{'; Secure' if secure else ''}"
 
 
 def check_origin(method: str, origin: str | None, fetch_site: str | None, host: str | None) -> None:

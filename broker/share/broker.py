@@ -19,6 +19,7 @@ from odradek.broker.partition import Partition
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.share.group import ShareGroupConfig
 from odradek.broker.share.group_coordinator import ShareGroupCoordinator
+from odradek.broker.share.group_offsets import ShareGroupOffsets
 from odradek.broker.share.leader import ShareLeader, ShareLeaderConfig
 from odradek.broker.share.persister import SharePersister
 from odradek.broker.share.service import ShareService
@@ -61,6 +62,7 @@ class ShareBroker:
         self.groups = ShareGroupCoordinator(
             groups, image, group_config(config), self.persister, on_removed=self.leader.members_removed
         )
+        self.offsets = ShareGroupOffsets(self.groups, self.persister, image, on_reset=self.leader.forget_group)
 
     def on_leadership(self, partitions: Mapping[tuple[str, int], Partition]) -> None:
         self.state.on_leadership(partitions)
@@ -76,7 +78,7 @@ class ShareBroker:
 
     def service(self, access: AccessControl = OPEN) -> ShareService:
         """The share group APIs every listener serves."""
-        return ShareService(self.groups, self.leader, access)
+        return ShareService(self.groups, self.leader, access, self.offsets)
 
     def coordinator_service(self, access: AccessControl = OPEN) -> ShareCoordinatorService:
         """The share coordinator for the other brokers, on the broker listener."""

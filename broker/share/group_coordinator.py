@@ -17,6 +17,9 @@ durable state (``__share_group_state``). The groups of a partition go when the r
 A member that leaves or whose session expires is reported (``on_removed``): the partition leader on this broker
 closes its share sessions here, releasing its records (elsewhere they are released when their locks expire).
 
+A group's own ``share.session.timeout.ms`` and ``share.heartbeat.interval.ms`` (group configs, in the metadata
+image) apply from each member's next heartbeat: the session deadline it starts and the interval it answers.
+
 Timers: each partition with share groups has a task that sleeps until the earliest session deadline of its groups
 (or until a heartbeat may have moved it) and removes the members whose session expired.
 
@@ -32,7 +35,7 @@ import contextlib
 import logging
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from odradek.broker.coordinator.clock import Clock
 from odradek.broker.coordinator.decisions import earliest, sleep_s
@@ -48,6 +51,7 @@ from odradek.broker.share.group import (
 )
 from odradek.broker.share.persister import SharePersister
 from odradek.broker.share.state_records import SharePartitionKey
+from odradek.client.common.group_configs import share_overrides
 from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.errors import ErrorCode
 
@@ -158,6 +162,7 @@ class ShareGroupCoordinator:
         group = shard.groups.get(group_id)
         if group is None:
             group = ShareGroup(group_id, self.config)
+        group.config = self.config_of(group_id)
         result = group.heartbeat(request, self.clock(), topic_infos(self._image()))
         for event in result.events:
             logger.info("share group %s: %s", group_id, event)
@@ -172,6 +177,16 @@ class ShareGroupCoordinator:
         assert result.response is not None
         return result.response
 
+    def config_of(self, group_id: str) -> ShareGroupConfig:
+        """The broker's settings with the group's own share.session.timeout.ms and share.heartbeat.interval.ms
+        (group configs), as they are now: each heartbeat takes them."""
+        own = share_overrides(self._image().group_configs(group_id))
+        session = own.session_timeout_ms or self.config.session_timeout_ms
+        interval = own.heartbeat_interval_ms or self.config.heartbeat_interval_ms
+        if (own.session_timeout_ms is None and own.heartbeat_interval_ms is None) or interval >= session:
+            return self.config  # none set, or (set before the node's settings changed) no valid pair
+        return replace(self.config, session_timeout_ms=session, heartbeat_interval_ms=interval)
+
     def describe(self, group_id: str) -> tuple[ErrorCode.ValueType, str | None, ShareGroupDescription | None]:
         """ShareGroupDescribe of one group: GROUP_ID_NOT_FOUND for an unknown group or one of another type."""
         error, message, cp = self._route(group_id)
@@ -184,6 +199,24 @@ class ShareGroupCoordinator:
                 return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.", None
             return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
         return ErrorCode.NONE, None, group.describe()
+
+    def lookup(self, group_id: str) -> tuple[ErrorCode.ValueType, str | None, ShareGroup | None]:
+        """The share group, coordinated here (the offset admin APIs'): GROUP_ID_NOT_FOUND for an unknown group or
+        one of another type."""
+        error, message, description = self.describe(group_id)
+        if description is None:
+            return error, message, None
+        _, _, cp = self._route(group_id)
+        assert cp is not None
+        return ErrorCode.NONE, None, self._shard(cp).groups[group_id]
+
+    def consumed(self, group_id: str) -> dict[bytes, tuple[str, int]]:
+        """The group's share-partitions with state here: topic id -> (name, partitions), changed in place by the
+        offset admin APIs (an alter adds topics, a delete removes them)."""
+        _, _, cp = self._route(group_id)
+        if cp is None:
+            return {}
+        return self._shard(cp).consumed.setdefault(group_id, {})
 
     def topic_names(self) -> dict[bytes, str]:
         return {t.topic_id: t.name for t in self._image().topics.values()}

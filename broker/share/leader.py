@@ -23,9 +23,15 @@ Share sessions (``sessions.py``) key the member's partitions on this broker; a s
 partition or expires releases the member's records on it. A fetch that acquires nothing waits up to its MaxWaitMs
 for new records in the log or records released, then tries once more.
 
-Every share group takes the broker's settings (``group.share.*``): share group configs are refused
-(client/common/group_configs.py), so a share-partition starts at the end of the partition (``latest``) and reads
-uncommitted records.
+Each acquisition takes the group's own ``share.record.lock.duration.ms`` and ``share.isolation.level`` (group
+configs, client/common/group_configs.py; else the broker's lock duration and read_uncommitted), and a share-partition
+that starts without a stored start offset takes its ``share.auto.offset.reset`` (``latest``, ``earliest``, or
+``by_duration``: the first record at most that old, else the end). With read_committed the log is read up to the last
+stable offset and the records of aborted transactions are archived.
+
+A group with no share session left on this broker keeps no share-partition here (nor does one whose offsets an
+administrator reset, ``forget_group``): the next fetch reads the stored state again, which AlterShareGroupOffsets or
+DeleteShareGroupOffsets may have changed meanwhile.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from odradek.broker.config import NodeConfig
 from odradek.broker.coordinator.clock import Clock
@@ -43,6 +49,8 @@ from odradek.broker.coordinator.decisions import sleep_s
 from odradek.broker.partition import Partition
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.share.partition import (
+    EARLIEST,
+    READ_COMMITTED,
     AcknowledgementBatch,
     AcquiredRecords,
     PartitionResult,
@@ -52,6 +60,7 @@ from odradek.broker.share.partition import (
 from odradek.broker.share.persister import SharePersister
 from odradek.broker.share.sessions import ShareSessions, TopicIdPartition
 from odradek.broker.share.state_records import SharePartitionKey
+from odradek.client.common.group_configs import BY_DURATION, parse_duration_ms, share_overrides
 from odradek.client.common.metadata_image import MetadataImage
 from odradek.client.errors import ErrorCode, OdradekError
 from odradek.client.record.header import BatchHeader, parse_header
@@ -218,6 +227,31 @@ class ShareLeader:
             held.timer.cancel()
         self._notify()
 
+    def forget_group(self, group_id: str) -> None:
+        """Drop the group's share-partitions here: their stored state was reset (the next request reads it)."""
+        for key in [k for k in self._held if k.group_id == group_id]:
+            logger.info("share-partition %s: its state was reset", self._held[key].name)
+            self._drop(key)
+
+    def _forget_if_idle(self, group_id: str) -> None:
+        if not self.sessions.has_group(group_id):
+            for key in [k for k in self._held if k.group_id == group_id]:
+                self._drop(key)
+
+    def group_config(self, group_id: str) -> SharePartitionConfig:
+        """The broker's share-partition settings with the group's own lock duration and isolation level (group
+        configs), and its offset reset (``by_duration`` is applied by ``_ready``: the core knows earliest and
+        latest)."""
+        own = share_overrides(self._image().group_configs(group_id))
+        config = self.partition_config
+        if own.record_lock_duration_ms is not None:
+            config = replace(config, record_lock_duration_ms=own.record_lock_duration_ms)
+        if own.isolation_level is not None:
+            config = replace(config, isolation_level=own.isolation_level)
+        if own.auto_offset_reset == EARLIEST:
+            config = replace(config, auto_offset_reset=EARLIEST)
+        return config
+
     def _held_for(self, group_id: str, tp: TopicIdPartition) -> _Held | PartitionAnswer:
         """The share-partition of ``tp`` for the group if this broker leads ``tp``, else the partition's error."""
         key = SharePartitionKey(group_id, *tp)
@@ -273,7 +307,17 @@ class ShareLeader:
                 return PartitionAnswer(ErrorCode.NOT_LEADER_OR_FOLLOWER, "A newer leader serves this partition.")
             return PartitionAnswer()  # nothing this time: the next request tries again
         log = held.partition.log
-        core = SharePartition.restore(self.partition_config, answer.state, log.log_start_offset, log.high_watermark)
+        config = self.group_config(held.key.group_id)
+        start, end = log.log_start_offset, log.high_watermark
+        state = answer.state
+        reset = share_overrides(self._image().group_configs(held.key.group_id)).auto_offset_reset or ""
+        if (state is None or state.start_offset < 0) and reset.startswith(BY_DURATION):
+            # by_duration: the first record at most that old (else the end), started like earliest from there
+            age = parse_duration_ms(reset[len(BY_DURATION) :]) or 0
+            found = log.offset_for_timestamp(self.clock() - age)
+            start = min(max(found.offset, start), end) if found is not None else end
+            config = replace(config, auto_offset_reset=EARLIEST)
+        core = SharePartition.restore(config, state, start, end)
         held.core = core
         held.state_epoch = answer.state.state_epoch if answer.state is not None else 0
         logger.info(
@@ -338,6 +382,7 @@ class ShareLeader:
             core = await self._ready(held)
             if isinstance(core, PartitionAnswer):
                 return core
+            core.config = self.group_config(held.key.group_id)  # the group's configs as they are now
             partition = held.partition
             now = self.clock()
             log_start = partition.log.log_start_offset
@@ -347,8 +392,12 @@ class ShareLeader:
             if not core.can_acquire():
                 return PartitionAnswer()
             offset = core.next_fetch_offset()
+            aborted: list = []
             try:
-                data = partition.read(offset, max_bytes)
+                if core.config.isolation_level == READ_COMMITTED:
+                    data, _, aborted = partition.read_committed(offset, max_bytes)
+                else:
+                    data = partition.read(offset, max_bytes)
             except OdradekError as e:
                 if e.code in _PARTITION_ERRORS:
                     return PartitionAnswer(ErrorCode.ValueType(e.code), str(e))
@@ -358,7 +407,7 @@ class ShareLeader:
             if not records:
                 return PartitionAnswer()
             headers = batch_headers(records)
-            result = core.acquire(member_id, headers, max_records, now)
+            result = core.acquire(member_id, headers, max_records, now, aborted)
             if await self._store(held, result) != ErrorCode.NONE:
                 return PartitionAnswer()
             held.wake.set()  # a new lock deadline
@@ -398,6 +447,7 @@ class ShareLeader:
             async with held.lock:
                 if held.core is not None and held.current():
                     await self._store(held, held.core.release_member(member_id, self.clock()))
+        self._forget_if_idle(group_id)
         self._notify()
 
     def members_removed(self, group_id: str, member_ids: tuple[str, ...]) -> None:
@@ -463,7 +513,7 @@ class ShareLeader:
         )
         if step.error != ErrorCode.NONE or step.session is None:
             return ShareAnswer(step.error, step.message)
-        lock_ms = self.config.record_lock_duration_ms
+        lock_ms = self.group_config(group).record_lock_duration_ms
         out: dict[TopicIdPartition, PartitionAnswer] = {}
         session_partitions = step.session.fetch_order()
         denied = self._denied([*request.acknowledgements, *session_partitions], denied_topics)

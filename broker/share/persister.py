@@ -73,6 +73,19 @@ class SharePersister:
 
         return await self._call(key, lambda: self.local.read(key, leader_epoch), remote)
 
+    async def summary(self, key: SharePartitionKey) -> StateAnswer:
+        """The stored start offset and epochs, fencing no leader (DescribeShareGroupOffsets)."""
+
+        async def remote(stub: share_pb2_grpc.ShareCoordinatorAsyncStub) -> StateAnswer:
+            request = spb.ReadShareGroupStateSummaryRequest(key=key_message(key))
+            r = await stub.ReadShareGroupStateSummary(request, timeout=self.rpc_timeout_s)
+            if r.error != ErrorCode.NONE or not r.found:
+                return StateAnswer(r.error, r.error_message, leader_epoch=r.leader_epoch)
+            state = ShareState(r.state_epoch, r.start_offset, ())
+            return StateAnswer(r.error, r.error_message, state, leader_epoch=r.leader_epoch)
+
+        return await self._call(key, lambda: self.local.read_summary(key), remote)
+
     async def write(
         self, key: SharePartitionKey, state_epoch: int, leader_epoch: int, write: StateWrite
     ) -> StateAnswer:

@@ -5,16 +5,20 @@ listener's ``share_apis`` translates into these calls).
 Kafka's ACL checks: ShareGroupHeartbeat needs Read on the group and Describe on each subscribed topic named;
 ShareGroupDescribe needs Describe on the group (and on the topics its members name, else TOPIC_AUTHORIZATION_FAILED
 for the group); ShareFetch and ShareAcknowledge need Read on the group (else GROUP_AUTHORIZATION_FAILED for the
-whole request) and Read on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
+whole request) and Read on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions). Of the offset admin
+APIs, DescribeShareGroupOffsets needs Describe on the group and on each topic, AlterShareGroupOffsets Read on the
+group and on each topic, DeleteShareGroupOffsets Delete on the group and Read on each topic (a topic refused is
+TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from odradek.broker.share.group import ShareGroupDescription, ShareHeartbeatRequest, ShareHeartbeatResponse
 from odradek.broker.share.group_coordinator import ShareGroupCoordinator
+from odradek.broker.share.group_offsets import OffsetsAnswer, ShareGroupOffsets
 from odradek.broker.share.leader import (
     DeniedTopics,
     ShareAcknowledgeRequest,
@@ -42,10 +46,17 @@ class DescribedShareGroup:
 class ShareService:
     """``ctx`` in each call: who asks (``RequestContext``), as every service takes it."""
 
-    def __init__(self, groups: ShareGroupCoordinator, leader: ShareLeader, access: AccessControl = OPEN) -> None:
+    def __init__(
+        self,
+        groups: ShareGroupCoordinator,
+        leader: ShareLeader,
+        access: AccessControl = OPEN,
+        offsets: ShareGroupOffsets | None = None,
+    ) -> None:
         self.groups = groups
         self.leader = leader
         self.access = access
+        self.offsets = offsets
 
     def _allowed(self, ctx: RequestContext, operation: AclOperation, group_id: str, api: str) -> bool:
         access = self.access
@@ -78,6 +89,39 @@ class ShareService:
                 message = "The group has described topic(s) that the client is not authorized to describe."
                 return DescribedShareGroup(_TOPIC_DENIED, message, None, {})
         return DescribedShareGroup(error, message, description, names)
+
+    # -- the offset admin APIs ---------------------------------------------------------------------------------------
+
+    def _offsets(self) -> ShareGroupOffsets:
+        assert self.offsets is not None, "the offset admin APIs need the share group offsets"
+        return self.offsets
+
+    async def describe_offsets(
+        self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None, ctx: RequestContext
+    ) -> OffsetsAnswer:
+        api = "DescribeShareGroupOffsets"
+        if not self._allowed(ctx, AclOperation.DESCRIBE, group_id, api):
+            return OffsetsAnswer(_GROUP_DENIED)
+        denied = self._denied_topics(ctx, AclOperation.DESCRIBE, [t for t, _ in topics or ()], api)
+        return await self._offsets().describe(group_id, topics, denied)
+
+    async def alter_offsets(
+        self, group_id: str, topics: Sequence[tuple[str, Sequence[tuple[int, int]]]], ctx: RequestContext
+    ) -> OffsetsAnswer:
+        api = "AlterShareGroupOffsets"
+        if not self._allowed(ctx, AclOperation.READ, group_id, api):
+            return OffsetsAnswer(_GROUP_DENIED)
+        denied = self._denied_topics(ctx, AclOperation.READ, [t for t, _ in topics], api)
+        return await self._offsets().alter(group_id, topics, denied)
+
+    async def delete_offsets(self, group_id: str, topics: Sequence[str], ctx: RequestContext) -> OffsetsAnswer:
+        api = "DeleteShareGroupOffsets"
+        if not self._allowed(ctx, AclOperation.DELETE, group_id, api):
+            return OffsetsAnswer(_GROUP_DENIED)
+        denied = self._denied_topics(ctx, AclOperation.READ, topics, api)
+        return await self._offsets().delete(group_id, topics, denied)
+
+    # -- ShareFetch, ShareAcknowledge ------------------------------------------------------------------------------
 
     async def fetch(self, request: ShareFetchRequest, ctx: RequestContext) -> ShareAnswer:
         if not self._allowed(ctx, AclOperation.READ, request.group_id, "ShareFetch"):

@@ -76,6 +76,10 @@ class ShareSessions:
     def __len__(self) -> int:
         return len(self._sessions)
 
+    def has_group(self, group_id: str) -> bool:
+        """Whether a member of the group has a share session here."""
+        return any(g == group_id for g, _ in self._sessions)
+
     def get(self, group_id: str, member_id: str) -> ShareSession | None:
         return self._sessions.get((group_id, member_id))
 

@@ -95,12 +95,14 @@ StatePartition = CoordinatorPartition[StateShard, None]
 
 @dataclass(frozen=True, slots=True)
 class StateAnswer:
-    """A request's outcome: its error, and a read's state (None: nothing stored) or an initialization's epoch."""
+    """A request's outcome: its error, and a read's state (None: nothing stored) or an initialization's epoch; a
+    summary's leader epoch."""
 
     error: ErrorCode.ValueType
     message: str = ""
     state: ShareState | None = None
     state_epoch: int = 0
+    leader_epoch: int = -1
 
 
 class ShareStateCoordinator:
@@ -181,6 +183,14 @@ class ShareStateCoordinator:
             if code != ErrorCode.NONE:
                 return StateAnswer(code, "the leader epoch could not be stored")
         return StateAnswer(ErrorCode.NONE, state=answer.state)
+
+    async def read_summary(self, key: SharePartitionKey) -> StateAnswer:
+        """ReadShareGroupStateSummary (DescribeShareGroupOffsets): the state as stored, no leader fenced."""
+        cp = self._route(key)
+        if isinstance(cp, StateAnswer):
+            return cp
+        store = cp.shard.store
+        return StateAnswer(ErrorCode.NONE, state=store.state(key), leader_epoch=store.leader_epoch(key))
 
     async def write(
         self, key: SharePartitionKey, state_epoch: int, leader_epoch: int, write: StateWrite
@@ -309,6 +319,19 @@ class ShareCoordinatorService(share_pb2_grpc.ShareCoordinatorServicer):
             response.state_epoch = answer.state.state_epoch
             response.start_offset = answer.state.start_offset
             response.batches.extend(batch_messages(answer.state.batches))
+        return response
+
+    async def ReadShareGroupStateSummary(self, request, context):
+        if self._refused(context, "ReadShareGroupStateSummary"):
+            return spb.ReadShareGroupStateSummaryResponse(error=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        answer = await self.coordinator.read_summary(key_of(request.key))
+        response = spb.ReadShareGroupStateSummaryResponse(
+            error=answer.error, error_message=answer.message, leader_epoch=answer.leader_epoch
+        )
+        if answer.state is not None:
+            response.found = True
+            response.state_epoch = answer.state.state_epoch
+            response.start_offset = answer.state.start_offset
         return response
 
     async def WriteShareGroupState(self, request, context):

@@ -248,6 +248,11 @@ class ShareStateStore:
         stored = self._states.get(key)
         return None if stored is None else ShareState(stored.state_epoch, stored.start_offset, stored.batches)
 
+    def leader_epoch(self, key: SharePartitionKey) -> int:
+        """The newest leader epoch stored for the share-partition (-1: none)."""
+        stored = self._states.get(key)
+        return -1 if stored is None else stored.leader_epoch
+
     # -- requests ------------------------------------------------------------------------------------------------
 
     def write(self, key: SharePartitionKey, state_epoch: int, leader_epoch: int, write: StateWrite) -> StoreAnswer:

@@ -35,25 +35,28 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="comma-separated, or 'all': kill, pause, kill-leader, pause-leader, kill-controller, partition, bridge, "
         "slow, isolate-kill-leader, lost-responses, late-responses, crash-unsynced, wipe-disk, disk-full, "
         "clock-skew, reassign, decommission (these two run 4 brokers); with a kafka- workload also late-requests; with "
-        "--workload group or kafka-group also kill-coordinator, pause-coordinator, kill-consumer; with --workload "
+        "--workload group, kafka-group or kafka-share also kill-coordinator, pause-coordinator, kill-consumer; with "
+        "--workload "
         "txn, kafka-txn or kafka-copy also kill-coordinator, pause-coordinator (the transaction coordinator)",
     )
     run.add_argument(
         "--workload",
-        choices=("default", "group", "txn", "kafka", "kafka-group", "kafka-txn", "kafka-copy"),
+        choices=("default", "group", "txn", "kafka", "kafka-group", "kafka-txn", "kafka-copy", "kafka-share"),
         default="default",
         help="default: producers and assign readers; group: the consumers are members of one group that commit "
         "after processing (checked for unprocessed records and lost or regressed commits); txn: transactional "
         "producers that commit or abort, read_committed readers (checked for lost commits, aborted and uncommitted "
         "reads, partial transactions); kafka, kafka-group, kafka-txn: the same with librdkafka (confluent-kafka) "
         "clients on the brokers' Kafka listeners; kafka-copy: librdkafka copiers that copy the topic to another in "
-        "transactions that commit their group's offsets (checked for records copied other than exactly once)",
+        "transactions that commit their group's offsets (checked for records copied other than exactly once); "
+        "kafka-share: librdkafka share consumers (KIP-932) that accept, release, reject or hold past its lock what "
+        "they receive (checked for records lost, accepted twice or delivered past the delivery count limit)",
     )
     run.add_argument(
         "--consumers",
         type=int,
         default=2,
-        help="consumers (group members with --workload group or kafka-group, copiers with kafka-copy)",
+        help="consumers (group members with --workload group, kafka-group or kafka-share, copiers with kafka-copy)",
     )
     run.add_argument("--seed", type=int, default=1)
     run.add_argument(
@@ -91,11 +94,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--json", type=Path, help="write the report as JSON here")
     run.add_argument(
         "--unsafe-bug",
-        choices=("ack-before-replication", "read-uncommitted", "skip-records"),
+        choices=("ack-before-replication", "read-uncommitted", "skip-records", "drop-records"),
         help="run with this injected bug, to see the checker catch it: ack-before-replication in every node; "
         "read-uncommitted (--workload txn or kafka-txn) in the readers, which then ignore the transactions; "
         "skip-records (not the kafka workloads) in the consumers, which now and then pass over a record without a "
-        "seek",
+        "seek; drop-records (--workload kafka-share) in the share consumers, which accept every 20th record without "
+        "processing it",
     )
     run.set_defaults(handler=_run)
 
@@ -107,7 +111,12 @@ def _run(args: argparse.Namespace) -> int:
     # The faults a workload cannot take: the group faults need a group; the transactional workloads have
     # transaction coordinators but no group members. A kafka- workload takes what its gRPC counterpart takes; the
     # copy workload's coordinator faults hit its transaction coordinators.
-    inapplicable = {"default": set(GROUP_FAULTS), "group": set(), "txn": set(GROUP_FAULTS) - set(COORDINATOR_FAULTS)}
+    inapplicable = {
+        "default": set(GROUP_FAULTS),
+        "group": set(),
+        "share": set(),
+        "txn": set(GROUP_FAULTS) - set(COORDINATOR_FAULTS),
+    }
     kafka = "kafka-" if args.workload.startswith("kafka") else ""
     family = {"kafka": "default", "kafka-copy": "txn"}.get(args.workload, args.workload.removeprefix("kafka-"))
     refused = inapplicable[family] | (set() if kafka else set(REQUEST_FAULTS))  # clients through the Kafka listener
@@ -127,6 +136,8 @@ def _run(args: argparse.Namespace) -> int:
         raise CommandError(f"faults that do not apply to --workload {args.workload}: {'; '.join(needs)}")
     if args.unsafe_bug == "read-uncommitted" and args.workload not in ("txn", "kafka-txn"):
         raise CommandError(f"--unsafe-bug read-uncommitted needs --workload {kafka}txn")
+    if args.unsafe_bug == "drop-records" and args.workload != "kafka-share":
+        raise CommandError("--unsafe-bug drop-records needs --workload kafka-share")
     if args.unsafe_bug == "skip-records" and kafka:
         raise CommandError("--unsafe-bug skip-records needs a workload of odradek's own client (default, group, txn)")
     if (args.tls or args.security) and set(faults) & {*RESPONSE_FAULTS, *REQUEST_FAULTS}:

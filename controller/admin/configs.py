@@ -105,7 +105,7 @@ def describe_group_configs(
             value, source = own[name], ConfigSource.GROUP_CONFIG
         else:
             value = str(settings.default_of(name))
-            from_file = NODE_KEYS[name] in settings.from_node_config
+            from_file = NODE_KEYS.get(name) in settings.from_node_config
             source = ConfigSource.STATIC_BROKER_CONFIG if from_file else ConfigSource.DEFAULT_CONFIG
         entries.append(DescribedConfig(name=name, value=value, source=source))
     return GroupConfigs(group=group, configs=tuple(entries))

@@ -37,7 +37,7 @@ def test_clients_reach_every_kafka_listener_through_the_proxy(tmp_path: Path) ->
 def test_late_requests_are_refused_where_they_cannot_work(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     run = runner.run
     monkeypatch.setattr(runner, "run", lambda *a, **k: pytest.fail("the run must not start"))
-    with pytest.raises(ValueError, match=r"Kafka workloads \(kafka, kafka-group, kafka-txn, kafka-copy\)"):
+    with pytest.raises(ValueError, match=r"Kafka workloads \(kafka, kafka-group, kafka-txn, kafka-copy, kafka-share\)"):
         run(runner.RunOptions(faults=["late-requests"], workload="txn"))  # before anything is created
     with pytest.raises(ValueError, match="late-requests"):
         run(runner.RunOptions(faults=["late-requests"], workload="kafka-txn", tls=True))

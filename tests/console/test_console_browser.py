@@ -31,6 +31,7 @@ import pytest
 
 from odradek.client.admin import Admin
 from odradek.client.consumer import Consumer
+from odradek.client.producer import Producer
 from odradek.client.structs import TopicPartition
 from odradek.deploy.local import DevCluster, running_cluster
 
@@ -317,6 +318,38 @@ def test_the_record_is_found_by_key_and_by_header(browser: WebDriver) -> None:
     until(browser, lambda b: "6f 72 64 65 72" in text_of(b, "search-table"), "the keys in hex")
     search(browser, "orders", key="order-17")
     shot(browser, "messages")
+
+
+def test_a_long_search_shows_its_progress_as_it_pages(browser: WebDriver, admin: Admin, cluster: DevCluster) -> None:
+    """4,000 records searched 500 a request: the page shows, after each request, the offsets scanned of those to scan
+    and the percentage, within the time limit it shows, and ends with the one match, at 100%."""
+    admin.create_topic("haystack", 1, 1)
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 20}) as producer:
+        for i in range(4000):
+            producer.send("haystack", b"needle" if i == 3990 else f"hay {i}".encode())
+        producer.flush()
+    page(browser, "#/browse")
+    Select(browser.find_element(By.ID, "search-topic")).select_by_value("haystack")
+    for name, text in (("value", "needle"), ("chunk", "500"), ("time", "20")):
+        fill(browser, f"search-{name}", text)
+    browser.execute_script(
+        "window.progressSeen = [];"
+        "new MutationObserver(() => { const bar = document.getElementById('search-progress');"
+        "  if (bar && bar.dataset.percent) window.progressSeen.push(bar.dataset.percent + ' '"
+        "    + document.getElementById('search-progress-text').textContent); })"
+        ".observe(document.getElementById('search-results'), {subtree: true, childList: true, attributes: true});"
+        "document.getElementById('search-results').replaceChildren()"
+    )
+    browser.find_element(By.ID, "search-submit").click()
+    [row] = search_rows(browser)
+    assert (row["offset"], row["value"]) == ("3990", "needle")
+    seen: list[str] = browser.execute_script("return [...new Set(window.progressSeen)]")
+    percents = [int(text.split(" ", 1)[0]) for text in seen]
+    assert len(set(percents)) >= 4 and percents == sorted(percents) and percents[-1] == 100, seen
+    assert any(0 < p < 100 for p in percents), seen
+    assert "Scanned offsets 4,000 of 4,000 (100%) · 1 matches" in text_of(browser, "search-progress-text")
+    assert " s of 20 s" in text_of(browser, "search-progress-text")
+    shot(browser, "search-progress")
 
 
 def test_the_record_is_republished_to_another_topic(browser: WebDriver, api: str) -> None:

@@ -20,8 +20,10 @@ from odradek.client.common.acls import (
 )
 from odradek.client.common.group_configs import (
     GroupConfigSettings,
+    ShareOverrides,
     describe_group_configs,
     group_overrides,
+    share_overrides,
     validate_group_configs,
 )
 from odradek.client.common.metadata_image import GROUP_RESOURCE
@@ -41,10 +43,7 @@ def test_kafkas_validation_rules() -> None:
     assert validate_group_configs({}, SETTINGS) is None
     cases = {
         "consumer.max.poll.records": "Unknown group config name: consumer.max.poll.records",
-        "share.session.timeout.ms": "Group config share.session.timeout.ms is not supported: share groups take the "
-        "brokers' group.share.* settings",
-        "share.auto.offset.reset": "Group config share.auto.offset.reset is not supported: share groups take the "
-        "brokers' group.share.* settings",
+        "streams.session.timeout.ms": "Unknown group config name: streams.session.timeout.ms",
     }
     for name, message in cases.items():
         assert validate_group_configs({name: "1"}, SETTINGS) == message
@@ -67,10 +66,48 @@ def test_kafkas_validation_rules() -> None:
     assert validate_group_configs({"consumer.heartbeat.interval.ms": "15001"}, SETTINGS) == (
         "consumer.heartbeat.interval.ms must be less than or equal to group.consumer.max.heartbeat.interval.ms"
     )
-    wide = GroupConfigSettings(min_session_timeout_ms=1000, max_heartbeat_interval_ms=60_000)
+    wide = GroupConfigSettings(
+        {"group.consumer.min.session.timeout.ms": 1000, "group.consumer.max.heartbeat.interval.ms": 60_000}
+    )
     assert validate_group_configs({session: "10000", "consumer.heartbeat.interval.ms": "10000"}, wide) == (
         "consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms"
     )
+
+
+def test_kafkas_share_group_config_rules() -> None:
+    ok = {
+        "share.session.timeout.ms": "20000",
+        "share.heartbeat.interval.ms": "6000",
+        "share.record.lock.duration.ms": "15000",
+        "share.auto.offset.reset": "by_duration:P1DT2H30M0.5S",
+        "share.isolation.level": "read_committed",
+    }
+    assert validate_group_configs(ok, SETTINGS) is None
+    assert validate_group_configs({"share.auto.offset.reset": "EARLIEST"}, SETTINGS) is None
+    cases = {
+        "share.session.timeout.ms": ("14999", "share.session.timeout.ms must be greater than or equal to "
+                                     "group.share.min.session.timeout.ms"),
+        "share.heartbeat.interval.ms": ("15001", "share.heartbeat.interval.ms must be less than or equal to "
+                                        "group.share.max.heartbeat.interval.ms"),
+        "share.record.lock.duration.ms": ("60001", "share.record.lock.duration.ms must be less than or equal to "
+                                          "group.share.max.record.lock.duration.ms"),
+        "share.auto.offset.reset": ("by_duration:1h", "Invalid value by_duration:1h for configuration "
+                                    "share.auto.offset.reset: Unable to parse duration"),
+        "share.isolation.level": ("serializable", "Invalid value serializable for configuration "
+                                  "share.isolation.level: String must be one of: read_committed, read_uncommitted"),
+    }  # fmt: skip
+    for name, (value, message) in cases.items():
+        assert validate_group_configs({name: value}, SETTINGS) == message
+    assert validate_group_configs({"share.auto.offset.reset": "newest"}, SETTINGS).startswith(  # type: ignore[union-attr]
+        "Invalid value newest for configuration share.auto.offset.reset: the value must be either"
+    )
+    pair = {"share.session.timeout.ms": "15000", "share.heartbeat.interval.ms": "15000"}
+    assert (
+        validate_group_configs(pair, SETTINGS)
+        == "share.session.timeout.ms must be greater than share.heartbeat.interval.ms"
+    )
+    own = share_overrides({**ok, "share.auto.offset.reset": "Latest"})
+    assert own == ShareOverrides(20000, 6000, 15000, "latest", "read_committed")
 
 
 def test_the_bounds_come_from_the_node_config() -> None:
@@ -86,9 +123,15 @@ def test_the_bounds_come_from_the_node_config() -> None:
         }
     )
     settings = GroupConfigSettings.from_node(node)
-    assert settings == GroupConfigSettings(
-        20000, 10000, 60000, 5000, 5000, 8000, frozenset({"group.consumer.session.timeout.ms"})
-    )
+    assert settings.from_node_config == frozenset({"group.consumer.session.timeout.ms"})
+    wanted = {
+        "group.consumer.session.timeout.ms": 20000,
+        "group.consumer.min.session.timeout.ms": 10000,
+        "group.consumer.max.session.timeout.ms": 60000,
+        "group.consumer.max.heartbeat.interval.ms": 8000,
+        "group.share.min.record.lock.duration.ms": 15000,
+    }
+    assert {k: settings.node(k) for k in wanted} == wanted
 
 
 def test_changes_are_config_records_of_the_group_resource_that_images_replay() -> None:
@@ -136,6 +179,11 @@ def test_describe_shows_the_groups_own_value_else_the_nodes() -> None:
     assert [(c.name, c.value, c.source) for c in described.configs] == [
         ("consumer.session.timeout.ms", "45000", apb.STATIC_BROKER_CONFIG),
         ("consumer.heartbeat.interval.ms", "6000", apb.GROUP_CONFIG),
+        ("share.session.timeout.ms", "45000", apb.DEFAULT_CONFIG),
+        ("share.heartbeat.interval.ms", "5000", apb.DEFAULT_CONFIG),
+        ("share.record.lock.duration.ms", "30000", apb.DEFAULT_CONFIG),
+        ("share.auto.offset.reset", "latest", apb.DEFAULT_CONFIG),
+        ("share.isolation.level", "read_uncommitted", apb.DEFAULT_CONFIG),
     ]
     picked = describe_group_configs(image, "g", settings, ["consumer.heartbeat.interval.ms", "nope"])
     assert [c.name for c in picked.configs] == ["consumer.heartbeat.interval.ms"]

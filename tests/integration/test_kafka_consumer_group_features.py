@@ -130,16 +130,24 @@ def test_group_configs_are_set_described_refused_and_applied(
     group_config(kafka_admin, group, consumer_heartbeat_interval_ms="7000", consumer_session_timeout_ms="20000")
     described = kafka_admin.describe_configs([ConfigResource(ResourceType.GROUP, group)])
     [configs] = [f.result(timeout=30) for f in described.values()]
+    share_defaults = {
+        "share.session.timeout.ms": "45000",
+        "share.heartbeat.interval.ms": "5000",
+        "share.record.lock.duration.ms": "30000",
+        "share.auto.offset.reset": "latest",
+        "share.isolation.level": "read_uncommitted",
+    }
     assert {n: (c.value, c.source) for n, c in configs.items()} == {
         "consumer.heartbeat.interval.ms": ("7000", 8),  # GROUP_CONFIG
         "consumer.session.timeout.ms": ("20000", 8),
+        **{n: (v, 5) for n, v in share_defaults.items()},  # DEFAULT_CONFIG
     }
     # kafka-python's admin client names the GROUP resource type 32 as Kafka does.
     answer = python_admin.describe_configs([KafkaPythonConfigResource(ConfigResourceType.GROUP, group)])
     assert {name: c["value"] for name, c in answer["group"][group].items()} == {
         "consumer.heartbeat.interval.ms": "7000",
         "consumer.session.timeout.ms": "20000",
-    }
+    }  # kafka-python lists only the modified ones by default
     # Unknown names and values out of the brokers' bounds are refused with Kafka's error.
     with pytest.raises(KafkaException, match=r"Unknown group config name: consumer\.max\.poll\.records"):
         group_config(kafka_admin, group, consumer_max_poll_records="5")

@@ -6,7 +6,6 @@ broker fail the dir as an EIO in one of its logs would (the same path as a real 
 
 from __future__ import annotations
 
-import os
 import tomllib
 from pathlib import Path
 
@@ -91,9 +90,8 @@ def test_a_failed_log_dir_moves_leadership_and_a_broker_without_dirs_stops(clust
 
     # Its last dir (also the metadata log's) fails: the process exits non-zero with one clear line.
     (victim.directory / "data" / TRIGGER).touch()
-    wait_for(lambda: process_state(victim.pid) == "stopped", 15, what="the broker to stop")
-    _, status = os.waitpid(victim.pid, 0)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 1
+    wait_for(lambda: cluster.exit_status(victim.node_id) is not None, 15, what="the broker to stop")
+    assert cluster.exit_status(victim.node_id) == 1
     assert f"broker {victim.node_id} stops: log dirs offline" in victim.log_file.read_text()
     wait_for(lambda: victim.node_id not in describe(admin, "b").isr, 15, what="the stopped broker to leave b's ISR")
     admin.close()

@@ -486,7 +486,8 @@ async def test_describe_broker_configs_refused_for_every_broker_resource() -> No
 @pytest.mark.parametrize("version", range(1, 5))
 async def test_describe_group_configs(version: int) -> None:
     """Kafka's GROUP resource (32): each group config, the group's own value (GROUP_CONFIG) or the node's setting
-    (DEFAULT_CONFIG here: the file sets none), typed INT; the empty name is refused."""
+    (DEFAULT_CONFIG here: the file sets none), typed INT (the share offset reset and isolation level STRING); the
+    empty name is refused."""
     reg, _ = setup()
     r = await call(reg, describe(version, (32, "g", None), (32, "other", ["consumer.heartbeat.interval.ms"])), version)
     g, other = r.results
@@ -494,10 +495,15 @@ async def test_describe_group_configs(version: int) -> None:
     assert [(c.name, c.value, c.config_source) for c in g.configs] == [
         ("consumer.session.timeout.ms", "50000", 8),
         ("consumer.heartbeat.interval.ms", "5000", 5),
+        ("share.session.timeout.ms", "45000", 5),
+        ("share.heartbeat.interval.ms", "5000", 5),
+        ("share.record.lock.duration.ms", "30000", 5),
+        ("share.auto.offset.reset", "latest", 5),
+        ("share.isolation.level", "read_uncommitted", 5),
     ]
     assert [(c.name, c.value) for c in other.configs] == [("consumer.heartbeat.interval.ms", "5000")]
     if version >= 3:
-        assert {c.config_type for c in g.configs} == {3}  # INT
+        assert [c.config_type for c in g.configs] == [3, 3, 3, 3, 3, 2, 2]  # INT, the last two STRING
     r = await call(reg, describe(version, (32, "", None)), version)
     assert r.results[0].error_code == ErrorCode.INVALID_REQUEST
 
@@ -561,6 +567,11 @@ async def test_incremental_alter_group_configs() -> None:
     assert [(c.name, c.op) for c in sent.groups[0].configs] == [
         ("consumer.heartbeat.interval.ms", apb.SET),
         ("consumer.session.timeout.ms", apb.DELETE),
+        ("share.auto.offset.reset", apb.DELETE),
+        ("share.heartbeat.interval.ms", apb.DELETE),
+        ("share.isolation.level", apb.DELETE),
+        ("share.record.lock.duration.ms", apb.DELETE),
+        ("share.session.timeout.ms", apb.DELETE),
     ]
     assert r.responses[0].error_code == 0
 

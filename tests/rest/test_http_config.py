@@ -61,7 +61,10 @@ def test_authentication_follows_the_client_listeners_unless_set() -> None:
         ({"http.listeners": "0.0.0.0:8082"}, "is not http://host:port"),
         ({"http.listeners": "http://0.0.0.0"}, "is not http://host:port"),
         ({"http.listeners": "http://0.0.0.0:70000"}, "port 1-65535"),
-        ({"http.listeners": "https://0.0.0.0:8082"}, "https is not supported yet for the HTTP API"),
+        ({"http.listeners": "https://0.0.0.0:8082"}, "it needs ssl.certificate.location and ssl.key.location"),
+        ({"http.listeners": "http://0.0.0.0:8082", "http.ssl.client.auth": "required"}, "client certificates need"),
+        ({"http.listeners": "http://0.0.0.0:8082", "http.ssl.client.auth": "maybe"}, "none, requested or required"),
+        ({"http.ssl.client.auth": "required"}, "http.listeners is not"),
         ({"http.listeners": "http://a:8082,http://b:8083"}, "only one HTTP API listener"),
         ({"http.listeners": "http://0.0.0.0:9094"}, "as KAFKA does"),
         (
@@ -97,7 +100,35 @@ def test_no_authentication_is_refused_where_the_client_listeners_use_sasl() -> N
 
 
 def test_a_plain_http_listener_is_refused_next_to_tls_listeners() -> None:
-    """Until the HTTP API has TLS it would take passwords, or let callers in, in the clear where every other client
-    listener encrypts."""
-    with pytest.raises(ConfigError, match=r"listener SSL uses TLS: .* https is not supported yet"):
+    """It would take passwords, or let callers in, in the clear where every other client listener encrypts."""
+    with pytest.raises(ConfigError, match=r"listener SSL uses TLS: .* use https://host:port"):
         NodeConfig({**BASE, **TLS, "http.listeners": "http://0.0.0.0:8082"})
+
+
+def test_https_takes_the_nodes_certificate_and_client_authentication() -> None:
+    """https serves the node's ssl.* files; client certificates as http.ssl.client.auth says, else ssl.client.auth."""
+    config = NodeConfig({**BASE, **TLS, "http.listeners": "https://0.0.0.0:8443"})
+    assert config.http_tls and config.http_client_auth == "required"
+    assert config.advertised_http_listener == Endpoint("HTTP", "10.0.0.4", 8443)
+    requested = NodeConfig(
+        {**BASE, **TLS, "http.listeners": "https://0.0.0.0:8443", "http.ssl.client.auth": "requested"}
+    )
+    assert requested.http_client_auth == "requested" and requested.http_authentication == "basic"
+    assert not node(**{"http.listeners": "http://0.0.0.0:8082"}).http_tls
+    assert node(**{"http.listeners": "http://0.0.0.0:8082"}).http_client_auth == "none"
+
+
+def test_client_certificates_need_the_ca() -> None:
+    without_ca = {"ssl.certificate.location": "c.pem", "ssl.key.location": "k.pem"}
+    with pytest.raises(ConfigError, match=r"client certificates \(requested\) need ssl.ca.location"):
+        NodeConfig(
+            {**BASE, **without_ca, "http.listeners": "https://0.0.0.0:8443", "http.ssl.client.auth": "requested"}
+        )
+
+
+def test_no_authentication_next_to_sasl_only_with_required_client_certificates() -> None:
+    """Every caller then has a certificate's principal: nobody comes in as User:ANONYMOUS."""
+    https = {**BASE, **TLS, "http.listeners": "https://0.0.0.0:8443", "http.authentication": "none"}
+    assert NodeConfig(https).http_authentication == "none"
+    with pytest.raises(ConfigError, match="require client certificates"):
+        NodeConfig({**https, "http.ssl.client.auth": "requested"})

@@ -203,7 +203,8 @@ async function start() {
   window.addEventListener("hashchange", () => render());
   const current = await call("GET", "/ui/session");
   if (current.signed_in) return signedIn(current);
-  if (current.authentication === "none") return signedIn(await call("POST", "/ui/session", {}));
+  // Without authentication, or with a client certificate the listener verified, an empty sign-in opens the session.
+  if (current.authentication === "none" || current.certificate_principal) return signedIn(await call("POST", "/ui/session", {}));
   showLogin();
 }
 
@@ -593,6 +594,8 @@ async function browsePage(selected) {
       field("Show as", el("select", { id: "search-render" }, ["text", "json", "hex", "schema"].map((m) => el("option", { value: m }, m === "schema" ? "schema registry" : m)))),
       field("Matches per page", el("input", { id: "search-max", type: "number", min: 1, max: 1000, value: 50 })),
       field("Scan at most", el("input", { id: "search-scan", type: "number", min: 1, value: 1000000 })),
+      field("Time limit (s)", el("input", { id: "search-time", type: "number", min: 1, max: 600, value: 30 })),
+      field("Records per request", el("input", { id: "search-chunk", type: "number", min: 1, max: 10000000, value: 200000 })),
       el("button", { type: "submit", id: "search-submit" }, "Search"),
     ),
   );
@@ -624,32 +627,90 @@ function searchBody() {
   }
   if (value("search-header")) filter.header = value("search-header");
   if (value("search-header-value")) filter.header_value = value("search-header-value");
-  const body = {
-    start: value("search-start"),
-    filter,
-    max_matches: Number(value("search-max") || 50),
-    max_scanned: Number(value("search-scan") || 1000000),
-    timeout_ms: 20000,
-    decode: value("search-render") === "schema",
-  };
+  const body = { start: value("search-start"), filter, decode: value("search-render") === "schema" };
   const partitions = value("search-partitions");
   if (partitions) body.partitions = partitions.split(",").map((p) => Number(p.trim()));
   if (body.start === "offset") body.offset = Number(value("search-offset") || 0);
   if (body.start === "timestamp") body.timestamp = value("search-timestamp");
   if (body.start === "end") body.tail = Number(value("search-tail") || 100);
-  return { topic: value("search-topic"), body, render: value("search-render") };
+  return {
+    topic: value("search-topic"),
+    body,
+    render: value("search-render"),
+    wanted: Math.min(1000, Math.max(1, Number(value("search-max") || 50))),
+    budget: Math.max(1, Number(value("search-scan") || 1000000)),
+    limitMs: 1000 * Math.max(1, Number(value("search-time") || 30)),
+    chunk: Math.max(1, Number(value("search-chunk") || 200000)),
+    parts: {}, // partition -> {start, next, end}: where the search began, stands and ends, for its progress
+  };
 }
 
+// A search is a run of bounded requests (each scans at most "Records per request" and goes on from the previous
+// one's cursor) until it has its matches, every partition is searched to its end, it has scanned its limit, or its
+// time limit is up; the progress is redrawn after each.
 async function runSearch(search, results, more) {
+  const started = Date.now();
+  const run = { found: [], scanned: 0, throttled: 0, stopped: "end", cursor: search.cursor || null, halted: false };
+  const bar = el("progress", { id: "search-progress", max: 100, value: 0 });
+  const line = el("span", { id: "search-progress-text" }, "Searching…");
+  const stop = el("button", { type: "button", class: "secondary", id: "search-stop", onclick: () => (run.halted = true) }, "Stop");
+  results.replaceChildren(el("div", { class: "card", id: "search-running" }, el("p", { class: "status" }, line), bar, " ", stop));
   try {
-    const page = await api("POST", `/topics/${enc(search.topic)}/records:search`, search.body);
-    showPage(search, page, results, more);
+    for (;;) {
+      const left = search.limitMs - (Date.now() - started);
+      if (left < 1) {
+        run.stopped = "timeout";
+        break;
+      }
+      const body = {
+        ...search.body,
+        max_matches: search.wanted - run.found.length,
+        max_scanned: Math.min(search.chunk, search.budget - run.scanned, 10000000),
+        timeout_ms: Math.min(60000, Math.ceil(left)),
+      };
+      if (run.cursor) body.cursor = run.cursor;
+      const page = await api("POST", `/topics/${enc(search.topic)}/records:search`, body);
+      for (const p of page.partitions) {
+        const known = search.parts[p.partition_id];
+        search.parts[p.partition_id] = { start: known ? known.start : p.start_offset, next: p.next_offset, end: p.end_offset };
+      }
+      run.found = run.found.concat(page.data);
+      run.scanned += page.scanned;
+      run.throttled += page.throttled_ms || 0;
+      run.cursor = page.cursor;
+      showProgress(search, run, bar, line, Date.now() - started);
+      if (!run.cursor) run.stopped = "end";
+      else if (run.found.length >= search.wanted) run.stopped = "max_matches";
+      else if (run.scanned >= search.budget) run.stopped = "max_scanned";
+      else if (run.halted) run.stopped = "stopped";
+      else continue;
+      break;
+    }
   } catch (e) {
     failed(e, `read topic ${search.topic}`);
+    return;
   }
+  const page = { data: run.found, scanned: run.scanned, elapsed_ms: Date.now() - started, stopped: run.stopped, cursor: run.cursor };
+  showPage(search, page, results, more, el("div", { class: "card", id: "search-done" }, el("p", { class: "status" }, line), bar));
 }
 
-function showPage(search, page, results, more) {
+function showProgress(search, run, bar, line, elapsedMs) {
+  let done = 0;
+  let total = 0;
+  for (const p of Object.values(search.parts)) {
+    done += Math.max(0, p.next - p.start);
+    total += Math.max(0, p.end - p.start);
+  }
+  const percent = total ? Math.min(100, Math.floor((100 * done) / total)) : 100;
+  bar.value = percent;
+  Object.assign(bar.dataset, { done, total, percent });
+  const held = run.throttled ? ` · held ${(run.throttled / 1000).toFixed(1)} s by the fetch quota` : "";
+  line.textContent =
+    `Scanned offsets ${number(done)} of ${number(total)} (${percent}%) · ${run.found.length} matches · ` +
+    `${(elapsedMs / 1000).toFixed(1)} s of ${search.limitMs / 1000} s${held}`;
+}
+
+function showPage(search, page, results, more, progress) {
   const rows = page.data.map((r) =>
     el(
       "tr",
@@ -669,7 +730,7 @@ function showPage(search, page, results, more) {
     `${page.data.length} matches · ${number(page.scanned)} records scanned in ${page.elapsed_ms} ms · stopped: ${page.stopped}`,
   );
   const next = page.cursor
-    ? el("button", { type: "button", class: "secondary", id: "search-next", onclick: () => runSearch({ ...search, body: { ...search.body, cursor: page.cursor } }, results, true) }, "Next page")
+    ? el("button", { type: "button", class: "secondary", id: "search-next", onclick: () => runSearch({ ...search, cursor: page.cursor }, results, true) }, "Next page")
     : el("span", { class: "muted" }, "Every partition searched to its end.");
   const republish = el(
     "form",
@@ -697,7 +758,7 @@ function showPage(search, page, results, more) {
     }
   });
   const body = table(["", "Partition", "Offset", "Timestamp", "Key", "Value", "Headers"], rows, { id: "search-table" });
-  results.replaceChildren(status, body, el("div", { class: "row" }, next), el("div", { class: "card" }, republish));
+  results.replaceChildren(progress, status, body, el("div", { class: "row" }, next), el("div", { class: "card" }, republish));
   if (more) banner("ok", "Next page loaded.");
 }
 

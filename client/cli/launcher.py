@@ -1,0 +1,117 @@
+"""The node launcher's process (started by ``odradek.deploy.launcher.NodeLauncher``, which describes it): imports a
+node's code once, then forks one node per request read on stdin, answering on stdout, one JSON line each."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import resource
+import signal
+import sys
+import traceback
+from typing import IO, Any
+
+import setproctitle
+
+from odradek.deploy.process import server_argv
+
+# What a node imports before it reads its config: its command, the node and its event loop.
+PRELOAD = ("odradek.client.cli.main", "odradek.client.cli.server", "odradek.broker.node", "uvloop")
+
+
+class _Children:
+    """Exit statuses of the forked nodes, collected as SIGCHLD arrives (the launcher's loop is blocked reading)."""
+
+    def __init__(self) -> None:
+        self.statuses: dict[int, int] = {}
+
+    def reap(self, *_: object) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self.statuses[pid] = os.waitstatus_to_exitcode(status)
+
+
+def _run_node(request: dict[str, Any]) -> None:
+    """In the forked child: become the node and never return to the launcher's loop."""
+    code = 1
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setsid()
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.closerange(3, 256)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        argv = ["server", "--config", request["config"]]
+        sys.argv = [sys.executable, *argv]
+        # ps and pgrep show the command a started node would have, config path and all, not the launcher's.
+        setproctitle.setproctitle(" ".join(server_argv(request["config"])))
+        from odradek.client.cli.main import main
+
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+
+
+def _serve(requests: IO[str], answers: IO[str]) -> None:
+    children = _Children()
+    signal.signal(signal.SIGCHLD, children.reap)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    answers.write(json.dumps({"ready": True}) + "\n")
+    answers.flush()
+    for line in requests:
+        request = json.loads(line)
+        op = request.get("op")
+        if op == "start":
+            try:
+                pid = os.fork()
+            except OSError as e:
+                answer: dict[str, Any] = {"error": str(e)}
+            else:
+                if pid == 0:
+                    _run_node(request)
+                answer = {"pid": pid}
+        elif op == "status":
+            children.reap()
+            answer = {"status": children.statuses.get(int(request["pid"]))}
+        elif op == "rusage":
+            children.reap()
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            answer = {"cpu_s": usage.ru_utime + usage.ru_stime}
+        else:
+            answer = {"error": f"unknown request {op!r}"}
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+
+
+def main() -> None:
+    setproctitle.getproctitle()  # takes over the argv and environ memory now, while both are still as exec left them
+    for module in PRELOAD:
+        importlib.import_module(module)
+    threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
+    if threads != 1:  # a fork would copy locks other threads may hold: refuse, the starter runs nodes itself
+        print(json.dumps({"ready": False, "error": f"{threads} threads after the imports"}), flush=True)
+        return
+    _serve(sys.stdin, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
