@@ -197,11 +197,10 @@ class DevCluster:
         ``schema_registry``: every broker serves the built-in schema registry on a port of its own
         (``schema.registry.listeners``); with ``tls`` over https, asking for client certificates without requiring
         them (so a client with the CA and, under ``security``, a SCRAM user's HTTP Basic credentials gets in).
-        ``http_api``: every broker serves the HTTP API on a port of its own (``http.listeners``, plain HTTP; not with
-        ``tls`` or ``security``, whose TLS listeners it cannot match yet)."""
+        ``http_api``: every broker serves the HTTP API and the web console on a port of its own (``http.listeners``);
+        with ``tls`` over https, asking for client certificates without requiring them, as the schema registry (so
+        a browser without one signs in, under ``security`` as a SCRAM user)."""
         tls = tls or security
-        if http_api and tls:
-            raise LocalClusterError("the HTTP API does not support TLS or security yet (no https)")
         if controllers < 1:
             raise LocalClusterError("a cluster needs at least one controller")
         if brokers < 0:
@@ -272,7 +271,9 @@ class DevCluster:
                 if tls:
                     props["schema.registry.ssl.client.auth"] = "requested"
             if n.http_port:
-                props["http.listeners"] = f"http://{n.host}:{n.http_port}"
+                props["http.listeners"] = f"{cluster.http_scheme}://{n.host}:{n.http_port}"
+                if tls:
+                    props["http.ssl.client.auth"] = "requested"
             n.directory.mkdir(parents=True)
             if ca is not None:
                 cert, key = make_leaf(ca, f"node-{n.node_id}", [n.host, "127.0.0.1", "localhost"]).write(
@@ -425,9 +426,14 @@ class DevCluster:
         return "https" if self.tls else "http"
 
     @property
+    def http_scheme(self) -> str:
+        """The HTTP API's: https on a TLS cluster."""
+        return "https" if self.tls else "http"
+
+    @property
     def http_urls(self) -> str:
         """Every broker's HTTP API URL (docs/http-api.md), "" without one."""
-        return ",".join(f"http://{n.host}:{n.http_port}" for n in self.nodes if n.http_port)
+        return ",".join(f"{self.http_scheme}://{n.host}:{n.http_port}" for n in self.nodes if n.http_port)
 
     @property
     def kafka_bootstrap_servers(self) -> str:
@@ -532,7 +538,7 @@ class DevCluster:
                 "schema_registry": (
                     f"{self.registry_scheme}://127.0.0.1:{n.schema_registry_port}" if n.schema_registry_port else None
                 ),
-                "http": f"http://127.0.0.1:{n.http_port}" if n.http_port else None,
+                "http": f"{self.http_scheme}://127.0.0.1:{n.http_port}" if n.http_port else None,
                 "metrics": f"http://127.0.0.1:{n.metrics_port}/metrics" if n.metrics_port else None,
                 "log": str(n.log_file),
             }

@@ -73,8 +73,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--no-http",
         action="store_true",
-        help="brokers serve no HTTP API (by default each serves one, docs/http-api.md; not with --security, whose "
-        "TLS listeners it cannot match yet)",
+        help="brokers serve no HTTP API nor web console (by default each serves one, docs/http-api.md; with "
+        "--security over https, logging in with HTTP Basic as a SCRAM user or a client certificate)",
     )
     for name, handler, text in (
         ("down", _down, "stop every node (SIGTERM, then SIGKILL)"),
@@ -113,7 +113,7 @@ def _up(args: argparse.Namespace) -> None:
         security=args.security,
         first_id=args.first_node_id,
         schema_registry=not args.no_schema_registry,
-        http_api=not args.no_http and not args.security,
+        http_api=not args.no_http,
     )
     cluster.start_all()
     profile: dict[str, Any] = {

@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import requests
 
 from odradek.client.admin import Admin
 from odradek.client.cli.client_settings import merged_settings, parse_pairs
@@ -141,6 +142,21 @@ def test_dev_up_security_gives_a_secured_cluster_its_admin_client_config_and_the
             admin.list_topics()
         node_configs = [tomllib.loads(p.read_text()) for p in directory.glob("node-*/node.toml")]
         assert {c["authorizer.class.name"] for c in node_configs} == {"odradek"}
+        # The HTTP API and console over https: the admin logs in with Basic, trusting the cluster's CA.
+        status = json.loads(odradek(home, "dev", "status", "--dir", str(directory), "--format", "json").stdout)
+        https = [n["http"] for n in status if n["http"]]
+        assert len(https) == 2 and all(url.startswith("https://") for url in https)
+        answer = requests.get(
+            f"{https[0]}/v3/clusters",
+            auth=(config["sasl.username"], config["sasl.password"]),
+            verify=str(directory / "tls" / "ca.crt"),
+            timeout=15,
+        )
+        assert answer.status_code == 200, answer.text
+        assert (
+            requests.get(f"{https[0]}/v3/clusters", verify=str(directory / "tls" / "ca.crt"), timeout=15).status_code
+            == 401
+        )
         assert all("User:admin" in c["super.users"].split(";") for c in node_configs)
     finally:
         odradek(home, "dev", "down", "--dir", str(directory))

@@ -20,7 +20,6 @@ from odradek.client.acls import AclBinding
 from odradek.client.admin import Admin
 from odradek.deploy.certs import load_ca, make_leaf
 from odradek.deploy.local import DevCluster
-from odradek.deploy.process import free_ports
 
 from ..integration.conftest import FAST, wait_for
 
@@ -32,14 +31,12 @@ ALICE = "User:CN=alice,O=odradek"  # the default mapping rule: the certificate's
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
     directory = tmp_path_factory.mktemp("http-api-tls")
-    c = DevCluster.create(directory, controllers=1, brokers=2, security=True, overrides=dict(FAST))
-    brokers = [n for n in c.nodes if "broker" in n.roles]
-    for n, port, client_auth in zip(brokers, free_ports(2), ("required", "requested"), strict=True):
-        config = tomllib.loads(Path(n.config).read_text())
-        config |= {"http.listeners": f"https://127.0.0.1:{port}", "http.ssl.client.auth": client_auth}
-        Path(n.config).write_text(tomli_w.dumps(config))
-        n.http_port = port
-    c.save()
+    c = DevCluster.create(directory, controllers=1, brokers=2, security=True, overrides=dict(FAST), http_api=True)
+    assert c.http_urls.startswith("https://")  # as `odradek dev up --security` serves it
+    first = min((n for n in c.nodes if n.http_port), key=lambda n: n.node_id)
+    config = tomllib.loads(Path(first.config).read_text())
+    assert config["http.ssl.client.auth"] == "requested"
+    Path(first.config).write_text(tomli_w.dumps(config | {"http.ssl.client.auth": "required"}))
     c.start_all_and_wait()
     try:
         yield c
