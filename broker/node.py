@@ -44,6 +44,7 @@ from odradek.broker.security.sasl_session import CredentialLookup, SaslSession
 from odradek.broker.security.tls import NodeTls
 from odradek.broker.security.tls_identity import CertificatePrincipals
 from odradek.broker.serving_gate import ServingGate
+from odradek.broker.share.grpc_service import ShareGroupsService
 from odradek.broker.storage import verify_storage
 from odradek.broker.throttling import QuotaInterceptor
 from odradek.broker.topic_defaults import topic_defaults
@@ -67,6 +68,7 @@ from odradek.proto import (
     group_pb2_grpc,
     raft_pb2_grpc,
     security_pb2_grpc,
+    share_group_pb2_grpc,
     share_pb2_grpc,
     transaction_pb2_grpc,
 )
@@ -325,6 +327,8 @@ class Node:
         group_pb2_grpc.add_GroupCoordinatorServicer_to_server(GroupCoordinatorService(groups), server)
         transaction_pb2_grpc.add_TransactionsServicer_to_server(TransactionsService(transactions), server)
         share_pb2_grpc.add_ShareCoordinatorServicer_to_server(broker.share.coordinator_service(access), server)
+        share = broker.share.service(access)
+        share_group_pb2_grpc.add_ShareGroupsServicer_to_server(ShareGroupsService(share), server)
         self.http_api = self._build_http_api(admin, service, groups, ready)
         endpoint = self.config.kafka_listener
         if endpoint is not None:
@@ -349,7 +353,7 @@ class Node:
                 access,
                 self.config,
                 self._fetch_sessions(service),
-                share=broker.share.service(access),
+                share=share,
             )
             # A connection's session, given its client certificate's principal if it has one.
             kafka_sasl = functools.partial(SaslSession, mechanisms, lookup) if c.requires_sasl(endpoint) else None

@@ -20,6 +20,7 @@ import grpc
 from odradek.client.admin_groups import GroupAdmin
 from odradek.client.admin_quotas import QuotaAdmin
 from odradek.client.admin_security import SecurityAdmin
+from odradek.client.admin_share_groups import ShareGroupAdmin
 from odradek.client.admin_transactions import TransactionAdmin
 from odradek.client.authentication import sasl_credentials
 from odradek.client.background import BackgroundLoop
@@ -359,7 +360,7 @@ def _replica(r: pb.ReplicaState, high_watermark: int) -> ReplicaDescription:
     )
 
 
-class AsyncAdmin(GroupAdmin, TransactionAdmin, QuotaAdmin, SecurityAdmin):
+class AsyncAdmin(ShareGroupAdmin, GroupAdmin, TransactionAdmin, QuotaAdmin, SecurityAdmin):
     def __init__(self, config: Mapping[str, Any]) -> None:
         cfg = AdminConfig.from_mapping(config)
         self._servers = list(cfg.bootstrap_servers)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from odradek.proto.group_pb2_grpc import GroupCoordinatorAsyncStub
 
 R = TypeVar("R")
+S = TypeVar("S")
 
 COORDINATOR_RETRY = frozenset(
     {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE}
@@ -163,6 +164,16 @@ class GroupAdmin:
     ) -> tuple[int, R]:
         """Send one request to ``group``'s coordinator, looking it up again while it moves or loads; return the
         coordinator's node id and the answer."""
+        return await self._coordinator_call(group, self._stub, invoke, error_of)
+
+    async def _coordinator_call(
+        self,
+        group: str,
+        stub_of: Callable[[str], S],
+        invoke: Callable[[S, float], Awaitable[R]],
+        error_of: Callable[[R], int],
+    ) -> tuple[int, R]:
+        """``_group_call`` through another service the group's coordinator serves (``stub_of(address)``)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeout
         last: OdradekError | None = None
@@ -171,9 +182,13 @@ class GroupAdmin:
                 node, address = await self._find_coordinator(group)
                 try:
                     response = await invoke(
-                        self._stub(address), max(0.1, min(self._rpc_timeout(), deadline - loop.time()))
+                        stub_of(address), max(0.1, min(self._rpc_timeout(), deadline - loop.time()))
                     )
                 except grpc.aio.AioRpcError as e:
+                    if e.code() == grpc.StatusCode.UNIMPLEMENTED:  # no such service there: no retry helps
+                        raise OdradekError(
+                            f"{address} does not implement this request", code=ErrorCode.UNSUPPORTED_VERSION
+                        ) from None
                     raise _CoordinatorRetry(ErrorCode.COORDINATOR_NOT_AVAILABLE) from e
                 code = error_of(response)
                 if code not in COORDINATOR_RETRY:
@@ -186,12 +201,15 @@ class GroupAdmin:
                 raise last
             await asyncio.sleep(self._backoff)
 
-    async def list_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
-        """Every group of the cluster (in ``states`` only, Kafka's state names, case-insensitive), asking each
-        broker for the groups it coordinates. A broker still loading a partition is asked again until the timeout;
-        one that stays unreachable raises its error (a partial list would hide groups)."""
+    async def list_groups(
+        self, states: Iterable[str] | None = None, types: Iterable[str] | None = None
+    ) -> list[GroupListing]:
+        """Every group of the cluster (in ``states`` only, Kafka's state names, and of ``types`` only, "classic",
+        "consumer" or "share"; both case-insensitive), asking each broker for the groups it coordinates. A broker
+        still loading a partition is asked again until the timeout; one that stays unreachable raises its error (a
+        partial list would hide groups)."""
         brokers = await self._brokers()
-        request = gpb.ListGroupsRequest(states_filter=list(states or ()))
+        request = gpb.ListGroupsRequest(states_filter=list(states or ()), types_filter=list(types or ()))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeout
 

@@ -396,15 +396,28 @@ class ConsumerGroup:
     # -- offsets -------------------------------------------------------------------------------------------------
 
     def validate_offset_commit(
-        self, member_id: str, member_epoch: int, instance_id: str | None = None, transactional: bool = False
+        self,
+        member_id: str,
+        member_epoch: int,
+        instance_id: str | None = None,
+        transactional: bool = False,
+        api_version: int | None = None,
     ) -> ErrorCode.ValueType:
         """OffsetCommit (v9+) and TxnOffsetCommit of this group: a member's commit carries its current epoch; a
         commit without a member (epoch -1) is accepted only while the group has no members, or, for TxnOffsetCommit,
-        when it names no member, epoch or instance at all (a producer that sends no group metadata)."""
+        when it names no member, epoch or instance at all (a producer that sends no group metadata). A member of
+        the consumer protocol committing with OffsetCommit below version 9 (``api_version``; None: odradek's own
+        API) is UNSUPPORTED_VERSION, as Kafka's ConsumerGroup.validateOffsetCommit answers (not TxnOffsetCommit,
+        nor a classic member, whose clients know only the older versions)."""
         if member_epoch < 0 and not self.members:
             return ErrorCode.NONE
         if transactional and member_epoch < 0 and not member_id and instance_id is None:
             return ErrorCode.NONE
+        member = self.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if not transactional and not member.classic and api_version is not None and api_version < 9:
+            return ErrorCode.UNSUPPORTED_VERSION
         return self._validate_member_epoch(member_id, member_epoch)
 
     def _validate_member_epoch(self, member_id: str, member_epoch: int) -> ErrorCode.ValueType:

@@ -224,7 +224,7 @@ def encode_consumer_key(key: ConsumerRecordKey) -> bytes:
     return bytes(w.out)
 
 
-def _write_partitions(w: RecordWriter, partitions: Partitions) -> None:
+def write_partitions(w: RecordWriter, partitions: Partitions) -> None:
     topics = by_topic(partitions)
     w.array_length(len(topics))
     for topic_id, numbers in topics:
@@ -266,7 +266,7 @@ def encode_consumer_value(value: ConsumerRecordValue) -> bytes:
     elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
         w.int32(value.assignment_epoch)
     elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
-        _write_partitions(w, value.partitions)
+        write_partitions(w, value.partitions)
     elif isinstance(value, ConsumerGroupRegularExpressionValue):
         w.string_array(value.topics)
         w.int64(value.version)
@@ -275,8 +275,8 @@ def encode_consumer_value(value: ConsumerRecordValue) -> bytes:
         w.int32(value.member_epoch)
         w.int32(value.previous_member_epoch)
         w.int8(value.state)
-        _write_partitions(w, value.assigned)
-        _write_partitions(w, value.pending_revocation)
+        write_partitions(w, value.assigned)
+        write_partitions(w, value.pending_revocation)
     w.end_struct()
     return bytes(w.out)
 
@@ -336,7 +336,7 @@ def decode_consumer_key(version: int, r: RecordReader) -> ConsumerRecordKey:
     raise UnknownRecordVersionError("key", version)
 
 
-def _read_partitions(r: RecordReader) -> Partitions:
+def read_partitions(r: RecordReader) -> Partitions:
     out: set[tuple[TopicId, int]] = set()
     for _ in range(r.array_length()):
         topic_id = r.uuid()
@@ -387,7 +387,7 @@ def decode_consumer_value(key: ConsumerRecordKey, data: bytes) -> ConsumerRecord
     elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
         value = ConsumerGroupTargetAssignmentMetadataValue(r.int32())
     elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
-        value = ConsumerGroupTargetAssignmentMemberValue(_read_partitions(r))
+        value = ConsumerGroupTargetAssignmentMemberValue(read_partitions(r))
     elif isinstance(key, ConsumerGroupRegularExpressionKey):
         value = ConsumerGroupRegularExpressionValue(r.string_array(), r.int64(), r.int64())
     else:
@@ -396,8 +396,8 @@ def decode_consumer_value(key: ConsumerRecordKey, data: bytes) -> ConsumerRecord
             member_epoch,
             previous_member_epoch,
             MemberState(state) if state in MemberState._value2member_map_ else MemberState.UNKNOWN,
-            _read_partitions(r),
-            _read_partitions(r),
+            read_partitions(r),
+            read_partitions(r),
         )
     r.end_struct()
     r.done()

@@ -79,6 +79,7 @@ from odradek.broker.groups.records import (
     RecordValue,
     group_tombstone,
 )
+from odradek.broker.groups.share_records import ShareRecordKey, ShareRecordValue
 from odradek.broker.partition import Partition
 from odradek.client.common.group_configs import group_overrides
 from odradek.client.common.metadata_image import MetadataImage, TopicImage
@@ -211,6 +212,9 @@ class GroupShard:
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.consumer_records: dict[str, dict[ConsumerRecordKey, ConsumerRecordValue]] = {}
         self.consumer_locks: dict[str, asyncio.Lock] = {}
+        # KIP-932 share groups' stored records (the last value of each key), which the share group coordinator
+        # restores its groups from once the partition is replayed and keeps up to date as it appends.
+        self.share_records: dict[str, dict[ShareRecordKey, ShareRecordValue]] = {}
         self.generations: dict[str, int] = {}
         self.replayed_groups: dict[str, GroupMetadataValue] = {}  # the last metadata record of each, while loading
         self.deferred_markers: list[tuple[int, bool]] = []  # markers reported while the load was still reading
@@ -232,6 +236,14 @@ class ShareGroups(Protocol):
     one kind of group, and ListGroups and DeleteGroups cover them too."""
 
     def owns(self, cp: OffsetsPartition, group_id: str) -> bool: ...
+
+    def replayed(self, cp: OffsetsPartition) -> None:
+        """The partition's log is replayed: restore its share groups from ``cp.shard.share_records``."""
+        ...
+
+    def loaded(self, cp: OffsetsPartition) -> None:
+        """The partition serves: start its share groups' timers."""
+        ...
 
     def listings(self, cp: OffsetsPartition) -> list[GroupListing]: ...
 
@@ -323,7 +335,13 @@ class GroupCoordinator:
 
     def replay(self, cp: OffsetsPartition, records: Bytes) -> None:
         shard = cp.shard
-        replay_batches(records, shard.store, shard.replayed_groups, consumer_groups=shard.consumer_records)
+        replay_batches(
+            records,
+            shard.store,
+            shard.replayed_groups,
+            consumer_groups=shard.consumer_records,
+            share_groups=shard.share_records,
+        )
 
     def on_replayed(self, cp: OffsetsPartition) -> None:
         """Apply the markers reported while the load read the log (one past the end it started at may be there;
@@ -345,9 +363,13 @@ class GroupCoordinator:
             shard.consumer_groups[group_id] = self._restore_consumer_group(group_id, records, now)
         for group_id in shard.store.groups() - set(groups) - set(shard.consumer_records):
             shard.groups[group_id] = ClassicGroup(group_id, self.config.group, self._member_ids, now)
+        if self.share_groups is not None:
+            self.share_groups.replayed(cp)
 
     def on_loaded(self, cp: OffsetsPartition) -> None:
         cp.spawn(self._retention(cp), f"offsets-retention-{cp.index}")
+        if self.share_groups is not None:
+            self.share_groups.loaded(cp)
         if cp.shard.deferred_deletions:
             cp.spawn(self._drop_offsets(cp, cp.shard.deferred_deletions), f"drop-deleted-offsets-{cp.index}")
 
@@ -380,7 +402,10 @@ class GroupCoordinator:
         return sleep_s(earliest(deadlines), self.clock())
 
     def summary(self, shard: GroupShard) -> str:
-        return f"{len(shard.groups)} groups, {len(shard.consumer_groups)} consumer groups"
+        return (
+            f"{len(shard.groups)} groups, {len(shard.consumer_groups)} consumer groups, "
+            f"{len(shard.share_records)} share groups"
+        )
 
     async def close(self) -> None:
         await self.runtime.close()
@@ -908,9 +933,11 @@ class GroupCoordinator:
         group_instance_id: str | None,
         generation_id: int,
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        api_version: int | None = None,
     ) -> dict[TopicPartition, ErrorCode.ValueType]:
         """OffsetCommit: the error of each partition. A commit with generation -1 and no member is a simple
-        commit (a consumer using ``assign``), accepted while the group has no members."""
+        commit (a consumer using ``assign``), accepted while the group has no members. ``api_version``: the Kafka
+        OffsetCommit version (None: odradek's own API), which a consumer group member must send at 9 or above."""
         cp = self._route(group_id)
         consumer_group = cp.shard.consumer_groups.get(group_id)
         group = cp.shard.groups.get(group_id)
@@ -920,7 +947,7 @@ class GroupCoordinator:
             group = self._new_group(cp, group_id)
         try:
             if consumer_group is not None:  # the generation field carries the member epoch (OffsetCommit v9+)
-                error = consumer_group.validate_offset_commit(member_id, generation_id)
+                error = consumer_group.validate_offset_commit(member_id, generation_id, api_version=api_version)
             else:
                 assert group is not None
                 error = group.validate_offset_commit(member_id, group_instance_id, generation_id)

@@ -243,7 +243,12 @@ class GroupService:
         try:
             if allowed or not refused:
                 made = await self.coordinator.commit_offsets(
-                    request.group_id, request.member_id, request.group_instance_id, request.generation_id, allowed
+                    request.group_id,
+                    request.member_id,
+                    request.group_instance_id,
+                    request.generation_id,
+                    allowed,
+                    api_version=request.api_version,
                 )
                 errors = {tp: int(error) for tp, error in made.items()}
         except CoordinatorError as e:

@@ -3,8 +3,9 @@ partition's log when it becomes the partition's leader.
 
 Pure functions, so the shell only moves bytes: ``group_record`` and ``encode_records`` make the batch to append,
 ``replay_batches`` feeds what a loading coordinator reads into the ``OffsetStore``, into a map of each group's
-last metadata record (a tombstone removes the group) and, for KIP-848 consumer groups, into each group's live
-records (the last value of each key, as compaction leaves them; ``ConsumerGroup.restore`` replays them), and
+last metadata record (a tombstone removes the group) and, for KIP-848 consumer groups and KIP-932 share groups,
+into each group's live records (the last value of each key, as compaction leaves them; ``ConsumerGroup.restore``
+and ``ShareGroup.restore`` replay them), and
 ``snapshot_of`` turns such a record back into the ``GroupSnapshot`` that ``ClassicGroup.restore`` takes.
 
 A transactional commit is one transactional batch of the producer (``encode_records`` with a producer id: base
@@ -32,6 +33,7 @@ from odradek.broker.groups.records import (
     encode_key,
     encode_value,
 )
+from odradek.broker.groups.share_records import ShareRecordKey, ShareRecordValue
 from odradek.client.errors import CorruptRecordError
 from odradek.client.record.batch import Bytes, read_batches
 from odradek.client.record.builder import BatchBuilder
@@ -123,13 +125,15 @@ def replay_batches(
     groups: MutableMapping[str, GroupMetadataValue],
     stats: ReplayStats | None = None,
     consumer_groups: MutableMapping[str, dict[ConsumerRecordKey, ConsumerRecordValue]] | None = None,
+    share_groups: MutableMapping[str, dict[ShareRecordKey, ShareRecordValue]] | None = None,
 ) -> None:
     """Apply every record of ``data`` (whole batches, in log order): offset commits to ``store``, group metadata to
     ``groups`` (the last record of a group wins; a tombstone removes it), consumer group records to
     ``consumer_groups`` (per group, the last value of each key; a tombstone removes the key, and a group left
-    without keys). Offsets of a transactional batch wait for the producer's control batch (COMMIT or ABORT); a
-    record this codec cannot read (another coordinator's type, or corrupt), or a consumer group record when
-    ``consumer_groups`` is None, is skipped and counted."""
+    without keys), share group records likewise to ``share_groups``. Offsets of a transactional batch wait for
+    the producer's control batch (COMMIT or ABORT); a record this codec cannot read (another coordinator's type, or
+    corrupt), or a consumer (share) group record when ``consumer_groups`` (``share_groups``) is None, is skipped
+    and counted."""
     stats = stats if stats is not None else ReplayStats()
     for batch in read_batches(data):
         header = batch.header
@@ -166,6 +170,13 @@ def replay_batches(
                     del consumer_groups[key.group]
                 stats.records += 1
                 continue
+            if isinstance(key, ShareRecordKey):
+                if share_groups is None:
+                    stats.skipped += 1
+                    continue
+                _replay_live(share_groups, key, value if isinstance(value, ShareRecordValue) else None)
+                stats.records += 1
+                continue
             stats.records += 1
             if isinstance(key, GroupMetadataKey):
                 if value is None:
@@ -174,3 +185,17 @@ def replay_batches(
                     groups[key.group] = value
             else:
                 store.replay(key, value, producer_id)
+
+
+def _replay_live(
+    groups: MutableMapping[str, dict[ShareRecordKey, ShareRecordValue]],
+    key: ShareRecordKey,
+    value: ShareRecordValue | None,
+) -> None:
+    """A group's live records as compaction leaves them: the last value of each key; a group without keys goes."""
+    live = groups.setdefault(key.group, {})
+    live.pop(key, None)
+    if value is not None:
+        live[key] = value
+    elif not live:
+        del groups[key.group]

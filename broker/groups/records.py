@@ -9,6 +9,7 @@ Keys (the key version says which record it is):
 - version 0 or 1: an offset commit, ``group, topic, partition`` (written as 1);
 - version 2: a group's metadata, ``group``;
 - versions 3-8 and 16: the records of a KIP-848 consumer group (``consumer_records``);
+- versions 9-15: the records of a KIP-932 share group (``share_records``);
 - any other version is another coordinator's record type and is refused with ``UnknownRecordVersionError``.
 
 Values (a null value is a tombstone: it deletes the key under compaction and on replay):
@@ -48,6 +49,17 @@ from odradek.broker.groups.record_codec import MAX_STRING_BYTES as MAX_STRING_BY
 from odradek.broker.groups.record_codec import OffsetsRecordError as OffsetsRecordError
 from odradek.broker.groups.record_codec import RecordReader, RecordWriter
 from odradek.broker.groups.record_codec import UnknownRecordVersionError as UnknownRecordVersionError
+from odradek.broker.groups.share_records import (
+    SHARE_KEY_VERSIONS,
+    SHARE_RECORD_TYPES,
+    ShareRecordKey,
+    ShareRecordValue,
+    decode_share_key,
+    decode_share_value,
+    describe_share_value,
+    encode_share_key,
+    encode_share_value,
+)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -107,8 +119,8 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...] = ()
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerRecordKey
-RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerRecordValue
+RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerRecordKey | ShareRecordKey
+RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerRecordValue | ShareRecordValue
 
 
 # ---- encoding ----
@@ -125,6 +137,8 @@ def encode_key(key: RecordKey) -> bytes:
     elif isinstance(key, GroupMetadataKey):
         w.int16(GROUP_METADATA_KEY_VERSION)
         w.string(key.group)
+    elif isinstance(key, ShareRecordKey):
+        return encode_share_key(key)
     else:
         return encode_consumer_key(key)
     return bytes(w.out)
@@ -141,6 +155,8 @@ def encode_value(value: RecordValue | None, *, version: int | None = None) -> by
         if version is None:
             version = 1 if value.expire_timestamp != NO_TIMESTAMP else OFFSET_COMMIT_VALUE_VERSION
         return _encode_offset_commit(value, _check_version("OffsetCommitValue", version))
+    if isinstance(value, ShareRecordValue):
+        return encode_share_value(value)  # version 0, the only one
     if not isinstance(value, GroupMetadataValue):
         return encode_consumer_value(value)  # version 0, the only one
     if version is None:
@@ -208,6 +224,8 @@ def decode_key(data: bytes) -> RecordKey:
         key = GroupMetadataKey(group=r.string())
     elif version in CONSUMER_KEY_VERSIONS:
         key = decode_consumer_key(version, r)
+    elif version in SHARE_KEY_VERSIONS:
+        key = decode_share_key(version, r)
     else:
         raise UnknownRecordVersionError("key", version)
     r.done()
@@ -222,6 +240,8 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
         return _decode_offset_commit(data)
     if isinstance(key, GroupMetadataKey):
         return _decode_group_metadata(data)
+    if isinstance(key, ShareRecordKey):
+        return decode_share_value(key, data)
     return decode_consumer_value(key, data)
 
 
@@ -325,7 +345,7 @@ def describe_record(
         out["type"] = "group_metadata"
         out["key"] = {"version": key_version, "group": decoded_key.group}
     else:
-        out["type"] = CONSUMER_RECORD_TYPES[type(decoded_key)]
+        out["type"] = {**CONSUMER_RECORD_TYPES, **SHARE_RECORD_TYPES}[type(decoded_key)]
         shown_key: dict[str, object] = {"version": key_version, "group": decoded_key.group}
         if member_id := getattr(decoded_key, "member_id", None):
             shown_key["member_id"] = member_id
@@ -334,6 +354,9 @@ def describe_record(
         out["value"] = None
         return out
     version = value_version(value)
+    if isinstance(decoded_value, ShareRecordValue):
+        out["value"] = {"version": version, **describe_share_value(decoded_value)}
+        return out
     if not isinstance(decoded_value, OffsetCommitValue | GroupMetadataValue):
         out["value"] = {"version": version, **describe_consumer_value(decoded_value)}
         return out

@@ -134,6 +134,8 @@ class OffsetCommit:
     member_id: str
     group_instance_id: str | None
     topics: tuple[CommitTopic, ...]
+    # The Kafka API version it came in (None: odradek's own API): a member of the consumer protocol needs 9+.
+    api_version: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

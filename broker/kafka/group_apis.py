@@ -12,9 +12,10 @@ Served versions, and why not more (a version that needs what the coordinator lac
   member list and assigns again; the group is Stable, so its SyncGroup is answered with the stored assignment.
 - SyncGroup 0-5, Heartbeat 0-4, LeaveGroup 0-5, DeleteGroups 0-2: every version.
 - OffsetCommit 2-9. v9 is the first of the KIP-848 consumer protocol: the generation field carries a consumer
-  group member's epoch (STALE_MEMBER_EPOCH when it is not the current one); v10 names topics by id and is not
-  served. v0-v1 are gone from kafka-python's definitions. v2-v4 carry a retention time: odradek keeps offsets per
-  broker setting only, so any value but -1 (the broker's) is refused with INVALID_REQUEST rather than ignored.
+  group member's epoch (STALE_MEMBER_EPOCH when it is not the current one), and a member of that protocol must
+  use it (UNSUPPORTED_VERSION below, as Kafka); v10 names topics by id and is not served. v0-v1 are gone from
+  kafka-python's definitions. v2-v4 carry a retention time: odradek keeps offsets per broker setting only, so any
+  value but -1 (the broker's) is refused with INVALID_REQUEST rather than ignored.
 - OffsetFetch 1-9. v9 adds a consumer group member's id and epoch, checked as OffsetCommit's (v10, by topic id, is
   not served).
 - OffsetDelete 0, its only version.
@@ -267,6 +268,7 @@ class GroupApis:
             member_id=req.member_id,
             group_instance_id=req.group_instance_id if v >= 7 else None,
             topics=commit_topics(req.topics, with_epoch=v >= 6),
+            api_version=v,
         )
         r = await self.groups.offset_commit(request, ctx.request_context)
         topics = [

@@ -13,9 +13,15 @@ import asyncio
 import contextlib
 import ssl
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from odradek.broker.fetch_response import FetchedPartition, FetchFailedError, FetchRefusedError, ReplicaFetchRequest
+from odradek.broker.fetch_response import (
+    FetchedPartition,
+    FetchFailedError,
+    FetchRefusedError,
+    PartitionFetch,
+    ReplicaFetchRequest,
+)
 from odradek.broker.fetch_session import (
     FETCH_SESSION_ID_NOT_FOUND,
     FETCH_SESSION_TOPIC_ID_ERROR,
@@ -62,10 +68,13 @@ class KafkaTransport:
         self.connects = 0  # connections opened, for tests and logs
         self.session = ReplicaSession()
 
-    async def send(self, request: ReplicaFetchRequest, timeout: float) -> dict[Key, FetchedPartition]:
+    async def send(
+        self, request: ReplicaFetchRequest, timeout: float, changes: Mapping[Key, PartitionFetch] | None = None
+    ) -> dict[Key, FetchedPartition]:
+        """``changes``: the entries moved since the previous request (the fetcher's; see ReplicaSession.build)."""
         try:
             async with asyncio.timeout(timeout):
-                answer = await self._exchange(request)
+                answer = await self._exchange(request, changes)
                 self.session.answered(answer.error_code, answer.session_id)
                 if answer.error_code in SESSION_ERRORS:  # the session is gone (evicted, say): start one at once
                     answer = await self._exchange(request)
@@ -83,7 +92,9 @@ class KafkaTransport:
             raise FetchRefusedError(answer.error_code)
         return answer.partitions
 
-    async def _exchange(self, request: ReplicaFetchRequest) -> ReplicaFetchAnswer:
+    async def _exchange(
+        self, request: ReplicaFetchRequest, changes: Mapping[Key, PartitionFetch] | None = None
+    ) -> ReplicaFetchAnswer:
         if self._streams is None:
             context = self._tls()
             if context is None:
@@ -97,7 +108,7 @@ class KafkaTransport:
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         correlation = self._correlation
         image = self._image()
-        session = self.session.build(request.topics)
+        session = self.session.build(request.topics, changes)
         writer.write(encode_replica_fetch(request, correlation, self.client_id, image.topic_ids.get, session))
         await writer.drain()
         (size,) = _SIZE.unpack(await reader.readexactly(_SIZE.size))

@@ -18,7 +18,7 @@ exchange makes the next request a full one again, which closes the old session a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from odradek.broker.fetch_response import FetchedPartition, PartitionFetch, ReplicaFetchRequest
@@ -75,11 +75,26 @@ class ReplicaSession:
         # again while no position moved, and that round sends nothing without comparing thousands of entries.
         self._held_topics: Topics | None = None
         self._next_topics: Topics | None = None
+        # The entries the request in flight changed, when the fetcher said which (``build``'s ``changes``): applied
+        # to ``_held`` once answered, so a round costs what moved, not what the session holds.
+        self._pending: Mapping[Key, PartitionFetch] | None = None
 
-    def build(self, topics: Topics) -> SessionRequest:
-        """The request for the partitions the fetcher wants now, at their current positions (``topics`` is not
-        changed afterwards: the fetcher builds a new list when a position moves)."""
+    def build(self, topics: Topics, changes: Mapping[Key, PartitionFetch] | None = None) -> SessionRequest:
+        """The request for the partitions the fetcher wants now, at their current positions. Without ``changes``,
+        ``topics`` is not changed afterwards (the fetcher builds a new list when a position moves) and is compared
+        with what the session holds, unless it is the very list held. With ``changes`` (the entries whose position
+        moved since the previous build, the set of partitions unchanged), only those are looked at: the fetcher
+        may then update ``topics`` in place."""
         self._next_topics = topics
+        self._pending = None
+        if self.epoch != 0 and changes is not None:
+            self._pending = changes
+            moved: dict[str, list[PartitionFetch]] = {}
+            held = self._held
+            for key, p in changes.items():
+                if held.get(key) != p:
+                    moved.setdefault(key[0], []).append(p)
+            return SessionRequest(self.session_id, self.epoch, list(moved.items()), [])
         if self.epoch != 0 and topics is self._held_topics:
             self._next = self._held
             return SessionRequest(self.session_id, self.epoch, [], [])
@@ -105,14 +120,19 @@ class ReplicaSession:
         else:
             self.epoch = 1 if self.epoch == 0 or self.session_id != session_id else next_epoch(self.epoch)
             self.session_id = session_id
-            self._held, self._held_topics = self._next, self._next_topics
+            if self._pending is not None:
+                self._held.update(self._pending)
+                self._held_topics = self._next_topics
+            else:
+                self._held, self._held_topics = self._next, self._next_topics
+        self._pending = None
 
     def failed(self, forget: bool = False) -> None:
         """No usable answer: the next request is full, closing the session unless the leader no longer has it."""
         if forget:
             self.session_id = 0
         self.epoch = 0
-        self._held, self._held_topics = {}, None
+        self._held, self._held_topics, self._pending = {}, None, None
 
 
 def encode_replica_fetch(

@@ -130,7 +130,7 @@ class ShareApis:
             subscribed_topic_names=None if names is None else tuple(names),
             client_id=ctx.client_id,
         )
-        r = self.share.heartbeat(req.group_id, request, ctx.request_context)
+        r = await self.share.heartbeat(req.group_id, request, ctx.request_context)
         assignment = None
         if r.assignment is not None:
             Assignment = ShareGroupHeartbeatResponse.Assignment

@@ -62,7 +62,13 @@ class ShareBroker:
         self.groups = ShareGroupCoordinator(
             groups, image, group_config(config), self.persister, on_removed=self.leader.members_removed
         )
-        self.offsets = ShareGroupOffsets(self.groups, self.persister, image, on_reset=self.leader.forget_group)
+        self.offsets = ShareGroupOffsets(self.groups, self.persister, image, on_reset=self._offsets_reset)
+
+    def _offsets_reset(self, group: str) -> None:
+        """Offsets of the group were altered or deleted: the leader here forgets what it caches, the coordinator
+        stores the group's topics with state."""
+        self.leader.forget_group(group)
+        self.groups.store_consumed(group)
 
     def on_leadership(self, partitions: Mapping[tuple[str, int], Partition]) -> None:
         self.state.on_leadership(partitions)

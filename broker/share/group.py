@@ -23,18 +23,41 @@ acquisition locks, not by partition ownership). The rules, as Kafka's group coor
 - A removed member (left, or timed out) is in the result's ``removed``: the shell closes its share sessions, which
   releases the records it holds on the share-partitions this broker leads (``SharePartition.release_member``).
 
-The group is Empty without members, Stable with some, and Dead once deleted. Membership lives in memory here: a
-coordinator that takes over starts with an empty group, and the members rejoin after UNKNOWN_MEMBER_ID.
+The group is Empty without members, Stable with some, and Dead once deleted.
+
+**Stored as Kafka stores it.** Each step's result carries the records (``share_records``, Kafka's ShareGroup*
+records of ``__consumer_offsets``) that take the stored group to the new state: only what changed, tombstones for
+what went (a member leaving or expiring loses its three records). The shell answers once they are stored, and a
+coordinator that takes over rebuilds the group from them (``restore``): the same epochs, members and assignments,
+each member's session starting at load time, so members keep heartbeating with their epochs or time out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
 from odradek.broker.groups.consumer_messages import JOIN_EPOCH, LEAVE_EPOCH, Topics
 from odradek.broker.groups.consumer_records import NO_PARTITIONS, Partitions, TopicId, TopicMetadata
 from odradek.broker.groups.server_assignors import AssignmentMember, ServerAssignor
+from odradek.broker.groups.share_records import (
+    ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupCurrentMemberAssignmentValue,
+    ShareGroupMemberMetadataKey,
+    ShareGroupMemberMetadataValue,
+    ShareGroupMetadataKey,
+    ShareGroupMetadataValue,
+    ShareGroupPartitionMetadataKey,
+    ShareGroupPartitionMetadataValue,
+    ShareGroupTargetAssignmentMemberKey,
+    ShareGroupTargetAssignmentMemberValue,
+    ShareGroupTargetAssignmentMetadataKey,
+    ShareGroupTargetAssignmentMetadataValue,
+    ShareRecord,
+    ShareRecordKey,
+    ShareRecordValue,
+)
 from odradek.broker.share.assignor import SimpleAssignor
 from odradek.client.errors import ErrorCode
 
@@ -84,11 +107,13 @@ class ShareHeartbeatResponse:
 
 @dataclass(frozen=True, slots=True)
 class ShareGroupResult:
-    """A heartbeat's answer (None for a timer), the members removed, and what happened for the shell's log."""
+    """A heartbeat's answer (None for a timer), the members removed, what happened for the shell's log, and the
+    records to store before the answer."""
 
     response: ShareHeartbeatResponse | None = None
     removed: tuple[str, ...] = ()
     events: tuple[str, ...] = ()
+    records: tuple[ShareRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +163,17 @@ class _Output:
     removed: list[str] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
 
-    def result(self, response: ShareHeartbeatResponse | None) -> ShareGroupResult:
-        return ShareGroupResult(response, tuple(self.removed), tuple(self.events))
+    def result(self, response: ShareHeartbeatResponse | None, records: tuple[ShareRecord, ...]) -> ShareGroupResult:
+        return ShareGroupResult(response, tuple(self.removed), tuple(self.events), records)
+
+
+def changes(
+    before: Mapping[ShareRecordKey, ShareRecordValue], after: Mapping[ShareRecordKey, ShareRecordValue]
+) -> tuple[ShareRecord, ...]:
+    """The records that take ``before`` to ``after``: tombstones for the keys gone (a member's current assignment
+    first, as Kafka writes them), then the values new or changed."""
+    gone: list[ShareRecord] = [(key, None) for key in reversed(list(before)) if key not in after]
+    return (*gone, *((key, value) for key, value in after.items() if before.get(key) != value))
 
 
 class ShareGroup:
@@ -155,6 +189,66 @@ class ShareGroup:
         self.members: dict[str, ShareMember] = {}
         self.targets: dict[str, Partitions] = {}
         self.dead = False
+
+    @classmethod
+    def restore(
+        cls,
+        group_id: str,
+        records: Mapping[ShareRecordKey, ShareRecordValue],
+        now_ms: int,
+        config: ShareGroupConfig | None = None,
+    ) -> ShareGroup:
+        """The group a coordinator that takes over rebuilds from its stored records; sessions start now."""
+        group = cls(group_id, config)
+        for key, value in records.items():
+            group._replay(key, value)
+        for member in group.members.values():
+            member.session_deadline_ms = now_ms + group.config.session_timeout_ms
+        return group
+
+    def _replay(self, key: ShareRecordKey, value: ShareRecordValue) -> None:
+        if isinstance(value, ShareGroupMetadataValue):
+            self.group_epoch = value.epoch
+        elif isinstance(value, ShareGroupPartitionMetadataValue):
+            self.subscribed_topics = value.topics
+        elif isinstance(value, ShareGroupTargetAssignmentMetadataValue):
+            self.assignment_epoch = value.assignment_epoch
+        elif isinstance(value, ShareGroupTargetAssignmentMemberValue):
+            assert isinstance(key, ShareGroupTargetAssignmentMemberKey)
+            self.targets[key.member_id] = value.partitions
+        elif isinstance(value, ShareGroupMemberMetadataValue):
+            assert isinstance(key, ShareGroupMemberMetadataKey)
+            member = self.members.setdefault(key.member_id, ShareMember(key.member_id))
+            member.rack_id, member.client_id, member.client_host = value.rack_id, value.client_id, value.client_host
+            member.subscribed_topic_names = value.subscribed_topic_names
+        elif isinstance(value, ShareGroupCurrentMemberAssignmentValue):
+            assert isinstance(key, ShareGroupCurrentMemberAssignmentKey)
+            member = self.members.setdefault(key.member_id, ShareMember(key.member_id))
+            member.member_epoch, member.previous_member_epoch = value.member_epoch, value.previous_member_epoch
+            member.assigned = value.assigned
+
+    def records(self) -> dict[ShareRecordKey, ShareRecordValue]:
+        """The group as its stored records, in the order Kafka writes a new member's: what a step changed is the
+        difference of this before and after it (``changes``)."""
+        g = self.group_id
+        members = sorted(self.members.values(), key=lambda m: m.member_id)
+        out: dict[ShareRecordKey, ShareRecordValue] = {}
+        for m in members:
+            out[ShareGroupMemberMetadataKey(g, m.member_id)] = ShareGroupMemberMetadataValue(
+                m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names
+            )
+        out[ShareGroupPartitionMetadataKey(g)] = ShareGroupPartitionMetadataValue(self.subscribed_topics)
+        out[ShareGroupMetadataKey(g)] = ShareGroupMetadataValue(self.group_epoch)
+        for member_id in sorted(self.targets):
+            out[ShareGroupTargetAssignmentMemberKey(g, member_id)] = ShareGroupTargetAssignmentMemberValue(
+                self.targets[member_id]
+            )
+        out[ShareGroupTargetAssignmentMetadataKey(g)] = ShareGroupTargetAssignmentMetadataValue(self.assignment_epoch)
+        for m in members:
+            out[ShareGroupCurrentMemberAssignmentKey(g, m.member_id)] = ShareGroupCurrentMemberAssignmentValue(
+                m.member_epoch, m.previous_member_epoch, m.assigned
+            )
+        return out
 
     # -- views ---------------------------------------------------------------------------------------------------
 
@@ -194,6 +288,7 @@ class ShareGroup:
     def heartbeat(self, request: ShareHeartbeatRequest, now_ms: int, topics: Topics) -> ShareGroupResult:
         """A ShareGroupHeartbeat, with the cluster's topics as of the request."""
         out = _Output()
+        before = self.records() if self.group_epoch else {}
         try:
             self._validate(request)
             if request.member_epoch == LEAVE_EPOCH:
@@ -201,17 +296,18 @@ class ShareGroup:
             else:
                 response = self._heartbeat(out, request, now_ms, topics)
         except _Refused as refused:
-            response = ShareHeartbeatResponse(refused.error, str(refused))
-        return out.result(response)
+            return out.result(ShareHeartbeatResponse(refused.error, str(refused)), ())
+        return out.result(response, changes(before, self.records()))
 
     def tick(self, now_ms: int) -> ShareGroupResult:
         """Remove the members whose session expired."""
         out = _Output()
+        before = self.records()
         for m in list(self.members.values()):
             if m.session_deadline_ms is not None and m.session_deadline_ms <= now_ms:
                 out.events.append(f"member {m.member_id} removed: its session expired")
                 self._remove(out, m.member_id, None)
-        return out.result(None)
+        return out.result(None, changes(before, self.records()) if out.removed else ())
 
     def delete(self) -> ErrorCode.ValueType:
         """DeleteGroups: only an Empty group may go (it is then Dead: the shell drops it)."""

@@ -67,14 +67,16 @@ class ShareService:
             return set()
         return self.access.denied(ctx.caller, operation, ResourceType.TOPIC, names, api=api)
 
-    def heartbeat(self, group_id: str, request: ShareHeartbeatRequest, ctx: RequestContext) -> ShareHeartbeatResponse:
+    async def heartbeat(
+        self, group_id: str, request: ShareHeartbeatRequest, ctx: RequestContext
+    ) -> ShareHeartbeatResponse:
         api = "ShareGroupHeartbeat"
         if not self._allowed(ctx, AclOperation.READ, group_id, api):
             return ShareHeartbeatResponse(_GROUP_DENIED)
         names = request.subscribed_topic_names or ()
         if names and self._denied_topics(ctx, AclOperation.DESCRIBE, names, api):
             return ShareHeartbeatResponse(_TOPIC_DENIED, "The member may not describe a subscribed topic.")
-        return self.groups.heartbeat(group_id, replace(request, client_host=ctx.host if ctx.peer else ""))
+        return await self.groups.heartbeat(group_id, replace(request, client_host=ctx.host if ctx.peer else ""))
 
     def describe(self, group_id: str, ctx: RequestContext) -> DescribedShareGroup:
         api = "ShareGroupDescribe"

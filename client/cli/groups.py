@@ -1,9 +1,11 @@
 """``odradek group list|describe|reset-offsets|delete|delete-offsets``: operating consumer groups, like Kafka's
-kafka-consumer-groups. Offsets are changed only for a group without members (its members own their positions)."""
+kafka-consumer-groups. Offsets are changed only for a group without members (its members own their positions).
+``group describe`` of a share group shows what ``share-group describe`` does, in the keys it has for every group."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from typing import Any
 
 from odradek.client.admin import AsyncAdmin
@@ -59,7 +61,7 @@ def _list(args: argparse.Namespace) -> None:
     emit(rows, args.format, human=table(rows) if rows else "(no groups)")
 
 
-async def _log_ranges(admin: AsyncAdmin, topics: set[str]) -> dict[TopicPartition, tuple[int, int]]:
+async def log_ranges(admin: AsyncAdmin, topics: set[str]) -> dict[TopicPartition, tuple[int, int]]:
     """(log start, log end = high watermark) of every partition of ``topics``."""
     out: dict[TopicPartition, tuple[int, int]] = {}
     for topic in sorted(topics):
@@ -73,9 +75,14 @@ async def _describe_one(admin: AsyncAdmin, group: str) -> dict[str, Any]:
     [desc] = await admin.describe_groups([group])
     committed = {TopicPartition(o.topic, o.partition): o.offset for o in await admin.list_group_offsets(group)}
     if desc.state == "Dead" and not committed:
-        raise error_for_code(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group} does not exist")
+        from odradek.client.cli.share_groups import as_group_description, share_group_or_none
+
+        share = await share_group_or_none(admin, group)  # DescribeGroups sees a share group as Dead
+        if share is None:
+            raise error_for_code(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group} does not exist")
+        return as_group_description(share)
     owners = {tp: m.member_id for m in desc.members for tp in m.assignment}
-    ranges = await _log_ranges(admin, {tp.topic for tp in [*committed, *owners]})
+    ranges = await log_ranges(admin, {tp.topic for tp in [*committed, *owners]})
     ends = {tp: end for tp, (_, end) in ranges.items()}
     return _describe_json(desc, offset_rows([*ranges, *committed, *owners], committed, ends, owners))
 
@@ -104,8 +111,11 @@ def _describe_json(desc: GroupDescription, rows: list[dict[str, Any]]) -> dict[s
 
 def _describe(args: argparse.Namespace) -> None:
     data = with_admin(args, lambda a: _describe_one(a, args.group))
-    if data["group_type"] == "consumer":  # KIP-848: a server assignor and a group epoch
-        kind = f"consumer protocol, assignor {data['protocol'] or '-'}, group epoch {data['generation']}"
+    offset_columns = ["topic", "partition", "committed_offset", "log_end_offset", "lag", "member_id"]
+    if data["group_type"] in ("consumer", "share"):  # KIP-848 and KIP-932: a server assignor and a group epoch
+        kind = f"{data['group_type']} protocol, assignor {data['protocol'] or '-'}, group epoch {data['generation']}"
+        if data["group_type"] == "share":
+            offset_columns = ["topic", "partition", "start_offset", "log_end_offset", "lag"]
     else:
         kind = f"classic protocol {data['protocol'] or '-'}, generation {data['generation']}"
     head = f"group {data['group_id']}: {data['state']}, {kind}, coordinator {data['coordinator']}"
@@ -116,13 +126,13 @@ def _describe(args: argparse.Namespace) -> None:
         [
             head,
             table(members, ["member_id", "instance_id", "client_id", "host", "assignment"]),
-            table(data["offsets"], ["topic", "partition", "committed_offset", "log_end_offset", "lag", "member_id"]),
+            table(data["offsets"], offset_columns),
         ]
     )
     emit(data, args.format, human=human)
 
 
-def _reset_kind(args: argparse.Namespace) -> tuple[str, int | None]:
+def reset_kind(args: argparse.Namespace) -> tuple[str, int | None]:
     if args.to_earliest:
         return "to-earliest", None
     if args.to_latest:
@@ -133,7 +143,7 @@ def _reset_kind(args: argparse.Namespace) -> tuple[str, int | None]:
         return "to-offset", args.to_offset
     if args.to_datetime is not None:
         return "to-datetime", parse_time(args.to_datetime.strip())
-    return "shift-by", args.shift_by
+    return "shift-by", getattr(args, "shift_by", None)
 
 
 async def _reset_async(admin: AsyncAdmin, args: argparse.Namespace, kind: str, value: int | None) -> dict[str, Any]:
@@ -141,8 +151,25 @@ async def _reset_async(admin: AsyncAdmin, args: argparse.Namespace, kind: str, v
     [desc] = await admin.describe_groups([args.group])
     if desc.members:
         raise CommandError(f"group {args.group} has active members; stop them first")
-    ranges = await _log_ranges(admin, {t for t, _ in specs})
     committed = {TopicPartition(o.topic, o.partition): o.offset for o in await admin.list_group_offsets(args.group)}
+    plan = reset_plan(kind, value, await plan_inputs(admin, specs, kind, value, committed))
+    if not args.dry_run:
+        await admin.alter_group_offsets(
+            args.group, {TopicPartition(r["topic"], r["partition"]): r["new_offset"] for r in plan}
+        )
+    return {"group_id": args.group, "dry_run": args.dry_run, "offsets": plan}
+
+
+async def plan_inputs(
+    admin: AsyncAdmin,
+    specs: list[tuple[str, list[int] | None]],
+    kind: str,
+    value: int | None,
+    current: Mapping[TopicPartition, int],
+) -> dict[TopicPartition, PartitionOffsets]:
+    """What ``reset_plan`` needs of each partition the ``--topic`` specs name, given the group's current positions
+    (committed offsets, or a share group's start offsets): shared by ``group`` and ``share-group reset-offsets``."""
+    ranges = await log_ranges(admin, {t for t, _ in specs})
     at_time: dict[str, dict[int, int | None]] = {}
     if kind == "to-datetime":
         assert value is not None
@@ -158,17 +185,12 @@ async def _reset_async(admin: AsyncAdmin, args: argparse.Namespace, kind: str, v
             start, end = ranges[tp]
             if start < 0 or end < 0:
                 raise CommandError(f"{topic}:{p}: its leader did not say its offsets; try again")
-            wanted[tp] = PartitionOffsets(start, end, committed.get(tp), at_time.get(topic, {}).get(p))
-    plan = reset_plan(kind, value, wanted)
-    if not args.dry_run:
-        await admin.alter_group_offsets(
-            args.group, {TopicPartition(r["topic"], r["partition"]): r["new_offset"] for r in plan}
-        )
-    return {"group_id": args.group, "dry_run": args.dry_run, "offsets": plan}
+            wanted[tp] = PartitionOffsets(start, end, current.get(tp), at_time.get(topic, {}).get(p))
+    return wanted
 
 
 def _reset(args: argparse.Namespace) -> None:
-    kind, value = _reset_kind(args)
+    kind, value = reset_kind(args)
     data = with_admin(args, lambda a: _reset_async(a, args, kind, value))
     note = "(dry run: nothing changed)" if args.dry_run else f"reset the offsets of group {args.group}"
     emit(data, args.format, human=table(data["offsets"]) + "\n" + note)

@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "broker": "cluster",
     "topic": "topic",
     "group": "groups",
+    "share-group": "share_groups",
     "transaction": "transactions",
     "quota": "quotas",
     "user": "user",

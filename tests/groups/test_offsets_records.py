@@ -247,8 +247,8 @@ def test_corrupt_keys_raise_a_typed_error(data: bytes) -> None:
 
 def test_unknown_key_version() -> None:
     with pytest.raises(UnknownRecordVersionError) as info:
-        decode_key(b"\x00\x09\x00\x01g")  # a record type of groups this coordinator does not host
-    assert (info.value.kind, info.value.version) == ("key", 9)
+        decode_key(b"\x00\x11\x00\x01g")  # a record type of groups this coordinator does not host (streams)
+    assert (info.value.kind, info.value.version) == ("key", 17)
 
 
 def test_unknown_value_versions() -> None:

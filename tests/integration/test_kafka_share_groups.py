@@ -1,8 +1,10 @@
 """KIP-932 share groups with unmodified librdkafka share consumers (confluent-kafka's ``ShareConsumer``) on a real
 cluster (1 controller, 3 brokers, topics of RF 2): consumers sharing one partition get disjoint records; each
 explicit acknowledgement type does what it says; a consumer that stops acknowledging has its records delivered to
-another once their locks expire; the delivery count limit archives a record; and a group's records survive a leader
-move of the partition and a restart of its share coordinator's broker, each record accepted exactly once.
+another once their locks expire; the delivery count limit archives a record; a group's records survive a leader
+move of the partition and a restart of its share coordinator's broker, each record accepted exactly once; the group's
+membership survives a restart of its group coordinator's broker (stored in ``__consumer_offsets``); and implicit
+acknowledgement accepts what a poll returned at the next poll, but nothing of a consumer that crashed.
 
 A share group without stored state starts at the partition's end (``share.auto.offset.reset=latest``, Kafka's
 default), fixed by the first fetch: each test first has its members receive a ``warm`` record, then produces."""
@@ -10,6 +12,10 @@ default), fixed by the first fetch: each test first has its members receive a ``
 from __future__ import annotations
 
 import signal
+import socket
+import struct
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,6 +26,8 @@ from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareCons
 from confluent_kafka.admin import AdminClient
 
 from odradek.broker.groups.partitioner import offsets_partition_for
+from odradek.broker.kafka.share_apis import ShareGroupDescribeRequest, ShareGroupDescribeResponse
+from odradek.broker.kafka.share_offset_apis import DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse
 from odradek.broker.share.state_coordinator import coordinator_key
 from odradek.broker.share.state_records import SharePartitionKey
 from odradek.client.admin import Admin
@@ -102,6 +110,7 @@ class Member:
         self.accepted: list[int] = []  # offsets whose acknowledgement the broker confirmed
         self.failed: list[tuple[int, str]] = []
         self.errors: list[str] = []
+        self.closed = False
 
     def _committed(self, offsets: dict[Any, set[int]], error: KafkaException | None) -> None:
         for offs in offsets.values():
@@ -146,7 +155,9 @@ class Member:
             self.errors.append(str(e))
 
     def close(self) -> None:
-        self.consumer.close()
+        if not self.closed:
+            self.closed = True
+            self.consumer.close()
 
 
 def warm_up(cluster: DevCluster, topic: str, members: list[Member], timeout: float = 40) -> None:
@@ -366,3 +377,151 @@ def test_records_survive_a_leader_move_and_a_share_coordinator_restart(cluster: 
     finally:
         for m in members:
             m.close()
+
+
+def kafka_call(cluster: DevCluster, node_id: int, request: Any, response_cls: Any, version: int) -> Any:
+    """One request of a flexible version to broker ``node_id``'s Kafka listener, its answer decoded."""
+    node = cluster.node(node_id)
+    body = request.encode(version=version)
+    header = struct.pack(">hhih", request.API_KEY, version, 7, 4) + b"test" + b"\x00"  # request header v2
+    with socket.create_connection((node.host, node.kafka_port), timeout=20) as sock:
+        sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+        with sock.makefile("rb") as f:
+            (size,) = struct.unpack(">i", f.read(4))
+            frame = f.read(size)
+    assert frame[:5] == struct.pack(">i", 7) + b"\x00"  # response header v1
+    return response_cls.decode(frame[5:], version=version)
+
+
+def group_coordinator(cluster: DevCluster, group: str) -> int:
+    return leader_of(cluster, "__consumer_offsets", offsets_partition_for(group, NODE["offsets.topic.num.partitions"]))
+
+
+def describe_group(cluster: DevCluster, group: str) -> tuple[int, int, list[tuple[str, int]]]:
+    """ShareGroupDescribe at the group's coordinator: (error, group epoch, [(member id, member epoch)])."""
+    answer = kafka_call(
+        cluster,
+        group_coordinator(cluster, group),
+        ShareGroupDescribeRequest(group_ids=[group]),
+        ShareGroupDescribeResponse,
+        1,
+    )
+    [g] = answer.groups
+    return g.error_code, g.group_epoch, sorted((m.member_id, m.member_epoch) for m in g.members)
+
+
+def start_offset(cluster: DevCluster, group: str, topic: str) -> int:
+    """DescribeShareGroupOffsets of ``topic``-0 at the group's coordinator (-1: none stored, or an error)."""
+    R = DescribeShareGroupOffsetsRequest
+    Group = R.DescribeShareGroupOffsetsRequestGroup
+    request = R(
+        groups=[
+            Group(
+                group_id=group, topics=[Group.DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[0])]
+            )
+        ]
+    )
+    answer = kafka_call(cluster, group_coordinator(cluster, group), request, DescribeShareGroupOffsetsResponse, 0)
+    [g] = answer.groups
+    found = [p.start_offset for t in g.topics for p in t.partitions if p.error_code == 0]
+    return found[0] if g.error_code == 0 and found else -1
+
+
+def test_share_group_membership_survives_a_restart_of_its_coordinator(cluster: DevCluster, admin: Admin) -> None:
+    topic = new_topic(admin)
+    group = f"g-{topic}"
+    a = Member(cluster, group, topic, "a")
+    stopped = -1
+    try:
+        warm_up(cluster, topic, [a])
+        b = Member(cluster, group, topic, "b")  # joins (epoch 2) and leaves (epoch 3)
+        wait_for(lambda: b.poll(0.2) is not None and len(describe_group(cluster, group)[2]) == 2, 30, what="b in")
+        b.close()
+        wait_for(lambda: a.poll(0.2) is not None and len(describe_group(cluster, group)[2]) == 1, 30, what="b out")
+        error, epoch, members = describe_group(cluster, group)
+        assert error == 0 and epoch >= 3, (error, epoch, members)
+        stopped = group_coordinator(cluster, group)
+        cluster.signal(stopped, signal.SIGTERM)
+        wait_for(lambda: group_coordinator(cluster, group) not in (-1, stopped), 30, what="a new coordinator")
+        # Described as it was: a group lost with its coordinator would be made again by a's rejoin, at epoch 1.
+        described: list[Any] = []
+        wait_for(lambda: described.append(describe_group(cluster, group)) or described[-1][0] == 0, 30, what="loaded")
+        assert described[-1] == (0, epoch, members), described
+        sent = values(20, "r")
+        produce(cluster, topic, sent)
+        wait_for(lambda: a.poll(0.3) is not None and len(a.received) >= len(sent), 60, what="consumption goes on")
+        assert sorted(v for _, v, _ in a.received) == sent
+        error, after, now = describe_group(cluster, group)
+        assert (error, after, [m for m, _ in now]) == (0, epoch, [m for m, _ in members])
+    finally:
+        a.close()
+        if stopped != -1:
+            cluster.start(stopped)
+    wait_for(lambda: len(admin.describe_topics([topic])[0].partitions[0].isr) == 2, 60, what="the ISR whole again")
+
+
+CRASHING_CONSUMER = """
+import os, signal, sys
+from confluent_kafka import ShareConsumer
+
+servers, group, topic, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+c = ShareConsumer({"bootstrap.servers": servers, "group.id": group, "share.acknowledgement.mode": "implicit"})
+c.subscribe([topic])
+got = []
+while len(got) < count:
+    got += [m.offset() for m in c.poll(0.5) if m.error() is None and m.value() != b"warm"]
+print(" ".join(map(str, got)), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # no next poll, commit or close: nothing is acknowledged
+"""
+
+
+def test_implicit_acknowledgement_accepts_what_a_poll_returned_but_not_after_a_crash(
+    cluster: DevCluster, admin: Admin
+) -> None:
+    topic = new_topic(admin)
+    group = f"g-{topic}"
+    a = Member(cluster, group, topic, "a")  # implicit, confluent-kafka's default
+    b: Member | None = None
+    c: Member | None = None
+    try:
+        warm_up(cluster, topic, [a])
+        sent = values(5, "i")
+        produce(cluster, topic, sent, one_batch=True)
+        wait_for(lambda: a.poll() is not None and len(a.received) >= 5, 30, what="a's records")
+        end = max(o for o, _, _ in a.received) + 1
+        # The next poll accepts them: the share-partition's start offset moves past them.
+        wait_for(lambda: a.poll(0.2) is not None and start_offset(cluster, group, topic) == end, 30, what="accepted")
+        a.close()
+        b = Member(cluster, group, topic, "b")
+        for _ in range(8):
+            b.poll(0.3)
+        assert b.received == [], "accepted records are not delivered again"
+        b.close()  # (a member that stops polling still prefetches, and would hold what comes next)
+        # A member that crashes after a poll acknowledges nothing: its records come back once their locks expire.
+        crashed = subprocess.Popen(
+            [sys.executable, "-c", CRASHING_CONSUMER, cluster.kafka_bootstrap_servers, group, topic, "3"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(2)  # it joins and starts fetching
+        produce(cluster, topic, values(3, "k"), one_batch=True)
+        out, _ = crashed.communicate(timeout=60)
+        assert crashed.returncode == -signal.SIGKILL
+        held = sorted(int(o) for o in out.split())
+        held_at = time.monotonic()
+        assert len(held) == 3 and held[0] >= end
+        assert start_offset(cluster, group, topic) == end  # not accepted by the crash
+        c = Member(cluster, group, topic, "c")
+        wait_for(lambda: c.poll(0.3) is not None and len(c.received) >= 3, 60, what="redelivery after the lock")
+        assert time.monotonic() - held_at >= LOCK_MS / 1000 * 0.5
+        assert sorted(o for o, _, _ in c.received) == held
+        assert {count for _, _, count in c.received} == {2}, "delivered a second time"
+        wait_for(
+            lambda: c.poll(0.2) is not None and start_offset(cluster, group, topic) == held[-1] + 1,
+            30,
+            what="c's next poll accepts them",
+        )
+    finally:
+        for m in (a, b, c):
+            if m is not None:
+                m.close()

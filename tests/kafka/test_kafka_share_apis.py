@@ -51,7 +51,9 @@ class FakeShare:
         self.answer = ShareAnswer()
         self.heartbeat_answer = ShareHeartbeatResponse(ErrorCode.NONE)
 
-    def heartbeat(self, group_id: str, request: ShareHeartbeatRequest, ctx: RequestContext) -> ShareHeartbeatResponse:
+    async def heartbeat(
+        self, group_id: str, request: ShareHeartbeatRequest, ctx: RequestContext
+    ) -> ShareHeartbeatResponse:
         self.calls.append((group_id, request))
         return self.heartbeat_answer
 

@@ -28,11 +28,15 @@ Commands of the share-partition:
 
 Commands of the share group (topic ids are derived from the names; assignments print as ``topic-partition``):
 
-- ``group [session=45000] [interval=5000] [max-size=200]``: a fresh group; ``topic NAME partitions=N``: a topic of
-  the cluster is created or grows;
+- ``group [session=45000] [interval=5000] [max-size=200] [records=hide]``: a fresh group (``records=show``: each
+  step prints the ``__consumer_offsets`` records it makes, ``+ kind [member] ...``, a tombstone ``- kind [member]``;
+  every step's records are encoded and kept in a simulated log either way); ``topic NAME partitions=N``: a topic
+  of the cluster is created or grows;
 - ``heartbeat member=M epoch=N [topics=a,b] [rack=R]``: ShareGroupHeartbeat (the topics are required at epoch 0);
   a member the group removes has its records released on the share-partition, as the shell will;
-- ``describe``: ShareGroupDescribe; ``delete-group``: DeleteGroups.
+- ``describe``: ShareGroupDescribe; ``delete-group``: DeleteGroups; ``failover``: a new coordinator decodes the
+  group's log and restores the group from its live records (each member's session starting now), which must
+  store as the same records.
 """
 
 from __future__ import annotations
@@ -43,6 +47,18 @@ import transcript
 from transcript import fields
 
 from odradek.broker.groups.consumer_messages import TopicInfo
+from odradek.broker.groups.loader import encode_records, replay_batches
+from odradek.broker.groups.offsets import OffsetStore
+from odradek.broker.groups.share_records import (
+    ShareGroupCurrentMemberAssignmentValue,
+    ShareGroupMemberMetadataValue,
+    ShareGroupMetadataValue,
+    ShareGroupPartitionMetadataValue,
+    ShareGroupTargetAssignmentMemberValue,
+    ShareGroupTargetAssignmentMetadataValue,
+    ShareRecordKey,
+    ShareRecordValue,
+)
 from odradek.broker.log.log import AbortedTxn
 from odradek.broker.share.group import ShareGroup, ShareGroupConfig, ShareGroupResult, ShareHeartbeatRequest
 from odradek.broker.share.partition import (
@@ -119,6 +135,9 @@ class Runner(transcript.Commands):
         self.group: ShareGroup | None = None
         self.topics: dict[str, TopicInfo] = {}
         self.names: dict[bytes, str] = {}
+        self.group_config = ShareGroupConfig()
+        self.group_log: list[bytes] = []  # the batches of the group's records, as the shell appends them
+        self.show_records = False
 
     @property
     def sp(self) -> SharePartition:
@@ -286,9 +305,45 @@ class Runner(transcript.Commands):
 
     # -- the group -----------------------------------------------------------------------------------------------
 
-    def cmd_group(self, session: str = "45000", interval: str = "5000", max_size: str = "200") -> list[str]:
-        self.group = ShareGroup("g", ShareGroupConfig(int(session), int(interval), int(max_size)))
+    def cmd_group(
+        self, session: str = "45000", interval: str = "5000", max_size: str = "200", records: str = "hide"
+    ) -> list[str]:
+        self.group_config = ShareGroupConfig(int(session), int(interval), int(max_size))
+        self.group = ShareGroup("g", self.group_config)
+        self.group_log, self.show_records = [], records == "show"
         return self.cmd_describe()
+
+    def record_text(self, key: ShareRecordKey, value: ShareRecordValue | None) -> str:
+        kind = type(key).__name__.removeprefix("ShareGroup").removesuffix("Key")
+        head = f"{kind} {key.member_id}" if hasattr(key, "member_id") else kind
+        if value is None:
+            return f"- {head}"
+        if isinstance(value, ShareGroupMetadataValue):
+            detail = f"epoch={value.epoch}"
+        elif isinstance(value, ShareGroupPartitionMetadataValue):
+            detail = ",".join(f"{t.name}({t.num_partitions})" for t in value.topics) or "-"
+        elif isinstance(value, ShareGroupTargetAssignmentMetadataValue):
+            detail = f"epoch={value.assignment_epoch}"
+        elif isinstance(value, ShareGroupTargetAssignmentMemberValue):
+            detail = self.parts(value.partitions) or "-"
+        elif isinstance(value, ShareGroupMemberMetadataValue):
+            detail = fields(topics=",".join(value.subscribed_topic_names), rack=value.rack_id)
+        elif isinstance(value, ShareGroupCurrentMemberAssignmentValue):
+            assigned = self.parts(value.assigned) or "-"
+            detail = f"{fields(epoch=value.member_epoch, previous=value.previous_member_epoch)} assigned={assigned}"
+        else:
+            detail = repr(value)
+        return f"+ {head} {detail}"
+
+    def cmd_failover(self) -> list[str]:
+        live: dict[str, dict[ShareRecordKey, ShareRecordValue]] = {}
+        for batch in self.group_log:
+            replay_batches(batch, OffsetStore(4096), {}, share_groups=live)
+        records = live.get("g", {})
+        restored = ShareGroup.restore("g", records, self.now, self.group_config)
+        assert restored.records() == records, "the restored group stores as its records"
+        self.group = restored
+        return [f"restored from {len(records)} records", *self.cmd_describe()]
 
     def cmd_topic(self, name: str, partitions: str) -> list[str]:
         self.topics[name] = TopicInfo(topic_id(name), name, int(partitions))
@@ -312,6 +367,10 @@ class Runner(transcript.Commands):
 
     def group_result(self, result: ShareGroupResult) -> list[str]:
         out = [f"event: {e}" for e in result.events]
+        if result.records:
+            self.group_log.append(encode_records(result.records, self.now))
+            if self.show_records:
+                out += [self.record_text(key, value) for key, value in result.records]
         for member_id in result.removed:
             if self.partition is not None:
                 out += [f"release {member_id}:"] + ["  " + line for line in self.cmd_release(member_id)]

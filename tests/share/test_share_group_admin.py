@@ -81,7 +81,7 @@ async def test_describe_alter_delete_and_their_refusals(replicas: OffsetsReplica
         assert (await offsets.describe("nope", None)).error == E.GROUP_ID_NOT_FOUND
         assert (await offsets.alter("nope", [("t", [(0, 5)])])).error == E.GROUP_ID_NOT_FOUND
         assert (await offsets.delete("nope", ["t"])).error == E.GROUP_ID_NOT_FOUND
-        assert share.heartbeat("s", join("m1")).error == E.NONE
+        assert (await share.heartbeat("s", join("m1"))).error == E.NONE
         # Every share-partition the group consumed; nothing stored yet: start offset -1.
         described = await offsets.describe("s", None)
         assert described.error == E.NONE
@@ -90,7 +90,7 @@ async def test_describe_alter_delete_and_their_refusals(replicas: OffsetsReplica
         ]
         assert (await offsets.alter("s", [("t", [(0, 5)])])).error == E.NON_EMPTY_GROUP
         assert (await offsets.delete("s", ["t"])).error == E.NON_EMPTY_GROUP
-        assert share.heartbeat("s", join("m1", -1)).error == E.NONE  # leaves: the group is empty
+        assert (await share.heartbeat("s", join("m1", -1))).error == E.NONE  # leaves: the group is empty
         negative = await offsets.alter("s", [("t", [(0, -1)])])
         assert negative.topics[0].partitions[0].error == E.INVALID_REQUEST
         altered = await offsets.alter("s", [("t", [(0, 5), (99, 1)]), ("gone", [(0, 1)])])
@@ -134,8 +134,8 @@ async def test_the_acls_of_the_offset_admin_apis(replicas: OffsetsReplicas) -> N
     clock, persister = ManualClock(), StorePersister()
     async with serving(replicas, clock) as groups:
         share = ShareGroupCoordinator(groups, lambda: replicas.image, ShareGroupConfig(), persister, clock)  # type: ignore[arg-type]
-        share.heartbeat("s", join("m1"))
-        share.heartbeat("s", join("m1", -1))
+        await share.heartbeat("s", join("m1"))
+        await share.heartbeat("s", join("m1", -1))
         offsets = ShareGroupOffsets(share, persister, lambda: replicas.image)  # type: ignore[arg-type]
         G, T = ResourceType.GROUP, ResourceType.TOPIC
         ctx = RequestContext()
@@ -169,18 +169,18 @@ async def test_session_timeout_and_heartbeat_interval_from_the_group_configs(rep
     async with serving(replicas, clock) as groups:
         config = ShareGroupConfig(session_timeout_ms=45_000, heartbeat_interval_ms=5_000)
         share = ShareGroupCoordinator(groups, lambda: replicas.image, config, None, clock)
-        assert share.heartbeat("s", join("m1")).heartbeat_interval_ms == 5_000
+        assert (await share.heartbeat("s", join("m1"))).heartbeat_interval_ms == 5_000
         base = replicas.image
         replicas.image = with_group_configs(
             base, "s", {"share.session.timeout.ms": "20000", "share.heartbeat.interval.ms": "7000"}
         )
-        r = share.heartbeat("s", join("m1", 1))
+        r = await share.heartbeat("s", join("m1", 1))
         assert r.heartbeat_interval_ms == 7_000  # at the next heartbeat
         cp = next(iter(groups.partitions.values()))
         shard = share._shards[cp]
-        assert share.fire(cp, shard) == clock.now + 20_000  # the session the heartbeat started
+        assert (await share.fire(cp, shard)) == clock.now + 20_000  # the session the heartbeat started
         clock.now += 20_000
-        share.fire(cp, shard)
+        await share.fire(cp, shard)
         assert share.describe("s")[2].members == ()  # type: ignore[union-attr]
         replicas.image = base
 

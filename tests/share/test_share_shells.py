@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from controller_images import brokers, build, partition, topic
-from test_coordinator_appends import DATA_ID, ManualClock, OffsetsReplicas, serving, until
+from test_coordinator_appends import DATA_ID, ManualClock, OffsetsReplicas, coordinator, loaded, serving, until
 
 from odradek.broker.config import ConfigError, NodeConfig
 from odradek.broker.coordinator.runtime import CoordinatorPartition
@@ -368,7 +368,7 @@ async def test_share_groups_beside_the_group_coordinator(replicas: OffsetsReplic
             clock,
             on_removed=lambda group, members: removed.append((group, members)),
         )
-        r = share.heartbeat("s", share_join("m1"))
+        r = await share.heartbeat("s", share_join("m1"))
         assert (r.error, r.member_epoch, r.heartbeat_interval_ms, r.assignment) == (
             ErrorCode.NONE,
             1,
@@ -387,7 +387,7 @@ async def test_share_groups_beside_the_group_coordinator(replicas: OffsetsReplic
         )
         assert (await groups.consumer_heartbeat("s", consumer)).error == ErrorCode.GROUP_ID_NOT_FOUND
         assert (await groups.consumer_heartbeat("c", consumer)).error == ErrorCode.NONE
-        assert share.heartbeat("c", share_join("m2")).error == ErrorCode.GROUP_ID_NOT_FOUND
+        assert (await share.heartbeat("c", share_join("m2"))).error == ErrorCode.GROUP_ID_NOT_FOUND
         assert share.describe("c")[0] == ErrorCode.GROUP_ID_NOT_FOUND
         assert groups.describe("s").state == "Dead"  # DescribeGroups knows classic and consumer groups only
         assert await groups.delete_group("s") == ErrorCode.NON_EMPTY_GROUP
@@ -395,9 +395,9 @@ async def test_share_groups_beside_the_group_coordinator(replicas: OffsetsReplic
         cp: CoordinatorPartition[Any, Any] = next(iter(groups.partitions.values()))
         shard = share._shards[cp]
         clock.now += 9_999
-        assert share.fire(cp, shard) == clock.now + 1
+        assert (await share.fire(cp, shard)) == clock.now + 1
         clock.now += 1
-        assert share.fire(cp, shard) is None
+        assert (await share.fire(cp, shard)) is None
         assert removed == [("s", ("m1",))]  # the leader here releases its records
         error, _, description = share.describe("s")
         assert error == ErrorCode.NONE and description is not None and description.state == "Empty"
@@ -436,7 +436,82 @@ def test_the_node_keys_become_the_share_configs() -> None:
 async def test_a_full_share_group_refuses_a_member(replicas: OffsetsReplicas) -> None:
     async with serving(replicas, ManualClock()) as groups:
         share = ShareGroupCoordinator(groups, lambda: replicas.image, ShareGroupConfig(max_size=1))
-        assert share.heartbeat("s", share_join("m1")).error == ErrorCode.NONE
-        assert share.heartbeat("s", share_join("m2")).error == ErrorCode.GROUP_MAX_SIZE_REACHED
-        assert share.heartbeat("t", ShareHeartbeatRequest("m3", 0)).error == ErrorCode.INVALID_REQUEST
+        assert (await share.heartbeat("s", share_join("m1"))).error == ErrorCode.NONE
+        assert (await share.heartbeat("s", share_join("m2"))).error == ErrorCode.GROUP_MAX_SIZE_REACHED
+        assert (await share.heartbeat("t", ShareHeartbeatRequest("m3", 0))).error == ErrorCode.INVALID_REQUEST
         assert [g.group_id for g in groups.list_groups()[1]] == ["s"]  # a refused first heartbeat leaves no group
+
+
+async def test_share_groups_are_stored_and_a_new_coordinator_restores_them(replicas: OffsetsReplicas) -> None:
+    clock = ManualClock()
+    persister = RecordingPersister()
+    config = ShareGroupConfig(session_timeout_ms=10_000, heartbeat_interval_ms=1000)
+
+    def coordinator(groups: Any, removed: list[tuple[str, tuple[str, ...]]] | None = None) -> ShareGroupCoordinator:
+        def on_removed(group: str, members: tuple[str, ...]) -> None:
+            if removed is not None:
+                removed.append((group, members))
+
+        return ShareGroupCoordinator(groups, lambda: replicas.image, config, persister, clock, on_removed)  # type: ignore[arg-type]
+
+    async with serving(replicas, clock) as groups:
+        share = coordinator(groups)
+        assert (await share.heartbeat("s", share_join("m1"))).member_epoch == 1
+        assert (await share.heartbeat("s", share_join("m2"))).member_epoch == 2
+        assert (await share.heartbeat("s", share_join("m3"))).member_epoch == 3
+        assert (await share.heartbeat("s", ShareHeartbeatRequest("m3", -1))).error == ErrorCode.NONE  # epoch 4
+        await share.heartbeat("d", share_join("x"))
+        await share.heartbeat("d", ShareHeartbeatRequest("x", -1))
+        before = share.describe("s")[2]
+        assert before is not None and before.group_epoch == 4
+    # A coordinator that takes the partition over (here: a new one loading it) knows the groups before any
+    # heartbeat: their epochs, members and assignments.
+    async with serving(replicas, clock) as groups:
+        removed: list[tuple[str, tuple[str, ...]]] = []
+        share = coordinator(groups, removed)
+        error, _, after = share.describe("s")
+        assert error == ErrorCode.NONE and after == before
+        assert {(g.group_id, g.state) for g in groups.list_groups(types=["share"])[1]} == {
+            ("s", "Stable"),
+            ("d", "Empty"),
+        }
+        classic = JoinGroupRequest(0, "", None, "c", "h", 10_000, 10_000, "consumer", (("range", b""),))
+        assert (await groups.join("s", classic)).error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        # A member goes on with its epoch (m1 is still at epoch 1, and moves to the assignment epoch; its
+        # partition, shared, is unchanged).
+        clock.now += 5_000
+        r = await share.heartbeat("s", ShareHeartbeatRequest("m1", 1))
+        assert (r.error, r.member_epoch, r.assignment) == (ErrorCode.NONE, 4, None)
+        # The topics with state are stored too: deleting the empty group resets them, then tombstones it.
+        assert await groups.delete_group("d") == ErrorCode.NONE
+        assert persister.initialized == [(SharePartitionKey("d", DATA_ID, 0), -1)]
+        # m2, silent since the load, times out by its session.
+        cp: CoordinatorPartition[Any, Any] = next(iter(groups.partitions.values()))
+        clock.now += 5_000
+        await share.fire(cp, share._shards[cp])
+        assert removed == [("s", ("m2",))]
+    async with serving(replicas, clock) as groups:
+        share = coordinator(groups)
+        error, _, again = share.describe("s")
+        assert error == ErrorCode.NONE and again is not None
+        assert (again.group_epoch, [(m.member_id, m.member_epoch) for m in again.members]) == (5, [("m1", 4)])
+        assert share.describe("d")[0] == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+async def test_a_share_heartbeat_whose_records_are_not_stored_never_happened(replicas: OffsetsReplicas) -> None:
+    clock = ManualClock()
+    groups = coordinator(replicas, clock, commit_timeout_ms=200)  # the follower does not replicate yet
+    share = ShareGroupCoordinator(groups, lambda: replicas.image, ShareGroupConfig(), None, clock)
+    groups.on_leadership(replicas.leading)
+    pump: asyncio.Task[None] | None = None
+    try:
+        await until(lambda: loaded(groups), "loaded")
+        r = await share.heartbeat("s", share_join("m1"))
+        assert r.error == ErrorCode.COORDINATOR_NOT_AVAILABLE  # its append timed out: no group
+        assert share.describe("s")[0] == ErrorCode.GROUP_ID_NOT_FOUND
+        pump = asyncio.create_task(replicas.keep_replicating())
+        assert (await share.heartbeat("s", share_join("m1"))).member_epoch == 1
+    finally:
+        if pump is not None:
+            pump.cancel()
+        await groups.close()
