@@ -38,13 +38,13 @@ class _Children:
             self.statuses[pid] = os.waitstatus_to_exitcode(status)
 
 
-def _run_node(request: dict[str, Any]) -> None:
-    """In the forked child: become the node and never return to the launcher's loop."""
+def _run_node(request: dict[str, Any], log: int) -> None:
+    """In the forked child: become the node, logging to ``log`` (a descriptor), and never return to the launcher's
+    loop."""
     code = 1
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.setsid()
-        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(log, 1)
@@ -81,13 +81,19 @@ def _serve(requests: IO[str], answers: IO[str]) -> None:
         request = json.loads(line)
         op = request.get("op")
         if op == "start":
+            # The log is opened before the fork, as a started node's is by its starter: it exists once the pid is
+            # answered, and a log that cannot be opened is the starter's error, not a node that dies at once.
             try:
-                pid = os.fork()
+                log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                try:
+                    pid = os.fork()
+                    if pid == 0:
+                        _run_node(request, log)
+                finally:
+                    os.close(log)
             except OSError as e:
                 answer: dict[str, Any] = {"error": str(e)}
             else:
-                if pid == 0:
-                    _run_node(request)
                 answer = {"pid": pid}
         elif op == "status":
             children.reap()

@@ -39,6 +39,7 @@ def test_a_forked_node_runs_as_its_own_process_and_reports_its_exit(
 ) -> None:
     monkeypatch.setenv("ODRADEK_LAUNCHER_TEST_MARK", "one")
     node = one_controller.start(1)
+    assert node.log_file.exists()  # opened before the fork, as a started node's log is opened by its starter
     shared = launcher.current()
     assert shared is not None and shared.launched(node.pid)
     assert ppid(node.pid) != os.getpid()  # forked by the launcher, not a child of this process
