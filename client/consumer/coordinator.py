@@ -97,6 +97,11 @@ class ConsumerCoordinator:
         self._rebalance_timeout_ms = config.max_poll_interval_ms
         self._heartbeat_interval = config.heartbeat_interval_ms / 1000
         self._max_poll_interval = config.max_poll_interval_ms / 1000
+        # KIP-447: a read_committed consumer asks only for stable offsets. A committed transaction whose offsets are
+        # not yet written to the group (its markers still on their way) answers UNSTABLE_OFFSET_COMMIT, retried,
+        # instead of the offset before it: a consumer that took the partition over then would copy that
+        # transaction's input a second time (as Kafka's consumer, requireStable follows isolation.level).
+        self._require_stable = config.isolation_level == "read_committed"
         self._assignors: list[Assignor] = get_assignors(config.partition_assignment_strategy)
         self.protocol = choose_protocol(self._assignors)
         self.generation = NO_GENERATION
@@ -563,7 +568,9 @@ class ConsumerCoordinator:
             return {}
         by_topic = partitions_by_topic(wanted)
         request = gpb.OffsetFetchRequest(
-            group_id=self.group_id, topics=[gpb.OffsetFetchTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
+            group_id=self.group_id,
+            topics=[gpb.OffsetFetchTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+            require_stable=self._require_stable,
         )
         deadline = time.monotonic() + self._timeout
         while True:

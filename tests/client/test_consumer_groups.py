@@ -60,6 +60,9 @@ class FakeGroupCoordinator(group_pb2_grpc.GroupCoordinatorServicer):
         self._join_done: asyncio.Event | None = None
         self._sync_done: asyncio.Event | None = None
         self.heartbeat_errors: list[int] = []
+        # Partitions with transactional offsets not yet written to the group (KIP-447): OffsetFetch with
+        # require_stable answers them UNSTABLE_OFFSET_COMMIT this many more times, then the pending offset.
+        self.pending: dict[tuple[str, int], tuple[int, int]] = {}
 
     def _record(self, rpc: str, request: object) -> None:
         with self.changed:
@@ -191,6 +194,17 @@ class FakeGroupCoordinator(group_pb2_grpc.GroupCoordinatorServicer):
         for t in request.topics:
             rt = response.topics.add(name=t.name)
             for number in t.partitions:
+                pending = self.pending.get((t.name, number))
+                if pending is not None and request.require_stable:
+                    answers, offset = pending
+                    if answers > 0:
+                        self.pending[(t.name, number)] = (answers - 1, offset)
+                        rt.partitions.add(partition=number, committed_offset=-1, error=ErrorCode.UNSTABLE_OFFSET_COMMIT)
+                        continue
+                    self.committed[(t.name, number)] = gpb.OffsetCommitPartition(
+                        partition=number, committed_offset=offset
+                    )
+                    del self.pending[(t.name, number)]
                 c = self.committed.get((t.name, number))
                 rt.partitions.add(
                     partition=number,
@@ -400,6 +414,28 @@ def test_assign_with_a_group_id_starts_at_committed_offsets_and_commits_epochs(c
         c.seek(TopicPartition("t", 0), 2)
         poll_all([c], lambda: c.position(TopicPartition("t", 0)) == 10)
     assert len(cluster.group.rpcs("OffsetFetch")) == lookups
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_a_read_committed_consumer_waits_for_stable_offsets(cluster: GroupCluster, isolation: str) -> None:
+    """KIP-447: a read_committed consumer's OffsetFetch asks for stable offsets, and retries while a committed
+    transaction's offsets are not yet written to the group, rather than starting from the offset before them (from
+    which it would copy that transaction's input again); a read_uncommitted one does not ask."""
+    cluster.append("t", 0, encode_batch([b"v%d" % i for i in range(10)], None, 1))
+    cluster.group.committed[("t", 0)] = gpb.OffsetCommitPartition(partition=0, committed_offset=4)
+    cluster.group.pending[("t", 0)] = (3, 7)  # a transaction that moved the group to 7 awaits its markers
+    with Consumer(config(cluster, enable_auto_commit=False, isolation_level=isolation)) as c:
+        c.assign([TopicPartition("t", 0)])
+        first: list[int] = []
+        deadline = time.monotonic() + 10
+        while not first:
+            assert time.monotonic() < deadline, "no record"
+            first = [r.offset for r in c.poll(50)]
+    fetches = cluster.group.rpcs("OffsetFetch")
+    if isolation == "read_committed":
+        assert first[0] == 7 and all(f.require_stable for f in fetches) and len(fetches) == 4
+    else:
+        assert first[0] == 4 and not any(f.require_stable for f in fetches)
 
 
 def test_max_poll_interval_leaves_the_group_commit_fails_and_poll_rejoins(cluster: GroupCluster) -> None:
