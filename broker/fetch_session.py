@@ -143,10 +143,16 @@ class FetchSession:
             self.topic_names[topic_id] = name
             self.topic_ids[name] = topic_id
 
-    def changed(self, key: Key) -> None:
+    def changed(self, key: Key, wake_replica: bool = True) -> None:
+        """``key`` may have news. ``wake_replica`` False (a new high watermark alone) marks it for a follower's
+        next pass without waking the round: as in Kafka, a follower's fetch waits for bytes, and the high
+        watermark rides along with the next data (or the round's max wait), so one append does not cost each
+        follower an extra round."""
         if self.closed or key not in self.partitions:
             return
         self.dirty.add(key)
+        if not wake_replica and self.replica_id >= 0:
+            return
         wakeup, self.wakeup = self.wakeup, None
         if wakeup is not None:
             wakeup()

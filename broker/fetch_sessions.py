@@ -232,7 +232,18 @@ class SessionRound:
         done = read(dataclasses.replace(request, topics=topics))
         if done.outcomes is None:
             return done
-        self.sessions.watch(session, ((t.name, p.partition) for t in topics for p in t.partitions))
+        # What the read itself changed (a follower's position moving the high watermark) is in this answer
+        # already: not dirty again, or the next round would read it once more for nothing. Nothing else runs
+        # during the read, so every other change is still marked.
+        get, dirty = self.sessions.replicas.partitions.get, session.dirty
+        for t in topics:
+            name = t.name
+            for part in t.partitions:
+                key = (name, part.partition)
+                dirty.discard(key)
+                p = get(key)
+                if p is not None:
+                    p.watch(session)
         kept: FetchOutcomes = []
         for name, parts in done.outcomes:
             news = []

@@ -26,7 +26,7 @@ import contextlib
 import logging
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -100,7 +100,12 @@ class FetchTransport(Protocol):
 
     target: tuple[str, str]  # (protocol, address): a new target gets a new transport
 
-    async def send(self, request: ReplicaFetchRequest, timeout: float) -> dict[Key, FetchedPartition]: ...
+    async def send(
+        self, request: ReplicaFetchRequest, timeout: float, changes: Mapping[Key, PartitionFetch] | None = None
+    ) -> dict[Key, FetchedPartition]:
+        """``changes``: the entries of ``request`` whose position moved since the previous request, the partitions
+        being the same (None: unknown); a transport in a fetch session sends only those."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -141,7 +146,9 @@ class GrpcTransport:
         self.address = address
         self.target = (GRPC, address)
 
-    async def send(self, request: ReplicaFetchRequest, timeout: float) -> dict[Key, FetchedPartition]:
+    async def send(
+        self, request: ReplicaFetchRequest, timeout: float, changes: Mapping[Key, PartitionFetch] | None = None
+    ) -> dict[Key, FetchedPartition]:
         stub = broker_pb2_grpc.BrokerStub(self.pool.get(self.address))
         try:
             response = await stub.Fetch(fetch_request_proto(request), timeout=timeout)
@@ -169,15 +176,19 @@ class LeaderFetcher:
         self.leader_id = leader_id
         self.partitions: dict[Key, Partition] = {}
         self.parked: set[Key] = set()  # refused by the leader: wait for metadata
-        # Each fetched partition's position and request entry, read from its log only when it may have moved (added,
-        # an answer applied, or, checked every POSITION_REFRESH_S, a flush moved its recovery point): an idle round
-        # reads no log.
-        self._positions: dict[Key, tuple[FetchPosition, PartitionFetch]] = {}
+        # Each fetched partition's position (``_sent``) and request entry (``_fetches``), read from its log only when
+        # it may have moved (added, an answer applied, or, checked every POSITION_REFRESH_S, a flush moved its
+        # recovery point): an idle round reads no log.
+        self._sent: dict[Key, FetchPosition] = {}
+        self._fetches: dict[Key, PartitionFetch] = {}
         self._stale: set[Key] = set()
-        # The last request's partitions and positions, until a position changes: an idle round of thousands of
-        # partitions builds nothing, and its fetch session (replica_connection.py) sees the same list and sends
-        # an empty incremental request without comparing them.
-        self._built: tuple[list[tuple[str, list[PartitionFetch]]], dict[Key, FetchPosition]] | None = None
+        # The request's partition list, kept between rounds: a moved position replaces its entry in place (at
+        # ``_slots``), and only a partition joining or leaving rebuilds it. ``_changes`` holds the entries moved
+        # since the last request, which is all a fetch session sends (None: the partitions changed, compare all):
+        # a round of a fetcher following thousands of partitions costs what moved, not what it follows.
+        self._topics: list[tuple[str, list[PartitionFetch]]] = []
+        self._slots: dict[Key, tuple[list[PartitionFetch], int]] | None = None
+        self._changes: dict[Key, PartitionFetch] | None = None
         self._refresh_at = 0.0
         self._changed = asyncio.Event()
         self._log_start_moved = False  # a partition's log start moved in the last answer: checkpoint it
@@ -197,8 +208,9 @@ class LeaderFetcher:
         self._forget(key)
 
     def _forget(self, key: Key) -> None:
-        if self._positions.pop(key, None) is not None:
-            self._built = None
+        self._sent.pop(key, None)
+        if self._fetches.pop(key, None) is not None:
+            self._slots = None
 
     async def stop(self) -> None:
         self._task.cancel()
@@ -217,41 +229,57 @@ class LeaderFetcher:
             self._transport = self.manager.transport(self.leader_id, target)
         return self._transport
 
-    def _request(self) -> tuple[ReplicaFetchRequest, dict[Key, FetchPosition]] | None:
-        """The next request and, per partition, the position it was sent at (None when nothing to fetch)."""
+    def _request(self) -> tuple[ReplicaFetchRequest, dict[Key, FetchPosition], dict[Key, PartitionFetch] | None] | None:
+        """The next request, per partition the position it was sent at, and the entries moved since the previous
+        request (None when partitions joined or left); None when there is nothing to fetch. The position map is
+        the fetcher's own, updated in place by the next call (after the answer to this one is applied)."""
         config = self.manager.config
         now = time.monotonic()
         if now >= self._refresh_at:
             self._refresh_at = now + POSITION_REFRESH_S
             self._stale.update(self._moved_outside_answers())
         stale, self._stale = self._stale, set()
+        changes = self._changes
+        sent, fetches, slots = self._sent, self._fetches, self._slots
+        max_bytes = config.partition_max_bytes
         for key in stale:
             p = self.partitions.get(key)
             if p is None or key in self.parked:
                 continue
             try:
                 offset, epoch = p.fetch_position()  # raises the log's error once it is offline
-                log_start, durable = p.log.log_start_offset, p.log.recovery_point
+                log = p.log
+                log_start, durable = log.log_start_offset, log.recovery_point
             except Exception as e:
                 self._forget(key)
                 self._failed(key, p, e)
+                slots = self._slots
                 continue
-            entry = (
-                FetchPosition(offset, epoch, p.leader_epoch),
-                PartitionFetch(key[1], p.leader_epoch, offset, epoch, log_start, config.partition_max_bytes, durable),
-            )
-            if self._positions.get(key) != entry:
-                self._positions[key] = entry
-                self._built = None
-        if self._built is None:
+            leader_epoch = p.leader_epoch
+            fetch = PartitionFetch(key[1], leader_epoch, offset, epoch, log_start, max_bytes, durable)
+            if fetches.get(key) == fetch:
+                continue
+            sent[key] = FetchPosition(offset, epoch, leader_epoch)
+            fetches[key] = fetch
+            slot = None if slots is None else slots.get(key)
+            if slot is None:
+                slots = self._slots = None  # a partition joined: rebuild the list
+            else:
+                slot[0][slot[1]] = fetch
+                if changes is not None:
+                    changes[key] = fetch
+        if slots is None:
             topics: dict[str, list[PartitionFetch]] = {}
-            sent: dict[Key, FetchPosition] = {}
-            for key, (position, fetch) in self._positions.items():
-                sent[key] = position
-                topics.setdefault(key[0], []).append(fetch)
-            self._built = list(topics.items()), sent
-        listed, sent = self._built
-        if not listed:
+            slots = {}
+            for key, fetch in fetches.items():
+                parts = topics.get(key[0])
+                if parts is None:
+                    parts = topics[key[0]] = []
+                slots[key] = (parts, len(parts))
+                parts.append(fetch)
+            self._topics, self._slots, changes = list(topics.items()), slots, None
+        self._changes = {}
+        if not self._topics:
             return None
         request = ReplicaFetchRequest(
             self.manager.broker_id,
@@ -259,16 +287,16 @@ class LeaderFetcher:
             config.max_wait_ms,
             config.min_bytes,
             config.response_max_bytes,
-            listed,
+            self._topics,
         )
-        return request, sent
+        return request, sent, changes
 
     def _moved_outside_answers(self) -> list[Key]:
         """The partitions whose position moved other than by an answer: a flush moved the recovery point (sent
         as the durable offset), or the log went offline. Compared on plain attributes, without the logs' locks:
         a follower of thousands of idle partitions reads none of them."""
         moved = []
-        for key, (_, fetch) in self._positions.items():
+        for key, fetch in self._fetches.items():
             p = self.partitions.get(key)
             if p is None:
                 continue
@@ -289,11 +317,11 @@ class LeaderFetcher:
                     async with asyncio.timeout(backoff):  # not wait_for: in 3.11 it can swallow a cancel
                         await self._changed.wait()
                 continue
-            request, sent = built
+            request, sent, changes = built
             transport = await self._transport_for(target)
             timeout = self.manager.config.max_wait_ms / 1000 + 10
             try:
-                answers = await transport.send(request, timeout)
+                answers = await transport.send(request, timeout, changes)
             except FetchFailedError as e:
                 logger.debug("fetch from broker %d failed: %s", self.leader_id, e)
                 await asyncio.sleep(backoff)

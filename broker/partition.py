@@ -39,7 +39,10 @@ from odradek.client.errors import (
 logger = logging.getLogger(__name__)
 
 UNDEFINED_EPOCH = -1
-HIGH_WATERMARK = -1  # DeleteRecords' offset meaning "up to the high watermark", as Kafka's
+HIGH_WATERMARK = -1
+# Reads for the Kafka listener (``as_file``) smaller than this come as bytes: a FileSlice costs a duplicate fd, its
+# close and a sendfile of its own, more than one pread into the response's single sendmsg, for a small batch.
+SENDFILE_MIN_BYTES = 32 << 10  # DeleteRecords' offset meaning "up to the high watermark", as Kafka's
 
 
 class SessionWatcher(Protocol):
@@ -47,7 +50,7 @@ class SessionWatcher(Protocol):
 
     closed: bool
 
-    def changed(self, key: tuple[str, int]) -> None: ...
+    def changed(self, key: tuple[str, int], wake_replica: bool = True) -> None: ...
 
 
 class Divergence(NamedTuple):
@@ -292,7 +295,7 @@ class Partition:
         """A consumer read: whole batches below the high watermark (OFFSET_NOT_AVAILABLE while a new leader's
         high watermark catches up, see ``visible_high_watermark``). ``as_file``: see ``Log.read``."""
         hw = self.visible_high_watermark(client_epoch)
-        return self.log.read(offset, max_bytes, max_offset=hw, as_file=as_file)
+        return self.log.read(offset, max_bytes, max_offset=hw, as_file=as_file, file_min_bytes=SENDFILE_MIN_BYTES)
 
     # -- transactions ---------------------------------------------------------------------------------------------
 
@@ -308,7 +311,7 @@ class Partition:
         transactions among them. The offset only moves up, so reading after computing it is safe. ``as_file``:
         see ``Log.read`` (the slice is closed here if the aborted-transaction lookup fails)."""
         lso = self.last_stable_offset(client_epoch)
-        data = self.log.read(offset, max_bytes, max_offset=lso, as_file=as_file)
+        data = self.log.read(offset, max_bytes, max_offset=lso, as_file=as_file, file_min_bytes=SENDFILE_MIN_BYTES)
         try:
             aborted = self.log.aborted_transactions(offset, min(data.next_offset, lso)) if len(data.records) else []
         except BaseException:
@@ -361,7 +364,10 @@ class Partition:
         if replica_id not in self.replicas:
             raise NotLeaderOrFollowerError(f"broker {replica_id} is not a replica of {self.topic}-{self.partition}")
         log_ = self.log
-        if last_fetched_epoch != UNDEFINED_EPOCH:
+        leo = log_.log_end_offset
+        # A follower at our own leader epoch, not past our end, cannot diverge: our latest epoch is the one we lead
+        # at (``_become``) and it ends at our log end. Only other epochs need the epoch cache (and its lock).
+        if last_fetched_epoch != UNDEFINED_EPOCH and (last_fetched_epoch != self.leader_epoch or fetch_offset > leo):
             epoch, end = log_.end_offset_for_epoch(last_fetched_epoch)
             if epoch == UNDEFINED_EPOCH:
                 epoch, end = last_fetched_epoch, log_.log_start_offset
@@ -373,14 +379,17 @@ class Partition:
                     log_.log_start_offset,
                     log_.log_end_offset,
                 )
-        leo = log_.log_end_offset
         if fetch_offset > leo or fetch_offset < log_.log_start_offset:
             raise OffsetOutOfRangeError(
                 f"fetch offset {fetch_offset} outside [{log_.log_start_offset}, {leo}] of {self.topic}-{self.partition}"
             )
         self._apply(state.on_follower_fetch(replica_id, fetch_offset, leo, now_ms, log_start_offset, durable_offset))
         self._complete_low_watermark_waiters()
-        data = log_.read(fetch_offset, max_bytes, as_file=as_file)
+        if fetch_offset == leo and not log_.offline and not log_.closed:
+            # Caught up (the follower reporting its new position): nothing to read, so no read under the lock.
+            data: FetchData = FetchData(b"", leo, leo, log_.high_watermark, log_.log_start_offset, leo)
+        else:
+            data = log_.read(fetch_offset, max_bytes, as_file=as_file, file_min_bytes=SENDFILE_MIN_BYTES)
         everyone = state.all_replicas_offset(log_.recovery_point)
         return FollowerRead(data, None, log_.high_watermark, log_.log_start_offset, leo, everyone)
 
@@ -488,7 +497,7 @@ class Partition:
         if progress.high_watermark is not None:
             self.log.high_watermark = progress.high_watermark
             self._wake(self._waiters)
-            self._changed()
+            self._changed(wake_replica=False)  # consumers see new records; followers learn it with their next data
             self._complete_acks()
         if progress.isr_change is not None:
             self.request_isr_change(self, progress.isr_change)
@@ -592,8 +601,9 @@ class Partition:
     def unwatch(self, session: SessionWatcher) -> None:
         self._sessions.discard(session)
 
-    def _changed(self) -> None:
-        """Tell the fetch sessions holding this partition that a fetch of it may find something new."""
+    def _changed(self, wake_replica: bool = True) -> None:
+        """Tell the fetch sessions holding this partition that a fetch of it may find something new
+        (``wake_replica``: see FetchSession.changed)."""
         if not self._sessions:
             return
         key = (self.topic, self.partition)
@@ -601,7 +611,7 @@ class Partition:
             if session.closed:
                 self._sessions.discard(session)
             else:
-                session.changed(key)
+                session.changed(key, wake_replica)
 
     @staticmethod
     def _wake(waiters: list[asyncio.Future]) -> None:

@@ -296,11 +296,21 @@ class LeaderState:
     ) -> Progress:
         if len(self.isr) < min(self.min_isr, len(self.replicas)):
             return Progress(None, change, events) if change is not None or events else NO_PROGRESS
+        # min over the maximal ISR, walked as its two parts (a member in both counts twice, harmlessly): called
+        # on every append and follower fetch, so no set is built.
         hw = leader_leo
-        for r in self.maximal_isr:
-            if r != self.broker_id:
-                f = self.followers.get(r)
-                hw = min(hw, f.log_end_offset if f is not None else UNKNOWN_OFFSET)
+        me, followers = self.broker_id, self.followers
+        for r in self.isr:
+            if r != me:
+                f = followers.get(r)
+                if f is None or f.log_end_offset < hw:
+                    hw = UNKNOWN_OFFSET if f is None else f.log_end_offset
+        if self.pending is not None:
+            for r in self.pending.new_isr:
+                if r != me:
+                    f = followers.get(r)
+                    if f is None or f.log_end_offset < hw:
+                        hw = UNKNOWN_OFFSET if f is None else f.log_end_offset
         if hw > self.high_watermark:
             self.high_watermark = hw
             return Progress(hw, change, events)

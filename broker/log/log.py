@@ -985,7 +985,8 @@ class Log:
         min_one_batch: bool = True,
         *,
         as_file: Literal[True],
-    ) -> FetchData[FileSlice | bytes]: ...
+        file_min_bytes: int = 0,
+    ) -> FetchData[FileSlice | Buffered]: ...
 
     @overload
     def read(
@@ -995,6 +996,7 @@ class Log:
         max_offset: int | None = None,
         min_one_batch: bool = True,
         as_file: bool = False,
+        file_min_bytes: int = 0,
     ) -> FetchData[Buffered | FileSlice]: ...
 
     def read(
@@ -1004,13 +1006,16 @@ class Log:
         max_offset: int | None = None,
         min_one_batch: bool = True,
         as_file: bool = False,
+        file_min_bytes: int = 0,
     ) -> FetchData[Buffered | FileSlice]:
         """Whole batches from the one holding ``offset``, at most ``max_bytes`` (but at least one batch if
         ``min_one_batch``), all ending below ``max_offset`` (the high watermark or last stable offset for
         consumers; None for followers). Reads one segment; the caller reads again from ``next_offset``.
 
         ``as_file`` answers a FileSlice over the same batches instead of their bytes (see FetchData): its fd is a
-        duplicate taken under the lock, so a later handle eviction, retention or cleaning cannot change it.
+        duplicate taken under the lock, so a later handle eviction, retention or cleaning cannot change it. A read
+        of fewer than ``file_min_bytes`` is bytes all the same: one pread costs less than the duplicate fd, its
+        close and a sendfile of its own.
 
         Raises OffsetOutOfRangeError outside [log start offset, log end offset].
         """
@@ -1024,7 +1029,7 @@ class Log:
                 i = bisect.bisect_right(self._bases, offset) - 1
                 try:
                     for seg in self._segments[i:]:
-                        found = seg.read(offset, max_bytes, max_offset, min_one_batch, as_file)
+                        found = seg.read(offset, max_bytes, max_offset, min_one_batch, as_file, file_min_bytes)
                         if found is not None:
                             data, next_offset = found
                             if data:

@@ -365,7 +365,13 @@ class LogSegment:
         return None
 
     def read(
-        self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool, as_file: bool = False
+        self,
+        offset: int,
+        max_bytes: int,
+        max_offset: int | None,
+        min_one_batch: bool,
+        as_file: bool = False,
+        file_min_bytes: int = 0,
     ) -> tuple[bytes | memoryview | FileSlice, int] | None:
         """Whole batches from the one holding ``offset``: (data, offset after the last batch returned). Stops
         before the batch holding ``max_offset``, and after ``max_bytes`` unless the first batch alone is larger
@@ -373,7 +379,8 @@ class LogSegment:
 
         With ``as_file`` a non-empty answer is a FileSlice over the same bytes, on a duplicate of the segment's
         fd (so handle eviction or deletion after this call does not change it), found by walking batch headers
-        only: the records are never read into Python. The caller owns the slice."""
+        only: the records are never read into Python. The caller owns the slice. Whole batches up to ``max_bytes``
+        that are fewer than ``file_min_bytes`` are read as bytes all the same (one pread, no fd to duplicate)."""
         fd = self._file()
         found = self._locate(fd, offset)
         if found is None:
@@ -389,7 +396,10 @@ class LogSegment:
         data: bytes | memoryview | FileSlice
         if end - start <= max_bytes:
             next_offset = end_offset
-            data = FileSlice(os.dup(fd), start, end - start) if as_file else os.pread(fd, end - start, start)
+            if as_file and end - start >= file_min_bytes:
+                data = FileSlice(os.dup(fd), start, end - start)
+            else:
+                data = os.pread(fd, end - start, start)
         elif as_file:
             length, next_offset = self._whole_batches_span(fd, start, max_bytes, offset, min_one_batch)
             data = FileSlice(os.dup(fd), start, length) if length else b""

@@ -4,9 +4,13 @@
 from the event loop. The sender is woken only when a batch is created (to arm its linger timer) or closes full,
 and at most once until it runs: never per record, since a cross-thread wakeup costs more than an append.
 
-Memory is accounted per batch as in Kafka: a new batch reserves ``max(batch.size, record size)`` bytes of
-``buffer.memory`` until it completes. When memory runs out, every batch becomes sendable and a blocking caller
-waits up to ``max.block.ms``.
+Memory is accounted per batch: a new batch reserves what its first record needs, at least FIRST_RESERVATION bytes
+(never more than ``batch.size`` unless the record is larger), and doubles its reservation up to ``batch.size`` as
+records fill it, all held until the batch completes; a batch that cannot grow when memory is short closes
+(sendable) and the record goes to a new one. Kafka's producer reserves ``batch.size`` for every batch: with its
+defaults (16 KiB in 32 MiB) a producer spreading records over 2,048 partitions or more has no memory left for its
+open batches, so each goes out with one record and every ``send()`` blocks. When memory runs out, every batch
+becomes sendable and a blocking caller waits up to ``max.block.ms``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from odradek.client.structs import TopicPartition
 IDEMPOTENT_BATCHES = 8
 
 _new = object.__new__
+# The least a new batch reserves (``batch.size`` if smaller): a few small records, before the first doubling.
+FIRST_RESERVATION = 1024
 
 
 class RecordAccumulator:
@@ -42,7 +48,9 @@ class RecordAccumulator:
         self._notify = notify
         self.wakeup_pending = False  # cleared by the sender before each drain
         self._open: dict[str, dict[int, ProducerBatch]] = {}  # the batch appends go to, per topic and partition
-        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}  # unsent batches, oldest first
+        # Unsent batches, oldest first; only partitions that have some (a drain pass walks these, so a producer
+        # spreading over thousands of partitions pays per waiting batch, not per partition it ever wrote).
+        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._incomplete: set[ProducerBatch] = set()
         self._drain_start = 0
         self._flushing = 0
@@ -75,9 +83,17 @@ class RecordAccumulator:
             batch = batches.get(partition)
             if batch is None:
                 return None
-            if batch.size + size > self._batch_size:
+            need = batch.size + size
+            if need > self._batch_size:
                 self._close(batches, batch)
                 return None
+            if need > batch.reserved:
+                grow = min(max(need, 2 * batch.reserved), self._batch_size) - batch.reserved
+                if grow > self._free:  # memory is short: send this batch, the record takes a new one
+                    self._close(batches, batch)
+                    return None
+                self._free -= grow
+                batch.reserved += grow
             values = batch.values
             future = _new(RecordFuture)
             future._batch = batch
@@ -111,9 +127,12 @@ class RecordAccumulator:
                 batches = self._open[topic] = {}
             batch = batches.get(partition)
             if batch is not None and batch.size + size <= self._batch_size:
-                self._free += reserved
-                if self._blocked_threads:
-                    self._memory.notify_all()
+                if batch.size + size > batch.reserved:
+                    batch.reserved += reserved  # the reservation covers the record wherever it goes
+                else:
+                    self._free += reserved
+                    if self._blocked_threads:
+                        self._memory.notify_all()
                 return self._append(batch, key, value, headers, timestamp, size)
             if batch is not None:
                 self._close(batches, batch)
@@ -203,10 +222,16 @@ class RecordAccumulator:
 
     def release(self, batch: ProducerBatch) -> None:
         """A batch completed (on the loop): return its memory."""
+        self.release_all((batch,))
+
+    def release_all(self, batches: Collection[ProducerBatch]) -> None:
+        """Batches completed (on the loop): return their memory, with one lock and one notify for all of them."""
         with self._lock:
-            self._free += batch.reserved
-            batch.reserved = 0
-            self._incomplete.discard(batch)
+            incomplete = self._incomplete
+            for batch in batches:
+                self._free += batch.reserved
+                batch.reserved = 0
+                incomplete.discard(batch)
             if self._blocked_threads:
                 self._memory.notify_all()
         waiters, self._memory_waiters = self._memory_waiters, []
@@ -273,7 +298,10 @@ class RecordAccumulator:
                     next_ready = min(next_ready, head.created + self._delivery_timeout)  # to expire it
                 elif leader not in ready and can_send(leader, full):
                     ready.add(leader)
-            for (_, queue), leader in zip(queues, leaders):
+            for (tp, queue), leader in zip(queues, leaders):
+                if not queue:
+                    del self._queues[tp]  # expired to the last batch
+                    continue
                 if leader not in ready:
                     continue
                 batches = by_node.get(leader)
@@ -291,6 +319,8 @@ class RecordAccumulator:
                     if idempotent and retry:
                         break
                 sizes[leader] = size
+                if not queue:
+                    del self._queues[tp]
         return by_node, expired, next_ready, unknown_leader
 
     def _pop(self, queue: deque[ProducerBatch]) -> ProducerBatch:
@@ -304,7 +334,11 @@ class RecordAccumulator:
         """Put batches back at the front of their queues (to retry), keeping their order."""
         with self._lock:
             for batch in reversed(batches):
-                self._queues[TopicPartition(batch.topic, batch.partition)].appendleft(batch)
+                tp = TopicPartition(batch.topic, batch.partition)
+                queue = self._queues.get(tp)
+                if queue is None:
+                    queue = self._queues[tp] = deque()
+                queue.appendleft(batch)
 
     def unsent(self) -> list[ProducerBatch]:
         """Take every queued batch (on close, to fail them)."""
@@ -313,6 +347,7 @@ class RecordAccumulator:
             for queue in self._queues.values():
                 while queue:
                     batches.append(self._pop(queue))
+            self._queues.clear()
             return batches
 
     # ---- flushing ----

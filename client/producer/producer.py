@@ -29,7 +29,7 @@ from odradek.client.errors import (
     UnknownTopicOrPartitionError,
 )
 from odradek.client.metadata import Metadata
-from odradek.client.producer.accumulator import RecordAccumulator
+from odradek.client.producer.accumulator import FIRST_RESERVATION, RecordAccumulator
 from odradek.client.producer.batch import DeferredRecordFuture, Headers, RecordFuture
 from odradek.client.producer.partitioner import StickyPartitioner, murmur2
 from odradek.client.producer.sender import Sender
@@ -205,7 +205,8 @@ class AsyncProducer:
             future = accumulator.try_append(topic, partition, key, value, headers, timestamp, size)
             if future is not None:
                 return future
-            reserved = max(self._batch_size, size + HEADER_SIZE)
+            # What the record needs, at least FIRST_RESERVATION: the batch reserves more as it fills (accumulator.py).
+            reserved = max(min(self._batch_size, FIRST_RESERVATION), size + HEADER_SIZE)
             if not accumulator.try_reserve(reserved):
                 if not self._can_block():
                     raise _Blocked

@@ -347,7 +347,7 @@ class Sender:
         groups: dict[tuple[str, int], list[ProducerBatch]] = {}
         for batch in batches:
             groups.setdefault((batch.topic, batch.partition), []).append(batch)
-        release = self._accumulator.release
+        done: list[ProducerBatch] = []  # their memory returned together, with one lock for the response
         for t in response.topics:
             for p in t.partitions:
                 group = groups.pop((t.name, p.partition), None)
@@ -358,9 +358,9 @@ class Sender:
                     offset = p.base_offset if self._acks != 0 else -1
                     for batch in group:
                         batch.complete(offset, p.log_append_time_ms)
-                        release(batch)
                         if offset >= 0:
                             offset += batch.record_count
+                    done.extend(group)
                     continue
                 if p.error in LEADER_ERRORS:
                     if p.HasField("current_leader"):
@@ -369,6 +369,8 @@ class Sender:
                         self._metadata.request_refresh()
                 message = f"produce to {t.name}-{p.partition}: {p.error_message or error_name(p.error)}"
                 self._retry_or_fail(group, error_for_code(p.error, message))
+        if done:
+            self._accumulator.release_all(done)
         for group in groups.values():
             self._retry_or_fail(group, OdradekError(f"broker {node} did not answer for this partition"))
 

@@ -226,3 +226,26 @@ def test_the_follower_starts_over_after_an_error_or_a_lost_answer() -> None:
     s.build([("t", [fetch(0, 10)])])
     s.answered(0, 0)  # the leader keeps no sessions: full requests from now on
     assert s.build([("t", [fetch(0, 10)])]).epoch == 0
+
+
+def test_with_the_fetchers_changes_only_those_are_looked_at_and_sent() -> None:
+    """The fetcher updates its list in place and says which entries moved: the session lists those (unless the
+    leader already holds them as they are) and takes them as held once answered; an error makes the next request
+    full again."""
+    s = ReplicaSession()
+    topics = [("t", [fetch(0, 10), fetch(1, 10), fetch(2, 10)])]
+    assert s.build(topics, None).epoch == 0
+    s.answered(0, 77)
+    topics[0][1][1] = fetch(1, 12)
+    moved = s.build(topics, {("t", 1): fetch(1, 12)})
+    assert (moved.epoch, moved.topics, moved.forgotten) == (1, [("t", [fetch(1, 12)])], [])
+    s.answered(0, 77)
+    assert s.build(topics, {("t", 1): fetch(1, 12)}).topics == []  # held as it is: nothing to send
+    s.answered(0, 77)
+    topics[0][1][0] = fetch(0, 11)
+    s.build(topics, {("t", 0): fetch(0, 11)})
+    s.failed()  # the answer was lost: the leader may hold either position, so the next request is full
+    full = s.build(topics, {})
+    assert (full.epoch, full.topics) == (0, topics)
+    s.answered(0, 78)
+    assert s.build(topics, None).topics == []  # the very list held: nothing moved

@@ -237,33 +237,37 @@ async def test_the_fetch_reports_the_followers_recovery_point_as_its_durable_off
     assert (asked[("t", 0)].fetch_offset, asked[("t", 0)].durable_offset) == (102, 60)
 
 
-async def test_an_idle_round_hands_the_same_request_list_and_a_moved_position_a_new_one(
+async def test_an_idle_round_changes_nothing_and_a_moved_position_is_the_only_change(
     tmp_path: Path, fake_leader: FakeLeader, manager: ReplicaFetcherManager
 ) -> None:
     """A follower of thousands of partitions builds nothing while none moved (its fetch session then sends an
-    empty incremental request without comparing them); a moved (by an answer or a flush) or removed partition makes
-    a new list."""
+    empty incremental request); a moved position (by an answer or a flush) replaces its entry in the same list and
+    is the round's only change, so a session sends it alone without comparing the rest; a partition joining or
+    leaving makes a new list, which the session compares whole."""
     partitions = [replicas(tmp_path, i) for i in range(3)]
     for _, follower in partitions:
         manager.assign(follower)
     fetcher = manager.fetchers[LEADER]
     first = fetcher._request()
-    assert first is not None
+    assert first is not None and first[2] is None  # new partitions: no change list, the session compares
     again = fetcher._request()
-    assert again is not None and again[0].topics is first[0].topics and again[1] is first[1]
+    assert again is not None and again[0].topics is first[0].topics and again[1] is first[1] and again[2] == {}
     leader, follower = partitions[1]
     follower.append_as_follower(bytes(leader.log.read(0, MAX_BYTES, max_offset=100).records), 0)
     fetcher._stale.add(("t", 1))  # as an applied answer marks it
     moved = fetcher._request()
-    assert moved is not None and moved[0].topics is not first[0].topics
+    assert moved is not None and moved[0].topics is first[0].topics
+    assert moved[2] is not None and {key: fp.fetch_offset for key, fp in moved[2].items()} == {("t", 1): 100}
     assert {fp.partition: fp.fetch_offset for _, parts in moved[0].topics for fp in parts} == {0: 0, 1: 100, 2: 0}
+    assert moved[1][("t", 1)].fetch_offset == 100
     fetcher._refresh_at = 0  # the periodic check: nothing moved outside an answer, nothing is read again
-    assert (same := fetcher._request()) is not None and same[0].topics is moved[0].topics
+    assert (same := fetcher._request()) is not None and same[0].topics is moved[0].topics and same[2] == {}
     follower.log.flush()  # the recovery point, sent as the durable offset, moves without an answer
     fetcher._refresh_at = 0
     flushed = fetcher._request()
-    assert flushed is not None
+    assert flushed is not None and flushed[2] is not None and list(flushed[2]) == [("t", 1)]
     assert {fp.partition: fp.durable_offset for _, parts in flushed[0].topics for fp in parts} == {0: 0, 1: 100, 2: 0}
     manager.remove(("t", 2))
     fewer = fetcher._request()
-    assert fewer is not None and sorted(fp.partition for _, parts in fewer[0].topics for fp in parts) == [0, 1]
+    assert fewer is not None and fewer[0].topics is not first[0].topics and fewer[2] is None
+    assert sorted(fp.partition for _, parts in fewer[0].topics for fp in parts) == [0, 1]

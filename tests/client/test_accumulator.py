@@ -5,7 +5,7 @@ import pytest
 
 from odradek.client.config import ProducerConfig
 from odradek.client.errors import ClientTimeoutError
-from odradek.client.producer.accumulator import RecordAccumulator
+from odradek.client.producer.accumulator import FIRST_RESERVATION, RecordAccumulator
 from odradek.client.record.batch import read_batches
 from odradek.client.structs import TopicPartition
 
@@ -188,3 +188,17 @@ def test_muted_partitions_wait_for_their_request() -> None:
     by_node, _, _, _ = acc.drain(time.monotonic(), lambda t, p: 0, lambda n, full: True, 1 << 30, muted)
     assert [b.partition for b in by_node[0]] == [1]
     assert [b.partition for b in drain(acc)[0][0]] == [0]
+
+
+def test_a_batch_reserves_what_it_holds_and_grows_while_memory_allows() -> None:
+    """A new batch reserves FIRST_RESERVATION, not batch.size (a producer spreading over thousands of partitions
+    keeps a batch open on each), doubles up to batch.size as records fill it, and is closed, sendable, when memory
+    is too short to grow."""
+    acc, _ = make(**{"batch.size": 16384, "buffer.memory": 4096, "linger.ms": 60_000})
+    assert acc.try_reserve(FIRST_RESERVATION)
+    acc.append_new("t", 0, None, b"x" * 100, None, 1, 700, FIRST_RESERVATION)
+    assert acc.try_append("t", 0, None, b"x" * 100, None, 1, 700) is not None  # grew to 2 KiB
+    assert acc.try_reserve(2048)  # what is left: the batch cannot double again
+    assert acc.try_append("t", 0, None, b"x" * 100, None, 1, 700) is None
+    by_node, _, _, _ = acc.drain(time.monotonic(), lambda t, p: 1, lambda n, full: True, 1 << 20)
+    assert [b.reserved for b in by_node[1]] == [2048] and by_node[1][0].record_count == 2

@@ -147,15 +147,18 @@ def test_slices_survive_handle_eviction_and_segment_deletion(
 
 
 def test_partition_reads_pass_as_file_through(tmp_path: Path) -> None:
-    from odradek.broker.partition import Partition
+    """As a file from SENDFILE_MIN_BYTES on; a smaller read is bytes whatever ``as_file`` says."""
+    from odradek.broker.partition import SENDFILE_MIN_BYTES, Partition
     from odradek.client.common.metadata_image import PartitionRegistration
 
     partition = Partition("t", 0, Log.open(tmp_path / "t-0"), 1)
     try:
         partition.update(PartitionRegistration(b"\x07" * 16, 0, (1,), (1,), 1, 3, 0), 1, 0)
         for i in range(5):
-            partition.append_as_leader(make_batch(3, timestamp=1000 + i))
+            partition.append_as_leader(make_batch([bytes(SENDFILE_MIN_BYTES // 8)] * 3, timestamp=1000 + i))
         assert partition.log.high_watermark == 15
+        small = partition.read(14, 1 << 20, as_file=True)
+        assert not isinstance(small.records, FileSlice) and len(small.records) < SENDFILE_MIN_BYTES
         for read in (partition.read, lambda *a, **k: partition.read_committed(*a, **k).data):
             buffered = read(4, 1 << 20)
             filed = read(4, 1 << 20, as_file=True)

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""What one replicated partition-batch costs, in CPU-seconds per process: the spread phase of ``scale_spread.py``
+alone, with each process's CPU counted.
+
+A 1-controller, 3-broker dev cluster gets ``--topics`` x ``--per-topic`` partitions (RF=3) and a 6-partition
+baseline topic. odradek's producer (acks=all, linger.ms=20, 100-byte records) then sends round-robin over the 6
+partitions, and over all of the spread ones, each for ``--seconds``. For each run: records/s, and the CPU-seconds
+(utime + stime, from ``/proc``) each broker and the client process spent, per record. Over thousands of
+partitions at these rates a batch holds one record, so CPU per record there is CPU per replicated batch (its
+leader, its two followers and the client), and two cores allow at most ``2 / that`` batches a second.
+
+``--profile DIR`` records every broker and the client with py-spy (``-f raw``, 100 Hz) during the spread run.
+
+    python bench/spread_cost.py [--topics 20] [--per-topic 100] [--seconds 20] [--profile DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from scale_spread import BASELINE, RECORD, _wait_whole
+
+from odradek.client.producer import Producer
+from odradek.client.structs import TopicPartition
+from odradek.deploy.local import DevCluster, run_sync
+
+TICKS = os.sysconf("SC_CLK_TCK")
+PY_SPY = Path.home() / ".local/bin/py-spy"
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+@contextlib.contextmanager
+def profiled(directory: Path | None, pids: dict[str, int], phase: str) -> Iterator[None]:
+    spies: list[subprocess.Popen[bytes]] = []
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, pid in pids.items():
+            out = directory / f"{phase}-{name}.txt"
+            command = [str(PY_SPY), "record", "-p", str(pid), "-r", "100", "-f", "raw", "--nonblocking", "-o", str(out)]
+            spies.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(1)
+    try:
+        yield
+    finally:
+        for spy in spies:
+            spy.send_signal(signal.SIGINT)
+        for spy in spies:
+            try:
+                spy.wait(30)
+            except subprocess.TimeoutExpired:
+                spy.kill()
+                spy.wait()
+
+
+def warm(cluster: DevCluster, names: list[str], per_topic: int) -> None:
+    """One record to every partition, then time for the log manager's pass to write the leader-epoch checkpoints
+    the first batch of each log dirties: a one-off cost of new partitions, not of a batch."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 20})
+    try:
+        for p in range(per_topic):
+            for name in names:
+                producer.send(name, RECORD, partition=p)
+        producer.flush(120)
+    finally:
+        producer.close()
+    time.sleep(8)
+
+
+def run(
+    cluster: DevCluster,
+    partitions: list[TopicPartition],
+    seconds: float,
+    pids: dict[str, int],
+    client: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Records/s over ``partitions`` and each process's CPU-seconds per record."""
+    config = {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 20, **(client or {})}
+    producer = Producer(config)
+    try:
+        producer.send(partitions[0].topic, RECORD, partition=partitions[0].partition)
+        producer.flush(30)  # connected, metadata known
+        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        sent, started = 0, time.monotonic()
+        deadline = started + seconds
+        while sent % 1000 or time.monotonic() < deadline:
+            tp = partitions[sent % len(partitions)]
+            producer.send(tp.topic, RECORD, partition=tp.partition)
+            sent += 1
+        producer.flush(120)
+        elapsed = time.monotonic() - started
+        cpu = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+    finally:
+        producer.close()
+    per_record = {name: 1e6 * c / sent for name, c in cpu.items()}
+    return {"records": sent, "per_s": sent / elapsed, "cpu_s": cpu, "cpu_us_per_record": per_record}
+
+
+def report(label: str, r: dict[str, Any]) -> None:
+    per = r["cpu_us_per_record"]
+    total = sum(per.values())
+    parts = ", ".join(f"{name} {us:.0f}" for name, us in per.items())
+    print(f"  {label}: {r['per_s']:,.0f} records/s; CPU us per record {total:.0f} ({parts})", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--topics", type=int, default=20)
+    parser.add_argument("--per-topic", type=int, default=100)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--profile", type=Path)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a broker config override")
+    parser.add_argument("--client-set", action="append", default=[], metavar="NAME=VALUE", help="a producer config")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="odradek-spread-cost-") as tmp:
+        overrides = dict(item.split("=", 1) for item in args.set)
+        cluster = DevCluster.create(Path(tmp), controllers=1, brokers=3, overrides=overrides)
+        try:
+            cluster.start_all_and_wait(120)
+            names = [f"spread-{t}" for t in range(args.topics)]
+            specs = {n: {"partitions": args.per_topic, "replication_factor": 3} for n in names}
+            specs[BASELINE] = {"partitions": 6, "replication_factor": 3}
+            run_sync(cluster.create_topics(specs))
+            for name in [*names, BASELINE]:
+                _wait_whole(cluster, name, 120)
+            warm(cluster, names, args.per_topic)
+            pids = {f"broker{n.node_id}": n.pid for n in cluster.nodes if n.broker_port}
+            pids["client"] = os.getpid()
+            spread_tps = [TopicPartition(t, p) for p in range(args.per_topic) for t in names]
+            six = [TopicPartition(BASELINE, p) for p in range(6)]
+            baseline = run(cluster, six, args.seconds, pids)
+            report("6 partitions", baseline)
+            with profiled(args.profile, pids, "spread"):
+                spread = run(cluster, spread_tps, args.seconds, pids, dict(i.split("=", 1) for i in args.client_set))
+            report(f"{len(spread_tps):,} partitions", spread)
+            ratio = spread["per_s"] / baseline["per_s"]
+            total = sum(spread["cpu_us_per_record"].values())
+            print(
+                f"  ratio {ratio:.3f}; {total:.0f} CPU-us per spread record: at most {2e6 / total:,.0f}/s on 2 cores",
+                flush=True,
+            )
+        finally:
+            cluster.stop_all(timeout=30)
+    out = {"six": baseline, "spread": spread, "ratio": ratio}
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2))
+    json.dump(out, sys.stdout, indent=2)
+    print()
+
+
+if __name__ == "__main__":
+    main()
