@@ -48,10 +48,18 @@ class NodeLauncher:
         self._env: dict[str, str] = {}
         self._launched: set[int] = set()
 
-    def start(self, config: Path, cwd: Path, log: Path, env: Mapping[str, str]) -> int:
-        """Fork a node running ``odradek server --config <config>``; its pid."""
+    def start(self, config: Path, cwd: Path, log: Path, env: Mapping[str, str], netns: str = "") -> int:
+        """Fork a node running ``odradek server --config <config>`` (in network namespace ``netns``, as ``ip netns
+        exec`` runs it, if given); its pid."""
         wanted = dict(env)
-        request = {"op": "start", "config": str(config), "cwd": str(cwd), "log": str(log), "env": wanted}
+        request = {
+            "op": "start",
+            "config": str(config),
+            "cwd": str(cwd),
+            "log": str(log),
+            "env": wanted,
+            "netns": netns,
+        }
         with self._lock:
             if self._process is None or self._process.poll() is not None or self._env != wanted:
                 self._spawn(wanted)

@@ -455,9 +455,10 @@ class DevCluster:
         if process_state(n.pid) != "stopped":
             raise LocalClusterError(f"node {node_id} is already running (pid {n.pid})")
         n.pid = 0
-        if not n.netns and launcher.enabled():
+        if launcher.enabled():
             with contextlib.suppress(launcher.LauncherError):  # else started as its own process, below
-                n.pid = launcher.shared().start(Path(n.config), n.directory, n.log_file, tuned_environment())
+                env = tuned_environment()
+                n.pid = launcher.shared().start(Path(n.config), n.directory, n.log_file, env, n.netns)
         if not n.pid:
             with open(n.log_file, "ab") as out:
                 netns = ["ip", "netns", "exec", n.netns] if n.netns else []  # execs in place: the pid is the server's

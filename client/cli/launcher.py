@@ -4,6 +4,7 @@ node's code once, then forks one node per request read on stdin, answering on st
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 import json
 import os
@@ -38,13 +39,28 @@ class _Children:
             self.statuses[pid] = os.waitstatus_to_exitcode(status)
 
 
-def _run_node(request: dict[str, Any], log: int) -> None:
-    """In the forked child: become the node, logging to ``log`` (a descriptor), and never return to the launcher's
-    loop."""
+CLONE_NEWNET = 0x40000000
+
+
+def _enter_netns(namespace: int) -> None:
+    """Move this (single-threaded) process into the network namespace open as ``namespace``, as ``ip netns exec``
+    does for the network; every thread and socket the node makes later is in it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(namespace, CLONE_NEWNET) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"setns: {os.strerror(errno)}")
+
+
+def _run_node(request: dict[str, Any], log: int, namespace: int | None) -> None:
+    """In the forked child: become the node, logging to ``log`` (a descriptor), in the network namespace open as
+    ``namespace`` if one was asked for, and never return to the launcher's loop."""
     code = 1
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # the launcher ignores it; a node does not
         os.setsid()
+        if namespace is not None:
+            _enter_netns(namespace)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(log, 1)
@@ -83,14 +99,20 @@ def _serve(requests: IO[str], answers: IO[str]) -> None:
         if op == "start":
             # The log is opened before the fork, as a started node's is by its starter: it exists once the pid is
             # answered, and a log that cannot be opened is the starter's error, not a node that dies at once.
+            # So is the network namespace: one that does not exist is an error answer, not a node that dies.
+            namespace: int | None = None
             try:
                 log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
                 try:
+                    if request.get("netns"):
+                        namespace = os.open(f"/run/netns/{request['netns']}", os.O_RDONLY)
                     pid = os.fork()
                     if pid == 0:
-                        _run_node(request, log)
+                        _run_node(request, log, namespace)
                 finally:
                     os.close(log)
+                    if namespace is not None:
+                        os.close(namespace)
             except OSError as e:
                 answer: dict[str, Any] = {"error": str(e)}
             else:

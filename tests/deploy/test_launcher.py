@@ -6,7 +6,9 @@ launcher that died, or an environment it was not started with, gets a new launch
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -99,3 +101,40 @@ def test_with_the_launcher_off_a_node_is_a_child_of_its_starter(
     os.kill(node.pid, signal.SIGKILL)
     wait_until(lambda: one_controller.exit_status(1) is not None)
     assert one_controller.exit_status(1) == -signal.SIGKILL
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("ip"), reason="creating a network namespace needs root and ip"
+)
+def test_a_node_in_a_network_namespace_is_forked_into_it(tmp_path: Path) -> None:
+    """The chaos harness's nodes run in network namespaces: forked, a node enters its namespace (as ``ip netns
+    exec`` puts it there) and serves on that namespace's loopback."""
+    name = f"odr-launch-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"], check=True)
+        cluster = DevCluster.create(tmp_path / "c", 1, 0, hosts=lambda _: ("127.0.0.1", name))
+        try:
+            node = cluster.start(1)
+            assert launcher.shared().launched(node.pid)
+            wait_until(lambda: "started with roles controller" in node.log_file.read_text())
+            assert os.stat(f"/proc/{node.pid}/ns/net").st_ino == os.stat(f"/run/netns/{name}").st_ino
+            assert os.stat(f"/proc/{node.pid}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino
+            # Its controller listens in the namespace, not here.
+            probe = [
+                "python3",
+                "-c",
+                f"import socket; socket.create_connection(('127.0.0.1', {node.controller_port}), 5)",
+            ]
+            assert subprocess.run(["ip", "netns", "exec", name, *probe]).returncode == 0
+        finally:
+            cluster.stop_all()
+        # A namespace that does not exist is the launcher's error: the node is started as its own process instead
+        # (through ip netns exec, which says so in the node's log and exits non-zero).
+        missing = DevCluster.create(tmp_path / "m", 1, 0, hosts=lambda _: ("127.0.0.1", f"{name}-missing"))
+        pid = missing.start(1).pid
+        assert not launcher.shared().launched(pid)
+        wait_until(lambda: missing.exit_status(1) is not None, 15)
+        assert missing.exit_status(1) != 0 and f"{name}-missing" in missing.node(1).log_file.read_text()
+    finally:
+        subprocess.run(["ip", "netns", "delete", name], check=False)
