@@ -54,8 +54,9 @@ __all__ = [
     "running_cluster",
 ]
 
-# Exit codes of the nodes this process started itself and has reaped (``exit_status``).
-_reaped: dict[int, int] = {}
+# The nodes this process started as its own children (not through the launcher), kept so that their exit status is
+# read from the one object that reaps them (``exit_status``).
+_children: dict[int, subprocess.Popen[bytes]] = {}
 STATE_FILE = "cluster.json"
 TLS_DIR = "tls"  # a TLS cluster's CA and admin client certificate, under the cluster's directory
 ADMIN_CLIENT_FILE = "admin-client.json"  # a secured cluster's client config for its super user, under its directory
@@ -472,6 +473,7 @@ class DevCluster:
                     cwd=n.directory,
                 )
             n.pid = proc.pid
+            _children[proc.pid] = proc
         self.save()
         return n
 
@@ -482,14 +484,8 @@ class DevCluster:
         shared = launcher.current()
         if shared is not None and shared.launched(pid):
             return shared.exit_status(pid)
-        if pid not in _reaped:
-            try:
-                done, status = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                return None
-            if done:
-                _reaped[pid] = os.waitstatus_to_exitcode(status)
-        return _reaped.get(pid)
+        child = _children.get(pid)
+        return child.poll() if child is not None else None
 
     def start_all(self) -> None:
         for n in self.nodes:
@@ -521,10 +517,8 @@ class DevCluster:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(n.pid, signal.SIGKILL)
         for n in self.nodes:
-            with contextlib.suppress(ChildProcessError):
-                done, status = os.waitpid(n.pid, os.WNOHANG)
-                if done:
-                    _reaped[n.pid] = os.waitstatus_to_exitcode(status)
+            if (child := _children.get(n.pid)) is not None:
+                child.poll()  # reaps it if it has exited
 
     def status(self) -> list[dict[str, Any]]:
         return [

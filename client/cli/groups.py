@@ -28,6 +28,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     describe = admin_command(group, "describe", _describe, "a group's members, assignment, offsets and lag")
     describe.add_argument("group")
     reset = admin_command(group, "reset-offsets", _reset, "move an inactive group's committed offsets")
+    to = add_reset_arguments(reset)
+    to.add_argument("--shift-by", type=int, metavar="N", help="the committed offset plus N (clamped into the log)")
+    delete = admin_command(group, "delete", _delete, "delete an empty group and its committed offsets")
+    delete.add_argument("group")
+    delete_offsets = admin_command(group, "delete-offsets", _delete_offsets, "delete a group's offsets of topics")
+    delete_offsets.add_argument("group")
+    delete_offsets.add_argument("--topic", action="append", required=True, help="topic (repeatable)")
+
+
+def add_reset_arguments(reset: argparse.ArgumentParser) -> argparse._MutuallyExclusiveGroup:
+    """The group, topics, targets and --dry-run of a ``reset-offsets`` command (``group`` and ``share-group``);
+    the targets' group, for a command to add its own."""
     reset.add_argument("group")
     reset.add_argument(
         "--topic", action="append", required=True, metavar="T[:P[,P]]", help="topic, or some of its partitions"
@@ -37,13 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     to.add_argument("--to-latest", action="store_true", help="the log end")
     to.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped into the log)")
     to.add_argument("--to-datetime", metavar="ISO", help="the first record at or after this time (ISO or ms)")
-    to.add_argument("--shift-by", type=int, metavar="N", help="the committed offset plus N (clamped into the log)")
     reset.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    delete = admin_command(group, "delete", _delete, "delete an empty group and its committed offsets")
-    delete.add_argument("group")
-    delete_offsets = admin_command(group, "delete-offsets", _delete_offsets, "delete a group's offsets of topics")
-    delete_offsets.add_argument("group")
-    delete_offsets.add_argument("--topic", action="append", required=True, help="topic (repeatable)")
+    return to
 
 
 def _list(args: argparse.Namespace) -> None:

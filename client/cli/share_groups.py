@@ -12,7 +12,7 @@ from odradek.client.admin_share_groups import ShareGroupDescription
 from odradek.client.cli.cluster import admin_command, with_admin
 from odradek.client.cli.common import CommandError
 from odradek.client.cli.group_plan import lag, parse_topic_spec, reset_plan
-from odradek.client.cli.groups import log_ranges, plan_inputs, reset_kind
+from odradek.client.cli.groups import add_reset_arguments, log_ranges, plan_inputs, reset_kind
 from odradek.client.cli.output import emit, table
 from odradek.client.errors import ErrorCode, OdradekError, error_for_code
 from odradek.client.structs import TopicPartition
@@ -31,16 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     describe = admin_command(group, "describe", _describe, "a share group's members, assignment and start offsets")
     describe.add_argument("group")
     reset = admin_command(group, "reset-offsets", _reset, "move an empty share group's start offsets")
-    reset.add_argument("group")
-    reset.add_argument(
-        "--topic", action="append", required=True, metavar="T[:P[,P]]", help="topic, or some of its partitions"
-    )
-    to = reset.add_mutually_exclusive_group(required=True)
-    to.add_argument("--to-earliest", action="store_true", help="the log start")
-    to.add_argument("--to-latest", action="store_true", help="the log end")
-    to.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped into the log)")
-    to.add_argument("--to-datetime", metavar="ISO", help="the first record at or after this time (ISO or ms)")
-    reset.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    add_reset_arguments(reset)
     delete_offsets = admin_command(
         group, "delete-offsets", _delete_offsets, "forget an empty share group's state of topics"
     )
