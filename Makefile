@@ -22,10 +22,14 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 
 # mypy cannot follow the package-dir mapping of the editable install: check the package through a tree of links.
+# Its cache lives outside the checkout, as pip's does, so a fresh clone checks in about a second what it has checked
+# before (mypy compares each module's hash with the cache's and rechecks what differs; measured 22.7 s cold, 0.7 s
+# warm on this machine).
+MYPY_CACHE ?= $(HOME)/.cache/odradek-mypy
 typecheck: setup
 	rm -rf build/typecheck && mkdir -p build/typecheck/odradek
 	for d in broker chaos client controller deploy proto spark_connector; do ln -s ../../../$$d build/typecheck/odradek/$$d; done
-	$(VENV)/bin/mypy -p odradek
+	$(VENV)/bin/mypy --cache-dir $(MYPY_CACHE) -p odradek
 
 # Tests run side by side (pytest-xdist): most of them wait on processes and sockets. Each file runs in one worker
 # (tests/conftest.py groups them, longest first); each worker has its own ports and temporary directories. Three
