@@ -28,11 +28,13 @@ from odradek.broker.isr_changes import IsrChangeSender
 from odradek.broker.lifecycle import BrokerLifecycleManager
 from odradek.broker.log import durability
 from odradek.broker.log.config import LogManagerConfig
+from odradek.broker.log.handles import derived_max_open_fds
 from odradek.broker.log.manager import LogManager
 from odradek.broker.log_cleaner import BrokerLogCleaner
 from odradek.broker.log_dir_moves import LogDirMoves
 from odradek.broker.log_dirs import log_dir_gauges, log_dir_usage
 from odradek.broker.metrics import NodeMetrics, gauge
+from odradek.broker.process_limits import max_map_count, raise_open_file_limit
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.quotas.manager import QuotaConfig
 from odradek.broker.replica_manager import ReplicaManager, broker_log_config
@@ -77,13 +79,14 @@ class BrokerRole:
         if c["unsafe.testing.fsync.ledger"]:
             durability.enable(c["unsafe.testing.fsync.ledger"])
         base = broker_log_config(c)
+        nofile = raise_open_file_limit()
         self.logs = LogManager(
             c.log_dirs,
             base,
             LogManagerConfig.from_properties(
                 {
                     "log.retention.check.interval.ms": c["log.retention.check.interval.ms"],
-                    "log.max.open.fds": c["log.max.open.files"],
+                    "log.max.open.fds": c["log.max.open.files"] or derived_max_open_fds(nofile, max_map_count()),
                 }
             ),
         )

@@ -160,6 +160,13 @@ def _at_least(lo: int) -> Callable[[Any], int]:
     return parse
 
 
+def _open_files(value: Any) -> int:
+    number = _int(value)
+    if number != 0 and number < 3:
+        raise ConfigError("must be 0 (derived from the open-file limit) or at least 3 (one segment's descriptors)")
+    return number
+
+
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
 
@@ -487,7 +494,8 @@ SCHEMA: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "log.cleaner.delete.retention.ms": (_at_least(0), 86_400_000),
     "log.cleaner.min.compaction.lag.ms": (_at_least(0), 0),
     "log.cleaner.max.compaction.lag.ms": (_at_least(1), 2**63 - 1),
-    "log.max.open.files": (_int, 4096),
+    # 0: derived from the open-file limit and vm.max_map_count at start (broker/log/handles.py)
+    "log.max.open.files": (_open_files, 0),
     "producer.id.expiration.ms": (_int, 86_400_000),
     # A deliberate bug for proving the chaos checker (chaos/): "ack-before-replication" answers acks=all produces
     # as soon as the leader has appended. Never set it outside such a test.

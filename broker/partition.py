@@ -486,7 +486,7 @@ class Partition:
 
     def isr_change_failed(self, change: IsrChange) -> None:
         if self.leader_state is not None and self.leader_state.pending == change:
-            self.leader_state.on_change_failed()
+            self._apply(self.leader_state.on_change_failed(self.log.log_end_offset))
 
     def follower_lag(self) -> dict[int, int]:
         return {} if self.leader_state is None else self.leader_state.follower_lag(self.log.log_end_offset)

@@ -277,10 +277,15 @@ class LeaderState:
         self.min_isr = min_isr
         return self._progress(leader_leo, None)
 
-    def on_change_failed(self) -> None:
+    def on_change_failed(self, leader_leo: int) -> Progress:
         """The controller answered that it applied nothing of the pending change: allow a new request (the next
-        event decides again). Never called for a lost or ambiguous answer: the change may have been committed."""
+        event decides again). Never called for a lost or ambiguous answer: the change may have been committed.
+
+        A refused expansion leaves the maximal ISR, so the high watermark may move now: a follower asked for (one
+        shutting down, say) held it back, and no later append or fetch need come to move it (acks=all producers
+        waiting on one connection send nothing more until they are answered)."""
         self.pending = None
+        return self._progress(leader_leo, None)
 
     # -- internals -----------------------------------------------------------------------------------------------
 

@@ -479,8 +479,13 @@ NODE: dict[str, Key] = {
         (f"{CLEANER_SERVICE}::test_settings_come_from_the_topic_then_the_cluster_default_then_the_node",),
     ),
     "log.max.open.files": Key(
-        "file descriptors open segments may hold across all logs (least recently used are closed)",
-        (WIRING, "tests/log/test_handles.py::test_many_partitions_share_a_bounded_number_of_open_segments"),
+        "file descriptors open segments may hold across all logs (least recently used are closed); 0: half the"
+        " open-file limit, which the broker raises to its hard limit",
+        (
+            WIRING,
+            "tests/log/test_handles.py::test_many_partitions_share_a_bounded_number_of_open_segments",
+            "tests/broker/test_node_wiring.py::test_a_broker_raises_its_open_file_limit_and_derives_its_open_segments_from_it",
+        ),
     ),
     "producer.id.expiration.ms": Key(
         "forget an idempotent producer silent for this long",

@@ -90,8 +90,8 @@ class LogManagerConfig:
     recovery_point_checkpoint_interval_ms: int = 60_000
     log_start_offset_checkpoint_interval_ms: int = 60_000
     high_watermark_checkpoint_interval_ms: int = 5_000
-    # odradek's own: file descriptors held by open segments across all logs (an LRU closes the rest); raise
-    # RLIMIT_NOFILE above it, leaving room for sockets.
+    # odradek's own: file descriptors held by open segments across all logs (an LRU closes the rest); a broker
+    # derives it from its open-file limit unless log.max.open.files sets it.
     max_open_fds: int = 3072
 
     _NAMES = {

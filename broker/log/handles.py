@@ -26,6 +26,18 @@ class Openable(Protocol):
 
 
 FDS_PER_SEGMENT = 3  # the log, and the offset and time indexes while mapped
+MAPS_PER_SEGMENT = 2  # the offset and time indexes
+
+
+def derived_max_open_fds(nofile: int, max_map_count: int | None) -> int:
+    """``log.max.open.files`` when it is not set: half the process's open-file limit (the other half for sockets,
+    checkpoints and the cleaner), and no more segments than half of ``vm.max_map_count`` maps, since each open
+    segment maps its two indexes. A fixed default either evicts on every append once each broker hosts thousands of
+    partitions (a round-robin producer touches every log in turn) or exceeds a small limit and fails with EMFILE."""
+    fds = nofile // 2
+    if max_map_count is not None:
+        fds = min(fds, max_map_count // 2 // MAPS_PER_SEGMENT * FDS_PER_SEGMENT)
+    return max(fds, FDS_PER_SEGMENT)
 
 
 class SegmentHandles:

@@ -124,6 +124,7 @@ def test_toml_forms_flatten_to_kafka_names(tmp_path: Path) -> None:
         ({"fetch.max.bytes": 100}, "'fetch.max.bytes': must be at least 1024"),
         ({"max.partitions.per.broker": 0}, "'max.partitions.per.broker': must be at least 1"),
         ({"num.partitions": 0}, "'num.partitions': must be at least 1"),
+        ({"log.max.open.files": 2}, r"'log.max.open.files': must be 0 \(derived from the open-file limit\) or at"),
         ({"default.replication.factor": -1}, "'default.replication.factor': must be at least 1"),
         ({"group.consumer.assignors": "uniform,sticky"}, "assignor 'sticky' is not available"),
         (

@@ -4,6 +4,7 @@ for each, and the objects it built inspected. The components' own tests show wha
 from __future__ import annotations
 
 import asyncio
+import resource
 import socket
 import urllib.request
 from pathlib import Path
@@ -14,7 +15,9 @@ import pytest
 from odradek.broker.config import NodeConfig
 from odradek.broker.fetcher import FetcherConfig
 from odradek.broker.log.config import LogConfig
+from odradek.broker.log.handles import derived_max_open_fds
 from odradek.broker.node import Node
+from odradek.broker.process_limits import max_map_count
 from odradek.broker.replica_manager import broker_log_config, topic_log_config
 from odradek.broker.storage import format_storage
 from odradek.client.connection import channel_options
@@ -279,3 +282,22 @@ async def test_a_node_whose_port_is_taken_does_not_start(tmp_path: Path) -> None
             await Node(node_config(tmp_path, broker)).start()
     finally:
         holder.close()
+
+
+async def test_a_broker_raises_its_open_file_limit_and_derives_its_open_segments_from_it(tmp_path: Path) -> None:
+    """log.max.open.files unset: the broker raises its soft open-file limit to the hard one (as the JVM does for
+    Kafka's brokers) and lets open segments hold half of it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 900), hard))
+    try:
+        n = await start_node(tmp_path)
+        try:
+            assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == hard
+            assert n.broker is not None
+            derived = derived_max_open_fds(hard, max_map_count())
+            assert n.broker.logs.manager_config.max_open_fds == derived
+            assert n.broker.logs.handles.max_open == derived // 3
+        finally:
+            await n.stop()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

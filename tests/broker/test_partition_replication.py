@@ -591,6 +591,25 @@ async def test_isr_changes_reach_the_callback_and_commit(cluster: Cluster) -> No
     assert leader.isr == (1, 2, 3) and leader.leader_state.isr == (1, 2, 3)
 
 
+async def test_an_acks_all_wait_ends_when_an_expansion_holding_it_is_refused(cluster: Cluster) -> None:
+    """The leader alone in the ISR asks to add a caught-up follower that then stops (a broker in controlled
+    shutdown: the controller refuses it, INELIGIBLE_REPLICA). A record appended meanwhile waits on the follower;
+    once the change is given up it is committed, with no further append or fetch to move it along."""
+    cluster.publish(1, 0, 0, (1,), replicas=(1, 2))
+    leader = cluster[1]
+    leader.append_as_leader(batch("a"), MAX_BYTES)
+    cluster.fetch(2, 1)
+    cluster.fetch(2, 1)  # caught up: asked into the ISR
+    expansion = IsrChange((1, 2), 0, 0)
+    assert cluster.changes == [(1, expansion)]
+    info = leader.append_as_leader(batch("b"), MAX_BYTES, acks=ALL)
+    waiting = leader.wait_for_commit(info.last_offset + 1)
+    assert not waiting.done()  # 2 counts while it is being added
+    leader.isr_change_failed(expansion)
+    assert waiting.done() and waiting.result() == ErrorCode.NONE
+    assert leader.log.high_watermark == info.last_offset + 1
+
+
 async def test_reassignment_through_partition(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path, ids=(1, 2, 3, 4))
     try:

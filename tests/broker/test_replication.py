@@ -221,10 +221,21 @@ def test_on_change_failed_allows_a_new_request() -> None:
     first = s.check_lagging(10, LAG_MS + 1, LAG_MS).isr_change
     assert first is not None
     assert s.check_lagging(10, LAG_MS + 2, LAG_MS) is NO_PROGRESS
-    s.on_change_failed()
+    assert s.on_change_failed(10) is NO_PROGRESS  # a refused shrink moves nothing
     assert s.pending is None
     again = s.check_lagging(10, LAG_MS + 3, LAG_MS).isr_change
     assert again == first
+
+
+def test_a_refused_expansion_releases_the_high_watermark_it_held() -> None:
+    """A follower caught up is asked into the ISR, then fetches no more (it is shutting down): while the expansion
+    is pending it holds the high watermark; refused, it no longer does, and the HW moves at once."""
+    s = make_leader((1, 2), isr=(1,), now=0)
+    s.on_append(3)
+    change = s.on_follower_fetch(2, 3, 3, now_ms=1).isr_change
+    assert change is not None and change.new_isr == (1, 2) and s.high_watermark == 3
+    assert s.on_append(4).high_watermark is None  # 2 is at 3: the pending expansion holds the HW
+    assert s.on_change_failed(4).high_watermark == 4
 
 
 # -- committed metadata --------------------------------------------------------------------------------------------
@@ -470,8 +481,7 @@ def test_simulated_invariants(seed: int) -> None:
                 partition_epoch += 1
                 progress = s.on_metadata(partition_epoch, replicas, in_flight.new_isr, leo, now)
             else:
-                s.on_change_failed()
-                progress = NO_PROGRESS
+                progress = s.on_change_failed(leo)
             in_flight = None
         else:
             progress = NO_PROGRESS
@@ -487,6 +497,9 @@ def test_simulated_invariants(seed: int) -> None:
         assert hw <= leo
         for r in s.maximal_isr - {LEADER}:
             assert hw <= follower_leo[r], (r, hw)
+        if len(s.isr) >= min(min_isr, len(replicas)):  # and never held back: as high as the maximal ISR allows
+            allowed = min([leo, *(s.followers[r].log_end_offset for r in s.maximal_isr - {LEADER})])
+            assert hw == max(before, allowed), (hw, before, allowed, s.maximal_isr)
         if hw != before:
             holders = 1 + sum(1 for r, f in follower_leo.items() if f >= hw)
             assert holders >= min(min_isr, len(replicas))

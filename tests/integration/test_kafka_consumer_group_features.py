@@ -142,12 +142,23 @@ def test_group_configs_are_set_described_refused_and_applied(
         "consumer.session.timeout.ms": ("20000", 8),
         **{n: (v, 5) for n, v in share_defaults.items()},  # DEFAULT_CONFIG
     }
-    # kafka-python's admin client names the GROUP resource type 32 as Kafka does.
-    answer = python_admin.describe_configs([KafkaPythonConfigResource(ConfigResourceType.GROUP, group)])
-    assert {name: c["value"] for name, c in answer["group"][group].items()} == {
-        "consumer.heartbeat.interval.ms": "7000",
-        "consumer.session.timeout.ms": "20000",
-    }  # kafka-python lists only the modified ones by default
+    # kafka-python's admin client names the GROUP resource type 32 as Kafka does. It asks any broker, which answers
+    # from its copy of the metadata: a broker other than the one that forwarded the change may learn it a moment
+    # after the change was acknowledged (Kafka's brokers too), so the answer is awaited.
+    resource = KafkaPythonConfigResource(ConfigResourceType.GROUP, group)
+    modified = {"consumer.heartbeat.interval.ms": "7000", "consumer.session.timeout.ms": "20000"}
+    answers: list[dict[str, str]] = []
+    wait_for(
+        lambda: (
+            answers.append(
+                {name: c["value"] for name, c in python_admin.describe_configs([resource])["group"][group].items()}
+            )
+            or answers[-1] == modified
+        ),  # kafka-python lists only the modified ones by default
+        30,
+        0.2,
+        what="kafka-python's answer to list the modified configs",
+    )
     # Unknown names and values out of the brokers' bounds are refused with Kafka's error.
     with pytest.raises(KafkaException, match=r"Unknown group config name: consumer\.max\.poll\.records"):
         group_config(kafka_admin, group, consumer_max_poll_records="5")

@@ -449,8 +449,12 @@ def test_share_group_membership_survives_a_restart_of_its_coordinator(cluster: D
         assert described[-1] == (0, epoch, members), described
         sent = values(20, "r")
         produce(cluster, topic, sent)
-        wait_for(lambda: a.poll(0.3) is not None and len(a.received) >= len(sent), 60, what="consumption goes on")
-        assert sorted(v for _, v, _ in a.received) == sent
+        received = lambda: {v for _, v, _ in a.received}  # noqa: E731
+        wait_for(lambda: a.poll(0.3) is not None and received() >= set(sent), 60, what="consumption goes on")
+        # Delivered at least once: a record is delivered again only as a redelivery the broker counts (its
+        # acknowledgement failed while the share state's coordinator moved with the stopped broker, say).
+        redelivered = [r for r in a.received if r[2] > 1]
+        assert len(a.received) == len(sent) + len(redelivered), (a.received, a.failed, a.errors)
         error, after, now = describe_group(cluster, group)
         assert (error, after, [m for m, _ in now]) == (0, epoch, [m for m, _ in members])
     finally:

@@ -7,7 +7,7 @@ from pathlib import Path
 from log_batches import make_batch
 
 from odradek.broker.log.config import LogConfig
-from odradek.broker.log.handles import SegmentHandles
+from odradek.broker.log.handles import SegmentHandles, derived_max_open_fds
 from odradek.broker.log.log import Log
 
 
@@ -103,3 +103,10 @@ def test_flush_in_a_worker_thread_while_appending(tmp_path: Path, open_log: Call
     log.flush()
     assert log.recovery_point == log.log_end_offset == 6000
     assert log.num_segments > 10
+
+
+def test_the_derived_budget_is_half_the_open_files_within_the_mappings_allowed() -> None:
+    assert derived_max_open_fds(20_000, 65_530) == 10_000  # half the open files
+    assert derived_max_open_fds(1_048_576, 65_530) == 65_530 // 2 // 2 * 3  # half the maps, two per segment
+    assert derived_max_open_fds(1_024, None) == 512  # no mapping bound known
+    assert derived_max_open_fds(4, None) == 3  # one segment at least
