@@ -50,7 +50,15 @@ def _odradek_rate(cluster: DevCluster, partitions: list[TopicPartition], records
         producer.close()
 
 
-def _librdkafka_rate(cluster: DevCluster, partitions: list[TopicPartition], records: int, seconds: float) -> float:
+def librdkafka_send(
+    cluster: DevCluster,
+    partitions: list[TopicPartition],
+    records: int,
+    seconds: float,
+    config: dict[str, Any] | None = None,
+) -> int:
+    """Send round-robin over ``partitions`` through confluent-kafka for at most ``seconds`` (and ``records``),
+    then flush; the count sent, every one delivered."""
     from confluent_kafka import Producer as KafkaProducer
 
     failed: list[str] = []
@@ -65,6 +73,7 @@ def _librdkafka_rate(cluster: DevCluster, partitions: list[TopicPartition], reco
             "acks": "all",
             "linger.ms": 20,
             "queue.buffering.max.messages": 1_000_000,
+            **(config or {}),
         }
     )
     sent, started = 0, time.monotonic()
@@ -82,6 +91,12 @@ def _librdkafka_rate(cluster: DevCluster, partitions: list[TopicPartition], reco
     left = producer.flush(120)
     if left or failed:
         raise RuntimeError(f"confluent-kafka: {left} record(s) not delivered, {len(failed)} failed: {failed[:3]}")
+    return sent
+
+
+def _librdkafka_rate(cluster: DevCluster, partitions: list[TopicPartition], records: int, seconds: float) -> float:
+    started = time.monotonic()
+    sent = librdkafka_send(cluster, partitions, records, seconds)
     return sent / (time.monotonic() - started)
 
 
