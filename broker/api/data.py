@@ -367,6 +367,8 @@ class DataService:
         if self.quotas is not None and self.quotas.produce.enabled:
             throttle = self._charge_produce(self._quota_client(ctx), size)
         if waits:
+            if ctx.appended is not None and throttle == 0:
+                ctx.appended()  # the connection's next request may be appended while these replicate
             await self._wait_for_commit(waits, timeout_ms)
         return answers, throttle
 

@@ -16,7 +16,15 @@ from typing import Any
 
 from odradek.broker.kafka.apis import API_VERSIONS_KEY, ApiRegistry
 from odradek.broker.kafka.header import encode_response_header, read_request_header
-from odradek.broker.kafka.wire import ConnectionInfo, KafkaContext, NoResponse, ProtocolError, Reply, Response
+from odradek.broker.kafka.wire import (
+    ConnectionInfo,
+    KafkaContext,
+    NoResponse,
+    ProtocolError,
+    Release,
+    Reply,
+    Response,
+)
 from odradek.broker.security.sasl_session import IllegalSaslState, SaslSession
 from odradek.broker.throttling import BrokerQuotas, ClientIdentity, exempt_caller, handle_under_quotas, quota_user
 from odradek.client.common.access import OPEN, AccessControl
@@ -56,7 +64,11 @@ class KafkaDispatcher:
         found = self.registry.get(key)
         return found is not None and found[0].flexible(version)
 
-    async def __call__(self, connection: ConnectionInfo, frame: memoryview) -> Response | None:
+    async def __call__(
+        self, connection: ConnectionInfo, frame: memoryview, release: Release | None = None
+    ) -> Response | None:
+        """``release`` (the listener's) goes to the handler only where no quota applies: a throttled client is muted
+        after its answer, so its next request must wait for it."""
         header = read_request_header(frame, self._flexible)
         found = self.registry.get(header.api_key)
         if found is None:
@@ -96,6 +108,8 @@ class KafkaDispatcher:
             ):
                 quotas = None  # replication is not a client's request: no mute, no request quota
                 ctx = KafkaContext(connection, ctx.client_id, quotas_apply=False)  # nor byte quotas
+            if quotas is None and release is not None:
+                ctx = KafkaContext(connection, ctx.client_id, ctx.quotas_apply, release)
             call: Coroutine[Any, Any, Reply] = handler(ctx, header, body)
             if quotas is not None:
                 who = ClientIdentity(ctx.peer, quota_user(ctx.principal), ctx.client_id)

@@ -1,9 +1,15 @@
 """The Kafka listener's network shell: accepts connections and serves each one's frames through ``Dispatch``.
 
 Each connection owns a raw non-blocking socket (no asyncio transport: see socket_writer.py for why) and one task
-that reads a frame, awaits its answer, writes it, and only then reads the next, so requests are handled strictly
-one at a time in arrival order, as Kafka does; pipelined requests wait in the read-ahead buffer or the socket.
-A bad frame or a failing handler closes only its own connection.
+that reads a frame, serves it, writes the answer, and only then reads the next, so requests are handled one at a
+time in arrival order, as Kafka does; pipelined requests wait in the read-ahead buffer or the socket. One
+exception, as Redpanda makes it: a handler may *release* its request once the part that must come before the
+connection's later requests is done (an acks=all produce, once its batches are appended and before it waits for
+their replication). The next request is then served while the earlier one waits, up to ``PIPELINE_DEPTH``
+released requests, and the answers are still written in request order. The protocol's guarantee, requests
+processed and answered in the order sent, holds; what changes is that a producer sending one partition per request
+(librdkafka) has several batches replicating at once instead of one per round trip. A bad frame or a failing
+handler closes only its own connection, after the answers of the requests before it.
 
 On a TLS listener each accepted socket is wrapped in an ``ssl.SSLSocket`` (still non-blocking) from the context the
 listener's ``tls`` callable gives at that moment (so a reloaded certificate serves the next handshakes), the
@@ -21,11 +27,12 @@ import logging
 import socket
 import ssl
 import struct
+from collections import deque
 from collections.abc import Callable
 
 from odradek.broker.kafka.framing import FrameReader, FrameSizeError
 from odradek.broker.kafka.socket_writer import SliceTruncatedError, SocketWriter
-from odradek.broker.kafka.wire import ConnectionInfo, Dispatch, ProtocolError
+from odradek.broker.kafka.wire import ConnectionInfo, Dispatch, ProtocolError, Response
 from odradek.client.common.file_slice import close_chunks
 
 logger = logging.getLogger(__name__)
@@ -33,6 +40,7 @@ logger = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 ACCEPT_RETRY_S = 0.1  # after EMFILE and the like, before accepting again
 HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that has not finished its handshake by then is dropped
+PIPELINE_DEPTH = 16  # a connection's released requests whose answers are not written yet, at most
 
 
 class _Closed(Exception):
@@ -184,7 +192,8 @@ class KafkaListener:
 
 
 class _Connection:
-    """One client connection's loop: read a frame, dispatch it, write the answer, honour its throttle."""
+    """One client connection's loop: read a frame, dispatch it, write the answer (in request order, after those of
+    released requests before it), honour its throttle."""
 
     def __init__(self, listener: KafkaListener, sock: socket.socket, info: ConnectionInfo) -> None:
         self.loop = asyncio.get_running_loop()
@@ -198,6 +207,8 @@ class _Connection:
         self.frames = FrameReader(listener.max_request_bytes)
         self.writer = SocketWriter(self.loop, sock, use_sendfile=listener.use_sendfile)
         self.last_active = self.loop.time()
+        # Released requests (see the module's docstring) whose answers are not written yet, oldest first.
+        self.waiting: deque[asyncio.Task[Response | None]] = deque()
 
     def _peer(self) -> str:
         return f"{self.info.peer_host}:{self.info.peer_port}"
@@ -221,37 +232,86 @@ class _Connection:
             logger.warning("Kafka listener %s: closing %s: TLS: %s", listener, peer, e.reason or e)
         except OSError as e:  # writing to a peer that left
             logger.info("Kafka listener %s: closing %s: %s", listener, peer, e)
+        finally:
+            self._drop_unanswered()
 
     async def _loop(self) -> None:
-        frames, dispatch, info = self.frames, self.dispatch, self.info
+        frames, waiting = self.frames, self.waiting
         while True:
-            frame = frames.next_frame()
+            while waiting and waiting[0].done():
+                await self._answer(waiting.popleft())
+            if len(waiting) >= PIPELINE_DEPTH:
+                await asyncio.wait((waiting[0],))
+                continue
+            try:
+                frame = frames.next_frame()
+            except FrameSizeError:
+                await self._answer_all()  # the answers to the requests before the bad one go out first
+                raise
             if frame is None:
                 await self._receive()
                 continue
-            try:
-                response = await dispatch(info, memoryview(frame))
-            except ProtocolError:
-                raise
-            except Exception as e:
-                raise _HandlerFailed from e
-            if response is None:
-                self.last_active = self.loop.time()
-                continue
-            chunks = response.chunks
-            try:
-                prefix = _SIZE.pack(sum(len(c) for c in chunks))
-            except struct.error:
-                close_chunks(chunks)
-                raise _CloseWithReason("a response larger than 2 GiB") from None
-            await self.writer.write([prefix, *chunks])
-            if response.close_reason is not None:  # a failed SASL authentication: answered, then closed
-                if self.close_delay_s > 0:
-                    await asyncio.sleep(self.close_delay_s)
-                raise _CloseWithReason(response.close_reason)
-            if response.throttle_ms > 0:  # KIP-219: the client is muted until its throttle has passed
-                await asyncio.sleep(response.throttle_ms / 1000)
+            released = self.loop.create_future()
+            served = self.loop.create_task(self._serve(frame, released))
+            if not served.done():
+                await asyncio.wait((served, released), return_when=asyncio.FIRST_COMPLETED)
+            if served.done() and (not waiting or (not served.cancelled() and served.exception() is not None)):
+                await self._answer_all()  # a failed request closes the connection once those before it are answered
+                await self._answer(served)
+            else:  # released: its answer is written after those before it, while later requests are served
+                waiting.append(served)
+
+    async def _serve(self, frame: bytearray, released: asyncio.Future[None]) -> Response | None:
+        try:
+            return await self.dispatch(self.info, memoryview(frame), functools.partial(_wake, released))
+        finally:
+            _wake(released)
+
+    async def _answer(self, served: asyncio.Task[Response | None]) -> None:
+        """Write one request's answer (its handler done) and honour its throttle and close."""
+        try:
+            response = served.result()
+        except ProtocolError:
+            raise
+        except Exception as e:
+            raise _HandlerFailed from e
+        if response is None:
             self.last_active = self.loop.time()
+            return
+        chunks = response.chunks
+        try:
+            prefix = _SIZE.pack(sum(len(c) for c in chunks))
+        except struct.error:
+            close_chunks(chunks)
+            raise _CloseWithReason("a response larger than 2 GiB") from None
+        await self.writer.write([prefix, *chunks])
+        if response.close_reason is not None:  # a failed SASL authentication: answered, then closed
+            if self.close_delay_s > 0:
+                await asyncio.sleep(self.close_delay_s)
+            raise _CloseWithReason(response.close_reason)
+        if response.throttle_ms > 0:  # KIP-219: the client is muted until its throttle has passed
+            await asyncio.sleep(response.throttle_ms / 1000)
+        self.last_active = self.loop.time()
+
+    async def _answer_all(self) -> None:
+        """Before the connection closes for a later request: the answers of the released requests before it."""
+        waiting = self.waiting
+        while waiting:
+            head = waiting.popleft()
+            await asyncio.wait((head,))
+            try:
+                await self._answer(head)
+            except (_HandlerFailed, ProtocolError, _CloseWithReason):
+                return
+
+    def _drop_unanswered(self) -> None:
+        """The connection is gone: stop its released requests and close the file ranges of unwritten answers."""
+        for served in self.waiting:
+            if not served.done():
+                served.cancel()
+            elif not served.cancelled() and served.exception() is None and (response := served.result()) is not None:
+                close_chunks(response.chunks)
+        self.waiting.clear()
 
     async def _handshake(self, sock: ssl.SSLSocket) -> None:
         deadline = self.loop.time() + min(self.idle_s, HANDSHAKE_TIMEOUT_S)
@@ -275,13 +335,19 @@ class _Connection:
             raise _CloseWithReason(f"client certificate refused: {e}") from None
 
     async def _receive(self) -> None:
-        """Receive some bytes; raises on EOF and once the connection has been idle too long."""
+        """Receive some bytes, or return without any once the oldest released request is done (its answer is
+        due); raises on EOF and once the connection has been idle too long (with no request being served)."""
         target = self.frames.recv_buffer()
         while True:
             try:
                 n = self.sock.recv_into(target)
             except (BlockingIOError, ssl.SSLWantReadError):
-                await self._readable(self.last_active + self.idle_s)
+                if self.waiting:
+                    if self.waiting[0].done():
+                        return
+                    await self._readable(None, self.waiting[0])
+                else:
+                    await self._readable(self.last_active + self.idle_s)
                 continue
             except ssl.SSLWantWriteError:
                 await self.writer.writable()
@@ -296,19 +362,30 @@ class _Connection:
             self.last_active = self.loop.time()
             return
 
-    async def _readable(self, deadline: float) -> None:
-        if self.loop.time() >= deadline:
+    async def _readable(self, deadline: float | None, answer_due: asyncio.Task[Response | None] | None = None) -> None:
+        """Until the socket is readable, the deadline passes (idle: raises), or ``answer_due`` is done."""
+        if deadline is not None and self.loop.time() >= deadline:
             raise _IdleTimeout
         fut = self.loop.create_future()
+        wake = functools.partial(_wake_on_done, fut)
         self.loop.add_reader(self.fd, _wake, fut)
-        timer = self.loop.call_at(deadline, _wake, fut)
+        timer = self.loop.call_at(deadline, _wake, fut) if deadline is not None else None
+        if answer_due is not None:
+            answer_due.add_done_callback(wake)
         try:
             await fut
         finally:
             self.loop.remove_reader(self.fd)
-            timer.cancel()
+            if timer is not None:
+                timer.cancel()
+            if answer_due is not None:
+                answer_due.remove_done_callback(wake)
 
 
 def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
+
+
+def _wake_on_done(fut: asyncio.Future[None], _: asyncio.Task[Response | None]) -> None:
+    _wake(fut)

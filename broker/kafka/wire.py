@@ -89,6 +89,8 @@ class KafkaContext:
     connection: ConnectionInfo
     client_id: str
     quotas_apply: bool = True
+    # The listener's Release for this request; None where later requests must wait for its answer (quotas apply).
+    release: Release | None = None
 
     @property
     def principal(self) -> str:
@@ -116,6 +118,7 @@ class KafkaContext:
             peer=self.peer,
             listener=KAFKA,
             quotas_apply=self.quotas_apply,
+            appended=self.release,
         )
 
 
@@ -148,5 +151,10 @@ Handler = Callable[[KafkaContext, RequestHeader, memoryview], Coroutine[Any, Any
 """Serves one API: the request body (after the header) to a reply, a NoResponse when no response is sent (Produce
 with acks=0). Raises ProtocolError for a body it cannot parse."""
 
-Dispatch = Callable[[ConnectionInfo, memoryview], Awaitable[Response | None]]
+Release = Callable[[], None]
+"""Called by a request's handler once the part of its work that must follow the connection's earlier requests and
+precede its later ones is done (a produce's appends, before it waits for replication): the listener may then start
+the connection's next request, and still writes the answers in request order."""
+
+Dispatch = Callable[[ConnectionInfo, memoryview, Release], Awaitable[Response | None]]
 """The listener's view of the APIs: one request frame (without its size prefix) to what to write back, or None."""

@@ -8,7 +8,8 @@ the same way whichever protocol a request came in by.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from odradek.client.common.caller import ANONYMOUS, UNKNOWN_HOST, Caller, peer_host
 
@@ -31,6 +32,9 @@ class RequestContext:
     # time.monotonic() by which the caller gives up (a gRPC call's deadline); None: it set none. A service that waits
     # on something it need not wait for (a forwarded write's read-your-writes) keeps its answer within it.
     deadline: float | None = None
+    # Called once a produce's batches are appended, before it waits for their replication: a listener that serves a
+    # connection's requests in order may start the next one then (the Kafka listener's pipelining). None: nobody.
+    appended: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
     @property
     def host(self) -> str:

@@ -19,8 +19,8 @@ import pytest
 import uvloop
 
 from odradek.broker.kafka.framing import FrameReader, FrameSizeError
-from odradek.broker.kafka.server import KafkaListener
-from odradek.broker.kafka.wire import ConnectionInfo, ProtocolError, Response
+from odradek.broker.kafka.server import PIPELINE_DEPTH, KafkaListener
+from odradek.broker.kafka.wire import ConnectionInfo, ProtocolError, Release, Response
 from odradek.client.common.file_slice import Chunk, FileSlice
 
 SIZE = struct.Struct(">i")
@@ -51,9 +51,11 @@ class FakeApis:
         self.files = files
         self.block = asyncio.Event()
         self.arrived: asyncio.Queue[bytes] = asyncio.Queue()
+        self.release: Release = lambda: None
 
-    async def __call__(self, conn: ConnectionInfo, frame: memoryview) -> Response | None:
+    async def __call__(self, conn: ConnectionInfo, frame: memoryview, release: Release) -> Response | None:
         assert isinstance(frame, memoryview)
+        self.release = release
         data = bytes(frame)
         self.calls.append((conn.connection_id, data, asyncio.get_running_loop().time()))
         self.arrived.put_nowait(data)
@@ -82,6 +84,10 @@ class FakeApis:
         if command == b"block":
             await self.block.wait()
             return Response([b"late"])
+        if command == b"hold":  # released at once (a produce waiting for replication), answered when unblocked
+            self.release()
+            await self.block.wait()
+            return Response([b"held:", arg])
         if command in (b"file", b"truncated"):
             assert self.files is not None
             name, position, length = arg.decode().split(",")
@@ -158,6 +164,89 @@ def test_pipelined_requests_are_answered_one_at_a_time_in_order() -> None:
         client.close()
         await listener.stop()
         assert listener.connection_count == 0
+
+    run(scenario)
+
+
+def test_released_requests_overlap_and_are_answered_in_order() -> None:
+    """A request its handler released (a produce whose batches are appended) lets the next ones be served while it
+    waits; every answer still goes out in request order."""
+
+    async def scenario() -> None:
+        apis = FakeApis()
+        listener = await started(apis)
+        client = await Client.connect(listener)
+        client.send(b"hold:a", b"echo:b", b"hold:c", b"echo:d")
+        for expected in (b"hold:a", b"echo:b", b"hold:c", b"echo:d"):
+            assert await asyncio.wait_for(apis.arrived.get(), 5) == expected  # served though "a" is not answered
+        assert apis.max_in_flight == 3  # a, c, and each echo in turn
+        await asyncio.sleep(0.05)
+        assert not client.reader._buffer  # type: ignore[attr-defined]  # nothing answered before "a"
+        apis.block.set()
+        assert [await client.receive() for _ in range(4)] == [b"held:a", b"echo:b", b"held:c", b"echo:d"]
+        client.close()
+        await listener.stop()
+
+    run(scenario)
+
+
+def test_at_most_pipeline_depth_released_requests_wait_for_their_answers() -> None:
+    async def scenario() -> None:
+        apis = FakeApis()
+        listener = await started(apis)
+        client = await Client.connect(listener)
+        frames = [b"hold:%d" % i for i in range(PIPELINE_DEPTH + 4)]
+        client.send(*frames)
+        for _ in range(PIPELINE_DEPTH):
+            await asyncio.wait_for(apis.arrived.get(), 5)
+        await asyncio.sleep(0.1)
+        assert len(apis.calls) == PIPELINE_DEPTH  # the rest wait, read ahead or in the socket
+        apis.block.set()
+        answers = [await client.receive() for _ in frames]
+        assert answers == [b"held:%d" % i for i in range(PIPELINE_DEPTH + 4)]
+        client.close()
+        await listener.stop()
+
+    run(scenario)
+
+
+@pytest.mark.parametrize("bad", ["protocol-error:", "boom:", "size"])
+def test_a_bad_request_after_released_ones_closes_after_their_answers(bad: str) -> None:
+    async def scenario() -> None:
+        apis = FakeApis()
+        listener = await started(apis)
+        client = await Client.connect(listener)
+        client.send(b"hold:a", b"hold:b")
+        for _ in range(2):
+            await asyncio.wait_for(apis.arrived.get(), 5)
+        if bad == "size":
+            client.writer.write(SIZE.pack(MAX_REQUEST + 1))
+        else:
+            client.send(bad.encode(), b"echo:never")
+        await asyncio.sleep(0.05)
+        apis.block.set()
+        assert [await client.receive() for _ in range(2)] == [b"held:a", b"held:b"]
+        assert await client.closed_by_peer()
+        assert b"echo:never" not in [c[1] for c in apis.calls]
+        client.close()
+        await listener.stop()
+
+    run(scenario)
+
+
+def test_stop_cancels_released_requests() -> None:
+    async def scenario() -> None:
+        apis = FakeApis()
+        listener = await started(apis)
+        client = await Client.connect(listener)
+        client.send(b"hold:a", b"hold:b")
+        for _ in range(2):
+            await asyncio.wait_for(apis.arrived.get(), 5)
+        await listener.stop()
+        assert listener.connection_count == 0
+        assert apis.in_flight[1] == 0  # both handlers were cancelled
+        assert await client.closed_by_peer()
+        client.close()
 
     run(scenario)
 

@@ -33,10 +33,12 @@ class FakeData:
 
     def __init__(self) -> None:
         self.calls: list[float] = []
+        self.contexts: list[Any] = []
         self.service = self  # the servicer's data service, as the handler reaches it
 
     async def produce(self, acks: int, timeout_ms: int, transactional_id: str | None, topics: Any, ctx: Any) -> tuple:
         self.calls.append(time.monotonic())
+        self.contexts.append(ctx)
         answers = [(name, [ProduceResult(index, base_offset=0) for index, _ in parts]) for name, parts in topics]
         return answers, THROTTLE_MS
 
@@ -53,11 +55,12 @@ def produce_frame(acks: int, correlation_id: int) -> memoryview:
     return memoryview(header + body)
 
 
-def dispatcher() -> tuple[KafkaDispatcher, BrokerQuotas, FakeData]:
+def dispatcher(quota: bool = True) -> tuple[KafkaDispatcher, BrokerQuotas, FakeData]:
     data = FakeData()
     registry = ApiRegistry()
     registry.add(*produce_api(SimpleNamespace(data=data, access=OPEN)))  # type: ignore[arg-type]
-    image = SimpleNamespace(client_quotas={entity(client_id=CLIENT): {PRODUCER_BYTE_RATE: 1000}})
+    configured = {entity(client_id=CLIENT): {PRODUCER_BYTE_RATE: 1000}} if quota else {}
+    image = SimpleNamespace(client_quotas=configured)
     quotas = BrokerQuotas(QuotaConfig(), lambda: image)  # type: ignore[arg-type, return-value]
     return KafkaDispatcher(registry, quotas), quotas, data
 
@@ -142,3 +145,21 @@ def test_a_registry_given_as_a_callable_is_built_once_at_the_first_request() -> 
 
     asyncio.run(asyncio.wait_for(scenario(), 10))
     assert len(built) == 1 and len(data.calls) == 2
+
+
+def test_a_produce_may_release_its_connection_only_where_no_quota_applies() -> None:
+    """The listener's release reaches the data service (called once the batches are appended) only when no client
+    quota is configured: a throttled client is muted after its answer, so its next request must wait for it."""
+    released: list[int] = []
+
+    async def scenario(quota: bool) -> Any:
+        dispatch, _, data = dispatcher(quota)
+        await dispatch(CONNECTION, produce_frame(-1, 1), lambda: released.append(1))
+        [ctx] = data.contexts
+        return ctx.appended
+
+    assert asyncio.run(scenario(quota=True)) is None
+    appended = asyncio.run(scenario(quota=False))
+    assert appended is not None
+    appended()
+    assert released == [1]

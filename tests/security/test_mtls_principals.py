@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest, MetadataResponse
 
 from odradek.broker.config import ConfigError, Endpoint, NodeConfig
-from odradek.broker.kafka.wire import ConnectionInfo, Response
+from odradek.broker.kafka.wire import ConnectionInfo, Release, Response
 from odradek.broker.node import Node
 from odradek.broker.security.grpc_auth import CertificateInterceptor, principal_of
 from odradek.broker.security.principal_mapping import PrincipalMapper
@@ -245,8 +245,8 @@ def served_as(node: EchoNode) -> Iterator[list[str]]:
     seen: list[str] = []
     dispatch = node.kafka.dispatch
 
-    async def recording(connection: ConnectionInfo, frame: memoryview) -> Response | None:
-        answer = await dispatch(connection, frame)
+    async def recording(connection: ConnectionInfo, frame: memoryview, release: Release) -> Response | None:
+        answer = await dispatch(connection, frame, release)
         seen.append(connection.principal)
         return answer
 
