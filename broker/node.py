@@ -33,7 +33,7 @@ from odradek.broker.groups.group_service import GroupService
 from odradek.broker.groups.service import GroupCoordinatorService
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
-from odradek.broker.kafka.dispatch import KafkaDispatcher
+from odradek.broker.kafka.dispatch import KafkaDispatcher, may_release
 from odradek.broker.kafka.server import KafkaListener
 from odradek.broker.log.metadata import open_metadata_log
 from odradek.broker.metrics import NodeMetrics, gauge
@@ -371,6 +371,7 @@ class Node:
                 tls=self.tls.kafka_context(name),
                 certificate_principal=None if certificates is None else certificates.of_der,
                 ready=ready,
+                may_release=may_release,
             )
 
     def _build_http_api(

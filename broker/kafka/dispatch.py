@@ -16,6 +16,7 @@ from typing import Any
 
 from odradek.broker.kafka.apis import API_VERSIONS_KEY, ApiRegistry
 from odradek.broker.kafka.header import encode_response_header, read_request_header
+from odradek.broker.kafka.produce_codec import PRODUCE_KEY
 from odradek.broker.kafka.wire import (
     ConnectionInfo,
     KafkaContext,
@@ -29,6 +30,14 @@ from odradek.broker.security.sasl_session import IllegalSaslState, SaslSession
 from odradek.broker.throttling import BrokerQuotas, ClientIdentity, exempt_caller, handle_under_quotas, quota_user
 from odradek.client.common.access import OPEN, AccessControl
 from odradek.client.common.caller import Caller
+
+_PRODUCE_FRAME = PRODUCE_KEY.to_bytes(2, "big")  # a request header starts with its API key
+
+
+def may_release(frame: bytearray) -> bool:
+    """Whether a request may release its connection before it is answered: Produce alone (an acks=all produce,
+    once its batches are appended); the listener serves the others without a task of their own."""
+    return frame[:2] == _PRODUCE_FRAME
 
 
 def _reply_throttle(reply: Reply) -> int:

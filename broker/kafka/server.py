@@ -82,6 +82,7 @@ class KafkaListener:
         certificate_principal: Callable[[bytes], str] | None = None,
         failed_authentication_delay_ms: int = 0,
         ready: asyncio.Event | None = None,
+        may_release: Callable[[bytearray], bool] = lambda _: True,
     ) -> None:
         """``tls``: gives the server context for each new connection (the listener is SSL or SASL_SSL).
         ``certificate_principal``: a verified client certificate (DER) to its principal; raises ValueError (such as
@@ -89,7 +90,9 @@ class KafkaListener:
         connection.failed.authentication.delay.ms, how long a connection whose authentication failed stays open
         after its answer (read by the client before the close; and a guesser's next try comes no sooner). ``ready``:
         connections are accepted only once it is set (the broker has caught up with the metadata log); until then the
-        bound socket queues them, as a Kafka broker's do before it enables request processing."""
+        bound socket queues them, as a Kafka broker's do before it enables request processing. ``may_release``:
+        whether a request (its frame) may release its connection, so is served in a task of its own; the others are
+        served in the connection's task, which costs less."""
         if max_request_bytes < 1:
             raise ValueError(f"max_request_bytes must be positive, not {max_request_bytes}")
         if idle_timeout_ms < 1:
@@ -106,6 +109,7 @@ class KafkaListener:
         self.certificate_principal = certificate_principal
         self.failed_authentication_delay_ms = failed_authentication_delay_ms
         self.ready = ready
+        self.may_release = may_release
         self._sock: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
         self._connections: dict[int, asyncio.Task[None]] = {}  # by connection id
@@ -201,6 +205,7 @@ class _Connection:
         self.fd = sock.fileno()
         self.info = info
         self.dispatch = listener.dispatch
+        self.may_release = listener.may_release
         self.certificate_principal = listener.certificate_principal
         self.close_delay_s = listener.failed_authentication_delay_ms / 1000
         self.idle_s = listener.idle_timeout_ms / 1000
@@ -251,6 +256,15 @@ class _Connection:
             if frame is None:
                 await self._receive()
                 continue
+            if not waiting and not self.may_release(frame):  # no task: the common case costs what it did
+                try:
+                    response = await self.dispatch(self.info, memoryview(frame), _never)
+                except ProtocolError:
+                    raise
+                except Exception as e:
+                    raise _HandlerFailed from e
+                await self._write(response)
+                continue
             released = self.loop.create_future()
             served = self.loop.create_task(self._serve(frame, released))
             if not served.done():
@@ -275,6 +289,9 @@ class _Connection:
             raise
         except Exception as e:
             raise _HandlerFailed from e
+        await self._write(response)
+
+    async def _write(self, response: Response | None) -> None:
         if response is None:
             self.last_active = self.loop.time()
             return
@@ -380,6 +397,10 @@ class _Connection:
                 timer.cancel()
             if answer_due is not None:
                 answer_due.remove_done_callback(wake)
+
+
+def _never() -> None:
+    """The release of a request that may not release its connection (see ``may_release``)."""
 
 
 def _wake(fut: asyncio.Future[None]) -> None:

@@ -190,6 +190,26 @@ def test_released_requests_overlap_and_are_answered_in_order() -> None:
     run(scenario)
 
 
+def test_a_request_that_may_not_release_holds_the_next_one() -> None:
+    """Only requests ``may_release`` admits (Produce, on a broker) are served in a task of their own: another one's
+    release changes nothing, and the next request waits for its answer."""
+
+    async def scenario() -> None:
+        apis = FakeApis()
+        listener = await started(apis, may_release=lambda frame: frame.startswith(b"echo"))
+        client = await Client.connect(listener)
+        client.send(b"hold:a", b"echo:b")
+        assert await asyncio.wait_for(apis.arrived.get(), 5) == b"hold:a"
+        await asyncio.sleep(0.1)
+        assert [c[1] for c in apis.calls] == [b"hold:a"]  # "b" waits for "a"'s answer
+        apis.block.set()
+        assert [await client.receive() for _ in range(2)] == [b"held:a", b"echo:b"]
+        client.close()
+        await listener.stop()
+
+    run(scenario)
+
+
 def test_at_most_pipeline_depth_released_requests_wait_for_their_answers() -> None:
     async def scenario() -> None:
         apis = FakeApis()

@@ -14,7 +14,7 @@ from kafka.protocol.producer import ProduceRequest
 from odradek.broker.api.data import ProduceResult
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.data_apis import produce_api
-from odradek.broker.kafka.dispatch import KafkaDispatcher
+from odradek.broker.kafka.dispatch import KafkaDispatcher, may_release
 from odradek.broker.kafka.wire import ConnectionInfo, KafkaContext
 from odradek.broker.quotas.manager import QuotaConfig
 from odradek.broker.throttling import BrokerQuotas, ClientIdentity, quota_user
@@ -163,3 +163,9 @@ def test_a_produce_may_release_its_connection_only_where_no_quota_applies() -> N
     assert appended is not None
     appended()
     assert released == [1]
+
+
+def test_only_produce_requests_may_release_their_connection() -> None:
+    fetch = struct.pack(">hhih", 1, 12, 1, len(CLIENT)) + CLIENT.encode()
+    assert may_release(bytearray(produce_frame(-1, 1)))
+    assert not may_release(bytearray(fetch))
