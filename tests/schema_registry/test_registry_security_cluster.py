@@ -287,8 +287,10 @@ def test_the_global_config_needs_cluster_permissions(cluster: DevCluster, admin:
     wait_for(
         lambda: http(cluster, urls[1] + "/config", "PUT", {"compatibility": "FULL"}, user)[0] == 200, 20, 0.2, "grant"
     )
-    assert http(cluster, urls[0] + "/config", user=user) == (200, {"compatibilityLevel": "FULL"})  # ALTER implies
-    assert http(cluster, urls[0] + "/config", "PUT", {"compatibility": "BACKWARD"}, user)[0] == 200
+    # ALTER implies DESCRIBE. Another broker's registry reads the change from the schemas topic a moment later.
+    wait_for(lambda: http(cluster, urls[0] + "/config", user=user) == (200, {"compatibilityLevel": "FULL"}), 20, 0.2)
+    # The grant reached the first broker too (it learns ACLs from the metadata log, as the second did).
+    wait_for(lambda: http(cluster, urls[0] + "/config", "PUT", {"compatibility": "BACKWARD"}, user)[0] == 200, 20, 0.2)
 
 
 def test_the_schema_cli_uses_the_profiles_credentials(cluster: DevCluster, admin: Admin, urls: list[str]) -> None:
