@@ -168,17 +168,26 @@ def test_pipelined_requests_are_answered_one_at_a_time_in_order() -> None:
     run(scenario)
 
 
+async def connected(**kwargs: object) -> tuple[FakeApis, KafkaListener, Client]:
+    """A started listener over a FakeApis, and a client connected to it."""
+    apis = FakeApis()
+    listener = await started(apis, **kwargs)
+    return apis, listener, await Client.connect(listener)
+
+
+async def arrivals(apis: FakeApis, count: int) -> list[bytes]:
+    """The next ``count`` frames the listener hands to ``apis``, as they arrive."""
+    return [await asyncio.wait_for(apis.arrived.get(), 5) for _ in range(count)]
+
+
 def test_released_requests_overlap_and_are_answered_in_order() -> None:
     """A request its handler released (a produce whose batches are appended) lets the next ones be served while it
     waits; every answer still goes out in request order."""
 
     async def scenario() -> None:
-        apis = FakeApis()
-        listener = await started(apis)
-        client = await Client.connect(listener)
+        apis, listener, client = await connected()
         client.send(b"hold:a", b"echo:b", b"hold:c", b"echo:d")
-        for expected in (b"hold:a", b"echo:b", b"hold:c", b"echo:d"):
-            assert await asyncio.wait_for(apis.arrived.get(), 5) == expected  # served though "a" is not answered
+        assert await arrivals(apis, 4) == [b"hold:a", b"echo:b", b"hold:c", b"echo:d"]  # though "a" is not answered
         assert apis.max_in_flight == 3  # a, c, and each echo in turn
         await asyncio.sleep(0.05)
         assert not client.reader._buffer  # type: ignore[attr-defined]  # nothing answered before "a"
@@ -195,11 +204,9 @@ def test_a_request_that_may_not_release_holds_the_next_one() -> None:
     release changes nothing, and the next request waits for its answer."""
 
     async def scenario() -> None:
-        apis = FakeApis()
-        listener = await started(apis, may_release=lambda frame: frame.startswith(b"echo"))
-        client = await Client.connect(listener)
+        apis, listener, client = await connected(may_release=lambda frame: frame.startswith(b"echo"))
         client.send(b"hold:a", b"echo:b")
-        assert await asyncio.wait_for(apis.arrived.get(), 5) == b"hold:a"
+        assert await arrivals(apis, 1) == [b"hold:a"]
         await asyncio.sleep(0.1)
         assert [c[1] for c in apis.calls] == [b"hold:a"]  # "b" waits for "a"'s answer
         apis.block.set()
@@ -212,13 +219,10 @@ def test_a_request_that_may_not_release_holds_the_next_one() -> None:
 
 def test_at_most_pipeline_depth_released_requests_wait_for_their_answers() -> None:
     async def scenario() -> None:
-        apis = FakeApis()
-        listener = await started(apis)
-        client = await Client.connect(listener)
+        apis, listener, client = await connected()
         frames = [b"hold:%d" % i for i in range(PIPELINE_DEPTH + 4)]
         client.send(*frames)
-        for _ in range(PIPELINE_DEPTH):
-            await asyncio.wait_for(apis.arrived.get(), 5)
+        await arrivals(apis, PIPELINE_DEPTH)
         await asyncio.sleep(0.1)
         assert len(apis.calls) == PIPELINE_DEPTH  # the rest wait, read ahead or in the socket
         apis.block.set()
@@ -233,12 +237,9 @@ def test_at_most_pipeline_depth_released_requests_wait_for_their_answers() -> No
 @pytest.mark.parametrize("bad", ["protocol-error:", "boom:", "size"])
 def test_a_bad_request_after_released_ones_closes_after_their_answers(bad: str) -> None:
     async def scenario() -> None:
-        apis = FakeApis()
-        listener = await started(apis)
-        client = await Client.connect(listener)
+        apis, listener, client = await connected()
         client.send(b"hold:a", b"hold:b")
-        for _ in range(2):
-            await asyncio.wait_for(apis.arrived.get(), 5)
+        await arrivals(apis, 2)
         if bad == "size":
             client.writer.write(SIZE.pack(MAX_REQUEST + 1))
         else:
@@ -256,12 +257,9 @@ def test_a_bad_request_after_released_ones_closes_after_their_answers(bad: str) 
 
 def test_stop_cancels_released_requests() -> None:
     async def scenario() -> None:
-        apis = FakeApis()
-        listener = await started(apis)
-        client = await Client.connect(listener)
+        apis, listener, client = await connected()
         client.send(b"hold:a", b"hold:b")
-        for _ in range(2):
-            await asyncio.wait_for(apis.arrived.get(), 5)
+        await arrivals(apis, 2)
         await listener.stop()
         assert listener.connection_count == 0
         assert apis.in_flight[1] == 0  # both handlers were cancelled
