@@ -11,9 +11,10 @@ leader, its two followers and the client), and two cores allow at most ``2 / tha
 
 ``--librdkafka`` sends through confluent-kafka (librdkafka, its threads counted as the client's) over the Kafka
 listener instead, with the same settings. ``--profile DIR`` records every broker and the client with py-spy
-(``-f raw``, 100 Hz) during the spread run.
+(``-f raw``, 100 Hz) during the spread run; with ``--gil`` only samples holding the GIL (CPU spent in Python,
+not threads waiting in a poll).
 
-    python bench/spread_cost.py [--topics 20] [--per-topic 100] [--seconds 20] [--librdkafka] [--profile DIR]
+    python bench/spread_cost.py [--topics 20] [--per-topic 100] [--seconds 20] [--librdkafka] [--profile DIR [--gil]]
 """
 
 from __future__ import annotations
@@ -49,13 +50,14 @@ def cpu_seconds(pid: int, system_only: bool = False) -> float:
 
 
 @contextlib.contextmanager
-def profiled(directory: Path | None, pids: dict[str, int], phase: str) -> Iterator[None]:
+def profiled(directory: Path | None, pids: dict[str, int], phase: str, gil: bool = False) -> Iterator[None]:
     spies: list[subprocess.Popen[bytes]] = []
     if directory is not None:
         directory.mkdir(parents=True, exist_ok=True)
         for name, pid in pids.items():
             out = directory / f"{phase}-{name}.txt"
             command = [str(PY_SPY), "record", "-p", str(pid), "-r", "100", "-f", "raw", "--nonblocking", "-o", str(out)]
+            command += ["--gil"] if gil else []
             spies.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(1)
     try:
@@ -171,6 +173,7 @@ def main() -> None:
     parser.add_argument("--per-topic", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--profile", type=Path)
+    parser.add_argument("--gil", action="store_true", help="profile only samples holding the GIL")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a broker config override")
     parser.add_argument("--client-set", action="append", default=[], metavar="NAME=VALUE", help="a producer config")
@@ -197,7 +200,7 @@ def main() -> None:
             client = dict(i.split("=", 1) for i in args.client_set)
             baseline = run(cluster, six, args.seconds, pids, client, args.librdkafka)
             report("6 partitions", baseline)
-            with profiled(args.profile, pids, "spread"):
+            with profiled(args.profile, pids, "spread", args.gil):
                 spread = run(cluster, spread_tps, args.seconds, pids, client, args.librdkafka)
             report(f"{len(spread_tps):,} partitions", spread)
             broker = next(n for n in cluster.nodes if n.broker_port)

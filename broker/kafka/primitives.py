@@ -79,6 +79,11 @@ class Reader:
         pos = self._take(4, "a uint32")
         return int(_U32.unpack_from(self._buf, pos)[0])
 
+    def fixed(self, layout: struct.Struct, what: str) -> tuple:
+        """Several fixed-size fields in one unpack (a hot codec's run of them, one bounds check)."""
+        pos = self._take(layout.size, what)
+        return layout.unpack_from(self._buf, pos)
+
     def uuid(self) -> bytes:
         """16 bytes, as odradek's metadata holds topic ids."""
         pos = self._take(16, "a uuid")
@@ -88,6 +93,9 @@ class Reader:
 
     def _varint(self, max_bytes: int, what: str) -> int:
         buf, pos, end = self._buf, self.pos, self._end
+        if pos < end and buf[pos] < 0x80:  # one byte: most lengths, counts and tag headers
+            self.pos = pos + 1
+            return buf[pos]
         result = 0
         shift = 0
         for _ in range(max_bytes):

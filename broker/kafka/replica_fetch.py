@@ -18,6 +18,7 @@ exchange makes the next request a full one again, which closes the old session a
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
@@ -40,6 +41,22 @@ REPLICA_FETCH_MIN_VERSION = 15  # the first with ReplicaState, which carries the
 DIVERGING_EPOCH_TAG = 0
 REPLICA_STATE_TAG = 1
 UNKNOWN_TOPIC_ID = 100  # Kafka's error for a topic id the leader does not know
+# An answer partition's fixed head: index, error, high watermark, last stable offset, log start offset.
+_PARTITION_HEAD = struct.Struct(">ihqqq")
+# Its usual tail: exactly odradek's two tags, each a two-byte tag number, a size of 8 and an int64.
+_USUAL_TAGS = struct.Struct(">B2sBq2sBq")
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_USUAL_TAG_NUMBERS = (_uvarint(LOG_END_OFFSET_TAG), _uvarint(ALL_REPLICAS_OFFSET_TAG))
 
 Key = tuple[str, int]
 Topics = list[tuple[str, list[PartitionFetch]]]
@@ -228,11 +245,8 @@ def decode_replica_fetch_response(
 
 
 def _partition(r: Reader, name: str) -> tuple[Key, FetchedPartition]:
-    index = r.int32()
-    error = r.int16()
-    high_watermark = r.int64()
-    r.int64()  # last stable offset: followers read up to the log end offset
-    log_start_offset = r.int64()
+    index, error, high_watermark, _, log_start_offset = r.fixed(_PARTITION_HEAD, "a partition's answer")
+    # (the last stable offset is skipped: followers read up to the log end offset)
     aborted = r.compact_nullable_array_length()
     for _ in range(aborted or 0):
         r.int64()
@@ -242,15 +256,21 @@ def _partition(r: Reader, name: str) -> tuple[Key, FetchedPartition]:
     records = r.compact_nullable_bytes()
     diverging = None
     log_end_offset = all_replicas_offset = None
-    for tag, payload in r.tagged_fields():
-        if tag == DIVERGING_EPOCH_TAG:
-            d = Reader(payload)
-            diverging = Divergence(d.int32(), d.int64())
-            d.skip_tagged_fields()
-        elif tag == LOG_END_OFFSET_TAG:
+    start = r.pos
+    if r.remaining() >= _USUAL_TAGS.size:
+        count, tag, size, log_end_offset, next_tag, next_size, all_replicas_offset = r.fixed(_USUAL_TAGS, "tags")
+        if count != 2 or size != 8 or next_size != 8 or (tag, next_tag) != _USUAL_TAG_NUMBERS:
+            r.pos = start  # some other tags: read them one by one
+            log_end_offset = all_replicas_offset = None
+    for tag, payload in r.tagged_fields() if r.pos == start else ():
+        if tag == LOG_END_OFFSET_TAG:
             log_end_offset = int64_tag(payload, "log end offset")
         elif tag == ALL_REPLICAS_OFFSET_TAG:
             all_replicas_offset = int64_tag(payload, "all replicas offset")
+        elif tag == DIVERGING_EPOCH_TAG:
+            d = Reader(payload)
+            diverging = Divergence(d.int32(), d.int64())
+            d.skip_tagged_fields()
     if log_end_offset is None or all_replicas_offset is None:
         raise ProtocolError(f"the answer for {name}-{index} lacks the leader's log end or all-replicas offset")
     if error == UNKNOWN_TOPIC_ID:  # the leader knows the topic by another id: metadata settles it, as gRPC's error

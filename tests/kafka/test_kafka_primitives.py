@@ -4,6 +4,7 @@ views of the frame, and any malformation raises ProtocolError and nothing else."
 from __future__ import annotations
 
 import io
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -129,6 +130,17 @@ def test_a_sub_reader_stops_at_its_end() -> None:
     assert r.int32() == 1
     with pytest.raises(ProtocolError):
         r.int32()
+
+
+def test_fixed_reads_a_run_of_fields_within_the_readers_end() -> None:
+    layout = struct.Struct(">ihq")
+    r = Reader(layout.pack(7, -2, 1 << 40) + b"\x01", 0, layout.size)
+    assert r.fixed(layout, "a head") == (7, -2, 1 << 40)
+    assert r.pos == layout.size
+    short = Reader(layout.pack(7, -2, 1 << 40), 0, layout.size - 1)
+    with pytest.raises(ProtocolError, match="inside a head at byte 0"):
+        short.fixed(layout, "a head")
+    assert short.pos == 0
 
 
 def test_node_endpoints_field() -> None:
