@@ -172,6 +172,7 @@ class SessionRound:
     def __init__(self, sessions: FetchSessions, session: FetchSession) -> None:
         self.sessions = sessions
         self.session = session
+        self._seen: dict[Key, Seen] = {}  # what the last pass's outcomes tell
 
     def topic_names(self) -> set[str]:
         """The topics this round may read (a consumer's Read ACL is checked on each)."""
@@ -218,11 +219,7 @@ class SessionRound:
         except BaseException:
             session.abandon_round()
             raise
-        answered: dict[Key, Seen] = {}
-        for name, parts in done.outcomes or ():
-            for o in parts:
-                answered[(name, o.partition)] = seen_of(o)
-        session.answered(answered)
+        session.answered(self._seen)
         return done
 
     def _pass(self, read: Callable[[FetchRequest], _FetchPass], request: FetchRequest) -> _FetchPass:
@@ -245,13 +242,18 @@ class SessionRound:
                 if p is not None:
                     p.watch(session)
         kept: FetchOutcomes = []
+        seen: dict[Key, Seen] = {}  # what the kept outcomes tell, for ``answered`` should this pass be the last
         for name, parts in done.outcomes:
             news = []
             for o in parts:
-                if session.has_news((name, o.partition), seen_of(o)):
+                key = (name, o.partition)
+                told = seen_of(o)
+                if session.has_news(key, told):
                     news.append(o)
+                    seen[key] = told
                 else:
                     _close((o,))
             if news:
                 kept.append((name, news))
+        self._seen = seen
         return done._replace(outcomes=kept)

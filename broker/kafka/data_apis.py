@@ -19,7 +19,7 @@ poll and answers only the partitions with news.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from odradek.broker.api.data import FetchAnswer, FetchRequest, FetchTopic, LeaderHint, ProduceResult
 from odradek.broker.fetch_session import (
@@ -39,7 +39,6 @@ from odradek.broker.kafka.fetch_codec import (
     FETCH_MAX_VERSION,
     FETCH_MIN_VERSION,
     NO_TOPIC_ID,
-    FetchPartition,
     FetchPartitionResult,
     FetchRequestData,
     FetchTopicResult,
@@ -170,21 +169,6 @@ def produce_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
 
 
 # ---- Fetch ----
-
-
-def _partitions(parts: Iterable[FetchPartition]) -> list[PartitionRead]:
-    return [
-        PartitionRead(
-            p.partition,
-            p.fetch_offset,
-            p.partition_max_bytes,
-            p.current_leader_epoch,
-            p.last_fetched_epoch,
-            p.log_start_offset,
-            p.durable_offset,
-        )
-        for p in parts
-    ]
 
 
 def _fetch_results(
@@ -325,7 +309,7 @@ def fetch_api(backend: KafkaBackend) -> tuple[ApiSpec, Handler]:
                     continue
                 name = found.name
                 ids[name] = t.topic_id
-            topics.append(FetchTopic(name, _partitions(t.partitions)))
+            topics.append(FetchTopic(name, t.partitions))
         session: FetchSession | None = None
         if sessions is not None and request.session_epoch > 0:
             # Incremental: a topic id this broker does not know cannot be kept in the session (its partitions

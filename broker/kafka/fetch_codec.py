@@ -15,7 +15,8 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from odradek.broker.kafka.primitives import NodeEndpoint, Reader, Writer, node_endpoints_field
+from odradek.broker.fetch_session import PartitionRead
+from odradek.broker.kafka.primitives import NodeEndpoint, Reader, Writer, node_endpoints_field, uvarint_bytes
 from odradek.broker.kafka.wire import ProtocolError
 from odradek.client.common.file_slice import Chunk, FileSlice
 
@@ -32,24 +33,18 @@ LOG_END_OFFSET_TAG = 10000
 ALL_REPLICAS_OFFSET_TAG = 10001
 DURABLE_OFFSET_TAG = 10002  # in the request: the follower's recovery point
 _I64 = struct.Struct(">q")
-
-
-@dataclass(frozen=True, slots=True)
-class FetchPartition:
-    partition: int
-    current_leader_epoch: int  # v9+, else -1
-    fetch_offset: int
-    last_fetched_epoch: int  # v12+, else -1
-    log_start_offset: int  # v5+, else -1
-    partition_max_bytes: int
-    durable_offset: int = -1  # odradek's followers (v12+ tagged, DURABLE_OFFSET_TAG), else -1
+# A v12+ request partition's fields: partition, current leader epoch, fetch offset, last fetched epoch, log start
+# offset, partition max bytes; then, from an odradek follower, exactly one tag: its durable offset.
+_PARTITION_V12 = struct.Struct(">iiqiqi")
+_DURABLE_TAG_HEAD = b"\x01" + uvarint_bytes(DURABLE_OFFSET_TAG) + b"\x08"  # one tag, its number, 8 bytes
+_DURABLE_TAG = struct.Struct(f">{len(_DURABLE_TAG_HEAD)}sq")
 
 
 @dataclass(frozen=True, slots=True)
 class FetchTopic:
     topic: str  # v4-v12; "" from v13
     topic_id: bytes  # v13+ (16 bytes); NO_TOPIC_ID before
-    partitions: list[FetchPartition]
+    partitions: list[PartitionRead]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +70,7 @@ class FetchRequestData:
     cluster_id: str | None  # v12+ tagged
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per partition of each request or answer, built 4x faster
 class FetchPartitionResult:
     """One partition's answer; each field goes out only in the versions that have it."""
 
@@ -107,6 +102,28 @@ def _check_version(version: int) -> None:
         raise ProtocolError(f"Fetch v{version} is not served")
 
 
+def _partition_v12(r: Reader) -> PartitionRead:
+    partition, leader_epoch, fetch_offset, last_epoch, log_start, max_bytes = r.fixed(_PARTITION_V12, "a partition")
+    durable_offset = -1
+    if r.startswith(_DURABLE_TAG_HEAD):  # an odradek follower's one tag
+        durable_offset = r.fixed(_DURABLE_TAG, "the durable offset tag")[1]
+    else:
+        for tag, payload in r.tagged_fields():
+            if tag == DURABLE_OFFSET_TAG:
+                durable_offset = int64_tag(payload, "durable offset")
+    return PartitionRead(partition, fetch_offset, max_bytes, leader_epoch, last_epoch, log_start, durable_offset)
+
+
+def _partition(r: Reader, version: int) -> PartitionRead:
+    """A partition of a request below v12 (not flexible: no tags)."""
+    partition = r.int32()
+    current_leader_epoch = r.int32() if version >= 9 else -1
+    fetch_offset = r.int64()
+    log_start_offset = r.int64() if version >= 5 else -1
+    partition_max_bytes = r.int32()
+    return PartitionRead(partition, fetch_offset, partition_max_bytes, current_leader_epoch, -1, log_start_offset, -1)
+
+
 def decode_fetch_request(body: memoryview, version: int) -> FetchRequestData:
     """The request body (after the header). Raises ProtocolError if it is malformed."""
     _check_version(version)
@@ -127,30 +144,7 @@ def decode_fetch_request(body: memoryview, version: int) -> FetchRequestData:
             topic, topic_id = "", r.uuid()
         else:
             topic, topic_id = string(), NO_TOPIC_ID
-        partitions = []
-        for _ in range(array()):
-            partition = r.int32()
-            current_leader_epoch = r.int32() if version >= 9 else -1
-            fetch_offset = r.int64()
-            last_fetched_epoch = r.int32() if version >= 12 else -1
-            log_start_offset = r.int64() if version >= 5 else -1
-            partition_max_bytes = r.int32()
-            durable_offset = -1
-            if flexible:
-                for tag, payload in r.tagged_fields():
-                    if tag == DURABLE_OFFSET_TAG:
-                        durable_offset = int64_tag(payload, "durable offset")
-            partitions.append(
-                FetchPartition(
-                    partition,
-                    current_leader_epoch,
-                    fetch_offset,
-                    last_fetched_epoch,
-                    log_start_offset,
-                    partition_max_bytes,
-                    durable_offset,
-                )
-            )
+        partitions = [_partition_v12(r) if flexible else _partition(r, version) for _ in range(array())]
         if flexible:
             r.skip_tagged_fields()
         topics.append(FetchTopic(topic, topic_id, partitions))

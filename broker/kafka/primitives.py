@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from odradek.broker.kafka.wire import ProtocolError
 
@@ -21,6 +22,16 @@ _U32 = struct.Struct(">I")
 _MAX_UVARINT_BYTES = 5  # an unsigned varint encodes at most 32 bits (Kafka's limit)
 _MAX_VARINT_BYTES = 5
 _MAX_VARLONG_BYTES = 10
+
+
+def uvarint_bytes(n: int) -> bytes:
+    """``n`` (>= 0) as an unsigned varint, for codecs that match a known encoding whole."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
 def _short(what: str, pos: int) -> ProtocolError:
@@ -79,7 +90,12 @@ class Reader:
         pos = self._take(4, "a uint32")
         return int(_U32.unpack_from(self._buf, pos)[0])
 
-    def fixed(self, layout: struct.Struct, what: str) -> tuple:
+    def startswith(self, prefix: bytes) -> bool:
+        """Whether the next bytes are ``prefix`` (nothing consumed): a codec's test for its usual shape."""
+        pos = self.pos
+        return self._end - pos >= len(prefix) and self._buf[pos : pos + len(prefix)] == prefix
+
+    def fixed(self, layout: struct.Struct, what: str) -> tuple[Any, ...]:
         """Several fixed-size fields in one unpack (a hot codec's run of them, one bounds check)."""
         pos = self._take(layout.size, what)
         return layout.unpack_from(self._buf, pos)

@@ -31,7 +31,7 @@ from odradek.broker.kafka.fetch_codec import (
     LOG_END_OFFSET_TAG,
     int64_tag,
 )
-from odradek.broker.kafka.primitives import Reader, Writer
+from odradek.broker.kafka.primitives import Reader, Writer, uvarint_bytes
 from odradek.broker.kafka.wire import ProtocolError
 from odradek.broker.partition import Divergence
 from odradek.client.errors import ErrorCode
@@ -47,16 +47,7 @@ _PARTITION_HEAD = struct.Struct(">ihqqq")
 _USUAL_TAGS = struct.Struct(">B2sBq2sBq")
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_USUAL_TAG_NUMBERS = (_uvarint(LOG_END_OFFSET_TAG), _uvarint(ALL_REPLICAS_OFFSET_TAG))
+_USUAL_TAG_NUMBERS = (uvarint_bytes(LOG_END_OFFSET_TAG), uvarint_bytes(ALL_REPLICAS_OFFSET_TAG))
 
 Key = tuple[str, int]
 Topics = list[tuple[str, list[PartitionFetch]]]

@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka_harness import mangle
 
+from odradek.broker.fetch_session import PartitionRead
 from odradek.broker.kafka.fetch_codec import (
     FETCH_MAX_VERSION,
     FETCH_MIN_VERSION,
     NO_TOPIC_ID,
-    FetchPartition,
     FetchPartitionResult,
     FetchRequestData,
     FetchTopic,
@@ -110,13 +110,14 @@ def requests(draw: st.DrawFn, version: int) -> tuple[bytes, FetchRequestData]:
                 "" if by_id else name,
                 topic_id if by_id else NO_TOPIC_ID,
                 [
-                    FetchPartition(
-                        p[0],
-                        p[1] if version >= 9 else -1,
-                        p[2],
-                        p[3] if version >= 12 else -1,
-                        p[4] if version >= 5 else -1,
-                        p[5],
+                    PartitionRead(
+                        partition=p[0],
+                        current_leader_epoch=p[1] if version >= 9 else -1,
+                        fetch_offset=p[2],
+                        last_fetched_epoch=p[3] if version >= 12 else -1,
+                        log_start_offset=p[4] if version >= 5 else -1,
+                        partition_max_bytes=p[5],
+                        durable_offset=-1,
                     )
                     for p in parts
                 ],
