@@ -31,6 +31,7 @@ from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.fetch_sessions import FetchSessions
 from odradek.broker.groups.group_service import GroupService
 from odradek.broker.groups.service import GroupCoordinatorService
+from odradek.broker.heap import CycleCollection, keep_collecting
 from odradek.broker.kafka.apis import ApiRegistry
 from odradek.broker.kafka.backend import KafkaBackend
 from odradek.broker.kafka.dispatch import KafkaDispatcher, may_release
@@ -506,7 +507,11 @@ class Node:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop_requested.set)
         await self.start()
-        await self._stop_requested.wait()
+        collecting = loop.create_task(keep_collecting(CycleCollection()), name="cycle-collection")
+        try:
+            await self._stop_requested.wait()
+        finally:
+            collecting.cancel()
         logger.info("node %d stopping", self.config.node_id)
         await self.stop()
         return 0 if self.driver.failure is None else 1
