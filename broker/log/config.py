@@ -26,9 +26,10 @@ class LogConfig:
     # Applied by the leader to a producer's batches before the append (broker/log/rewrite.py).
     message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
     compression_type: str = "producer"  # keep the producer's codec, or uncompressed|gzip|snappy|lz4|zstd
-    # Reserve disk blocks ahead of the write position (fallocate with KEEP_SIZE, in PREALLOCATE_BYTES steps). Unlike
-    # Kafka's whole-segment `preallocate`, the file size stays the data size, so it is on by default: on ext4 it
-    # makes each append ~20% cheaper because the write no longer allocates blocks.
+    # Reserve disk blocks ahead of the write position (fallocate with KEEP_SIZE, as much as the segment holds, from
+    # 64 KiB to 4 MiB at a time: segment.py). Unlike Kafka's whole-segment `preallocate`, the file size stays the
+    # data size, so it is on by default: on ext4 it makes each append ~20% cheaper because the write no longer
+    # allocates blocks.
     preallocate: bool = True
 
     _NAMES = {
