@@ -19,8 +19,9 @@ the brokers' default config (but ``max.partitions.per.broker``, raised to the co
   over the partition count;
 - idle broker CPU, as above;
 - spread produce (``scale_spread.py``; ``--no-spread`` skips it): 100-byte records round-robin over every partition,
-  acks=all, through odradek's client and through confluent-kafka, each as a ratio of the same run on a 6-partition
-  topic; then an odradek consumer assigned every partition reads them all back, against the 6-partition topic;
+  acks=all, for ``--seconds`` each, through odradek's client and through confluent-kafka, each as a ratio of the same
+  run on a 6-partition topic, every partition having had a first record before; then an odradek consumer assigned
+  every partition reads them all back, against the 6-partition topic;
 - broker failover: SIGKILL the broker leading the most partitions and time, from the kill, its fencing and the moment
   every partition it led has a new leader (the controller fences it only after ``broker.session.timeout.ms``,
   reported), with each broker's leader count before;

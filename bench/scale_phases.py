@@ -27,7 +27,7 @@ from odradek.client.errors import OdradekError
 from odradek.deploy.local import DevCluster, DevNode
 
 TOPICS = 20
-SPREAD_RECORDS = 200_000  # at most, per spread run (each also at most --seconds)
+SPREAD_RECORDS = 50_000_000  # at most, per spread run: each is bounded by --seconds in practice
 TICKS = os.sysconf("SC_CLK_TCK")
 PY_SPY = Path.home() / ".local/bin/py-spy"
 DEFAULT_MAX_PARTITIONS_PER_BROKER = 4000

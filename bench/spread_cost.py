@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from scale_spread import BASELINE, RECORD, _wait_whole, librdkafka_send
+from scale_spread import BASELINE, RECORD, _wait_whole, librdkafka_send, warm
 
 from odradek.client.producer import Producer
 from odradek.client.structs import TopicPartition
@@ -71,20 +71,6 @@ def profiled(directory: Path | None, pids: dict[str, int], phase: str, gil: bool
             except subprocess.TimeoutExpired:
                 spy.kill()
                 spy.wait()
-
-
-def warm(cluster: DevCluster, names: list[str], per_topic: int) -> None:
-    """One record to every partition, then time for the log manager's pass to write the leader-epoch checkpoints
-    the first batch of each log dirties: a one-off cost of new partitions, not of a batch."""
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 20})
-    try:
-        for p in range(per_topic):
-            for name in names:
-                producer.send(name, RECORD, partition=p)
-        producer.flush(120)
-    finally:
-        producer.close()
-    time.sleep(8)
 
 
 def run(
@@ -192,10 +178,10 @@ def main() -> None:
             run_sync(cluster.create_topics(specs))
             for name in [*names, BASELINE]:
                 _wait_whole(cluster, name, 120)
-            warm(cluster, names, args.per_topic)
+            spread_tps = [TopicPartition(t, p) for p in range(args.per_topic) for t in names]
+            warm(cluster, spread_tps)
             pids = {f"broker{n.node_id}": n.pid for n in cluster.nodes if n.broker_port}
             pids["client"] = os.getpid()
-            spread_tps = [TopicPartition(t, p) for p in range(args.per_topic) for t in names]
             six = [TopicPartition(BASELINE, p) for p in range(6)]
             client = dict(i.split("=", 1) for i in args.client_set)
             baseline = run(cluster, six, args.seconds, pids, client, args.librdkafka)

@@ -53,6 +53,10 @@ class RecordAccumulator:
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._incomplete: set[ProducerBatch] = set()
         self._drain_start = 0
+        # No queued batch can expire before this (monotonic seconds): drains skip the per-partition expiry check
+        # until then. Heads only get newer, so the oldest head found by a check bounds every batch queued later;
+        # a retry goes back to the front with its old creation time and makes the next drain check again.
+        self._expiry_due = 0.0
         self._flushing = 0
         self._blocked_threads = 0
         self._memory_waiters: list[asyncio.Future[None]] = []
@@ -277,16 +281,22 @@ class RecordAccumulator:
             queues = list(self._queues.items())
             start = self._drain_start = (self._drain_start + 1) % max(1, len(queues))
             queues = queues[start:] + queues[:start]  # rotate, so no partition always comes last
-            leaders: list[int] = []
+            check_expiry = now >= self._expiry_due
+            oldest = now
+            candidates: list[tuple[TopicPartition, deque[ProducerBatch], int]] = []  # for the second pass
             ready: set[int] = set()
             for tp, queue in queues:
-                while queue and queue[0].created <= expiry:
-                    expired.append(self._pop(queue))
-                if not queue or tp in muted or (allowed is not None and not allowed(tp)):
-                    leaders.append(-1)  # skipped by the second pass too
+                if check_expiry:
+                    while queue and queue[0].created <= expiry:
+                        expired.append(self._pop(queue))
+                    if queue and queue[0].created < oldest:
+                        oldest = queue[0].created
+                if not queue:
+                    del self._queues[tp]  # expired to the last batch
+                    continue
+                if tp in muted or (allowed is not None and not allowed(tp)):
                     continue
                 leader = leader_of(tp.topic, tp.partition)
-                leaders.append(leader)
                 head = queue[0]
                 full = head.closed or len(queue) > 1 or rush
                 if head.retry_at > now:
@@ -298,10 +308,11 @@ class RecordAccumulator:
                     next_ready = min(next_ready, head.created + self._delivery_timeout)  # to expire it
                 elif leader not in ready and can_send(leader, full):
                     ready.add(leader)
-            for (tp, queue), leader in zip(queues, leaders):
-                if not queue:
-                    del self._queues[tp]  # expired to the last batch
-                    continue
+                if leader >= 0:
+                    candidates.append((tp, queue, leader))
+            if check_expiry:
+                self._expiry_due = oldest + self._delivery_timeout
+            for tp, queue, leader in candidates if ready else ():
                 if leader not in ready:
                     continue
                 batches = by_node.get(leader)
@@ -333,6 +344,8 @@ class RecordAccumulator:
     def reenqueue(self, batches: list[ProducerBatch]) -> None:
         """Put batches back at the front of their queues (to retry), keeping their order."""
         with self._lock:
+            self._expiry_due = 0.0  # their creation times may be older than any queued batch's
+
             for batch in reversed(batches):
                 tp = TopicPartition(batch.topic, batch.partition)
                 queue = self._queues.get(tp)

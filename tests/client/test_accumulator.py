@@ -104,6 +104,27 @@ def test_expired_batches_are_returned() -> None:
     assert [b.record_count for b in expired] == [1]
 
 
+def test_batches_expire_at_their_own_deadline_between_expiry_checks_and_after_a_retry() -> None:
+    """A drain looks for expired batches only once the oldest queued one can have expired; a batch queued later, or
+    put back for a retry with an older creation time, still expires at its own deadline."""
+    acc, _ = make(**{"delivery.timeout.ms": 31_000, "linger.ms": 0})
+    append(acc, partition=0)
+    (retried,) = drain(acc)[0][0]  # in flight
+    time.sleep(0.05)
+    append(acc, partition=1)
+    muted = {TopicPartition("t", 1)}  # a request of its in flight: it waits
+
+    def expired_at(now: float) -> list[tuple[int, bool]]:
+        expired = acc.drain(now, lambda t, p: 0, lambda n, full: False, 1 << 30, muted)[1]
+        return [(b.partition, b is retried) for b in expired]
+
+    # Past the retried batch's deadline while it is in flight: the check finds partition 1's batch the oldest.
+    assert expired_at(retried.created + 31.0001) == []
+    acc.reenqueue([retried])  # older than partition 1's batch, and past its deadline
+    assert expired_at(retried.created + 31.0002) == [(0, True)]
+    assert expired_at(time.monotonic() + 31.0001) == [(1, False)]
+
+
 def test_retried_batches_go_first_after_their_backoff() -> None:
     acc, _ = make(**{"linger.ms": 0})
     append(acc)
