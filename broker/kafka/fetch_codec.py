@@ -40,6 +40,10 @@ _DURABLE_TAG_HEAD = b"\x01" + uvarint_bytes(DURABLE_OFFSET_TAG) + b"\x08"  # one
 _DURABLE_TAG = struct.Struct(f">{len(_DURABLE_TAG_HEAD)}sq")
 
 
+def _durable_tag(values: tuple[bytes, int]) -> bool:
+    return values[0] == _DURABLE_TAG_HEAD
+
+
 @dataclass(frozen=True, slots=True)
 class FetchTopic:
     topic: str  # v4-v12; "" from v13
@@ -105,8 +109,9 @@ def _check_version(version: int) -> None:
 def _partition_v12(r: Reader) -> PartitionRead:
     partition, leader_epoch, fetch_offset, last_epoch, log_start, max_bytes = r.fixed(_PARTITION_V12, "a partition")
     durable_offset = -1
-    if r.startswith(_DURABLE_TAG_HEAD):  # an odradek follower's one tag
-        durable_offset = r.fixed(_DURABLE_TAG, "the durable offset tag")[1]
+    usual = r.fixed_if(_DURABLE_TAG, _durable_tag)  # an odradek follower's one tag
+    if usual is not None:
+        durable_offset = usual[1]
     else:
         for tag, payload in r.tagged_fields():
             if tag == DURABLE_OFFSET_TAG:

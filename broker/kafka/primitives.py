@@ -8,7 +8,7 @@ as slices of the frame. Every malformation (short buffer, bad length, over-long 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from odradek.broker.kafka.wire import ProtocolError
@@ -22,16 +22,6 @@ _U32 = struct.Struct(">I")
 _MAX_UVARINT_BYTES = 5  # an unsigned varint encodes at most 32 bits (Kafka's limit)
 _MAX_VARINT_BYTES = 5
 _MAX_VARLONG_BYTES = 10
-
-
-def uvarint_bytes(n: int) -> bytes:
-    """``n`` (>= 0) as an unsigned varint, for codecs that match a known encoding whole."""
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _short(what: str, pos: int) -> ProtocolError:
@@ -90,15 +80,22 @@ class Reader:
         pos = self._take(4, "a uint32")
         return int(_U32.unpack_from(self._buf, pos)[0])
 
-    def startswith(self, prefix: bytes) -> bool:
-        """Whether the next bytes are ``prefix`` (nothing consumed): a codec's test for its usual shape."""
-        pos = self.pos
-        return self._end - pos >= len(prefix) and self._buf[pos : pos + len(prefix)] == prefix
-
     def fixed(self, layout: struct.Struct, what: str) -> tuple[Any, ...]:
         """Several fixed-size fields in one unpack (a hot codec's run of them, one bounds check)."""
         pos = self._take(layout.size, what)
         return layout.unpack_from(self._buf, pos)
+
+    def fixed_if(self, layout: struct.Struct, usual: Callable[[tuple[Any, ...]], bool]) -> tuple[Any, ...] | None:
+        """The next fields in one unpack if they are there and ``usual`` accepts them (a codec's common shape, such
+        as a known run of tags); else None, with nothing consumed, for the codec's field-by-field path."""
+        pos = self.pos
+        if self._end - pos < layout.size:
+            return None
+        values = layout.unpack_from(self._buf, pos)
+        if not usual(values):
+            return None
+        self.pos = pos + layout.size
+        return values
 
     def uuid(self) -> bytes:
         """16 bytes, as odradek's metadata holds topic ids."""
@@ -362,6 +359,13 @@ class Writer:
 
     def no_tagged_fields(self) -> None:
         self.buf.append(0)
+
+
+def uvarint_bytes(n: int) -> bytes:
+    """``n`` (>= 0) as an unsigned varint, for codecs that match a known encoding whole."""
+    w = Writer()
+    w.uvarint(n)
+    return bytes(w.buf)
 
 
 NodeEndpoint = tuple[int, str, int, str | None]

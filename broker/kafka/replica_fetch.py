@@ -45,9 +45,13 @@ UNKNOWN_TOPIC_ID = 100  # Kafka's error for a topic id the leader does not know
 _PARTITION_HEAD = struct.Struct(">ihqqq")
 # Its usual tail: exactly odradek's two tags, each a two-byte tag number, a size of 8 and an int64.
 _USUAL_TAGS = struct.Struct(">B2sBq2sBq")
+_LOG_END_TAG, _ALL_REPLICAS_TAG = uvarint_bytes(LOG_END_OFFSET_TAG), uvarint_bytes(ALL_REPLICAS_OFFSET_TAG)
 
 
-_USUAL_TAG_NUMBERS = (uvarint_bytes(LOG_END_OFFSET_TAG), uvarint_bytes(ALL_REPLICAS_OFFSET_TAG))
+def _usual_tags(values: tuple[int, bytes, int, int, bytes, int, int]) -> bool:
+    count, tag, size, _, next_tag, next_size, _ = values
+    return count == 2 and tag == _LOG_END_TAG and size == 8 and next_tag == _ALL_REPLICAS_TAG and next_size == 8
+
 
 Key = tuple[str, int]
 Topics = list[tuple[str, list[PartitionFetch]]]
@@ -247,13 +251,10 @@ def _partition(r: Reader, name: str) -> tuple[Key, FetchedPartition]:
     records = r.compact_nullable_bytes()
     diverging = None
     log_end_offset = all_replicas_offset = None
-    start = r.pos
-    if r.remaining() >= _USUAL_TAGS.size:
-        count, tag, size, log_end_offset, next_tag, next_size, all_replicas_offset = r.fixed(_USUAL_TAGS, "tags")
-        if count != 2 or size != 8 or next_size != 8 or (tag, next_tag) != _USUAL_TAG_NUMBERS:
-            r.pos = start  # some other tags: read them one by one
-            log_end_offset = all_replicas_offset = None
-    for tag, payload in r.tagged_fields() if r.pos == start else ():
+    usual = r.fixed_if(_USUAL_TAGS, _usual_tags)
+    if usual is not None:
+        log_end_offset, all_replicas_offset = usual[3], usual[6]
+    for tag, payload in r.tagged_fields() if usual is None else ():  # some other tags: one by one
         if tag == LOG_END_OFFSET_TAG:
             log_end_offset = int64_tag(payload, "log end offset")
         elif tag == ALL_REPLICAS_OFFSET_TAG:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.schemas.fields.codecs.types import UnsignedVarInt32, VarInt32, VarInt64
 
-from odradek.broker.kafka.primitives import Reader, Writer, node_endpoints_field
+from odradek.broker.kafka.primitives import Reader, Writer, node_endpoints_field, uvarint_bytes
 from odradek.broker.kafka.wire import ProtocolError
 
 # The test machine is shared: an example's run time is no verdict.
@@ -141,6 +141,24 @@ def test_fixed_reads_a_run_of_fields_within_the_readers_end() -> None:
     with pytest.raises(ProtocolError, match="inside a head at byte 0"):
         short.fixed(layout, "a head")
     assert short.pos == 0
+
+
+def test_fixed_if_consumes_only_the_usual_shape() -> None:
+    layout = struct.Struct(">Bq")
+    r = Reader(layout.pack(2, 9) + layout.pack(3, 9))
+    assert r.fixed_if(layout, lambda v: v[0] == 2) == (2, 9)
+    assert r.pos == layout.size
+    assert r.fixed_if(layout, lambda v: v[0] == 2) is None  # another shape: nothing consumed
+    assert r.pos == layout.size
+    assert Reader(b"\x02", 0).fixed_if(layout, lambda v: True) is None  # too short: nothing consumed, no error
+
+
+def test_uvarint_bytes_is_what_the_writer_writes() -> None:
+    for n in (0, 1, 127, 128, 10_000, 2**31):
+        w = Writer()
+        w.uvarint(n)
+        assert uvarint_bytes(n) == bytes(w.buf)
+        assert Reader(uvarint_bytes(n)).uvarint() == n
 
 
 def test_node_endpoints_field() -> None:
